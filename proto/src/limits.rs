@@ -1,0 +1,65 @@
+//! Limits from `spec/protocol-reference.txt` ("Storage and limits") and
+//! `spec/device-native-mcp-a2a.txt`, named once so every process enforces the same value.
+
+use std::time::Duration;
+
+/// HTTP request body for MCP and A2A.
+pub const MAX_HTTP_BODY_BYTES: usize = 32 * 1024;
+/// MCP tool-call argument JSON.
+pub const MAX_ARGUMENT_JSON_BYTES: usize = 16 * 1024;
+/// Agent user text (A2A message parts joined, `nl2sh_ask` message).
+pub const MAX_AGENT_TEXT_BYTES: usize = 8192;
+/// Tool name, UTF-8 bytes.
+pub const MAX_TOOL_NAME_BYTES: usize = 128;
+/// Task, context and message ids, UTF-8 bytes.
+pub const MAX_ID_BYTES: usize = 256;
+/// Active tasks, including those waiting for a context or an approval.
+pub const MAX_ACTIVE_TASKS: usize = 16;
+/// Pending local approvals.
+pub const MAX_PENDING_APPROVALS: usize = 8;
+/// How long a pending approval waits; configurable downward only.
+pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
+/// One stored task document.
+pub const MAX_TASK_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
+/// Retained tasks, count.
+pub const MAX_RETAINED_TASKS: usize = 200;
+/// Retained tasks, total document bytes.
+pub const MAX_RETAINED_DOCUMENT_BYTES: usize = 64 * 1024 * 1024;
+/// Base64 of one MCP screen image.
+pub const MAX_SCREEN_BASE64_BYTES: usize = 3 * 1024 * 1024;
+/// Failed tools reported in an Agent result.
+pub const MAX_FAILED_TOOLS: usize = 8;
+/// Evidence entries in an Agent result, and bytes of output each.
+pub const MAX_EVIDENCE_ENTRIES: usize = 64;
+pub const MAX_EVIDENCE_OUTPUT_BYTES: usize = 4096;
+
+/// Explicit protocol tokens: printable ASCII without spaces, this many characters.
+pub const TOKEN_MIN_CHARS: usize = 32;
+pub const TOKEN_MAX_CHARS: usize = 256;
+/// Generated tokens: 256 bits from the OS random source, hex encoded.
+pub const GENERATED_TOKEN_BYTES: usize = 32;
+
+/// Largest frame any channel accepts. It must hold the largest legitimate message:
+/// a stored task document (4 MiB) or a screen image (3 MiB of base64) plus framing.
+pub const MAX_FRAME_BYTES: usize = 5 * 1024 * 1024;
+/// Requests one channel serves at once; more wait for a slot, so a peer cannot make
+/// the receiver allocate without bound.
+pub const MAX_IN_FLIGHT_PER_CHANNEL: usize = 256;
+/// Bound on JSON text crossing a channel (inspect results, tool results).
+pub const MAX_JSON_TEXT_BYTES: usize = 4 * 1024 * 1024;
+
+/// Grace for in-flight requests when the service is asked to stop.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_holds_the_largest_document() {
+        assert!(MAX_FRAME_BYTES > MAX_TASK_DOCUMENT_BYTES);
+        assert!(MAX_FRAME_BYTES > MAX_SCREEN_BASE64_BYTES);
+        assert!(MAX_JSON_TEXT_BYTES < MAX_FRAME_BYTES);
+        assert!(MAX_ARGUMENT_JSON_BYTES < MAX_HTTP_BODY_BYTES);
+    }
+}
