@@ -12,6 +12,7 @@ pub mod handshake;
 pub mod limits;
 pub mod rpc;
 pub mod secret;
+pub mod sys;
 
 pub use frame::FrameError;
 pub use secret::Secret;
