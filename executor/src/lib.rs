@@ -1,1 +1,106 @@
+//! The executor: the Tool Runtime. It never parses network bytes; it answers typed
+//! requests from netd's channel and asks approvald for authority.
 
+pub mod dispatch;
+pub mod inspect;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use nl2sh_proto::channels::{fds, AuthorityRequest, AuthorityResponse, WorkerSettings};
+use nl2sh_proto::handshake::{ChannelKind, Role};
+use nl2sh_proto::rpc::RpcClient;
+use nl2sh_proto::worker::{accept_start, connect_peer, ControlEvent};
+
+/// State shared by every request the executor answers.
+pub struct Runtime {
+    pub environment: inspect::Environment,
+}
+
+impl Runtime {
+    pub fn new(path_var: Option<&str>) -> Self {
+        Self { environment: inspect::Environment::probe(path_var) }
+    }
+}
+
+/// Entry point of the hidden `executor` role.
+pub fn run() -> ExitCode {
+    // One thread: requests are short or wait on children; blocking work goes to the
+    // blocking pool. Keeps the idle tree small.
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "executor: cannot start runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(serve()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "executor stopped");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutorError {
+    #[error(transparent)]
+    Worker(#[from] nl2sh_proto::worker::WorkerError),
+    #[error("supervisor sent settings for another role")]
+    WrongSettings,
+    #[error("approvald channel: {0}")]
+    Authority(String),
+    #[error("netd channel closed: {0}")]
+    NetdChannel(nl2sh_proto::FrameError),
+    #[error("supervisor channel: {0}")]
+    Control(nl2sh_proto::FrameError),
+}
+
+async fn serve() -> Result<(), ExecutorError> {
+    let (mut control, settings) = accept_start(Role::Executor).await?;
+    let WorkerSettings::Executor(settings) = settings else {
+        let _ = control.refuse("settings for another role".into()).await;
+        return Err(ExecutorError::WrongSettings);
+    };
+    tracing::debug!(config = %settings.config_path, "executor starting");
+    let authority_stream = connect_peer(
+        fds::EXECUTOR_APPROVALD,
+        ChannelKind::ExecutorApprovald,
+        Role::Executor,
+        Role::Approvald,
+    )
+    .await?;
+    let (authority, mut authority_task) =
+        RpcClient::<AuthorityRequest, AuthorityResponse>::spawn(authority_stream);
+    match authority.call(&AuthorityRequest::Ping).await {
+        Ok(AuthorityResponse::Pong) => {}
+        Ok(other) => return Err(ExecutorError::Authority(format!("unexpected answer {other:?}"))),
+        Err(e) => return Err(ExecutorError::Authority(e.to_string())),
+    }
+    let netd = connect_peer(fds::EXECUTOR_NETD, ChannelKind::NetdExecutor, Role::Executor, Role::Netd)
+        .await?;
+    let runtime = Arc::new(Runtime::new(std::env::var("PATH").ok().as_deref()));
+    let mut netd_task = tokio::spawn(dispatch::serve_netd(netd, runtime));
+    control.started().await.map_err(ExecutorError::Control)?;
+    tokio::select! {
+        event = control.next_event() => match event {
+            ControlEvent::Drain { id, .. } => {
+                // Nothing long-running exists yet; answer at once.
+                control.drained(id).await.map_err(ExecutorError::Control)?;
+                Ok(())
+            }
+            ControlEvent::Closed => Ok(()),
+            ControlEvent::Hostile(e) => Err(ExecutorError::Control(e)),
+        },
+        served = &mut netd_task => match served {
+            Ok(Ok(())) => Err(ExecutorError::NetdChannel(nl2sh_proto::FrameError::Closed)),
+            Ok(Err(e)) => Err(ExecutorError::NetdChannel(e)),
+            Err(_) => Err(ExecutorError::NetdChannel(nl2sh_proto::FrameError::Closed)),
+        },
+        _ = &mut authority_task => Err(ExecutorError::Authority("closed".into())),
+    }
+}

@@ -86,8 +86,6 @@ pub struct NetdSettings {
 pub struct ExecutorSettings {
     /// Path of the configuration file this tree serves, for diagnostics.
     pub config_path: String,
-    /// The executable's SHA-256, computed by the supervisor before any worker started.
-    pub executable_sha256: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

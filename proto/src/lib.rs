@@ -13,6 +13,7 @@ pub mod limits;
 pub mod rpc;
 pub mod secret;
 pub mod sys;
+pub mod worker;
 
 pub use frame::FrameError;
 pub use secret::Secret;

@@ -1,1 +1,63 @@
-fn main() {}
+//! The one nl2sh executable: the CLI, the supervisor, and (behind a hidden first argument)
+//! each worker role of the process tree.
+
+mod advertise;
+mod cli;
+mod config;
+mod logging;
+mod serve;
+mod spawn;
+mod startup;
+mod state;
+mod sys;
+mod token;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// First argument that selects a worker role; never typed by users.
+pub const WORKER_ARG: &str = "__nl2sh-worker";
+
+fn init_logging(filter: &str, role: &'static str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_target(false)
+        .event_format(logging::RoleFormat::new(role))
+        .try_init();
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args_os();
+    let _argv0 = args.next();
+    let first = args.next();
+    if first.as_deref() == Some(std::ffi::OsStr::new(WORKER_ARG)) {
+        let role = args.next().and_then(|r| r.into_string().ok()).unwrap_or_default();
+        let filter = args.next().and_then(|f| f.into_string().ok()).unwrap_or_else(|| "info".into());
+        return run_worker(&role, &filter);
+    }
+    let cli = cli::Cli::parse();
+    init_logging(&std::env::var("NL2SH_LOG").unwrap_or_else(|_| "info".into()), "supervisor");
+    match cli.command {
+        cli::Command::Protocol(cli::ProtocolCommand::Serve(args)) => serve::serve(cli.config, args),
+    }
+}
+
+fn run_worker(role: &str, filter: &str) -> ExitCode {
+    let (name, entry): (&'static str, fn() -> ExitCode) = match role {
+        "netd" => ("netd", nl2sh_netd::run),
+        "executor" => ("executor", nl2sh_executor::run),
+        "approvald" => ("approvald", nl2sh_approvald::run),
+        _ => {
+            eprintln!("nl2sh: unknown worker role");
+            return ExitCode::from(2);
+        }
+    };
+    sys::set_process_name(name);
+    init_logging(filter, name);
+    entry()
+}

@@ -1,1 +1,367 @@
+//! Shared harness for the end-to-end tests: start the real `nl2sh` binary on 127.0.0.1,
+//! read its startup block, speak minimal HTTP to it, and inspect its process tree.
+//! Every server binds loopback and every request goes to loopback.
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The `nl2sh` binary of this build (target/<profile>/nl2sh), or `$NL2SH_BIN`.
+pub fn nl2sh_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("NL2SH_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
+    let bin = dir.join("nl2sh");
+    assert!(
+        bin.exists(),
+        "{} is missing: run the tests with `cargo test --workspace` (it builds the nl2sh binary)",
+        bin.display()
+    );
+    bin
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A private directory holding a config file; state lands beside it.
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    pub fn new(config: &str) -> Self {
+        let dir = tempfile::Builder::new().prefix("nl2sh-test-").tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("config.toml"), config).expect("write config");
+        Self { dir }
+    }
+    pub fn config(&self) -> PathBuf {
+        self.dir.path().join("config.toml")
+    }
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("config.state")
+    }
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(nl2sh_bin());
+        cmd.arg("--config").arg(self.config()).args(args);
+        cmd.env_remove("NL2SH_PROTOCOL_TOKEN").env("NL2SH_LOG", "info");
+        cmd
+    }
+}
+
+/// A running `nl2sh protocol serve`.
+pub struct Server {
+    pub child: Child,
+    pub stdout: String,
+    pub stderr: Arc<Mutex<String>>,
+    pub addr: SocketAddr,
+    pub token: Option<String>,
+}
+
+impl Server {
+    /// Start with `--host 127.0.0.1 --port 0` plus `extra`, and wait for the startup block.
+    pub fn start(fx: &Fixture, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut args = vec!["protocol", "serve", "--host", "127.0.0.1", "--port", "0"];
+        args.extend_from_slice(extra);
+        Self::start_args(fx, &args, env).unwrap_or_else(|(code, err)| {
+            panic!("server did not start (exit {code:?}):\n{err}")
+        })
+    }
+
+    /// Start with exactly `args`; on failure, the exit code and stderr.
+    pub fn start_args(
+        fx: &Fixture,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Server, (Option<i32>, String)> {
+        let mut cmd = fx.command(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn nl2sh");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut err_pipe = child.stderr.take().expect("stderr");
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err_pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let out = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(out);
+            let mut line = String::new();
+            loop {
+                line.clear();
+                match reader.read_line(&mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if tx.send(line.clone()).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        let mut stdout = String::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut addr = None;
+        let mut token = None;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                std::thread::sleep(Duration::from_millis(100));
+                let err = stderr.lock().unwrap().clone();
+                return Err((status.code(), err));
+            }
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(line) => {
+                    stdout.push_str(&line);
+                    let l = line.trim();
+                    if let Some(a) = l.strip_prefix("Listening on:") {
+                        addr = Some(a.trim().to_string());
+                    }
+                    if let Some(t) = l.strip_prefix("export NL2SH_PROTOCOL_TOKEN=") {
+                        token = Some(t.trim_matches('\'').to_string());
+                    }
+                    // The block ends with the JSON client configuration.
+                    if addr.is_some() && l == "}" && stdout.contains("mcpServers") {
+                        break;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(_) => {}
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("no startup block within 30s; stdout so far:\n{stdout}\nstderr:\n{}", stderr.lock().unwrap());
+            }
+        }
+        let addr: SocketAddr = addr
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no `Listening on:` address in the startup block:\n{stdout}"));
+        Ok(Server { child, stdout, stderr, addr, token })
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// The worker processes, by role name (from /proc/<pid>/comm "nl2sh-<role>").
+    pub fn workers(&self) -> Vec<(String, i32)> {
+        children_of(self.pid())
+            .into_iter()
+            .filter_map(|pid| {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+                Some((comm.trim().trim_start_matches("nl2sh-").to_string(), pid))
+            })
+            .collect()
+    }
+
+    pub fn worker(&self, role: &str) -> i32 {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some((_, pid)) = self.workers().into_iter().find(|(r, _)| r == role) {
+                return pid;
+            }
+            assert!(Instant::now() < deadline, "no {role} worker; have {:?}", self.workers());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill with integer arguments.
+        unsafe { libc::kill(self.pid(), sig) };
+    }
+
+    /// Wait for exit, with a bound.
+    pub fn wait(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("nl2sh did not exit within {limit:?}; stderr:\n{}", self.stderr());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn token(&self) -> &str {
+        self.token.as_deref().expect("this server printed no generated token")
+    }
+
+    pub fn host_header(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// POST a JSON-RPC body to /mcp with the token and a loopback Host.
+    pub fn mcp(&self, body: &str) -> HttpResponse {
+        http(
+            self.addr,
+            "POST",
+            "/mcp",
+            &[
+                ("Host", &self.host_header()),
+                ("Authorization", &format!("Bearer {}", self.token())),
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+                ("MCP-Protocol-Version", "2025-11-25"),
+            ],
+            body.as_bytes(),
+        )
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Pids whose parent is `pid`.
+pub fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return out };
+    for e in entries.flatten() {
+        let Some(child) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) {
+            // Fields after the last ')' : state ppid ...
+            if let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) {
+                let mut it = rest.split_whitespace();
+                let _state = it.next();
+                if it.next().and_then(|p| p.parse::<i32>().ok()) == Some(pid) {
+                    out.push(child);
+                }
+            }
+        }
+    }
+    out
+}
+
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // A zombie is dead for our purposes (its parent has not reaped it yet).
+        Ok(stat) => !matches!(stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()), Some("Z") | Some("X")),
+        Err(_) => false,
+    }
+}
+
+/// A field of /proc/<pid>/status, e.g. "Uid" or "CapEff".
+pub fn proc_status(pid: i32, field: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_string()))
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+#[derive(Debug)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl HttpResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+    pub fn json(&self) -> serde_json::Value {
+        // Plain JSON, or the last `data:` line of an SSE stream.
+        let text = if self.body.trim_start().starts_with('{') {
+            self.body.clone()
+        } else {
+            self.body
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .last()
+                .unwrap_or_default()
+                .to_string()
+        };
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection (Connection: close).
+pub fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> HttpResponse {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
+    s.write_all(req.as_bytes()).unwrap();
+    // The server may answer (413) before reading a large body and close; ignore EPIPE.
+    let _ = s.write_all(body);
+    read_response(&mut s)
+}
+
+pub fn read_response(s: &mut TcpStream) -> HttpResponse {
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
+        .collect();
+    let chunked = headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    let body = if chunked { dechunk(body) } else { body.to_string() };
+    HttpResponse { status, headers, body }
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// An MCP initialize request body.
+pub fn initialize_body(version: &str) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {},
+                   "clientInfo": {"name": "nl2sh-tests", "version": "0"}}
+    })
+    .to_string()
+}

@@ -1,0 +1,380 @@
+//! `nl2sh protocol serve`: check everything that can be checked before a process exists,
+//! take the state lock, bind the listener, start the tree, announce it, then supervise
+//! until a signal or a worker's death.
+
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+
+use nl2sh_proto::channels::{
+    ApprovaldSettings, ControlRequest, ControlResponse, ExecutorSettings, HttpSettings,
+    NetdSettings, NetdTransport, WorkerSettings,
+};
+use nl2sh_proto::frame::{read_frame, write_frame};
+use nl2sh_proto::handshake::{handshake, Role};
+use nl2sh_proto::limits::SHUTDOWN_GRACE;
+use nl2sh_proto::worker::control_kind;
+
+use crate::advertise::{self, Origin};
+use crate::cli::ServeArgs;
+use crate::config;
+use crate::spawn::{kill_all, NetdIdentity, NetdIo, Tree, Worker};
+use crate::startup;
+use crate::state::{self, ConnectionInfo};
+use crate::token;
+
+/// How long a worker may take from exec to `Started`.
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{0}")]
+    Config(#[from] config::ConfigError),
+    #[error("{0}")]
+    Token(#[from] token::TokenError),
+    #[error("--advertised-url: {0}")]
+    Advertise(#[from] advertise::AdvertiseError),
+    #[error("{0}")]
+    State(#[from] state::StateError),
+    #[error("--host {0:?} is not an IP address")]
+    Host(String),
+    #[error("--allow-insecure-http=false requires a loopback --host (such as 127.0.0.1); {0} is not loopback")]
+    InsecureHttp(IpAddr),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot start the worker processes: {0}")]
+    Spawn(std::io::Error),
+    #[error("{0}")]
+    Start(String),
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+pub fn serve(config_arg: Option<PathBuf>, args: ServeArgs) -> ExitCode {
+    match run(config_arg, args) {
+        Ok(code) => code,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("nl2sh: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(config_arg: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode, ServeError> {
+    let explicit = config_arg.is_some();
+    let config_path = config_arg.unwrap_or_else(config::default_config_path);
+    let cfg = config::load(&config_path, explicit)?;
+    let (token, token_source) =
+        token::resolve(std::env::var_os("NL2SH_PROTOCOL_TOKEN"), cfg.protocol_token.as_deref())?;
+    let host: IpAddr = args.host.parse().map_err(|_| ServeError::Host(args.host.clone()))?;
+    if !args.allow_insecure_http && !host.is_loopback() {
+        return Err(ServeError::InsecureHttp(host));
+    }
+    let advertised = args.advertised_url.as_deref().map(advertise::parse_advertised_url).transpose()?;
+    let state_dir = config::state_dir(&cfg, &config_path);
+    let lock = state::prepare(&state_dir, "http")?;
+    let paths = state::state_paths(&state_dir);
+
+    let listener = bind(host, args.port)?;
+    let local = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: SocketAddr::new(host, args.port),
+        source,
+    })?;
+    let origin = advertised.unwrap_or_else(|| default_origin(host, local.port()));
+    let settings = HttpSettings {
+        token: token.clone(),
+        advertised_origin: origin.origin_string(),
+        local_authorities: local_authorities(host, local.port()),
+    };
+    let (uid, gid, groups) = cfg.netd_ids();
+    let identity = NetdIdentity { uid, gid, groups };
+    let log_filter = std::env::var("NL2SH_LOG").unwrap_or_else(|_| "info".into());
+    let tree = Tree::spawn(NetdIo::Listener(OwnedFd::from(listener)), &identity, &log_filter)
+        .map_err(ServeError::Spawn)?;
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(ServeError::Runtime)?;
+    let starts = Starts {
+        netd: NetdSettings { transport: NetdTransport::Http(settings) },
+        executor: ExecutorSettings { config_path: config_path.display().to_string() },
+        approvald: ApprovaldSettings { state_dir: state_dir.display().to_string() },
+    };
+    rt.block_on(async move {
+        let mut running = start_tree(tree, starts).await?;
+        let generated = matches!(token_source, token::TokenSource::Generated);
+        let info = ConnectionInfo {
+            pid: std::process::id(),
+            start_time: state::process_start_time(std::process::id()).unwrap_or(0),
+            uid: nix::unistd::geteuid().as_raw(),
+            config_path: config_path.display().to_string(),
+            transport: "http".into(),
+            mcp_url: Some(origin.mcp_url()),
+            a2a_url: Some(origin.a2a_url()),
+            agent_card_url: Some(origin.agent_card_url()),
+            token: Some(token.expose().to_string()),
+        };
+        let connection = state::write_connection(&paths, &info)?;
+        let block = startup::startup_block(
+            &origin,
+            generated.then(|| token.expose()),
+            token_source,
+        );
+        {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(block.as_bytes());
+            let _ = out.flush();
+        }
+        tracing::info!(listen = %local, origin = %origin.origin_string(), "serving");
+        let outcome = supervise(&mut running).await;
+        connection.remove();
+        drop(lock);
+        Ok(outcome)
+    })
+}
+
+struct Starts {
+    netd: NetdSettings,
+    executor: ExecutorSettings,
+    approvald: ApprovaldSettings,
+}
+
+/// Bind `host:port`; when the port is taken, an available port on the same address.
+fn bind(host: IpAddr, port: u16) -> Result<TcpListener, ServeError> {
+    let addr = SocketAddr::new(host, port);
+    match TcpListener::bind(addr) {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && port != 0 => {
+            let fallback = SocketAddr::new(host, 0);
+            let l = TcpListener::bind(fallback)
+                .map_err(|source| ServeError::Bind { addr: fallback, source })?;
+            if let Ok(actual) = l.local_addr() {
+                tracing::warn!(requested = port, actual = actual.port(), "port is in use; using an available port");
+            }
+            Ok(l)
+        }
+        Err(source) => Err(ServeError::Bind { addr, source }),
+    }
+}
+
+fn default_origin(host: IpAddr, port: u16) -> Origin {
+    let ip: IpAddr = if host.is_unspecified() {
+        IpAddr::V4(advertise::detect_ipv4())
+    } else {
+        host
+    };
+    Origin { scheme: advertise::Scheme::Http, host: ip.to_string(), port }
+}
+
+/// Host header values that name this listener directly.
+fn local_authorities(host: IpAddr, port: u16) -> Vec<String> {
+    let fmt = |ip: IpAddr| match ip {
+        IpAddr::V4(v4) => format!("{v4}:{port}"),
+        IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+    };
+    let mut out = Vec::new();
+    if host.is_unspecified() {
+        if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
+            for a in addrs {
+                if let Some(sin) = a.address.as_ref().and_then(|s| s.as_sockaddr_in()) {
+                    out.push(fmt(IpAddr::V4(sin.ip())));
+                }
+            }
+        }
+        out.push(fmt(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)));
+    } else {
+        out.push(fmt(host));
+    }
+    if host.is_loopback() || host.is_unspecified() {
+        out.push(format!("localhost:{port}"));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+struct Running {
+    workers: Vec<Worker>,
+    writers: Vec<tokio::net::unix::OwnedWriteHalf>,
+    events: mpsc::UnboundedReceiver<(usize, Result<ControlResponse, nl2sh_proto::FrameError>)>,
+}
+
+async fn start_tree(tree: Tree, starts: Starts) -> Result<Running, ServeError> {
+    let Tree { mut workers } = tree;
+    let mut streams = Vec::new();
+    for w in &workers {
+        let std = match w.control.try_clone() {
+            Ok(s) => s,
+            Err(e) => {
+                kill_all(&mut workers);
+                return Err(ServeError::Spawn(e));
+            }
+        };
+        let _ = std.set_nonblocking(true);
+        match UnixStream::from_std(std) {
+            Ok(s) => streams.push(s),
+            Err(e) => {
+                kill_all(&mut workers);
+                return Err(ServeError::Spawn(e));
+            }
+        }
+    }
+    let mut settings = vec![
+        Some(WorkerSettings::Approvald(starts.approvald)),
+        Some(WorkerSettings::Executor(starts.executor)),
+        Some(WorkerSettings::Netd(starts.netd)),
+    ];
+    let roles: Vec<Role> = workers.iter().map(|w| w.role).collect();
+    // Send every Start before awaiting any answer: workers handshake with each other
+    // after their own Start, so answers depend on all of them having started.
+    let exchange = async {
+        for ((stream, role), settings) in streams.iter_mut().zip(&roles).zip(settings.iter_mut()) {
+            let step = async {
+                handshake(stream, control_kind(*role), Role::Supervisor, *role).await?;
+                if let Some(s) = settings.take() {
+                    write_frame(stream, 1, &ControlRequest::Start(s)).await?;
+                }
+                Ok::<_, nl2sh_proto::FrameError>(())
+            };
+            if let Err(e) = step.await {
+                return Some(format!("{} failed to start: {e}", role.as_str()));
+            }
+        }
+        for (stream, role) in streams.iter_mut().zip(&roles) {
+            match read_frame::<ControlResponse, _>(stream).await {
+                Ok((_, ControlResponse::Started)) => {}
+                Ok((_, ControlResponse::Refused(why))) => {
+                    return Some(format!("{} refused to start: {why}", role.as_str()))
+                }
+                Ok((_, other)) => return Some(format!("{} answered {other:?} to Start", role.as_str())),
+                Err(e) => return Some(format!("{} failed to start: {e}", role.as_str())),
+            }
+        }
+        None
+    };
+    let failure = tokio::time::timeout(START_TIMEOUT, exchange)
+        .await
+        .unwrap_or_else(|_| Some(format!("workers did not start within {}s", START_TIMEOUT.as_secs())));
+    if let Some(why) = failure {
+        kill_all(&mut workers);
+        return Err(ServeError::Start(why));
+    }
+    let (tx, events) = mpsc::unbounded_channel();
+    let mut writers = Vec::new();
+    for (i, stream) in streams.into_iter().enumerate() {
+        let (mut rd, wr) = stream.into_split();
+        writers.push(wr);
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            loop {
+                let r = read_frame::<ControlResponse, _>(&mut rd).await.map(|(_, resp)| resp);
+                let end = r.is_err();
+                if tx.send((i, r)).is_err() || end {
+                    break;
+                }
+            }
+        });
+    }
+    Ok(Running { workers, writers, events })
+}
+
+/// Wait for SIGINT/SIGTERM (drain, stop, exit 0) or a worker's end (stop all, exit 1).
+async fn supervise(running: &mut Running) -> ExitCode {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (mut sigint, mut sigterm) = match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+        (Ok(i), Ok(t)) => (i, t),
+        _ => {
+            tracing::error!("cannot install signal handlers");
+            kill_all(&mut running.workers);
+            return ExitCode::FAILURE;
+        }
+    };
+    let died = tokio::select! {
+        _ = sigint.recv() => None,
+        _ = sigterm.recv() => None,
+        ev = running.events.recv() => Some(ev.map(|(i, _)| i)),
+    };
+    match died {
+        None => {
+            tracing::info!("stopping: draining in-flight requests");
+            drain(running).await;
+            ExitCode::SUCCESS
+        }
+        Some(which) => {
+            let i = which.unwrap_or(0);
+            let w = &mut running.workers[i];
+            let status = wait_briefly(&mut w.child).await;
+            tracing::error!(
+                worker = w.role.as_str(),
+                pid = w.child.id(),
+                status = %status,
+                "worker exited unexpectedly; stopping the service"
+            );
+            eprintln!(
+                "nl2sh: worker {} (pid {}) exited unexpectedly: {status}",
+                w.role.as_str(),
+                w.child.id()
+            );
+            kill_all(&mut running.workers);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn wait_briefly(child: &mut std::process::Child) -> String {
+    for _ in 0..50 {
+        match child.try_wait() {
+            Ok(Some(status)) => return describe(status),
+            Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(e) => return format!("unknown ({e})"),
+        }
+    }
+    "still running but its channel closed".into()
+}
+
+fn describe(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => status.to_string(),
+    }
+}
+
+/// netd first (it stops accepting and lets requests settle), then the others.
+async fn drain(running: &mut Running) {
+    let grace = SHUTDOWN_GRACE;
+    let order = [Role::Netd, Role::Executor, Role::Approvald];
+    for role in order {
+        let Some(i) = running.workers.iter().position(|w| w.role == role) else { continue };
+        let req = ControlRequest::Drain { grace_ms: grace.as_millis() as u64 };
+        if write_frame(&mut running.writers[i], 2, &req).await.is_err() {
+            continue;
+        }
+        let deadline = tokio::time::Instant::now() + grace + Duration::from_secs(2);
+        loop {
+            match tokio::time::timeout_at(deadline, running.events.recv()).await {
+                Ok(Some((j, Ok(ControlResponse::Drained)))) if j == i => break,
+                Ok(Some((j, Err(_)))) if j == i => break,
+                Ok(Some(_)) => continue,
+                Ok(None) | Err(_) => {
+                    tracing::warn!(worker = role.as_str(), "did not drain in time");
+                    break;
+                }
+            }
+        }
+    }
+    // Workers exit after answering Drained; give them a moment, then make sure.
+    for w in running.workers.iter_mut() {
+        let _ = wait_briefly(&mut w.child).await;
+    }
+    kill_all(&mut running.workers);
+}

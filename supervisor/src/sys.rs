@@ -1,0 +1,173 @@
+//! The supervisor's only `unsafe`: what runs in a freshly forked worker before `exec`.
+//! Everything here is async-signal-safe: raw syscalls on data prepared before `fork`, no
+//! allocation, no locks.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// Most descriptors a worker inherits (beyond stdio).
+pub const MAX_INHERITED: usize = 8;
+/// Temporary descriptors are moved above every target number first, so placing one fd
+/// can never overwrite another that has not been placed yet.
+const SHUFFLE_FLOOR: libc::c_int = 64;
+
+/// An identity to drop to (netd).
+#[derive(Debug, Clone, Copy)]
+pub struct DropTo {
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+    pub groups: [libc::gid_t; 4],
+    pub n_groups: usize,
+    /// Highest capability number of this kernel (/proc/sys/kernel/cap_last_cap).
+    pub cap_last: u32,
+}
+
+/// Everything the child does between fork and exec, decided before fork.
+#[derive(Debug, Clone, Copy)]
+pub struct ChildPlan {
+    /// (descriptor in the supervisor, number in the worker)
+    pub fds: [(libc::c_int, libc::c_int); MAX_INHERITED],
+    pub n_fds: usize,
+    /// The supervisor's pid: a worker whose parent already died must not run.
+    pub parent: libc::pid_t,
+    /// Drop identity and capabilities (only when the supervisor runs as root).
+    pub drop_to: Option<DropTo>,
+    /// Set no_new_privs (netd), never for the supervisor itself.
+    pub no_new_privs: bool,
+}
+
+/// Install `plan` as the command's pre-exec hook.
+pub fn install(cmd: &mut Command, plan: ChildPlan) {
+    let hook = move || child_setup(&plan);
+    // SAFETY: `child_setup` only makes async-signal-safe system calls on the copied plan
+    // (plain integers and arrays); it allocates nothing and takes no locks, which is what
+    // `pre_exec` requires of code that runs in the forked child.
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
+fn check(rc: libc::c_long) -> io::Result<()> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn child_setup(plan: &ChildPlan) -> io::Result<()> {
+    // 1. Place the inherited channels at their fixed numbers, then close everything else.
+    let mut tmp = [-1 as libc::c_int; MAX_INHERITED];
+    let mut max_target = 2;
+    for i in 0..plan.n_fds.min(MAX_INHERITED) {
+        let (src, _) = plan.fds[i];
+        // SAFETY: F_DUPFD_CLOEXEC on a descriptor owned by the parent's copy; no memory.
+        tmp[i] = unsafe { libc::fcntl(src, libc::F_DUPFD_CLOEXEC, SHUFFLE_FLOOR) };
+        check(tmp[i] as libc::c_long)?;
+    }
+    for i in 0..plan.n_fds.min(MAX_INHERITED) {
+        let (_, target) = plan.fds[i];
+        // SAFETY: dup2 of an fd we just created; it clears CLOEXEC on `target`.
+        check(unsafe { libc::dup2(tmp[i], target) } as libc::c_long)?;
+        max_target = max_target.max(target);
+    }
+    close_from(max_target + 1);
+
+    // 2. Identity, in the order that works (DESIGN.md §9): bounding set while still
+    //    root, groups, gid, uid, then capability sets, death signal, no_new_privs.
+    if let Some(d) = plan.drop_to {
+        for cap in 0..=d.cap_last {
+            // SAFETY: prctl with integer arguments only.
+            let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+            check(rc as libc::c_long)?;
+        }
+        // SAFETY: setgroups reads `n_groups` ids from a live array in the plan.
+        check(unsafe { libc::setgroups(d.n_groups.min(4), d.groups.as_ptr()) } as libc::c_long)?;
+        // SAFETY: integer arguments only.
+        check(unsafe { libc::setresgid(d.gid, d.gid, d.gid) } as libc::c_long)?;
+        // SAFETY: integer arguments only.
+        check(unsafe { libc::setresuid(d.uid, d.uid, d.uid) } as libc::c_long)?;
+        clear_capabilities()?;
+    }
+    // Ambient capabilities would survive exec; clear them for every worker. Old kernels
+    // without ambient capabilities answer EINVAL, which means there are none.
+    // SAFETY: prctl with integer arguments only.
+    let rc = unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) };
+    if rc < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+        return Err(io::Error::last_os_error());
+    }
+    // After the uid change, which clears it.
+    // SAFETY: prctl with integer arguments only.
+    check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } as libc::c_long)?;
+    // SAFETY: getppid has no arguments.
+    if unsafe { libc::getppid() } != plan.parent {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    if plan.no_new_privs {
+        // SAFETY: prctl with integer arguments only.
+        check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } as libc::c_long)?;
+    }
+    if plan.drop_to.is_some() {
+        // The drop must be irrevocable: regaining root has to fail.
+        // SAFETY: integer arguments only.
+        if unsafe { libc::setuid(0) } == 0 {
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
+    }
+    Ok(())
+}
+
+/// Empty effective, permitted and inheritable sets (setresuid clears the first two;
+/// inheritable must be cleared explicitly).
+fn clear_capabilities() -> io::Result<()> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    let mut header = Header { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    let data = [Data { effective: 0, permitted: 0, inheritable: 0 }; 2];
+    // SAFETY: capset reads a v3 header and two data structs, both live on this stack.
+    let rc = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
+    check(rc)
+}
+
+/// Close every descriptor from `first` up.
+fn close_from(first: libc::c_int) {
+    // SAFETY: close_range with integer arguments; closing fds we own in the child.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, first as libc::c_uint, libc::c_uint::MAX, 0) };
+    if rc == 0 {
+        return;
+    }
+    // Kernels before 5.9: close one by one up to the descriptor limit.
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into `lim`, which lives on this stack.
+    let max = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur.min(1 << 20) as libc::c_int
+    } else {
+        4096
+    };
+    for fd in first..max {
+        // SAFETY: closing a descriptor number; EBADF for unused numbers is harmless.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// Name the process so `ps` and /proc/<pid>/comm show its role.
+pub fn set_process_name(role: &str) {
+    let mut buf = [0u8; 16];
+    let name = format!("nl2sh-{role}");
+    let n = name.len().min(15);
+    buf[..n].copy_from_slice(&name.as_bytes()[..n]);
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes from `buf`.
+    unsafe { libc::prctl(libc::PR_SET_NAME, buf.as_ptr() as libc::c_ulong, 0, 0, 0) };
+}
