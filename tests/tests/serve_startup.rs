@@ -224,16 +224,3 @@ fn bad_configuration_names_file_line_and_field() {
     assert_eq!(post_init(&server, TOKEN_A, &server.host_header(), None), 200);
     assert_eq!(std::fs::read_to_string(fx.config()).unwrap(), text);
 }
-
-#[test]
-fn help_explains_every_option() {
-    let out = std::process::Command::new(nl2sh_tests::nl2sh_bin())
-        .args(["protocol", "serve", "--help"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let help = String::from_utf8_lossy(&out.stdout);
-    for opt in ["--config", "--host", "--port", "--advertised-url", "--allow-insecure-http"] {
-        assert!(help.contains(opt), "--help lacks {opt}:\n{help}");
-    }
-}
