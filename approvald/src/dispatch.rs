@@ -19,7 +19,10 @@ pub fn answer_store(req: StoreRequest) -> StoreResponse {
 
 /// The executor's authority channel.
 pub async fn serve_executor(stream: UnixStream) -> Result<(), FrameError> {
-    rpc::serve(stream, |req: AuthorityRequest| async move { answer_authority(req) }).await
+    rpc::serve(stream, |req: AuthorityRequest| async move {
+        answer_authority(req)
+    })
+    .await
 }
 
 pub fn answer_authority(req: AuthorityRequest) -> AuthorityResponse {

@@ -27,7 +27,10 @@ pub enum ApprovaldError {
 
 /// Entry point of the hidden `approvald` role.
 pub fn run() -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!(error = %e, "approvald: cannot start runtime");
@@ -45,8 +48,10 @@ pub fn run() -> ExitCode {
 
 /// The state directory must be ours and private before anything is stored in it.
 fn check_state_dir(path: PathBuf) -> Result<PathBuf, ApprovaldError> {
-    let meta = std::fs::metadata(&path)
-        .map_err(|e| ApprovaldError::StateDir { path: path.clone(), why: e.to_string() })?;
+    let meta = std::fs::metadata(&path).map_err(|e| ApprovaldError::StateDir {
+        path: path.clone(),
+        why: e.to_string(),
+    })?;
     let euid = nix::unistd::geteuid().as_raw();
     if !meta.is_dir() || meta.uid() != euid || meta.mode() & 0o077 != 0 {
         return Err(ApprovaldError::StateDir {
@@ -78,17 +83,34 @@ async fn serve() -> Result<(), ApprovaldError> {
         Role::Executor,
     )
     .await?;
-    let netd =
-        connect_peer(fds::APPROVALD_NETD, ChannelKind::NetdApprovald, Role::Approvald, Role::Netd)
-            .await?;
+    // Serve each channel as soon as it is up: peers may wait on an answer here before
+    // they complete their other handshakes.
     let mut executor_task = tokio::spawn(dispatch::serve_executor(executor));
+    let netd = connect_peer(
+        fds::APPROVALD_NETD,
+        ChannelKind::NetdApprovald,
+        Role::Approvald,
+        Role::Netd,
+    )
+    .await?;
     let mut netd_task = tokio::spawn(dispatch::serve_netd(netd));
-    control.started().await.map_err(|e| ApprovaldError::Channel("supervisor", e))?;
+    control
+        .started()
+        .await
+        .map_err(|e| ApprovaldError::Channel("supervisor", e))?;
+    // A peer closing between frames is exiting; the supervisor judges why.
     let ended = |name: &'static str, r: Result<Result<(), FrameError>, tokio::task::JoinError>| {
-        Err(ApprovaldError::Channel(name, match r {
-            Ok(Err(e)) => e,
-            _ => FrameError::Closed,
-        }))
+        if let Ok(Ok(())) = r {
+            tracing::info!(channel = name, "peer closed its channel; stopping");
+            return Ok(());
+        }
+        Err(ApprovaldError::Channel(
+            name,
+            match r {
+                Ok(Err(e)) => e,
+                _ => FrameError::Closed,
+            },
+        ))
     };
     tokio::select! {
         event = control.next_event() => match event {

@@ -26,5 +26,7 @@ pub async fn answer(runtime: &Runtime, req: ExecutorRequest) -> ExecutorResponse
 }
 
 fn answer_inspect(runtime: &Runtime) -> ExecutorResponse {
-    ExecutorResponse::Inspect { json: runtime.environment.to_json() }
+    ExecutorResponse::Inspect {
+        json: runtime.environment.to_json(),
+    }
 }

@@ -70,9 +70,15 @@ impl Environment {
         );
         fixed.insert(
             "architecture".into(),
-            json!(uts.as_ref().map(|u| text(u.machine())).unwrap_or_else(|| std::env::consts::ARCH.to_string())),
+            json!(uts
+                .as_ref()
+                .map(|u| text(u.machine()))
+                .unwrap_or_else(|| std::env::consts::ARCH.to_string())),
         );
-        fixed.insert("hostname".into(), json!(uts.as_ref().map(|u| text(u.nodename()))));
+        fixed.insert(
+            "hostname".into(),
+            json!(uts.as_ref().map(|u| text(u.nodename()))),
+        );
         fixed.insert("android".into(), android.map_or(Value::Null, |p| json!(p)));
         fixed.insert("uid".into(), json!(uid));
         fixed.insert("euid".into(), json!(euid));
@@ -90,7 +96,10 @@ impl Environment {
         std::thread::spawn(move || {
             fill.get_or_init(|| sha256_file(Path::new("/proc/self/exe")));
         });
-        Self { fixed, executable_sha256: digest }
+        Self {
+            fixed,
+            executable_sha256: digest,
+        }
     }
 
     /// The inspect object as JSON text.
@@ -101,7 +110,10 @@ impl Environment {
             .executable_sha256
             .get_or_init(|| sha256_file(Path::new("/proc/self/exe")))
             .clone();
-        obj.insert("build_identity".into(), build_identity(sha, obj.get("uid").cloned()));
+        obj.insert(
+            "build_identity".into(),
+            build_identity(sha, obj.get("uid").cloned()),
+        );
         Value::Object(obj).to_string()
     }
 }
@@ -137,11 +149,14 @@ pub fn sha256_file(path: &Path) -> Option<String> {
 /// Look a program up on PATH the way a shell would (first executable match).
 pub fn find_program(name: &str, path_var: Option<&str>) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    path_var?.split(':').filter(|d| !d.is_empty()).find_map(|dir| {
-        let candidate = Path::new(dir).join(name);
-        let meta = std::fs::metadata(&candidate).ok()?;
-        (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(candidate)
-    })
+    path_var?
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .find_map(|dir| {
+            let candidate = Path::new(dir).join(name);
+            let meta = std::fs::metadata(&candidate).ok()?;
+            (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(candidate)
+        })
 }
 
 fn read_android_properties(getprop: &Path) -> Option<BTreeMap<String, String>> {
@@ -196,8 +211,14 @@ mod tests {
         let props = parse_getprop(
             "[ro.build.version.sdk]: [34]\n[ro.product.model]: [Pixel 8]\nnonsense\n[x]: [y\n",
         );
-        assert_eq!(props.get("ro.build.version.sdk").map(String::as_str), Some("34"));
-        assert_eq!(props.get("ro.product.model").map(String::as_str), Some("Pixel 8"));
+        assert_eq!(
+            props.get("ro.build.version.sdk").map(String::as_str),
+            Some("34")
+        );
+        assert_eq!(
+            props.get("ro.product.model").map(String::as_str),
+            Some("Pixel 8")
+        );
         assert_eq!(props.len(), 2);
     }
 
@@ -205,11 +226,28 @@ mod tests {
     fn inspect_object_has_every_documented_field() {
         let env = Environment::probe(std::env::var("PATH").ok().as_deref());
         let v: Value = serde_json::from_str(&env.to_json()).unwrap();
-        for key in ["os", "kernel", "architecture", "android", "uid", "root", "build_identity"] {
+        for key in [
+            "os",
+            "kernel",
+            "architecture",
+            "android",
+            "uid",
+            "root",
+            "build_identity",
+        ] {
             assert!(v.get(key).is_some(), "missing {key}");
         }
         let bi = &v["build_identity"];
-        for key in ["git_commit", "git_dirty", "build_id", "target", "profile", "executable_sha256", "protocol_version", "uid"] {
+        for key in [
+            "git_commit",
+            "git_dirty",
+            "build_id",
+            "target",
+            "profile",
+            "executable_sha256",
+            "protocol_version",
+            "uid",
+        ] {
             assert!(bi.get(key).is_some(), "missing build_identity.{key}");
         }
         assert_eq!(bi["executable_sha256"].as_str().map(str::len), Some(64));

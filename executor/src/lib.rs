@@ -19,7 +19,9 @@ pub struct Runtime {
 
 impl Runtime {
     pub fn new(path_var: Option<&str>) -> Self {
-        Self { environment: inspect::Environment::probe(path_var) }
+        Self {
+            environment: inspect::Environment::probe(path_var),
+        }
     }
 }
 
@@ -78,11 +80,20 @@ async fn serve() -> Result<(), ExecutorError> {
         RpcClient::<AuthorityRequest, AuthorityResponse>::spawn(authority_stream);
     match authority.call(&AuthorityRequest::Ping).await {
         Ok(AuthorityResponse::Pong) => {}
-        Ok(other) => return Err(ExecutorError::Authority(format!("unexpected answer {other:?}"))),
+        Ok(other) => {
+            return Err(ExecutorError::Authority(format!(
+                "unexpected answer {other:?}"
+            )))
+        }
         Err(e) => return Err(ExecutorError::Authority(e.to_string())),
     }
-    let netd = connect_peer(fds::EXECUTOR_NETD, ChannelKind::NetdExecutor, Role::Executor, Role::Netd)
-        .await?;
+    let netd = connect_peer(
+        fds::EXECUTOR_NETD,
+        ChannelKind::NetdExecutor,
+        Role::Executor,
+        Role::Netd,
+    )
+    .await?;
     let runtime = Arc::new(Runtime::new(std::env::var("PATH").ok().as_deref()));
     let mut netd_task = tokio::spawn(dispatch::serve_netd(netd, runtime));
     control.started().await.map_err(ExecutorError::Control)?;
@@ -97,7 +108,12 @@ async fn serve() -> Result<(), ExecutorError> {
             ControlEvent::Hostile(e) => Err(ExecutorError::Control(e)),
         },
         served = &mut netd_task => match served {
-            Ok(Ok(())) => Err(ExecutorError::NetdChannel(nl2sh_proto::FrameError::Closed)),
+            // netd closed its end between frames: it is exiting (stdio EOF, or it died and
+            // the supervisor will say so). Nothing to serve any more.
+            Ok(Ok(())) => {
+                tracing::info!("netd closed its channel; stopping");
+                Ok(())
+            }
             Ok(Err(e)) => Err(ExecutorError::NetdChannel(e)),
             Err(_) => Err(ExecutorError::NetdChannel(nl2sh_proto::FrameError::Closed)),
         },

@@ -1,1 +1,52 @@
+//! netd: the only nl2sh process that parses network bytes (DESIGN.md §1). It owns the
+//! inherited TCP listener (or stdin/stdout), checks limits, the bearer token, Host and
+//! Origin, speaks MCP with rmcp, and asks the executor for everything else over typed
+//! channels. It runs unprivileged and refuses to start otherwise.
 
+pub mod error;
+pub mod http;
+pub mod mcp;
+mod sys;
+pub mod tools;
+pub mod worker;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+pub use error::NetdError;
+pub use http::serve_http;
+pub use mcp::McpServer;
+
+/// Entry point of the hidden `netd` role. Returns success only after a clean drain (or
+/// the end of stdin in stdio mode).
+pub fn run() -> ExitCode {
+    // Before any thread exists: setuid and capabilities act per thread.
+    if let Err(e) = sys::verify_unprivileged() {
+        tracing::error!(error = %e, "netd refuses to start");
+        return ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "netd: cannot start the runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(worker::serve(worker::Wiring::Inherited));
+    // A pending stdin read cannot be cancelled; do not wait for it.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    match result {
+        Ok(()) => {
+            tracing::info!("netd stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "netd stopped");
+            ExitCode::FAILURE
+        }
+    }
+}

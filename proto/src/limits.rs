@@ -51,15 +51,10 @@ pub const MAX_JSON_TEXT_BYTES: usize = 4 * 1024 * 1024;
 /// Grace for in-flight requests when the service is asked to stop.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn frame_holds_the_largest_document() {
-        assert!(MAX_FRAME_BYTES > MAX_TASK_DOCUMENT_BYTES);
-        assert!(MAX_FRAME_BYTES > MAX_SCREEN_BASE64_BYTES);
-        assert!(MAX_JSON_TEXT_BYTES < MAX_FRAME_BYTES);
-        assert!(MAX_ARGUMENT_JSON_BYTES < MAX_HTTP_BODY_BYTES);
-    }
-}
+// The frame must hold the largest legitimate message; checked at compile time.
+const _: () = {
+    assert!(MAX_FRAME_BYTES > MAX_TASK_DOCUMENT_BYTES);
+    assert!(MAX_FRAME_BYTES > MAX_SCREEN_BASE64_BYTES);
+    assert!(MAX_JSON_TEXT_BYTES < MAX_FRAME_BYTES);
+    assert!(MAX_ARGUMENT_JSON_BYTES < MAX_HTTP_BODY_BYTES);
+};

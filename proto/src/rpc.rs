@@ -23,9 +23,12 @@ pub enum RpcError {
     Frame(#[from] FrameError),
 }
 
-type Pending<Resp> = Arc<Mutex<HashMap<u64, oneshot::Sender<Resp>>>>;
+/// Waiting callers by request id; `None` once the channel has ended, so a late caller
+/// fails at once instead of waiting for an answer that cannot come.
+type Pending<Resp> = Arc<Mutex<Option<HashMap<u64, oneshot::Sender<Resp>>>>>;
 
-/// The asking end of a channel.
+/// The asking end of a channel. The channel stays open while any clone of the client
+/// lives: dropping the last one shuts down the write half, which the peer sees as EOF.
 pub struct RpcClient<Req, Resp> {
     next_id: Arc<AtomicU64>,
     pending: Pending<Resp>,
@@ -50,7 +53,7 @@ impl<Req: Wire, Resp: Wire> RpcClient<Req, Resp> {
     pub fn spawn(stream: UnixStream) -> (Self, tokio::task::JoinHandle<Result<(), FrameError>>) {
         let (mut rd, mut wr) = stream.into_split();
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
-        let pending: Pending<Resp> = Arc::default();
+        let pending: Pending<Resp> = Arc::new(Mutex::new(Some(HashMap::new())));
         tokio::spawn(async move {
             while let Some(bytes) = rx.recv().await {
                 if wr.write_all(&bytes).await.is_err() {
@@ -65,7 +68,7 @@ impl<Req: Wire, Resp: Wire> RpcClient<Req, Resp> {
             let result = loop {
                 match read_frame::<Resp, _>(&mut rd).await {
                     Ok((id, resp)) => {
-                        let waiter = lock(&pending_r).remove(&id);
+                        let waiter = lock(&pending_r).as_mut().and_then(|p| p.remove(&id));
                         match waiter {
                             Some(w) => {
                                 let _ = w.send(resp);
@@ -88,7 +91,8 @@ impl<Req: Wire, Resp: Wire> RpcClient<Req, Resp> {
             if let Err(e) = &result {
                 tracing::warn!(channel = Resp::NAME, error = %e, "closing channel");
             }
-            lock(&pending_r).clear();
+            // Dropping every sender wakes every waiting caller with `Closed`.
+            *lock(&pending_r) = None;
             result
         });
         let client = Self {
@@ -104,7 +108,10 @@ impl<Req: Wire, Resp: Wire> RpcClient<Req, Resp> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let bytes = encode(id, req)?;
         let (tx, rx) = oneshot::channel();
-        lock(&self.pending).insert(id, tx);
+        match lock(&self.pending).as_mut() {
+            Some(p) => p.insert(id, tx),
+            None => return Err(RpcError::Closed(Req::NAME)),
+        };
         // Remove our entry if this future is dropped before the answer arrives.
         let guard = PendingGuard {
             pending: &self.pending,
@@ -126,7 +133,9 @@ struct PendingGuard<'a, Resp> {
 
 impl<Resp> Drop for PendingGuard<'_, Resp> {
     fn drop(&mut self) {
-        lock(self.pending).remove(&self.id);
+        if let Some(p) = lock(self.pending).as_mut() {
+            p.remove(&self.id);
+        }
     }
 }
 
@@ -191,4 +200,56 @@ where
         let _ = writer.await;
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channels::{StoreRequest, StoreResponse};
+
+    #[tokio::test]
+    async fn concurrent_calls_share_one_connection() {
+        let (a, b) = UnixStream::pair().unwrap();
+        tokio::spawn(serve(b, |req: StoreRequest| async move {
+            match req {
+                StoreRequest::Ping => StoreResponse::Pong,
+            }
+        }));
+        let (client, _) = RpcClient::<StoreRequest, StoreResponse>::spawn(a);
+        let calls = (0..50).map(|_| {
+            let c = client.clone();
+            tokio::spawn(async move { c.call(&StoreRequest::Ping).await })
+        });
+        for call in calls {
+            assert!(matches!(call.await.unwrap(), Ok(StoreResponse::Pong)));
+        }
+    }
+
+    #[tokio::test]
+    async fn calls_after_the_peer_is_gone_fail_instead_of_hanging() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let (client, reader) = RpcClient::<StoreRequest, StoreResponse>::spawn(a);
+        drop(b);
+        let _ = reader.await;
+        let r = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            client.call(&StoreRequest::Ping),
+        )
+        .await
+        .expect("call hung on a closed channel");
+        assert!(matches!(r, Err(RpcError::Closed(_))));
+    }
+
+    #[tokio::test]
+    async fn a_reply_to_an_unsent_id_closes_the_channel() {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let (_client, reader) = RpcClient::<StoreRequest, StoreResponse>::spawn(a);
+        crate::frame::write_frame(&mut b, 99, &StoreResponse::Pong)
+            .await
+            .unwrap();
+        assert!(matches!(
+            reader.await.unwrap(),
+            Err(FrameError::OutOfPlace(_))
+        ));
+    }
 }

@@ -14,7 +14,10 @@ pub enum WorkerError {
     #[error("inherited fd {fd}: {source}")]
     Fd { fd: i32, source: std::io::Error },
     #[error("{channel:?}: {source}")]
-    Channel { channel: ChannelKind, source: FrameError },
+    Channel {
+        channel: ChannelKind,
+        source: FrameError,
+    },
     #[error("supervisor sent {0} before Start")]
     NotStarted(&'static str),
 }
@@ -22,6 +25,8 @@ pub enum WorkerError {
 /// The supervisor control channel after `Start`.
 pub struct Control {
     stream: UnixStream,
+    /// Id of the `Start` request, which `Started`/`Refused` answer.
+    start_id: u64,
 }
 
 pub fn control_kind(role: Role) -> ChannelKind {
@@ -35,13 +40,22 @@ pub fn control_kind(role: Role) -> ChannelKind {
 /// Take fd 3, handshake as `role`, and read the `Start` settings.
 pub async fn accept_start(role: Role) -> Result<(Control, WorkerSettings), WorkerError> {
     let kind = control_kind(role);
-    let mut stream = crate::sys::inherited_channel(fds::SUPERVISOR)
-        .map_err(|source| WorkerError::NoSupervisor { fd: fds::SUPERVISOR, source })?;
-    let err = |source| WorkerError::Channel { channel: kind, source };
-    handshake(&mut stream, kind, role, Role::Supervisor).await.map_err(err)?;
-    let (_, first): (u64, ControlRequest) = read_frame(&mut stream).await.map_err(err)?;
+    let mut stream = crate::sys::inherited_channel(fds::SUPERVISOR).map_err(|source| {
+        WorkerError::NoSupervisor {
+            fd: fds::SUPERVISOR,
+            source,
+        }
+    })?;
+    let err = |source| WorkerError::Channel {
+        channel: kind,
+        source,
+    };
+    handshake(&mut stream, kind, role, Role::Supervisor)
+        .await
+        .map_err(err)?;
+    let (start_id, first): (u64, ControlRequest) = read_frame(&mut stream).await.map_err(err)?;
     match first {
-        ControlRequest::Start(settings) => Ok((Control { stream }, settings)),
+        ControlRequest::Start(settings) => Ok((Control { stream, start_id }, settings)),
         ControlRequest::Drain { .. } => Err(WorkerError::NotStarted("Drain")),
     }
 }
@@ -57,14 +71,20 @@ pub async fn connect_peer(
         crate::sys::inherited_channel(fd).map_err(|source| WorkerError::Fd { fd, source })?;
     handshake(&mut stream, kind, me, peer)
         .await
-        .map_err(|source| WorkerError::Channel { channel: kind, source })?;
+        .map_err(|source| WorkerError::Channel {
+            channel: kind,
+            source,
+        })?;
     Ok(stream)
 }
 
 /// What the supervisor asked after `Start`.
 #[derive(Debug)]
 pub enum ControlEvent {
-    Drain { id: u64, grace: std::time::Duration },
+    Drain {
+        id: u64,
+        grace: std::time::Duration,
+    },
     /// The supervisor is gone (or closed the channel): stop now.
     Closed,
     /// A frame that has no place here; the channel is finished.
@@ -73,11 +93,16 @@ pub enum ControlEvent {
 
 impl Control {
     pub async fn started(&mut self) -> Result<(), FrameError> {
-        write_frame(&mut self.stream, 1, &ControlResponse::Started).await
+        write_frame(&mut self.stream, self.start_id, &ControlResponse::Started).await
     }
 
     pub async fn refuse(&mut self, why: String) -> Result<(), FrameError> {
-        write_frame(&mut self.stream, 1, &ControlResponse::Refused(why)).await
+        write_frame(
+            &mut self.stream,
+            self.start_id,
+            &ControlResponse::Refused(why),
+        )
+        .await
     }
 
     pub async fn next_event(&mut self) -> ControlEvent {

@@ -35,6 +35,9 @@ pub enum Command {
 pub enum ProtocolCommand {
     /// Serve MCP (/mcp) and A2A (/a2a) over HTTP with Bearer authentication.
     Serve(ServeArgs),
+    /// Serve MCP on stdin/stdout for a local client (no token; the launching user's
+    /// privileges). stdout carries only MCP; diagnostics go to stderr.
+    Stdio,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -89,6 +92,7 @@ mod tests {
     fn allow_insecure_http_forms() {
         let serve = |args: &[&str]| match parse(args).unwrap().command {
             Command::Protocol(ProtocolCommand::Serve(s)) => s,
+            other => panic!("{other:?}"),
         };
         assert!(serve(&["protocol", "serve"]).allow_insecure_http);
         assert!(serve(&["protocol", "serve", "--allow-insecure-http"]).allow_insecure_http);

@@ -15,7 +15,10 @@ pub struct RoleFormat {
 
 impl RoleFormat {
     pub fn new(role: &'static str) -> Self {
-        Self { role, pid: std::process::id() }
+        Self {
+            role,
+            pid: std::process::id(),
+        }
     }
 }
 
@@ -31,7 +34,13 @@ where
         event: &Event<'_>,
     ) -> fmt::Result {
         SystemTime.format_time(&mut writer)?;
-        write!(writer, " {:>5} nl2sh-{}[{}]: ", event.metadata().level(), self.role, self.pid)?;
+        write!(
+            writer,
+            " {:>5} nl2sh-{}[{}]: ",
+            event.metadata().level(),
+            self.role,
+            self.pid
+        )?;
         ctx.field_format().format_fields(writer.by_ref(), event)?;
         writeln!(writer)
     }

@@ -36,14 +36,28 @@ fn main() -> ExitCode {
     let _argv0 = args.next();
     let first = args.next();
     if first.as_deref() == Some(std::ffi::OsStr::new(WORKER_ARG)) {
-        let role = args.next().and_then(|r| r.into_string().ok()).unwrap_or_default();
-        let filter = args.next().and_then(|f| f.into_string().ok()).unwrap_or_else(|| "info".into());
+        let role = args
+            .next()
+            .and_then(|r| r.into_string().ok())
+            .unwrap_or_default();
+        let filter = args
+            .next()
+            .and_then(|f| f.into_string().ok())
+            .unwrap_or_else(|| "info".into());
         return run_worker(&role, &filter);
     }
     let cli = cli::Cli::parse();
-    init_logging(&std::env::var("NL2SH_LOG").unwrap_or_else(|_| "info".into()), "supervisor");
+    init_logging(
+        &std::env::var("NL2SH_LOG").unwrap_or_else(|_| "info".into()),
+        "supervisor",
+    );
     match cli.command {
-        cli::Command::Protocol(cli::ProtocolCommand::Serve(args)) => serve::serve(cli.config, args),
+        cli::Command::Protocol(cli::ProtocolCommand::Serve(args)) => {
+            serve::serve(cli.config, serve::Transport::Http(args))
+        }
+        cli::Command::Protocol(cli::ProtocolCommand::Stdio) => {
+            serve::serve(cli.config, serve::Transport::Stdio)
+        }
     }
 }
 

@@ -27,6 +27,7 @@ use crate::spawn::{kill_all, NetdIdentity, NetdIo, Tree, Worker};
 use crate::startup;
 use crate::state::{self, ConnectionInfo};
 use crate::token;
+use nl2sh_proto::Secret;
 
 /// How long a worker may take from exec to `Started`.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
@@ -46,7 +47,10 @@ pub enum ServeError {
     #[error("--allow-insecure-http=false requires a loopback --host (such as 127.0.0.1); {0} is not loopback")]
     InsecureHttp(IpAddr),
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("cannot start the worker processes: {0}")]
     Spawn(std::io::Error),
     #[error("{0}")]
@@ -55,8 +59,15 @@ pub enum ServeError {
     Runtime(std::io::Error),
 }
 
-pub fn serve(config_arg: Option<PathBuf>, args: ServeArgs) -> ExitCode {
-    match run(config_arg, args) {
+/// Which front door the tree serves.
+pub enum Transport {
+    Http(ServeArgs),
+    /// MCP on this process's stdin/stdout, for a local client that launched us.
+    Stdio,
+}
+
+pub fn serve(config_arg: Option<PathBuf>, transport: Transport) -> ExitCode {
+    match run(config_arg, transport) {
         Ok(code) => code,
         Err(e) => {
             tracing::error!("{e}");
@@ -66,75 +77,132 @@ pub fn serve(config_arg: Option<PathBuf>, args: ServeArgs) -> ExitCode {
     }
 }
 
-fn run(config_arg: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode, ServeError> {
-    let explicit = config_arg.is_some();
-    let config_path = config_arg.unwrap_or_else(config::default_config_path);
-    let cfg = config::load(&config_path, explicit)?;
-    let (token, token_source) =
-        token::resolve(std::env::var_os("NL2SH_PROTOCOL_TOKEN"), cfg.protocol_token.as_deref())?;
-    let host: IpAddr = args.host.parse().map_err(|_| ServeError::Host(args.host.clone()))?;
+/// What the HTTP transport announces once the tree is up.
+struct Announcement {
+    origin: Origin,
+    listening: SocketAddr,
+    token: Secret,
+    token_source: token::TokenSource,
+}
+
+/// Everything about the HTTP front door that can fail before a process exists.
+fn prepare_http(
+    args: &ServeArgs,
+    cfg: &config::Config,
+) -> Result<(TcpListener, HttpSettings, Announcement), ServeError> {
+    let (token, token_source) = token::resolve(
+        std::env::var_os(token::TOKEN_ENV),
+        cfg.protocol_token.as_deref(),
+    )?;
+    let host: IpAddr = args
+        .host
+        .parse()
+        .map_err(|_| ServeError::Host(args.host.clone()))?;
     if !args.allow_insecure_http && !host.is_loopback() {
         return Err(ServeError::InsecureHttp(host));
     }
-    let advertised = args.advertised_url.as_deref().map(advertise::parse_advertised_url).transpose()?;
-    let state_dir = config::state_dir(&cfg, &config_path);
-    let lock = state::prepare(&state_dir, "http")?;
-    let paths = state::state_paths(&state_dir);
-
+    let advertised = args
+        .advertised_url
+        .as_deref()
+        .map(advertise::parse_advertised_url)
+        .transpose()?;
     let listener = bind(host, args.port)?;
-    let local = listener.local_addr().map_err(|source| ServeError::Bind {
+    let listening = listener.local_addr().map_err(|source| ServeError::Bind {
         addr: SocketAddr::new(host, args.port),
         source,
     })?;
-    let origin = advertised.unwrap_or_else(|| default_origin(host, local.port()));
+    let origin = advertised.unwrap_or_else(|| advertise::default_origin(listening));
     let settings = HttpSettings {
         token: token.clone(),
         advertised_origin: origin.origin_string(),
-        local_authorities: local_authorities(host, local.port()),
+        local_authorities: local_authorities(host, listening.port()),
+    };
+    let announcement = Announcement {
+        origin,
+        listening,
+        token,
+        token_source,
+    };
+    Ok((listener, settings, announcement))
+}
+
+fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, ServeError> {
+    let explicit = config_arg.is_some();
+    let config_path = config_arg.unwrap_or_else(config::default_config_path);
+    let cfg = config::load(&config_path, explicit)?;
+    let state_dir = config::state_dir(&cfg, &config_path);
+    let transport_name = match transport {
+        Transport::Http(_) => "http",
+        Transport::Stdio => "stdio",
+    };
+    // Validate the HTTP front door before taking the lock, so a bad flag never
+    // disturbs a running service's state.
+    let http = match &transport {
+        Transport::Http(args) => Some(prepare_http(args, &cfg)?),
+        Transport::Stdio => None,
+    };
+    let lock = state::prepare(&state_dir, transport_name)?;
+    let paths = state::state_paths(&state_dir);
+
+    let (netd_io, netd_transport, announcement) = match http {
+        Some((listener, settings, announcement)) => (
+            NetdIo::Listener(OwnedFd::from(listener)),
+            NetdTransport::Http(settings),
+            Some(announcement),
+        ),
+        None => (NetdIo::Stdio, NetdTransport::Stdio, None),
     };
     let (uid, gid, groups) = cfg.netd_ids();
     let identity = NetdIdentity { uid, gid, groups };
     let log_filter = std::env::var("NL2SH_LOG").unwrap_or_else(|_| "info".into());
-    let tree = Tree::spawn(NetdIo::Listener(OwnedFd::from(listener)), &identity, &log_filter)
-        .map_err(ServeError::Spawn)?;
+    let tree = Tree::spawn(netd_io, &identity, &log_filter).map_err(ServeError::Spawn)?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(ServeError::Runtime)?;
     let starts = Starts {
-        netd: NetdSettings { transport: NetdTransport::Http(settings) },
-        executor: ExecutorSettings { config_path: config_path.display().to_string() },
-        approvald: ApprovaldSettings { state_dir: state_dir.display().to_string() },
+        netd: NetdSettings {
+            transport: netd_transport,
+        },
+        executor: ExecutorSettings {
+            config_path: config_path.display().to_string(),
+        },
+        approvald: ApprovaldSettings {
+            state_dir: state_dir.display().to_string(),
+        },
     };
     rt.block_on(async move {
         let mut running = start_tree(tree, starts).await?;
-        let generated = matches!(token_source, token::TokenSource::Generated);
         let info = ConnectionInfo {
             pid: std::process::id(),
             start_time: state::process_start_time(std::process::id()).unwrap_or(0),
             uid: nix::unistd::geteuid().as_raw(),
             config_path: config_path.display().to_string(),
-            transport: "http".into(),
-            mcp_url: Some(origin.mcp_url()),
-            a2a_url: Some(origin.a2a_url()),
-            agent_card_url: Some(origin.agent_card_url()),
-            token: Some(token.expose().to_string()),
+            transport: transport_name.into(),
+            mcp_url: announcement.as_ref().map(|a| a.origin.mcp_url()),
+            a2a_url: announcement.as_ref().map(|a| a.origin.a2a_url()),
+            agent_card_url: announcement.as_ref().map(|a| a.origin.agent_card_url()),
+            token: announcement.as_ref().map(|a| a.token.expose().to_string()),
         };
         let connection = state::write_connection(&paths, &info)?;
-        let block = startup::startup_block(
-            &origin,
-            generated.then(|| token.expose()),
-            token_source,
-        );
-        {
+        if let Some(a) = &announcement {
+            let generated = matches!(a.token_source, token::TokenSource::Generated);
+            let block = startup::startup_block(
+                &a.origin,
+                a.listening,
+                generated.then(|| a.token.expose()),
+                a.token_source,
+            );
             use std::io::Write;
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(block.as_bytes());
             let _ = out.flush();
+            tracing::info!(listen = %a.listening, origin = %a.origin.origin_string(), "serving");
+        } else {
+            tracing::info!("serving MCP on stdin/stdout");
         }
-        tracing::info!(listen = %local, origin = %origin.origin_string(), "serving");
-        let outcome = supervise(&mut running).await;
+        let outcome = supervise(&mut running, announcement.is_none()).await;
         connection.remove();
         drop(lock);
         Ok(outcome)
@@ -154,24 +222,21 @@ fn bind(host: IpAddr, port: u16) -> Result<TcpListener, ServeError> {
         Ok(l) => Ok(l),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && port != 0 => {
             let fallback = SocketAddr::new(host, 0);
-            let l = TcpListener::bind(fallback)
-                .map_err(|source| ServeError::Bind { addr: fallback, source })?;
+            let l = TcpListener::bind(fallback).map_err(|source| ServeError::Bind {
+                addr: fallback,
+                source,
+            })?;
             if let Ok(actual) = l.local_addr() {
-                tracing::warn!(requested = port, actual = actual.port(), "port is in use; using an available port");
+                tracing::warn!(
+                    requested = port,
+                    actual = actual.port(),
+                    "port is in use; using an available port"
+                );
             }
             Ok(l)
         }
         Err(source) => Err(ServeError::Bind { addr, source }),
     }
-}
-
-fn default_origin(host: IpAddr, port: u16) -> Origin {
-    let ip: IpAddr = if host.is_unspecified() {
-        IpAddr::V4(advertise::detect_ipv4())
-    } else {
-        host
-    };
-    Origin { scheme: advertise::Scheme::Http, host: ip.to_string(), port }
 }
 
 /// Host header values that name this listener directly.
@@ -227,7 +292,7 @@ async fn start_tree(tree: Tree, starts: Starts) -> Result<Running, ServeError> {
             }
         }
     }
-    let mut settings = vec![
+    let mut settings = [
         Some(WorkerSettings::Approvald(starts.approvald)),
         Some(WorkerSettings::Executor(starts.executor)),
         Some(WorkerSettings::Netd(starts.netd)),
@@ -254,7 +319,9 @@ async fn start_tree(tree: Tree, starts: Starts) -> Result<Running, ServeError> {
                 Ok((_, ControlResponse::Refused(why))) => {
                     return Some(format!("{} refused to start: {why}", role.as_str()))
                 }
-                Ok((_, other)) => return Some(format!("{} answered {other:?} to Start", role.as_str())),
+                Ok((_, other)) => {
+                    return Some(format!("{} answered {other:?} to Start", role.as_str()))
+                }
                 Err(e) => return Some(format!("{} failed to start: {e}", role.as_str())),
             }
         }
@@ -262,7 +329,12 @@ async fn start_tree(tree: Tree, starts: Starts) -> Result<Running, ServeError> {
     };
     let failure = tokio::time::timeout(START_TIMEOUT, exchange)
         .await
-        .unwrap_or_else(|_| Some(format!("workers did not start within {}s", START_TIMEOUT.as_secs())));
+        .unwrap_or_else(|_| {
+            Some(format!(
+                "workers did not start within {}s",
+                START_TIMEOUT.as_secs()
+            ))
+        });
     if let Some(why) = failure {
         kill_all(&mut workers);
         return Err(ServeError::Start(why));
@@ -275,7 +347,9 @@ async fn start_tree(tree: Tree, starts: Starts) -> Result<Running, ServeError> {
         let tx = tx.clone();
         tokio::spawn(async move {
             loop {
-                let r = read_frame::<ControlResponse, _>(&mut rd).await.map(|(_, resp)| resp);
+                let r = read_frame::<ControlResponse, _>(&mut rd)
+                    .await
+                    .map(|(_, resp)| resp);
                 let end = r.is_err();
                 if tx.send((i, r)).is_err() || end {
                     break;
@@ -283,13 +357,21 @@ async fn start_tree(tree: Tree, starts: Starts) -> Result<Running, ServeError> {
             }
         });
     }
-    Ok(Running { workers, writers, events })
+    Ok(Running {
+        workers,
+        writers,
+        events,
+    })
 }
 
 /// Wait for SIGINT/SIGTERM (drain, stop, exit 0) or a worker's end (stop all, exit 1).
-async fn supervise(running: &mut Running) -> ExitCode {
+/// In stdio mode, netd ending cleanly (stdin closed) ends the session cleanly.
+async fn supervise(running: &mut Running, stdio: bool) -> ExitCode {
     use tokio::signal::unix::{signal, SignalKind};
-    let (mut sigint, mut sigterm) = match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+    let (mut sigint, mut sigterm) = match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
         (Ok(i), Ok(t)) => (i, t),
         _ => {
             tracing::error!("cannot install signal handlers");
@@ -309,35 +391,61 @@ async fn supervise(running: &mut Running) -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(which) => {
-            let i = which.unwrap_or(0);
-            let w = &mut running.workers[i];
-            let status = wait_briefly(&mut w.child).await;
-            tracing::error!(
-                worker = w.role.as_str(),
-                pid = w.child.id(),
-                status = %status,
-                "worker exited unexpectedly; stopping the service"
-            );
-            eprintln!(
-                "nl2sh: worker {} (pid {}) exited unexpectedly: {status}",
-                w.role.as_str(),
-                w.child.id()
-            );
+            // One death usually ends its peers' channels too; let them settle, then
+            // report every worker that ended, the one killed by a signal first, so the
+            // message names the cause rather than whoever noticed first.
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let first = which.unwrap_or(0);
+            let mut ended = Vec::new();
+            for (i, w) in running.workers.iter_mut().enumerate() {
+                let status = if i == first {
+                    Some(wait_briefly(&mut w.child).await)
+                } else {
+                    w.child.try_wait().ok().flatten()
+                };
+                if let Some(status) = status {
+                    ended.push((w.role, w.child.id(), status));
+                }
+            }
+            use std::os::unix::process::ExitStatusExt;
+            let netd_done = ended
+                .iter()
+                .any(|(role, _, status)| *role == Role::Netd && status.success());
+            if stdio && netd_done {
+                tracing::info!("stdin closed; stopping");
+                drain(running).await;
+                return ExitCode::SUCCESS;
+            }
+            ended.sort_by_key(|(_, _, status)| status.signal().is_none());
+            for (role, pid, status) in &ended {
+                let status = describe(*status);
+                tracing::error!(worker = role.as_str(), pid, status = %status, "worker exited unexpectedly; stopping the service");
+                eprintln!(
+                    "nl2sh: worker {} (pid {pid}) exited unexpectedly: {status}",
+                    role.as_str()
+                );
+            }
             kill_all(&mut running.workers);
             ExitCode::FAILURE
         }
     }
 }
 
-async fn wait_briefly(child: &mut std::process::Child) -> String {
+/// Wait up to a second for a child whose channel closed; its status, or an error.
+async fn wait_briefly(child: &mut std::process::Child) -> std::process::ExitStatus {
+    use std::os::unix::process::ExitStatusExt;
     for _ in 0..50 {
         match child.try_wait() {
-            Ok(Some(status)) => return describe(status),
+            Ok(Some(status)) => return status,
             Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,
-            Err(e) => return format!("unknown ({e})"),
+            Err(_) => break,
         }
     }
-    "still running but its channel closed".into()
+    // Its channel closed but it lingers: it is misbehaving; end it.
+    let _ = child.kill();
+    child
+        .wait()
+        .unwrap_or_else(|_| std::process::ExitStatus::from_raw(libc::SIGKILL))
 }
 
 fn describe(status: std::process::ExitStatus) -> String {
@@ -354,8 +462,12 @@ async fn drain(running: &mut Running) {
     let grace = SHUTDOWN_GRACE;
     let order = [Role::Netd, Role::Executor, Role::Approvald];
     for role in order {
-        let Some(i) = running.workers.iter().position(|w| w.role == role) else { continue };
-        let req = ControlRequest::Drain { grace_ms: grace.as_millis() as u64 };
+        let Some(i) = running.workers.iter().position(|w| w.role == role) else {
+            continue;
+        };
+        let req = ControlRequest::Drain {
+            grace_ms: grace.as_millis() as u64,
+        };
         if write_frame(&mut running.writers[i], 2, &req).await.is_err() {
             continue;
         }

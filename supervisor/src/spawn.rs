@@ -18,11 +18,28 @@ use crate::sys::{self, ChildPlan, DropTo, MAX_INHERITED};
 
 /// Variables the executor keeps so tools resolve and format as in the launching shell.
 const EXECUTOR_ENV: &[&str] = &[
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "LANGUAGE", "TZ",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TMPDIR",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
     // Android runtime layout, needed by `am`, `pm` and friends.
-    "ANDROID_ROOT", "ANDROID_DATA", "ANDROID_ART_ROOT", "ANDROID_I18N_ROOT",
-    "ANDROID_TZDATA_ROOT", "ANDROID_RUNTIME_ROOT", "ANDROID_STORAGE", "EXTERNAL_STORAGE",
-    "BOOTCLASSPATH", "DEX2OATBOOTCLASSPATH", "SYSTEMSERVERCLASSPATH", "ASEC_MOUNTPOINT",
+    "ANDROID_ROOT",
+    "ANDROID_DATA",
+    "ANDROID_ART_ROOT",
+    "ANDROID_I18N_ROOT",
+    "ANDROID_TZDATA_ROOT",
+    "ANDROID_RUNTIME_ROOT",
+    "ANDROID_STORAGE",
+    "EXTERNAL_STORAGE",
+    "BOOTCLASSPATH",
+    "DEX2OATBOOTCLASSPATH",
+    "SYSTEMSERVERCLASSPATH",
+    "ASEC_MOUNTPOINT",
 ];
 /// approvald formats times; nothing else.
 const APPROVALD_ENV: &[&str] = &["TZ"];
@@ -63,7 +80,11 @@ pub enum NetdIo {
 }
 
 impl Tree {
-    pub fn spawn(netd_io: NetdIo, netd_identity: &NetdIdentity, log_filter: &str) -> io::Result<Self> {
+    pub fn spawn(
+        netd_io: NetdIo,
+        netd_identity: &NetdIdentity,
+        log_filter: &str,
+    ) -> io::Result<Self> {
         let (sup_netd, netd_sup) = UnixStream::pair()?;
         let (sup_exec, exec_sup) = UnixStream::pair()?;
         let (sup_appr, appr_sup) = UnixStream::pair()?;
@@ -80,8 +101,20 @@ impl Tree {
             (appr_netd.as_raw_fd(), fds::APPROVALD_NETD),
             (appr_exec.as_raw_fd(), fds::APPROVALD_EXECUTOR),
         ];
-        let child = spawn_one(Role::Approvald, &appr_fds, APPROVALD_ENV, None, false, log_filter, false)?;
-        workers.push(Worker { role: Role::Approvald, child, control: sup_appr });
+        let child = spawn_one(
+            Role::Approvald,
+            &appr_fds,
+            APPROVALD_ENV,
+            None,
+            false,
+            log_filter,
+            false,
+        )?;
+        workers.push(Worker {
+            role: Role::Approvald,
+            child,
+            control: sup_appr,
+        });
         drop((appr_sup, appr_netd, appr_exec));
 
         let exec_fds = [
@@ -89,7 +122,15 @@ impl Tree {
             (exec_netd.as_raw_fd(), fds::EXECUTOR_NETD),
             (exec_appr.as_raw_fd(), fds::EXECUTOR_APPROVALD),
         ];
-        let child = spawn_one(Role::Executor, &exec_fds, EXECUTOR_ENV, None, false, log_filter, false);
+        let child = spawn_one(
+            Role::Executor,
+            &exec_fds,
+            EXECUTOR_ENV,
+            None,
+            false,
+            log_filter,
+            false,
+        );
         let child = match child {
             Ok(c) => c,
             Err(e) => {
@@ -97,7 +138,11 @@ impl Tree {
                 return Err(e);
             }
         };
-        workers.push(Worker { role: Role::Executor, child, control: sup_exec });
+        workers.push(Worker {
+            role: Role::Executor,
+            child,
+            control: sup_exec,
+        });
         drop((exec_sup, exec_netd, exec_appr));
 
         let mut netd_fds = vec![
@@ -118,7 +163,11 @@ impl Tree {
                 return Err(e);
             }
         };
-        workers.push(Worker { role: Role::Netd, child, control: sup_netd });
+        workers.push(Worker {
+            role: Role::Netd,
+            child,
+            control: sup_netd,
+        });
         // netd_io (the listener) is dropped here: only netd holds it from now on.
         Ok(Self { workers })
     }
@@ -135,10 +184,16 @@ pub fn kill_all(workers: &mut [Worker]) {
 
 fn drop_target(id: &NetdIdentity) -> io::Result<DropTo> {
     if id.uid == 0 || id.gid == 0 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "netd_uid/netd_gid must not be 0"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "netd_uid/netd_gid must not be 0",
+        ));
     }
     if id.groups.len() > 4 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "netd keeps at most 4 groups"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "netd keeps at most 4 groups",
+        ));
     }
     let mut groups = [0; 4];
     groups[..id.groups.len()].copy_from_slice(&id.groups);
@@ -146,7 +201,13 @@ fn drop_target(id: &NetdIdentity) -> io::Result<DropTo> {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(40);
-    Ok(DropTo { uid: id.uid, gid: id.gid, groups, n_groups: id.groups.len(), cap_last })
+    Ok(DropTo {
+        uid: id.uid,
+        gid: id.gid,
+        groups,
+        n_groups: id.groups.len(),
+        cap_last,
+    })
 }
 
 fn spawn_one(
@@ -182,5 +243,6 @@ fn spawn_one(
     }
     cmd.stderr(Stdio::inherit());
     sys::install(&mut cmd, plan);
-    cmd.spawn().map_err(|e| io::Error::new(e.kind(), format!("starting {}: {e}", role.as_str())))
+    cmd.spawn()
+        .map_err(|e| io::Error::new(e.kind(), format!("starting {}: {e}", role.as_str())))
 }

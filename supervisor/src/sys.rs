@@ -60,16 +60,15 @@ fn child_setup(plan: &ChildPlan) -> io::Result<()> {
     // 1. Place the inherited channels at their fixed numbers, then close everything else.
     let mut tmp = [-1 as libc::c_int; MAX_INHERITED];
     let mut max_target = 2;
-    for i in 0..plan.n_fds.min(MAX_INHERITED) {
-        let (src, _) = plan.fds[i];
+    let n = plan.n_fds.min(MAX_INHERITED);
+    for (slot, &(src, _)) in tmp.iter_mut().zip(&plan.fds[..n]) {
         // SAFETY: F_DUPFD_CLOEXEC on a descriptor owned by the parent's copy; no memory.
-        tmp[i] = unsafe { libc::fcntl(src, libc::F_DUPFD_CLOEXEC, SHUFFLE_FLOOR) };
-        check(tmp[i] as libc::c_long)?;
+        *slot = unsafe { libc::fcntl(src, libc::F_DUPFD_CLOEXEC, SHUFFLE_FLOOR) };
+        check(*slot as libc::c_long)?;
     }
-    for i in 0..plan.n_fds.min(MAX_INHERITED) {
-        let (_, target) = plan.fds[i];
+    for (&moved, &(_, target)) in tmp.iter().zip(&plan.fds[..n]) {
         // SAFETY: dup2 of an fd we just created; it clears CLOEXEC on `target`.
-        check(unsafe { libc::dup2(tmp[i], target) } as libc::c_long)?;
+        check(unsafe { libc::dup2(moved, target) } as libc::c_long)?;
         max_target = max_target.max(target);
     }
     close_from(max_target + 1);
@@ -93,9 +92,26 @@ fn child_setup(plan: &ChildPlan) -> io::Result<()> {
     // Ambient capabilities would survive exec; clear them for every worker. Old kernels
     // without ambient capabilities answer EINVAL, which means there are none.
     // SAFETY: prctl with integer arguments only.
-    let rc = unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) };
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
     if rc < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
         return Err(io::Error::last_os_error());
+    }
+    // Stop requests (a terminal's Ctrl-C, `timeout`, an init system signalling the whole
+    // group) are the supervisor's to handle: it drains the workers in order over their
+    // control channels. Ignored dispositions survive exec.
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: installing SIG_IGN is async-signal-safe and touches no memory.
+        if unsafe { libc::signal(sig, libc::SIG_IGN) } == libc::SIG_ERR {
+            return Err(io::Error::last_os_error());
+        }
     }
     // After the uid change, which clears it.
     // SAFETY: prctl with integer arguments only.
@@ -134,8 +150,15 @@ fn clear_capabilities() -> io::Result<()> {
         inheritable: u32,
     }
     const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-    let mut header = Header { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
-    let data = [Data { effective: 0, permitted: 0, inheritable: 0 }; 2];
+    let mut header = Header {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
     // SAFETY: capset reads a v3 header and two data structs, both live on this stack.
     let rc = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
     check(rc)
@@ -144,12 +167,22 @@ fn clear_capabilities() -> io::Result<()> {
 /// Close every descriptor from `first` up.
 fn close_from(first: libc::c_int) {
     // SAFETY: close_range with integer arguments; closing fds we own in the child.
-    let rc = unsafe { libc::syscall(libc::SYS_close_range, first as libc::c_uint, libc::c_uint::MAX, 0) };
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_uint,
+            libc::c_uint::MAX,
+            0,
+        )
+    };
     if rc == 0 {
         return;
     }
     // Kernels before 5.9: close one by one up to the descriptor limit.
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit writes into `lim`, which lives on this stack.
     let max = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
         lim.rlim_cur.min(1 << 20) as libc::c_int

@@ -4,7 +4,10 @@
 use std::process::Command;
 
 fn nl2sh(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_nl2sh")).args(args).output().expect("run nl2sh")
+    Command::new(env!("CARGO_BIN_EXE_nl2sh"))
+        .args(args)
+        .output()
+        .expect("run nl2sh")
 }
 
 #[test]
@@ -12,14 +15,24 @@ fn serve_help_explains_every_option() {
     let out = nl2sh(&["protocol", "serve", "--help"]);
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for opt in ["--config", "--host", "--port", "--advertised-url", "--allow-insecure-http"] {
+    for opt in [
+        "--config",
+        "--host",
+        "--port",
+        "--advertised-url",
+        "--allow-insecure-http",
+    ] {
         assert!(help.contains(opt), "--help lacks {opt}:\n{help}");
     }
 }
 
 #[test]
 fn usage_errors_exit_2_with_a_message() {
-    for args in [&["protocol", "bogus"][..], &["protocol", "serve", "--port", "x"], &[]] {
+    for args in [
+        &["protocol", "bogus"][..],
+        &["protocol", "serve", "--port", "x"],
+        &[],
+    ] {
         let out = nl2sh(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(!out.stderr.is_empty());
@@ -28,7 +41,14 @@ fn usage_errors_exit_2_with_a_message() {
 
 #[test]
 fn a_missing_explicit_config_is_an_error_naming_it() {
-    let out = nl2sh(&["--config", "/nonexistent/nl2sh.toml", "protocol", "serve", "--port", "0"]);
+    let out = nl2sh(&[
+        "--config",
+        "/nonexistent/nl2sh.toml",
+        "protocol",
+        "serve",
+        "--port",
+        "0",
+    ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/nl2sh.toml"), "{err}");

@@ -15,7 +15,10 @@ pub fn nl2sh_bin() -> PathBuf {
         return PathBuf::from(p);
     }
     let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/..");
     let bin = dir.join("nl2sh");
     assert!(
         bin.exists(),
@@ -37,7 +40,10 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new(config: &str) -> Self {
-        let dir = tempfile::Builder::new().prefix("nl2sh-test-").tempdir().expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("nl2sh-test-")
+            .tempdir()
+            .expect("tempdir");
         std::fs::write(dir.path().join("config.toml"), config).expect("write config");
         Self { dir }
     }
@@ -50,7 +56,8 @@ impl Fixture {
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(nl2sh_bin());
         cmd.arg("--config").arg(self.config()).args(args);
-        cmd.env_remove("NL2SH_PROTOCOL_TOKEN").env("NL2SH_LOG", "info");
+        cmd.env_remove("NL2SH_PROTOCOL_TOKEN")
+            .env("NL2SH_LOG", "info");
         cmd
     }
 }
@@ -69,9 +76,8 @@ impl Server {
     pub fn start(fx: &Fixture, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut args = vec!["protocol", "serve", "--host", "127.0.0.1", "--port", "0"];
         args.extend_from_slice(extra);
-        Self::start_args(fx, &args, env).unwrap_or_else(|(code, err)| {
-            panic!("server did not start (exit {code:?}):\n{err}")
-        })
+        Self::start_args(fx, &args, env)
+            .unwrap_or_else(|(code, err)| panic!("server did not start (exit {code:?}):\n{err}"))
     }
 
     /// Start with exactly `args`; on failure, the exit code and stderr.
@@ -99,7 +105,9 @@ impl Server {
                 if n == 0 {
                     break;
                 }
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
         let out = child.stdout.take().expect("stdout");
@@ -139,8 +147,10 @@ impl Server {
                     if let Some(t) = l.strip_prefix("export NL2SH_PROTOCOL_TOKEN=") {
                         token = Some(t.trim_matches('\'').to_string());
                     }
-                    // The block ends with the JSON client configuration.
-                    if addr.is_some() && l == "}" && stdout.contains("mcpServers") {
+                    // The block's last line says where the token is.
+                    if l.starts_with("This output contains the token")
+                        || l.starts_with("Set NL2SH_PROTOCOL_TOKEN")
+                    {
                         break;
                     }
                 }
@@ -149,13 +159,22 @@ impl Server {
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
-                panic!("no startup block within 30s; stdout so far:\n{stdout}\nstderr:\n{}", stderr.lock().unwrap());
+                panic!(
+                    "no startup block within 30s; stdout so far:\n{stdout}\nstderr:\n{}",
+                    stderr.lock().unwrap()
+                );
             }
         }
-        let addr: SocketAddr = addr
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no `Listening on:` address in the startup block:\n{stdout}"));
-        Ok(Server { child, stdout, stderr, addr, token })
+        let addr: SocketAddr = addr.and_then(|a| a.parse().ok()).unwrap_or_else(|| {
+            panic!("no `Listening on:` address in the startup block:\n{stdout}")
+        });
+        Ok(Server {
+            child,
+            stdout,
+            stderr,
+            addr,
+            token,
+        })
     }
 
     pub fn pid(&self) -> i32 {
@@ -183,7 +202,11 @@ impl Server {
             if let Some((_, pid)) = self.workers().into_iter().find(|(r, _)| r == role) {
                 return pid;
             }
-            assert!(Instant::now() < deadline, "no {role} worker; have {:?}", self.workers());
+            assert!(
+                Instant::now() < deadline,
+                "no {role} worker; have {:?}",
+                self.workers()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -202,14 +225,19 @@ impl Server {
             }
             if Instant::now() > deadline {
                 let _ = self.child.kill();
-                panic!("nl2sh did not exit within {limit:?}; stderr:\n{}", self.stderr());
+                panic!(
+                    "nl2sh did not exit within {limit:?}; stderr:\n{}",
+                    self.stderr()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
     pub fn token(&self) -> &str {
-        self.token.as_deref().expect("this server printed no generated token")
+        self.token
+            .as_deref()
+            .expect("this server printed no generated token")
     }
 
     pub fn host_header(&self) -> String {
@@ -244,7 +272,9 @@ impl Drop for Server {
 /// Pids whose parent is `pid`.
 pub fn children_of(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return out };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
     for e in entries.flatten() {
         let Some(child) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
@@ -266,7 +296,11 @@ pub fn children_of(pid: i32) -> Vec<i32> {
 pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // A zombie is dead for our purposes (its parent has not reaped it yet).
-        Ok(stat) => !matches!(stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next()), Some("Z") | Some("X")),
+        Ok(stat) => !matches!(
+            stat.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next()),
+            Some("Z") | Some("X")
+        ),
         Err(_) => false,
     }
 }
@@ -276,7 +310,10 @@ pub fn proc_status(pid: i32, field: &str) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
     status
         .lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_string()))
+        .find_map(|l| {
+            l.strip_prefix(&format!("{field}:"))
+                .map(|v| v.trim().to_string())
+        })
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
@@ -289,7 +326,10 @@ pub struct HttpResponse {
 
 impl HttpResponse {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
     pub fn json(&self) -> serde_json::Value {
         // Plain JSON, or the last `data:` line of an SSE stream.
@@ -300,8 +340,7 @@ impl HttpResponse {
                 .lines()
                 .filter_map(|l| l.strip_prefix("data:"))
                 .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .last()
+                .rfind(|l| !l.is_empty())
                 .unwrap_or_default()
                 .to_string()
         };
@@ -310,14 +349,23 @@ impl HttpResponse {
 }
 
 /// One HTTP/1.1 request on a fresh connection (Connection: close).
-pub fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> HttpResponse {
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> HttpResponse {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut req = format!("{method} {path} HTTP/1.1\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
-    req.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
+    req.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    ));
     s.write_all(req.as_bytes()).unwrap();
     // The server may answer (413) before reading a large body and close; ignore EPIPE.
     let _ = s.write_all(body);
@@ -336,17 +384,32 @@ pub fn read_response(s: &mut TcpStream) -> HttpResponse {
         .and_then(|c| c.parse().ok())
         .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
     let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
+        .filter_map(|l| {
+            l.split_once(':')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        })
         .collect();
-    let chunked = headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
-    let body = if chunked { dechunk(body) } else { body.to_string() };
-    HttpResponse { status, headers, body }
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    HttpResponse {
+        status,
+        headers,
+        body,
+    }
 }
 
 fn dechunk(mut s: &str) -> String {
     let mut out = String::new();
     while let Some((size, rest)) = s.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
         if n == 0 || rest.len() < n {
             break;
         }

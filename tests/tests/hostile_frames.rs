@@ -17,14 +17,19 @@ enum Target {
     ApprovaldFromExecutor,
 }
 
-fn spawn_target(target: Target, server: UnixStream) -> tokio::task::JoinHandle<Result<(), FrameError>> {
+fn spawn_target(
+    target: Target,
+    server: UnixStream,
+) -> tokio::task::JoinHandle<Result<(), FrameError>> {
     match target {
         Target::Executor => {
             let rt = Arc::new(nl2sh_executor::Runtime::new(None));
             tokio::spawn(nl2sh_executor::dispatch::serve_netd(server, rt))
         }
         Target::ApprovaldFromNetd => tokio::spawn(nl2sh_approvald::dispatch::serve_netd(server)),
-        Target::ApprovaldFromExecutor => tokio::spawn(nl2sh_approvald::dispatch::serve_executor(server)),
+        Target::ApprovaldFromExecutor => {
+            tokio::spawn(nl2sh_approvald::dispatch::serve_executor(server))
+        }
     }
 }
 
@@ -71,14 +76,20 @@ fn cases(target: Target) -> Vec<(&'static str, Vec<u8>)> {
     let last = bad_variant.len() - 1;
     bad_variant[last] = 0x7f; // variant index no enum has
     vec![
-        ("garbage", b"\x00\x00\x00\x10GET / HTTP/1.1\r\n\r\n".to_vec()),
+        (
+            "garbage",
+            b"\x00\x00\x00\x10GET / HTTP/1.1\r\n\r\n".to_vec(),
+        ),
         ("oversized", oversized),
         ("zero length", vec![0, 0, 0, 0]),
         ("truncated", good[..good.len() - 1].to_vec()),
         ("trailing bytes", trailing),
         ("unknown variant", bad_variant),
         ("wrong channel", wrong_channel_frame(target)),
-        ("control frame", encode(1, &ControlRequest::Drain { grace_ms: 0 }).unwrap()),
+        (
+            "control frame",
+            encode(1, &ControlRequest::Drain { grace_ms: 0 }).unwrap(),
+        ),
         ("request id 0", {
             match target {
                 Target::Executor => encode(0, &ExecutorRequest::Inspect).unwrap(),
@@ -91,11 +102,18 @@ fn cases(target: Target) -> Vec<(&'static str, Vec<u8>)> {
 
 #[tokio::test]
 async fn every_hostile_frame_closes_the_channel_and_answers_nothing() {
-    for target in [Target::Executor, Target::ApprovaldFromNetd, Target::ApprovaldFromExecutor] {
+    for target in [
+        Target::Executor,
+        Target::ApprovaldFromNetd,
+        Target::ApprovaldFromExecutor,
+    ] {
         for (name, bytes) in cases(target) {
             let (result, answer) = feed(target, bytes).await;
             assert!(result.is_err(), "{target:?} accepted a {name} frame");
-            assert!(answer.is_empty(), "{target:?} answered a {name} frame: {answer:?}");
+            assert!(
+                answer.is_empty(),
+                "{target:?} answered a {name} frame: {answer:?}"
+            );
         }
     }
 }
@@ -110,7 +128,11 @@ async fn random_bytes_never_panic_a_receiver() {
         state ^= state << 17;
         state
     };
-    for target in [Target::Executor, Target::ApprovaldFromNetd, Target::ApprovaldFromExecutor] {
+    for target in [
+        Target::Executor,
+        Target::ApprovaldFromNetd,
+        Target::ApprovaldFromExecutor,
+    ] {
         for _ in 0..200 {
             let len = (next() % 64) as usize;
             let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
@@ -130,7 +152,10 @@ async fn random_bytes_never_panic_a_receiver() {
 async fn an_honest_request_is_answered_after_hostile_tests_too() {
     let (client, server) = UnixStream::pair().unwrap();
     let _task = spawn_target(Target::Executor, server);
-    let (rpc, _) = nl2sh_proto::rpc::RpcClient::<ExecutorRequest, nl2sh_proto::channels::ExecutorResponse>::spawn(client);
+    let (rpc, _) = nl2sh_proto::rpc::RpcClient::<
+        ExecutorRequest,
+        nl2sh_proto::channels::ExecutorResponse,
+    >::spawn(client);
     match rpc.call(&ExecutorRequest::Inspect).await.unwrap() {
         nl2sh_proto::channels::ExecutorResponse::Inspect { json } => {
             let v: serde_json::Value = serde_json::from_str(&json).unwrap();

@@ -30,11 +30,27 @@ fn startup_block_announces_urls_generated_token_and_client_configuration() {
     let server = Server::start(&fx, &[], &[]);
     let out = &server.stdout;
     let port = server.addr.port();
-    assert!(out.contains(&format!("MCP URL: http://127.0.0.1:{port}/mcp")), "{out}");
-    assert!(out.contains(&format!("http://127.0.0.1:{port}/a2a")), "{out}");
-    assert!(out.contains(&format!("http://127.0.0.1:{port}/.well-known/agent-card.json")), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("MCP URL:")
+                && l.ends_with(&format!(" http://127.0.0.1:{port}/mcp"))),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("http://127.0.0.1:{port}/a2a")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "http://127.0.0.1:{port}/.well-known/agent-card.json"
+        )),
+        "{out}"
+    );
     assert!(out.contains("[mcp_servers.nl2sh]"), "{out}");
-    assert!(out.contains("bearer_token_env_var = \"NL2SH_PROTOCOL_TOKEN\""), "{out}");
+    assert!(
+        out.contains("bearer_token_env_var = \"NL2SH_PROTOCOL_TOKEN\""),
+        "{out}"
+    );
     assert!(out.contains("mcpServers"), "{out}");
     let token = server.token();
     assert_eq!(token.len(), 64);
@@ -60,16 +76,28 @@ fn front_door_matrix_over_the_real_tree() {
         initialize_body("2025-11-25").as_bytes(),
     );
     assert_eq!(no_auth.status, 401);
-    assert!(no_auth.header("www-authenticate").is_some_and(|v| v.starts_with("Bearer")));
+    assert!(no_auth
+        .header("www-authenticate")
+        .is_some_and(|v| v.starts_with("Bearer")));
     assert_eq!(post_init(&server, &token, "evil.example:80", None), 403);
-    assert_eq!(post_init(&server, &token, &host, Some("http://evil.example")), 403);
-    assert_eq!(post_init(&server, &token, &host, Some(&format!("http://{host}"))), 200);
+    assert_eq!(
+        post_init(&server, &token, &host, Some("http://evil.example")),
+        403
+    );
+    assert_eq!(
+        post_init(&server, &token, &host, Some(&format!("http://{host}"))),
+        200
+    );
     let big = vec![b' '; 33 * 1024];
     let r = http(
         server.addr,
         "POST",
         "/mcp",
-        &[("Host", &host), ("Authorization", &format!("Bearer {token}")), ("Content-Type", "application/json")],
+        &[
+            ("Host", &host),
+            ("Authorization", &format!("Bearer {token}")),
+            ("Content-Type", "application/json"),
+        ],
         &big,
     );
     assert_eq!(r.status, 413);
@@ -90,7 +118,10 @@ fn token_precedence_environment_over_configuration_over_generated() {
 
     let fx = Fixture::new(&format!("protocol_token = \"{TOKEN_B}\"\n"));
     let server = Server::start(&fx, &[], &[]);
-    assert_eq!(post_init(&server, TOKEN_B, &server.host_header(), None), 200);
+    assert_eq!(
+        post_init(&server, TOKEN_B, &server.host_header(), None),
+        200
+    );
     assert!(!server.stdout.contains(TOKEN_B));
 }
 
@@ -99,18 +130,36 @@ fn invalid_tokens_refuse_startup_without_echoing_them() {
     let cases: &[(&str, &[(&str, &str)])] = &[
         ("", &[("NL2SH_PROTOCOL_TOKEN", "")]),
         ("", &[("NL2SH_PROTOCOL_TOKEN", "short-secret-value")]),
-        ("", &[("NL2SH_PROTOCOL_TOKEN", "has a space in it but is long enough to pass")]),
+        (
+            "",
+            &[(
+                "NL2SH_PROTOCOL_TOKEN",
+                "has a space in it but is long enough to pass",
+            )],
+        ),
         ("protocol_token = \"configured-but-too-short\"\n", &[]),
     ];
     for (config, env) in cases {
         let fx = Fixture::new(config);
-        let err = Server::start_args(&fx, &["protocol", "serve", "--host", "127.0.0.1", "--port", "0"], env)
-            .err()
-            .expect("startup must be refused");
+        let err = Server::start_args(
+            &fx,
+            &["protocol", "serve", "--host", "127.0.0.1", "--port", "0"],
+            env,
+        )
+        .err()
+        .expect("startup must be refused");
         assert_ne!(err.0, Some(0));
         assert!(err.1.to_lowercase().contains("token"), "{err:?}");
-        for secret in ["short-secret-value", "has a space", "configured-but-too-short"] {
-            assert!(!err.1.contains(secret), "message echoes the token: {}", err.1);
+        for secret in [
+            "short-secret-value",
+            "has a space",
+            "configured-but-too-short",
+        ] {
+            assert!(
+                !err.1.contains(secret),
+                "message echoes the token: {}",
+                err.1
+            );
         }
     }
 }
@@ -119,13 +168,24 @@ fn invalid_tokens_refuse_startup_without_echoing_them() {
 fn second_serve_on_the_same_state_directory_names_the_running_one() {
     let fx = Fixture::new("");
     let server = Server::start(&fx, &[], &[]);
-    let err = Server::start_args(&fx, &["protocol", "serve", "--host", "127.0.0.1", "--port", "0"], &[])
-        .err()
-        .expect("second serve must fail");
+    let err = Server::start_args(
+        &fx,
+        &["protocol", "serve", "--host", "127.0.0.1", "--port", "0"],
+        &[],
+    )
+    .err()
+    .expect("second serve must fail");
     assert_ne!(err.0, Some(0));
-    assert!(err.1.contains(&format!("pid {}", server.pid())), "{}", err.1);
+    assert!(
+        err.1.contains(&format!("pid {}", server.pid())),
+        "{}",
+        err.1
+    );
     // The first one is unaffected.
-    assert_eq!(post_init(&server, server.token(), &server.host_header(), None), 200);
+    assert_eq!(
+        post_init(&server, server.token(), &server.host_header(), None),
+        200
+    );
 }
 
 #[test]
@@ -134,10 +194,17 @@ fn occupied_port_falls_back_to_an_available_one_and_announces_it() {
     let taken = squatter.local_addr().unwrap().port();
     let fx = Fixture::new("");
     let port = taken.to_string();
-    let server = Server::start_args(&fx, &["protocol", "serve", "--host", "127.0.0.1", "--port", &port], &[])
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    let server = Server::start_args(
+        &fx,
+        &["protocol", "serve", "--host", "127.0.0.1", "--port", &port],
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("{e:?}"));
     assert_ne!(server.addr.port(), taken);
-    assert_eq!(post_init(&server, server.token(), &server.host_header(), None), 200);
+    assert_eq!(
+        post_init(&server, server.token(), &server.host_header(), None),
+        200
+    );
 }
 
 #[test]
@@ -145,14 +212,25 @@ fn insecure_http_false_requires_loopback() {
     let fx = Fixture::new("");
     let err = Server::start_args(
         &fx,
-        &["protocol", "serve", "--host", "0.0.0.0", "--port", "0", "--allow-insecure-http=false"],
+        &[
+            "protocol",
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "--allow-insecure-http=false",
+        ],
         &[],
     )
     .err()
     .expect("non-loopback with insecure http off must be refused");
     assert!(err.1.contains("loopback"), "{}", err.1);
     let server = Server::start(&fx, &["--allow-insecure-http=false"], &[]);
-    assert_eq!(post_init(&server, server.token(), &server.host_header(), None), 200);
+    assert_eq!(
+        post_init(&server, server.token(), &server.host_header(), None),
+        200
+    );
 }
 
 #[test]
@@ -170,7 +248,16 @@ fn advertised_url_is_validated_and_drives_host_and_origin_checks() {
         let fx = Fixture::new("");
         let err = Server::start_args(
             &fx,
-            &["protocol", "serve", "--host", "127.0.0.1", "--port", "0", "--advertised-url", bad],
+            &[
+                "protocol",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--advertised-url",
+                bad,
+            ],
             &[],
         )
         .err()
@@ -179,10 +266,30 @@ fn advertised_url_is_validated_and_drives_host_and_origin_checks() {
     }
     let fx = Fixture::new("");
     let server = Server::start(&fx, &["--advertised-url", "https://agent.example.com"], &[]);
-    assert!(server.stdout.contains("https://agent.example.com/mcp"), "{}", server.stdout);
+    assert!(
+        server.stdout.contains("https://agent.example.com/mcp"),
+        "{}",
+        server.stdout
+    );
     let token = server.token().to_string();
-    assert_eq!(post_init(&server, &token, "agent.example.com", Some("https://agent.example.com")), 200);
-    assert_eq!(post_init(&server, &token, "agent.example.com", Some("http://agent.example.com")), 403);
+    assert_eq!(
+        post_init(
+            &server,
+            &token,
+            "agent.example.com",
+            Some("https://agent.example.com")
+        ),
+        200
+    );
+    assert_eq!(
+        post_init(
+            &server,
+            &token,
+            "agent.example.com",
+            Some("http://agent.example.com")
+        ),
+        403
+    );
     assert_eq!(post_init(&server, &token, "other.example.com", None), 403);
     // The listener's own address still works for local callers.
     assert_eq!(post_init(&server, &token, &server.host_header(), None), 200);
@@ -200,7 +307,11 @@ fn connection_json_is_private_while_running_and_removed_on_exit() {
     assert_eq!(info["transport"], "http");
     assert_eq!(info["token"], server.token());
     assert!(info["mcp_url"].as_str().unwrap().ends_with("/mcp"));
-    let state_mode = std::fs::metadata(fx.state_dir()).unwrap().permissions().mode() & 0o777;
+    let state_mode = std::fs::metadata(fx.state_dir())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(state_mode, 0o700);
     server.signal(libc::SIGTERM);
     assert_eq!(server.wait(Duration::from_secs(20)).code(), Some(0));
@@ -210,17 +321,24 @@ fn connection_json_is_private_while_running_and_removed_on_exit() {
 #[test]
 fn bad_configuration_names_file_line_and_field() {
     let fx = Fixture::new("protocol_auto_approve = false\nprotcol_token = \"x\"\n");
-    let err = Server::start_args(&fx, &["protocol", "serve", "--port", "0"], &[]).err().unwrap();
+    let err = Server::start_args(&fx, &["protocol", "serve", "--port", "0"], &[])
+        .err()
+        .unwrap();
     assert!(err.1.contains("config.toml"), "{}", err.1);
     assert!(err.1.contains('2'), "{}", err.1);
     assert!(err.1.contains("protcol_token"), "{}", err.1);
     let fx = Fixture::new("protocol_token = \n");
-    let err = Server::start_args(&fx, &["protocol", "serve", "--port", "0"], &[]).err().unwrap();
+    let err = Server::start_args(&fx, &["protocol", "serve", "--port", "0"], &[])
+        .err()
+        .unwrap();
     assert!(err.1.contains("config.toml"), "{}", err.1);
     // The retired bridge_auto_approve is ignored and the file left as it was.
     let text = format!("bridge_auto_approve = true\nprotocol_token = \"{TOKEN_A}\"\n");
     let fx = Fixture::new(&text);
     let server = Server::start(&fx, &[], &[]);
-    assert_eq!(post_init(&server, TOKEN_A, &server.host_header(), None), 200);
+    assert_eq!(
+        post_init(&server, TOKEN_A, &server.host_header(), None),
+        200
+    );
     assert_eq!(std::fs::read_to_string(fx.config()).unwrap(), text);
 }

@@ -45,7 +45,10 @@ fn netd_runs_unprivileged_and_the_others_keep_the_supervisor_uid() {
             .gid(65534)
             .output()
             .unwrap();
-        assert!(!out.status.success(), "uid 65534 could list the state directory");
+        assert!(
+            !out.status.success(),
+            "uid 65534 could list the state directory"
+        );
     } else {
         eprintln!("not root: identity drop not exercised");
     }

@@ -1,0 +1,446 @@
+//! The front door: everything a request passes before MCP sees it.
+//!
+//! Order of the checks on a protected route (`/mcp`), first failure wins:
+//!
+//! 1. declared body size: `Content-Length` over [`MAX_HTTP_BODY_BYTES`] → 413;
+//! 2. `Authorization: Bearer <token>` missing or wrong → 401 with
+//!    `WWW-Authenticate: Bearer` (checked before Host so nothing about the service's
+//!    names is revealed to a caller without the token);
+//! 3. `Host` (and an absolute-form request target) not the advertised authority or a
+//!    local listener authority → 403;
+//! 4. `Origin` present and not the advertised origin → 403;
+//! 5. the body is read, bounded by [`MAX_HTTP_BODY_BYTES`] while streaming (chunked
+//!    bodies have no Content-Length) → 413. Only authenticated requests get their body
+//!    read at all.
+//!
+//! Error bodies are `{"error":"..."}`. No header value (token, Host, Origin) is ever
+//! logged.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, uri, HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::Router;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse, HttpSettings};
+use nl2sh_proto::limits::{MAX_HTTP_BODY_BYTES, TOKEN_MAX_CHARS, TOKEN_MIN_CHARS};
+use nl2sh_proto::rpc::RpcClient;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::mcp::McpServer;
+
+/// Serve HTTP on `listener` until `shutdown` resolves, then stop accepting and wait for
+/// in-flight requests (the caller bounds that wait).
+pub async fn serve_http(
+    listener: tokio::net::TcpListener,
+    settings: HttpSettings,
+    executor: RpcClient<ExecutorRequest, ExecutorResponse>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let gate = Gate::new(&settings)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    axum::serve(listener, router(gate, executor))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Would [`serve_http`] accept these settings? (Token length, advertised origin, local
+/// authorities.) The error names the problem, never the token.
+pub fn check_settings(settings: &HttpSettings) -> Result<(), String> {
+    Gate::new(settings).map(|_| ())
+}
+
+fn router(gate: Gate, executor: RpcClient<ExecutorRequest, ExecutorResponse>) -> Router {
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        // Host and Origin are checked by `guard`, with nl2sh's stricter rule.
+        .disable_allowed_hosts()
+        .with_max_request_body_bytes(MAX_HTTP_BODY_BYTES);
+    let mcp = StreamableHttpService::new(
+        move || Ok(McpServer::new(executor.clone())),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .route_service("/mcp", mcp)
+        .route_layer(middleware::from_fn_with_state(Arc::new(gate), guard))
+        .fallback(not_found)
+}
+
+async fn not_found() -> Response {
+    error_response(StatusCode::NOT_FOUND, "not found")
+}
+
+/// What a request must match to reach a protected route.
+struct Gate {
+    token_digest: [u8; 32],
+    advertised: Origin,
+    local: Vec<HostPort>,
+}
+
+impl Gate {
+    fn new(settings: &HttpSettings) -> Result<Self, String> {
+        let token = settings.token.expose();
+        let chars = token.chars().count();
+        if !(TOKEN_MIN_CHARS..=TOKEN_MAX_CHARS).contains(&chars) {
+            return Err(format!(
+                "the protocol token must be {TOKEN_MIN_CHARS}-{TOKEN_MAX_CHARS} characters"
+            ));
+        }
+        let advertised = Origin::parse(&settings.advertised_origin).ok_or_else(|| {
+            format!(
+                "advertised origin {:?} is not scheme://host[:port]",
+                settings.advertised_origin
+            )
+        })?;
+        let mut local = Vec::with_capacity(settings.local_authorities.len());
+        for authority in &settings.local_authorities {
+            // The listener speaks plain HTTP, so a port-less Host means port 80 here.
+            local.push(
+                HostPort::parse(authority, 80)
+                    .ok_or_else(|| format!("local authority {authority:?} is not host:port"))?,
+            );
+        }
+        Ok(Self {
+            token_digest: digest(token.as_bytes()),
+            advertised,
+            local,
+        })
+    }
+
+    fn authorized(&self, headers: &HeaderMap) -> bool {
+        let Some(candidate) = bearer_token(headers) else {
+            return false;
+        };
+        // Both sides hashed to 32 bytes, then compared without early exit: neither the
+        // token's bytes nor its length shape the timing.
+        bool::from(digest(candidate).ct_eq(&self.token_digest))
+    }
+
+    fn host_allowed(&self, uri: &Uri, headers: &HeaderMap) -> bool {
+        let mut hosts = headers.get_all(header::HOST).iter();
+        let from_header = match (hosts.next(), hosts.next()) {
+            (Some(h), None) => Some(h),
+            (None, None) => None,
+            _ => return false,
+        };
+        let mut named = false;
+        if let Some(h) = from_header {
+            let Ok(text) = h.to_str() else {
+                return false;
+            };
+            if !self.authority_allowed(text) {
+                return false;
+            }
+            named = true;
+        }
+        // An absolute-form target (`POST http://host/mcp`) names the host too.
+        if let Some(a) = uri.authority() {
+            if !self.authority_allowed(a.as_str()) {
+                return false;
+            }
+            named = true;
+        }
+        named
+    }
+
+    fn authority_allowed(&self, text: &str) -> bool {
+        let advertised = HostPort::parse(text, self.advertised.default_port())
+            .is_some_and(|h| h == self.advertised.authority);
+        let local = HostPort::parse(text, 80).is_some_and(|h| self.local.contains(&h));
+        advertised || local
+    }
+
+    fn origin_allowed(&self, headers: &HeaderMap) -> bool {
+        let mut origins = headers.get_all(header::ORIGIN).iter();
+        match (origins.next(), origins.next()) {
+            (None, _) => true,
+            (Some(o), None) => o
+                .to_str()
+                .ok()
+                .and_then(Origin::parse)
+                .is_some_and(|o| o == self.advertised),
+            (Some(_), Some(_)) => false,
+        }
+    }
+}
+
+fn digest(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// The token of the one `Authorization: Bearer <token>` header, if well formed.
+fn bearer_token(headers: &HeaderMap) -> Option<&[u8]> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    let bytes = value.as_bytes();
+    let (scheme, rest) = bytes.split_at_checked(6)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer") || rest.first() != Some(&b' ') {
+        return None;
+    }
+    let token = rest.trim_ascii();
+    (!token.is_empty()).then_some(token)
+}
+
+/// A host (lowercase; IPv6 in brackets) and a port, the default port filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HostPort {
+    host: String,
+    port: u16,
+}
+
+impl HostPort {
+    fn parse(text: &str, default_port: u16) -> Option<Self> {
+        let authority = uri::Authority::try_from(text).ok()?;
+        Self::from_authority(&authority, default_port)
+    }
+
+    fn from_authority(authority: &uri::Authority, default_port: u16) -> Option<Self> {
+        if authority.as_str().contains('@') || authority.host().is_empty() {
+            return None;
+        }
+        Some(Self {
+            host: authority.host().to_ascii_lowercase(),
+            port: authority.port_u16().unwrap_or(default_port),
+        })
+    }
+}
+
+/// A web origin, `scheme://host[:port]`, normalized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Origin {
+    https: bool,
+    authority: HostPort,
+}
+
+impl Origin {
+    fn parse(text: &str) -> Option<Self> {
+        let parsed = Uri::try_from(text).ok()?;
+        let https = match parsed.scheme_str()?.to_ascii_lowercase().as_str() {
+            "http" => false,
+            "https" => true,
+            _ => return None,
+        };
+        // An origin is scheme and authority only (a lone trailing "/" is tolerated).
+        if !parsed
+            .path_and_query()
+            .is_none_or(|pq| matches!(pq.as_str(), "" | "/"))
+        {
+            return None;
+        }
+        let default_port = if https { 443 } else { 80 };
+        let authority = HostPort::from_authority(parsed.authority()?, default_port)?;
+        Some(Self { https, authority })
+    }
+
+    fn default_port(&self) -> u16 {
+        if self.https {
+            443
+        } else {
+            80
+        }
+    }
+}
+
+/// The checks of the module comment, in that order, then the bounded body.
+async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    match declared_length(&parts.headers) {
+        Ok(Some(len)) if len > MAX_HTTP_BODY_BYTES as u64 => {
+            return too_large();
+        }
+        Ok(_) => {}
+        Err(()) => return error_response(StatusCode::BAD_REQUEST, "invalid Content-Length"),
+    }
+    if !gate.authorized(&parts.headers) {
+        tracing::info!(
+            path = parts.uri.path(),
+            "refused: missing or invalid bearer token"
+        );
+        let mut response =
+            error_response(StatusCode::UNAUTHORIZED, "missing or invalid bearer token");
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return response;
+    }
+    if !gate.host_allowed(&parts.uri, &parts.headers) {
+        tracing::warn!(
+            path = parts.uri.path(),
+            "refused: Host is not an allowed authority"
+        );
+        return error_response(StatusCode::FORBIDDEN, "Host is not allowed");
+    }
+    if !gate.origin_allowed(&parts.headers) {
+        tracing::warn!(
+            path = parts.uri.path(),
+            "refused: Origin is not the advertised origin"
+        );
+        return error_response(StatusCode::FORBIDDEN, "Origin is not allowed");
+    }
+    // Checked; nothing past this point (rmcp puts the request parts where handlers can
+    // read them) needs the token.
+    parts.headers.remove(header::AUTHORIZATION);
+    let bytes = match Limited::new(body, MAX_HTTP_BODY_BYTES).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
+        Err(e) => {
+            tracing::info!(error = %e, "request body unreadable");
+            return error_response(StatusCode::BAD_REQUEST, "request body unreadable");
+        }
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+fn declared_length(headers: &HeaderMap) -> Result<Option<u64>, ()> {
+    match headers.get(header::CONTENT_LENGTH) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map(Some)
+            .ok_or(()),
+    }
+}
+
+fn too_large() -> Response {
+    error_response(StatusCode::PAYLOAD_TOO_LARGE, "request body is over 32 KiB")
+}
+
+fn error_response(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({ "error": message }).to_string();
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nl2sh_proto::Secret;
+
+    const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+    fn gate(origin: &str, local: &[&str]) -> Gate {
+        Gate::new(&HttpSettings {
+            token: Secret::new(TOKEN.into()),
+            advertised_origin: origin.into(),
+            local_authorities: local.iter().map(|s| s.to_string()).collect(),
+        })
+        .unwrap()
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn default_port_may_be_omitted() {
+        let g = gate("http://Phone.lan", &["127.0.0.1:8765"]);
+        let root: Uri = "/mcp".parse().unwrap();
+        for ok in ["phone.lan", "PHONE.LAN:80", "127.0.0.1:8765"] {
+            assert!(g.host_allowed(&root, &headers(&[("host", ok)])), "{ok}");
+        }
+        for bad in [
+            "phone.lan:8765",
+            "127.0.0.1",
+            "evil.example",
+            "user@phone.lan",
+            "",
+        ] {
+            assert!(!g.host_allowed(&root, &headers(&[("host", bad)])), "{bad}");
+        }
+        assert!(!g.host_allowed(&root, &HeaderMap::new()));
+        let g = gate("https://phone.lan", &[]);
+        assert!(g.host_allowed(&root, &headers(&[("host", "phone.lan:443")])));
+        assert!(!g.host_allowed(&root, &headers(&[("host", "phone.lan:80")])));
+    }
+
+    #[test]
+    fn absolute_form_target_must_also_be_allowed() {
+        let g = gate("http://10.0.0.2:8765", &["127.0.0.1:8765"]);
+        let target: Uri = "http://evil.example/mcp".parse().unwrap();
+        assert!(!g.host_allowed(&target, &headers(&[("host", "127.0.0.1:8765")])));
+    }
+
+    #[test]
+    fn origin_must_be_the_advertised_one() {
+        let g = gate("http://10.0.0.2:8765", &[]);
+        assert!(g.origin_allowed(&HeaderMap::new()));
+        assert!(g.origin_allowed(&headers(&[("origin", "http://10.0.0.2:8765")])));
+        assert!(g.origin_allowed(&headers(&[("origin", "HTTP://10.0.0.2:8765")])));
+        for bad in [
+            "null",
+            "http://10.0.0.2",
+            "https://10.0.0.2:8765",
+            "http://evil.example",
+            "http://10.0.0.2:8765/path",
+        ] {
+            assert!(!g.origin_allowed(&headers(&[("origin", bad)])), "{bad}");
+        }
+        let g = gate("http://phone.lan", &[]);
+        assert!(g.origin_allowed(&headers(&[("origin", "http://phone.lan:80")])));
+    }
+
+    #[test]
+    fn bearer_parsing() {
+        let g = gate("http://h", &[]);
+        assert!(g.authorized(&headers(&[("authorization", &format!("Bearer {TOKEN}"))])));
+        assert!(g.authorized(&headers(&[("authorization", &format!("bearer {TOKEN}"))])));
+        for bad in [
+            String::new(),
+            "Bearer".into(),
+            "Bearer ".into(),
+            format!("Basic {TOKEN}"),
+            format!("Bearer{TOKEN}"),
+            format!("Bearer {TOKEN}x"),
+            format!("Bearer {}", &TOKEN[1..]),
+        ] {
+            assert!(!g.authorized(&headers(&[("authorization", &bad)])), "{bad}");
+        }
+        let two = format!("Bearer {TOKEN}");
+        assert!(!g.authorized(&headers(&[
+            ("authorization", &two),
+            ("authorization", &two)
+        ])));
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        let bad_token = HttpSettings {
+            token: Secret::new("short".into()),
+            advertised_origin: "http://h".into(),
+            local_authorities: vec![],
+        };
+        assert!(Gate::new(&bad_token).is_err());
+        for origin in ["h:80", "ftp://h", "http://h/x", "http://u@h"] {
+            let s = HttpSettings {
+                token: Secret::new(TOKEN.into()),
+                advertised_origin: origin.into(),
+                local_authorities: vec![],
+            };
+            assert!(Gate::new(&s).is_err(), "{origin}");
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! The MCP server (rmcp, hand-written [`ServerHandler`]): tools only, protocol versions
+//! 2025-11-25, 2025-06-18 and 2024-11-05.
+//!
+//! 2026-07-28 (sessionless, `server/discover`) is deliberately not served: rmcp checks a
+//! request's `_meta` protocol version against [`ServerHandler::supported_protocol_versions`]
+//! before dispatch and answers -32022 "Unsupported protocol version" with our list in
+//! `data.supported`, which is the answer official clients fall back to `initialize` on.
+//! An `initialize` naming 2026-07-28 (or any version we do not list) is answered with
+//! 2025-11-25, the preferred version in [`ServerHandler::get_info`].
+
+use std::borrow::Cow;
+
+use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse};
+use nl2sh_proto::limits::MAX_TOOL_NAME_BYTES;
+use nl2sh_proto::rpc::RpcClient;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+use crate::tools;
+
+/// Exactly the versions nl2sh serves (spec/protocol-reference.txt), newest first.
+pub const SUPPORTED_PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2024_11_05,
+];
+
+const INSTRUCTIONS: &str = "nl2sh exposes this device through tools. Start with \
+    nl2sh_inspect to learn the operating system, identity and capabilities of the device.";
+
+/// One MCP server. Cheap to clone: the stateless HTTP transport builds one per request.
+#[derive(Clone)]
+pub struct McpServer {
+    executor: RpcClient<ExecutorRequest, ExecutorResponse>,
+}
+
+impl McpServer {
+    pub fn new(executor: RpcClient<ExecutorRequest, ExecutorResponse>) -> Self {
+        Self { executor }
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .with_server_info(Implementation::new("nl2sh", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(SUPPORTED_PROTOCOL_VERSIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools::all()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools::all().into_iter().find(|t| t.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name: &str = &request.name;
+        if name.len() > MAX_TOOL_NAME_BYTES {
+            return Err(ErrorData::invalid_params(
+                format!("tool name is over {MAX_TOOL_NAME_BYTES} bytes"),
+                None,
+            ));
+        }
+        let result = match name {
+            tools::inspect::NAME => {
+                tools::inspect::call(&self.executor, request.arguments.as_ref()).await
+            }
+            // rmcp's own tool router answers an unknown tool with invalid params.
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "tool not found: {}",
+                        tools::shorten(name, MAX_TOOL_NAME_BYTES)
+                    ),
+                    None,
+                ));
+            }
+        };
+        Ok(result.into())
+    }
+}

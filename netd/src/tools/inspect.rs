@@ -1,0 +1,134 @@
+//! `nl2sh_inspect`: the fixed device environment object, as the executor reports it.
+//! netd only forwards the request and checks that the answer is one bounded JSON object.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse};
+use nl2sh_proto::limits::MAX_JSON_TEXT_BYTES;
+use nl2sh_proto::rpc::RpcClient;
+use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
+use serde_json::Value;
+
+pub const NAME: &str = "nl2sh_inspect";
+
+/// How long the executor may take to describe the device before the call fails.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+pub fn tool() -> Tool {
+    let mut schema = JsonObject::new();
+    schema.insert("type".into(), Value::String("object".into()));
+    schema.insert("properties".into(), Value::Object(JsonObject::new()));
+    schema.insert("additionalProperties".into(), Value::Bool(false));
+    Tool::new(
+        NAME,
+        "Describe the device: operating system, kernel, identity and privileges the \
+         service runs with, available device programs, and the nl2sh build. Takes no \
+         arguments and changes nothing.",
+        Arc::new(schema),
+    )
+    .with_title("Inspect device")
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(true)
+            .destructive(false)
+            .idempotent(true)
+            .open_world(false),
+    )
+}
+
+/// Run `nl2sh_inspect` against the executor.
+pub async fn call(
+    executor: &RpcClient<ExecutorRequest, ExecutorResponse>,
+    arguments: Option<&JsonObject>,
+) -> CallToolResult {
+    if let Err(refused) = super::expect_no_arguments(NAME, arguments) {
+        return refused;
+    }
+    let answer = match tokio::time::timeout(TIMEOUT, executor.call(&ExecutorRequest::Inspect)).await
+    {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(e)) => {
+            tracing::warn!(tool = NAME, error = %e, "executor unavailable");
+            return super::failure(format!("{NAME} failed: the executor is unavailable ({e})"));
+        }
+        Err(_) => {
+            tracing::warn!(tool = NAME, "executor did not answer in time");
+            return super::failure(format!(
+                "{NAME} failed: the executor did not answer within {} s",
+                TIMEOUT.as_secs()
+            ));
+        }
+    };
+    match answer {
+        ExecutorResponse::Inspect { json } => from_json_text(&json),
+        ExecutorResponse::Error(e) => {
+            super::failure(format!("{NAME} failed ({:?}): {}", e.kind, e.message))
+        }
+    }
+}
+
+/// The executor's JSON text as an MCP result: one text block and the same object as
+/// `structuredContent`.
+fn from_json_text(json: &str) -> CallToolResult {
+    if json.len() > MAX_JSON_TEXT_BYTES {
+        tracing::warn!(
+            tool = NAME,
+            bytes = json.len(),
+            "executor result over the limit"
+        );
+        return super::failure(format!(
+            "{NAME} failed: the executor's result is over {MAX_JSON_TEXT_BYTES} bytes"
+        ));
+    }
+    // serde_json bounds nesting depth (128) on its own.
+    match serde_json::from_str::<Value>(json) {
+        Ok(value @ Value::Object(_)) => CallToolResult::structured(value),
+        Ok(_) => {
+            tracing::warn!(tool = NAME, "executor result is not a JSON object");
+            super::failure(format!(
+                "{NAME} failed: the executor's result is not a JSON object"
+            ))
+        }
+        Err(e) => {
+            tracing::warn!(tool = NAME, error = %e, "executor result is not JSON");
+            super::failure(format!(
+                "{NAME} failed: the executor's result is not valid JSON"
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_text_becomes_structured_content() {
+        let r = from_json_text(r#"{"os":{"name":"linux"}}"#);
+        assert_eq!(r.is_error, Some(false));
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({"os":{"name":"linux"}}))
+        );
+        assert_eq!(r.content.len(), 1);
+    }
+
+    #[test]
+    fn non_objects_and_garbage_are_errors() {
+        for text in ["[1,2]", "3", "not json", ""] {
+            let r = from_json_text(text);
+            assert_eq!(r.is_error, Some(true), "{text}");
+            assert!(r.structured_content.is_none());
+        }
+    }
+
+    #[test]
+    fn the_schema_is_the_empty_object() {
+        let t = tool();
+        assert_eq!(
+            Value::Object((*t.input_schema).clone()),
+            serde_json::json!({"type":"object","properties":{},"additionalProperties":false})
+        );
+    }
+}

@@ -1,0 +1,332 @@
+//! netd's worker lifecycle in-process: a fake supervisor, executor and approvald on
+//! socketpairs, the HTTP listener on 127.0.0.1.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use nl2sh_netd::worker::{self, Given, Wiring};
+use nl2sh_netd::NetdError;
+use nl2sh_proto::channels::{
+    ControlRequest, ControlResponse, ExecutorRequest, ExecutorResponse, ExecutorSettings,
+    HttpSettings, NetdSettings, NetdTransport, RemoteError, RemoteErrorKind, StoreRequest,
+    StoreResponse, WorkerSettings,
+};
+use nl2sh_proto::frame::{read_frame, write_frame};
+use nl2sh_proto::handshake::{handshake, ChannelKind, Role};
+use nl2sh_proto::rpc;
+use nl2sh_proto::Secret;
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
+use tokio::net::UnixStream;
+use tokio::task::JoinHandle;
+
+const TOKEN: &str = "nl2sh-worker-test-token-0123456789abcdefghij";
+
+struct Tree {
+    supervisor: UnixStream,
+    executor: Option<UnixStream>,
+    approvald: Option<UnixStream>,
+    addr: SocketAddr,
+    netd: JoinHandle<Result<(), NetdError>>,
+}
+
+fn http_settings(addr: SocketAddr, token: &str) -> NetdSettings {
+    NetdSettings {
+        transport: NetdTransport::Http(HttpSettings {
+            token: Secret::new(token.into()),
+            advertised_origin: format!("http://{addr}"),
+            local_authorities: vec![addr.to_string()],
+        }),
+    }
+}
+
+impl Tree {
+    /// netd running, peers' ends handshaken, nothing sent yet by the supervisor.
+    async fn new() -> Self {
+        let (sup_ours, sup_netd) = UnixStream::pair().unwrap();
+        let (exe_ours, exe_netd) = UnixStream::pair().unwrap();
+        let (app_ours, app_netd) = UnixStream::pair().unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let netd = tokio::spawn(worker::serve(Wiring::Given(Given {
+            supervisor: sup_netd,
+            executor: exe_netd,
+            approvald: app_netd,
+            listener: Some(listener),
+        })));
+        let mut supervisor = sup_ours;
+        handshake(
+            &mut supervisor,
+            ChannelKind::SupervisorNetd,
+            Role::Supervisor,
+            Role::Netd,
+        )
+        .await
+        .unwrap();
+        Self {
+            supervisor,
+            executor: Some(exe_ours),
+            approvald: Some(app_ours),
+            addr,
+            netd,
+        }
+    }
+
+    async fn start(&mut self, settings: NetdSettings) {
+        write_frame(
+            &mut self.supervisor,
+            7,
+            &ControlRequest::Start(WorkerSettings::Netd(settings)),
+        )
+        .await
+        .unwrap();
+    }
+
+    /// Executor and approvald handshake and serve; approvald answers `store`.
+    fn peers(&mut self, store: StoreResponse) {
+        let mut exe = self.executor.take().unwrap();
+        tokio::spawn(async move {
+            handshake(
+                &mut exe,
+                ChannelKind::NetdExecutor,
+                Role::Executor,
+                Role::Netd,
+            )
+            .await
+            .unwrap();
+            let _ = rpc::serve(exe, |req: ExecutorRequest| async move {
+                match req {
+                    ExecutorRequest::Inspect => ExecutorResponse::Inspect {
+                        json: json!({"os": {"name": "fake"}}).to_string(),
+                    },
+                }
+            })
+            .await;
+        });
+        let mut app = self.approvald.take().unwrap();
+        let store = std::sync::Arc::new(std::sync::Mutex::new(Some(store)));
+        tokio::spawn(async move {
+            handshake(
+                &mut app,
+                ChannelKind::NetdApprovald,
+                Role::Approvald,
+                Role::Netd,
+            )
+            .await
+            .unwrap();
+            let _ = rpc::serve(app, move |req: StoreRequest| {
+                let answer = store.lock().unwrap().take();
+                async move {
+                    match req {
+                        StoreRequest::Ping => answer.unwrap_or(StoreResponse::Pong),
+                    }
+                }
+            })
+            .await;
+        });
+    }
+
+    /// Peers whose channels the test keeps, handshaken, for closing later.
+    async fn silent_peers(&mut self) -> (UnixStream, UnixStream) {
+        let mut exe = self.executor.take().unwrap();
+        let mut app = self.approvald.take().unwrap();
+        let (e, a) = tokio::join!(
+            handshake(
+                &mut exe,
+                ChannelKind::NetdExecutor,
+                Role::Executor,
+                Role::Netd
+            ),
+            handshake(
+                &mut app,
+                ChannelKind::NetdApprovald,
+                Role::Approvald,
+                Role::Netd
+            ),
+        );
+        e.unwrap();
+        a.unwrap();
+        // Answer the one start-up ping by hand.
+        let (id, StoreRequest::Ping) = read_frame::<StoreRequest, _>(&mut app).await.unwrap();
+        write_frame(&mut app, id, &StoreResponse::Pong)
+            .await
+            .unwrap();
+        (exe, app)
+    }
+
+    async fn reply(&mut self) -> (u64, ControlResponse) {
+        tokio::time::timeout(Duration::from_secs(10), read_frame(&mut self.supervisor))
+            .await
+            .expect("netd did not answer the supervisor")
+            .unwrap()
+    }
+
+    async fn end(self) -> Result<(), NetdError> {
+        tokio::time::timeout(Duration::from_secs(5), self.netd)
+            .await
+            .expect("netd did not stop promptly")
+            .unwrap()
+    }
+}
+
+async fn inspect(addr: SocketAddr) -> common::Reply {
+    let host = addr.to_string();
+    let auth = format!("Bearer {TOKEN}");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "nl2sh_inspect"}});
+    common::send(
+        addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Host", &host),
+            ("Authorization", &auth),
+            ("Accept", "application/json, text/event-stream"),
+            ("Content-Type", "application/json"),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        body.to_string().as_bytes(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn starts_serves_and_drains() {
+    let mut tree = Tree::new().await;
+    tree.start(http_settings(tree.addr, TOKEN)).await;
+    tree.peers(StoreResponse::Pong);
+    let (id, started) = tree.reply().await;
+    assert_eq!(id, 7, "Started carries the id of Start");
+    assert!(matches!(started, ControlResponse::Started), "{started:?}");
+
+    let r = inspect(tree.addr).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        r.json()["result"]["structuredContent"],
+        json!({"os": {"name": "fake"}})
+    );
+
+    write_frame(
+        &mut tree.supervisor,
+        8,
+        &ControlRequest::Drain { grace_ms: 2000 },
+    )
+    .await
+    .unwrap();
+    let (id, drained) = tree.reply().await;
+    assert_eq!(id, 8);
+    assert!(matches!(drained, ControlResponse::Drained), "{drained:?}");
+    let addr = tree.addr;
+    tree.end().await.unwrap();
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "still accepting"
+    );
+}
+
+#[tokio::test]
+async fn supervisor_closing_ends_netd_with_a_failure() {
+    let mut tree = Tree::new().await;
+    tree.start(http_settings(tree.addr, TOKEN)).await;
+    tree.peers(StoreResponse::Pong);
+    assert!(matches!(tree.reply().await.1, ControlResponse::Started));
+    tree.supervisor.shutdown().await.unwrap();
+    let end = tree.end().await;
+    assert!(
+        matches!(end, Err(NetdError::PeerGone("supervisor"))),
+        "{end:?}"
+    );
+}
+
+#[tokio::test]
+async fn hostile_supervisor_frame_ends_netd_with_a_failure() {
+    let mut tree = Tree::new().await;
+    tree.start(http_settings(tree.addr, TOKEN)).await;
+    tree.peers(StoreResponse::Pong);
+    assert!(matches!(tree.reply().await.1, ControlResponse::Started));
+    // A second Start is out of place.
+    tree.start(http_settings(tree.addr, TOKEN)).await;
+    assert!(matches!(tree.end().await, Err(NetdError::Protocol(_))));
+
+    let mut tree = Tree::new().await;
+    tree.start(http_settings(tree.addr, TOKEN)).await;
+    tree.peers(StoreResponse::Pong);
+    assert!(matches!(tree.reply().await.1, ControlResponse::Started));
+    // Garbage: a length prefix then bytes that do not decode.
+    tree.supervisor
+        .write_all(&[0, 0, 0, 3, 0xff, 0xff, 0xff])
+        .await
+        .unwrap();
+    assert!(matches!(tree.end().await, Err(NetdError::Frame(_))));
+}
+
+#[tokio::test]
+async fn executor_or_approvald_closing_ends_netd_with_a_failure() {
+    for which in ["executor", "approvald"] {
+        let mut tree = Tree::new().await;
+        tree.start(http_settings(tree.addr, TOKEN)).await;
+        let (exe, app) = tree.silent_peers().await;
+        assert!(matches!(tree.reply().await.1, ControlResponse::Started));
+        let _kept = if which == "executor" {
+            drop(exe);
+            app
+        } else {
+            drop(app);
+            exe
+        };
+        let end = tree.end().await;
+        assert!(
+            matches!(end, Err(NetdError::PeerGone(w)) if w == which),
+            "{which}: {end:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn only_start_with_netd_settings_is_accepted() {
+    let mut tree = Tree::new().await;
+    write_frame(
+        &mut tree.supervisor,
+        1,
+        &ControlRequest::Drain { grace_ms: 0 },
+    )
+    .await
+    .unwrap();
+    assert!(matches!(tree.end().await, Err(NetdError::Protocol(_))));
+
+    let mut tree = Tree::new().await;
+    let other = WorkerSettings::Executor(ExecutorSettings {
+        config_path: "/x".into(),
+    });
+    write_frame(&mut tree.supervisor, 1, &ControlRequest::Start(other))
+        .await
+        .unwrap();
+    assert!(matches!(tree.end().await, Err(NetdError::Protocol(_))));
+}
+
+#[tokio::test]
+async fn start_problems_are_refused() {
+    // A token the front door would not accept.
+    let mut tree = Tree::new().await;
+    tree.start(http_settings(tree.addr, "short")).await;
+    tree.peers(StoreResponse::Pong);
+    let (id, reply) = tree.reply().await;
+    assert_eq!(id, 7);
+    match reply {
+        ControlResponse::Refused(why) => assert!(!why.contains("short"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(tree.end().await, Err(NetdError::Settings(_))));
+
+    // approvald answers the ping with an error.
+    let mut tree = Tree::new().await;
+    tree.start(http_settings(tree.addr, TOKEN)).await;
+    tree.peers(StoreResponse::Error(RemoteError {
+        kind: RemoteErrorKind::Unavailable,
+        message: "store not open".into(),
+    }));
+    assert!(matches!(tree.reply().await.1, ControlResponse::Refused(_)));
+    assert!(tree.end().await.is_err());
+}

@@ -1,0 +1,774 @@
+//! The per-configuration state directory (DESIGN.md §5): private directories, the
+//! one-process-per-state-directory lock, and the private `protocol/connection.json`
+//! announcement that owner UIs use for discovery.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+
+const DIR_MODE: u32 = 0o700;
+const FILE_MODE: u32 = 0o600;
+/// Largest connection.json we read back.
+#[allow(
+    dead_code,
+    reason = "used by discovery (service status), not wired yet"
+)]
+const MAX_CONNECTION_BYTES: u64 = 64 * 1024;
+/// Largest lock-file content we read back ("pid transport\n").
+const MAX_LOCK_NOTE_BYTES: u64 = 128;
+
+/// Where everything lives inside one state directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatePaths {
+    pub root: PathBuf,
+    pub protocol_dir: PathBuf,
+    pub lock: PathBuf,
+    pub connection_json: PathBuf,
+    pub tasks_db: PathBuf,
+    pub approvals_sock: PathBuf,
+    pub sessions_dir: PathBuf,
+}
+
+pub fn state_paths(state_dir: &Path) -> StatePaths {
+    let protocol_dir = state_dir.join("protocol");
+    StatePaths {
+        root: state_dir.to_owned(),
+        lock: protocol_dir.join("lock"),
+        connection_json: protocol_dir.join("connection.json"),
+        tasks_db: protocol_dir.join("tasks.sqlite3"),
+        approvals_sock: protocol_dir.join("approvals.sock"),
+        sessions_dir: state_dir.join("sessions"),
+        protocol_dir,
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error(
+        "another nl2sh protocol process (pid {pid}, transport {transport}) is already using \
+         state directory {}",
+        .dir.display()
+    )]
+    Held {
+        dir: PathBuf,
+        pid: u32,
+        transport: String,
+    },
+    #[error("another nl2sh protocol process is already using state directory {}", .dir.display())]
+    HeldByUnknown { dir: PathBuf },
+    #[error("{} is owned by uid {owner}, not by this process's uid {euid}; refusing to use it", .path.display())]
+    WrongOwner {
+        path: PathBuf,
+        owner: u32,
+        euid: u32,
+    },
+    #[error("{} is not a {expected}", .path.display())]
+    WrongType {
+        path: PathBuf,
+        expected: &'static str,
+    },
+    #[error("invalid transport name {0:?}")]
+    BadTransport(String),
+    #[error("{} is malformed: {reason}", .path.display())]
+    Malformed { path: PathBuf, reason: String },
+    #[error("{what} {}: {source}", .path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StateError + 'a {
+    move |source| StateError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+fn euid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+/// The exclusive lock on `<state>/protocol/lock`, held for the life of the protocol
+/// process. Dropping it clears the note and releases the lock.
+#[derive(Debug)]
+pub struct StateLock {
+    #[allow(dead_code, reason = "read through StateLock::paths")]
+    paths: StatePaths,
+    lock: Flock<File>,
+}
+
+impl StateLock {
+    #[allow(dead_code, reason = "accessor for callers")]
+    pub fn paths(&self) -> &StatePaths {
+        &self.paths
+    }
+}
+
+impl Drop for StateLock {
+    fn drop(&mut self) {
+        // Best effort: the next holder rewrites it anyway.
+        let _ = self.lock.set_len(0);
+    }
+}
+
+/// Create (or check) `<state>` and `<state>/protocol` as private directories of this uid,
+/// then take the state directory's exclusive lock for `transport` ("http" or "stdio").
+pub fn prepare(state_dir: &Path, transport: &str) -> Result<StateLock, StateError> {
+    if transport.is_empty()
+        || transport.len() > 16
+        || !transport
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    {
+        return Err(StateError::BadTransport(transport.to_owned()));
+    }
+    let paths = state_paths(state_dir);
+    ensure_private_dir(&paths.root, true)?;
+    ensure_private_dir(&paths.protocol_dir, false)?;
+
+    let file = open_private_file(&paths.lock)?;
+    let lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => lock,
+        Err((file, Errno::EWOULDBLOCK)) => return Err(held_error(&paths.root, &file)),
+        Err((_, errno)) => {
+            return Err(StateError::Io {
+                what: "cannot lock",
+                path: paths.lock.clone(),
+                source: io::Error::from(errno),
+            })
+        }
+    };
+    let note = format!("{} {}\n", std::process::id(), transport);
+    lock.set_len(0)
+        .and_then(|()| lock.write_all_at(note.as_bytes(), 0))
+        .map_err(io_err("cannot write", &paths.lock))?;
+    Ok(StateLock { paths, lock })
+}
+
+fn held_error(dir: &Path, file: &File) -> StateError {
+    let mut text = String::new();
+    let read = file.take(MAX_LOCK_NOTE_BYTES).read_to_string(&mut text);
+    match read.ok().and_then(|_| parse_lock_note(&text)) {
+        Some((pid, transport)) => StateError::Held {
+            dir: dir.to_owned(),
+            pid,
+            transport,
+        },
+        None => StateError::HeldByUnknown {
+            dir: dir.to_owned(),
+        },
+    }
+}
+
+fn parse_lock_note(text: &str) -> Option<(u32, String)> {
+    let line = text.strip_suffix('\n')?;
+    let (pid, transport) = line.split_once(' ')?;
+    let pid: u32 = pid.parse().ok().filter(|&p| p > 0)?;
+    let ok = !transport.is_empty()
+        && transport.len() <= 16
+        && transport
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    ok.then(|| (pid, transport.to_owned()))
+}
+
+/// Make `dir` a directory owned by our euid with mode 0700: create it with that mode if
+/// missing (with missing parents when `parents`), refuse one owned by another uid or that
+/// is not a directory, and tighten a wider mode. A symlink is refused unless it is the
+/// user-chosen root (`parents == true`), where it is followed.
+pub fn ensure_private_dir(dir: &Path, parents: bool) -> Result<(), StateError> {
+    match DirBuilder::new()
+        .recursive(parents)
+        .mode(DIR_MODE)
+        .create(dir)
+    {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io_err("cannot create directory", dir)(e)),
+    }
+    let meta = if parents {
+        fs::metadata(dir)
+    } else {
+        fs::symlink_metadata(dir)
+    }
+    .map_err(io_err("cannot inspect", dir))?;
+    if !meta.file_type().is_dir() {
+        return Err(StateError::WrongType {
+            path: dir.to_owned(),
+            expected: "directory",
+        });
+    }
+    let me = euid();
+    if meta.uid() != me {
+        return Err(StateError::WrongOwner {
+            path: dir.to_owned(),
+            owner: meta.uid(),
+            euid: me,
+        });
+    }
+    if meta.mode() & 0o7777 != DIR_MODE {
+        tracing::warn!(
+            path = %dir.display(),
+            mode = format!("{:o}", meta.mode() & 0o7777),
+            "tightening state directory mode to 0700"
+        );
+        fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE))
+            .map_err(io_err("cannot chmod", dir))?;
+    }
+    Ok(())
+}
+
+/// Open (creating 0600 if needed) a regular file of ours without following a symlink, and
+/// tighten its mode if it is wider. Never truncates.
+fn open_private_file(path: &Path) -> Result<File, StateError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(io_err("cannot open", path))?;
+    check_private_file(path, &file)?;
+    Ok(file)
+}
+
+fn check_private_file(path: &Path, file: &File) -> Result<(), StateError> {
+    let meta = file.metadata().map_err(io_err("cannot inspect", path))?;
+    if !meta.file_type().is_file() {
+        return Err(StateError::WrongType {
+            path: path.to_owned(),
+            expected: "regular file",
+        });
+    }
+    let me = euid();
+    if meta.uid() != me {
+        return Err(StateError::WrongOwner {
+            path: path.to_owned(),
+            owner: meta.uid(),
+            euid: me,
+        });
+    }
+    if meta.mode() & 0o7777 != FILE_MODE {
+        file.set_permissions(fs::Permissions::from_mode(FILE_MODE))
+            .map_err(io_err("cannot chmod", path))?;
+    }
+    Ok(())
+}
+
+/// The private announcement of a running protocol process (`protocol/connection.json`).
+/// `token` is present only for owner UIs; never log this struct's token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionInfo {
+    pub pid: u32,
+    /// Field 22 of `/proc/<pid>/stat` (clock ticks since boot): with `pid`, identifies the
+    /// process even after the pid is reused.
+    pub start_time: u64,
+    pub uid: u32,
+    pub config_path: String,
+    /// "http" or "stdio".
+    pub transport: String,
+    pub mcp_url: Option<String>,
+    pub a2a_url: Option<String>,
+    pub agent_card_url: Option<String>,
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for ConnectionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionInfo")
+            .field("pid", &self.pid)
+            .field("start_time", &self.start_time)
+            .field("uid", &self.uid)
+            .field("config_path", &self.config_path)
+            .field("transport", &self.transport)
+            .field("mcp_url", &self.mcp_url)
+            .field("a2a_url", &self.a2a_url)
+            .field("agent_card_url", &self.agent_card_url)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl ConnectionInfo {
+    /// pid, start time and uid of the calling process, the rest from the arguments.
+    #[allow(dead_code, reason = "convenience constructor for callers")]
+    pub fn for_this_process(config_path: &Path, transport: &str) -> Result<Self, StateError> {
+        let pid = std::process::id();
+        let start_time = process_start_time(pid).ok_or_else(|| StateError::Malformed {
+            path: PathBuf::from("/proc/self/stat"),
+            reason: "cannot read the process start time".into(),
+        })?;
+        Ok(ConnectionInfo {
+            pid,
+            start_time,
+            uid: euid(),
+            config_path: config_path.to_string_lossy().into_owned(),
+            transport: transport.to_owned(),
+            mcp_url: None,
+            a2a_url: None,
+            agent_card_url: None,
+            token: None,
+        })
+    }
+}
+
+/// The written connection.json; removing it (or dropping this) deletes the file.
+#[derive(Debug)]
+pub struct ConnectionFile {
+    path: PathBuf,
+    removed: bool,
+}
+
+impl ConnectionFile {
+    #[allow(dead_code, reason = "accessor for callers and tests")]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Delete the file now (at shutdown, before releasing the lock). A failure is logged;
+    /// a leftover record is harmless because discovery also requires the lock.
+    pub fn remove(mut self) {
+        self.remove_now();
+    }
+
+    fn remove_now(&mut self) {
+        if self.removed {
+            return;
+        }
+        self.removed = true;
+        match fs::remove_file(&self.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(path = %self.path.display(), "cannot remove: {e}"),
+        }
+    }
+}
+
+impl Drop for ConnectionFile {
+    fn drop(&mut self) {
+        self.remove_now();
+    }
+}
+
+/// Write `info` to `protocol/connection.json` atomically: a 0600 temporary file in the
+/// same directory, fsync, rename, fsync of the directory. Call only while holding the
+/// [`StateLock`].
+pub fn write_connection(
+    paths: &StatePaths,
+    info: &ConnectionInfo,
+) -> Result<ConnectionFile, StateError> {
+    let json = serde_json::to_vec_pretty(info).map_err(|e| StateError::Malformed {
+        path: paths.connection_json.clone(),
+        reason: e.to_string(),
+    })?;
+    let tmp = paths
+        .protocol_dir
+        .join(format!(".connection.json.{}.tmp", std::process::id()));
+    match fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err("cannot remove", &tmp)(e)),
+    }
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(FILE_MODE)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+            .map_err(io_err("cannot create", &tmp))?;
+        // The umask can only have removed bits; make it exactly 0600 regardless.
+        check_private_file(&tmp, &file)?;
+        file.write_all(&json)
+            .and_then(|()| file.write_all(b"\n"))
+            .and_then(|()| file.sync_all())
+            .map_err(io_err("cannot write", &tmp))?;
+        fs::rename(&tmp, &paths.connection_json)
+            .map_err(io_err("cannot rename into place", &paths.connection_json))
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if let Ok(dir) = File::open(&paths.protocol_dir) {
+        let _ = dir.sync_all();
+    }
+    Ok(ConnectionFile {
+        path: paths.connection_json.clone(),
+        removed: false,
+    })
+}
+
+/// Read `protocol/connection.json` as written, without any liveness check. `Ok(None)` when
+/// there is none. See [`discover`] for the verified form.
+#[allow(
+    dead_code,
+    reason = "used by discovery (service status), not wired yet"
+)]
+pub fn read_connection(paths: &StatePaths) -> Result<Option<ConnectionInfo>, StateError> {
+    let path = &paths.connection_json;
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err("cannot open", path)(e)),
+    };
+    let meta = file.metadata().map_err(io_err("cannot inspect", path))?;
+    if !meta.file_type().is_file() {
+        return Err(StateError::WrongType {
+            path: path.clone(),
+            expected: "regular file",
+        });
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_CONNECTION_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_err("cannot read", path))?;
+    if bytes.len() as u64 > MAX_CONNECTION_BYTES {
+        return Err(StateError::Malformed {
+            path: path.clone(),
+            reason: "too large".into(),
+        });
+    }
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| StateError::Malformed {
+            path: path.clone(),
+            reason: e.to_string(),
+        })
+}
+
+/// The announcement of a live protocol process for `config_path`, or `None`: the record
+/// must exist, its lock must be held, and its pid, start time and uid must match a running
+/// process of our uid that uses the same configuration. Sends nothing to the advertised
+/// URL; does not prove remote reachability.
+#[allow(
+    dead_code,
+    reason = "used by discovery (service status), not wired yet"
+)]
+pub fn discover(
+    paths: &StatePaths,
+    config_path: &Path,
+) -> Result<Option<ConnectionInfo>, StateError> {
+    let Some(info) = read_connection(paths)? else {
+        return Ok(None);
+    };
+    if !lock_is_held(paths)? {
+        return Ok(None);
+    }
+    let live = info.uid == euid()
+        && info.config_path == config_path.to_string_lossy()
+        && process_start_time(info.pid) == Some(info.start_time)
+        && process_uid(info.pid) == Some(info.uid);
+    Ok(live.then_some(info))
+}
+
+/// Whether some process holds the state directory's lock. Does not create anything.
+#[allow(
+    dead_code,
+    reason = "used by discovery (service status), not wired yet"
+)]
+pub fn lock_is_held(paths: &StatePaths) -> Result<bool, StateError> {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&paths.lock)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io_err("cannot open", &paths.lock)(e)),
+    };
+    match Flock::lock(file, FlockArg::LockSharedNonblock) {
+        Ok(_probe) => Ok(false), // released when `_probe` drops
+        Err((_, Errno::EWOULDBLOCK)) => Ok(true),
+        Err((_, errno)) => Err(StateError::Io {
+            what: "cannot probe lock",
+            path: paths.lock.clone(),
+            source: io::Error::from(errno),
+        }),
+    }
+}
+
+/// Start time (field 22 of `/proc/<pid>/stat`, clock ticks since boot) of `pid`.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_start_time(&text)
+}
+
+/// Field 22 of a `/proc/<pid>/stat` line. `comm` (field 2) may contain spaces and
+/// parentheses, so fields are counted from after the last ')'.
+pub fn parse_stat_start_time(stat: &str) -> Option<u64> {
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    // After comm come fields 3 (state), 4, ...: field 22 is the 20th of them.
+    after_comm.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+#[allow(
+    dead_code,
+    reason = "used by discovery (service status), not wired yet"
+)]
+fn process_uid(pid: u32) -> Option<u32> {
+    let meta = fs::metadata(format!("/proc/{pid}")).ok()?;
+    Some(meta.uid())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tempdir(tag: &str) -> PathBuf {
+        use std::time::{SystemTime, UNIX_EPOCH};
+        let n = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir =
+            std::env::temp_dir().join(format!("nl2sh-state-test-{tag}-{}-{n}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn mode(p: &Path) -> u32 {
+        fs::symlink_metadata(p).unwrap().mode() & 0o7777
+    }
+
+    #[test]
+    fn prepare_creates_private_dirs_and_lock() {
+        let base = tempdir("prepare");
+        let state = base.join("deep/er/config.state");
+        let lock = prepare(&state, "http").unwrap();
+        let p = lock.paths().clone();
+        assert_eq!(p, state_paths(&state));
+        assert_eq!(mode(&state), 0o700);
+        assert_eq!(mode(&p.protocol_dir), 0o700);
+        assert_eq!(mode(&p.lock), 0o600);
+        assert_eq!(
+            fs::read_to_string(&p.lock).unwrap(),
+            format!("{} http\n", std::process::id())
+        );
+        drop(lock);
+        assert_eq!(fs::read_to_string(&p.lock).unwrap(), "");
+        fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn wide_modes_are_tightened() {
+        let base = tempdir("modes");
+        let state = base.join("s");
+        fs::create_dir_all(state.join("protocol")).unwrap();
+        fs::set_permissions(&state, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(state.join("protocol"), fs::Permissions::from_mode(0o777)).unwrap();
+        fs::write(state.join("protocol/lock"), "").unwrap();
+        fs::set_permissions(
+            state.join("protocol/lock"),
+            fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        let lock = prepare(&state, "stdio").unwrap();
+        assert_eq!(mode(&state), 0o700);
+        assert_eq!(mode(&state.join("protocol")), 0o700);
+        assert_eq!(mode(&lock.paths().lock), 0o600);
+        drop(lock);
+        fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn lock_held_twice_names_the_holder() {
+        let base = tempdir("twice");
+        let state = base.join("s");
+        let first = prepare(&state, "http").unwrap();
+        let err = prepare(&state, "stdio").unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "another nl2sh protocol process (pid {}, transport http) is already using state directory ",
+                std::process::id()
+            )),
+            "{msg}"
+        );
+        assert!(msg.contains(&state.display().to_string()), "{msg}");
+        // The loser did not disturb the holder's note.
+        assert_eq!(
+            fs::read_to_string(&first.paths().lock).unwrap(),
+            format!("{} http\n", std::process::id())
+        );
+        assert!(lock_is_held(first.paths()).unwrap());
+        drop(first);
+        assert!(!lock_is_held(&state_paths(&state)).unwrap());
+        let again = prepare(&state, "stdio").unwrap();
+        drop(again);
+        fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn held_with_unreadable_note_is_reported_generically() {
+        let base = tempdir("generic");
+        let state = base.join("s");
+        let first = prepare(&state, "http").unwrap();
+        fs::write(&first.paths().lock, "garbage").unwrap();
+        let msg = prepare(&state, "http").unwrap_err().to_string();
+        assert!(
+            msg.starts_with("another nl2sh protocol process is already using state directory"),
+            "{msg}"
+        );
+        drop(first);
+        fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn lock_note_parsing() {
+        assert_eq!(parse_lock_note("12 http\n"), Some((12, "http".into())));
+        assert_eq!(parse_lock_note("12 http"), None);
+        assert_eq!(parse_lock_note("0 http\n"), None);
+        assert_eq!(parse_lock_note("12 \x1b[31m\n"), None);
+        assert_eq!(parse_lock_note(""), None);
+    }
+
+    #[test]
+    fn bad_transport_and_non_directory_are_refused() {
+        let base = tempdir("bad");
+        assert!(matches!(
+            prepare(&base.join("s"), "ht tp"),
+            Err(StateError::BadTransport(_))
+        ));
+        let file = base.join("file");
+        fs::write(&file, "").unwrap();
+        assert!(matches!(
+            prepare(&file, "http"),
+            Err(StateError::WrongType { .. })
+        ));
+        // A symlinked protocol/ directory is refused.
+        let state = base.join("s2");
+        fs::create_dir_all(&state).unwrap();
+        fs::create_dir_all(base.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(base.join("elsewhere"), state.join("protocol")).unwrap();
+        assert!(matches!(
+            prepare(&state, "http"),
+            Err(StateError::WrongType { .. })
+        ));
+        fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn foreign_owner_is_refused() {
+        if euid() != 0 {
+            return; // needs root to create a directory owned by someone else
+        }
+        let base = tempdir("owner");
+        let state = base.join("s");
+        fs::create_dir_all(&state).unwrap();
+        std::os::unix::fs::chown(&state, Some(65534), Some(65534)).unwrap();
+        let err = prepare(&state, "http").unwrap_err();
+        assert!(
+            matches!(err, StateError::WrongOwner { owner: 65534, .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("owned by uid 65534"));
+        fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn connection_json_is_private_atomic_and_removed() {
+        let base = tempdir("conn");
+        let state = base.join("s");
+        let lock = prepare(&state, "http").unwrap();
+        let config = base.join("config.toml");
+        let mut info = ConnectionInfo::for_this_process(&config, "http").unwrap();
+        info.mcp_url = Some("http://127.0.0.1:8765/mcp".into());
+        info.token = Some("t".repeat(64));
+        assert!(!format!("{info:?}").contains("tttt"));
+
+        let file = write_connection(lock.paths(), &info).unwrap();
+        assert_eq!(mode(file.path()), 0o600);
+        assert_eq!(read_connection(lock.paths()).unwrap().as_ref(), Some(&info));
+        // No temporary files left behind.
+        let names: Vec<_> = fs::read_dir(&lock.paths().protocol_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+
+        // Live, locked, same uid and configuration: discovered.
+        assert_eq!(
+            discover(lock.paths(), &config).unwrap().as_ref(),
+            Some(&info)
+        );
+        // Another configuration: not ours.
+        assert_eq!(
+            discover(lock.paths(), &base.join("other.toml")).unwrap(),
+            None
+        );
+        // A stale start time (pid reused): not live.
+        let mut stale = info.clone();
+        stale.start_time += 1;
+        let f2 = write_connection(lock.paths(), &stale).unwrap();
+        assert_eq!(discover(lock.paths(), &config).unwrap(), None);
+        std::mem::forget(f2); // same path as `file`; removed below
+
+        // Overwrite is atomic and keeps 0600.
+        let again = write_connection(lock.paths(), &info).unwrap();
+        assert_eq!(mode(again.path()), 0o600);
+        std::mem::forget(again);
+
+        let path = file.path().to_owned();
+        file.remove();
+        assert!(!path.exists());
+        assert_eq!(read_connection(lock.paths()).unwrap(), None);
+
+        // Dropping also removes it.
+        let paths = lock.paths().clone();
+        {
+            let _f = write_connection(&paths, &info).unwrap();
+            assert!(paths.connection_json.exists());
+        }
+        assert!(!paths.connection_json.exists());
+
+        // Lock released: a leftover record is not reported as running.
+        let leftover = write_connection(&paths, &info).unwrap();
+        drop(lock);
+        assert_eq!(discover(&paths, &config).unwrap(), None);
+        drop(leftover);
+        fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn stat_start_time_parsing() {
+        let fields_after: Vec<String> = (3..=52).map(|i| i.to_string()).collect();
+        let tail = fields_after.join(" ");
+        // Field 22 is the value "22" in this synthetic line.
+        assert_eq!(
+            parse_stat_start_time(&format!("1234 (sh) {tail}")),
+            Some(22)
+        );
+        assert_eq!(
+            parse_stat_start_time(&format!("1234 (we ird) (name)) ) {tail}\n")),
+            Some(22)
+        );
+        assert_eq!(
+            parse_stat_start_time(&format!("1 (a) (b) {tail}")),
+            Some(22)
+        );
+        assert_eq!(parse_stat_start_time("1234 (sh) S 1 2"), None);
+        assert_eq!(parse_stat_start_time("no parens at all"), None);
+        assert_eq!(
+            parse_stat_start_time(&format!("1 (x) {}", tail.replace(" 22 ", " x "))),
+            None
+        );
+        let me = process_start_time(std::process::id()).unwrap();
+        assert!(me > 0);
+        assert_eq!(process_start_time(std::process::id()), Some(me));
+    }
+}

@@ -1,0 +1,137 @@
+//! Startup latency and idle memory of the process tree (issue budgets: serve → first
+//! successful `initialize` ≤ 150 ms median; four processes idle ≤ 20 MiB resident).
+//!
+//! Run: `cargo build --release && cargo bench -p nl2sh-tests --bench startup`
+//! (uses target/release/nl2sh, or $NL2SH_BIN). Servers bind 127.0.0.1 only.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nl2sh_tests::{children_of, http, initialize_body};
+
+const RUNS: usize = 21;
+const TOKEN: &str = "bench-token-0123456789abcdef0123456789abcdef";
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+fn kib(pid: i32, file: &str, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/{file}"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix(field)?
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+        })
+        .unwrap_or(0)
+}
+
+fn main() {
+    let bin = nl2sh_tests::nl2sh_bin();
+    let mut startup = Vec::with_capacity(RUNS);
+    let mut rss_total = Vec::new();
+    let mut pss_total = Vec::new();
+    for run in 0..RUNS {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("config.toml");
+        std::fs::write(&config, "").expect("config");
+        let port = free_port();
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let body = initialize_body("2025-11-25");
+        let host = addr.to_string();
+        let auth = format!("Bearer {TOKEN}");
+        let t0 = Instant::now();
+        let mut child = Command::new(&bin)
+            .arg("--config")
+            .arg(&config)
+            .args([
+                "protocol",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+            ])
+            .env("NL2SH_PROTOCOL_TOKEN", TOKEN)
+            .env("NL2SH_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let elapsed = loop {
+            if std::net::TcpStream::connect(addr).is_ok() {
+                let r = http(
+                    addr,
+                    "POST",
+                    "/mcp",
+                    &[
+                        ("Host", &host),
+                        ("Authorization", &auth),
+                        ("Content-Type", "application/json"),
+                        ("Accept", "application/json, text/event-stream"),
+                    ],
+                    body.as_bytes(),
+                );
+                if r.status == 200 {
+                    break t0.elapsed();
+                }
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "server did not come up"
+            );
+            std::thread::sleep(Duration::from_micros(500));
+        };
+        startup.push(elapsed);
+        if run == 0 || run == RUNS - 1 {
+            // Idle memory after the first request has been served and things settled.
+            std::thread::sleep(Duration::from_secs(1));
+            let sup = child.id() as i32;
+            let mut pids = vec![sup];
+            pids.extend(children_of(sup));
+            assert_eq!(pids.len(), 4, "expected four processes, found {pids:?}");
+            rss_total.push(
+                pids.iter()
+                    .map(|&p| kib(p, "status", "VmRSS:"))
+                    .sum::<u64>(),
+            );
+            pss_total.push(
+                pids.iter()
+                    .map(|&p| kib(p, "smaps_rollup", "Pss:"))
+                    .sum::<u64>(),
+            );
+            for &p in &pids {
+                let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+                println!(
+                    "  {:<16} VmRSS {:>6} KiB  Pss {:>6} KiB",
+                    comm.trim(),
+                    kib(p, "status", "VmRSS:"),
+                    kib(p, "smaps_rollup", "Pss:")
+                );
+            }
+        }
+        // SAFETY: kill with integer arguments.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let _ = child.wait();
+    }
+    startup.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "serve -> first initialize: median {:.1} ms, min {:.1} ms, max {:.1} ms over {RUNS} runs (budget 150 ms median)",
+        ms(startup[RUNS / 2]),
+        ms(startup[0]),
+        ms(startup[RUNS - 1])
+    );
+    println!(
+        "idle tree (4 processes): VmRSS total {} KiB, Pss total {} KiB (budget 20 MiB = 20480 KiB)",
+        rss_total.iter().max().unwrap_or(&0),
+        pss_total.iter().max().unwrap_or(&0)
+    );
+}
