@@ -1,0 +1,123 @@
+"""Fixtures for driving the nl2sh binary with the official MCP Python SDK."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import secrets
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+NL2SH_BIN = os.environ.get("NL2SH_BIN") or str(Path(__file__).parents[2] / "target/debug/nl2sh")
+
+STARTUP_TIMEOUT = 15.0
+STOP_TIMEOUT = 15.0
+_BLOCK_END = ("Set NL2SH_PROTOCOL_TOKEN", "This output contains the token")
+
+
+@dataclass
+class Server:
+    url: str
+    port: int
+    token: str
+    config: Path
+    stdout: list[str]
+
+
+@pytest.fixture
+def nl2sh_bin() -> str:
+    """Path of the binary under test; fail early with a clear message if it is missing."""
+    if not os.access(NL2SH_BIN, os.X_OK):
+        pytest.fail(f"nl2sh binary not found or not executable: {NL2SH_BIN} (set NL2SH_BIN or run cargo build)")
+    return NL2SH_BIN
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    """An empty config.toml in a fresh directory (state goes to config.state/ next to it)."""
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("")
+    return cfg
+
+
+@pytest.fixture
+def server(nl2sh_bin: str, config_file: Path, tmp_path: Path):
+    """Run `protocol serve` on 127.0.0.1:0 with a known token; SIGTERM it afterwards and require exit 0."""
+    token = "py-test-token-" + secrets.token_hex(20)
+    env = dict(os.environ, NL2SH_PROTOCOL_TOKEN=token)
+    stderr_path = tmp_path / "serve.stderr"
+    with stderr_path.open("wb") as stderr_file:
+        proc = subprocess.Popen(
+            [nl2sh_bin, "--config", str(config_file), "protocol", "serve", "--host", "127.0.0.1", "--port", "0"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr_file,
+            env=env,
+            text=True,
+        )
+
+    # Drain stdout on a thread so the pipe can never fill up and block the server.
+    lines: queue.Queue[str | None] = queue.Queue()
+    seen: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    pump_thread = threading.Thread(target=pump, daemon=True)
+    pump_thread.start()
+
+    def stderr_text() -> str:
+        return stderr_path.read_text(errors="replace")
+
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        url = listen = None
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                pytest.fail(f"server startup block not complete in {STARTUP_TIMEOUT}s:\n{seen}\n{stderr_text()}")
+            try:
+                line = lines.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if line is None:
+                pytest.fail(f"server stdout closed early (rc={proc.poll()}):\n{seen}\n{stderr_text()}")
+            seen.append(line)
+            if m := re.match(r"^MCP URL:\s+(http://\S+)$", line):
+                url = m.group(1)
+            if m := re.match(r"^Listening on: (\S+)$", line):
+                listen = m.group(1)
+            if line.startswith(_BLOCK_END):
+                break
+
+        assert listen is not None and url is not None, f"missing Listening/MCP URL lines:\n{seen}"
+        host, _, port_s = listen.rpartition(":")
+        assert host == "127.0.0.1", listen
+        port = int(port_s)
+        assert port > 0
+        assert url == f"http://127.0.0.1:{port}/mcp"
+        yield Server(url=url, port=port, token=token, config=config_file, stdout=seen)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"server did not exit within {STOP_TIMEOUT}s of SIGTERM:\n{stderr_text()}")
+        finally:
+            pump_thread.join(timeout=5)
+            assert proc.stdout is not None
+            proc.stdout.close()
+    assert rc == 0, f"server exit code after SIGTERM was {rc}, expected 0:\n{stderr_text()}"
