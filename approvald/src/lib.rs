@@ -2,11 +2,18 @@
 //! channel and the executor's authority channel; the two are separate types, so netd can
 //! never reach the authority surface.
 
+pub mod authority;
+pub mod clock;
 pub mod dispatch;
+pub mod policy;
+pub mod store;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+
+use nix::sys::stat::{umask, Mode};
 
 use nl2sh_proto::channels::{fds, WorkerSettings};
 use nl2sh_proto::handshake::{ChannelKind, Role};
@@ -23,10 +30,16 @@ pub enum ApprovaldError {
     StateDir { path: PathBuf, why: String },
     #[error("{0} channel ended: {1}")]
     Channel(&'static str, FrameError),
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
 }
 
 /// Entry point of the hidden `approvald` role.
 pub fn run() -> ExitCode {
+    // Everything approvald creates is private to its uid. The store creates its files
+    // 0600 explicitly and SQLite copies the database's mode to `-wal`/`-shm`; the umask
+    // also covers any file SQLite or a later module creates without saying a mode.
+    umask(Mode::from_bits_truncate(0o077));
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -76,6 +89,15 @@ async fn serve() -> Result<(), ApprovaldError> {
         }
     };
     tracing::debug!(state_dir = %state_dir.display(), "approvald starting");
+    // The store is open before any peer is answered: the executor's Ping means "ready".
+    let store = match store::Store::open(&state_dir) {
+        Ok(store) => store,
+        Err(e) => {
+            let _ = control.refuse(format!("cannot open the store: {e}")).await;
+            return Err(e.into());
+        }
+    };
+    let authority = Arc::new(authority::Authority::new(store, &settings.config_path));
     let executor = connect_peer(
         fds::APPROVALD_EXECUTOR,
         ChannelKind::ExecutorApprovald,
@@ -85,7 +107,7 @@ async fn serve() -> Result<(), ApprovaldError> {
     .await?;
     // Serve each channel as soon as it is up: peers may wait on an answer here before
     // they complete their other handshakes.
-    let mut executor_task = tokio::spawn(dispatch::serve_executor(executor));
+    let mut executor_task = tokio::spawn(dispatch::serve_executor(executor, authority.clone()));
     let netd = connect_peer(
         fds::APPROVALD_NETD,
         ChannelKind::NetdApprovald,
@@ -112,15 +134,26 @@ async fn serve() -> Result<(), ApprovaldError> {
             },
         ))
     };
-    tokio::select! {
+    let (drain_id, result) = tokio::select! {
         event = control.next_event() => match event {
-            ControlEvent::Drain { id, .. } => {
-                control.drained(id).await.map_err(|e| ApprovaldError::Channel("supervisor", e))
-            }
-            ControlEvent::Closed => Ok(()),
-            ControlEvent::Hostile(e) => Err(ApprovaldError::Channel("supervisor", e)),
+            ControlEvent::Drain { id, .. } => (Some(id), Ok(())),
+            ControlEvent::Closed => (None, Ok(())),
+            ControlEvent::Hostile(e) => (None, Err(ApprovaldError::Channel("supervisor", e))),
         },
-        r = &mut executor_task => ended("executor", r),
-        r = &mut netd_task => ended("netd", r),
+        r = &mut executor_task => (None, ended("executor", r)),
+        r = &mut netd_task => (None, ended("netd", r)),
+    };
+    // Whatever ends us, every queued audit record is committed first.
+    let flushed = authority.store().flush().await;
+    if let Err(e) = &flushed {
+        tracing::error!(error = %e, "audit records may be lost");
     }
+    if let Some(id) = drain_id {
+        control
+            .drained(id)
+            .await
+            .map_err(|e| ApprovaldError::Channel("supervisor", e))?;
+    }
+    result?;
+    Ok(flushed?)
 }

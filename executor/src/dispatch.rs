@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tokio::net::UnixStream;
 
-use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse};
+use nl2sh_proto::channels::{CallOrigin, ExecutorRequest, ExecutorResponse, InvokeRequest};
 use nl2sh_proto::rpc;
 use nl2sh_proto::FrameError;
 
@@ -22,6 +22,16 @@ pub async fn serve_netd(stream: UnixStream, runtime: Arc<Runtime>) -> Result<(),
 pub async fn answer(runtime: &Runtime, req: ExecutorRequest) -> ExecutorResponse {
     match req {
         ExecutorRequest::Inspect => answer_inspect(runtime),
+        ExecutorRequest::Catalog => ExecutorResponse::Catalog(runtime.pipeline.catalog()),
+        ExecutorRequest::Invoke(call) => {
+            ExecutorResponse::Outcome(runtime.pipeline.invoke(call).await)
+        }
+        ExecutorRequest::ReadScreen { call_id, origin } => {
+            answer_read_screen(runtime, call_id, origin).await
+        }
+        ExecutorRequest::Cancel { call_id } => ExecutorResponse::Cancelled {
+            found: runtime.pipeline.cancel(call_id),
+        },
     }
 }
 
@@ -29,4 +39,29 @@ fn answer_inspect(runtime: &Runtime) -> ExecutorResponse {
     ExecutorResponse::Inspect {
         json: runtime.environment.to_json(),
     }
+}
+
+/// A screen read is the screenshot tool through the same pipeline; its result must carry
+/// exactly one image, or it is a failure.
+async fn answer_read_screen(
+    runtime: &Runtime,
+    call_id: u64,
+    origin: CallOrigin,
+) -> ExecutorResponse {
+    let call = InvokeRequest {
+        call_id,
+        origin,
+        tool: crate::tools::android::SCREEN_READ_TOOL.into(),
+        arguments: "{}".into(),
+    };
+    let mut outcome = runtime.pipeline.invoke(call).await;
+    if outcome.success && outcome.attachments.len() != 1 {
+        outcome.success = false;
+        outcome.output = serde_json::json!({
+            "error": format!("the screen read returned {} images instead of one", outcome.attachments.len())
+        })
+        .to_string();
+        outcome.attachments.clear();
+    }
+    ExecutorResponse::Outcome(outcome)
 }

@@ -1,8 +1,13 @@
 //! The executor: the Tool Runtime. It never parses network bytes; it answers typed
 //! requests from netd's channel and asks approvald for authority.
 
+pub mod device;
 pub mod dispatch;
 pub mod inspect;
+pub mod risk;
+pub mod runtime;
+mod sys;
+pub mod tools;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,12 +20,30 @@ use nl2sh_proto::worker::{accept_start, connect_peer, ControlEvent};
 /// State shared by every request the executor answers.
 pub struct Runtime {
     pub environment: inspect::Environment,
+    pub pipeline: runtime::pipeline::Pipeline,
 }
 
 impl Runtime {
-    pub fn new(path_var: Option<&str>) -> Self {
+    /// Probe the device with the launching shell's `path_var` and register its tools.
+    /// Without an `authority`, every action that needs a decision is refused.
+    pub fn new(
+        path_var: Option<&str>,
+        authority: Option<runtime::pipeline::AuthorityClient>,
+    ) -> Self {
+        let device = device::DeviceEnv::probe(path_var.map(str::to_string));
         Self {
             environment: inspect::Environment::probe(path_var),
+            pipeline: runtime::pipeline::Pipeline::new(device, authority),
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // Every command's process group dies with the executor.
+        let killed = self.pipeline.groups.kill_all();
+        if killed > 0 {
+            tracing::info!(groups = killed, "killed running commands");
         }
     }
 }
@@ -94,10 +117,13 @@ async fn serve() -> Result<(), ExecutorError> {
         Role::Netd,
     )
     .await?;
-    let runtime = Arc::new(Runtime::new(std::env::var("PATH").ok().as_deref()));
-    let mut netd_task = tokio::spawn(dispatch::serve_netd(netd, runtime));
+    let runtime = Arc::new(Runtime::new(
+        std::env::var("PATH").ok().as_deref(),
+        Some(authority),
+    ));
+    let mut netd_task = tokio::spawn(dispatch::serve_netd(netd, runtime.clone()));
     control.started().await.map_err(ExecutorError::Control)?;
-    tokio::select! {
+    let result = tokio::select! {
         event = control.next_event() => match event {
             ControlEvent::Drain { id, .. } => {
                 // Nothing long-running exists yet; answer at once.
@@ -118,5 +144,8 @@ async fn serve() -> Result<(), ExecutorError> {
             Err(_) => Err(ExecutorError::NetdChannel(nl2sh_proto::FrameError::Closed)),
         },
         _ = &mut authority_task => Err(ExecutorError::Authority("closed".into())),
-    }
+    };
+    // Whatever ended us, no command outlives the executor.
+    runtime.pipeline.groups.kill_all();
+    result
 }

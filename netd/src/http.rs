@@ -26,7 +26,7 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse, HttpSettings};
+use nl2sh_proto::channels::{CallOrigin, ExecutorRequest, ExecutorResponse, HttpSettings};
 use nl2sh_proto::limits::{MAX_HTTP_BODY_BYTES, TOKEN_MAX_CHARS, TOKEN_MIN_CHARS};
 use nl2sh_proto::rpc::RpcClient;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -65,7 +65,7 @@ fn router(gate: Gate, executor: RpcClient<ExecutorRequest, ExecutorResponse>) ->
         .disable_allowed_hosts()
         .with_max_request_body_bytes(MAX_HTTP_BODY_BYTES);
     let mcp = StreamableHttpService::new(
-        move || Ok(McpServer::new(executor.clone())),
+        move || Ok(McpServer::new(executor.clone(), CallOrigin::McpHttp)),
         Arc::new(NeverSessionManager::default()),
         config,
     );

@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse};
+use nl2sh_proto::channels::{CallOrigin, ExecutorRequest, ExecutorResponse};
 use nl2sh_proto::limits::MAX_TOOL_NAME_BYTES;
 use nl2sh_proto::rpc::RpcClient;
 use rmcp::model::{
@@ -30,17 +30,21 @@ pub const SUPPORTED_PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
 ];
 
 const INSTRUCTIONS: &str = "nl2sh exposes this device through tools. Start with \
-    nl2sh_inspect to learn the operating system, identity and capabilities of the device.";
+    nl2sh_inspect to learn the device, nl2sh_tools for the device tools and their \
+    schemas, then nl2sh_invoke to run one, or nl2sh_read_screen for a screenshot. \
+    Mutations wait for approval by the device's owner and may be refused.";
 
 /// One MCP server. Cheap to clone: the stateless HTTP transport builds one per request.
 #[derive(Clone)]
 pub struct McpServer {
     executor: RpcClient<ExecutorRequest, ExecutorResponse>,
+    /// Which front door the calls came through (recorded in the audit trail).
+    origin: CallOrigin,
 }
 
 impl McpServer {
-    pub fn new(executor: RpcClient<ExecutorRequest, ExecutorResponse>) -> Self {
-        Self { executor }
+    pub fn new(executor: RpcClient<ExecutorRequest, ExecutorResponse>, origin: CallOrigin) -> Self {
+        Self { executor, origin }
     }
 }
 
@@ -71,7 +75,7 @@ impl ServerHandler for McpServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name: &str = &request.name;
         if name.len() > MAX_TOOL_NAME_BYTES {
@@ -83,6 +87,17 @@ impl ServerHandler for McpServer {
         let result = match name {
             tools::inspect::NAME => {
                 tools::inspect::call(&self.executor, request.arguments.as_ref()).await
+            }
+            tools::catalog::NAME => {
+                tools::catalog::call(&self.executor, request.arguments.as_ref()).await
+            }
+            tools::invoke::NAME => {
+                let args = request.arguments.as_ref();
+                tools::invoke::call(&self.executor, self.origin, args, &context.ct).await
+            }
+            tools::read_screen::NAME => {
+                let args = request.arguments.as_ref();
+                tools::read_screen::call(&self.executor, self.origin, args, &context.ct).await
             }
             // rmcp's own tool router answers an unknown tool with invalid params.
             _ => {

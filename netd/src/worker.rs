@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use nl2sh_proto::channels::{
-    fds, ControlRequest, ControlResponse, ExecutorRequest, ExecutorResponse, NetdSettings,
-    NetdTransport, StoreRequest, StoreResponse, WorkerSettings,
+    fds, CallOrigin, ControlRequest, ControlResponse, ExecutorRequest, ExecutorResponse,
+    NetdSettings, NetdTransport, StoreRequest, StoreResponse, WorkerSettings,
 };
 use nl2sh_proto::frame::{read_frame, write_frame};
 use nl2sh_proto::handshake::{handshake, ChannelKind, Role};
@@ -167,7 +167,11 @@ pub async fn serve(wiring: Wiring) -> Result<(), NetdError> {
     write_frame(&mut control, start_id, &ControlResponse::Started).await?;
     tracing::info!("netd serving");
 
+    // Biased: when stdin closes, the transport ends first and then (because it held the
+    // last executor client) the executor channel; both may be ready at once, and the
+    // transport's clean end must win.
     tokio::select! {
+        biased;
         event = read_frame::<ControlRequest, _>(&mut control) => match event {
             Ok((id, ControlRequest::Drain { grace_ms })) => {
                 let grace = Duration::from_millis(grace_ms).min(MAX_GRACE);
@@ -191,8 +195,6 @@ pub async fn serve(wiring: Wiring) -> Result<(), NetdError> {
             Err(FrameError::Closed) => Err(NetdError::PeerGone("supervisor")),
             Err(e) => Err(e.into()),
         },
-        end = &mut executor_end => Err(channel_ended("executor", end)),
-        end = &mut store_end => Err(channel_ended("approvald", end)),
         end = &mut server => match end {
             Ok(Ok(())) => {
                 // Only stdio ends by itself (stdin closed); HTTP serves until drained.
@@ -202,6 +204,8 @@ pub async fn serve(wiring: Wiring) -> Result<(), NetdError> {
             Ok(Err(e)) => Err(e.into()),
             Err(e) => Err(NetdError::Protocol(format!("server task failed: {e}"))),
         },
+        end = &mut executor_end => Err(channel_ended("executor", end)),
+        end = &mut store_end => Err(channel_ended("approvald", end)),
     }
 }
 
@@ -257,7 +261,7 @@ async fn serve_stdio(
     use rmcp::service::ServerInitializeError;
     tokio::pin!(stop);
     let running = tokio::select! {
-        r = McpServer::new(executor).serve(rmcp::transport::io::stdio()) => match r {
+        r = McpServer::new(executor, CallOrigin::McpStdio).serve(rmcp::transport::io::stdio()) => match r {
             Ok(running) => running,
             // stdin closed before (or during) the handshake: the client went away; that is
             // a clean end of the session, not a failure.

@@ -60,15 +60,45 @@ impl Server {
             Fake::Device | Fake::Failing => {
                 tokio::spawn(rpc::serve(theirs, move |req: ExecutorRequest| async move {
                     match (req, fake) {
-                        (ExecutorRequest::Inspect, Fake::Failing) => {
-                            ExecutorResponse::Error(RemoteError {
-                                kind: RemoteErrorKind::Unavailable,
-                                message: "probe failed".into(),
-                            })
-                        }
+                        (_, Fake::Failing) => ExecutorResponse::Error(RemoteError {
+                            kind: RemoteErrorKind::Unavailable,
+                            message: "probe failed".into(),
+                        }),
                         (ExecutorRequest::Inspect, _) => ExecutorResponse::Inspect {
                             json: device().to_string(),
                         },
+                        (ExecutorRequest::Catalog, _) => {
+                            ExecutorResponse::Catalog(vec![nl2sh_proto::channels::ToolSpec {
+                                name: "shell.exec".into(),
+                                description: "run".into(),
+                                input_schema: r#"{"type":"object"}"#.into(),
+                            }])
+                        }
+                        // Echo the call so tests can see exactly what crossed the channel.
+                        (ExecutorRequest::Invoke(call), _) => {
+                            ExecutorResponse::Outcome(nl2sh_proto::channels::ToolOutcome {
+                                success: call.tool != "fail.me",
+                                output: call.arguments,
+                                tool: call.tool,
+                                attachments: Vec::new(),
+                            })
+                        }
+                        (ExecutorRequest::ReadScreen { .. }, _) => {
+                            ExecutorResponse::Outcome(nl2sh_proto::channels::ToolOutcome {
+                                tool: "android.screenshot".into(),
+                                success: true,
+                                output: "{}".into(),
+                                attachments: vec![nl2sh_proto::channels::Attachment {
+                                    media_type: "image/png".into(),
+                                    data_base64: "iVBORw0KGgo=".into(),
+                                    width: Some(2),
+                                    height: Some(3),
+                                }],
+                            })
+                        }
+                        (ExecutorRequest::Cancel { .. }, _) => {
+                            ExecutorResponse::Cancelled { found: false }
+                        }
                     }
                 }));
             }
@@ -436,7 +466,7 @@ async fn server_discover_at_2026_07_28_is_refused_cleanly() {
 }
 
 #[tokio::test]
-async fn tools_list_shows_exactly_inspect() {
+async fn tools_list_shows_the_four_direct_tools() {
     let s = Server::start(Fake::Device).await;
     let r = s
         .mcp(
@@ -446,13 +476,113 @@ async fn tools_list_shows_exactly_inspect() {
         .await;
     assert_eq!(r.status, 200, "{r:?}");
     let tools = r.json()["result"]["tools"].clone();
-    let tools = tools.as_array().unwrap();
-    assert_eq!(tools.len(), 1, "{tools:?}");
-    assert_eq!(tools[0]["name"], "nl2sh_inspect");
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "nl2sh_inspect",
+            "nl2sh_tools",
+            "nl2sh_invoke",
+            "nl2sh_read_screen"
+        ]
+    );
     assert_eq!(
         tools[0]["inputSchema"],
         json!({"type": "object", "properties": {}, "additionalProperties": false})
     );
+}
+
+#[tokio::test]
+async fn tools_lists_the_executor_catalog_with_parsed_schemas() {
+    let s = Server::start(Fake::Device).await;
+    let r = s.mcp(&tools_call("nl2sh_tools", None), &[V]).await;
+    let result = r.json()["result"].clone();
+    assert_ne!(result["isError"], true, "{result}");
+    assert_eq!(
+        result["structuredContent"],
+        json!({"tools": [{"name": "shell.exec", "description": "run",
+                          "input_schema": {"type": "object"}}]})
+    );
+}
+
+#[tokio::test]
+async fn invoke_forwards_tool_and_arguments_and_maps_success() {
+    let s = Server::start(Fake::Device).await;
+    let args = json!({"tool": "shell.exec", "arguments": {"command": "ls"}});
+    let r = s.mcp(&tools_call("nl2sh_invoke", Some(args)), &[V]).await;
+    let result = r.json()["result"].clone();
+    assert_ne!(result["isError"], true, "{result}");
+    let structured = &result["structuredContent"];
+    assert_eq!(structured["tool"], "shell.exec");
+    assert_eq!(structured["success"], true);
+    // The fake echoes the arguments text it received.
+    let echoed: Value = serde_json::from_str(structured["output"].as_str().unwrap()).unwrap();
+    assert_eq!(echoed, json!({"command": "ls"}));
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(&text, structured);
+
+    let args = json!({"tool": "fail.me", "arguments": {}});
+    let r = s.mcp(&tools_call("nl2sh_invoke", Some(args)), &[V]).await;
+    let result = r.json()["result"].clone();
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(result["structuredContent"]["success"], false);
+}
+
+#[tokio::test]
+async fn invoke_refuses_bad_shapes_and_oversized_arguments_before_the_executor() {
+    let s = Server::start(Fake::Failing).await;
+    let big = "x".repeat(17 * 1024);
+    let cases = [
+        (json!({}), "`tool` is required"),
+        (json!({"tool": 5}), "`tool` must be a non-empty string"),
+        (
+            json!({"tool": "a", "arguments": [1]}),
+            "`arguments` must be an object",
+        ),
+        (json!({"tool": "a", "extra": 1}), "unexpected field"),
+        (json!({"tool": "a".repeat(129)}), "over 128 bytes"),
+    ];
+    for (args, want) in cases {
+        let r = s
+            .mcp(&tools_call("nl2sh_invoke", Some(args.clone())), &[V])
+            .await;
+        let result = r.json()["result"].clone();
+        assert_eq!(result["isError"], true, "{args}");
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains(want), "{args}: {text}");
+        // The failing fake would have said "probe failed" had anything reached it.
+        assert!(
+            !text.contains("probe failed"),
+            "{args} reached the executor"
+        );
+    }
+    // 17 KiB of arguments fits the 32 KiB body but not the 16 KiB argument limit.
+    let args = json!({"tool": "shell.exec", "arguments": {"command": big}});
+    let r = s.mcp(&tools_call("nl2sh_invoke", Some(args)), &[V]).await;
+    let result = r.json()["result"].clone();
+    assert_eq!(result["isError"], true);
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("16384 byte limit"), "{text}");
+}
+
+#[tokio::test]
+async fn read_screen_is_a_summary_and_one_image_block() {
+    let s = Server::start(Fake::Device).await;
+    let r = s.mcp(&tools_call("nl2sh_read_screen", None), &[V]).await;
+    let result = r.json()["result"].clone();
+    assert_ne!(result["isError"], true, "{result}");
+    let content = result["content"].as_array().unwrap();
+    assert_eq!(content.len(), 2, "{content:?}");
+    assert_eq!(content[0]["type"], "text");
+    assert!(content[0]["text"].as_str().unwrap().contains("2x3 PNG"));
+    assert_eq!(content[1]["type"], "image");
+    assert_eq!(content[1]["mimeType"], "image/png");
+    assert_eq!(content[1]["data"], "iVBORw0KGgo=");
 }
 
 #[tokio::test]

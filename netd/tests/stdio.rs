@@ -33,16 +33,19 @@ async fn ask(
 async fn initialize_then_inspect_then_eof_ends_the_server() {
     let (ours, theirs) = UnixStream::pair().unwrap();
     let (executor, _end) = RpcClient::<ExecutorRequest, ExecutorResponse>::spawn(ours);
-    tokio::spawn(rpc::serve(theirs, |ExecutorRequest::Inspect| async {
-        ExecutorResponse::Inspect {
-            json: r#"{"os":{"name":"stdio"}}"#.into(),
+    tokio::spawn(rpc::serve(theirs, |req: ExecutorRequest| async move {
+        match req {
+            ExecutorRequest::Inspect => ExecutorResponse::Inspect {
+                json: r#"{"os":{"name":"stdio"}}"#.into(),
+            },
+            other => panic!("unexpected {other:?}"),
         }
     }));
 
     let (client, server) = tokio::io::duplex(64 * 1024);
     let (server_rd, server_wr) = tokio::io::split(server);
     let serving = tokio::spawn(async move {
-        let running = McpServer::new(executor)
+        let running = McpServer::new(executor, nl2sh_proto::channels::CallOrigin::McpStdio)
             .serve((server_rd, server_wr))
             .await
             .unwrap();

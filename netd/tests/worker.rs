@@ -101,6 +101,7 @@ impl Tree {
                     ExecutorRequest::Inspect => ExecutorResponse::Inspect {
                         json: json!({"os": {"name": "fake"}}).to_string(),
                     },
+                    other => panic!("unexpected {other:?}"),
                 }
             })
             .await;

@@ -91,6 +91,112 @@ pub struct ExecutorSettings {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ApprovaldSettings {
     pub state_dir: String,
+    /// Re-read for each decision, so policy changes apply to the next call.
+    pub config_path: String,
+}
+
+// ---- shared domain types --------------------------------------------------------------
+
+/// Risk of a prepared action (DESIGN.md §6), ordered from harmless to worst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum RiskLevel {
+    ReadOnly,
+    Low,
+    Medium,
+    High,
+    Dangerous,
+    Critical,
+}
+
+impl RiskLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RiskLevel::ReadOnly => "read_only",
+            RiskLevel::Low => "low",
+            RiskLevel::Medium => "medium",
+            RiskLevel::High => "high",
+            RiskLevel::Dangerous => "dangerous",
+            RiskLevel::Critical => "critical",
+        }
+    }
+}
+
+/// Who asked for a call. Remote origins are never trusted with more than `balanced`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CallOrigin {
+    /// MCP over HTTP (a remote caller holding the token).
+    McpHttp,
+    /// MCP over stdio (a local client launched by this user).
+    McpStdio,
+}
+
+impl CallOrigin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallOrigin::McpHttp => "mcp_http",
+            CallOrigin::McpStdio => "mcp_stdio",
+        }
+    }
+}
+
+/// The identity an action runs as; chosen by the tool and its assessment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Identity {
+    /// uid 0.
+    Root,
+    /// Android's shell user (AID_SHELL 2000).
+    Shell,
+    /// The uid nl2sh was launched as.
+    Launching,
+}
+
+impl Identity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Identity::Root => "root",
+            Identity::Shell => "shell",
+            Identity::Launching => "launching_user",
+        }
+    }
+}
+
+/// One registered tool as callers see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema (2020-12) of the arguments object, as JSON text.
+    pub input_schema: String,
+}
+
+/// A tool result attachment (screenshots).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attachment {
+    /// `image/png` or `image/jpeg`.
+    pub media_type: String,
+    pub data_base64: String,
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+}
+
+/// A direct tool result (spec: `tool`, `success`, bounded `output`, optional attachments).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolOutcome {
+    pub tool: String,
+    pub success: bool,
+    /// Bounded text; may itself be JSON text.
+    pub output: String,
+    pub attachments: Vec<Attachment>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InvokeRequest {
+    /// netd's id for this call, used to cancel it.
+    pub call_id: u64,
+    pub origin: CallOrigin,
+    pub tool: String,
+    /// Arguments object as JSON text (at most `MAX_ARGUMENT_JSON_BYTES`).
+    pub arguments: String,
 }
 
 // ---- netd → executor ------------------------------------------------------------------
@@ -99,6 +205,14 @@ pub struct ApprovaldSettings {
 pub enum ExecutorRequest {
     /// The fixed device environment object plus build identity.
     Inspect,
+    /// The registered tools and their argument schemas.
+    Catalog,
+    /// Run one tool through the whole pipeline.
+    Invoke(InvokeRequest),
+    /// A screen read: text summary plus exactly one image attachment, or a failure.
+    ReadScreen { call_id: u64, origin: CallOrigin },
+    /// Stop a running call (its process group is killed; a pending approval withdrawn).
+    Cancel { call_id: u64 },
 }
 wire!(ExecutorRequest, 0x0201);
 
@@ -107,6 +221,12 @@ pub enum ExecutorResponse {
     /// JSON object text, at most `MAX_JSON_TEXT_BYTES`.
     Inspect {
         json: String,
+    },
+    Catalog(Vec<ToolSpec>),
+    Outcome(ToolOutcome),
+    /// Whether a running call with that id was found.
+    Cancelled {
+        found: bool,
     },
     Error(RemoteError),
 }
@@ -130,16 +250,75 @@ wire!(StoreResponse, 0x0302);
 
 // ---- executor → approvald -------------------------------------------------------------
 
+/// What the executor is about to do, exactly, and how it was judged.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ActionSummary {
+    pub call_id: u64,
+    pub origin: CallOrigin,
+    pub tool: String,
+    /// The action as it will run (argv rendered, or an operation description).
+    pub action: String,
+    /// SHA-256 (hex) of the arguments JSON text.
+    pub arguments_sha256: String,
+    pub risk: RiskLevel,
+    pub requires_root: bool,
+    pub identity: Identity,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Decision {
+    /// Read-only under the policy: runs without asking.
+    Allowed,
+    /// `protocol_auto_approve = true`.
+    AutoApproved,
+    /// Refused: no approval is possible for it (yet), or it was not granted.
+    Refused,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allowed => "allowed",
+            Decision::AutoApproved => "auto_approved",
+            Decision::Refused => "refused",
+        }
+    }
+    pub fn runs(self) -> bool {
+        matches!(self, Decision::Allowed | Decision::AutoApproved)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CallResult {
+    pub call_id: u64,
+    pub success: bool,
+    /// Exit status of the command, when one ran.
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+    /// Short, bounded description (never output contents).
+    pub summary: String,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 pub enum AuthorityRequest {
     /// Liveness: approvald answers once its store is open.
     Ping,
+    /// Decide whether `action` may run, and record the decision before answering.
+    Decide(ActionSummary),
+    /// Record how a decided call ended.
+    Finished(CallResult),
 }
 wire!(AuthorityRequest, 0x0401);
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum AuthorityResponse {
     Pong,
+    /// The decision (already recorded) and a reason a user can read.
+    Decided {
+        decision: Decision,
+        reason: String,
+    },
+    Recorded,
     Error(RemoteError),
 }
 wire!(AuthorityResponse, 0x0402);

@@ -48,6 +48,14 @@ pub const MAX_IN_FLIGHT_PER_CHANNEL: usize = 256;
 /// Bound on JSON text crossing a channel (inspect results, tool results).
 pub const MAX_JSON_TEXT_BYTES: usize = 4 * 1024 * 1024;
 
+/// `output` text of a direct tool result; longer output is cut with a marker.
+pub const MAX_TOOL_OUTPUT_BYTES: usize = 64 * 1024;
+/// Default and largest per-call timeout of a tool.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+pub const MAX_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
+/// Longest wait for a resource lock (the screen, a path being written).
+pub const RESOURCE_LOCK_WAIT: Duration = Duration::from_secs(30);
+
 /// Grace for in-flight requests when the service is asked to stop.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 

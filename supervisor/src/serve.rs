@@ -155,12 +155,17 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
     let (uid, gid, groups) = cfg.netd_ids();
     let identity = NetdIdentity { uid, gid, groups };
     let log_filter = std::env::var("NL2SH_LOG").unwrap_or_else(|_| "info".into());
-    let tree = Tree::spawn(netd_io, &identity, &log_filter).map_err(ServeError::Spawn)?;
-
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(ServeError::Runtime)?;
+    // Handlers go in before any worker exists: a stop request that arrives while the
+    // tree starts is then handled (drained) instead of killing the supervisor outright.
+    let mut signals = {
+        let _ctx = rt.enter();
+        StopSignals::install().map_err(ServeError::Runtime)?
+    };
+    let tree = Tree::spawn(netd_io, &identity, &log_filter).map_err(ServeError::Spawn)?;
     let starts = Starts {
         netd: NetdSettings {
             transport: netd_transport,
@@ -170,6 +175,7 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         },
         approvald: ApprovaldSettings {
             state_dir: state_dir.display().to_string(),
+            config_path: config_path.display().to_string(),
         },
     };
     rt.block_on(async move {
@@ -202,7 +208,7 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         } else {
             tracing::info!("serving MCP on stdin/stdout");
         }
-        let outcome = supervise(&mut running, announcement.is_none()).await;
+        let outcome = supervise(&mut running, &mut signals, announcement.is_none()).await;
         connection.remove();
         drop(lock);
         Ok(outcome)
@@ -364,24 +370,35 @@ async fn start_tree(tree: Tree, starts: Starts) -> Result<Running, ServeError> {
     })
 }
 
+/// SIGINT and SIGTERM, registered once.
+struct StopSignals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Must be called inside the runtime's context.
+    fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+        })
+    }
+
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+        }
+    }
+}
+
 /// Wait for SIGINT/SIGTERM (drain, stop, exit 0) or a worker's end (stop all, exit 1).
 /// In stdio mode, netd ending cleanly (stdin closed) ends the session cleanly.
-async fn supervise(running: &mut Running, stdio: bool) -> ExitCode {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (mut sigint, mut sigterm) = match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(i), Ok(t)) => (i, t),
-        _ => {
-            tracing::error!("cannot install signal handlers");
-            kill_all(&mut running.workers);
-            return ExitCode::FAILURE;
-        }
-    };
+async fn supervise(running: &mut Running, signals: &mut StopSignals, stdio: bool) -> ExitCode {
     let died = tokio::select! {
-        _ = sigint.recv() => None,
-        _ = sigterm.recv() => None,
+        () = signals.recv() => None,
         ev = running.events.recv() => Some(ev.map(|(i, _)| i)),
     };
     match died {

@@ -16,6 +16,14 @@ from pathlib import Path
 import pytest
 
 NL2SH_BIN = os.environ.get("NL2SH_BIN") or str(Path(__file__).parents[2] / "target/debug/nl2sh")
+# Stand-in Android programs (screencap, uiautomator, input, ...) put first on PATH so the
+# server registers its Android tools exactly as it would on a device.
+ANDROID_STANDINS = Path(__file__).parents[1] / "fixtures" / "android-bin"
+
+
+def android_env(**extra: str) -> dict[str, str]:
+    """The test environment with the Android stand-ins first on PATH."""
+    return dict(os.environ, PATH=f"{ANDROID_STANDINS}:{os.environ.get('PATH', '')}", **extra)
 
 STARTUP_TIMEOUT = 15.0
 STOP_TIMEOUT = 15.0
@@ -51,7 +59,7 @@ def config_file(tmp_path: Path) -> Path:
 def server(nl2sh_bin: str, config_file: Path, tmp_path: Path):
     """Run `protocol serve` on 127.0.0.1:0 with a known token; SIGTERM it afterwards and require exit 0."""
     token = "py-test-token-" + secrets.token_hex(20)
-    env = dict(os.environ, NL2SH_PROTOCOL_TOKEN=token)
+    env = android_env(NL2SH_PROTOCOL_TOKEN=token)
     stderr_path = tmp_path / "serve.stderr"
     with stderr_path.open("wb") as stderr_file:
         proc = subprocess.Popen(

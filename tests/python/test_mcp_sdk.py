@@ -14,7 +14,10 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from conftest import android_env
+
 TOOL = "nl2sh_inspect"
+DIRECT_TOOLS = ["nl2sh_inspect", "nl2sh_tools", "nl2sh_invoke", "nl2sh_read_screen"]
 INSPECT_KEYS = {"os", "kernel", "architecture", "android", "uid", "euid", "root", "hostname", "build_identity"}
 BUILD_IDENTITY_KEYS = {
     "git_commit",
@@ -57,9 +60,9 @@ def leaf_exceptions(exc: BaseException) -> list[BaseException]:
 
 
 async def assert_tools_and_inspect(client: Client) -> dict:
-    """tools/list is exactly [nl2sh_inspect]; calling it yields matching structured and text content."""
+    """tools/list is exactly the four direct tools; nl2sh_inspect yields matching structured and text content."""
     tools = await client.list_tools()
-    assert [t.name for t in tools.tools] == [TOOL]
+    assert [t.name for t in tools.tools] == DIRECT_TOOLS
 
     result = await client.call_tool(TOOL, {})
     assert result.is_error is False
@@ -132,3 +135,53 @@ async def test_stdio(nl2sh_bin, config_file):
         assert client.protocol_version == "2025-11-25"
         structured = await assert_tools_and_inspect(client)
         assert structured["build_identity"]["protocol_version"]
+
+
+async def assert_direct_tools(client: Client) -> None:
+    """nl2sh_tools lists device tools; nl2sh_invoke runs one (and reports a failure as isError);
+    nl2sh_read_screen returns a summary and one image block that decodes to a PNG."""
+    import base64
+
+    listed = await client.call_tool("nl2sh_tools", {})
+    assert listed.is_error is False
+    names = [t["name"] for t in listed.structured_content["tools"]]
+    assert "shell.exec" in names and "android.screenshot" in names, names
+
+    ok = await client.call_tool("nl2sh_invoke", {"tool": "shell.exec", "arguments": {"command": "echo hi"}})
+    assert ok.is_error is False
+    assert ok.structured_content["tool"] == "shell.exec"
+    assert ok.structured_content["success"] is True
+    assert json.loads(ok.structured_content["output"])["stdout"] == "hi\n"
+
+    failed = await client.call_tool("nl2sh_invoke", {"tool": "shell.exec", "arguments": {"command": "ls /nonexistent-nl2sh"}})
+    assert failed.is_error is True
+    assert failed.structured_content["success"] is False
+    assert json.loads(failed.structured_content["output"])["exit_code"] == 2
+
+    refused = await client.call_tool("nl2sh_invoke", {"tool": "shell.exec", "arguments": {"command": "touch /tmp/nl2sh-py-never"}})
+    assert refused.is_error is True
+    assert "needs local approval" in refused.structured_content["output"]
+
+    screen = await client.call_tool("nl2sh_read_screen", {})
+    assert screen.is_error is False
+    kinds = [c.type for c in screen.content]
+    assert kinds == ["text", "image"], kinds
+    image = screen.content[1]
+    assert image.mime_type == "image/png"
+    png = base64.b64decode(image.data)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+async def test_http_direct_tools(server):
+    """Over HTTP: catalog, invoke (success, failure, refusal) and a screen read with a decodable image."""
+    async with http_mcp_client(server, mode="legacy") as client:
+        await assert_direct_tools(client)
+
+
+async def test_stdio_direct_tools(nl2sh_bin, config_file):
+    """Over stdio: the same direct tools with the launching user's privileges."""
+    params = StdioServerParameters(
+        command=nl2sh_bin, args=["--config", str(config_file), "protocol", "stdio"], env=android_env()
+    )
+    async with Client(params, mode="legacy") as client:
+        await assert_direct_tools(client)

@@ -428,3 +428,63 @@ pub fn initialize_body(version: &str) -> String {
     })
     .to_string()
 }
+
+/// An MCP `tools/call` result.
+#[derive(Debug)]
+pub struct ToolCall {
+    pub is_error: bool,
+    pub structured: serde_json::Value,
+    pub content: Vec<serde_json::Value>,
+}
+
+impl ToolCall {
+    /// `structuredContent.output` parsed as JSON (tools answer with JSON object text).
+    pub fn output(&self) -> serde_json::Value {
+        let text = self.structured["output"].as_str().unwrap_or_default();
+        serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.to_string()))
+    }
+}
+
+impl Server {
+    /// Call an MCP tool over HTTP and return its result (panics on a protocol error).
+    pub fn call_tool(&self, name: &str, arguments: serde_json::Value) -> ToolCall {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}
+        });
+        let r = self.mcp(&body.to_string());
+        assert_eq!(r.status, 200, "{r:?}");
+        let v = r.json();
+        let result = v
+            .get("result")
+            .unwrap_or_else(|| panic!("protocol error: {v}"))
+            .clone();
+        ToolCall {
+            is_error: result["isError"] == serde_json::Value::Bool(true),
+            structured: result["structuredContent"].clone(),
+            content: result["content"].as_array().cloned().unwrap_or_default(),
+        }
+    }
+
+    /// `nl2sh_invoke` of one device tool.
+    pub fn invoke(&self, tool: &str, arguments: serde_json::Value) -> ToolCall {
+        self.call_tool(
+            "nl2sh_invoke",
+            serde_json::json!({"tool": tool, "arguments": arguments}),
+        )
+    }
+}
+
+/// The stand-in Android programs (tests/fixtures/android-bin).
+pub fn android_standins() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/android-bin")
+}
+
+/// PATH with `dir` first.
+pub fn path_with(dir: &Path) -> String {
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}

@@ -23,12 +23,21 @@ fn spawn_target(
 ) -> tokio::task::JoinHandle<Result<(), FrameError>> {
     match target {
         Target::Executor => {
-            let rt = Arc::new(nl2sh_executor::Runtime::new(None));
+            let rt = Arc::new(nl2sh_executor::Runtime::new(None, None));
             tokio::spawn(nl2sh_executor::dispatch::serve_netd(server, rt))
         }
         Target::ApprovaldFromNetd => tokio::spawn(nl2sh_approvald::dispatch::serve_netd(server)),
         Target::ApprovaldFromExecutor => {
-            tokio::spawn(nl2sh_approvald::dispatch::serve_executor(server))
+            let dir = tempfile::tempdir().unwrap();
+            let store = nl2sh_approvald::store::Store::open(dir.path()).unwrap();
+            let authority = Arc::new(nl2sh_approvald::authority::Authority::new(
+                store,
+                dir.path().join("config.toml"),
+            ));
+            tokio::spawn(async move {
+                let _dir = dir;
+                nl2sh_approvald::dispatch::serve_executor(server, authority).await
+            })
         }
     }
 }

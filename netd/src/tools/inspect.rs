@@ -65,6 +65,7 @@ pub async fn call(
         ExecutorResponse::Error(e) => {
             super::failure(format!("{NAME} failed ({:?}): {}", e.kind, e.message))
         }
+        _ => super::failure(format!("{NAME} failed: the executor answered out of place")),
     }
 }
 

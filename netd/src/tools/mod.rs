@@ -2,13 +2,22 @@
 //! schemas) and turns arguments into a typed request on a worker channel; it never runs
 //! anything itself (DESIGN.md §1).
 
+pub mod call;
+pub mod catalog;
 pub mod inspect;
+pub mod invoke;
+pub mod read_screen;
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 
 /// Every tool this build of netd lists, in listing order.
 pub fn all() -> Vec<rmcp::model::Tool> {
-    vec![inspect::tool()]
+    vec![
+        inspect::tool(),
+        catalog::tool(),
+        invoke::tool(),
+        read_screen::tool(),
+    ]
 }
 
 /// A tool-level failure the caller should read (`isError: true`).

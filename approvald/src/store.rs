@@ -1,0 +1,844 @@
+//! The state directory's SQLite store, `<state>/protocol/tasks.sqlite3` (DESIGN.md §5):
+//! for now, the hash-chained audit trail.
+//!
+//! * Files: `protocol/` is 0700 and the database 0600, created with those modes before
+//!   SQLite opens it. SQLite gives the `-wal`/`-shm` files the database file's mode; a
+//!   leftover one with a wider mode is tightened at open, and the approvald process runs
+//!   with umask 077 besides (see `crate::run`).
+//! * Connection: WAL, `synchronous=NORMAL`, `foreign_keys=ON`, `trusted_schema=OFF`;
+//!   the schema is migrated by `PRAGMA user_version` (this build writes version 1 and
+//!   refuses a newer one).
+//! * Group commit: one writer thread owns the read-write connection. Callers queue
+//!   records on a bounded channel ([`QUEUE_CAPACITY`]; a full queue makes senders wait,
+//!   nothing is dropped). The writer takes everything queued at once, writes it in one
+//!   transaction, commits, and only then acknowledges each waiter of that batch, so a
+//!   burst of calls costs one commit rather than one per call.
+//! * Chain: each row stores `prev_sha256`, the previous row's `row_sha256` (64 zeros for
+//!   the first row), and `row_sha256` = SHA-256 of [`canonical_row`] over every other
+//!   column. Editing or deleting a row breaks the chain at that row or the next one, which
+//!   [`verify_path`] reports. Removing rows from the end, or rewriting every row from some
+//!   point on, needs an anchor kept outside the database to detect.
+
+use std::fs::{DirBuilder, File, OpenOptions, Permissions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, OpenFlags};
+use sha2::{Digest, Sha256};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::clock;
+
+/// The database, relative to the state directory.
+pub const DB_FILE: &str = "protocol/tasks.sqlite3";
+/// Records that may wait for the writer; more make their senders wait.
+pub const QUEUE_CAPACITY: usize = 4096;
+/// Most records one transaction takes.
+pub const MAX_BATCH: usize = 4096;
+/// Longest text a stored column may hold; a record with a longer one is refused.
+pub const MAX_TEXT_BYTES: usize = 64 * 1024;
+/// `PRAGMA user_version` this build writes.
+pub const SCHEMA_VERSION: i64 = 1;
+/// `prev_sha256` of the first row.
+pub const GENESIS_SHA256: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// First bytes hashed for every row; changes if the canonical form ever does.
+const ROW_DOMAIN: &[u8] = b"nl2sh-audit-row-v1\n";
+
+const DIR_MODE: u32 = 0o700;
+const FILE_MODE: u32 = 0o600;
+
+/// Columns covered by `row_sha256`, in the order they are hashed, inserted and selected.
+pub const HASHED_COLUMNS: [&str; 18] = [
+    "id",
+    "time",
+    "call_id",
+    "kind",
+    "origin",
+    "tool",
+    "action",
+    "arguments_sha256",
+    "risk",
+    "requires_root",
+    "identity",
+    "decision",
+    "reason",
+    "success",
+    "exit_code",
+    "duration_ms",
+    "summary",
+    "prev_sha256",
+];
+
+const SCHEMA_V1: &str = "
+CREATE TABLE audit (
+    id               INTEGER PRIMARY KEY,
+    time             TEXT    NOT NULL,
+    call_id          INTEGER NOT NULL,
+    kind             TEXT    NOT NULL CHECK (kind IN ('decision', 'outcome')),
+    origin           TEXT,
+    tool             TEXT,
+    action           TEXT,
+    arguments_sha256 TEXT,
+    risk             TEXT,
+    requires_root    INTEGER,
+    identity         TEXT,
+    decision         TEXT,
+    reason           TEXT,
+    success          INTEGER,
+    exit_code        INTEGER,
+    duration_ms      INTEGER,
+    summary          TEXT,
+    prev_sha256      TEXT    NOT NULL,
+    row_sha256       TEXT    NOT NULL
+);
+CREATE INDEX audit_call_id ON audit (call_id);
+";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{what} {}: {source}", .path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{}: {why}", .path.display())]
+    Unsafe { path: PathBuf, why: String },
+    #[error("audit store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error(
+        "audit store {} has schema version {found}; this build knows up to {SCHEMA_VERSION}",
+        .path.display()
+    )]
+    NewerSchema { path: PathBuf, found: i64 },
+    #[error("audit field {field} is {len} bytes; the limit is {MAX_TEXT_BYTES}")]
+    TooLarge { field: &'static str, len: usize },
+    #[error("audit batch was not committed: {0}")]
+    Commit(String),
+    #[error("the audit writer has stopped")]
+    Closed,
+}
+
+/// What one audit row says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditKind {
+    /// A decision, recorded before it is answered.
+    Decision,
+    /// How a decided call ended.
+    Outcome,
+}
+
+impl AuditKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditKind::Decision => "decision",
+            AuditKind::Outcome => "outcome",
+        }
+    }
+}
+
+/// One row to append; the store adds `id`, `time` and the chain columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRecord {
+    pub call_id: i64,
+    pub kind: AuditKind,
+    pub origin: Option<String>,
+    pub tool: Option<String>,
+    pub action: Option<String>,
+    pub arguments_sha256: Option<String>,
+    pub risk: Option<String>,
+    pub requires_root: Option<bool>,
+    pub identity: Option<String>,
+    pub decision: Option<String>,
+    pub reason: Option<String>,
+    pub success: Option<bool>,
+    pub exit_code: Option<i64>,
+    pub duration_ms: Option<i64>,
+    pub summary: Option<String>,
+}
+
+impl AuditRecord {
+    /// A record of `kind` for `call_id` with every other column empty.
+    pub fn new(kind: AuditKind, call_id: i64) -> Self {
+        Self {
+            call_id,
+            kind,
+            origin: None,
+            tool: None,
+            action: None,
+            arguments_sha256: None,
+            risk: None,
+            requires_root: None,
+            identity: None,
+            decision: None,
+            reason: None,
+            success: None,
+            exit_code: None,
+            duration_ms: None,
+            summary: None,
+        }
+    }
+
+    fn check_bounds(&self) -> Result<(), StoreError> {
+        let texts = [
+            ("origin", &self.origin),
+            ("tool", &self.tool),
+            ("action", &self.action),
+            ("arguments_sha256", &self.arguments_sha256),
+            ("risk", &self.risk),
+            ("identity", &self.identity),
+            ("decision", &self.decision),
+            ("reason", &self.reason),
+            ("summary", &self.summary),
+        ];
+        for (field, text) in texts {
+            if let Some(text) = text {
+                if text.len() > MAX_TEXT_BYTES {
+                    return Err(StoreError::TooLarge {
+                        field,
+                        len: text.len(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One stored row, as read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRow {
+    pub id: i64,
+    pub time: String,
+    pub record: AuditRecord,
+    pub prev_sha256: String,
+    pub row_sha256: String,
+}
+
+/// Result of walking the chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Rows read, up to and including the first bad one.
+    pub rows_checked: u64,
+    /// The first row whose chain check failed; `None` when the chain is intact.
+    pub first_bad: Option<BadRow>,
+}
+
+impl VerifyReport {
+    pub fn is_intact(&self) -> bool {
+        self.first_bad.is_none()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadRow {
+    pub id: i64,
+    pub problem: ChainProblem,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ChainProblem {
+    /// The row's `prev_sha256` is not the hash of the row before it: a row was deleted,
+    /// inserted or rewritten before this one.
+    #[error(
+        "prev_sha256 does not match the previous row (a row before it was removed or rewritten)"
+    )]
+    PrevMismatch,
+    /// The row's content does not hash to its `row_sha256`: the row was edited.
+    #[error("row_sha256 does not match the row's content (the row was edited)")]
+    HashMismatch,
+    /// A chain column is not 64 hex characters, or ids do not increase.
+    #[error("the row's chain columns are malformed")]
+    Malformed,
+}
+
+/// Counters for tests and diagnostics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoreStats {
+    /// Transactions committed.
+    pub batches: u64,
+    /// Rows committed.
+    pub records: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    batches: AtomicU64,
+    records: AtomicU64,
+}
+
+type Ack = oneshot::Sender<Result<(), StoreError>>;
+
+enum Command {
+    Append {
+        record: Box<AuditRecord>,
+        ack: Option<Ack>,
+    },
+    /// Answered once everything queued before it is committed.
+    Flush(oneshot::Sender<()>),
+}
+
+/// Handle to the store. Cheap to share behind an `Arc`; the writer thread stops after the
+/// last handle is dropped and the queue is empty.
+pub struct Store {
+    path: PathBuf,
+    queue: mpsc::Sender<Command>,
+    counters: Arc<Counters>,
+}
+
+impl Store {
+    /// Open (creating when missing) `<state_dir>/protocol/tasks.sqlite3`, migrate its
+    /// schema and start the writer thread.
+    pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
+        let path = state_dir.join(DB_FILE);
+        if let Some(dir) = path.parent() {
+            ensure_private_dir(dir)?;
+        }
+        create_private_file(&path)?;
+        let mut conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        configure(&conn, &path)?;
+        migrate(&mut conn, &path)?;
+        for suffix in ["-wal", "-shm"] {
+            let mut side = path.clone().into_os_string();
+            side.push(suffix);
+            tighten_existing(Path::new(&side))?;
+        }
+        let head = read_head(&conn)?;
+        let (queue, rx) = mpsc::channel(QUEUE_CAPACITY);
+        let counters = Arc::new(Counters::default());
+        let writer = Writer {
+            conn,
+            head,
+            counters: counters.clone(),
+        };
+        std::thread::Builder::new()
+            .name("approvald-store".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|source| StoreError::Io {
+                what: "cannot start the writer for",
+                path: path.clone(),
+                source,
+            })?;
+        Ok(Store {
+            path,
+            queue,
+            counters,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Queue `record` and resolve once the batch holding it is committed.
+    pub async fn append(&self, record: AuditRecord) -> Result<(), StoreError> {
+        record.check_bounds()?;
+        let (ack, done) = oneshot::channel();
+        self.queue
+            .send(Command::Append {
+                record: Box::new(record),
+                ack: Some(ack),
+            })
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        done.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Queue `record` without waiting for its commit (it is still committed in queue
+    /// order). Waits only while the queue is full.
+    pub async fn append_nowait(&self, record: AuditRecord) -> Result<(), StoreError> {
+        record.check_bounds()?;
+        self.queue
+            .send(Command::Append {
+                record: Box::new(record),
+                ack: None,
+            })
+            .await
+            .map_err(|_| StoreError::Closed)
+    }
+
+    /// Resolve once every record queued before this call is committed (or failed).
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let (ack, done) = oneshot::channel();
+        self.queue
+            .send(Command::Flush(ack))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        done.await.map_err(|_| StoreError::Closed)
+    }
+
+    /// Walk the committed chain on a separate read-only connection.
+    pub async fn verify(&self) -> Result<VerifyReport, StoreError> {
+        let path = self.path.clone();
+        blocking(move || verify_path(&path)).await
+    }
+
+    /// The last `limit` committed rows, oldest first.
+    pub async fn recent(&self, limit: usize) -> Result<Vec<AuditRow>, StoreError> {
+        let path = self.path.clone();
+        blocking(move || recent_path(&path, limit)).await
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        StoreStats {
+            batches: self.counters.batches.load(Ordering::Relaxed),
+            records: self.counters.records.load(Ordering::Relaxed),
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| StoreError::Closed)?
+}
+
+/// The chain position new rows continue from.
+#[derive(Debug, Clone)]
+struct Head {
+    id: i64,
+    sha256: String,
+}
+
+struct Writer {
+    conn: Connection,
+    head: Head,
+    counters: Arc<Counters>,
+}
+
+impl Writer {
+    fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        let mut queued = Vec::with_capacity(MAX_BATCH);
+        // Waits for at least one command, then takes whatever else is already queued.
+        while rx.blocking_recv_many(&mut queued, MAX_BATCH) > 0 {
+            let mut batch = Vec::new();
+            for command in queued.drain(..) {
+                match command {
+                    Command::Append { record, ack } => batch.push((record, ack)),
+                    // A flush is a barrier: commit what came before it, then answer it.
+                    Command::Flush(done) => {
+                        self.commit(std::mem::take(&mut batch));
+                        let _ = done.send(());
+                    }
+                }
+            }
+            self.commit(batch);
+        }
+        tracing::debug!("audit writer stopped: every handle is gone and the queue is empty");
+    }
+
+    fn commit(&mut self, batch: Vec<(Box<AuditRecord>, Option<Ack>)>) {
+        if batch.is_empty() {
+            return;
+        }
+        let time = clock::rfc3339_millis(clock::now_unix_ms());
+        let (records, acks): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        let result = write_batch(&mut self.conn, &self.head, &time, &records);
+        let outcome = match result {
+            Ok(head) => {
+                self.head = head;
+                self.counters.batches.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .records
+                    .fetch_add(records.len() as u64, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(error = %e, rows = records.len(), "audit batch not committed");
+                Err(e.to_string())
+            }
+        };
+        for ack in acks.into_iter().flatten() {
+            let _ = ack.send(outcome.clone().map_err(StoreError::Commit));
+        }
+    }
+}
+
+/// Insert `records` after `head` in one transaction; the new head on commit.
+fn write_batch(
+    conn: &mut Connection,
+    head: &Head,
+    time: &str,
+    records: &[Box<AuditRecord>],
+) -> Result<Head, rusqlite::Error> {
+    let tx = conn.transaction()?;
+    let mut head = head.clone();
+    {
+        let sql = format!(
+            "INSERT INTO audit ({}, row_sha256) VALUES ({})",
+            HASHED_COLUMNS.join(", "),
+            vec!["?"; HASHED_COLUMNS.len() + 1].join(", ")
+        );
+        let mut insert = tx.prepare_cached(&sql)?;
+        for record in records {
+            let id = head.id + 1;
+            let mut values = hashed_values(id, time, record, &head.sha256);
+            let sha256 = canonical_row_sha256(&values);
+            values.push(Value::Text(sha256.clone()));
+            insert.execute(rusqlite::params_from_iter(values.iter()))?;
+            head = Head { id, sha256 };
+        }
+    }
+    tx.commit()?;
+    Ok(head)
+}
+
+/// The values of [`HASHED_COLUMNS`] for a new row, in order.
+fn hashed_values(id: i64, time: &str, r: &AuditRecord, prev: &str) -> Vec<Value> {
+    let text = |s: &Option<String>| s.clone().map_or(Value::Null, Value::Text);
+    let int = |i: Option<i64>| i.map_or(Value::Null, Value::Integer);
+    let flag = |b: Option<bool>| int(b.map(i64::from));
+    vec![
+        Value::Integer(id),
+        Value::Text(time.to_owned()),
+        Value::Integer(r.call_id),
+        Value::Text(r.kind.as_str().to_owned()),
+        text(&r.origin),
+        text(&r.tool),
+        text(&r.action),
+        text(&r.arguments_sha256),
+        text(&r.risk),
+        flag(r.requires_root),
+        text(&r.identity),
+        text(&r.decision),
+        text(&r.reason),
+        flag(r.success),
+        int(r.exit_code),
+        int(r.duration_ms),
+        text(&r.summary),
+        Value::Text(prev.to_owned()),
+    ]
+}
+
+/// The bytes `row_sha256` is computed over: [`ROW_DOMAIN`], then for each column of
+/// [`HASHED_COLUMNS`] in order its name, `=`, and its value as a type byte followed by
+/// `n` (NULL, nothing more), `i` + 8-byte big-endian two's complement, `r` + 8-byte
+/// big-endian IEEE-754 bits, `t`/`b` + 8-byte big-endian length + the UTF-8/blob bytes.
+/// Every value delimits itself, so distinct rows never serialise alike.
+pub fn canonical_row(values: &[Value]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(ROW_DOMAIN);
+    for (name, value) in HASHED_COLUMNS.iter().zip(values) {
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'=');
+        match value {
+            Value::Null => out.push(b'n'),
+            Value::Integer(i) => {
+                out.push(b'i');
+                out.extend_from_slice(&i.to_be_bytes());
+            }
+            Value::Real(f) => {
+                out.push(b'r');
+                out.extend_from_slice(&f.to_bits().to_be_bytes());
+            }
+            Value::Text(s) => {
+                out.push(b't');
+                out.extend_from_slice(&(s.len() as u64).to_be_bytes());
+                out.extend_from_slice(s.as_bytes());
+            }
+            Value::Blob(b) => {
+                out.push(b'b');
+                out.extend_from_slice(&(b.len() as u64).to_be_bytes());
+                out.extend_from_slice(b);
+            }
+        }
+    }
+    out
+}
+
+fn canonical_row_sha256(values: &[Value]) -> String {
+    hex::encode(Sha256::digest(canonical_row(values)))
+}
+
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+fn read_head(conn: &Connection) -> Result<Head, StoreError> {
+    let mut stmt = conn.prepare("SELECT id, row_sha256 FROM audit ORDER BY id DESC LIMIT 1")?;
+    let mut rows = stmt.query([])?;
+    match rows.next()? {
+        Some(row) => Ok(Head {
+            id: row.get(0)?,
+            sha256: row.get(1)?,
+        }),
+        None => Ok(Head {
+            id: 0,
+            sha256: GENESIS_SHA256.to_owned(),
+        }),
+    }
+}
+
+fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.pragma_update(None, "trusted_schema", false)?;
+    Ok(conn)
+}
+
+/// Walk the whole chain of the database at `path` (read-only) and report the first row
+/// that breaks it. Also what `protocol audit --verify` runs.
+pub fn verify_path(path: &Path) -> Result<VerifyReport, StoreError> {
+    let conn = open_read_only(path)?;
+    let sql = format!(
+        "SELECT {}, row_sha256 FROM audit ORDER BY id",
+        HASHED_COLUMNS.join(", ")
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt.query([])?;
+    let mut expected_prev = GENESIS_SHA256.to_owned();
+    let mut last_id = i64::MIN;
+    let mut checked = 0u64;
+    let n = HASHED_COLUMNS.len();
+    while let Some(row) = rows.next()? {
+        checked += 1;
+        let mut values = Vec::with_capacity(n);
+        for i in 0..n {
+            values.push(row.get::<_, Value>(i)?);
+        }
+        let stored: Value = row.get(n)?;
+        // `id` is the INTEGER PRIMARY KEY (the rowid), so it is always an integer.
+        let id: i64 = row.get(0)?;
+        let bad = |problem| {
+            Ok(VerifyReport {
+                rows_checked: checked,
+                first_bad: Some(BadRow { id, problem }),
+            })
+        };
+        let (Value::Text(prev), Value::Text(stored)) = (&values[n - 1], &stored) else {
+            return bad(ChainProblem::Malformed);
+        };
+        if !is_sha256_hex(prev) || !is_sha256_hex(stored) || id <= last_id {
+            return bad(ChainProblem::Malformed);
+        }
+        if *prev != expected_prev {
+            return bad(ChainProblem::PrevMismatch);
+        }
+        if canonical_row_sha256(&values) != *stored {
+            return bad(ChainProblem::HashMismatch);
+        }
+        expected_prev = stored.clone();
+        last_id = id;
+    }
+    Ok(VerifyReport {
+        rows_checked: checked,
+        first_bad: None,
+    })
+}
+
+/// The last `limit` rows of the database at `path`, oldest first.
+pub fn recent_path(path: &Path, limit: usize) -> Result<Vec<AuditRow>, StoreError> {
+    let conn = open_read_only(path)?;
+    let columns = HASHED_COLUMNS.join(", ");
+    let sql = format!(
+        "SELECT * FROM (SELECT {columns}, row_sha256 FROM audit ORDER BY id DESC LIMIT ?1) \
+         ORDER BY id"
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = stmt.query_map([limit], |row| {
+        let kind: String = row.get(3)?;
+        let kind = match kind.as_str() {
+            "decision" => AuditKind::Decision,
+            _ => AuditKind::Outcome,
+        };
+        Ok(AuditRow {
+            id: row.get(0)?,
+            time: row.get(1)?,
+            record: AuditRecord {
+                call_id: row.get(2)?,
+                kind,
+                origin: row.get(4)?,
+                tool: row.get(5)?,
+                action: row.get(6)?,
+                arguments_sha256: row.get(7)?,
+                risk: row.get(8)?,
+                requires_root: row.get(9)?,
+                identity: row.get(10)?,
+                decision: row.get(11)?,
+                reason: row.get(12)?,
+                success: row.get(13)?,
+                exit_code: row.get(14)?,
+                duration_ms: row.get(15)?,
+                summary: row.get(16)?,
+            },
+            prev_sha256: row.get(17)?,
+            row_sha256: row.get(18)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+fn configure(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    conn.busy_timeout(Duration::from_secs(5))?;
+    let mode: String =
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Unsafe {
+            path: path.to_owned(),
+            why: format!("SQLite kept journal_mode {mode}; WAL is required"),
+        });
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", true)?;
+    conn.pragma_update(None, "trusted_schema", false)?;
+    Ok(())
+}
+
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: path.to_owned(),
+            found: version,
+        });
+    }
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction()?;
+    if version < 1 {
+        tx.execute_batch(SCHEMA_V1)?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    tracing::info!(path = %path.display(), from = version, to = SCHEMA_VERSION, "audit store migrated");
+    Ok(())
+}
+
+fn euid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+/// `dir` must be a directory (not a symlink) owned by us with no group/other access;
+/// created 0700 when missing.
+fn ensure_private_dir(dir: &Path) -> Result<(), StoreError> {
+    match DirBuilder::new().mode(DIR_MODE).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(source) => {
+            return Err(StoreError::Io {
+                what: "cannot create directory",
+                path: dir.to_owned(),
+                source,
+            })
+        }
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(|source| StoreError::Io {
+        what: "cannot inspect",
+        path: dir.to_owned(),
+        source,
+    })?;
+    let me = euid();
+    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+        return Err(StoreError::Unsafe {
+            path: dir.to_owned(),
+            why: format!("must be a directory owned by uid {me} with mode 0700"),
+        });
+    }
+    Ok(())
+}
+
+/// Create `path` with mode 0600 if missing (never through a symlink), and check that it
+/// is a regular file owned by us; a wider mode is tightened.
+fn create_private_file(path: &Path) -> Result<(), StoreError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(FILE_MODE)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|source| StoreError::Io {
+            what: "cannot create",
+            path: path.to_owned(),
+            source,
+        })?;
+    make_private(&file, path)
+}
+
+/// Tighten `path` if it exists (SQLite's `-wal`/`-shm` left by an earlier run).
+fn tighten_existing(path: &Path) -> Result<(), StoreError> {
+    match OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(file) => make_private(&file, path),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(StoreError::Io {
+            what: "cannot open",
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+fn make_private(file: &File, path: &Path) -> Result<(), StoreError> {
+    let io_err = |what| {
+        move |source| StoreError::Io {
+            what,
+            path: path.to_owned(),
+            source,
+        }
+    };
+    let meta = file.metadata().map_err(io_err("cannot inspect"))?;
+    let me = euid();
+    if !meta.file_type().is_file() || meta.uid() != me {
+        return Err(StoreError::Unsafe {
+            path: path.to_owned(),
+            why: format!("must be a regular file owned by uid {me}"),
+        });
+    }
+    if meta.mode() & 0o777 != FILE_MODE {
+        file.set_permissions(Permissions::from_mode(FILE_MODE))
+            .map_err(io_err("cannot restrict the mode of"))?;
+        tracing::warn!(path = %path.display(), mode = format!("{:o}", meta.mode() & 0o777), "tightened to 0600");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_form_separates_null_empty_and_neighbours() {
+        let mut a = vec![Value::Null; HASHED_COLUMNS.len()];
+        let mut b = a.clone();
+        b[4] = Value::Text(String::new());
+        assert_ne!(canonical_row(&a), canonical_row(&b));
+        // Moving text across a column boundary changes the bytes.
+        a[4] = Value::Text("ab".into());
+        a[5] = Value::Text("c".into());
+        b[4] = Value::Text("a".into());
+        b[5] = Value::Text("bc".into());
+        assert_ne!(canonical_row(&a), canonical_row(&b));
+        // An integer and its text spelling differ.
+        a[2] = Value::Integer(1);
+        b = a.clone();
+        b[2] = Value::Text("1".into());
+        assert_ne!(canonical_row(&a), canonical_row(&b));
+    }
+
+    #[test]
+    fn genesis_is_64_zeros() {
+        assert!(is_sha256_hex(GENESIS_SHA256));
+        assert!(GENESIS_SHA256.bytes().all(|b| b == b'0'));
+    }
+}

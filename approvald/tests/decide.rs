@@ -1,0 +1,349 @@
+//! The executor's authority channel over a socketpair: decisions, their audit rows, and
+//! hostile input.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::net::UnixStream;
+
+use nl2sh_approvald::authority::{
+    Authority, REASON_AUTO_APPROVED, REASON_CONFIG_UNREADABLE, REASON_NO_APPROVER, REASON_READ_ONLY,
+};
+use nl2sh_approvald::dispatch::serve_executor;
+use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
+use nl2sh_proto::channels::{
+    ActionSummary, AuthorityRequest, AuthorityResponse, CallOrigin, CallResult, Decision, Identity,
+    RemoteErrorKind, RiskLevel,
+};
+use nl2sh_proto::rpc::RpcClient;
+
+type Client = RpcClient<AuthorityRequest, AuthorityResponse>;
+
+struct Rig {
+    _dir: tempfile::TempDir,
+    config: PathBuf,
+    authority: Arc<Authority>,
+    client: Client,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let config = dir.path().join("config.toml");
+        let authority = Arc::new(Authority::new(store, &config));
+        let (a, b) = UnixStream::pair().unwrap();
+        tokio::spawn(serve_executor(b, authority.clone()));
+        let (client, _) = Client::spawn(a);
+        Rig {
+            _dir: dir,
+            config,
+            authority,
+            client,
+        }
+    }
+
+    fn write_config(&self, text: &str) {
+        std::fs::write(&self.config, text).unwrap();
+    }
+
+    async fn call(&self, req: AuthorityRequest) -> AuthorityResponse {
+        self.client.call(&req).await.unwrap()
+    }
+
+    async fn decide(&self, summary: ActionSummary) -> (Decision, String) {
+        match self.call(AuthorityRequest::Decide(summary)).await {
+            AuthorityResponse::Decided { decision, reason } => (decision, reason),
+            other => panic!("expected a decision, got {other:?}"),
+        }
+    }
+
+    /// Committed rows, without flushing: what a decision answer guarantees is on disk.
+    async fn rows(&self) -> Vec<AuditRow> {
+        self.authority.store().recent(1000).await.unwrap()
+    }
+}
+
+fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
+    ActionSummary {
+        call_id,
+        origin: CallOrigin::McpHttp,
+        tool: "shell".into(),
+        action: "touch /tmp/x".into(),
+        arguments_sha256: "0123456789abcdef".repeat(4),
+        risk,
+        requires_root: false,
+        identity: Identity::Launching,
+    }
+}
+
+fn assert_invalid(resp: AuthorityResponse) {
+    match resp {
+        AuthorityResponse::Error(e) => assert_eq!(e.kind, RemoteErrorKind::InvalidRequest),
+        other => panic!("expected InvalidRequest, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn ping() {
+    let rig = Rig::new();
+    assert!(matches!(
+        rig.call(AuthorityRequest::Ping).await,
+        AuthorityResponse::Pong
+    ));
+}
+
+#[tokio::test]
+async fn read_only_is_allowed_and_recorded_before_the_answer() {
+    let rig = Rig::new();
+    // Even a configuration that cannot be read does not stop a read-only action.
+    rig.write_config("protocol_auto_approve = [");
+    let (decision, reason) = rig.decide(summary(7, RiskLevel::ReadOnly)).await;
+    assert_eq!(
+        (decision, reason.as_str()),
+        (Decision::Allowed, REASON_READ_ONLY)
+    );
+    let rows = rig.rows().await;
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0].record;
+    assert_eq!(r.kind, AuditKind::Decision);
+    assert_eq!(r.call_id, 7);
+    assert_eq!(r.decision.as_deref(), Some("allowed"));
+    assert_eq!(r.reason.as_deref(), Some(REASON_READ_ONLY));
+    assert_eq!(r.risk.as_deref(), Some("read_only"));
+    assert_eq!(r.origin.as_deref(), Some("mcp_http"));
+    assert_eq!(r.identity.as_deref(), Some("launching_user"));
+    assert_eq!(r.tool.as_deref(), Some("shell"));
+    assert_eq!(r.action.as_deref(), Some("touch /tmp/x"));
+    assert_eq!(r.requires_root, Some(false));
+}
+
+#[tokio::test]
+async fn medium_is_refused_without_an_approver() {
+    let rig = Rig::new();
+    let (decision, reason) = rig.decide(summary(1, RiskLevel::Medium)).await;
+    assert_eq!(decision, Decision::Refused);
+    assert_eq!(reason, "needs local approval, which is not available yet");
+    assert_eq!(reason, REASON_NO_APPROVER);
+    let rows = rig.rows().await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].record.decision.as_deref(), Some("refused"));
+}
+
+#[tokio::test]
+async fn auto_approve_is_read_for_every_decision() {
+    let rig = Rig::new();
+    rig.write_config(
+        "protocol_token = 'abcdefghijklmnopqrstuvwxyz0123456789'\nprotocol_auto_approve = true\n",
+    );
+    let (decision, reason) = rig.decide(summary(1, RiskLevel::Critical)).await;
+    assert_eq!(
+        (decision, reason.as_str()),
+        (Decision::AutoApproved, REASON_AUTO_APPROVED)
+    );
+    assert_eq!(rig.rows().await.len(), 1);
+
+    rig.write_config("protocol_auto_approve = false\n");
+    let (decision, reason) = rig.decide(summary(2, RiskLevel::Medium)).await;
+    assert_eq!(
+        (decision, reason.as_str()),
+        (Decision::Refused, REASON_NO_APPROVER)
+    );
+    assert_eq!(rig.rows().await.len(), 2);
+
+    rig.write_config("protocol_auto_approve = true\n");
+    let (decision, _) = rig.decide(summary(3, RiskLevel::Low)).await;
+    assert_eq!(decision, Decision::AutoApproved);
+
+    // Invalid or unreadable configuration fails closed.
+    rig.write_config("protocol_auto_approve = \"yes\"\n");
+    let (decision, reason) = rig.decide(summary(4, RiskLevel::Low)).await;
+    assert_eq!(
+        (decision, reason.as_str()),
+        (Decision::Refused, REASON_CONFIG_UNREADABLE)
+    );
+    assert!(reason.contains("configuration could not be read"));
+
+    std::fs::remove_file(&rig.config).unwrap();
+    std::fs::create_dir(&rig.config).unwrap();
+    let (decision, reason) = rig.decide(summary(5, RiskLevel::Low)).await;
+    assert_eq!(
+        (decision, reason.as_str()),
+        (Decision::Refused, REASON_CONFIG_UNREADABLE)
+    );
+
+    let rows = rig.rows().await;
+    let decisions: Vec<_> = rows
+        .iter()
+        .map(|r| (r.record.call_id, r.record.decision.clone().unwrap()))
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            (1, "auto_approved".to_string()),
+            (2, "refused".to_string()),
+            (3, "auto_approved".to_string()),
+            (4, "refused".to_string()),
+            (5, "refused".to_string()),
+        ]
+    );
+    assert!(rig.authority.store().verify().await.unwrap().is_intact());
+}
+
+#[tokio::test]
+async fn finished_records_an_outcome_with_what_ran() {
+    let rig = Rig::new();
+    rig.decide(summary(9, RiskLevel::ReadOnly)).await;
+    let resp = rig
+        .call(AuthorityRequest::Finished(CallResult {
+            call_id: 9,
+            success: true,
+            exit_code: Some(0),
+            duration_ms: 12,
+            summary: "exit 0".into(),
+        }))
+        .await;
+    assert!(matches!(resp, AuthorityResponse::Recorded));
+    // An outcome for a call approvald never decided is still recorded, with what it has.
+    let resp = rig
+        .call(AuthorityRequest::Finished(CallResult {
+            call_id: 10,
+            success: false,
+            exit_code: None,
+            duration_ms: 1,
+            summary: "cancelled".into(),
+        }))
+        .await;
+    assert!(matches!(resp, AuthorityResponse::Recorded));
+    rig.authority.store().flush().await.unwrap();
+    let rows = rig.rows().await;
+    assert_eq!(rows.len(), 3);
+    let outcome = &rows[1].record;
+    assert_eq!(outcome.kind, AuditKind::Outcome);
+    assert_eq!(outcome.call_id, 9);
+    assert_eq!(outcome.tool.as_deref(), Some("shell"));
+    assert_eq!(outcome.decision.as_deref(), Some("allowed"));
+    assert_eq!(outcome.reason, None);
+    assert_eq!(
+        (outcome.success, outcome.exit_code, outcome.duration_ms),
+        (Some(true), Some(0), Some(12))
+    );
+    assert_eq!(outcome.summary.as_deref(), Some("exit 0"));
+    let orphan = &rows[2].record;
+    assert_eq!((orphan.call_id, orphan.tool.as_deref()), (10, None));
+    assert_eq!(orphan.success, Some(false));
+    assert!(rig.authority.store().verify().await.unwrap().is_intact());
+}
+
+#[tokio::test]
+async fn hostile_fields_are_refused_and_leave_no_row() {
+    let rig = Rig::new();
+    rig.write_config("protocol_auto_approve = true\n");
+    let mut cases = Vec::new();
+    let mut s = summary(1, RiskLevel::Medium);
+    s.tool = "t".repeat(129);
+    cases.push(s);
+    let mut s = summary(2, RiskLevel::ReadOnly);
+    s.action = "a".repeat(16 * 1024 + 1);
+    cases.push(s);
+    let mut s = summary(3, RiskLevel::ReadOnly);
+    s.action = "a".repeat(4 * 1024 * 1024);
+    cases.push(s);
+    let mut s = summary(4, RiskLevel::ReadOnly);
+    s.arguments_sha256 = "z".repeat(64);
+    cases.push(s);
+    let mut s = summary(5, RiskLevel::ReadOnly);
+    s.arguments_sha256 = "ab".repeat(64 * 1024);
+    cases.push(s);
+    let mut s = summary(6, RiskLevel::ReadOnly);
+    s.tool = String::new();
+    cases.push(s);
+    cases.push(summary(u64::MAX, RiskLevel::ReadOnly));
+    for s in cases {
+        assert_invalid(rig.call(AuthorityRequest::Decide(s)).await);
+    }
+    let results = [
+        CallResult {
+            call_id: 1,
+            success: true,
+            exit_code: None,
+            duration_ms: 1,
+            summary: "s".repeat(4 * 1024 + 1),
+        },
+        CallResult {
+            call_id: 1,
+            success: true,
+            exit_code: None,
+            duration_ms: u64::MAX,
+            summary: String::new(),
+        },
+        CallResult {
+            call_id: u64::MAX,
+            success: true,
+            exit_code: None,
+            duration_ms: 1,
+            summary: String::new(),
+        },
+    ];
+    for r in results {
+        assert_invalid(rig.call(AuthorityRequest::Finished(r)).await);
+    }
+    // The channel still works, and nothing was stored.
+    assert!(matches!(
+        rig.call(AuthorityRequest::Ping).await,
+        AuthorityResponse::Pong
+    ));
+    rig.authority.store().flush().await.unwrap();
+    assert!(rig.rows().await.is_empty());
+}
+
+#[tokio::test]
+async fn the_limits_themselves_are_accepted() {
+    let rig = Rig::new();
+    let mut s = summary(1, RiskLevel::ReadOnly);
+    s.tool = "t".repeat(128);
+    s.action = "a".repeat(16 * 1024);
+    s.arguments_sha256 = "ABCDEF0123456789".repeat(4);
+    let (decision, _) = rig.decide(s).await;
+    assert_eq!(decision, Decision::Allowed);
+    let rows = rig.rows().await;
+    assert_eq!(rows.len(), 1);
+    // Stored in one spelling.
+    assert_eq!(
+        rows[0].record.arguments_sha256.as_deref(),
+        Some("abcdef0123456789".repeat(4).as_str())
+    );
+}
+
+#[tokio::test]
+async fn concurrent_decisions_each_leave_one_row() {
+    let rig = Rig::new();
+    let calls: Vec<_> = (1..=200u64)
+        .map(|i| {
+            let client = rig.client.clone();
+            let risk = if i % 2 == 0 {
+                RiskLevel::ReadOnly
+            } else {
+                RiskLevel::High
+            };
+            tokio::spawn(async move {
+                client
+                    .call(&AuthorityRequest::Decide(summary(i, risk)))
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    for call in calls {
+        assert!(matches!(
+            call.await.unwrap(),
+            AuthorityResponse::Decided { .. }
+        ));
+    }
+    let rows = rig.rows().await;
+    assert_eq!(rows.len(), 200);
+    let mut ids: Vec<i64> = rows.iter().map(|r| r.record.call_id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=200).collect::<Vec<_>>());
+    assert!(rig.authority.store().verify().await.unwrap().is_intact());
+}

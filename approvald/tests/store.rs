@@ -1,0 +1,279 @@
+//! The audit store: files and modes, schema, group commit, and tamper detection.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use nl2sh_approvald::store::{
+    AuditKind, AuditRecord, ChainProblem, Store, StoreError, DB_FILE, GENESIS_SHA256,
+    SCHEMA_VERSION,
+};
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+fn record(call_id: i64) -> AuditRecord {
+    let mut r = AuditRecord::new(AuditKind::Decision, call_id);
+    r.tool = Some("shell".into());
+    r.action = Some(format!("echo {call_id}"));
+    r.decision = Some("allowed".into());
+    r.requires_root = Some(false);
+    r
+}
+
+async fn store_with(rows: i64) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    for i in 0..rows {
+        store.append(record(i)).await.unwrap();
+    }
+    (dir, store)
+}
+
+#[tokio::test]
+async fn creates_schema_with_private_modes() {
+    let (dir, store) = store_with(1).await;
+    let db = dir.path().join(DB_FILE);
+    assert_eq!(store.path(), db);
+    assert_eq!(mode(&dir.path().join("protocol")), 0o700);
+    assert_eq!(mode(&db), 0o600);
+    // The store is open and has written, so the WAL and its index exist; SQLite gives
+    // them the database's mode whatever this test process's umask is.
+    let wal = dir.path().join("protocol/tasks.sqlite3-wal");
+    let shm = dir.path().join("protocol/tasks.sqlite3-shm");
+    assert_eq!(mode(&wal), 0o600);
+    assert_eq!(mode(&shm), 0o600);
+
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let journal: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(journal, "wal");
+    let columns: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('audit') ORDER BY cid")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        columns,
+        [
+            "id",
+            "time",
+            "call_id",
+            "kind",
+            "origin",
+            "tool",
+            "action",
+            "arguments_sha256",
+            "risk",
+            "requires_root",
+            "identity",
+            "decision",
+            "reason",
+            "success",
+            "exit_code",
+            "duration_ms",
+            "summary",
+            "prev_sha256",
+            "row_sha256"
+        ]
+    );
+    let rows = store.recent(10).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert_eq!(row.id, 1);
+    assert_eq!(row.prev_sha256, GENESIS_SHA256);
+    assert_eq!(row.row_sha256.len(), 64);
+    assert_eq!(row.record, record(0));
+    // RFC 3339 UTC with milliseconds: 2025-01-02T03:04:05.678Z
+    let t = row.time.as_bytes();
+    assert_eq!(t.len(), 24, "{}", row.time);
+    assert_eq!(
+        (t[4], t[7], t[10], t[19], t[23]),
+        (b'-', b'-', b'T', b'.', b'Z')
+    );
+}
+
+#[tokio::test]
+async fn a_wider_existing_database_is_tightened() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path()).unwrap());
+    let db = dir.path().join(DB_FILE);
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(mode(&db), 0o600);
+    store.append(record(1)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_loose_protocol_directory_or_a_symlinked_database_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let protocol = dir.path().join("protocol");
+    std::fs::create_dir(&protocol).unwrap();
+    std::fs::set_permissions(&protocol, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(matches!(
+        Store::open(dir.path()),
+        Err(StoreError::Unsafe { .. })
+    ));
+    std::fs::set_permissions(&protocol, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("elsewhere"), dir.path().join(DB_FILE)).unwrap();
+    assert!(matches!(
+        Store::open(dir.path()),
+        Err(StoreError::Io { .. })
+    ));
+    assert!(!dir.path().join("elsewhere").exists());
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path()).unwrap());
+    let conn = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .unwrap();
+    drop(conn);
+    assert!(matches!(
+        Store::open(dir.path()),
+        Err(StoreError::NewerSchema { .. })
+    ));
+}
+
+#[tokio::test]
+async fn concurrent_appends_share_commits_and_keep_one_valid_chain() {
+    let (_dir, store) = store_with(0).await;
+    let store = Arc::new(store);
+    let tasks: Vec<_> = (0..1000)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move { store.append(record(i)).await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let stats = store.stats();
+    assert_eq!(stats.records, 1000);
+    assert!(
+        stats.batches < 1000,
+        "every append had its own commit: {stats:?}"
+    );
+    let rows = store.recent(5000).await.unwrap();
+    assert_eq!(rows.len(), 1000);
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    assert_eq!(ids, (1..=1000).collect::<Vec<_>>());
+    let mut calls: Vec<i64> = rows.iter().map(|r| r.record.call_id).collect();
+    calls.sort_unstable();
+    assert_eq!(calls, (0..1000).collect::<Vec<_>>());
+    for pair in rows.windows(2) {
+        assert_eq!(pair[1].prev_sha256, pair[0].row_sha256);
+    }
+    let report = store.verify().await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.rows_checked, 1000);
+}
+
+#[tokio::test]
+async fn queued_appends_commit_in_queue_order() {
+    let (_dir, store) = store_with(0).await;
+    for i in 0..1000 {
+        store.append_nowait(record(i)).await.unwrap();
+    }
+    store.flush().await.unwrap();
+    let rows = store.recent(1000).await.unwrap();
+    let calls: Vec<i64> = rows.iter().map(|r| r.record.call_id).collect();
+    assert_eq!(calls, (0..1000).collect::<Vec<_>>());
+    assert!(store.verify().await.unwrap().is_intact());
+}
+
+#[tokio::test]
+async fn reopening_continues_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    for i in 0..3 {
+        store.append(record(i)).await.unwrap();
+    }
+    drop(store);
+    let store = Store::open(dir.path()).unwrap();
+    for i in 3..6 {
+        store.append(record(i)).await.unwrap();
+    }
+    let rows = store.recent(10).await.unwrap();
+    assert_eq!(
+        rows.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5, 6]
+    );
+    let report = store.verify().await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+}
+
+#[tokio::test]
+async fn verify_finds_an_edited_row() {
+    let (dir, store) = store_with(10).await;
+    assert!(store.verify().await.unwrap().is_intact());
+    let conn = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
+    conn.execute("UPDATE audit SET action = 'rm -rf /' WHERE id = 4", [])
+        .unwrap();
+    let report = store.verify().await.unwrap();
+    let bad = report.first_bad.expect("edit not detected");
+    assert_eq!((bad.id, bad.problem), (4, ChainProblem::HashMismatch));
+    assert_eq!(report.rows_checked, 4);
+}
+
+#[tokio::test]
+async fn verify_finds_a_changed_type() {
+    let (dir, store) = store_with(5).await;
+    let conn = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
+    // Same bytes, different storage class (affinity leaves a blob alone).
+    conn.execute(
+        "UPDATE audit SET action = CAST(action AS BLOB) WHERE id = 3",
+        [],
+    )
+    .unwrap();
+    let bad = store.verify().await.unwrap().first_bad.unwrap();
+    assert_eq!(bad.id, 3);
+}
+
+#[tokio::test]
+async fn verify_finds_a_deleted_row_in_the_middle() {
+    let (dir, store) = store_with(10).await;
+    let conn = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
+    conn.execute("DELETE FROM audit WHERE id = 6", []).unwrap();
+    let bad = store.verify().await.unwrap().first_bad.unwrap();
+    assert_eq!((bad.id, bad.problem), (7, ChainProblem::PrevMismatch));
+}
+
+#[tokio::test]
+async fn verify_finds_a_deleted_first_row() {
+    let (dir, store) = store_with(3).await;
+    let conn = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
+    conn.execute("DELETE FROM audit WHERE id = 1", []).unwrap();
+    let bad = store.verify().await.unwrap().first_bad.unwrap();
+    assert_eq!((bad.id, bad.problem), (2, ChainProblem::PrevMismatch));
+}
+
+#[tokio::test]
+async fn oversized_text_is_refused_before_queueing() {
+    let (_dir, store) = store_with(0).await;
+    let mut r = record(1);
+    r.summary = Some("x".repeat(64 * 1024 + 1));
+    assert!(matches!(
+        store.append(r.clone()).await,
+        Err(StoreError::TooLarge {
+            field: "summary",
+            ..
+        })
+    ));
+    assert!(matches!(
+        store.append_nowait(r).await,
+        Err(StoreError::TooLarge { .. })
+    ));
+    store.flush().await.unwrap();
+    assert!(store.recent(10).await.unwrap().is_empty());
+}

@@ -1,0 +1,73 @@
+//! What this device is and which programs the tools can use, learned at start (and on
+//! demand) the way a shell would find them: on the executor's PATH.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::inspect::find_program;
+
+/// Programs the Android tools drive; each tool registers only when its programs exist.
+pub const ANDROID_PROGRAMS: &[&str] = &[
+    "screencap",
+    "uiautomator",
+    "input",
+    "am",
+    "pm",
+    "dumpsys",
+    "getprop",
+    "wm",
+];
+
+#[derive(Debug, Clone)]
+pub struct DeviceEnv {
+    /// Android profile: build properties present, or `getprop` answers.
+    pub android: bool,
+    pub euid: u32,
+    /// The launching shell's PATH, passed to every command.
+    pub path_var: Option<String>,
+    /// The system shell used for `shell.exec`.
+    pub shell: PathBuf,
+    /// Android programs found on PATH.
+    pub programs: BTreeMap<&'static str, PathBuf>,
+}
+
+impl DeviceEnv {
+    pub fn probe(path_var: Option<String>) -> Self {
+        let programs: BTreeMap<&'static str, PathBuf> = ANDROID_PROGRAMS
+            .iter()
+            .filter_map(|&name| find_program(name, path_var.as_deref()).map(|p| (name, p)))
+            .collect();
+        let android = Path::new("/system/build.prop").exists() || programs.contains_key("getprop");
+        let shell = ["/system/bin/sh", "/bin/sh"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+            .unwrap_or_else(|| PathBuf::from("/bin/sh"));
+        Self {
+            android,
+            euid: nix::unistd::geteuid().as_raw(),
+            path_var,
+            shell,
+            programs,
+        }
+    }
+
+    pub fn program(&self, name: &str) -> Option<&Path> {
+        self.programs.get(name).map(PathBuf::as_path)
+    }
+
+    pub fn has_all(&self, names: &[&str]) -> bool {
+        names.iter().all(|n| self.programs.contains_key(n))
+    }
+
+    /// The identity Android UI programs run as: shell (2000) when we are root, since
+    /// screencap/input/uiautomator need no more; otherwise ourselves.
+    pub fn ui_identity(&self) -> nl2sh_proto::channels::Identity {
+        use nl2sh_proto::channels::Identity;
+        if self.android && self.euid == 0 {
+            Identity::Shell
+        } else {
+            Identity::Launching
+        }
+    }
+}

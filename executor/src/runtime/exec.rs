@@ -1,0 +1,233 @@
+//! Running one command for a tool: captured pipes (no terminal), bounded output with an
+//! explicit truncation marker, a deadline, cancellation, and its own process group that
+//! is killed on timeout, on cancellation and when the executor exits.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::sys::{self, ChildSetup};
+
+/// After the command's first process exits, how long background members may keep its
+/// pipes open before we stop reading (they keep running, tracked for executor exit).
+const PIPE_LINGER: Duration = Duration::from_millis(500);
+
+/// Process groups started by this executor, killed when it exits.
+#[derive(Default)]
+pub struct ProcessGroups {
+    groups: Mutex<HashSet<i32>>,
+}
+
+impl ProcessGroups {
+    fn insert(&self, pgid: i32) {
+        let mut g = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+        // Forget groups that have ended, so the set stays small.
+        g.retain(|&p| sys::group_alive(p));
+        g.insert(pgid);
+    }
+
+    /// Kill every group still alive (executor shutdown).
+    pub fn kill_all(&self) -> usize {
+        let g = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+        g.iter().filter(|&&p| sys::kill_group(p)).count()
+    }
+}
+
+/// A command to run.
+#[derive(Debug, Clone)]
+pub struct CommandSpec {
+    pub argv: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    pub stdin: Option<Vec<u8>>,
+    pub max_stdout: usize,
+    pub max_stderr: usize,
+}
+
+impl CommandSpec {
+    pub fn new(argv: Vec<String>) -> Self {
+        Self {
+            argv,
+            cwd: None,
+            stdin: None,
+            max_stdout: 40 * 1024,
+            max_stderr: 8 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Captured {
+    pub bytes: Vec<u8>,
+    /// Bytes read beyond the bound and discarded.
+    pub dropped: u64,
+}
+
+impl Captured {
+    /// UTF-8 (lossy) text with the truncation marker when bytes were dropped.
+    pub fn text(&self) -> String {
+        let mut s = String::from_utf8_lossy(&self.bytes).into_owned();
+        if self.dropped > 0 {
+            s.push_str(&format!(
+                "\n[nl2sh: output truncated, {} more bytes]",
+                self.dropped
+            ));
+        }
+        s
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CommandOutput {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: Captured,
+    pub stderr: Captured,
+    pub duration: Duration,
+    pub timed_out: bool,
+    pub cancelled: bool,
+}
+
+impl CommandOutput {
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out && !self.cancelled
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("empty command")]
+    Empty,
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("waiting for {program}: {source}")]
+    Wait {
+        program: String,
+        source: std::io::Error,
+    },
+}
+
+/// Run `spec` as `setup`, until it exits, `deadline` passes or `cancel` fires.
+pub async fn run(
+    spec: CommandSpec,
+    setup: ChildSetup,
+    deadline: Instant,
+    cancel: &CancellationToken,
+    groups: &ProcessGroups,
+    path_var: Option<&str>,
+) -> Result<CommandOutput, ExecError> {
+    let started = Instant::now();
+    let program = spec.argv.first().cloned().ok_or(ExecError::Empty)?;
+    let mut cmd = tokio::process::Command::new(&program);
+    cmd.args(&spec.argv[1..])
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(path) = path_var {
+        cmd.env("PATH", path);
+    }
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    sys::install(&mut cmd, setup);
+    let mut child = cmd.spawn().map_err(|source| ExecError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
+    // setsid made the child its own group leader: pgid == pid.
+    let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    groups.insert(pgid);
+
+    if let (Some(mut stdin), Some(data)) = (child.stdin.take(), spec.stdin) {
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&data).await;
+        });
+    }
+    let out_buf = Arc::new(Mutex::new(Captured::default()));
+    let err_buf = Arc::new(Mutex::new(Captured::default()));
+    let out = child
+        .stdout
+        .take()
+        .map(|s| tokio::spawn(read_bounded(s, spec.max_stdout, out_buf.clone())));
+    let err = child
+        .stderr
+        .take()
+        .map(|s| tokio::spawn(read_bounded(s, spec.max_stderr, err_buf.clone())));
+
+    let deadline_tokio = tokio::time::Instant::from_std(deadline);
+    let (status, timed_out, cancelled) = tokio::select! {
+        status = child.wait() => (Some(status), false, false),
+        () = tokio::time::sleep_until(deadline_tokio) => (None, true, false),
+        () = cancel.cancelled() => (None, false, true),
+    };
+    let status = match status {
+        Some(s) => s.map_err(|source| ExecError::Wait {
+            program: program.clone(),
+            source,
+        })?,
+        None => {
+            sys::kill_group(pgid);
+            child.wait().await.map_err(|source| ExecError::Wait {
+                program: program.clone(),
+                source,
+            })?
+        }
+    };
+    // Collect output. Background members of the group may hold the pipes open; give them
+    // a moment, then stop reading. A timed-out or cancelled group is already dead.
+    let linger = tokio::time::Instant::now() + PIPE_LINGER;
+    let stdout = collect(out, &out_buf, linger).await;
+    let stderr = collect(err, &err_buf, linger).await;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(CommandOutput {
+        exit_code: status.code(),
+        signal: status.signal(),
+        stdout,
+        stderr,
+        duration: started.elapsed(),
+        timed_out,
+        cancelled,
+    })
+}
+
+async fn collect(
+    task: Option<tokio::task::JoinHandle<()>>,
+    buf: &Mutex<Captured>,
+    until: tokio::time::Instant,
+) -> Captured {
+    if let Some(mut task) = task {
+        if tokio::time::timeout_at(until, &mut task).await.is_err() {
+            task.abort();
+        }
+    }
+    std::mem::take(&mut *buf.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Keep the first `max` bytes; count and discard the rest so the writer never blocks.
+async fn read_bounded<R: AsyncRead + Unpin>(mut r: R, max: usize, into: Arc<Mutex<Captured>>) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let mut c = into.lock().unwrap_or_else(|p| p.into_inner());
+                let room = max.saturating_sub(c.bytes.len());
+                let keep = room.min(n);
+                c.bytes.extend_from_slice(&buf[..keep]);
+                c.dropped += (n - keep) as u64;
+            }
+        }
+    }
+}

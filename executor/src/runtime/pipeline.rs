@@ -1,0 +1,296 @@
+//! One call through the whole pipeline. Every step either passes the call on or ends it
+//! with a result the caller can read; nothing runs unless approval said so.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use nl2sh_proto::channels::{
+    ActionSummary, AuthorityRequest, AuthorityResponse, CallResult, Decision, InvokeRequest,
+    ToolOutcome, ToolSpec,
+};
+use nl2sh_proto::limits::{
+    MAX_ARGUMENT_JSON_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOL_OUTPUT_BYTES, RESOURCE_LOCK_WAIT,
+};
+use nl2sh_proto::rpc::RpcClient;
+
+use super::exec::ProcessGroups;
+use super::locks::Locks;
+use super::{schema, ExecContext, Tool, ToolError, ToolOutput};
+use crate::device::DeviceEnv;
+use crate::sys::ChildSetup;
+
+pub type AuthorityClient = RpcClient<AuthorityRequest, AuthorityResponse>;
+
+/// The registry and the shared state of every call.
+pub struct Pipeline {
+    pub device: Arc<DeviceEnv>,
+    tools: Vec<Box<dyn Tool>>,
+    locks: Locks,
+    pub groups: Arc<ProcessGroups>,
+    calls: Mutex<HashMap<u64, CancellationToken>>,
+    authority: Option<AuthorityClient>,
+}
+
+impl Pipeline {
+    pub fn new(device: DeviceEnv, authority: Option<AuthorityClient>) -> Self {
+        let device = Arc::new(device);
+        let tools = crate::tools::discover(&device);
+        Self {
+            device,
+            tools,
+            locks: Locks::default(),
+            groups: Arc::default(),
+            calls: Mutex::default(),
+            authority,
+        }
+    }
+
+    pub fn catalog(&self) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .map(|t| {
+                let d = t.def();
+                ToolSpec {
+                    name: d.name.into(),
+                    description: d.description.into(),
+                    input_schema: d.schema.to_string(),
+                }
+            })
+            .collect()
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&dyn Tool> {
+        self.tools
+            .iter()
+            .find(|t| t.def().name == name)
+            .map(|t| t.as_ref())
+    }
+
+    /// Cancel a running call; true when it was running.
+    pub fn cancel(&self, call_id: u64) -> bool {
+        let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        match calls.get(&call_id) {
+            Some(t) => {
+                t.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Run one call. Never panics on its input; every refusal is a readable outcome.
+    pub async fn invoke(&self, req: InvokeRequest) -> ToolOutcome {
+        let tool_name = req.tool.clone();
+        match self.invoke_inner(req).await {
+            Ok(out) => outcome(&tool_name, out),
+            Err(e) => failure(&tool_name, e.to_string()),
+        }
+    }
+
+    async fn invoke_inner(&self, req: InvokeRequest) -> Result<ToolOutput, ToolError> {
+        // Registration: only what the catalog lists can run.
+        if req.tool.len() > MAX_TOOL_NAME_BYTES {
+            return Err(ToolError::InvalidArguments(format!(
+                "tool name is over {MAX_TOOL_NAME_BYTES} bytes"
+            )));
+        }
+        let tool = self.tool(&req.tool).ok_or_else(|| {
+            ToolError::Unavailable(format!(
+                "no tool named `{}` on this device; nl2sh_tools lists the available ones",
+                req.tool
+            ))
+        })?;
+        // Validation: the executor re-checks what netd already bounded.
+        if req.arguments.len() > MAX_ARGUMENT_JSON_BYTES {
+            return Err(ToolError::InvalidArguments(format!(
+                "arguments are over {MAX_ARGUMENT_JSON_BYTES} bytes of JSON"
+            )));
+        }
+        let args: Value = serde_json::from_str(&req.arguments)
+            .map_err(|e| ToolError::InvalidArguments(format!("arguments are not JSON: {e}")))?;
+        schema::validate(&tool.def().schema, &args).map_err(ToolError::InvalidArguments)?;
+        let Value::Object(args) = args else {
+            return Err(ToolError::InvalidArguments(
+                "arguments must be an object".into(),
+            ));
+        };
+        // Preparation and risk assessment.
+        let prepared = tool.prepare(&args, &self.device)?;
+        let cancel = CancellationToken::new();
+        let _registered = self.register(req.call_id, cancel.clone())?;
+        // Resource locks, held until the action has finished.
+        let _held = tokio::select! {
+            held = self.locks.acquire(prepared.resources.clone(), RESOURCE_LOCK_WAIT) => {
+                held.map_err(ToolError::Unavailable)?
+            }
+            () = cancel.cancelled() => return Err(ToolError::Failed("cancelled".into())),
+        };
+        // Approval, recorded by approvald before it answers.
+        let summary = ActionSummary {
+            call_id: req.call_id,
+            origin: req.origin,
+            tool: req.tool.clone(),
+            action: prepared.action.clone(),
+            arguments_sha256: hex::encode(Sha256::digest(req.arguments.as_bytes())),
+            risk: prepared.assessment.level,
+            requires_root: prepared.assessment.requires_root,
+            identity: prepared.identity,
+        };
+        let (decision, reason) = tokio::select! {
+            d = self.decide(summary) => d,
+            () = cancel.cancelled() => return Err(ToolError::Failed("cancelled while waiting for approval".into())),
+        };
+        if !decision.runs() {
+            return Err(ToolError::Failed(format!(
+                "not run: {reason} (risk {}{}; action: {})",
+                prepared.assessment.level.as_str(),
+                if prepared.assessment.requires_root {
+                    ", requires root"
+                } else {
+                    ""
+                },
+                prepared.action
+            )));
+        }
+        // Privilege binding: the identity the tool chose must be one we can act as.
+        let setup =
+            ChildSetup::for_identity(prepared.identity, self.device.euid).ok_or_else(|| {
+                ToolError::Unavailable(format!(
+                    "this action must run as {}, which nl2sh (uid {}) cannot act as",
+                    prepared.identity.as_str(),
+                    self.device.euid
+                ))
+            });
+        let started = Instant::now();
+        let result = match setup {
+            Err(e) => Err(e),
+            Ok(setup) => {
+                let ctx = ExecContext {
+                    identity: prepared.identity,
+                    setup,
+                    deadline: started + prepared.timeout,
+                    cancel: cancel.clone(),
+                    groups: self.groups.clone(),
+                    env: self.device.clone(),
+                };
+                (prepared.run)(ctx).await
+            }
+        };
+        // Audit the outcome; the call does not wait for it to be written.
+        self.finished(req.call_id, &result, started);
+        result
+    }
+
+    fn register(&self, call_id: u64, token: CancellationToken) -> Result<CallGuard<'_>, ToolError> {
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        // Ids come from netd: a duplicate is refused rather than trusted.
+        if calls.contains_key(&call_id) {
+            return Err(ToolError::InvalidArguments(format!(
+                "call id {call_id} is already running"
+            )));
+        }
+        calls.insert(call_id, token);
+        Ok(CallGuard {
+            pipeline: self,
+            call_id,
+        })
+    }
+
+    async fn decide(&self, summary: ActionSummary) -> (Decision, String) {
+        let Some(authority) = &self.authority else {
+            return (
+                Decision::Refused,
+                "no approval authority is connected".into(),
+            );
+        };
+        match authority.call(&AuthorityRequest::Decide(summary)).await {
+            Ok(AuthorityResponse::Decided { decision, reason }) => (decision, reason),
+            Ok(AuthorityResponse::Error(e)) => {
+                (Decision::Refused, format!("approval failed: {}", e.message))
+            }
+            Ok(other) => (Decision::Refused, format!("approval answered {other:?}")),
+            Err(e) => (Decision::Refused, format!("approval unavailable: {e}")),
+        }
+    }
+
+    fn finished(&self, call_id: u64, result: &Result<ToolOutput, ToolError>, started: Instant) {
+        let Some(authority) = self.authority.clone() else {
+            return;
+        };
+        let record = CallResult {
+            call_id,
+            success: result.as_ref().is_ok_and(|o| o.success),
+            exit_code: result.as_ref().ok().and_then(|o| o.exit_code),
+            duration_ms: started.elapsed().as_millis() as u64,
+            summary: match result {
+                Ok(o) if o.success => "ok".into(),
+                Ok(o) => match o.exit_code {
+                    Some(code) => format!("failed with exit status {code}"),
+                    None => "failed".into(),
+                },
+                Err(e) => bounded(&e.to_string(), 512),
+            },
+        };
+        tokio::spawn(async move {
+            if let Err(e) = authority.call(&AuthorityRequest::Finished(record)).await {
+                tracing::warn!(error = %e, "audit outcome not recorded");
+            }
+        });
+    }
+}
+
+struct CallGuard<'a> {
+    pipeline: &'a Pipeline,
+    call_id: u64,
+}
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        let mut calls = self
+            .pipeline
+            .calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        calls.remove(&self.call_id);
+    }
+}
+
+fn bounded(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+fn outcome(tool: &str, out: ToolOutput) -> ToolOutcome {
+    let mut output = out.output;
+    if output.len() > MAX_TOOL_OUTPUT_BYTES {
+        let extra = output.len() - MAX_TOOL_OUTPUT_BYTES;
+        output = bounded(&output, MAX_TOOL_OUTPUT_BYTES);
+        output.push_str(&format!("\n[nl2sh: output truncated, {extra} more bytes]"));
+    }
+    ToolOutcome {
+        tool: tool.into(),
+        success: out.success,
+        output,
+        attachments: out.attachments,
+    }
+}
+
+fn failure(tool: &str, message: String) -> ToolOutcome {
+    ToolOutcome {
+        tool: bounded(tool, MAX_TOOL_NAME_BYTES),
+        success: false,
+        output: serde_json::json!({ "error": message }).to_string(),
+        attachments: Vec::new(),
+    }
+}

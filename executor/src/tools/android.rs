@@ -1,0 +1,213 @@
+//! Android tools (screen, input, apps); registered only where their programs exist.
+//!
+//! Each tool execs one Android program directly (never through a shell), found on PATH
+//! by capability discovery, as `DeviceEnv::ui_identity()` (shell when nl2sh is root) and
+//! through `ExecContext::run`, so identity, process group, timeout and cancellation all
+//! apply. Screen reads and UI input hold `Resource::Screen`: Android allows one
+//! UiAutomation client at a time, and input interleaved with a dump would describe a
+//! screen that no longer exists. Results are JSON objects kept under the output bound.
+
+mod apps;
+mod image;
+mod input;
+mod screen;
+mod uixml;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use nl2sh_proto::channels::RiskLevel;
+
+use crate::device::DeviceEnv;
+use crate::risk::Assessment;
+use crate::runtime::exec::{CommandOutput, CommandSpec};
+use crate::runtime::locks::Resource;
+use crate::runtime::{Args, ExecContext, Prepared, Tool, ToolDef, ToolError, ToolOutput};
+
+/// The tool `nl2sh_read_screen` runs.
+pub const SCREEN_READ_TOOL: &str = "android.screenshot";
+
+/// How long one Android command may run.
+const ANDROID_TIMEOUT: Duration = Duration::from_secs(30);
+/// Budget for a result's JSON text, under the pipeline's `MAX_TOOL_OUTPUT_BYTES` cut (a
+/// cut would leave invalid JSON, so lists stop early and say `truncated`).
+const OUTPUT_BUDGET: usize = 56 * 1024;
+/// Bytes of a failing command's message kept in the error.
+const MAX_ERROR_BYTES: usize = 1024;
+
+/// Turns validated arguments into an action, given the program's path.
+type PrepareFn = fn(&Args<'_>, &DeviceEnv, &str) -> Result<Prepared, ToolError>;
+
+/// One Android tool: what callers see, the program it drives, how it prepares.
+struct AndroidTool {
+    def: ToolDef,
+    program: &'static str,
+    prepare: PrepareFn,
+}
+
+impl Tool for AndroidTool {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+
+    fn prepare(
+        &self,
+        args: &Map<String, Value>,
+        env: &Arc<DeviceEnv>,
+    ) -> Result<Prepared, ToolError> {
+        let program = env.program(self.program).ok_or_else(|| {
+            ToolError::Unavailable(format!("`{}` is not on this device's PATH", self.program))
+        })?;
+        let program = program.display().to_string();
+        (self.prepare)(&Args(args), env, &program)
+    }
+}
+
+/// Every Android tool, registered or not.
+fn all() -> Vec<AndroidTool> {
+    vec![
+        screen::dump(),
+        screen::screenshot(),
+        input::tap(),
+        input::swipe(),
+        input::text(),
+        input::key(),
+        apps::launch(),
+        apps::packages(),
+        apps::current_app(),
+    ]
+}
+
+/// Add the tools this device can run: an Android profile and each tool's program on PATH.
+pub fn register(env: &DeviceEnv, tools: &mut Vec<Box<dyn Tool>>) {
+    if !env.android {
+        return;
+    }
+    for tool in all() {
+        if env.has_all(&[tool.program]) {
+            tools.push(Box::new(tool));
+        }
+    }
+}
+
+/// Display `argv` the way a shell would read it back (quoting only where needed).
+fn render(argv: &[String]) -> String {
+    let safe = |a: &String| {
+        !a.is_empty()
+            && a.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./:=%,@+".contains(&b))
+    };
+    argv.iter()
+        .map(|a| {
+            if safe(a) {
+                a.clone()
+            } else {
+                super::shell::quote(a)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A mutation of the UI: risk low, one reason.
+fn low(reason: &str) -> Assessment {
+    let mut a = Assessment::read_only();
+    a.raise(RiskLevel::Low, reason);
+    a
+}
+
+/// A prepared action running `spec` once as the UI identity; `finish` reads its output.
+fn command_action(
+    env: &DeviceEnv,
+    spec: CommandSpec,
+    assessment: Assessment,
+    screen: bool,
+    finish: impl FnOnce(CommandOutput) -> Result<ToolOutput, ToolError> + Send + 'static,
+) -> Prepared {
+    Prepared {
+        action: render(&spec.argv),
+        assessment,
+        identity: env.ui_identity(),
+        resources: if screen {
+            vec![Resource::Screen]
+        } else {
+            Vec::new()
+        },
+        timeout: ANDROID_TIMEOUT,
+        run: Box::new(move |ctx| {
+            Box::pin(async move {
+                let out = run_checked(&ctx, spec).await?;
+                finish(out)
+            })
+        }),
+    }
+}
+
+/// Run `spec`; anything but exit status 0 is an error naming the command and its message.
+async fn run_checked(ctx: &ExecContext, spec: CommandSpec) -> Result<CommandOutput, ToolError> {
+    let name = spec.argv.first().map(|p| short_name(p)).unwrap_or_default();
+    let out = ctx.run(spec).await?;
+    if out.timed_out {
+        return Err(ToolError::Failed(format!("{name} timed out")));
+    }
+    if out.cancelled {
+        return Err(ToolError::Failed(format!("{name} was cancelled")));
+    }
+    if out.exit_code != Some(0) {
+        let status = match (out.exit_code, out.signal) {
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(s)) => format!("signal {s}"),
+            (None, None) => "unknown status".into(),
+        };
+        return Err(ToolError::Failed(format!(
+            "{name} failed ({status}): {}",
+            message(&out)
+        )));
+    }
+    Ok(out)
+}
+
+/// What a command said: stderr, else stdout, trimmed and bounded.
+fn message(out: &CommandOutput) -> String {
+    let err = String::from_utf8_lossy(&out.stderr.bytes);
+    let text = if err.trim().is_empty() {
+        String::from_utf8_lossy(&out.stdout.bytes)
+    } else {
+        err
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return "no output".into();
+    }
+    let mut end = text.len().min(MAX_ERROR_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+/// `input` for `/system/bin/input`.
+fn short_name(path: &str) -> String {
+    path.rsplit('/').next().unwrap_or(path).to_string()
+}
+
+/// Push `items` (already JSON) while the serialized list stays within `budget` bytes;
+/// returns the kept items and whether any were left out.
+fn within_budget(items: impl IntoIterator<Item = Value>, budget: usize) -> (Vec<Value>, bool) {
+    let mut kept = Vec::new();
+    let mut used = 0usize;
+    for item in items {
+        let len = item.to_string().len() + 1;
+        if used + len > budget {
+            return (kept, true);
+        }
+        used += len;
+        kept.push(item);
+    }
+    (kept, false)
+}

@@ -1,0 +1,305 @@
+//! `android.tap`, `android.swipe`, `android.text`, `android.key`: synthetic input through
+//! Android's `input` program. Mutations of the UI (risk low), one at a time with screen
+//! reads (`Resource::Screen`).
+//!
+//! `input` is exec'd directly, not through a shell, so arguments reach it verbatim: no
+//! shell quoting is needed or applied. The only escaping `input text` itself performs is
+//! `%s` → space, which is how a space is typed (a literal space would work too when exec'd
+//! directly, but `%s` is what every Android version's `input text` documents).
+
+use serde_json::{json, Value};
+
+use super::{command_action, low, AndroidTool};
+use crate::device::DeviceEnv;
+use crate::runtime::exec::CommandSpec;
+use crate::runtime::{Args, Prepared, ToolDef, ToolError, ToolOutput};
+
+/// Largest coordinate accepted (screens are a few thousand pixels).
+const MAX_COORD: u64 = 65_535;
+/// Characters `android.text` types per call.
+pub const MAX_TEXT_CHARS: usize = 1000;
+
+fn coord(args: &Args<'_>, key: &str) -> Result<u64, ToolError> {
+    match args.opt_u64(key)? {
+        Some(v) if v <= MAX_COORD => Ok(v),
+        Some(v) => Err(ToolError::InvalidArguments(format!(
+            "`{key}` {v} is over {MAX_COORD}"
+        ))),
+        None => Err(ToolError::InvalidArguments(format!("`{key}` is required"))),
+    }
+}
+
+fn coord_schema(what: &str) -> Value {
+    json!({"type": "integer", "minimum": 0, "maximum": MAX_COORD, "description": what})
+}
+
+/// `input ARGS...` as a low-risk screen action whose result is `result`.
+fn input_action(
+    env: &DeviceEnv,
+    program: &str,
+    args: Vec<String>,
+    reason: &str,
+    result: Value,
+) -> Prepared {
+    let mut argv = vec![program.to_string()];
+    argv.extend(args);
+    command_action(
+        env,
+        CommandSpec::new(argv),
+        low(reason),
+        true,
+        move |_out| Ok(ToolOutput::json(true, &result)),
+    )
+}
+
+pub(super) fn tap() -> AndroidTool {
+    AndroidTool {
+        def: ToolDef {
+            name: "android.tap",
+            description: "Tap the screen at (x, y) in screen pixels (android.screen_dump gives \
+                each element's center).",
+            schema: json!({
+                "type": "object",
+                "properties": {"x": coord_schema("Pixels from the left"), "y": coord_schema("Pixels from the top")},
+                "required": ["x", "y"],
+                "additionalProperties": false
+            }),
+        },
+        program: "input",
+        prepare: |args, env, program| {
+            let (x, y) = (coord(args, "x")?, coord(args, "y")?);
+            let argv = vec!["tap".into(), x.to_string(), y.to_string()];
+            Ok(input_action(
+                env,
+                program,
+                argv,
+                "taps the screen",
+                json!({"tapped": [x, y]}),
+            ))
+        },
+    }
+}
+
+pub(super) fn swipe() -> AndroidTool {
+    AndroidTool {
+        def: ToolDef {
+            name: "android.swipe",
+            description: "Swipe from (x1, y1) to (x2, y2) in screen pixels, over duration_ms \
+                (default: input's own, about 300 ms). Swipe up to scroll down.",
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "x1": coord_schema("Start, pixels from the left"),
+                    "y1": coord_schema("Start, pixels from the top"),
+                    "x2": coord_schema("End, pixels from the left"),
+                    "y2": coord_schema("End, pixels from the top"),
+                    "duration_ms": {"type": "integer", "minimum": 1, "maximum": 10000}
+                },
+                "required": ["x1", "y1", "x2", "y2"],
+                "additionalProperties": false
+            }),
+        },
+        program: "input",
+        prepare: |args, env, program| {
+            let p = [
+                coord(args, "x1")?,
+                coord(args, "y1")?,
+                coord(args, "x2")?,
+                coord(args, "y2")?,
+            ];
+            let duration = match args.opt_u64("duration_ms")? {
+                Some(d @ 1..=10_000) => Some(d),
+                Some(d) => {
+                    return Err(ToolError::InvalidArguments(format!(
+                        "`duration_ms` {d} is not within 1..10000"
+                    )))
+                }
+                None => None,
+            };
+            let mut argv: Vec<String> = vec!["swipe".into()];
+            argv.extend(p.iter().map(u64::to_string));
+            argv.extend(duration.map(|d| d.to_string()));
+            let result = json!({"from": [p[0], p[1]], "to": [p[2], p[3]], "duration_ms": duration});
+            Ok(input_action(
+                env,
+                program,
+                argv,
+                "swipes on the screen",
+                result,
+            ))
+        },
+    }
+}
+
+/// The argument `input text` needs to type `text`: ASCII only, spaces as `%s`. Refuses
+/// what `input text` cannot type faithfully.
+pub fn escape_text(text: &str) -> Result<String, ToolError> {
+    if let Some(c) = text.chars().find(|c| !c.is_ascii()) {
+        return Err(ToolError::InvalidArguments(format!(
+            "`text` contains {c:?} (U+{:04X}): Android's `input text` types ASCII only; \
+             type other characters with an on-screen keyboard or paste them",
+            c as u32
+        )));
+    }
+    if text.chars().any(|c| c.is_ascii_control()) {
+        return Err(ToolError::InvalidArguments(
+            "`text` contains a control character (newline, tab, ...): `input text` cannot type \
+             it; send ENTER or TAB with android.key"
+                .into(),
+        ));
+    }
+    if text.contains("%s") {
+        return Err(ToolError::InvalidArguments(
+            "`text` contains \"%s\", which `input text` always turns into a space; type the \
+             text in two calls, split between % and s"
+                .into(),
+        ));
+    }
+    Ok(text.replace(' ', "%s"))
+}
+
+pub(super) fn text() -> AndroidTool {
+    AndroidTool {
+        def: ToolDef {
+            name: "android.text",
+            description: "Type text into the focused field (input text). ASCII only; spaces \
+                are sent as %s, so a literal \"%s\" cannot be typed; newlines and tabs cannot \
+                be typed either (use android.key ENTER/TAB).",
+            schema: json!({
+                "type": "object",
+                "properties": {"text": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS}},
+                "required": ["text"],
+                "additionalProperties": false
+            }),
+        },
+        program: "input",
+        prepare: |args, env, program| {
+            let text = args.str("text")?;
+            if text.is_empty() || text.chars().count() > MAX_TEXT_CHARS {
+                return Err(ToolError::InvalidArguments(format!(
+                    "`text` must be 1..{MAX_TEXT_CHARS} characters"
+                )));
+            }
+            let escaped = escape_text(text)?;
+            let result = json!({"typed_chars": text.len()});
+            Ok(input_action(
+                env,
+                program,
+                vec!["text".into(), escaped],
+                "types text",
+                result,
+            ))
+        },
+    }
+}
+
+/// `HOME`, `home`, `KEYCODE_HOME` → `KEYCODE_HOME`; `3` → `3`. Anything outside
+/// `[A-Z0-9_]` (after upper-casing ASCII letters) is refused.
+pub fn keycode(key: &Value) -> Result<String, ToolError> {
+    let bad = |k: &str| {
+        ToolError::InvalidArguments(format!(
+            "`key` {k:?} is not a key name like HOME, BACK, ENTER, KEYCODE_VOLUME_UP or a key code number"
+        ))
+    };
+    let raw = match key {
+        Value::Number(n) => match n.as_u64() {
+            Some(v) if v <= 9999 => return Ok(v.to_string()),
+            _ => return Err(bad(&n.to_string())),
+        },
+        Value::String(s) => s.trim(),
+        other => return Err(bad(&other.to_string())),
+    };
+    if !raw.is_empty() && raw.len() <= 4 && raw.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(raw.to_string());
+    }
+    let upper = raw.to_ascii_uppercase();
+    let name = upper.strip_prefix("KEYCODE_").unwrap_or(&upper);
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return Err(bad(raw));
+    }
+    Ok(format!("KEYCODE_{name}"))
+}
+
+pub(super) fn key() -> AndroidTool {
+    AndroidTool {
+        def: ToolDef {
+            name: "android.key",
+            description: "Press a key (input keyevent): a name such as HOME, BACK, ENTER, \
+                APP_SWITCH, VOLUME_UP, POWER, DEL, TAB (KEYCODE_ prefix optional) or a key code \
+                number; long_press holds it.",
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "key": {"type": ["string", "integer"], "description": "Key name or key code"},
+                    "long_press": {"type": "boolean"}
+                },
+                "required": ["key"],
+                "additionalProperties": false
+            }),
+        },
+        program: "input",
+        prepare: |args, env, program| {
+            let key = keycode(args.0.get("key").unwrap_or(&Value::Null))?;
+            let long = args.opt_bool("long_press")?.unwrap_or(false);
+            let mut argv = vec!["keyevent".to_string()];
+            if long {
+                argv.push("--longpress".into());
+            }
+            argv.push(key.clone());
+            let result = json!({"key": key, "long_press": long});
+            Ok(input_action(env, program, argv, "presses a key", result))
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_escaping_follows_input_text() {
+        assert_eq!(escape_text("hello world").unwrap(), "hello%sworld");
+        assert_eq!(
+            escape_text("a'b\"c;$(x)`&|<>\\").unwrap(),
+            "a'b\"c;$(x)`&|<>\\"
+        );
+        assert_eq!(escape_text("100%").unwrap(), "100%");
+        for bad in ["grüße", "日本", "emoji 😀", "a\nb", "tab\there", "50%s"] {
+            assert!(escape_text(bad).is_err(), "{bad:?}");
+        }
+        assert!(escape_text("grüße")
+            .unwrap_err()
+            .to_string()
+            .contains("ASCII only"));
+    }
+
+    #[test]
+    fn key_names_are_normalised_and_allow_listed() {
+        assert_eq!(keycode(&json!("HOME")).unwrap(), "KEYCODE_HOME");
+        assert_eq!(keycode(&json!("back")).unwrap(), "KEYCODE_BACK");
+        assert_eq!(
+            keycode(&json!("KEYCODE_VOLUME_UP")).unwrap(),
+            "KEYCODE_VOLUME_UP"
+        );
+        assert_eq!(keycode(&json!("66")).unwrap(), "66");
+        assert_eq!(keycode(&json!(3)).unwrap(), "3");
+        for bad in [
+            json!(""),
+            json!("KEYCODE_"),
+            json!("HOME; reboot"),
+            json!("--longpress"),
+            json!("a b"),
+            json!(-1),
+            json!(1.5),
+            json!(null),
+            json!("X".repeat(80)),
+        ] {
+            assert!(keycode(&bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,578 @@
+//! The Android tools end to end against the stand-in programs in
+//! `tests/fixtures/android-bin/`: discovery finds them on PATH, each prepared action runs
+//! through an `ExecContext` (identity, process group, deadline), and the tests assert
+//! exactly which argv ran and what came back.
+//!
+//! These live inside the crate because `ExecContext` needs a `ChildSetup`, which only the
+//! crate can make. Each test gets its own directory of wrapper scripts that set the
+//! stand-ins' variables (log file, screen size, ...) and exec the real stand-in, so tests
+//! never change the process environment and can run in parallel.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use base64::Engine;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::image::{base64_len, decode_rgb};
+use crate::device::{DeviceEnv, ANDROID_PROGRAMS};
+use crate::runtime::{schema, ExecContext, Tool, ToolError, ToolOutput};
+use crate::sys::ChildSetup;
+use nl2sh_proto::limits::MAX_SCREEN_BASE64_BYTES;
+
+static RIG_SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn standins() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/android-bin");
+    std::fs::canonicalize(&dir).expect("stand-in directory")
+}
+
+/// A device made of stand-ins, with its own log and stand-in variables.
+struct Rig {
+    dir: PathBuf,
+    log: PathBuf,
+    env: Arc<DeviceEnv>,
+    tools: Vec<Box<dyn Tool>>,
+}
+
+impl Rig {
+    fn new(vars: &[(&str, &str)]) -> Rig {
+        use std::os::unix::fs::PermissionsExt;
+        let n = RIG_SEQ.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("nl2sh-android-test-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        // Runs as shell (2000) when the tests run as root: everything must be reachable.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let log = dir.join("standin.log");
+        std::fs::write(&log, "").unwrap();
+        std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let mut exports = format!("export NL2SH_STANDIN_LOG='{}'\n", log.display());
+        for (k, v) in vars {
+            exports.push_str(&format!("export {k}='{v}'\n"));
+        }
+        let real = standins();
+        for name in ANDROID_PROGRAMS {
+            let wrapper = bin.join(name);
+            let script = format!(
+                "#!/bin/sh\n{exports}exec '{}' \"$@\"\n",
+                real.join(name).display()
+            );
+            std::fs::write(&wrapper, script).unwrap();
+            std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let env = DeviceEnv::probe(Some(path));
+        assert!(
+            env.android,
+            "getprop stand-in makes this an Android profile"
+        );
+        let mut tools = Vec::new();
+        super::register(&env, &mut tools);
+        Rig {
+            dir,
+            log,
+            env: Arc::new(env),
+            tools,
+        }
+    }
+
+    fn tool(&self, name: &str) -> &dyn Tool {
+        self.tools
+            .iter()
+            .find(|t| t.def().name == name)
+            .map(|t| t.as_ref())
+            .expect(name)
+    }
+
+    /// Validate, prepare and run `name` the way the pipeline does (minus approval).
+    async fn run(&self, name: &str, args: Value) -> Result<ToolOutput, ToolError> {
+        let tool = self.tool(name);
+        schema::validate(&tool.def().schema, &args).map_err(ToolError::InvalidArguments)?;
+        let Value::Object(map) = args else {
+            panic!("arguments must be an object")
+        };
+        let prepared = tool.prepare(&map, &self.env)?;
+        assert_eq!(prepared.identity, self.env.ui_identity());
+        let setup = ChildSetup::for_identity(prepared.identity, self.env.euid).expect("identity");
+        let ctx = ExecContext {
+            identity: prepared.identity,
+            setup,
+            deadline: Instant::now() + prepared.timeout,
+            cancel: CancellationToken::new(),
+            groups: Arc::default(),
+            env: self.env.clone(),
+        };
+        (prepared.run)(ctx).await
+    }
+
+    async fn ok(&self, name: &str, args: Value) -> (Value, ToolOutput) {
+        let out = self
+            .run(name, args)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(out.success, "{name}: {}", out.output);
+        (serde_json::from_str(&out.output).expect("JSON output"), out)
+    }
+
+    /// The argv lines the stand-ins recorded, program names without their directory.
+    fn ran(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[tokio::test]
+async fn screen_dump_reads_the_visible_nodes() {
+    let rig = Rig::new(&[]);
+    let (v, _) = rig.ok("android.screen_dump", json!({})).await;
+    let ran = rig.ran();
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    let file = ran[0]
+        .strip_prefix("uiautomator dump ")
+        .expect("uiautomator dump FILE");
+    let name = Path::new(file)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.starts_with(&format!("nl2sh-window-{}-", std::process::id()))
+            && name.ends_with(".xml"),
+        "{name}"
+    );
+    assert!(
+        !Path::new(file).exists(),
+        "the dump file is removed afterwards"
+    );
+
+    assert_eq!(
+        (
+            v["rotation"].clone(),
+            v["total"].clone(),
+            v["count"].clone()
+        ),
+        (json!(0), json!(52), json!(52))
+    );
+    assert_eq!(
+        (v["truncated"].clone(), v["packages"].clone()),
+        (json!(false), json!(["com.android.settings"]))
+    );
+    let nodes = v["nodes"].as_array().unwrap();
+    let by_text = |t: &str| {
+        nodes
+            .iter()
+            .find(|n| n["text"] == t)
+            .unwrap_or_else(|| panic!("{t}"))
+    };
+    assert_eq!(
+        by_text("Network & internet"),
+        &json!({"text": "Network & internet", "desc": "", "id": "android:id/title", "class": "TextView",
+                "bounds": [96, 250, 400, 276], "center": [248, 263], "clickable": false})
+    );
+    assert_eq!(
+        by_text("Mobile, Wi\u{2011}Fi, hotspot")["id"],
+        "android:id/summary"
+    );
+    let avatar = nodes
+        .iter()
+        .find(|n| {
+            n["desc"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("Profile picture")
+        })
+        .unwrap();
+    assert_eq!(
+        (avatar["center"].clone(), avatar["clickable"].clone()),
+        (json!([494, 90]), json!(true))
+    );
+    let recycler = nodes
+        .iter()
+        .find(|n| n["id"] == "com.android.settings:id/recycler_view")
+        .unwrap();
+    assert_eq!(
+        (recycler["class"].clone(), recycler["scrollable"].clone()),
+        (json!("RecyclerView"), json!(true))
+    );
+    // Invisible (scrolled-off) rows and the zero-height toolbar are not there.
+    assert!(nodes
+        .iter()
+        .all(|n| n["text"] != "System" && n["id"] != "com.android.settings:id/action_bar"));
+    // Rows are clickable containers, centered on their row.
+    let rows: Vec<_> = nodes
+        .iter()
+        .filter(|n| n["class"] == "LinearLayout" && n["clickable"] == true)
+        .collect();
+    assert_eq!(rows.len(), 10, "9 rows and the search bar");
+}
+
+#[tokio::test]
+async fn screen_dump_failures_are_reported_and_cleaned_up() {
+    let idle = Rig::new(&[("NL2SH_STANDIN_UI", "idle")]);
+    let err = idle
+        .run("android.screen_dump", json!({}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("wrote no window dump") && err.contains("could not get idle state"),
+        "{err}"
+    );
+    let busy = Rig::new(&[("NL2SH_STANDIN_UI", "busy")]);
+    let err = busy
+        .run("android.screen_dump", json!({}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("uiautomator failed (exit status 1)") && err.contains("already registered"),
+        "{err}"
+    );
+    for rig in [&idle, &busy] {
+        let ran = rig.ran();
+        let file = ran[0].strip_prefix("uiautomator dump ").unwrap();
+        assert!(!Path::new(file).exists());
+    }
+    let bad = Rig::new(&[]);
+    let xml = bad.dir.join("bad.xml");
+    std::fs::write(
+        &xml,
+        "<hierarchy rotation=\"0\"><node text=\"x\" bounds=\"[0,0][1,1]\"></hierarchy>",
+    )
+    .unwrap();
+    let custom = Rig::new(&[("NL2SH_STANDIN_UI_XML", &xml.display().to_string())]);
+    let err = custom
+        .run("android.screen_dump", json!({}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("malformed window dump"), "{err}");
+}
+
+#[tokio::test]
+async fn screenshot_sends_the_png_when_it_fits() {
+    let rig = Rig::new(&[]);
+    let (v, out) = rig.ok("android.screenshot", json!({})).await;
+    assert_eq!(rig.ran(), ["screencap -p"]);
+    assert_eq!(
+        (
+            v["format"].clone(),
+            v["width"].clone(),
+            v["height"].clone(),
+            v["scaled"].clone()
+        ),
+        (json!("png"), json!(540), json!(1200), json!(false))
+    );
+    assert_eq!(out.attachments.len(), 1);
+    let a = &out.attachments[0];
+    assert_eq!(
+        (a.media_type.as_str(), a.width, a.height),
+        ("image/png", Some(540), Some(1200))
+    );
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(&a.data_base64)
+        .unwrap();
+    let fixture = std::fs::read(standins().join("data/screen.png")).unwrap();
+    assert_eq!(png, fixture, "sent unchanged");
+    let img = decode_rgb(&png).unwrap();
+    assert_eq!((img.width, img.height), (540, 1200));
+    assert_eq!(v["bytes"], json!(png.len()));
+}
+
+#[tokio::test]
+async fn screenshot_scales_on_request() {
+    let rig = Rig::new(&[]);
+    let (v, out) = rig.ok("android.screenshot", json!({"max_side": 600})).await;
+    assert_eq!(
+        (v["format"].clone(), v["width"].clone(), v["height"].clone()),
+        (json!("jpeg"), json!(270), json!(600))
+    );
+    assert_eq!(
+        (v["original_width"].clone(), v["scaled"].clone()),
+        (json!(540), json!(true))
+    );
+    let jpeg = base64::engine::general_purpose::STANDARD
+        .decode(&out.attachments[0].data_base64)
+        .unwrap();
+    assert_eq!(jpeg_dimensions(&jpeg), Some((270, 600)));
+    let (v, out) = rig
+        .ok(
+            "android.screenshot",
+            json!({"max_side": 600, "format": "png"}),
+        )
+        .await;
+    assert_eq!(v["format"], "png");
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(&out.attachments[0].data_base64)
+        .unwrap();
+    let img = decode_rgb(&png).unwrap();
+    assert_eq!((img.width, img.height), (270, 600));
+    assert!(rig
+        .run("android.screenshot", json!({"max_side": 100}))
+        .await
+        .is_err());
+    assert!(rig
+        .run("android.screenshot", json!({"format": "gif"}))
+        .await
+        .is_err());
+}
+
+#[tokio::test]
+async fn a_large_screen_becomes_a_jpeg_under_the_limit() {
+    let rig = Rig::new(&[("NL2SH_STANDIN_SCREEN", "large")]);
+    let (v, out) = rig.ok("android.screenshot", json!({})).await;
+    let a = &out.attachments[0];
+    assert_eq!(a.media_type, "image/jpeg");
+    assert!(
+        a.data_base64.len() <= MAX_SCREEN_BASE64_BYTES,
+        "{}",
+        a.data_base64.len()
+    );
+    let (w, h) = (a.width.unwrap(), a.height.unwrap());
+    assert!(w < 1440 && h < 3200, "{w}x{h}");
+    assert_eq!(
+        (v["original_width"].clone(), v["original_height"].clone()),
+        (json!(1440), json!(3200))
+    );
+    let jpeg = base64::engine::general_purpose::STANDARD
+        .decode(&a.data_base64)
+        .unwrap();
+    assert_eq!(jpeg_dimensions(&jpeg), Some((w, h)));
+    assert_eq!(base64_len(jpeg.len()), a.data_base64.len());
+}
+
+/// Width and height from a baseline JPEG's SOF0 segment.
+fn jpeg_dimensions(j: &[u8]) -> Option<(u32, u32)> {
+    if !j.starts_with(&[0xff, 0xd8]) {
+        return None;
+    }
+    let mut i = 2;
+    while i + 9 < j.len() {
+        if j[i] != 0xff {
+            return None;
+        }
+        let len = usize::from(u16::from_be_bytes([j[i + 2], j[i + 3]]));
+        if j[i + 1] == 0xc0 {
+            let h = u16::from_be_bytes([j[i + 5], j[i + 6]]);
+            let w = u16::from_be_bytes([j[i + 7], j[i + 8]]);
+            return Some((u32::from(w), u32::from(h)));
+        }
+        i += 2 + len;
+    }
+    None
+}
+
+#[tokio::test]
+async fn input_tools_run_exactly_these_commands() {
+    let rig = Rig::new(&[]);
+    assert_eq!(
+        rig.ok("android.tap", json!({"x": 248, "y": 263})).await.0,
+        json!({"tapped": [248, 263]})
+    );
+    rig.ok(
+        "android.swipe",
+        json!({"x1": 270, "y1": 1000, "x2": 270, "y2": 300}),
+    )
+    .await;
+    rig.ok(
+        "android.swipe",
+        json!({"x1": 1, "y1": 2, "x2": 3, "y2": 4, "duration_ms": 450}),
+    )
+    .await;
+    rig.ok("android.text", json!({"text": "hello world; $(id) 'q'"}))
+        .await;
+    rig.ok("android.key", json!({"key": "home"})).await;
+    rig.ok("android.key", json!({"key": 66, "long_press": true}))
+        .await;
+    assert_eq!(
+        rig.ran(),
+        [
+            "input tap 248 263",
+            "input swipe 270 1000 270 300",
+            "input swipe 1 2 3 4 450",
+            "input text hello%sworld;%s$(id)%s'q'",
+            "input keyevent KEYCODE_HOME",
+            "input keyevent --longpress 66",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn refused_input_runs_nothing() {
+    let rig = Rig::new(&[]);
+    let err = rig
+        .run("android.text", json!({"text": "grüße"}))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ToolError::InvalidArguments(_)) && err.to_string().contains("ASCII only"),
+        "{err}"
+    );
+    assert!(rig
+        .run("android.text", json!({"text": "line\nbreak"}))
+        .await
+        .is_err());
+    for key in [
+        json!("HOME; reboot"),
+        json!("--help"),
+        json!(""),
+        json!(true),
+    ] {
+        assert!(
+            rig.run("android.key", json!({ "key": key })).await.is_err(),
+            "{key}"
+        );
+    }
+    assert!(rig
+        .run("android.tap", json!({"x": -1, "y": 5}))
+        .await
+        .is_err());
+    assert!(rig.run("android.tap", json!({"x": 1})).await.is_err());
+    assert!(rig
+        .run("android.launch", json!({"package": "com.x; reboot"}))
+        .await
+        .is_err());
+    assert!(rig
+        .run(
+            "android.launch",
+            json!({"package": "com.x", "activity": "../a b"})
+        )
+        .await
+        .is_err());
+    assert!(rig.ran().is_empty(), "{:?}", rig.ran());
+}
+
+#[tokio::test]
+async fn launch_uses_am_start() {
+    let rig = Rig::new(&[]);
+    let (v, _) = rig
+        .ok(
+            "android.launch",
+            json!({"package": "com.android.settings", "activity": ".Settings"}),
+        )
+        .await;
+    assert_eq!(
+        v["am"],
+        json!(["Starting: Intent { cmp=com.android.settings/.Settings }"])
+    );
+    rig.ok("android.launch", json!({"package": "org.mozilla.firefox"}))
+        .await;
+    let err = rig
+        .run("android.launch", json!({"package": "com.example.missing"}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unable to resolve Intent"), "{err}");
+    assert_eq!(
+        rig.ran(),
+        [
+            "am start -n com.android.settings/.Settings",
+            "am start -a android.intent.action.MAIN -c android.intent.category.LAUNCHER -p org.mozilla.firefox",
+            "am start -a android.intent.action.MAIN -c android.intent.category.LAUNCHER -p com.example.missing",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn packages_are_listed_sorted_and_filtered() {
+    let rig = Rig::new(&[]);
+    let (v, _) = rig.ok("android.packages", json!({})).await;
+    let all: Vec<String> = serde_json::from_value(v["packages"].clone()).unwrap();
+    assert_eq!(
+        (all.len(), v["total"].clone(), v["truncated"].clone()),
+        (25, json!(25), json!(false))
+    );
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "sorted");
+    assert_eq!(all[0], "android");
+    let (v, _) = rig
+        .ok(
+            "android.packages",
+            json!({"third_party_only": true, "filter": "MOZ"}),
+        )
+        .await;
+    assert_eq!(v["packages"], json!(["org.mozilla.firefox"]));
+    let (v, _) = rig
+        .ok("android.packages", json!({"third_party_only": true}))
+        .await;
+    assert_eq!(
+        v["packages"],
+        json!([
+            "com.termux",
+            "com.topjohnwu.magisk",
+            "de.example.notes_app",
+            "org.fdroid.fdroid",
+            "org.mozilla.firefox"
+        ])
+    );
+    assert_eq!(
+        rig.ran(),
+        [
+            "pm list packages",
+            "pm list packages -3",
+            "pm list packages -3"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn current_app_reads_dumpsys_window() {
+    let rig = Rig::new(&[]);
+    let (v, _) = rig.ok("android.current_app", json!({})).await;
+    assert_eq!(
+        v,
+        json!({"package": "com.android.settings", "activity": "com.android.settings.Settings", "user": 0,
+               "focused_window": "com.android.settings/com.android.settings.Settings", "source": "mCurrentFocus"})
+    );
+    assert_eq!(rig.ran(), ["dumpsys window"]);
+    let fox = Rig::new(&[(
+        "NL2SH_STANDIN_FOCUS",
+        "org.mozilla.firefox/org.mozilla.fenix.HomeActivity",
+    )]);
+    let (v, _) = fox.ok("android.current_app", json!({})).await;
+    assert_eq!(
+        (v["package"].clone(), v["activity"].clone()),
+        (
+            json!("org.mozilla.firefox"),
+            json!("org.mozilla.fenix.HomeActivity")
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_call_stops() {
+    let rig = Rig::new(&[]);
+    let tool = rig.tool("android.tap");
+    let args = json!({"x": 1, "y": 2});
+    let prepared = tool.prepare(args.as_object().unwrap(), &rig.env).unwrap();
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let ctx = ExecContext {
+        identity: prepared.identity,
+        setup: ChildSetup::for_identity(prepared.identity, rig.env.euid).unwrap(),
+        deadline: Instant::now() + prepared.timeout,
+        cancel,
+        groups: Arc::default(),
+        env: rig.env.clone(),
+    };
+    let err = (prepared.run)(ctx).await.unwrap_err().to_string();
+    assert!(err.contains("cancelled"), "{err}");
+}

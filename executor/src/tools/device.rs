@@ -1,0 +1,228 @@
+//! `device.info` and `process.list`: read-only views of the running system from /proc.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+
+use nl2sh_proto::channels::Identity;
+
+use crate::device::DeviceEnv;
+use crate::risk::Assessment;
+use crate::runtime::{Args, Prepared, Tool, ToolDef, ToolError, ToolOutput};
+
+const PROC_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn read_only(
+    action: &str,
+    run: impl FnOnce() -> Result<ToolOutput, ToolError> + Send + 'static,
+) -> Prepared {
+    Prepared {
+        action: action.into(),
+        assessment: Assessment::read_only(),
+        identity: Identity::Launching,
+        resources: Vec::new(),
+        timeout: PROC_TIMEOUT,
+        run: Box::new(move |ctx| Box::pin(async move { ctx.blocking(run).await })),
+    }
+}
+
+/// `Key:   123 kB` lines of /proc/meminfo, in KiB.
+fn meminfo() -> Map<String, Value> {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mut out = Map::new();
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        if !["MemTotal", "MemAvailable", "SwapTotal", "SwapFree"].contains(&k) {
+            continue;
+        }
+        if let Ok(n) = v.trim().trim_end_matches("kB").trim().parse::<u64>() {
+            out.insert(format!("{}_kib", k.to_lowercase()), json!(n));
+        }
+    }
+    out
+}
+
+fn storage(path: &str) -> Value {
+    match nix::sys::statvfs::statvfs(path) {
+        Ok(s) => {
+            let frag = s.fragment_size();
+            json!({
+                "path": path,
+                "total_bytes": s.blocks() * frag,
+                "available_bytes": s.blocks_available() * frag,
+            })
+        }
+        Err(_) => Value::Null,
+    }
+}
+
+pub struct DeviceInfo {
+    def: ToolDef,
+}
+
+impl DeviceInfo {
+    pub fn new() -> Self {
+        Self {
+            def: ToolDef {
+                name: "device.info",
+                description: "Current device state: uptime, load, memory, storage of / and /data \
+                    (and /sdcard on Android), CPU count, and the Android profile in use.",
+                schema: json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            },
+        }
+    }
+}
+
+impl Tool for DeviceInfo {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+    fn prepare(
+        &self,
+        _args: &Map<String, Value>,
+        env: &Arc<DeviceEnv>,
+    ) -> Result<Prepared, ToolError> {
+        let env = env.clone();
+        Ok(read_only(
+            "read /proc and file system statistics",
+            move || {
+                let uptime = std::fs::read_to_string("/proc/uptime").ok().and_then(|s| {
+                    s.split_whitespace()
+                        .next()
+                        .and_then(|v| v.parse::<f64>().ok())
+                });
+                let load: Vec<f64> = std::fs::read_to_string("/proc/loadavg")
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .take(3)
+                    .filter_map(|v| v.parse().ok())
+                    .collect();
+                let mut mounts = vec![storage("/"), storage("/data")];
+                if env.android {
+                    mounts.push(storage("/sdcard"));
+                }
+                mounts.retain(|m| !m.is_null());
+                Ok(ToolOutput::json(
+                    true,
+                    &json!({
+                        "android": env.android,
+                        "euid": env.euid,
+                        "uptime_seconds": uptime,
+                        "load_average": load,
+                        "memory": meminfo(),
+                        "storage": mounts,
+                        "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
+                        "android_programs": env.programs.keys().collect::<Vec<_>>(),
+                    }),
+                ))
+            },
+        ))
+    }
+}
+
+pub struct ProcessList {
+    def: ToolDef,
+}
+
+impl ProcessList {
+    pub fn new() -> Self {
+        Self {
+            def: ToolDef {
+                name: "process.list",
+                description: "Running processes from /proc: pid, ppid, uid, state, name, \
+                    command line (bounded) and resident memory; optionally filtered by a \
+                    substring of the name or command line.",
+                schema: json!({
+                    "type": "object",
+                    "properties": {
+                        "filter": {"type": "string", "maxLength": 256},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 2000}
+                    },
+                    "additionalProperties": false
+                }),
+            },
+        }
+    }
+}
+
+/// One process, or None when it vanished while we read it.
+pub fn process_entry(pid: u32) -> Option<Value> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (head, rest) = stat.rsplit_once(')')?;
+    let name = head.split_once('(').map(|(_, n)| n)?.to_string();
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.to_string();
+    let ppid: u32 = fields.next()?.parse().ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| v.trim().to_string())
+    };
+    let uid: Option<u32> =
+        field("Uid:").and_then(|v| v.split_whitespace().next().and_then(|u| u.parse().ok()));
+    let rss_kib: Option<u64> =
+        field("VmRSS:").and_then(|v| v.trim_end_matches("kB").trim().parse().ok());
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let mut cmdline: String = String::from_utf8_lossy(&cmdline)
+        .replace('\0', " ")
+        .trim()
+        .to_string();
+    if cmdline.len() > 256 {
+        let mut end = 256;
+        while !cmdline.is_char_boundary(end) {
+            end -= 1;
+        }
+        cmdline.truncate(end);
+        cmdline.push('…');
+    }
+    Some(json!({
+        "pid": pid, "ppid": ppid, "uid": uid, "state": state, "name": name,
+        "cmdline": cmdline, "rss_kib": rss_kib,
+    }))
+}
+
+impl Tool for ProcessList {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+    fn prepare(
+        &self,
+        args: &Map<String, Value>,
+        _env: &Arc<DeviceEnv>,
+    ) -> Result<Prepared, ToolError> {
+        let a = Args(args);
+        let filter = a.opt_str("filter")?.map(str::to_string);
+        let limit = a.opt_u64("limit")?.unwrap_or(500) as usize;
+        Ok(read_only(
+            "read /proc/<pid>/{stat,status,cmdline}",
+            move || {
+                let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+                    .map_err(|e| ToolError::Failed(format!("cannot read /proc: {e}")))?
+                    .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                    .collect();
+                pids.sort_unstable();
+                let matching: Vec<Value> = pids
+                    .into_iter()
+                    .filter_map(process_entry)
+                    .filter(|p| match &filter {
+                        None => true,
+                        Some(f) => [&p["name"], &p["cmdline"]]
+                            .iter()
+                            .any(|v| v.as_str().is_some_and(|s| s.contains(f.as_str()))),
+                    })
+                    .collect();
+                let total = matching.len();
+                let processes: Vec<Value> = matching.into_iter().take(limit).collect();
+                Ok(ToolOutput::json(
+                    true,
+                    &json!({"processes": processes, "total": total, "truncated": total > limit}),
+                ))
+            },
+        ))
+    }
+}

@@ -1,0 +1,114 @@
+//! `shell.exec`: one command line through the system shell, captured, bounded, timed.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use nl2sh_proto::channels::Identity;
+
+use crate::device::DeviceEnv;
+use crate::risk;
+use crate::runtime::exec::{CommandOutput, CommandSpec};
+use crate::runtime::{normalize_path, Args, Prepared, Tool, ToolDef, ToolError, ToolOutput};
+
+pub struct ShellExec {
+    def: ToolDef,
+}
+
+impl ShellExec {
+    pub fn new() -> Self {
+        Self {
+            def: ToolDef {
+                name: "shell.exec",
+                description: "Run a command line with the device's shell (sh -c), without a \
+                    terminal. Returns exit_code, stdout, stderr (bounded, truncation marked), \
+                    duration_ms and timed_out. Anything but read-only commands needs local \
+                    approval.",
+                schema: json!({
+                    "type": "object",
+                    "properties": {
+                        "command": {"type": "string", "minLength": 1, "maxLength": 16384,
+                                    "description": "Command line, as for sh -c"},
+                        "cwd": {"type": "string", "description": "Absolute working directory"},
+                        "timeout": {"type": "integer", "minimum": 1, "maximum": 600,
+                                    "description": "Seconds before the command's process group is killed (default 60)"}
+                    },
+                    "required": ["command"],
+                    "additionalProperties": false
+                }),
+            },
+        }
+    }
+}
+
+impl Tool for ShellExec {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+
+    fn prepare(
+        &self,
+        args: &Map<String, Value>,
+        env: &Arc<DeviceEnv>,
+    ) -> Result<Prepared, ToolError> {
+        let a = Args(args);
+        let command = a.str("command")?.to_string();
+        let cwd = a
+            .opt_str("cwd")?
+            .map(|c| normalize_path(c, None))
+            .transpose()?;
+        let timeout = a.timeout("timeout")?;
+        let assessment = risk::assess_shell(&command);
+        // What the command needs decides who runs it; the caller cannot ask for root.
+        let identity = if assessment.requires_root {
+            Identity::Root
+        } else {
+            Identity::Launching
+        };
+        let shell = env.shell.display().to_string();
+        let action = match &cwd {
+            Some(c) => format!("{shell} -c {} (in {})", quote(&command), c.display()),
+            None => format!("{shell} -c {}", quote(&command)),
+        };
+        let argv = vec![shell, "-c".into(), command];
+        Ok(Prepared {
+            action,
+            assessment,
+            identity,
+            resources: Vec::new(),
+            timeout,
+            run: Box::new(move |ctx| {
+                Box::pin(async move {
+                    let mut spec = CommandSpec::new(argv);
+                    spec.cwd = cwd;
+                    let out = ctx.run(spec).await?;
+                    Ok(command_result(&out))
+                })
+            }),
+        })
+    }
+}
+
+/// A command's result as a tool output object.
+pub fn command_result(out: &CommandOutput) -> ToolOutput {
+    let value = json!({
+        "exit_code": out.exit_code,
+        "signal": out.signal,
+        "stdout": out.stdout.text(),
+        "stderr": out.stderr.text(),
+        "stdout_truncated": out.stdout.dropped > 0,
+        "stderr_truncated": out.stderr.dropped > 0,
+        "duration_ms": out.duration.as_millis() as u64,
+        "timed_out": out.timed_out,
+        "cancelled": out.cancelled,
+    });
+    ToolOutput {
+        exit_code: out.exit_code,
+        ..ToolOutput::json(out.success(), &value)
+    }
+}
+
+/// Single-quote for display, the way a shell would read it back.
+pub fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}

@@ -1,0 +1,269 @@
+//! Android tool registration and preparation through the crate's public API, with the
+//! stand-in programs of `tests/fixtures/android-bin/` first on PATH, found by capability
+//! discovery the same way as real ones. (Running the prepared actions needs an
+//! `ExecContext`, which only the crate can build: those tests are in
+//! `src/tools/android/tests.rs`.)
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use nl2sh_executor::device::DeviceEnv;
+use nl2sh_executor::runtime::locks::Resource;
+use nl2sh_executor::runtime::schema::KNOWN_KEYWORDS;
+use nl2sh_executor::runtime::{Prepared, Tool, ToolError};
+use nl2sh_executor::tools::android::{register, SCREEN_READ_TOOL};
+use nl2sh_proto::channels::RiskLevel;
+
+const ALL: [&str; 9] = [
+    "android.screen_dump",
+    "android.screenshot",
+    "android.tap",
+    "android.swipe",
+    "android.text",
+    "android.key",
+    "android.launch",
+    "android.packages",
+    "android.current_app",
+];
+
+fn standins() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/android-bin")
+}
+
+fn probe(first: &std::path::Path) -> DeviceEnv {
+    let path = format!(
+        "{}:{}",
+        first.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    DeviceEnv::probe(Some(path))
+}
+
+fn tools(env: &DeviceEnv) -> Vec<Box<dyn Tool>> {
+    let mut tools = Vec::new();
+    register(env, &mut tools);
+    tools
+}
+
+fn names(tools: &[Box<dyn Tool>]) -> Vec<&'static str> {
+    tools.iter().map(|t| t.def().name).collect()
+}
+
+/// `^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`
+fn valid_tool_name(name: &str) -> bool {
+    let parts: Vec<&str> = name.split('.').collect();
+    parts.len() >= 2
+        && parts.iter().all(|p| {
+            p.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+                && p.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        })
+}
+
+/// Every keyword in `schema` (property names excluded) is one the validator knows.
+fn unknown_keywords(schema: &Value, out: &mut Vec<String>) {
+    let Some(obj) = schema.as_object() else {
+        return;
+    };
+    for (k, v) in obj {
+        if !KNOWN_KEYWORDS.contains(&k.as_str()) {
+            out.push(k.clone());
+        }
+        match k.as_str() {
+            "properties" => v
+                .as_object()
+                .into_iter()
+                .flatten()
+                .for_each(|(_, s)| unknown_keywords(s, out)),
+            "items" => unknown_keywords(v, out),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn every_android_tool_registers_with_the_standins_on_path() {
+    let env = probe(&standins());
+    assert!(env.android, "the getprop stand-in makes an Android profile");
+    let tools = tools(&env);
+    assert_eq!(names(&tools), ALL);
+    assert!(names(&tools).contains(&SCREEN_READ_TOOL));
+    for t in &tools {
+        let d = t.def();
+        assert!(valid_tool_name(d.name), "{}", d.name);
+        let mut unknown = Vec::new();
+        unknown_keywords(&d.schema, &mut unknown);
+        assert!(unknown.is_empty(), "{}: {unknown:?}", d.name);
+        assert_eq!(d.schema["type"], "object", "{}", d.name);
+        assert_eq!(d.schema["additionalProperties"], false, "{}", d.name);
+        assert!(!d.description.is_empty());
+    }
+}
+
+#[test]
+fn nothing_registers_without_the_programs_or_an_android_profile() {
+    let empty = std::env::temp_dir().join(format!("nl2sh-empty-path-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let env = DeviceEnv::probe(Some(empty.display().to_string()));
+    assert!(tools(&env).is_empty());
+    // Android profile, but none of the programs.
+    let mut bare = env.clone();
+    bare.android = true;
+    assert!(tools(&bare).is_empty());
+    // Programs, but not Android.
+    let mut linux = probe(&standins());
+    linux.android = false;
+    assert!(tools(&linux).is_empty());
+    // Only the programs present register their tools.
+    let mut some = probe(&standins());
+    some.programs
+        .retain(|name, _| ["input", "getprop"].contains(name));
+    assert_eq!(
+        names(&tools(&some)),
+        [
+            "android.tap",
+            "android.swipe",
+            "android.text",
+            "android.key"
+        ]
+    );
+    std::fs::remove_dir(&empty).unwrap();
+}
+
+struct Device {
+    env: Arc<DeviceEnv>,
+    tools: Vec<Box<dyn Tool>>,
+}
+
+impl Device {
+    fn new() -> Self {
+        let env = probe(&standins());
+        let tools = tools(&env);
+        Self {
+            env: Arc::new(env),
+            tools,
+        }
+    }
+
+    fn prepare(&self, name: &str, args: Value) -> Result<Prepared, ToolError> {
+        let tool = self
+            .tools
+            .iter()
+            .find(|t| t.def().name == name)
+            .expect(name);
+        let args: Map<String, Value> = serde_json::from_value(args).unwrap();
+        tool.prepare(&args, &self.env)
+    }
+
+    /// The action text with the stand-in directory dropped, as `input tap 1 2`.
+    fn action(&self, name: &str, args: Value) -> String {
+        let p = self
+            .prepare(name, args)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let dir = format!("{}/", standins().display());
+        p.action.replace(&dir, "")
+    }
+}
+
+#[test]
+fn prepared_actions_say_exactly_what_will_run() {
+    let d = Device::new();
+    assert_eq!(
+        d.action("android.tap", json!({"x": 10, "y": 20})),
+        "input tap 10 20"
+    );
+    assert_eq!(
+        d.action(
+            "android.swipe",
+            json!({"x1": 1, "y1": 2, "x2": 3, "y2": 4, "duration_ms": 500})
+        ),
+        "input swipe 1 2 3 4 500"
+    );
+    assert_eq!(
+        d.action("android.text", json!({"text": "a b"})),
+        "input text a%sb"
+    );
+    assert_eq!(
+        d.action("android.text", json!({"text": "it's"})),
+        "input text 'it'\\''s'"
+    );
+    assert_eq!(
+        d.action("android.key", json!({"key": "BACK"})),
+        "input keyevent KEYCODE_BACK"
+    );
+    assert_eq!(d.action("android.screenshot", json!({})), "screencap -p");
+    assert_eq!(d.action("android.current_app", json!({})), "dumpsys window");
+    assert_eq!(
+        d.action("android.packages", json!({"third_party_only": true})),
+        "pm list packages -3"
+    );
+    assert_eq!(
+        d.action(
+            "android.launch",
+            json!({"package": "com.a", "activity": "com.a.Main"})
+        ),
+        "am start -n com.a/com.a.Main"
+    );
+    let dump = d.action("android.screen_dump", json!({}));
+    assert!(
+        dump.starts_with("uiautomator dump /") && dump.ends_with(".xml"),
+        "{dump}"
+    );
+}
+
+#[test]
+fn assessments_identities_and_locks() {
+    let d = Device::new();
+    let cases = [
+        ("android.screen_dump", json!({}), RiskLevel::ReadOnly, true),
+        ("android.screenshot", json!({}), RiskLevel::ReadOnly, true),
+        ("android.tap", json!({"x": 1, "y": 1}), RiskLevel::Low, true),
+        (
+            "android.swipe",
+            json!({"x1": 1, "y1": 1, "x2": 2, "y2": 2}),
+            RiskLevel::Low,
+            true,
+        ),
+        ("android.text", json!({"text": "x"}), RiskLevel::Low, true),
+        ("android.key", json!({"key": 4}), RiskLevel::Low, true),
+        (
+            "android.launch",
+            json!({"package": "com.a"}),
+            RiskLevel::Low,
+            true,
+        ),
+        ("android.packages", json!({}), RiskLevel::ReadOnly, false),
+        ("android.current_app", json!({}), RiskLevel::ReadOnly, false),
+    ];
+    for (name, args, level, screen) in cases {
+        let p = d.prepare(name, args).unwrap();
+        assert_eq!(p.assessment.level, level, "{name}");
+        assert!(!p.assessment.requires_root, "{name}");
+        assert_eq!(p.identity, d.env.ui_identity(), "{name}");
+        assert_eq!(p.resources.contains(&Resource::Screen), screen, "{name}");
+        assert!(p.timeout.as_secs() <= 60, "{name}");
+    }
+}
+
+#[test]
+fn arguments_input_cannot_carry_are_refused() {
+    let d = Device::new();
+    let refused = |name: &str, args: Value| match d.prepare(name, args) {
+        Err(ToolError::InvalidArguments(m)) => m,
+        Err(e) => panic!("{name}: unexpected {e}"),
+        Ok(p) => panic!("{name}: prepared {}", p.action),
+    };
+    assert!(refused("android.text", json!({"text": "café"})).contains("ASCII only"));
+    assert!(refused("android.text", json!({"text": "a\tb"})).contains("android.key"));
+    assert!(refused("android.key", json!({"key": "HOME && reboot"})).contains("key name"));
+    assert!(refused("android.key", json!({"key": 100000})).contains("key name"));
+    assert!(refused("android.launch", json!({"package": "-n evil"})).contains("package name"));
+    assert!(refused(
+        "android.launch",
+        json!({"package": "com.a", "activity": "x/y"})
+    )
+    .contains("class name"));
+    assert!(refused("android.tap", json!({"x": 70000, "y": 1})).contains("over"));
+}

@@ -1,0 +1,61 @@
+//! `nl2sh_tools`: the executor's catalog — the tools registered on this device (after
+//! capability discovery) with their argument schemas.
+
+use std::sync::Arc;
+
+use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse};
+use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
+use serde_json::{json, Value};
+
+use super::call::ExecutorClient;
+
+pub const NAME: &str = "nl2sh_tools";
+
+pub fn tool() -> Tool {
+    let mut schema = JsonObject::new();
+    schema.insert("type".into(), Value::String("object".into()));
+    schema.insert("properties".into(), Value::Object(JsonObject::new()));
+    schema.insert("additionalProperties".into(), Value::Bool(false));
+    Tool::new(
+        NAME,
+        "List the device tools available to nl2sh_invoke, with their argument schemas. \
+         What is listed reflects this device (Android tools only where they work).",
+        Arc::new(schema),
+    )
+    .with_title("List device tools")
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(true)
+            .idempotent(true)
+            .open_world(false),
+    )
+}
+
+pub async fn call(executor: &ExecutorClient, arguments: Option<&JsonObject>) -> CallToolResult {
+    if let Err(refused) = super::expect_no_arguments(NAME, arguments) {
+        return refused;
+    }
+    let specs = match executor.call(&ExecutorRequest::Catalog).await {
+        Ok(ExecutorResponse::Catalog(specs)) => specs,
+        Ok(ExecutorResponse::Error(e)) => {
+            return super::failure(format!("{NAME} failed: {}", e.message))
+        }
+        Ok(_) => {
+            return super::failure(format!("{NAME} failed: the executor answered out of place"))
+        }
+        Err(e) => {
+            return super::failure(format!("{NAME} failed: the executor is unavailable ({e})"))
+        }
+    };
+    let mut tools = Vec::with_capacity(specs.len());
+    for s in specs {
+        let Ok(schema @ Value::Object(_)) = serde_json::from_str::<Value>(&s.input_schema) else {
+            return super::failure(format!(
+                "{NAME} failed: tool {} has an invalid schema",
+                s.name
+            ));
+        };
+        tools.push(json!({"name": s.name, "description": s.description, "input_schema": schema}));
+    }
+    CallToolResult::structured(json!({ "tools": tools }))
+}

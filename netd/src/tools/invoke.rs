@@ -1,0 +1,92 @@
+//! `nl2sh_invoke`: run one device tool directly (no model), through the executor's whole
+//! pipeline. netd only bounds and forwards the request.
+
+use std::sync::Arc;
+
+use nl2sh_proto::channels::{CallOrigin, ExecutorRequest, InvokeRequest};
+use nl2sh_proto::limits::{MAX_ARGUMENT_JSON_BYTES, MAX_TOOL_NAME_BYTES};
+use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::call::{self, ExecutorClient};
+
+pub const NAME: &str = "nl2sh_invoke";
+
+pub fn tool() -> Tool {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "tool": {"type": "string", "description": "A tool name from nl2sh_tools, e.g. shell.exec"},
+            "arguments": {"type": "object", "description": "Arguments matching that tool's schema"}
+        },
+        "required": ["tool"],
+        "additionalProperties": false
+    });
+    let Value::Object(schema) = schema else {
+        unreachable!("literal object")
+    };
+    Tool::new(
+        NAME,
+        "Run one device tool directly, without a model: {\"tool\": name, \"arguments\": {...}}. \
+         Returns {tool, success, output, attachments?}; output may be JSON text. Mutations \
+         wait for approval by the device's owner and may be refused.",
+        Arc::new(schema),
+    )
+    .with_title("Invoke a device tool")
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(false)
+            .destructive(true)
+            .open_world(false),
+    )
+}
+
+pub async fn call(
+    executor: &ExecutorClient,
+    origin: CallOrigin,
+    arguments: Option<&JsonObject>,
+    cancel: &CancellationToken,
+) -> CallToolResult {
+    let empty = JsonObject::new();
+    let arguments = arguments.unwrap_or(&empty);
+    if let Some(extra) = arguments.keys().find(|k| *k != "tool" && *k != "arguments") {
+        return super::failure(format!(
+            "{NAME}: unexpected field {}",
+            super::shorten(extra, 64)
+        ));
+    }
+    let tool = match arguments.get("tool") {
+        Some(Value::String(t)) if !t.is_empty() => t,
+        Some(_) => return super::failure(format!("{NAME}: `tool` must be a non-empty string")),
+        None => return super::failure(format!("{NAME}: `tool` is required")),
+    };
+    if tool.len() > MAX_TOOL_NAME_BYTES {
+        return super::failure(format!(
+            "{NAME}: tool name is over {MAX_TOOL_NAME_BYTES} bytes"
+        ));
+    }
+    let args_text = match arguments.get("arguments") {
+        None | Some(Value::Null) => "{}".to_string(),
+        Some(v @ Value::Object(_)) => v.to_string(),
+        Some(_) => return super::failure(format!("{NAME}: `arguments` must be an object")),
+    };
+    // Bounded here, before anything crosses to the executor.
+    if args_text.len() > MAX_ARGUMENT_JSON_BYTES {
+        return super::failure(format!(
+            "{NAME}: arguments are {} bytes of JSON, over the {MAX_ARGUMENT_JSON_BYTES} byte limit",
+            args_text.len()
+        ));
+    }
+    let call_id = call::next_call_id();
+    let request = ExecutorRequest::Invoke(InvokeRequest {
+        call_id,
+        origin,
+        tool: tool.clone(),
+        arguments: args_text,
+    });
+    match call::run(executor, request, call_id, origin, cancel).await {
+        Ok(outcome) => call::to_result(&outcome, None),
+        Err(e) => super::failure(format!("{NAME} failed: {e}")),
+    }
+}

@@ -1,0 +1,67 @@
+//! `nl2sh_read_screen`: a text summary and exactly one native PNG/JPEG image block, or an
+//! error.
+
+use std::sync::Arc;
+
+use nl2sh_proto::channels::{CallOrigin, ExecutorRequest};
+use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::call::{self, ExecutorClient};
+
+pub const NAME: &str = "nl2sh_read_screen";
+
+pub fn tool() -> Tool {
+    let mut schema = JsonObject::new();
+    schema.insert("type".into(), Value::String("object".into()));
+    schema.insert("properties".into(), Value::Object(JsonObject::new()));
+    schema.insert("additionalProperties".into(), Value::Bool(false));
+    Tool::new(
+        NAME,
+        "Capture the device screen: a short text summary and one PNG image (JPEG, scaled, \
+         when the PNG would be over 3 MiB of base64). Fails on devices without a screen.",
+        Arc::new(schema),
+    )
+    .with_title("Read the screen")
+    .with_annotations(ToolAnnotations::new().read_only(true).open_world(false))
+}
+
+pub async fn call(
+    executor: &ExecutorClient,
+    origin: CallOrigin,
+    arguments: Option<&JsonObject>,
+    cancel: &CancellationToken,
+) -> CallToolResult {
+    if let Err(refused) = super::expect_no_arguments(NAME, arguments) {
+        return refused;
+    }
+    let call_id = call::next_call_id();
+    let request = ExecutorRequest::ReadScreen { call_id, origin };
+    let outcome = match call::run(executor, request, call_id, origin, cancel).await {
+        Ok(o) => o,
+        Err(e) => return super::failure(format!("{NAME} failed: {e}")),
+    };
+    if !outcome.success {
+        return call::to_result(&outcome, None);
+    }
+    if outcome.attachments.len() != 1 {
+        return super::failure(format!(
+            "{NAME} failed: expected one image, got {}",
+            outcome.attachments.len()
+        ));
+    }
+    let a = &outcome.attachments[0];
+    let summary = format!(
+        "Screen captured: {}x{} {} ({} bytes of base64).",
+        a.width.map_or("?".into(), |w| w.to_string()),
+        a.height.map_or("?".into(), |h| h.to_string()),
+        if a.media_type == "image/jpeg" {
+            "JPEG"
+        } else {
+            "PNG"
+        },
+        a.data_base64.len()
+    );
+    call::to_result(&outcome, Some(summary))
+}
