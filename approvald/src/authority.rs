@@ -232,6 +232,7 @@ mod tests {
             risk: RiskLevel::Medium,
             requires_root: false,
             identity: Identity::Launching,
+            reasons: Vec::new(),
         }
     }
 

@@ -38,5 +38,7 @@ pub async fn answer_authority(authority: &Authority, req: AuthorityRequest) -> A
         AuthorityRequest::Ping => AuthorityResponse::Pong,
         AuthorityRequest::Decide(summary) => authority.decide(summary).await,
         AuthorityRequest::Finished(result) => authority.finished(result).await,
+        // Nothing can be pending yet: local approvals are not implemented.
+        AuthorityRequest::Withdraw { .. } => AuthorityResponse::Recorded,
     }
 }

@@ -74,6 +74,7 @@ fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
         risk,
         requires_root: false,
         identity: Identity::Launching,
+        reasons: Vec::new(),
     }
 }
 

@@ -263,16 +263,28 @@ pub struct ActionSummary {
     pub risk: RiskLevel,
     pub requires_root: bool,
     pub identity: Identity,
+    /// Why the assessment chose this level (shown to the approver), bounded.
+    pub reasons: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Decision {
-    /// Read-only under the policy: runs without asking.
+    /// The policy does not ask about it (read-only under `balanced`): runs.
     Allowed,
-    /// `protocol_auto_approve = true`.
+    /// `protocol_auto_approve = true`: runs.
     AutoApproved,
-    /// Refused: no approval is possible for it (yet), or it was not granted.
+    /// A scoped grant in the local configuration covers it: runs.
+    Granted,
+    /// Approved by a person at the device (`nl2sh protocol approve`): runs.
+    Approved,
+    /// Refused without asking (pending queue full, configuration unreadable, …).
     Refused,
+    /// Rejected by a person at the device.
+    Rejected,
+    /// Nobody decided within the approval timeout.
+    Expired,
+    /// The call was cancelled while its approval was pending.
+    Withdrawn,
 }
 
 impl Decision {
@@ -280,11 +292,21 @@ impl Decision {
         match self {
             Decision::Allowed => "allowed",
             Decision::AutoApproved => "auto_approved",
+            Decision::Granted => "granted",
+            Decision::Approved => "approved",
             Decision::Refused => "refused",
+            Decision::Rejected => "rejected",
+            Decision::Expired => "expired",
+            Decision::Withdrawn => "withdrawn",
         }
     }
+    /// Only these let an action run; every other outcome, including any failure to
+    /// decide, means it does not.
     pub fn runs(self) -> bool {
-        matches!(self, Decision::Allowed | Decision::AutoApproved)
+        matches!(
+            self,
+            Decision::Allowed | Decision::AutoApproved | Decision::Granted | Decision::Approved
+        )
     }
 }
 
@@ -307,6 +329,8 @@ pub enum AuthorityRequest {
     Decide(ActionSummary),
     /// Record how a decided call ended.
     Finished(CallResult),
+    /// The call was cancelled: drop its pending approval (it is then `Withdrawn`).
+    Withdraw { call_id: u64 },
 }
 wire!(AuthorityRequest, 0x0401);
 
@@ -322,6 +346,54 @@ pub enum AuthorityResponse {
     Error(RemoteError),
 }
 wire!(AuthorityResponse, 0x0402);
+
+// ---- local CLI → approvald (protocol/approvals.sock, same uid only) -------------------
+
+/// A request waiting for a person at the device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    /// Short id the person types (`nl2sh protocol approve ID`).
+    pub id: String,
+    pub call_id: u64,
+    pub origin: CallOrigin,
+    pub tool: String,
+    /// The action exactly as it will run.
+    pub action: String,
+    pub risk: RiskLevel,
+    pub requires_root: bool,
+    pub identity: Identity,
+    /// Why the assessment chose this level.
+    pub reasons: Vec<String>,
+    pub seconds_left: u64,
+    /// The exact phrase `approve` must be given (dangerous and critical actions).
+    pub phrase: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum CliRequest {
+    ListPending,
+    Approve { id: String, phrase: Option<String> },
+    Reject { id: String },
+}
+wire!(CliRequest, 0x0501);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CliErrorKind {
+    NoSuchRequest,
+    Expired,
+    PhraseRequired,
+    WrongPhrase,
+    InvalidRequest,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum CliResponse {
+    Pending(Vec<PendingApproval>),
+    /// The request was approved (or rejected) and its call released.
+    Done,
+    Error { kind: CliErrorKind, message: String },
+}
+wire!(CliResponse, 0x0502);
 
 /// Inherited descriptor numbers of each worker role. The supervisor places channels here
 /// and closes everything else; a worker refuses to start without them.

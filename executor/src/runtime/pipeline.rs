@@ -140,10 +140,21 @@ impl Pipeline {
             risk: prepared.assessment.level,
             requires_root: prepared.assessment.requires_root,
             identity: prepared.identity,
+            reasons: prepared
+                .assessment
+                .reasons
+                .iter()
+                .take(8)
+                .map(|r| bounded(r, 256))
+                .collect(),
         };
         let (decision, reason) = tokio::select! {
             d = self.decide(summary) => d,
-            () = cancel.cancelled() => return Err(ToolError::Failed("cancelled while waiting for approval".into())),
+            () = cancel.cancelled() => {
+                // A pending approval of a cancelled call must never be approvable.
+                self.withdraw(req.call_id).await;
+                return Err(ToolError::Failed("cancelled while waiting for approval".into()));
+            }
         };
         if !decision.runs() {
             return Err(ToolError::Failed(format!(
@@ -215,6 +226,14 @@ impl Pipeline {
             }
             Ok(other) => (Decision::Refused, format!("approval answered {other:?}")),
             Err(e) => (Decision::Refused, format!("approval unavailable: {e}")),
+        }
+    }
+
+    async fn withdraw(&self, call_id: u64) {
+        if let Some(authority) = &self.authority {
+            if let Err(e) = authority.call(&AuthorityRequest::Withdraw { call_id }).await {
+                tracing::warn!(error = %e, call_id, "could not withdraw a pending approval");
+            }
         }
     }
 
