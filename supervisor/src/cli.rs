@@ -38,6 +38,43 @@ pub enum ProtocolCommand {
     /// Serve MCP on stdin/stdout for a local client (no token; the launching user's
     /// privileges). stdout carries only MCP; diagnostics go to stderr.
     Stdio,
+    /// List the requests waiting for a local decision: id, tool, the exact action, risk,
+    /// identity, origin, seconds left, and the phrase when one is needed.
+    Approvals {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a pending request (needs an interactive terminal). Dangerous and critical
+    /// actions also need their exact phrase, shown by `approvals`.
+    Approve {
+        /// The request id from `nl2sh protocol approvals`.
+        id: String,
+        /// The exact phrase bound to this request (dangerous and critical actions).
+        #[arg(long)]
+        phrase: Option<String>,
+    },
+    /// Reject a pending request; its action does not run.
+    Reject {
+        /// The request id from `nl2sh protocol approvals`.
+        id: String,
+    },
+    /// Read the audit trail of this configuration's service.
+    Audit {
+        /// Only rows at or after this time: RFC 3339 UTC (2026-11-30T10:00:00Z) or an age
+        /// (90s, 15m, 2h, 7d).
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// At most this many of the newest rows.
+        #[arg(long, default_value_t = 200)]
+        limit: usize,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+        /// Check the hash chain; exits 8 naming the first bad row.
+        #[arg(long)]
+        verify: bool,
+    },
 }
 
 #[derive(Debug, Clone, Args)]

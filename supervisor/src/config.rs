@@ -36,6 +36,9 @@ const KNOWN_KEYS: &[&str] = &[
     "state_dir",
     "netd_uid",
     "netd_gid",
+    "approval_policy",
+    "approval_timeout_secs",
+    "approval_grants",
 ];
 
 /// The parsed configuration. Absent keys take the defaults of [`Config::default`].
@@ -56,6 +59,13 @@ pub struct Config {
     pub netd_uid: Option<u32>,
     /// Unprivileged gid for netd (default: [`default_netd_ids`]).
     pub netd_gid: Option<u32>,
+    /// Which actions ask for local approval (remote callers get at least `balanced`).
+    pub approval_policy: Option<ApprovalPolicy>,
+    /// Seconds a pending approval waits (1–120; it can only be shortened).
+    pub approval_timeout_secs: Option<u64>,
+    /// Scoped grants that pre-approve matching actions (never root, dangerous or
+    /// critical ones). approvald re-reads them for every decision.
+    pub approval_grants: Vec<ApprovalGrant>,
     /// Retired; accepted with any TOML type and ignored.
     #[serde(rename = "bridge_auto_approve")]
     retired_bridge_auto_approve: Option<IgnoredAny>,
@@ -130,8 +140,62 @@ impl Config {
         {
             return Err((line_of("state_dir"), "state_dir must not be empty".into()));
         }
+        if let Some(t) = self.approval_timeout_secs {
+            if !(1..=nl2sh_proto::limits::APPROVAL_TIMEOUT.as_secs()).contains(&t) {
+                return Err((
+                    line_of("approval_timeout_secs"),
+                    format!(
+                        "approval_timeout_secs must be between 1 and {} (it can only shorten the wait)",
+                        nl2sh_proto::limits::APPROVAL_TIMEOUT.as_secs()
+                    ),
+                ));
+            }
+        }
+        for g in &self.approval_grants {
+            if g.tool.is_empty() {
+                return Err((
+                    line_of("approval_grants"),
+                    "an approval grant needs a tool".into(),
+                ));
+            }
+        }
         Ok(())
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalPolicy {
+    Permissive,
+    Balanced,
+    Strict,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GrantRisk {
+    Low,
+    Medium,
+    High,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantOrigin {
+    McpHttp,
+    McpStdio,
+}
+
+/// One `[[approval_grants]]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code, reason = "validated here; approvald applies them")]
+pub struct ApprovalGrant {
+    pub tool: String,
+    pub action: Option<String>,
+    pub action_prefix: Option<String>,
+    pub max_risk: Option<GrantRisk>,
+    pub origin: Option<GrantOrigin>,
 }
 
 /// Why a configuration could not be loaded. Every message names the file.
@@ -433,6 +497,46 @@ mod tests {
         assert!(!c.protocol_start_with_service);
         assert_eq!(c.service_port(), 8765);
         assert_eq!(c.protocol_token, None);
+    }
+
+    #[test]
+    fn approval_keys_parse_and_are_validated() {
+        let text = r#"
+approval_policy = "strict"
+approval_timeout_secs = 30
+
+[[approval_grants]]
+tool = "shell.exec"
+action_prefix = "/bin/sh -c 'touch /tmp/"
+max_risk = "medium"
+origin = "mcp_stdio"
+"#;
+        let c = parse(Path::new("c.toml"), text).unwrap();
+        assert_eq!(c.approval_policy, Some(ApprovalPolicy::Strict));
+        assert_eq!(c.approval_timeout_secs, Some(30));
+        assert_eq!(c.approval_grants.len(), 1);
+        assert_eq!(c.approval_grants[0].max_risk, Some(GrantRisk::Medium));
+        let bad = [
+            ("approval_timeout_secs = 121\n", "approval_timeout_secs", 1),
+            ("approval_timeout_secs = 0\n", "approval_timeout_secs", 1),
+            ("\napproval_policy = \"lenient\"\n", "lenient", 2),
+            (
+                "[[approval_grants]]\ntool = \"x\"\nmax_risk = \"critical\"\n",
+                "critical",
+                3,
+            ),
+            (
+                "[[approval_grants]]\ntool = \"x\"\nrisk = \"low\"\n",
+                "risk",
+                3,
+            ),
+            ("[[approval_grants]]\naction = \"x\"\n", "tool", 1),
+        ];
+        for (text, needle, line) in bad {
+            let err = parse(Path::new("c.toml"), text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text:?}: {err}");
+            assert!(err.contains(&format!("c.toml:{line}")), "{text:?}: {err}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod advertise;
 mod cli;
 mod config;
+mod local;
 mod logging;
 mod serve;
 mod spawn;
@@ -58,6 +59,21 @@ fn main() -> ExitCode {
         cli::Command::Protocol(cli::ProtocolCommand::Stdio) => {
             serve::serve(cli.config, serve::Transport::Stdio)
         }
+        cli::Command::Protocol(cli::ProtocolCommand::Approvals { json }) => {
+            local::approvals(cli.config, json)
+        }
+        cli::Command::Protocol(cli::ProtocolCommand::Approve { id, phrase }) => {
+            local::decide(cli.config, id, true, phrase)
+        }
+        cli::Command::Protocol(cli::ProtocolCommand::Reject { id }) => {
+            local::decide(cli.config, id, false, None)
+        }
+        cli::Command::Protocol(cli::ProtocolCommand::Audit {
+            since,
+            limit,
+            json,
+            verify,
+        }) => local::audit(cli.config, since, limit, json, verify),
     }
 }
 
