@@ -488,3 +488,54 @@ pub fn path_with(dir: &Path) -> String {
         std::env::var("PATH").unwrap_or_default()
     )
 }
+
+/// Run an `nl2sh` command for `fx`'s configuration with stdin on a fresh pseudo-terminal
+/// (what a person at the device has); returns (exit code, stdout, stderr).
+pub fn run_on_terminal(fx: &Fixture, args: &[&str]) -> (Option<i32>, String, String) {
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let out = fx
+        .command(args)
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(pty.slave)))
+        .output()
+        .expect("run nl2sh");
+    drop(pty.master);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Run an `nl2sh` command with stdin from /dev/null (a script, not a person).
+pub fn run_without_terminal(fx: &Fixture, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = fx.command(args).stdin(Stdio::null()).output().expect("run nl2sh");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `nl2sh protocol approvals --json`, parsed.
+pub fn pending_approvals(fx: &Fixture) -> Vec<serde_json::Value> {
+    let (code, out, err) = run_without_terminal(fx, &["protocol", "approvals", "--json"]);
+    assert_eq!(code, Some(0), "approvals failed: {err}");
+    serde_json::from_str::<serde_json::Value>(&out)
+        .unwrap_or_else(|e| panic!("approvals --json is not JSON ({e}): {out}"))
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Wait until exactly `n` approvals are pending; returns them.
+pub fn wait_pending(fx: &Fixture, n: usize) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = pending_approvals(fx);
+        if list.len() == n {
+            return list;
+        }
+        assert!(Instant::now() < deadline, "expected {n} pending approvals, have {list:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,877 @@
+//! `nl2sh_invoke` over HTTP: the privilege-separated tree versus one process serving the
+//! same tool (issue budgets: throughput tree/single ≥ 0.7 at concurrency 32; median
+//! latency at concurrency 1, everything on one core, at most 15 µs above single; the
+//! four processes under that load ≤ 32 MiB resident; `shell.exec` of `true` ≤ 1.3× a bare
+//! `sh -c true` spawn).
+//!
+//! Run: `cargo build --release --locked && cargo bench -p nl2sh-tests --bench invoke`
+//! (uses target/release/nl2sh, or $NL2SH_BIN, and this package's `single_rmcp`).
+//!
+//! * tree: `nl2sh protocol serve --host 127.0.0.1 --port P`, `NL2SH_PROTOCOL_TOKEN` set,
+//!   `NL2SH_LOG=warn`.
+//! * single: `single_rmcp` (src/bin/single_rmcp.rs): rmcp Streamable HTTP configured as
+//!   netd configures it, calling the executor's `Pipeline` in process. The reference for
+//!   the budgets is `--authority bare` (no approvald, no audit); `--authority audited`
+//!   (approvald's Authority and SQLite store in the same process) is printed alongside
+//!   to split the tree's cost into "audit" and "process hops".
+//!
+//! The load generator is a hand-written HTTP/1.1 keep-alive client: N connections each
+//! sending back-to-back POSTs for a fixed time after a warm-up. A call counts only when it
+//! answers 200 with `"isError":false`; the first answer on every connection is parsed and
+//! must carry `structuredContent.success == true`. Any other answer fails the bench; a
+//! missed budget only prints MISS. Everything binds and connects to 127.0.0.1.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nl2sh_tests::{children_of, http, initialize_body};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const TOKEN: &str = "bench-token-0123456789abcdef0123456789abcdef";
+
+const LATENCY_WARMUP: Duration = Duration::from_secs(1);
+const LATENCY_MEASURE: Duration = Duration::from_secs(4);
+const LOAD_WARMUP: Duration = Duration::from_secs(1);
+const LOAD_MEASURE: Duration = Duration::from_secs(5);
+const LOAD_CONNECTIONS: usize = 32;
+const SHELL_WARMUP: Duration = Duration::from_millis(500);
+const SHELL_MEASURE: Duration = Duration::from_secs(3);
+const SPAWN_MEASURE: Duration = Duration::from_secs(3);
+/// The core the latency runs share (client and every server process).
+const LATENCY_CORE: usize = 0;
+
+const BUDGET_THROUGHPUT_RATIO: f64 = 0.7;
+const BUDGET_MEDIAN_EXTRA_US: f64 = 15.0;
+const BUDGET_TREE_MIB: f64 = 32.0;
+const BUDGET_SHELL_RATIO: f64 = 1.3;
+
+fn main() {
+    let work = tempfile::Builder::new()
+        .prefix("nl2sh-bench-invoke-")
+        .tempdir()
+        .expect("tempdir");
+    let config = work.path().join("config.toml");
+    std::fs::write(&config, "").expect("config");
+    let stat_path = config.display().to_string();
+    let stat_body = invoke_body("fs.stat", serde_json::json!({ "path": stat_path }));
+    let shell_body = invoke_body("shell.exec", serde_json::json!({ "command": "true" }));
+    let nl2sh = nl2sh_tests::nl2sh_bin();
+    let single = single_bin();
+    println!("nl2sh:  {}", nl2sh.display());
+    println!("single: {}", single.display());
+    println!("fs.stat path: {stat_path}");
+    println!(
+        "cores: {} (latency runs pinned to core {LATENCY_CORE})",
+        available_cores()
+    );
+
+    let targets = [
+        Target::Tree,
+        Target::Single(Authority::Bare),
+        Target::Single(Authority::Audited),
+    ];
+
+    // Concurrency 1, every process on one core.
+    let mut latency = Vec::new();
+    for t in &targets {
+        let server = t.start(&nl2sh, &single, work.path(), Some(LATENCY_CORE));
+        let r = run_load(
+            server.addr,
+            &stat_body,
+            "fs.stat",
+            1,
+            LATENCY_WARMUP,
+            LATENCY_MEASURE,
+            Some(LATENCY_CORE),
+            &[],
+        );
+        println!(
+            "  c=1  {:<16} {:>8.0} calls/s  median {:>7.1} µs  p99 {:>7.1} µs",
+            t.label(),
+            r.calls_per_sec(),
+            r.median_us(),
+            r.p99_us()
+        );
+        latency.push(r);
+        drop(server);
+    }
+
+    // Concurrency 32, all cores; the tree's memory sampled during the load; then
+    // shell.exec of `true` at concurrency 1 on the same (unpinned) tree.
+    let mut load = Vec::new();
+    let mut tree_mem = Memory::default();
+    let mut single_mem = Memory::default();
+    let mut shell = None;
+    for t in &targets {
+        let server = t.start(&nl2sh, &single, work.path(), None);
+        let pids = server.pids();
+        if matches!(t, Target::Tree) {
+            assert_eq!(pids.len(), 4, "expected four processes, found {pids:?}");
+        }
+        let r = run_load(
+            server.addr,
+            &stat_body,
+            "fs.stat",
+            LOAD_CONNECTIONS,
+            LOAD_WARMUP,
+            LOAD_MEASURE,
+            None,
+            &pids,
+        );
+        println!(
+            "  c={LOAD_CONNECTIONS} {:<16} {:>8.0} calls/s  median {:>7.1} µs  p99 {:>7.1} µs  VmRSS {} KiB  Pss {} KiB",
+            t.label(),
+            r.calls_per_sec(),
+            r.median_us(),
+            r.p99_us(),
+            r.memory.rss_kib,
+            r.memory.pss_kib
+        );
+        match t {
+            Target::Tree => {
+                tree_mem = r.memory.clone();
+                for (name, rss, pss) in &tree_mem.per_process {
+                    println!("       {name:<16} VmRSS {rss:>6} KiB  Pss {pss:>6} KiB");
+                }
+                let s = run_load(
+                    server.addr,
+                    &shell_body,
+                    "shell.exec",
+                    1,
+                    SHELL_WARMUP,
+                    SHELL_MEASURE,
+                    None,
+                    &[],
+                );
+                println!(
+                    "  c=1  {:<16} shell.exec true: median {:.1} µs  p99 {:.1} µs ({} calls)",
+                    t.label(),
+                    s.median_us(),
+                    s.p99_us(),
+                    s.latencies_ns.len()
+                );
+                shell = Some(s);
+            }
+            Target::Single(Authority::Bare) => single_mem = r.memory.clone(),
+            Target::Single(Authority::Audited) => {}
+        }
+        load.push(r);
+        drop(server);
+    }
+    let shell = shell.expect("shell run");
+    let spawn = bare_spawns();
+    println!(
+        "  bare `/bin/sh -c true` spawn (std::process::Command::output): median {:.1} µs  p99 {:.1} µs ({} spawns)",
+        spawn.median_us(),
+        spawn.p99_us(),
+        spawn.latencies_ns.len()
+    );
+
+    // ---- the table ----
+    let (tree_l, single_l, audited_l) = (&latency[0], &latency[1], &latency[2]);
+    let (tree_t, single_t, audited_t) = (&load[0], &load[1], &load[2]);
+    let mut rows: Vec<[String; 6]> = Vec::new();
+    let verdict = |ok: bool| if ok { "PASS" } else { "MISS" }.to_string();
+    let ratio = tree_t.calls_per_sec() / single_t.calls_per_sec();
+    rows.push([
+        format!("calls/s, c={LOAD_CONNECTIONS}, all cores"),
+        format!("{:.0}", tree_t.calls_per_sec()),
+        format!("{:.0}", single_t.calls_per_sec()),
+        format!("ratio {ratio:.2}"),
+        format!(">= {BUDGET_THROUGHPUT_RATIO}"),
+        verdict(ratio >= BUDGET_THROUGHPUT_RATIO),
+    ]);
+    let extra = tree_l.median_us() - single_l.median_us();
+    rows.push([
+        "median latency µs, c=1, one core".into(),
+        format!("{:.1}", tree_l.median_us()),
+        format!("{:.1}", single_l.median_us()),
+        format!("{extra:+.1} µs"),
+        format!("<= +{BUDGET_MEDIAN_EXTRA_US} µs"),
+        verdict(extra <= BUDGET_MEDIAN_EXTRA_US),
+    ]);
+    rows.push([
+        "p99 latency µs, c=1, one core".into(),
+        format!("{:.1}", tree_l.p99_us()),
+        format!("{:.1}", single_l.p99_us()),
+        format!("{:+.1} µs", tree_l.p99_us() - single_l.p99_us()),
+        "-".into(),
+        "-".into(),
+    ]);
+    let rss_mib = tree_mem.rss_kib as f64 / 1024.0;
+    let pss_mib = tree_mem.pss_kib as f64 / 1024.0;
+    rows.push([
+        format!("memory VmRSS sum MiB, c={LOAD_CONNECTIONS}"),
+        format!("{rss_mib:.1}"),
+        format!("{:.1}", single_mem.rss_kib as f64 / 1024.0),
+        "4 processes".into(),
+        format!("<= {BUDGET_TREE_MIB} MiB"),
+        verdict(rss_mib <= BUDGET_TREE_MIB),
+    ]);
+    rows.push([
+        format!("memory Pss sum MiB, c={LOAD_CONNECTIONS}"),
+        format!("{pss_mib:.1}"),
+        format!("{:.1}", single_mem.pss_kib as f64 / 1024.0),
+        "4 processes".into(),
+        format!("<= {BUDGET_TREE_MIB} MiB"),
+        verdict(pss_mib <= BUDGET_TREE_MIB),
+    ]);
+    let shell_ratio = shell.median_us() / spawn.median_us();
+    rows.push([
+        "shell.exec `true` median µs, c=1".into(),
+        format!("{:.1}", shell.median_us()),
+        format!("{:.1} (bare spawn)", spawn.median_us()),
+        format!("ratio {shell_ratio:.2}"),
+        format!("<= {BUDGET_SHELL_RATIO}x"),
+        verdict(shell_ratio <= BUDGET_SHELL_RATIO),
+    ]);
+    println!();
+    println!(
+        "nl2sh_invoke fs.stat: tree vs single process (`single_rmcp --authority bare`: same rmcp \
+         config, netd's tool glue, the executor Pipeline in process, no approvald)"
+    );
+    print_table(
+        &[
+            "measure",
+            "tree",
+            "single",
+            "tree vs single",
+            "budget",
+            "result",
+        ],
+        &rows,
+    );
+    println!();
+    println!("breakdown (single process with approvald's Authority + SQLite audit in process):");
+    print_table(
+        &["measure", "tree", "single+audit", "single", "", ""],
+        &[
+            [
+                "median latency µs, c=1, one core".into(),
+                format!("{:.1}", tree_l.median_us()),
+                format!("{:.1}", audited_l.median_us()),
+                format!("{:.1}", single_l.median_us()),
+                format!(
+                    "audit {:+.1} µs",
+                    audited_l.median_us() - single_l.median_us()
+                ),
+                format!("hops {:+.1} µs", tree_l.median_us() - audited_l.median_us()),
+            ],
+            [
+                format!("calls/s, c={LOAD_CONNECTIONS}"),
+                format!("{:.0}", tree_t.calls_per_sec()),
+                format!("{:.0}", audited_t.calls_per_sec()),
+                format!("{:.0}", single_t.calls_per_sec()),
+                format!(
+                    "tree/audit {:.2}",
+                    tree_t.calls_per_sec() / audited_t.calls_per_sec()
+                ),
+                String::new(),
+            ],
+        ],
+    );
+}
+
+fn print_table(header: &[&str; 6], rows: &[[String; 6]]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::from("|");
+        for (cell, w) in cells.iter().zip(&widths) {
+            let pad = w - cell.chars().count();
+            out.push_str(&format!(" {cell}{} |", " ".repeat(pad)));
+        }
+        out
+    };
+    println!("{}", line(header.to_vec()));
+    let sep: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    println!("{}", line(sep.iter().map(String::as_str).collect()));
+    for row in rows {
+        println!("{}", line(row.iter().map(String::as_str).collect()));
+    }
+    let _ = std::io::stdout().flush();
+}
+
+fn invoke_body(tool: &str, arguments: Value) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "nl2sh_invoke", "arguments": {"tool": tool, "arguments": arguments}}
+    })
+    .to_string()
+}
+
+/// This package's single-process server, built with the bench (or $NL2SH_SINGLE_BIN).
+fn single_bin() -> PathBuf {
+    match std::env::var_os("NL2SH_SINGLE_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_single_rmcp")),
+    }
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Restrict the calling thread (and threads and processes it creates later) to `cpu`.
+fn pin_current_thread(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    libc::CPU_SET(cpu, &mut set);
+    // SAFETY: pid 0 is the calling thread; `set` is a valid, initialised cpu_set_t.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    assert_eq!(
+        rc,
+        0,
+        "sched_setaffinity(cpu {cpu}): {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+#[derive(Clone, Copy)]
+enum Authority {
+    Bare,
+    Audited,
+}
+
+#[derive(Clone, Copy)]
+enum Target {
+    Tree,
+    Single(Authority),
+}
+
+struct Running {
+    child: Child,
+    addr: SocketAddr,
+    _state: Option<tempfile::TempDir>,
+}
+
+impl Running {
+    /// The server's processes: the one we started and its children.
+    fn pids(&self) -> Vec<i32> {
+        let me = self.child.id() as i32;
+        let mut pids = vec![me];
+        pids.extend(children_of(me));
+        pids
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // SAFETY: kill with integer arguments, to a child we started.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Target {
+    fn label(&self) -> &'static str {
+        match self {
+            Target::Tree => "tree",
+            Target::Single(Authority::Bare) => "single",
+            Target::Single(Authority::Audited) => "single+audit",
+        }
+    }
+
+    /// Start the server on a free loopback port, optionally pinned to `cpu` (every
+    /// process it starts inherits that), and wait until `initialize` answers 200.
+    fn start(&self, nl2sh: &Path, single: &Path, work: &Path, cpu: Option<usize>) -> Running {
+        let port = free_port();
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let mut state = None;
+        let mut cmd = match self {
+            Target::Tree => {
+                let mut c = Command::new(nl2sh);
+                c.arg("--config").arg(work.join("config.toml")).args([
+                    "protocol",
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    &port.to_string(),
+                ]);
+                c
+            }
+            Target::Single(authority) => {
+                let mut c = Command::new(single);
+                c.args(["--port", &port.to_string()]);
+                if let Authority::Audited = authority {
+                    let dir = tempfile::Builder::new()
+                        .prefix("nl2sh-bench-single-")
+                        .tempdir()
+                        .expect("tempdir");
+                    c.args(["--authority", "audited", "--state-dir"])
+                        .arg(dir.path());
+                    state = Some(dir);
+                }
+                c
+            }
+        };
+        cmd.env("NL2SH_PROTOCOL_TOKEN", TOKEN)
+            .env("NL2SH_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        if let Some(cpu) = cpu {
+            // SAFETY: the hook only calls sched_setaffinity (async-signal-safe) on a
+            // copied plain value; it allocates nothing.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu, &mut set);
+                    if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = cmd.spawn().unwrap_or_else(|e| {
+            panic!("cannot start {}: {e}", self.label());
+        });
+        let body = initialize_body("2025-11-25");
+        let host = addr.to_string();
+        let auth = format!("Bearer {TOKEN}");
+        let t0 = Instant::now();
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("{} exited during startup: {status}", self.label());
+            }
+            if std::net::TcpStream::connect(addr).is_ok() {
+                let r = http(
+                    addr,
+                    "POST",
+                    "/mcp",
+                    &[
+                        ("Host", &host),
+                        ("Authorization", &auth),
+                        ("Content-Type", "application/json"),
+                        ("Accept", "application/json, text/event-stream"),
+                    ],
+                    body.as_bytes(),
+                );
+                if r.status == 200 {
+                    break;
+                }
+                panic!(
+                    "{}: initialize answered {}: {}",
+                    self.label(),
+                    r.status,
+                    r.body
+                );
+            }
+            if t0.elapsed() > Duration::from_secs(15) {
+                let _ = child.kill();
+                panic!("{} did not come up within 15 s", self.label());
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Running {
+            child,
+            addr,
+            _state: state,
+        }
+    }
+}
+
+// ---- memory -----------------------------------------------------------------------------
+
+#[derive(Clone, Default)]
+struct Memory {
+    rss_kib: u64,
+    pss_kib: u64,
+    /// At the sample with the largest VmRSS sum: (comm, VmRSS, Pss).
+    per_process: Vec<(String, u64, u64)>,
+}
+
+fn kib(pid: i32, file: &str, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/{file}"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix(field)?
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+        })
+        .unwrap_or(0)
+}
+
+/// Sample `pids` every 200 ms until `stop`; the largest sums seen.
+fn sample_memory(pids: Vec<i32>, start: Instant, stop: Arc<AtomicBool>) -> Memory {
+    let mut best = Memory::default();
+    while !stop.load(Ordering::Relaxed) {
+        if Instant::now() >= start && !pids.is_empty() {
+            let per: Vec<(String, u64, u64)> = pids
+                .iter()
+                .map(|&p| {
+                    let comm = std::fs::read_to_string(format!("/proc/{p}/comm"))
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string();
+                    (
+                        comm,
+                        kib(p, "status", "VmRSS:"),
+                        kib(p, "smaps_rollup", "Pss:"),
+                    )
+                })
+                .collect();
+            let rss: u64 = per.iter().map(|p| p.1).sum();
+            let pss: u64 = per.iter().map(|p| p.2).sum();
+            if rss > best.rss_kib {
+                best.rss_kib = rss;
+                best.per_process = per;
+            }
+            best.pss_kib = best.pss_kib.max(pss);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    best
+}
+
+// ---- load generator -----------------------------------------------------------------------
+
+struct LoadResult {
+    completed: u64,
+    window: Duration,
+    latencies_ns: Vec<u64>,
+    memory: Memory,
+}
+
+impl LoadResult {
+    fn calls_per_sec(&self) -> f64 {
+        self.completed as f64 / self.window.as_secs_f64()
+    }
+    fn quantile_us(&self, q: f64) -> f64 {
+        if self.latencies_ns.is_empty() {
+            return f64::NAN;
+        }
+        let i = ((self.latencies_ns.len() - 1) as f64 * q).round() as usize;
+        self.latencies_ns[i] as f64 / 1000.0
+    }
+    fn median_us(&self) -> f64 {
+        self.quantile_us(0.5)
+    }
+    fn p99_us(&self) -> f64 {
+        self.quantile_us(0.99)
+    }
+}
+
+/// `connections` keep-alive connections sending `body` back to back for `warmup` +
+/// `measure`; calls completing inside the measured window are counted, and calls started
+/// inside it are timed. Runs on its own thread (pinned to `cpu` when given), with a
+/// current-thread runtime for one connection and a runtime over all cores otherwise.
+#[allow(clippy::too_many_arguments)]
+fn run_load(
+    addr: SocketAddr,
+    body: &str,
+    tool: &'static str,
+    connections: usize,
+    warmup: Duration,
+    measure: Duration,
+    cpu: Option<usize>,
+    memory_pids: &[i32],
+) -> LoadResult {
+    let request = Arc::new(request_bytes(addr, body));
+    let memory_pids = memory_pids.to_vec();
+    let handle = std::thread::spawn(move || {
+        if let Some(cpu) = cpu {
+            pin_current_thread(cpu);
+        }
+        let rt = if connections == 1 {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        } else {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(available_cores())
+                .enable_all()
+                .build()
+        }
+        .expect("client runtime");
+        let start = Instant::now();
+        let from = start + warmup;
+        let until = from + measure;
+        let stop = Arc::new(AtomicBool::new(false));
+        let sampler = {
+            let stop = stop.clone();
+            std::thread::spawn(move || sample_memory(memory_pids, from, stop))
+        };
+        let results = rt.block_on(async move {
+            let mut tasks = Vec::with_capacity(connections);
+            for _ in 0..connections {
+                let request = request.clone();
+                tasks.push(tokio::spawn(connection(addr, request, tool, from, until)));
+            }
+            let mut all = Vec::with_capacity(connections);
+            for t in tasks {
+                all.push(t.await.expect("connection task"));
+            }
+            all
+        });
+        stop.store(true, Ordering::Relaxed);
+        let memory = sampler.join().expect("memory sampler");
+        let mut completed = 0;
+        let mut latencies = Vec::new();
+        for r in results {
+            match r {
+                Ok((n, lat)) => {
+                    completed += n;
+                    latencies.extend(lat);
+                }
+                Err(e) => panic!("load against {addr} ({tool}) failed: {e}"),
+            }
+        }
+        latencies.sort_unstable();
+        LoadResult {
+            completed,
+            window: measure,
+            latencies_ns: latencies,
+            memory,
+        }
+    });
+    handle.join().expect("load thread")
+}
+
+fn request_bytes(addr: SocketAddr, body: &str) -> Vec<u8> {
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// One keep-alive connection's loop: (calls completed in the window, latencies of calls
+/// started in it).
+async fn connection(
+    addr: SocketAddr,
+    request: Arc<Vec<u8>>,
+    tool: &'static str,
+    from: Instant,
+    until: Instant,
+) -> Result<(u64, Vec<u64>), String> {
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let mut conn = Conn {
+        stream,
+        buf: vec![0; 16 * 1024],
+        filled: 0,
+    };
+    let mut completed = 0u64;
+    let mut latencies = Vec::with_capacity(64 * 1024);
+    let mut first = true;
+    loop {
+        let t0 = Instant::now();
+        if t0 >= until {
+            break;
+        }
+        let (status, body) = conn.call(&request).await?;
+        let t1 = Instant::now();
+        if first {
+            verify_first(status, body, tool)?;
+            first = false;
+        }
+        if status != 200 || !contains(body, br#""isError":false"#) {
+            return Err(format!(
+                "answer {status}: {}",
+                String::from_utf8_lossy(body)
+            ));
+        }
+        if t1 >= from && t1 < until {
+            completed += 1;
+        }
+        if t0 >= from {
+            latencies.push((t1 - t0).as_nanos() as u64);
+        }
+    }
+    Ok((completed, latencies))
+}
+
+/// The first answer, parsed: a tool result with `structuredContent.success == true` for
+/// the expected tool.
+fn verify_first(status: u16, body: &[u8], tool: &str) -> Result<(), String> {
+    let text = String::from_utf8_lossy(body);
+    if status != 200 {
+        return Err(format!("first answer {status}: {text}"));
+    }
+    let v: Value =
+        serde_json::from_slice(body).map_err(|e| format!("first answer not JSON ({e}): {text}"))?;
+    let s = &v["result"]["structuredContent"];
+    if v["result"]["isError"] != Value::Bool(false)
+        || s["success"] != Value::Bool(true)
+        || s["tool"] != Value::String(tool.into())
+    {
+        return Err(format!("first answer is not a successful {tool}: {text}"));
+    }
+    let output: Value = serde_json::from_str(s["output"].as_str().unwrap_or_default())
+        .map_err(|e| format!("{tool} output is not JSON ({e}): {text}"))?;
+    let good = match tool {
+        "fs.stat" => output["exists"] == Value::Bool(true),
+        "shell.exec" => output["exit_code"] == Value::from(0),
+        _ => true,
+    };
+    if !good {
+        return Err(format!("unexpected {tool} output: {output}"));
+    }
+    Ok(())
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    filled: usize,
+}
+
+impl Conn {
+    async fn fill(&mut self) -> Result<(), String> {
+        if self.filled == self.buf.len() {
+            let len = self.buf.len();
+            self.buf.resize(len * 2, 0);
+        }
+        let n = self
+            .stream
+            .read(&mut self.buf[self.filled..])
+            .await
+            .map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err("the server closed the connection".into());
+        }
+        self.filled += n;
+        Ok(())
+    }
+
+    /// Send one request and read one response: (status, body).
+    async fn call(&mut self, request: &[u8]) -> Result<(u16, &[u8]), String> {
+        self.stream
+            .write_all(request)
+            .await
+            .map_err(|e| format!("write: {e}"))?;
+        self.filled = 0;
+        let head_end = loop {
+            if let Some(i) = find(&self.buf[..self.filled], b"\r\n\r\n") {
+                break i + 4;
+            }
+            self.fill().await?;
+        };
+        let head = String::from_utf8_lossy(&self.buf[..head_end]).to_string();
+        let mut lines = head.split("\r\n");
+        let status: u16 = lines
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| format!("no HTTP status in {head:?}"))?;
+        let mut length = None;
+        let mut chunked = false;
+        for l in lines {
+            if let Some((k, v)) = l.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    length = v.trim().parse::<usize>().ok();
+                } else if k.eq_ignore_ascii_case("transfer-encoding") {
+                    chunked = v.to_ascii_lowercase().contains("chunked");
+                }
+            }
+        }
+        if let Some(len) = length {
+            while self.filled < head_end + len {
+                self.fill().await?;
+            }
+            return Ok((status, &self.buf[head_end..head_end + len]));
+        }
+        if !chunked {
+            return Err(format!("response without length: {head:?}"));
+        }
+        // Chunked: read to the terminating chunk, then join the chunks in place.
+        while !self.buf[head_end..self.filled].ends_with(b"0\r\n\r\n") {
+            self.fill().await?;
+        }
+        let raw = self.buf[head_end..self.filled].to_vec();
+        let mut out = Vec::with_capacity(raw.len());
+        let mut rest = &raw[..];
+        while let Some(i) = find(rest, b"\r\n") {
+            let size = std::str::from_utf8(&rest[..i])
+                .ok()
+                .and_then(|s| usize::from_str_radix(s.trim(), 16).ok())
+                .ok_or("bad chunk size")?;
+            if size == 0 {
+                break;
+            }
+            let data = rest.get(i + 2..i + 2 + size).ok_or("short chunk")?;
+            out.extend_from_slice(data);
+            rest = rest.get(i + 4 + size..).unwrap_or_default();
+        }
+        self.buf[head_end..head_end + out.len()].copy_from_slice(&out);
+        Ok((status, &self.buf[head_end..head_end + out.len()]))
+    }
+}
+
+// ---- bare spawn -----------------------------------------------------------------------------
+
+/// `/bin/sh -c true` from this process, output captured through pipes as the tool
+/// captures it; one spawn at a time for `SPAWN_MEASURE` after a short warm-up.
+fn bare_spawns() -> LoadResult {
+    let spawn = || {
+        let out = Command::new("/bin/sh")
+            .args(["-c", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn /bin/sh");
+        assert!(out.status.success(), "sh -c true failed: {:?}", out.status);
+    };
+    let warm = Instant::now() + SHELL_WARMUP;
+    while Instant::now() < warm {
+        spawn();
+    }
+    let until = Instant::now() + SPAWN_MEASURE;
+    let mut latencies = Vec::new();
+    while Instant::now() < until {
+        let t0 = Instant::now();
+        spawn();
+        latencies.push(t0.elapsed().as_nanos() as u64);
+    }
+    latencies.sort_unstable();
+    LoadResult {
+        completed: latencies.len() as u64,
+        window: SPAWN_MEASURE,
+        latencies_ns: latencies,
+        memory: Memory::default(),
+    }
+}

@@ -1,0 +1,319 @@
+//! Device-local approvals end to end: a mutation asked for over MCP waits until a person
+//! at the device decides with `nl2sh protocol approve/reject`; nothing runs otherwise.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use nl2sh_tests::{
+    is_root, pending_approvals, run_on_terminal, run_without_terminal, wait_pending, Fixture,
+    Server, ToolCall,
+};
+
+/// Invoke on a thread (the call blocks while its approval is pending).
+fn invoke_async(server: &Server, tool: &str, args: serde_json::Value) -> std::thread::JoinHandle<ToolCall> {
+    let addr = server.addr;
+    let token = server.token().to_string();
+    let tool = tool.to_string();
+    std::thread::spawn(move || {
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "nl2sh_invoke", "arguments": {"tool": tool, "arguments": args}}});
+        let r = nl2sh_tests::http(
+            addr,
+            "POST",
+            "/mcp",
+            &[
+                ("Host", &addr.to_string()),
+                ("Authorization", &format!("Bearer {token}")),
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+            ],
+            body.to_string().as_bytes(),
+        );
+        let v = r.json();
+        let result = v["result"].clone();
+        ToolCall {
+            is_error: result["isError"] == json!(true),
+            structured: result["structuredContent"].clone(),
+            content: result["content"].as_array().cloned().unwrap_or_default(),
+        }
+    })
+}
+
+fn touch(path: &std::path::Path) -> serde_json::Value {
+    json!({"command": format!("touch {}", path.display())})
+}
+
+#[test]
+fn approve_from_a_terminal_runs_the_exact_action() {
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let server = Server::start(&fx, &[], &[]);
+    let marker = fx.dir.path().join("approved-marker");
+    let call = invoke_async(&server, "shell.exec", touch(&marker));
+    let list = wait_pending(&fx, 1);
+    let p = &list[0];
+    assert_eq!(p["tool"], "shell.exec");
+    assert!(p["action"].as_str().unwrap().contains(&format!("touch {}", marker.display())), "{p}");
+    assert_eq!(p["origin"], "mcp_http");
+    assert_eq!(p["identity"], "launching_user");
+    assert!(p["seconds_left"].as_u64().unwrap() <= 60);
+    assert!(p["phrase"].is_null(), "{p}");
+    assert!(!marker.exists(), "ran before approval");
+    let id = p["id"].as_str().unwrap().to_string();
+
+    // The human-readable list shows the same request and its action verbatim.
+    let (code, out, _) = run_without_terminal(&fx, &["protocol", "approvals"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains(&id) && out.contains("touch"), "{out}");
+
+    // A script cannot approve: no terminal on stdin.
+    let (code, _, err) = run_without_terminal(&fx, &["protocol", "approve", &id]);
+    assert_eq!(code, Some(7), "{err}");
+    assert!(err.contains("interactive terminal"), "{err}");
+    assert_eq!(pending_approvals(&fx).len(), 1, "a refused approve must leave it pending");
+    assert!(!marker.exists());
+
+    let (code, out, err) = run_on_terminal(&fx, &["protocol", "approve", &id]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("Approved"), "{out}");
+    let r = call.join().unwrap();
+    assert!(!r.is_error, "{r:?}");
+    assert!(marker.exists());
+    assert!(pending_approvals(&fx).is_empty());
+    // Deciding it again: no such request.
+    let (code, _, err) = run_on_terminal(&fx, &["protocol", "approve", &id]);
+    assert_eq!(code, Some(4), "{err}");
+}
+
+#[test]
+fn reject_and_expiry_refuse_and_nothing_runs() {
+    let fx = Fixture::new("approval_timeout_secs = 2\n");
+    let server = Server::start(&fx, &[], &[]);
+    let marker = fx.dir.path().join("rejected-marker");
+    let call = invoke_async(&server, "shell.exec", touch(&marker));
+    let id = wait_pending(&fx, 1)[0]["id"].as_str().unwrap().to_string();
+    let (code, out, err) = run_without_terminal(&fx, &["protocol", "reject", &id]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let r = call.join().unwrap();
+    assert!(r.is_error);
+    assert!(r.structured["output"].as_str().unwrap().contains("reject"), "{r:?}");
+    assert!(!marker.exists());
+
+    let started = Instant::now();
+    let r = invoke_async(&server, "shell.exec", touch(&marker)).join().unwrap();
+    assert!(r.is_error);
+    assert!(r.structured["output"].as_str().unwrap().contains("expire"), "{r:?}");
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    assert!(!marker.exists());
+    assert!(pending_approvals(&fx).is_empty());
+}
+
+#[test]
+fn dangerous_actions_need_their_exact_phrase() {
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let server = Server::start(&fx, &[], &[]);
+    let victim = fx.dir.path().join("victim");
+    std::fs::create_dir_all(victim.join("sub")).unwrap();
+    let call = invoke_async(&server, "shell.exec", json!({"command": format!("rm -rf {}", victim.display())}));
+    let p = wait_pending(&fx, 1).remove(0);
+    let id = p["id"].as_str().unwrap().to_string();
+    assert_eq!(p["risk"], "dangerous", "{p}");
+    let phrase = p["phrase"].as_str().unwrap().to_string();
+    assert_eq!(phrase, format!("approve dangerous {id}"));
+
+    let (code, _, err) = run_on_terminal(&fx, &["protocol", "approve", &id]);
+    assert_eq!(code, Some(6), "{err}");
+    let (code, _, err) = run_on_terminal(&fx, &["protocol", "approve", &id, "--phrase", "approve dangerous wrong"]);
+    assert_eq!(code, Some(6), "{err}");
+    assert_eq!(pending_approvals(&fx).len(), 1, "a wrong phrase must leave it pending");
+    assert!(victim.exists());
+
+    let (code, out, err) = run_on_terminal(&fx, &["protocol", "approve", &id, "--phrase", &phrase]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let r = call.join().unwrap();
+    assert!(!r.is_error, "{r:?}");
+    assert!(!victim.exists());
+}
+
+#[test]
+fn eight_pending_then_the_ninth_is_refused_at_once() {
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let server = Server::start(&fx, &[], &[]);
+    let calls: Vec<_> = (0..8)
+        .map(|i| invoke_async(&server, "shell.exec", touch(&fx.dir.path().join(format!("m{i}")))))
+        .collect();
+    let list = wait_pending(&fx, 8);
+    let started = Instant::now();
+    let r = invoke_async(&server, "shell.exec", touch(&fx.dir.path().join("m9"))).join().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "the ninth was queued, not refused");
+    assert!(r.is_error);
+    assert!(r.structured["output"].as_str().unwrap().contains("8 approvals are already pending"), "{r:?}");
+    for p in list {
+        let id = p["id"].as_str().unwrap();
+        assert_eq!(run_without_terminal(&fx, &["protocol", "reject", id]).0, Some(0));
+    }
+    for c in calls {
+        assert!(c.join().unwrap().is_error);
+    }
+    assert!((0..10).all(|i| !fx.dir.path().join(format!("m{i}")).exists()));
+}
+
+#[test]
+fn a_client_that_disconnects_leaves_its_request_pending_and_unrun() {
+    use std::io::Write;
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let server = Server::start(&fx, &[], &[]);
+    let marker = fx.dir.path().join("disconnected-marker");
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "nl2sh_invoke", "arguments": {"tool": "shell.exec", "arguments": touch(&marker)}}})
+    .to_string();
+    {
+        let mut s = std::net::TcpStream::connect(server.addr).unwrap();
+        write!(
+            s,
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+            server.host_header(),
+            server.token(),
+            body.len()
+        )
+        .unwrap();
+        wait_pending(&fx, 1);
+    } // the client goes away
+    std::thread::sleep(Duration::from_millis(300));
+    let list = wait_pending(&fx, 1);
+    assert!(!marker.exists());
+    let id = list[0]["id"].as_str().unwrap();
+    let (code, _, err) = run_on_terminal(&fx, &["protocol", "approve", id]);
+    assert_eq!(code, Some(0), "{err}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !marker.exists() {
+        assert!(Instant::now() < deadline, "the approved call did not run");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn grants_cover_matching_actions_but_never_dangerous_and_follow_config_edits() {
+    let grant = "approval_timeout_secs = 60\n\n[[approval_grants]]\ntool = \"shell.exec\"\naction_prefix = \"/bin/sh -c 'touch \"\nmax_risk = \"high\"\n";
+    let fx = Fixture::new(grant);
+    let server = Server::start(&fx, &[], &[]);
+    let marker = fx.dir.path().join("granted-marker");
+    let r = server.invoke("shell.exec", touch(&marker));
+    assert!(!r.is_error, "{r:?}");
+    assert!(marker.exists(), "a matching grant must run without a prompt");
+
+    // Dangerous is never covered, whatever the grant says.
+    let victim = fx.dir.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    let text = grant.replace("'touch \"", "'\"");
+    std::fs::write(fx.config(), &text).unwrap();
+    let call = invoke_async(&server, "shell.exec", json!({"command": format!("rm -rf {}", victim.display())}));
+    let p = wait_pending(&fx, 1).remove(0);
+    assert_eq!(p["risk"], "dangerous");
+    run_without_terminal(&fx, &["protocol", "reject", p["id"].as_str().unwrap()]);
+    assert!(call.join().unwrap().is_error);
+    assert!(victim.exists());
+
+    // Editing the configuration changes the next decision without a restart.
+    std::fs::write(fx.config(), "approval_timeout_secs = 60\n").unwrap();
+    let second = fx.dir.path().join("second-marker");
+    let call = invoke_async(&server, "shell.exec", touch(&second));
+    let p = wait_pending(&fx, 1).remove(0);
+    run_without_terminal(&fx, &["protocol", "reject", p["id"].as_str().unwrap()]);
+    assert!(call.join().unwrap().is_error);
+    assert!(!second.exists());
+}
+
+#[test]
+fn local_commands_say_when_no_service_runs() {
+    let fx = Fixture::new("");
+    let (code, _, err) = run_without_terminal(&fx, &["protocol", "approvals"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("no nl2sh protocol service is running"), "{err}");
+    let (code, _, _) = run_on_terminal(&fx, &["protocol", "approve", "abcdef"]);
+    assert_eq!(code, Some(3));
+}
+
+#[test]
+fn the_approvals_socket_serves_only_the_same_uid() {
+    if !is_root() {
+        eprintln!("not root: cannot act as another uid");
+        return;
+    }
+    let fx = Fixture::new("");
+    let _server = Server::start(&fx, &[], &[]);
+    let sock = fx.state_dir().join("protocol/approvals.sock");
+    let meta = std::fs::metadata(&sock).unwrap();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777, 0o600);
+    // Open the path up so only SO_PEERCRED stands between uid 65534 and approvald.
+    use std::os::unix::fs::PermissionsExt;
+    for d in [fx.dir.path().to_path_buf(), fx.state_dir(), fx.state_dir().join("protocol")] {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o711)).unwrap();
+    }
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let script = format!(
+        "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect({:?})\ns.settimeout(5)\n\
+         s.sendall(b'\\x00\\x00\\x00\\x10' + b'x'*16)\ntry:\n  d=s.recv(100)\nexcept Exception:\n  d=b''\n\
+         sys.exit(0 if d==b'' else 1)\n",
+        sock.display().to_string()
+    );
+    use std::os::unix::process::CommandExt;
+    let status = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .uid(65534)
+        .gid(65534)
+        .status()
+        .unwrap();
+    assert!(status.success(), "approvald answered a connection from another uid");
+}
+
+#[test]
+fn every_call_is_audited_once_with_decision_and_outcome_and_edits_are_detected() {
+    const TOKEN: &str = "audit-test-token-0123456789abcdef0123456789";
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let mut token_server = Server::start(&fx, &[], &[("NL2SH_PROTOCOL_TOKEN", TOKEN)]);
+    // An explicit token is not printed; the harness needs it to call.
+    token_server.token = Some(TOKEN.into());
+    let marker = fx.dir.path().join("audit-marker");
+    assert!(!token_server.invoke("shell.exec", json!({"command": "echo audited"})).is_error);
+    let call = invoke_async(&token_server, "shell.exec", touch(&marker));
+    let id = wait_pending(&fx, 1)[0]["id"].as_str().unwrap().to_string();
+    run_without_terminal(&fx, &["protocol", "reject", &id]);
+    assert!(call.join().unwrap().is_error);
+    std::thread::sleep(Duration::from_millis(300));
+
+    let (code, out, err) = run_without_terminal(&fx, &["protocol", "audit", "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let decisions: Vec<_> = rows.iter().filter(|r| r["kind"] == "decision").collect();
+    let outcomes: Vec<_> = rows.iter().filter(|r| r["kind"] == "outcome").collect();
+    assert_eq!(decisions.len(), 2, "{rows:?}");
+    assert_eq!(decisions[0]["decision"], "allowed");
+    assert_eq!(decisions[1]["decision"], "rejected");
+    // Each decided call has exactly one outcome.
+    for d in &decisions {
+        let n = outcomes.iter().filter(|o| o["call_id"] == d["call_id"]).count();
+        assert_eq!(n, 1, "call {} has {n} outcomes", d["call_id"]);
+    }
+    let db = fx.state_dir().join("protocol/tasks.sqlite3");
+    let bytes = std::fs::read(&db).unwrap();
+    let wal = std::fs::read(db.with_extension("sqlite3-wal")).unwrap_or_default();
+    for hay in [&bytes, &wal] {
+        assert!(!hay.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()), "the token is in the database");
+    }
+    let (code, out, _) = run_without_terminal(&fx, &["protocol", "audit", "--verify"]);
+    assert_eq!(code, Some(0), "{out}");
+
+    // Edit one row with the sqlite3 tool: --verify names it.
+    let target = decisions[1]["id"].as_i64().unwrap();
+    let status = std::process::Command::new("sqlite3")
+        .arg(&db)
+        .arg(format!("UPDATE audit SET decision = 'approved' WHERE id = {target};"))
+        .status()
+        .expect("the sqlite3 tool is needed for this test (.ci/run installs it)");
+    assert!(status.success());
+    let (code, _, err) = run_without_terminal(&fx, &["protocol", "audit", "--verify"]);
+    assert_eq!(code, Some(8), "{err}");
+    assert!(err.contains(&format!("row {target}")), "{err}");
+}
