@@ -1,21 +1,35 @@
-//! Approval authority: decides whether an action the executor prepared may run, records
-//! the decision (committed before it is answered), and records how decided calls ended.
+//! Approval authority: the one owner of approval decisions. It decides whether an action
+//! the executor prepared may run, records the decision (committed before it is answered),
+//! and records how decided calls ended.
 //!
-//! Decision rule for now: read-only actions are allowed; anything else runs only when the
-//! configuration says `protocol_auto_approve = true` (re-read for every decision); the
-//! rest is refused, because the local approval path does not exist yet. A configuration
-//! that cannot be read refuses (fail closed).
+//! Decision order (DESIGN.md §6), with the configuration re-read for every decision:
+//!
+//! 1. The configuration cannot be read or is invalid → `Refused` (fail closed).
+//! 2. Policy (`approval_policy`, remote callers raised to at least `balanced`) does not ask
+//!    → `Allowed`.
+//! 3. `protocol_auto_approve = true` → `AutoApproved`.
+//! 4. A scoped grant covers the final assessment (never root, dangerous or critical)
+//!    → `Granted`.
+//! 5. Otherwise a pending request for the local CLI ([`crate::pending`]): `Approved`,
+//!    `Rejected`, `Expired` or `Withdrawn`; `Refused` at once when the queue is full.
+//!
+//! Every call gets exactly one decision row, written when the decision is made (a pending
+//! request writes nothing until it is settled), and one outcome row: from the executor's
+//! `Finished` when it ran, or written with the decision when it does not run.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use nl2sh_proto::channels::{
-    ActionSummary, AuthorityResponse, CallResult, Decision, RemoteError, RemoteErrorKind, RiskLevel,
+    ActionSummary, AuthorityResponse, CallResult, CliErrorKind, Decision, PendingApproval,
+    RemoteError, RemoteErrorKind, RiskLevel,
 };
 use nl2sh_proto::limits::MAX_TOOL_NAME_BYTES;
 
-use crate::policy;
+use crate::pending::{Approvals, NotOpened};
+use crate::policy::{self, Policy};
 use crate::store::{AuditKind, AuditRecord, Store};
 
 /// Rendered action text.
@@ -25,17 +39,22 @@ pub const MAX_SUMMARY_BYTES: usize = 4 * 1024;
 /// Decided calls remembered until their outcome arrives, so the outcome row can repeat
 /// what ran. The oldest is forgotten first; its outcome row then carries only the call id.
 pub const MAX_REMEMBERED_CALLS: usize = 512;
+/// Assessment reasons kept per action, and bytes of each.
+pub const MAX_REASONS: usize = 16;
+pub const MAX_REASON_BYTES: usize = 1024;
 
 pub const REASON_READ_ONLY: &str = "read-only";
 pub const REASON_AUTO_APPROVED: &str = "protocol_auto_approve = true";
-pub const REASON_NO_APPROVER: &str = "needs local approval, which is not available yet";
+/// Start of the reason of every decision refused because the configuration could not be
+/// used; the rest says why.
 pub const REASON_CONFIG_UNREADABLE: &str =
-    "the configuration could not be read, so nothing is approved automatically";
+    "the configuration could not be read, so nothing runs until it is fixed";
 
 pub struct Authority {
     store: Store,
     config_path: PathBuf,
     decided: Mutex<Remembered>,
+    approvals: Approvals,
 }
 
 /// Decided calls by call id, with an insertion sequence for eviction.
@@ -46,6 +65,9 @@ struct Remembered {
 }
 
 impl Remembered {
+    /// Remember a decided call until its outcome arrives. A call that does not run has
+    /// its outcome recorded with the decision, so it is remembered too: a later
+    /// `Finished` for it then adds no second outcome.
     fn insert(&mut self, summary: ActionSummary, decision: Decision) {
         if self.calls.len() >= MAX_REMEMBERED_CALLS && !self.calls.contains_key(&summary.call_id) {
             let oldest = self.calls.iter().min_by_key(|(_, (seq, ..))| *seq);
@@ -69,6 +91,7 @@ impl Authority {
             store,
             config_path: config_path.into(),
             decided: Mutex::new(Remembered::default()),
+            approvals: Approvals::new(),
         }
     }
 
@@ -76,18 +99,37 @@ impl Authority {
         &self.store
     }
 
-    /// Decide, record the decision, and only then answer it.
+    /// Decide, record the decision, and only then answer it. A decision that needs a
+    /// person waits here until it is settled.
     pub async fn decide(&self, summary: ActionSummary) -> AuthorityResponse {
         let call_id = match check_action(&summary) {
             Ok(id) => id,
             Err(why) => return invalid(why),
         };
+        let Some(_deciding) = self.approvals.begin(summary.call_id) else {
+            return invalid(format!(
+                "call id {} already has a decision in progress",
+                summary.call_id
+            ));
+        };
         let (decision, reason) = self.judge(&summary).await;
         let mut record = AuditRecord::new(AuditKind::Decision, call_id);
         describe_action(&mut record, &summary);
         record.decision = Some(decision.as_str().to_owned());
-        record.reason = Some(reason.to_owned());
-        if let Err(e) = self.store.append(record).await {
+        record.reason = Some(reason.clone());
+        let mut records = vec![record];
+        // A call that does not run has ended here: its outcome is recorded with its
+        // decision, so every call has one decision row and one outcome row.
+        if !decision.runs() {
+            let mut outcome = AuditRecord::new(AuditKind::Outcome, call_id);
+            describe_action(&mut outcome, &summary);
+            outcome.decision = Some(decision.as_str().to_owned());
+            outcome.success = Some(false);
+            outcome.duration_ms = Some(0);
+            outcome.summary = Some(format!("not run ({})", decision.as_str()));
+            records.push(outcome);
+        }
+        if let Err(e) = self.store.append_all(records).await {
             tracing::error!(error = %e, call_id, "decision not recorded; not answering it");
             return AuthorityResponse::Error(RemoteError {
                 kind: RemoteErrorKind::Unavailable,
@@ -102,10 +144,7 @@ impl Authority {
             "decided"
         );
         self.remembered().insert(summary, decision);
-        AuthorityResponse::Decided {
-            decision,
-            reason: reason.to_owned(),
-        }
+        AuthorityResponse::Decided { decision, reason }
     }
 
     /// Queue the outcome row (committed in order, not awaited) and answer `Recorded`.
@@ -116,6 +155,14 @@ impl Authority {
         };
         let mut record = AuditRecord::new(AuditKind::Outcome, call_id);
         if let Some((summary, decision)) = self.remembered().take(result.call_id) {
+            if !decision.runs() {
+                // Its outcome was recorded with its decision.
+                tracing::debug!(
+                    call_id,
+                    "outcome of a call that did not run; already recorded"
+                );
+                return AuthorityResponse::Recorded;
+            }
             describe_action(&mut record, &summary);
             record.decision = Some(decision.as_str().to_owned());
         }
@@ -135,23 +182,58 @@ impl Authority {
         }
     }
 
-    async fn judge(&self, summary: &ActionSummary) -> (Decision, &'static str) {
-        if summary.risk == RiskLevel::ReadOnly {
-            return (Decision::Allowed, REASON_READ_ONLY);
-        }
+    /// The executor cancelled `call_id`: its pending approval (if any, now or about to
+    /// be) is settled as `Withdrawn`. Unknown call ids are fine.
+    pub fn withdraw(&self, call_id: u64) -> AuthorityResponse {
+        let decided = self.remembered().calls.contains_key(&call_id);
+        self.approvals.withdraw(call_id, decided);
+        AuthorityResponse::Recorded
+    }
+
+    /// Pending requests, oldest first.
+    pub fn list_pending(&self) -> Vec<PendingApproval> {
+        self.approvals.list()
+    }
+
+    /// Approve pending request `id` (with its phrase when it has one).
+    pub fn approve(&self, id: &str, phrase: Option<&str>) -> Result<(), (CliErrorKind, String)> {
+        self.approvals.approve(id, phrase)
+    }
+
+    /// Reject pending request `id`.
+    pub fn reject(&self, id: &str) -> Result<(), (CliErrorKind, String)> {
+        self.approvals.reject(id)
+    }
+
+    /// Settle every pending request as refused, refuse new ones, and wait (at most
+    /// `grace`) for decisions in progress to be recorded and answered.
+    pub async fn stop(&self, grace: Duration) {
+        self.approvals.stop(grace).await;
+    }
+
+    async fn judge(&self, summary: &ActionSummary) -> (Decision, String) {
         let path = self.config_path.clone();
-        let auto = tokio::task::spawn_blocking(move || policy::auto_approve(&path)).await;
-        match auto {
-            Ok(Ok(true)) => (Decision::AutoApproved, REASON_AUTO_APPROVED),
-            Ok(Ok(false)) => (Decision::Refused, REASON_NO_APPROVER),
+        let loaded = tokio::task::spawn_blocking(move || policy::load(&path)).await;
+        let policy = match loaded {
+            Ok(Ok(policy)) => policy,
             Ok(Err(e)) => {
-                tracing::warn!(error = %e, "configuration unreadable; refusing");
-                (Decision::Refused, REASON_CONFIG_UNREADABLE)
+                tracing::warn!(error = %e, "configuration unusable; refusing");
+                return (
+                    Decision::Refused,
+                    format!("{REASON_CONFIG_UNREADABLE} ({})", e.detail()),
+                );
             }
             Err(e) => {
                 tracing::error!(error = %e, "configuration reader failed; refusing");
-                (Decision::Refused, REASON_CONFIG_UNREADABLE)
+                return (Decision::Refused, REASON_CONFIG_UNREADABLE.to_owned());
             }
+        };
+        if let Some(settled) = settle_without_asking(&policy, summary) {
+            return settled;
+        }
+        match self.approvals.open(summary.clone(), policy.timeout) {
+            Ok(ticket) => ticket.wait().await,
+            Err(NotOpened::Settled(settled)) => settled,
         }
     }
 
@@ -159,6 +241,37 @@ impl Authority {
         // The map is consistent after every statement; a panic elsewhere cannot tear it.
         self.decided.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Steps 2–4 of the decision order: the decision when no person is asked.
+pub fn settle_without_asking(policy: &Policy, s: &ActionSummary) -> Option<(Decision, String)> {
+    let effective = policy.approval_policy.for_origin(s.origin);
+    if !effective.asks(s.risk, s.requires_root) {
+        let reason = if s.risk == RiskLevel::ReadOnly {
+            REASON_READ_ONLY.to_owned()
+        } else {
+            format!(
+                "approval_policy = {} does not ask for {} actions",
+                effective.as_str(),
+                s.risk.as_str()
+            )
+        };
+        return Some((Decision::Allowed, reason));
+    }
+    if policy.auto_approve {
+        return Some((Decision::AutoApproved, REASON_AUTO_APPROVED.to_owned()));
+    }
+    if let Some((index, grant)) = policy.grant_for(s) {
+        return Some((
+            Decision::Granted,
+            format!(
+                "approval grant {} (tool `{}`) in the configuration covers it",
+                index + 1,
+                grant.tool
+            ),
+        ));
+    }
+    None
 }
 
 fn invalid(why: String) -> AuthorityResponse {
@@ -201,6 +314,15 @@ fn check_action(s: &ActionSummary) -> Result<i64, String> {
     }
     check_len("tool name", &s.tool, MAX_TOOL_NAME_BYTES)?;
     check_len("action", &s.action, MAX_ACTION_BYTES)?;
+    if s.reasons.len() > MAX_REASONS {
+        return Err(format!(
+            "{} assessment reasons; the limit is {MAX_REASONS}",
+            s.reasons.len()
+        ));
+    }
+    for reason in &s.reasons {
+        check_len("an assessment reason", reason, MAX_REASON_BYTES)?;
+    }
     if s.arguments_sha256.len() != 64 || !s.arguments_sha256.bytes().all(|b| b.is_ascii_hexdigit())
     {
         return Err("arguments_sha256 must be 64 hexadecimal characters".into());

@@ -4,13 +4,15 @@ use std::sync::Arc;
 
 use tokio::net::UnixStream;
 
-use nl2sh_proto::channels::{AuthorityRequest, AuthorityResponse, StoreRequest, StoreResponse};
+use nl2sh_proto::channels::{
+    AuthorityRequest, AuthorityResponse, CliRequest, CliResponse, StoreRequest, StoreResponse,
+};
 use nl2sh_proto::rpc;
 use nl2sh_proto::FrameError;
 
 use crate::authority::Authority;
 
-/// netd's store channel.
+/// netd's store channel. Nothing here creates, lists or decides approvals.
 pub async fn serve_netd(stream: UnixStream) -> Result<(), FrameError> {
     rpc::serve(stream, |req: StoreRequest| async move { answer_store(req) }).await
 }
@@ -38,7 +40,28 @@ pub async fn answer_authority(authority: &Authority, req: AuthorityRequest) -> A
         AuthorityRequest::Ping => AuthorityResponse::Pong,
         AuthorityRequest::Decide(summary) => authority.decide(summary).await,
         AuthorityRequest::Finished(result) => authority.finished(result).await,
-        // Nothing can be pending yet: local approvals are not implemented.
-        AuthorityRequest::Withdraw { .. } => AuthorityResponse::Recorded,
+        AuthorityRequest::Withdraw { call_id } => authority.withdraw(call_id),
+    }
+}
+
+/// The local CLI over `protocol/approvals.sock`, after the peer's uid and the handshake
+/// were checked (see [`crate::socket`]).
+pub async fn serve_cli(stream: UnixStream, authority: Arc<Authority>) -> Result<(), FrameError> {
+    rpc::serve(stream, move |req: CliRequest| {
+        let authority = authority.clone();
+        async move { answer_cli(&authority, req) }
+    })
+    .await
+}
+
+pub fn answer_cli(authority: &Authority, req: CliRequest) -> CliResponse {
+    let done = |r: Result<(), _>| match r {
+        Ok(()) => CliResponse::Done,
+        Err((kind, message)) => CliResponse::Error { kind, message },
+    };
+    match req {
+        CliRequest::ListPending => CliResponse::Pending(authority.list_pending()),
+        CliRequest::Approve { id, phrase } => done(authority.approve(&id, phrase.as_deref())),
+        CliRequest::Reject { id } => done(authority.reject(&id)),
     }
 }

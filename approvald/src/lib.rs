@@ -1,17 +1,21 @@
-//! approvald: owns the state directory (tasks, approvals, audit). It answers netd's store
-//! channel and the executor's authority channel; the two are separate types, so netd can
-//! never reach the authority surface.
+//! approvald: owns the state directory (tasks, approvals, audit) and is the one owner of
+//! approval decisions. It answers netd's store channel, the executor's authority channel
+//! and the local CLI on `protocol/approvals.sock`; each is a separate type, so netd can
+//! never reach the authority or approval surface.
 
 pub mod authority;
 pub mod clock;
 pub mod dispatch;
+pub mod pending;
 pub mod policy;
+pub mod socket;
 pub mod store;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use nix::sys::stat::{umask, Mode};
 
@@ -32,7 +36,12 @@ pub enum ApprovaldError {
     Channel(&'static str, FrameError),
     #[error(transparent)]
     Store(#[from] store::StoreError),
+    #[error("approvals socket: {0}")]
+    Socket(#[from] socket::SocketError),
 }
+
+/// How long stopping waits for decisions in progress to be recorded.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// Entry point of the hidden `approvald` role.
 pub fn run() -> ExitCode {
@@ -98,6 +107,20 @@ async fn serve() -> Result<(), ApprovaldError> {
         }
     };
     let authority = Arc::new(authority::Authority::new(store, &settings.config_path));
+    let approvals_socket = match socket::ApprovalsSocket::bind(&state_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = control
+                .refuse(format!("cannot listen for approvals: {e}"))
+                .await;
+            return Err(e.into());
+        }
+    };
+    tracing::debug!(path = %approvals_socket.path().display(), "approvals socket ready");
+    let (stop_socket, socket_stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut socket_task = tokio::spawn(approvals_socket.serve(authority.clone(), async move {
+        let _ = socket_stopped.await;
+    }));
     let executor = connect_peer(
         fds::APPROVALD_EXECUTOR,
         ChannelKind::ExecutorApprovald,
@@ -142,7 +165,21 @@ async fn serve() -> Result<(), ApprovaldError> {
         },
         r = &mut executor_task => (None, ended("executor", r)),
         r = &mut netd_task => (None, ended("netd", r)),
+        r = &mut socket_task => (None, match r {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Err(ApprovaldError::Channel("approvals socket", FrameError::Closed)),
+        }),
     };
+    // Nothing pending outlives us, and nothing pending is approved: every pending request
+    // is refused and recorded before the store is flushed.
+    let _ = stop_socket.send(());
+    if !socket_task.is_finished() {
+        if let Ok(Err(e)) = socket_task.await {
+            tracing::warn!(error = %e, "approvals socket stopped with an error");
+        }
+    }
+    authority.stop(STOP_GRACE).await;
     // Whatever ends us, every queued audit record is committed first.
     let flushed = authority.store().flush().await;
     if let Err(e) = &flushed {

@@ -353,6 +353,29 @@ impl Store {
         done.await.map_err(|_| StoreError::Closed)?
     }
 
+    /// Queue `records` in order and resolve once every one of them is committed.
+    pub async fn append_all(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
+        for record in &records {
+            record.check_bounds()?;
+        }
+        let mut waits = Vec::with_capacity(records.len());
+        for record in records {
+            let (ack, done) = oneshot::channel();
+            self.queue
+                .send(Command::Append {
+                    record: Box::new(record),
+                    ack: Some(ack),
+                })
+                .await
+                .map_err(|_| StoreError::Closed)?;
+            waits.push(done);
+        }
+        for done in waits {
+            done.await.map_err(|_| StoreError::Closed)??;
+        }
+        Ok(())
+    }
+
     /// Queue `record` without waiting for its commit (it is still committed in queue
     /// order). Waits only while the queue is full.
     pub async fn append_nowait(&self, record: AuditRecord) -> Result<(), StoreError> {
@@ -726,7 +749,7 @@ fn euid() -> u32 {
 
 /// `dir` must be a directory (not a symlink) owned by us with no group/other access;
 /// created 0700 when missing.
-fn ensure_private_dir(dir: &Path) -> Result<(), StoreError> {
+pub(crate) fn ensure_private_dir(dir: &Path) -> Result<(), StoreError> {
     match DirBuilder::new().mode(DIR_MODE).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}

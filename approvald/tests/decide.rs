@@ -7,13 +7,14 @@ use std::sync::Arc;
 use tokio::net::UnixStream;
 
 use nl2sh_approvald::authority::{
-    Authority, REASON_AUTO_APPROVED, REASON_CONFIG_UNREADABLE, REASON_NO_APPROVER, REASON_READ_ONLY,
+    Authority, REASON_AUTO_APPROVED, REASON_CONFIG_UNREADABLE, REASON_READ_ONLY,
 };
+use nl2sh_approvald::dispatch::answer_cli;
 use nl2sh_approvald::dispatch::serve_executor;
 use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
 use nl2sh_proto::channels::{
-    ActionSummary, AuthorityRequest, AuthorityResponse, CallOrigin, CallResult, Decision, Identity,
-    RemoteErrorKind, RiskLevel,
+    ActionSummary, AuthorityRequest, AuthorityResponse, CallOrigin, CallResult, CliRequest,
+    CliResponse, Decision, Identity, RemoteErrorKind, RiskLevel,
 };
 use nl2sh_proto::rpc::RpcClient;
 
@@ -62,6 +63,13 @@ impl Rig {
     async fn rows(&self) -> Vec<AuditRow> {
         self.authority.store().recent(1000).await.unwrap()
     }
+
+    /// Committed decision rows.
+    async fn decision_rows(&self) -> Vec<AuditRow> {
+        let mut rows = self.rows().await;
+        rows.retain(|r| r.record.kind == AuditKind::Decision);
+        rows
+    }
 }
 
 fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
@@ -97,8 +105,6 @@ async fn ping() {
 #[tokio::test]
 async fn read_only_is_allowed_and_recorded_before_the_answer() {
     let rig = Rig::new();
-    // Even a configuration that cannot be read does not stop a read-only action.
-    rig.write_config("protocol_auto_approve = [");
     let (decision, reason) = rig.decide(summary(7, RiskLevel::ReadOnly)).await;
     assert_eq!(
         (decision, reason.as_str()),
@@ -117,18 +123,56 @@ async fn read_only_is_allowed_and_recorded_before_the_answer() {
     assert_eq!(r.tool.as_deref(), Some("shell"));
     assert_eq!(r.action.as_deref(), Some("touch /tmp/x"));
     assert_eq!(r.requires_root, Some(false));
+
+    // A configuration that cannot be read fails closed, even for a read-only action: it
+    // might have said `approval_policy = "strict"`.
+    rig.write_config("protocol_auto_approve = [");
+    let (decision, reason) = rig.decide(summary(8, RiskLevel::ReadOnly)).await;
+    assert_eq!(decision, Decision::Refused);
+    assert!(reason.starts_with(REASON_CONFIG_UNREADABLE), "{reason}");
+    assert_eq!(rig.decision_rows().await.len(), 2);
 }
 
 #[tokio::test]
-async fn medium_is_refused_without_an_approver() {
+async fn medium_waits_for_a_local_decision() {
     let rig = Rig::new();
-    let (decision, reason) = rig.decide(summary(1, RiskLevel::Medium)).await;
-    assert_eq!(decision, Decision::Refused);
-    assert_eq!(reason, "needs local approval, which is not available yet");
-    assert_eq!(reason, REASON_NO_APPROVER);
+    let client = rig.client.clone();
+    let waiting = tokio::spawn(async move {
+        client
+            .call(&AuthorityRequest::Decide(summary(1, RiskLevel::Medium)))
+            .await
+            .unwrap()
+    });
+    let id = loop {
+        match answer_cli(&rig.authority, CliRequest::ListPending) {
+            CliResponse::Pending(list) if !list.is_empty() => break list[0].id.clone(),
+            _ => tokio::time::sleep(std::time::Duration::from_millis(2)).await,
+        }
+    };
+    // Nothing is recorded while it waits.
+    assert!(rig.rows().await.is_empty());
+    assert!(matches!(
+        answer_cli(&rig.authority, CliRequest::Reject { id: id.clone() }),
+        CliResponse::Done
+    ));
+    let AuthorityResponse::Decided { decision, reason } = waiting.await.unwrap() else {
+        panic!("expected a decision");
+    };
+    assert_eq!(decision, Decision::Rejected);
+    assert!(reason.contains("needs local approval"), "{reason}");
+    assert!(reason.contains(&id), "{reason}");
+    // The decision, and with it the outcome of a call that does not run.
     let rows = rig.rows().await;
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].record.decision.as_deref(), Some("refused"));
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].record.kind, AuditKind::Decision);
+    assert_eq!(rows[0].record.decision.as_deref(), Some("rejected"));
+    assert_eq!(rows[1].record.kind, AuditKind::Outcome);
+    assert_eq!(rows[1].record.decision.as_deref(), Some("rejected"));
+    assert_eq!(rows[1].record.success, Some(false));
+    assert_eq!(
+        rows[1].record.summary.as_deref(),
+        Some("not run (rejected)")
+    );
 }
 
 #[tokio::test]
@@ -142,15 +186,15 @@ async fn auto_approve_is_read_for_every_decision() {
         (decision, reason.as_str()),
         (Decision::AutoApproved, REASON_AUTO_APPROVED)
     );
-    assert_eq!(rig.rows().await.len(), 1);
+    assert_eq!(rig.decision_rows().await.len(), 1);
 
-    rig.write_config("protocol_auto_approve = false\n");
+    // Off again: a mutation asks (and, nobody deciding within a second, expires).
+    rig.write_config("protocol_auto_approve = false\napproval_timeout_secs = 1\n");
     let (decision, reason) = rig.decide(summary(2, RiskLevel::Medium)).await;
-    assert_eq!(
-        (decision, reason.as_str()),
-        (Decision::Refused, REASON_NO_APPROVER)
-    );
-    assert_eq!(rig.rows().await.len(), 2);
+    assert_eq!(decision, Decision::Expired, "{reason}");
+    assert!(reason.contains("needs local approval"), "{reason}");
+    assert!(reason.contains("expired"), "{reason}");
+    assert_eq!(rig.decision_rows().await.len(), 2);
 
     rig.write_config("protocol_auto_approve = true\n");
     let (decision, _) = rig.decide(summary(3, RiskLevel::Low)).await;
@@ -159,21 +203,19 @@ async fn auto_approve_is_read_for_every_decision() {
     // Invalid or unreadable configuration fails closed.
     rig.write_config("protocol_auto_approve = \"yes\"\n");
     let (decision, reason) = rig.decide(summary(4, RiskLevel::Low)).await;
-    assert_eq!(
-        (decision, reason.as_str()),
-        (Decision::Refused, REASON_CONFIG_UNREADABLE)
-    );
+    assert_eq!(decision, Decision::Refused);
+    assert!(reason.starts_with(REASON_CONFIG_UNREADABLE), "{reason}");
     assert!(reason.contains("configuration could not be read"));
+    assert!(reason.contains("line 1"), "{reason}");
+    assert!(!reason.contains("config.toml"), "{reason}");
 
     std::fs::remove_file(&rig.config).unwrap();
     std::fs::create_dir(&rig.config).unwrap();
     let (decision, reason) = rig.decide(summary(5, RiskLevel::Low)).await;
-    assert_eq!(
-        (decision, reason.as_str()),
-        (Decision::Refused, REASON_CONFIG_UNREADABLE)
-    );
+    assert_eq!(decision, Decision::Refused);
+    assert!(reason.starts_with(REASON_CONFIG_UNREADABLE), "{reason}");
 
-    let rows = rig.rows().await;
+    let rows = rig.decision_rows().await;
     let decisions: Vec<_> = rows
         .iter()
         .map(|r| (r.record.call_id, r.record.decision.clone().unwrap()))
@@ -182,7 +224,7 @@ async fn auto_approve_is_read_for_every_decision() {
         decisions,
         [
             (1, "auto_approved".to_string()),
-            (2, "refused".to_string()),
+            (2, "expired".to_string()),
             (3, "auto_approved".to_string()),
             (4, "refused".to_string()),
             (5, "refused".to_string()),
@@ -319,6 +361,7 @@ async fn the_limits_themselves_are_accepted() {
 #[tokio::test]
 async fn concurrent_decisions_each_leave_one_row() {
     let rig = Rig::new();
+    rig.write_config("protocol_auto_approve = true\n");
     let calls: Vec<_> = (1..=200u64)
         .map(|i| {
             let client = rig.client.clone();

@@ -391,7 +391,10 @@ pub enum CliResponse {
     Pending(Vec<PendingApproval>),
     /// The request was approved (or rejected) and its call released.
     Done,
-    Error { kind: CliErrorKind, message: String },
+    Error {
+        kind: CliErrorKind,
+        message: String,
+    },
 }
 wire!(CliResponse, 0x0502);
 

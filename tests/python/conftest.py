@@ -49,9 +49,10 @@ def nl2sh_bin() -> str:
 
 @pytest.fixture
 def config_file(tmp_path: Path) -> Path:
-    """An empty config.toml in a fresh directory (state goes to config.state/ next to it)."""
+    """A config.toml in a fresh directory (state goes to config.state/ next to it). Nobody
+    approves in these tests, so pending approvals expire after a second."""
     cfg = tmp_path / "config.toml"
-    cfg.write_text("")
+    cfg.write_text("approval_timeout_secs = 1\n")
     return cfg
 
 

@@ -495,7 +495,7 @@ pub fn run_on_terminal(fx: &Fixture, args: &[&str]) -> (Option<i32>, String, Str
     let pty = nix::pty::openpty(None, None).expect("openpty");
     let out = fx
         .command(args)
-        .stdin(Stdio::from(std::os::fd::OwnedFd::from(pty.slave)))
+        .stdin(Stdio::from(pty.slave))
         .output()
         .expect("run nl2sh");
     drop(pty.master);
@@ -508,7 +508,11 @@ pub fn run_on_terminal(fx: &Fixture, args: &[&str]) -> (Option<i32>, String, Str
 
 /// Run an `nl2sh` command with stdin from /dev/null (a script, not a person).
 pub fn run_without_terminal(fx: &Fixture, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = fx.command(args).stdin(Stdio::null()).output().expect("run nl2sh");
+    let out = fx
+        .command(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run nl2sh");
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -535,7 +539,10 @@ pub fn wait_pending(fx: &Fixture, n: usize) -> Vec<serde_json::Value> {
         if list.len() == n {
             return list;
         }
-        assert!(Instant::now() < deadline, "expected {n} pending approvals, have {list:?}");
+        assert!(
+            Instant::now() < deadline,
+            "expected {n} pending approvals, have {list:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }

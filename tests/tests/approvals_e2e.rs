@@ -11,7 +11,11 @@ use nl2sh_tests::{
 };
 
 /// Invoke on a thread (the call blocks while its approval is pending).
-fn invoke_async(server: &Server, tool: &str, args: serde_json::Value) -> std::thread::JoinHandle<ToolCall> {
+fn invoke_async(
+    server: &Server,
+    tool: &str,
+    args: serde_json::Value,
+) -> std::thread::JoinHandle<ToolCall> {
     let addr = server.addr;
     let token = server.token().to_string();
     let tool = tool.to_string();
@@ -53,7 +57,13 @@ fn approve_from_a_terminal_runs_the_exact_action() {
     let list = wait_pending(&fx, 1);
     let p = &list[0];
     assert_eq!(p["tool"], "shell.exec");
-    assert!(p["action"].as_str().unwrap().contains(&format!("touch {}", marker.display())), "{p}");
+    assert!(
+        p["action"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("touch {}", marker.display())),
+        "{p}"
+    );
     assert_eq!(p["origin"], "mcp_http");
     assert_eq!(p["identity"], "launching_user");
     assert!(p["seconds_left"].as_u64().unwrap() <= 60);
@@ -70,7 +80,11 @@ fn approve_from_a_terminal_runs_the_exact_action() {
     let (code, _, err) = run_without_terminal(&fx, &["protocol", "approve", &id]);
     assert_eq!(code, Some(7), "{err}");
     assert!(err.contains("interactive terminal"), "{err}");
-    assert_eq!(pending_approvals(&fx).len(), 1, "a refused approve must leave it pending");
+    assert_eq!(
+        pending_approvals(&fx).len(),
+        1,
+        "a refused approve must leave it pending"
+    );
     assert!(!marker.exists());
 
     let (code, out, err) = run_on_terminal(&fx, &["protocol", "approve", &id]);
@@ -96,13 +110,21 @@ fn reject_and_expiry_refuse_and_nothing_runs() {
     assert_eq!(code, Some(0), "{out}{err}");
     let r = call.join().unwrap();
     assert!(r.is_error);
-    assert!(r.structured["output"].as_str().unwrap().contains("reject"), "{r:?}");
+    assert!(
+        r.structured["output"].as_str().unwrap().contains("reject"),
+        "{r:?}"
+    );
     assert!(!marker.exists());
 
     let started = Instant::now();
-    let r = invoke_async(&server, "shell.exec", touch(&marker)).join().unwrap();
+    let r = invoke_async(&server, "shell.exec", touch(&marker))
+        .join()
+        .unwrap();
     assert!(r.is_error);
-    assert!(r.structured["output"].as_str().unwrap().contains("expire"), "{r:?}");
+    assert!(
+        r.structured["output"].as_str().unwrap().contains("expire"),
+        "{r:?}"
+    );
     assert!(started.elapsed() >= Duration::from_secs(2));
     assert!(!marker.exists());
     assert!(pending_approvals(&fx).is_empty());
@@ -114,7 +136,11 @@ fn dangerous_actions_need_their_exact_phrase() {
     let server = Server::start(&fx, &[], &[]);
     let victim = fx.dir.path().join("victim");
     std::fs::create_dir_all(victim.join("sub")).unwrap();
-    let call = invoke_async(&server, "shell.exec", json!({"command": format!("rm -rf {}", victim.display())}));
+    let call = invoke_async(
+        &server,
+        "shell.exec",
+        json!({"command": format!("rm -rf {}", victim.display())}),
+    );
     let p = wait_pending(&fx, 1).remove(0);
     let id = p["id"].as_str().unwrap().to_string();
     assert_eq!(p["risk"], "dangerous", "{p}");
@@ -123,9 +149,22 @@ fn dangerous_actions_need_their_exact_phrase() {
 
     let (code, _, err) = run_on_terminal(&fx, &["protocol", "approve", &id]);
     assert_eq!(code, Some(6), "{err}");
-    let (code, _, err) = run_on_terminal(&fx, &["protocol", "approve", &id, "--phrase", "approve dangerous wrong"]);
+    let (code, _, err) = run_on_terminal(
+        &fx,
+        &[
+            "protocol",
+            "approve",
+            &id,
+            "--phrase",
+            "approve dangerous wrong",
+        ],
+    );
     assert_eq!(code, Some(6), "{err}");
-    assert_eq!(pending_approvals(&fx).len(), 1, "a wrong phrase must leave it pending");
+    assert_eq!(
+        pending_approvals(&fx).len(),
+        1,
+        "a wrong phrase must leave it pending"
+    );
     assert!(victim.exists());
 
     let (code, out, err) = run_on_terminal(&fx, &["protocol", "approve", &id, "--phrase", &phrase]);
@@ -140,17 +179,37 @@ fn eight_pending_then_the_ninth_is_refused_at_once() {
     let fx = Fixture::new("approval_timeout_secs = 60\n");
     let server = Server::start(&fx, &[], &[]);
     let calls: Vec<_> = (0..8)
-        .map(|i| invoke_async(&server, "shell.exec", touch(&fx.dir.path().join(format!("m{i}")))))
+        .map(|i| {
+            invoke_async(
+                &server,
+                "shell.exec",
+                touch(&fx.dir.path().join(format!("m{i}"))),
+            )
+        })
         .collect();
     let list = wait_pending(&fx, 8);
     let started = Instant::now();
-    let r = invoke_async(&server, "shell.exec", touch(&fx.dir.path().join("m9"))).join().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(5), "the ninth was queued, not refused");
+    let r = invoke_async(&server, "shell.exec", touch(&fx.dir.path().join("m9")))
+        .join()
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the ninth was queued, not refused"
+    );
     assert!(r.is_error);
-    assert!(r.structured["output"].as_str().unwrap().contains("8 approvals are already pending"), "{r:?}");
+    assert!(
+        r.structured["output"]
+            .as_str()
+            .unwrap()
+            .contains("8 approvals are already pending"),
+        "{r:?}"
+    );
     for p in list {
         let id = p["id"].as_str().unwrap();
-        assert_eq!(run_without_terminal(&fx, &["protocol", "reject", id]).0, Some(0));
+        assert_eq!(
+            run_without_terminal(&fx, &["protocol", "reject", id]).0,
+            Some(0)
+        );
     }
     for c in calls {
         assert!(c.join().unwrap().is_error);
@@ -201,14 +260,21 @@ fn grants_cover_matching_actions_but_never_dangerous_and_follow_config_edits() {
     let marker = fx.dir.path().join("granted-marker");
     let r = server.invoke("shell.exec", touch(&marker));
     assert!(!r.is_error, "{r:?}");
-    assert!(marker.exists(), "a matching grant must run without a prompt");
+    assert!(
+        marker.exists(),
+        "a matching grant must run without a prompt"
+    );
 
     // Dangerous is never covered, whatever the grant says.
     let victim = fx.dir.path().join("victim");
     std::fs::create_dir_all(&victim).unwrap();
     let text = grant.replace("'touch \"", "'\"");
     std::fs::write(fx.config(), &text).unwrap();
-    let call = invoke_async(&server, "shell.exec", json!({"command": format!("rm -rf {}", victim.display())}));
+    let call = invoke_async(
+        &server,
+        "shell.exec",
+        json!({"command": format!("rm -rf {}", victim.display())}),
+    );
     let p = wait_pending(&fx, 1).remove(0);
     assert_eq!(p["risk"], "dangerous");
     run_without_terminal(&fx, &["protocol", "reject", p["id"].as_str().unwrap()]);
@@ -230,7 +296,10 @@ fn local_commands_say_when_no_service_runs() {
     let fx = Fixture::new("");
     let (code, _, err) = run_without_terminal(&fx, &["protocol", "approvals"]);
     assert_eq!(code, Some(3), "{err}");
-    assert!(err.contains("no nl2sh protocol service is running"), "{err}");
+    assert!(
+        err.contains("no nl2sh protocol service is running"),
+        "{err}"
+    );
     let (code, _, _) = run_on_terminal(&fx, &["protocol", "approve", "abcdef"]);
     assert_eq!(code, Some(3));
 }
@@ -245,16 +314,23 @@ fn the_approvals_socket_serves_only_the_same_uid() {
     let _server = Server::start(&fx, &[], &[]);
     let sock = fx.state_dir().join("protocol/approvals.sock");
     let meta = std::fs::metadata(&sock).unwrap();
-    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777, 0o600);
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+        0o600
+    );
     // Open the path up so only SO_PEERCRED stands between uid 65534 and approvald.
     use std::os::unix::fs::PermissionsExt;
-    for d in [fx.dir.path().to_path_buf(), fx.state_dir(), fx.state_dir().join("protocol")] {
+    for d in [
+        fx.dir.path().to_path_buf(),
+        fx.state_dir(),
+        fx.state_dir().join("protocol"),
+    ] {
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o711)).unwrap();
     }
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
     let script = format!(
         "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect({:?})\ns.settimeout(5)\n\
-         s.sendall(b'\\x00\\x00\\x00\\x10' + b'x'*16)\ntry:\n  d=s.recv(100)\nexcept Exception:\n  d=b''\n\
+         try:\n  s.sendall(b'\\x00\\x00\\x00\\x10' + b'x'*16)\n  d=s.recv(100)\nexcept Exception:\n  d=b''\n\
          sys.exit(0 if d==b'' else 1)\n",
         sock.display().to_string()
     );
@@ -265,7 +341,10 @@ fn the_approvals_socket_serves_only_the_same_uid() {
         .gid(65534)
         .status()
         .unwrap();
-    assert!(status.success(), "approvald answered a connection from another uid");
+    assert!(
+        status.success(),
+        "approvald answered a connection from another uid"
+    );
 }
 
 #[test]
@@ -276,7 +355,11 @@ fn every_call_is_audited_once_with_decision_and_outcome_and_edits_are_detected()
     // An explicit token is not printed; the harness needs it to call.
     token_server.token = Some(TOKEN.into());
     let marker = fx.dir.path().join("audit-marker");
-    assert!(!token_server.invoke("shell.exec", json!({"command": "echo audited"})).is_error);
+    assert!(
+        !token_server
+            .invoke("shell.exec", json!({"command": "echo audited"}))
+            .is_error
+    );
     let call = invoke_async(&token_server, "shell.exec", touch(&marker));
     let id = wait_pending(&fx, 1)[0]["id"].as_str().unwrap().to_string();
     run_without_terminal(&fx, &["protocol", "reject", &id]);
@@ -293,14 +376,20 @@ fn every_call_is_audited_once_with_decision_and_outcome_and_edits_are_detected()
     assert_eq!(decisions[1]["decision"], "rejected");
     // Each decided call has exactly one outcome.
     for d in &decisions {
-        let n = outcomes.iter().filter(|o| o["call_id"] == d["call_id"]).count();
+        let n = outcomes
+            .iter()
+            .filter(|o| o["call_id"] == d["call_id"])
+            .count();
         assert_eq!(n, 1, "call {} has {n} outcomes", d["call_id"]);
     }
     let db = fx.state_dir().join("protocol/tasks.sqlite3");
     let bytes = std::fs::read(&db).unwrap();
     let wal = std::fs::read(db.with_extension("sqlite3-wal")).unwrap_or_default();
     for hay in [&bytes, &wal] {
-        assert!(!hay.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()), "the token is in the database");
+        assert!(
+            !hay.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
+            "the token is in the database"
+        );
     }
     let (code, out, _) = run_without_terminal(&fx, &["protocol", "audit", "--verify"]);
     assert_eq!(code, Some(0), "{out}");
@@ -309,7 +398,9 @@ fn every_call_is_audited_once_with_decision_and_outcome_and_edits_are_detected()
     let target = decisions[1]["id"].as_i64().unwrap();
     let status = std::process::Command::new("sqlite3")
         .arg(&db)
-        .arg(format!("UPDATE audit SET decision = 'approved' WHERE id = {target};"))
+        .arg(format!(
+            "UPDATE audit SET decision = 'approved' WHERE id = {target};"
+        ))
         .status()
         .expect("the sqlite3 tool is needed for this test (.ci/run installs it)");
     assert!(status.success());

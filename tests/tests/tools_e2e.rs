@@ -195,7 +195,8 @@ fn failures_are_is_error_results_that_say_why() {
 
 #[test]
 fn a_mutation_without_approval_is_refused_and_not_run() {
-    let fx = Fixture::new("");
+    // Nobody approves: each call waits its (short) approval time out and is refused.
+    let fx = Fixture::new("approval_timeout_secs = 1\n");
     let server = Server::start(&fx, &[], &[]);
     let marker = fx.dir.path().join("marker");
     for command in [

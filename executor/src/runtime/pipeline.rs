@@ -231,7 +231,10 @@ impl Pipeline {
 
     async fn withdraw(&self, call_id: u64) {
         if let Some(authority) = &self.authority {
-            if let Err(e) = authority.call(&AuthorityRequest::Withdraw { call_id }).await {
+            if let Err(e) = authority
+                .call(&AuthorityRequest::Withdraw { call_id })
+                .await
+            {
                 tracing::warn!(error = %e, call_id, "could not withdraw a pending approval");
             }
         }

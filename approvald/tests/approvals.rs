@@ -1,0 +1,571 @@
+//! The decision order end to end through the executor's channel: policy, auto-approve,
+//! scoped grants, and pending requests settled by the local CLI, by expiry, by the
+//! executor's withdrawal, or by approvald stopping.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{summary, Rig};
+use nl2sh_approvald::authority::{REASON_AUTO_APPROVED, REASON_CONFIG_UNREADABLE};
+use nl2sh_approvald::store::AuditKind;
+use nl2sh_proto::channels::{
+    AuthorityRequest, AuthorityResponse, CallOrigin, CallResult, CliErrorKind, Decision, RiskLevel,
+};
+use nl2sh_proto::limits::MAX_PENDING_APPROVALS;
+
+const LEVELS: [RiskLevel; 6] = [
+    RiskLevel::ReadOnly,
+    RiskLevel::Low,
+    RiskLevel::Medium,
+    RiskLevel::High,
+    RiskLevel::Dangerous,
+    RiskLevel::Critical,
+];
+
+/// With `protocol_auto_approve = true`, every action the policy asks about is
+/// auto-approved and every other one is allowed, so the decision shows whether the policy
+/// asked.
+#[tokio::test]
+async fn policy_matrix() {
+    let rig = Rig::new();
+    let mut call_id = 0;
+    for policy in ["permissive", "balanced", "strict", ""] {
+        let line = if policy.is_empty() {
+            String::new()
+        } else {
+            format!("approval_policy = \"{policy}\"\n")
+        };
+        rig.write_config(&format!("{line}protocol_auto_approve = true\n"));
+        for origin in [CallOrigin::McpHttp, CallOrigin::McpStdio] {
+            for risk in LEVELS {
+                for root in [false, true] {
+                    call_id += 1;
+                    let mut s = summary(call_id, risk);
+                    s.origin = origin;
+                    s.requires_root = root;
+                    let (decision, reason) = rig.decide(s).await;
+                    let mutation = risk != RiskLevel::ReadOnly;
+                    let asks = match (policy, origin) {
+                        ("strict", _) => true,
+                        // Remote callers get at least balanced.
+                        ("permissive", CallOrigin::McpStdio) => {
+                            risk >= RiskLevel::Dangerous || (root && mutation)
+                        }
+                        _ => mutation,
+                    };
+                    let expected = if asks {
+                        Decision::AutoApproved
+                    } else {
+                        Decision::Allowed
+                    };
+                    assert_eq!(
+                        decision, expected,
+                        "policy {policy:?} origin {origin:?} risk {risk:?} root {root}: {reason}"
+                    );
+                    if asks {
+                        assert_eq!(reason, REASON_AUTO_APPROVED);
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(rig.decisions().await.len(), call_id as usize);
+    rig.assert_one_row_per_call().await;
+}
+
+/// Without auto-approve, whatever the policy asks about waits for a person; a short
+/// timeout lets it expire at once on the paused clock.
+#[tokio::test(start_paused = true)]
+async fn what_the_policy_asks_about_waits_for_a_person() {
+    let rig = Rig::new();
+    rig.write_config("approval_policy = 'permissive'\napproval_timeout_secs = 1\n");
+    let mut s = summary(1, RiskLevel::High);
+    s.origin = CallOrigin::McpStdio;
+    assert_eq!(rig.decide(s.clone()).await.0, Decision::Allowed);
+    // Remote: raised to balanced.
+    s.call_id = 2;
+    s.origin = CallOrigin::McpHttp;
+    assert_eq!(rig.decide(s.clone()).await.0, Decision::Expired);
+    s.call_id = 3;
+    s.origin = CallOrigin::McpStdio;
+    s.risk = RiskLevel::Dangerous;
+    assert_eq!(rig.decide(s.clone()).await.0, Decision::Expired);
+    s.call_id = 4;
+    s.risk = RiskLevel::Low;
+    s.requires_root = true;
+    assert_eq!(rig.decide(s.clone()).await.0, Decision::Expired);
+    s.call_id = 5;
+    s.risk = RiskLevel::ReadOnly;
+    assert_eq!(rig.decide(s.clone()).await.0, Decision::Allowed);
+    rig.write_config("approval_policy = 'strict'\napproval_timeout_secs = 1\n");
+    s.call_id = 6;
+    assert_eq!(rig.decide(s.clone()).await.0, Decision::Expired);
+    rig.assert_one_row_per_call().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn scoped_grants() {
+    let rig = Rig::new();
+    rig.write_config(
+        r#"
+approval_timeout_secs = 1
+protocol_token = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+[[approval_grants]]
+tool = "shell"
+action = "touch /tmp/x"
+
+[[approval_grants]]
+tool = "shell"
+action_prefix = "rm /tmp/scratch/"
+max_risk = "high"
+origin = "mcp_stdio"
+
+[[approval_grants]]
+tool = "fs.write"
+max_risk = "medium"
+origin = "mcp_http"
+"#,
+    );
+    let mut next = 0;
+    let mut decide = |tool: &str, action: &str, risk, origin, root| {
+        next += 1;
+        let mut s = summary(next, risk);
+        s.tool = tool.into();
+        s.action = action.into();
+        s.origin = origin;
+        s.requires_root = root;
+        s
+    };
+    use CallOrigin::{McpHttp as Http, McpStdio as Stdio};
+    use RiskLevel::*;
+    let cases = [
+        // Grant 1: exact action, default max_risk low, any origin.
+        (decide("shell", "touch /tmp/x", Low, Http, false), Some(1)),
+        (decide("shell", "touch /tmp/x", Low, Stdio, false), Some(1)),
+        (decide("shell", "touch /tmp/x", Medium, Http, false), None),
+        (decide("shell", "touch /tmp/xy", Low, Http, false), None),
+        (decide("shell", "touch /tmp/x", Low, Http, true), None),
+        (decide("Shell", "touch /tmp/x", Low, Http, false), None),
+        // Grant 2: prefix, up to high, stdio only.
+        (
+            decide("shell", "rm /tmp/scratch/a", High, Stdio, false),
+            Some(2),
+        ),
+        (
+            decide("shell", "rm /tmp/scratch/a", Medium, Stdio, false),
+            Some(2),
+        ),
+        (
+            decide("shell", "rm /tmp/scratch/a", High, Http, false),
+            None,
+        ),
+        (decide("shell", "rm /tmp/other", Low, Stdio, false), None),
+        (
+            decide("shell", "rm /tmp/scratch/a", Dangerous, Stdio, false),
+            None,
+        ),
+        (
+            decide("shell", "rm /tmp/scratch/a", Critical, Stdio, false),
+            None,
+        ),
+        (decide("shell", "rm /tmp/scratch/a", Low, Stdio, true), None),
+        // Grant 3: any action of the tool, up to medium, http only.
+        (decide("fs.write", "write /a", Medium, Http, false), Some(3)),
+        (decide("fs.write", "write /a", High, Http, false), None),
+        (decide("fs.write", "write /a", Low, Stdio, false), None),
+    ];
+    for (s, grant) in cases {
+        let what = format!(
+            "{} {:?} {:?} root {}",
+            s.action, s.risk, s.origin, s.requires_root
+        );
+        let (decision, reason) = rig.decide(s).await;
+        match grant {
+            Some(n) => {
+                assert_eq!(decision, Decision::Granted, "{what}: {reason}");
+                assert!(
+                    reason.contains(&format!("approval grant {n} ")),
+                    "{what}: {reason}"
+                );
+            }
+            // Not covered: it asked, and nobody answered.
+            None => assert_eq!(decision, Decision::Expired, "{what}: {reason}"),
+        }
+    }
+    rig.assert_one_row_per_call().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn editing_the_configuration_changes_the_next_decision() {
+    let rig = Rig::new();
+    let s = |id| summary(id, RiskLevel::Low);
+    rig.write_config("approval_timeout_secs = 1\n[[approval_grants]]\ntool = 'shell'\n");
+    assert_eq!(rig.decide(s(1)).await.0, Decision::Granted);
+    rig.write_config("approval_timeout_secs = 1\n");
+    assert_eq!(rig.decide(s(2)).await.0, Decision::Expired);
+    rig.write_config("protocol_auto_approve = true\n");
+    assert_eq!(rig.decide(s(3)).await.0, Decision::AutoApproved);
+    rig.write_config("approval_timeout_secs = 1\napproval_policy = 'strict'\n");
+    assert_eq!(
+        rig.decide(summary(4, RiskLevel::ReadOnly)).await.0,
+        Decision::Expired
+    );
+    rig.write_config("approval_policy = 'balanced'\n");
+    assert_eq!(
+        rig.decide(summary(5, RiskLevel::ReadOnly)).await.0,
+        Decision::Allowed
+    );
+    // A grant with a key approvald does not know: the grant is invalid, and the decision
+    // fails closed with a reason naming it.
+    rig.write_config("[[approval_grants]]\ntool = 'shell'\nmax_rsik = 'medium'\n");
+    let (decision, reason) = rig.decide(s(6)).await;
+    assert_eq!(decision, Decision::Refused);
+    assert!(reason.starts_with(REASON_CONFIG_UNREADABLE), "{reason}");
+    assert!(reason.contains("approval grant 1"), "{reason}");
+    assert!(reason.contains("max_rsik"), "{reason}");
+    rig.write_config("approval_timeout_secs = 0\n");
+    let (decision, reason) = rig.decide(s(7)).await;
+    assert_eq!(decision, Decision::Refused);
+    assert!(reason.contains("approval_timeout_secs"), "{reason}");
+    rig.write_config("approval_policy = 'lax'\n");
+    assert_eq!(rig.decide(s(8)).await.0, Decision::Refused);
+    // A timeout above the limit is read as the limit, never longer.
+    rig.write_config("approval_timeout_secs = 100000\n");
+    let waiting = rig.decide_later(s(9));
+    let pending = rig.wait_pending(1).await;
+    assert_eq!(pending[0].seconds_left, 120);
+    tokio::time::advance(Duration::from_secs(121)).await;
+    let (decision, reason) = waiting.await.unwrap();
+    assert_eq!(decision, Decision::Expired);
+    assert!(reason.contains("within 120 s"), "{reason}");
+    rig.assert_one_row_per_call().await;
+    assert_eq!(rig.decisions().await.len(), 9);
+}
+
+#[tokio::test]
+async fn approve_runs_it_and_records_one_row() {
+    let rig = Rig::new();
+    let mut s = summary(11, RiskLevel::Medium);
+    s.reasons = vec!["touch creates or updates files".into()];
+    let waiting = rig.decide_later(s);
+    let pending = rig.wait_pending(1).await;
+    let p = &pending[0];
+    assert_eq!(p.id.len(), 6);
+    assert!(p
+        .id
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(&b)));
+    assert_eq!(p.call_id, 11);
+    assert_eq!(p.tool, "shell");
+    assert_eq!(p.action, "touch /tmp/x");
+    assert_eq!(p.risk, RiskLevel::Medium);
+    assert_eq!(p.origin, CallOrigin::McpHttp);
+    assert_eq!(p.reasons, ["touch creates or updates files"]);
+    assert_eq!(p.phrase, None);
+    assert!((119..=120).contains(&p.seconds_left), "{}", p.seconds_left);
+    assert!(rig.rows().await.is_empty(), "no row while pending");
+    // No phrase is needed for medium.
+    rig.approve(&p.id, None).unwrap();
+    let (decision, reason) = waiting.await.unwrap();
+    assert_eq!(decision, Decision::Approved);
+    assert!(reason.contains(&p.id), "{reason}");
+    assert!(rig.pending().is_empty());
+    // Settled requests cannot be settled again.
+    assert_eq!(rig.approve(&p.id, None), Err(CliErrorKind::NoSuchRequest));
+    assert_eq!(rig.reject(&p.id), Err(CliErrorKind::NoSuchRequest));
+    assert_eq!(
+        rig.approve("zzzzzz", None),
+        Err(CliErrorKind::NoSuchRequest)
+    );
+    assert_eq!(
+        rig.approve(&"a".repeat(10_000), None),
+        Err(CliErrorKind::InvalidRequest)
+    );
+    let rows = rig.rows().await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].record.decision.as_deref(), Some("approved"));
+    assert_eq!(rows[0].record.call_id, 11);
+    assert!(rows[0].record.reason.as_deref().unwrap().contains(&p.id));
+}
+
+#[tokio::test]
+async fn reject_does_not_run_it() {
+    let rig = Rig::new();
+    let waiting = rig.decide_later(summary(1, RiskLevel::High));
+    let id = rig.wait_pending(1).await[0].id.clone();
+    rig.reject(&id).unwrap();
+    let (decision, _) = waiting.await.unwrap();
+    assert_eq!(decision, Decision::Rejected);
+    assert!(!decision.runs());
+    assert_eq!(rig.approve(&id, None), Err(CliErrorKind::NoSuchRequest));
+    assert_eq!(rig.decisions().await, [(1, "rejected".to_string())]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn expiry_never_approves() {
+    let rig = Rig::new();
+    rig.write_config("approval_timeout_secs = 5\n");
+    let waiting = rig.decide_later(summary(1, RiskLevel::Medium));
+    let id = rig.wait_pending(1).await[0].id.clone();
+    assert_eq!(rig.pending()[0].seconds_left, 5);
+    tokio::time::advance(Duration::from_millis(3500)).await;
+    assert_eq!(rig.pending()[0].seconds_left, 2);
+    tokio::time::advance(Duration::from_secs(2)).await;
+    // Past the expiry instant: approving is refused whether or not the waiter has woken.
+    assert_eq!(rig.approve(&id, None), Err(CliErrorKind::Expired));
+    let (decision, reason) = waiting.await.unwrap();
+    assert_eq!(decision, Decision::Expired);
+    assert!(reason.contains("within 5 s"), "{reason}");
+    assert!(rig.pending().is_empty());
+    // Remembered for a while as expired, then forgotten.
+    assert_eq!(rig.approve(&id, None), Err(CliErrorKind::Expired));
+    assert_eq!(rig.reject(&id), Err(CliErrorKind::Expired));
+    tokio::time::advance(Duration::from_secs(61)).await;
+    assert_eq!(rig.approve(&id, None), Err(CliErrorKind::NoSuchRequest));
+    assert_eq!(rig.decisions().await, [(1, "expired".to_string())]);
+}
+
+#[tokio::test]
+async fn dangerous_and_critical_need_the_exact_phrase() {
+    let rig = Rig::new();
+    for (call_id, risk) in [(1, RiskLevel::Dangerous), (2, RiskLevel::Critical)] {
+        let waiting = rig.decide_later(summary(call_id, risk));
+        let p = rig.wait_pending(1).await.remove(0);
+        let phrase = format!("approve {} {}", risk.as_str(), p.id);
+        assert_eq!(p.phrase.as_deref(), Some(phrase.as_str()));
+        assert_eq!(rig.approve(&p.id, None), Err(CliErrorKind::PhraseRequired));
+        assert_eq!(rig.pending().len(), 1, "still pending");
+        for wrong in [
+            String::new(),
+            "approve".into(),
+            format!("approve high {}", p.id),
+            format!("approve {} zzzzzz", risk.as_str()),
+            format!("{phrase} "),
+            phrase.to_uppercase(),
+        ] {
+            assert_eq!(
+                rig.approve(&p.id, Some(&wrong)),
+                Err(CliErrorKind::WrongPhrase),
+                "{wrong:?}"
+            );
+        }
+        assert_eq!(rig.pending().len(), 1, "still pending");
+        assert!(!waiting.is_finished());
+        rig.approve(&p.id, Some(&phrase)).unwrap();
+        let (decision, _) = waiting.await.unwrap();
+        assert_eq!(decision, Decision::Approved);
+    }
+    assert_eq!(
+        rig.decisions().await,
+        [(1, "approved".to_string()), (2, "approved".to_string())]
+    );
+}
+
+#[tokio::test]
+async fn at_most_eight_pending_and_the_ninth_is_refused_at_once() {
+    let rig = Rig::new();
+    let waiting: Vec<_> = (1..=MAX_PENDING_APPROVALS as u64)
+        .map(|i| rig.decide_later(summary(i, RiskLevel::Medium)))
+        .collect();
+    let pending = rig.wait_pending(MAX_PENDING_APPROVALS).await;
+    // Oldest first; ids are distinct.
+    let mut ids: Vec<_> = pending.iter().map(|p| p.id.clone()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), MAX_PENDING_APPROVALS);
+    let (decision, reason) = rig.decide(summary(100, RiskLevel::Low)).await;
+    assert_eq!(decision, Decision::Refused);
+    assert!(
+        reason.contains("8 approvals are already pending; decide or let them expire first"),
+        "{reason}"
+    );
+    assert_eq!(rig.pending().len(), MAX_PENDING_APPROVALS);
+    // Settling one makes room for one more.
+    rig.reject(&pending[0].id).unwrap();
+    let tenth = rig.decide_later(summary(101, RiskLevel::Low));
+    for _ in 0..1000 {
+        if rig.pending().iter().any(|p| p.call_id == 101) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let now = rig.pending();
+    assert_eq!(now.len(), MAX_PENDING_APPROVALS);
+    assert_eq!(now.last().unwrap().call_id, 101, "newest last");
+    for p in now {
+        rig.reject(&p.id).unwrap();
+    }
+    for w in waiting {
+        assert_eq!(w.await.unwrap().0, Decision::Rejected);
+    }
+    assert_eq!(tenth.await.unwrap().0, Decision::Rejected);
+    assert_eq!(rig.decisions().await.len(), MAX_PENDING_APPROVALS + 2);
+    rig.assert_one_row_per_call().await;
+}
+
+#[tokio::test]
+async fn withdraw_settles_a_pending_request() {
+    let rig = Rig::new();
+    let waiting = rig.decide_later(summary(5, RiskLevel::Medium));
+    let other = rig.decide_later(summary(6, RiskLevel::Medium));
+    let pending = rig.wait_pending(2).await;
+    let id = pending.iter().find(|p| p.call_id == 5).unwrap().id.clone();
+    assert!(matches!(
+        rig.call(AuthorityRequest::Withdraw { call_id: 5 }).await,
+        AuthorityResponse::Recorded
+    ));
+    let (decision, reason) = waiting.await.unwrap();
+    assert_eq!(decision, Decision::Withdrawn);
+    assert!(reason.contains("cancelled"), "{reason}");
+    let left = rig.pending();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].call_id, 6);
+    assert_eq!(rig.approve(&id, None), Err(CliErrorKind::NoSuchRequest));
+    // Unknown and already decided call ids are fine.
+    for call_id in [5, 999] {
+        assert!(matches!(
+            rig.call(AuthorityRequest::Withdraw { call_id }).await,
+            AuthorityResponse::Recorded
+        ));
+    }
+    rig.reject(&left[0].id).unwrap();
+    assert_eq!(other.await.unwrap().0, Decision::Rejected);
+    assert_eq!(
+        rig.decisions().await,
+        [(5, "withdrawn".to_string()), (6, "rejected".to_string())]
+    );
+}
+
+#[tokio::test]
+async fn a_withdrawal_that_overtakes_its_decision_still_withdraws_it() {
+    let rig = Rig::new();
+    rig.authority.withdraw(42);
+    let (decision, _) = rig.decide(summary(42, RiskLevel::Medium)).await;
+    assert_eq!(decision, Decision::Withdrawn);
+    assert!(rig.pending().is_empty());
+    // It applies once: the same call id later asks normally.
+    let waiting = rig.decide_later(summary(42, RiskLevel::Medium));
+    let id = rig.wait_pending(1).await[0].id.clone();
+    rig.reject(&id).unwrap();
+    assert_eq!(waiting.await.unwrap().0, Decision::Rejected);
+}
+
+#[tokio::test]
+async fn a_second_decision_for_a_call_in_progress_is_invalid() {
+    let rig = Rig::new();
+    let waiting = rig.decide_later(summary(1, RiskLevel::Medium));
+    rig.wait_pending(1).await;
+    assert!(matches!(
+        rig.call(AuthorityRequest::Decide(summary(1, RiskLevel::Medium)))
+            .await,
+        AuthorityResponse::Error(_)
+    ));
+    assert_eq!(rig.pending().len(), 1);
+    rig.authority.withdraw(1);
+    assert_eq!(waiting.await.unwrap().0, Decision::Withdrawn);
+    assert_eq!(rig.decisions().await.len(), 1);
+}
+
+#[tokio::test]
+async fn stopping_refuses_what_is_pending_and_records_it() {
+    let rig = Rig::new();
+    let waiting = rig.decide_later(summary(1, RiskLevel::Critical));
+    rig.wait_pending(1).await;
+    rig.authority.stop(Duration::from_secs(5)).await;
+    let (decision, reason) = waiting.await.unwrap();
+    assert_eq!(decision, Decision::Refused);
+    assert!(reason.contains("stopping"), "{reason}");
+    // stop() returned only after the decision was recorded.
+    assert_eq!(rig.decisions().await, [(1, "refused".to_string())]);
+    // Nothing new becomes pending.
+    let (decision, _) = rig.decide(summary(2, RiskLevel::Medium)).await;
+    assert_eq!(decision, Decision::Refused);
+    assert!(rig.pending().is_empty());
+}
+
+#[tokio::test]
+async fn a_restarted_authority_knows_no_pending_request() {
+    let rig = Rig::new();
+    let waiting = rig.decide_later(summary(1, RiskLevel::Medium));
+    let id = rig.wait_pending(1).await[0].id.clone();
+    // A new approvald over the same state directory: pending requests lived only in the
+    // old process, so nothing can approve them.
+    let store = nl2sh_approvald::store::Store::open(rig.dir.path()).unwrap();
+    let restarted = nl2sh_approvald::authority::Authority::new(store, &rig.config);
+    assert!(restarted.list_pending().is_empty());
+    assert_eq!(
+        restarted.approve(&id, None).map_err(|(kind, _)| kind),
+        Err(CliErrorKind::NoSuchRequest)
+    );
+    rig.reject(&id).unwrap();
+    assert_eq!(waiting.await.unwrap().0, Decision::Rejected);
+}
+
+/// Every call has one decision row and one outcome row: a call that runs gets its outcome
+/// from the executor, a call that does not run gets it with its decision, and a late
+/// `Finished` for it adds nothing.
+#[tokio::test]
+async fn every_call_has_one_decision_and_one_outcome() {
+    let rig = Rig::new();
+    let finished = |call_id| {
+        AuthorityRequest::Finished(CallResult {
+            call_id,
+            success: true,
+            exit_code: Some(0),
+            duration_ms: 3,
+            summary: "ok".into(),
+        })
+    };
+    // Runs.
+    assert_eq!(
+        rig.decide(summary(1, RiskLevel::ReadOnly)).await.0,
+        Decision::Allowed
+    );
+    assert!(matches!(
+        rig.call(finished(1)).await,
+        AuthorityResponse::Recorded
+    ));
+    // Rejected: the executor does not run it; even if it reported an outcome, no second
+    // outcome row appears.
+    let waiting = rig.decide_later(summary(2, RiskLevel::Medium));
+    let id = rig.wait_pending(1).await[0].id.clone();
+    rig.reject(&id).unwrap();
+    assert_eq!(waiting.await.unwrap().0, Decision::Rejected);
+    assert!(matches!(
+        rig.call(finished(2)).await,
+        AuthorityResponse::Recorded
+    ));
+    // Withdrawn.
+    let waiting = rig.decide_later(summary(3, RiskLevel::Medium));
+    rig.wait_pending(1).await;
+    rig.authority.withdraw(3);
+    assert_eq!(waiting.await.unwrap().0, Decision::Withdrawn);
+    rig.authority.store().flush().await.unwrap();
+
+    let rows = rig.rows().await;
+    let kinds: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.record.call_id,
+                r.record.kind,
+                r.record.decision.clone().unwrap(),
+                r.record.success,
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (1, AuditKind::Decision, "allowed".into(), None),
+            (1, AuditKind::Outcome, "allowed".into(), Some(true)),
+            (2, AuditKind::Decision, "rejected".into(), None),
+            (2, AuditKind::Outcome, "rejected".into(), Some(false)),
+            (3, AuditKind::Decision, "withdrawn".into(), None),
+            (3, AuditKind::Outcome, "withdrawn".into(), Some(false)),
+        ]
+    );
+    assert!(rig.authority.store().verify().await.unwrap().is_intact());
+}

@@ -1,0 +1,165 @@
+//! A test rig: a store in a temporary state directory, an authority reading
+//! `config.toml` beside it, and an executor-side client over a socketpair.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::UnixStream;
+use tokio::task::JoinHandle;
+
+use nl2sh_approvald::authority::Authority;
+use nl2sh_approvald::dispatch::{answer_cli, serve_executor};
+use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
+use nl2sh_proto::channels::{
+    ActionSummary, AuthorityRequest, AuthorityResponse, CallOrigin, CliErrorKind, CliRequest,
+    CliResponse, Decision, Identity, PendingApproval, RiskLevel,
+};
+use nl2sh_proto::rpc::RpcClient;
+
+pub type Client = RpcClient<AuthorityRequest, AuthorityResponse>;
+
+pub struct Rig {
+    pub dir: tempfile::TempDir,
+    pub config: PathBuf,
+    pub authority: Arc<Authority>,
+    pub client: Client,
+}
+
+impl Rig {
+    pub fn new() -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let config = dir.path().join("config.toml");
+        let authority = Arc::new(Authority::new(store, &config));
+        let (a, b) = UnixStream::pair().unwrap();
+        tokio::spawn(serve_executor(b, authority.clone()));
+        let (client, _) = Client::spawn(a);
+        Rig {
+            dir,
+            config,
+            authority,
+            client,
+        }
+    }
+
+    pub fn write_config(&self, text: &str) {
+        std::fs::write(&self.config, text).unwrap();
+    }
+
+    pub async fn call(&self, req: AuthorityRequest) -> AuthorityResponse {
+        self.client.call(&req).await.unwrap()
+    }
+
+    pub async fn decide(&self, summary: ActionSummary) -> (Decision, String) {
+        decided(self.call(AuthorityRequest::Decide(summary)).await)
+    }
+
+    /// Start a decision that is expected to wait; its answer comes from the handle.
+    pub fn decide_later(&self, summary: ActionSummary) -> JoinHandle<(Decision, String)> {
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            decided(
+                client
+                    .call(&AuthorityRequest::Decide(summary))
+                    .await
+                    .unwrap(),
+            )
+        })
+    }
+
+    pub fn cli(&self, req: CliRequest) -> CliResponse {
+        answer_cli(&self.authority, req)
+    }
+
+    pub fn pending(&self) -> Vec<PendingApproval> {
+        match self.cli(CliRequest::ListPending) {
+            CliResponse::Pending(list) => list,
+            other => panic!("expected a list, got {other:?}"),
+        }
+    }
+
+    /// Wait until `n` requests are pending; they are returned oldest first.
+    pub async fn wait_pending(&self, n: usize) -> Vec<PendingApproval> {
+        for _ in 0..5000 {
+            let list = self.pending();
+            if list.len() >= n {
+                return list;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        panic!("{n} pending approvals never appeared: {:?}", self.pending());
+    }
+
+    pub fn approve(&self, id: &str, phrase: Option<&str>) -> Result<(), CliErrorKind> {
+        cli_result(self.cli(CliRequest::Approve {
+            id: id.into(),
+            phrase: phrase.map(str::to_owned),
+        }))
+    }
+
+    pub fn reject(&self, id: &str) -> Result<(), CliErrorKind> {
+        cli_result(self.cli(CliRequest::Reject { id: id.into() }))
+    }
+
+    /// Committed rows, without flushing: what a decision answer guarantees is on disk.
+    pub async fn rows(&self) -> Vec<AuditRow> {
+        self.authority.store().recent(10_000).await.unwrap()
+    }
+
+    /// (call id, decision) of every decision row, in order.
+    pub async fn decisions(&self) -> Vec<(i64, String)> {
+        self.rows()
+            .await
+            .into_iter()
+            .filter(|r| r.record.kind == AuditKind::Decision)
+            .map(|r| (r.record.call_id, r.record.decision.unwrap()))
+            .collect()
+    }
+
+    /// Every call id has exactly one decision row.
+    pub async fn assert_one_row_per_call(&self) {
+        let mut ids: Vec<i64> = self
+            .decisions()
+            .await
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        let n = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "a call has more than one decision row");
+        assert!(self.authority.store().verify().await.unwrap().is_intact());
+    }
+}
+
+pub fn cli_result(resp: CliResponse) -> Result<(), CliErrorKind> {
+    match resp {
+        CliResponse::Done => Ok(()),
+        CliResponse::Error { kind, .. } => Err(kind),
+        other => panic!("expected Done or an error, got {other:?}"),
+    }
+}
+
+pub fn decided(resp: AuthorityResponse) -> (Decision, String) {
+    match resp {
+        AuthorityResponse::Decided { decision, reason } => (decision, reason),
+        other => panic!("expected a decision, got {other:?}"),
+    }
+}
+
+pub fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
+    ActionSummary {
+        call_id,
+        origin: CallOrigin::McpHttp,
+        tool: "shell".into(),
+        action: "touch /tmp/x".into(),
+        arguments_sha256: "0123456789abcdef".repeat(4),
+        risk,
+        requires_root: false,
+        identity: Identity::Launching,
+        reasons: Vec::new(),
+    }
+}

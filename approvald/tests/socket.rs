@@ -1,0 +1,305 @@
+//! `protocol/approvals.sock`: mode, same-uid service, other uids refused, stale files, and
+//! removal on exit.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::net::UnixStream;
+use tokio::sync::oneshot;
+
+use common::{summary, Rig};
+use nl2sh_approvald::socket::{ApprovalsSocket, SOCKET_FILE};
+use nl2sh_proto::channels::{CliErrorKind, CliRequest, CliResponse, Decision, RiskLevel};
+use nl2sh_proto::frame::encode;
+use nl2sh_proto::handshake::{handshake, ChannelKind, Hello, Role, MAGIC, PROTOCOL_VERSION};
+use nl2sh_proto::rpc::RpcClient;
+
+type CliClient = RpcClient<CliRequest, CliResponse>;
+
+/// Env var that turns `peer_helper` into the connecting side of `another_uid_is_refused`.
+const HELPER_ENV: &str = "NL2SH_APPROVALD_TEST_PEER_SOCKET";
+const HELPER_REFUSED: i32 = 42;
+const HELPER_ANSWERED: i32 = 43;
+const HELPER_NO_CONNECT: i32 = 44;
+
+fn mode(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+async fn connect(path: &Path) -> CliClient {
+    let mut stream = UnixStream::connect(path).await.unwrap();
+    handshake(
+        &mut stream,
+        ChannelKind::CliApprovald,
+        Role::Cli,
+        Role::Approvald,
+    )
+    .await
+    .unwrap();
+    CliClient::spawn(stream).0
+}
+
+struct Served {
+    path: std::path::PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), nl2sh_approvald::socket::SocketError>>,
+}
+
+fn serve(rig: &Rig) -> Served {
+    let socket = ApprovalsSocket::bind(rig.dir.path()).unwrap();
+    let path = socket.path().to_owned();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(socket.serve(rig.authority.clone(), async move {
+        let _ = stopped.await;
+    }));
+    Served {
+        path,
+        stop: Some(stop),
+        task,
+    }
+}
+
+#[tokio::test]
+async fn serves_the_same_uid_and_is_removed_on_exit() {
+    let rig = Rig::new();
+    let mut served = serve(&rig);
+    assert_eq!(served.path, rig.dir.path().join(SOCKET_FILE));
+    let meta = std::fs::symlink_metadata(&served.path).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(mode(&served.path), 0o600);
+    assert_eq!(mode(&rig.dir.path().join("protocol")), 0o700);
+
+    let cli = connect(&served.path).await;
+    match cli.call(&CliRequest::ListPending).await.unwrap() {
+        CliResponse::Pending(list) => assert!(list.is_empty()),
+        other => panic!("{other:?}"),
+    }
+    let waiting = rig.decide_later(summary(3, RiskLevel::Critical));
+    let first = rig.decide_later(summary(2, RiskLevel::Medium));
+    rig.wait_pending(2).await;
+    let list = match cli.call(&CliRequest::ListPending).await.unwrap() {
+        CliResponse::Pending(list) => list,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(list.len(), 2);
+    let p = list.iter().find(|p| p.call_id == 3).unwrap().clone();
+    let phrase = p.phrase.clone().unwrap();
+    assert_eq!(phrase, format!("approve critical {}", p.id));
+    let error = |resp| match resp {
+        CliResponse::Error { kind, message } => (kind, message),
+        other => panic!("expected an error, got {other:?}"),
+    };
+    let (kind, message) = error(
+        cli.call(&CliRequest::Approve {
+            id: p.id.clone(),
+            phrase: None,
+        })
+        .await
+        .unwrap(),
+    );
+    assert_eq!(kind, CliErrorKind::PhraseRequired);
+    assert!(message.contains(&phrase), "{message}");
+    let (kind, _) = error(
+        cli.call(&CliRequest::Approve {
+            id: p.id.clone(),
+            phrase: Some("approve critical nope".into()),
+        })
+        .await
+        .unwrap(),
+    );
+    assert_eq!(kind, CliErrorKind::WrongPhrase);
+    assert!(matches!(
+        cli.call(&CliRequest::Approve {
+            id: p.id.clone(),
+            phrase: Some(phrase),
+        })
+        .await
+        .unwrap(),
+        CliResponse::Done
+    ));
+    assert_eq!(waiting.await.unwrap().0, Decision::Approved);
+    let (kind, _) = error(
+        cli.call(&CliRequest::Reject {
+            id: "aaaaaa".into(),
+        })
+        .await
+        .unwrap(),
+    );
+    assert_eq!(kind, CliErrorKind::NoSuchRequest);
+    let other = list.iter().find(|p| p.call_id == 2).unwrap();
+    assert!(matches!(
+        cli.call(&CliRequest::Reject {
+            id: other.id.clone()
+        })
+        .await
+        .unwrap(),
+        CliResponse::Done
+    ));
+    assert_eq!(first.await.unwrap().0, Decision::Rejected);
+
+    // Several connections at once are fine.
+    let second = connect(&served.path).await;
+    assert!(matches!(
+        second.call(&CliRequest::ListPending).await.unwrap(),
+        CliResponse::Pending(_)
+    ));
+
+    // Clean exit: connections close and the file is gone.
+    served.stop.take().unwrap().send(()).unwrap();
+    served.task.await.unwrap().unwrap();
+    assert!(!served.path.exists());
+    assert!(cli.call(&CliRequest::ListPending).await.is_err());
+}
+
+#[tokio::test]
+async fn a_wrong_handshake_is_closed() {
+    let rig = Rig::new();
+    let served = serve(&rig);
+    let mut stream = UnixStream::connect(&served.path).await.unwrap();
+    // The executor's role on the CLI channel.
+    let r = handshake(
+        &mut stream,
+        ChannelKind::CliApprovald,
+        Role::Executor,
+        Role::Approvald,
+    )
+    .await;
+    // Our hello is answered with approvald's (the check is on its side), then it closes.
+    assert!(r.is_ok());
+    let mut cli = CliClient::spawn(stream).0;
+    assert!(cli.call(&CliRequest::ListPending).await.is_err());
+    cli = connect(&served.path).await;
+    assert!(cli.call(&CliRequest::ListPending).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_stale_socket_is_replaced_and_anything_else_is_refused() {
+    let rig = Rig::new();
+    let protocol = rig.dir.path().join("protocol");
+    let path = rig.dir.path().join(SOCKET_FILE);
+    // A socket left by a killed run.
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    assert!(path.exists());
+    let socket = ApprovalsSocket::bind(rig.dir.path()).unwrap();
+    assert_eq!(mode(&path), 0o600);
+    // Dropping it (without serving) removes it too.
+    drop(socket);
+    assert!(!path.exists());
+
+    std::fs::write(&path, "not a socket").unwrap();
+    let e = ApprovalsSocket::bind(rig.dir.path()).err().unwrap();
+    assert!(e.to_string().contains("not a socket"), "{e}");
+    assert!(path.exists(), "a file that is not ours is left alone");
+    std::fs::remove_file(&path).unwrap();
+
+    // A loose protocol directory is refused.
+    std::fs::set_permissions(&protocol, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(ApprovalsSocket::bind(rig.dir.path()).is_err());
+}
+
+/// The connecting side of `another_uid_is_refused`, run in a child process as another
+/// uid; does nothing in a normal test run.
+#[test]
+fn peer_helper() {
+    let Some(path) = std::env::var_os(HELPER_ENV) else {
+        return;
+    };
+    let code = match std::os::unix::net::UnixStream::connect(&path) {
+        Err(e) => {
+            eprintln!("connect: {e}");
+            HELPER_NO_CONNECT
+        }
+        Ok(mut stream) => {
+            let hello = Hello {
+                magic: MAGIC,
+                version: PROTOCOL_VERSION,
+                channel: ChannelKind::CliApprovald,
+                role: Role::Cli,
+            };
+            let _ = stream.write_all(&encode(0, &hello).unwrap());
+            let list = encode(1, &CliRequest::ListPending).unwrap();
+            let _ = stream.write_all(&list);
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut buf = [0u8; 64];
+            match stream.read(&mut buf) {
+                // Closed without a byte of answer.
+                Ok(0) => HELPER_REFUSED,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => HELPER_REFUSED,
+                Ok(_) => HELPER_ANSWERED,
+                Err(e) => {
+                    eprintln!("read: {e}");
+                    HELPER_ANSWERED
+                }
+            }
+        }
+    };
+    std::process::exit(code);
+}
+
+#[tokio::test]
+async fn another_uid_is_refused_without_an_answer() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to connect as another uid");
+        return;
+    }
+    let rig = Rig::new();
+    let served = serve(&rig);
+    // Let uid 65534 reach the socket through the file system, so only the SO_PEERCRED
+    // check stands between it and the approvals.
+    for dir in [rig.dir.path().to_owned(), rig.dir.path().join("protocol")] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(&served.path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let waiting = rig.decide_later(summary(1, RiskLevel::Medium));
+    rig.wait_pending(1).await;
+
+    let exe = std::env::current_exe().unwrap();
+    let mut child = std::process::Command::new(exe);
+    child
+        .args(["--exact", "peer_helper", "--nocapture", "--test-threads=1"])
+        .env(HELPER_ENV, &served.path)
+        .uid(65534)
+        .gid(65534);
+    let output = match tokio::task::spawn_blocking(move || child.output())
+        .await
+        .unwrap()
+    {
+        Ok(output) => output,
+        Err(e) => {
+            eprintln!("skipped: cannot start a process as uid 65534: {e}");
+            rig.reject(&rig.pending()[0].id).unwrap();
+            return;
+        }
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(HELPER_REFUSED),
+        "helper: {} {stderr}",
+        output.status
+    );
+    // It changed nothing; the owner is still served.
+    let pending = rig.pending();
+    assert_eq!(pending.len(), 1);
+    let cli = connect(&served.path).await;
+    assert!(matches!(
+        cli.call(&CliRequest::Reject {
+            id: pending[0].id.clone()
+        })
+        .await
+        .unwrap(),
+        CliResponse::Done
+    ));
+    assert_eq!(waiting.await.unwrap().0, Decision::Rejected);
+}
