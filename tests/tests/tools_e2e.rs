@@ -466,3 +466,30 @@ fn a_second_protocol_process_on_the_same_state_is_refused_even_over_stdio() {
         out.stdout
     );
 }
+
+#[test]
+fn the_catalog_is_discovered_again_on_demand() {
+    let fx = Fixture::new("");
+    let bin = fx.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let path = nl2sh_tests::path_with(&bin);
+    let server = Server::start(&fx, &[], &[("PATH", &path)]);
+    let android = |server: &Server| {
+        let r = server.call_tool("nl2sh_tools", json!({}));
+        r.structured["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["name"].as_str().unwrap().starts_with("android."))
+            .count()
+    };
+    assert_eq!(android(&server), 0);
+    // The Android programs appear on PATH after start (a package was installed).
+    for entry in std::fs::read_dir(nl2sh_tests::android_standins()).unwrap() {
+        let entry = entry.unwrap();
+        std::os::unix::fs::symlink(entry.path(), bin.join(entry.file_name())).unwrap();
+    }
+    assert!(android(&server) >= 9, "android tools did not appear");
+    let r = server.invoke("android.packages", json!({}));
+    assert!(!r.is_error, "{r:?}");
+}

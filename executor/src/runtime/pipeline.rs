@@ -2,7 +2,7 @@
 //! with a result the caller can read; nothing runs unless approval said so.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use serde_json::Value;
@@ -26,10 +26,32 @@ use crate::sys::ChildSetup;
 
 pub type AuthorityClient = RpcClient<AuthorityRequest, AuthorityResponse>;
 
+/// What the device offers right now: its profile and the tools that registered on it.
+pub struct Registry {
+    pub device: Arc<DeviceEnv>,
+    pub tools: Vec<Box<dyn Tool>>,
+}
+
+impl Registry {
+    fn discover(path_var: Option<String>) -> Self {
+        let device = Arc::new(DeviceEnv::probe(path_var));
+        let tools = crate::tools::discover(&device);
+        Self { device, tools }
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&dyn Tool> {
+        self.tools
+            .iter()
+            .find(|t| t.def().name == name)
+            .map(|t| t.as_ref())
+    }
+}
+
 /// The registry and the shared state of every call.
 pub struct Pipeline {
-    pub device: Arc<DeviceEnv>,
-    tools: Vec<Box<dyn Tool>>,
+    /// Replaced when the catalog is asked for, so programs installed (or removed) since
+    /// start are reflected; a call keeps the snapshot it started with.
+    registry: RwLock<Arc<Registry>>,
     locks: Locks,
     pub groups: Arc<ProcessGroups>,
     calls: Mutex<HashMap<u64, CancellationToken>>,
@@ -41,8 +63,7 @@ impl Pipeline {
         let device = Arc::new(device);
         let tools = crate::tools::discover(&device);
         Self {
-            device,
-            tools,
+            registry: RwLock::new(Arc::new(Registry { device, tools })),
             locks: Locks::default(),
             groups: Arc::default(),
             calls: Mutex::default(),
@@ -50,8 +71,21 @@ impl Pipeline {
         }
     }
 
+    /// The registry calls use now.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Discover the device's tools again and list them (capability discovery on demand).
     pub fn catalog(&self) -> Vec<ToolSpec> {
-        self.tools
+        let path_var = self.registry().device.path_var.clone();
+        let fresh = Arc::new(Registry::discover(path_var));
+        *self.registry.write().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
+        fresh
+            .tools
             .iter()
             .map(|t| {
                 let d = t.def();
@@ -62,13 +96,6 @@ impl Pipeline {
                 }
             })
             .collect()
-    }
-
-    pub fn tool(&self, name: &str) -> Option<&dyn Tool> {
-        self.tools
-            .iter()
-            .find(|t| t.def().name == name)
-            .map(|t| t.as_ref())
     }
 
     /// Cancel a running call; true when it was running.
@@ -99,7 +126,9 @@ impl Pipeline {
                 "tool name is over {MAX_TOOL_NAME_BYTES} bytes"
             )));
         }
-        let tool = self.tool(&req.tool).ok_or_else(|| {
+        let registry = self.registry();
+        let device = registry.device.clone();
+        let tool = registry.tool(&req.tool).ok_or_else(|| {
             ToolError::Unavailable(format!(
                 "no tool named `{}` on this device; nl2sh_tools lists the available ones",
                 req.tool
@@ -120,7 +149,7 @@ impl Pipeline {
             ));
         };
         // Preparation and risk assessment.
-        let prepared = tool.prepare(&args, &self.device)?;
+        let prepared = tool.prepare(&args, &device)?;
         let cancel = CancellationToken::new();
         let _registered = self.register(req.call_id, cancel.clone())?;
         // Resource locks, held until the action has finished.
@@ -169,14 +198,13 @@ impl Pipeline {
             )));
         }
         // Privilege binding: the identity the tool chose must be one we can act as.
-        let setup =
-            ChildSetup::for_identity(prepared.identity, self.device.euid).ok_or_else(|| {
-                ToolError::Unavailable(format!(
-                    "this action must run as {}, which nl2sh (uid {}) cannot act as",
-                    prepared.identity.as_str(),
-                    self.device.euid
-                ))
-            });
+        let setup = ChildSetup::for_identity(prepared.identity, device.euid).ok_or_else(|| {
+            ToolError::Unavailable(format!(
+                "this action must run as {}, which nl2sh (uid {}) cannot act as",
+                prepared.identity.as_str(),
+                device.euid
+            ))
+        });
         let started = Instant::now();
         let result = match setup {
             Err(e) => Err(e),
@@ -187,7 +215,7 @@ impl Pipeline {
                     deadline: started + prepared.timeout,
                     cancel: cancel.clone(),
                     groups: self.groups.clone(),
-                    env: self.device.clone(),
+                    env: device.clone(),
                 };
                 (prepared.run)(ctx).await
             }
