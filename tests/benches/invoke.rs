@@ -5,7 +5,8 @@
 //! `sh -c true` spawn).
 //!
 //! Run: `cargo build --release --locked && cargo bench -p nl2sh-tests --bench invoke`
-//! (uses target/release/nl2sh, or $NL2SH_BIN, and this package's `single_rmcp`).
+//! (uses target/release/nl2sh, or $NL2SH_BIN, and this package's `single_rmcp`, or
+//! $NL2SH_SINGLE_BIN). About 50 s.
 //!
 //! * tree: `nl2sh protocol serve --host 127.0.0.1 --port P`, `NL2SH_PROTOCOL_TOKEN` set,
 //!   `NL2SH_LOG=warn`.
@@ -20,6 +21,10 @@
 //! answers 200 with `"isError":false`; the first answer on every connection is parsed and
 //! must carry `structuredContent.success == true`. Any other answer fails the bench; a
 //! missed budget only prints MISS. Everything binds and connects to 127.0.0.1.
+//!
+//! Besides the figures, each concurrency-1 run prints the CPU time and context switches
+//! per call of every server process (from /proc/<pid>/task/*/{schedstat,status}), which
+//! is where a call's time goes when everything shares one core.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -37,14 +42,18 @@ use tokio::net::TcpStream;
 
 const TOKEN: &str = "bench-token-0123456789abcdef0123456789abcdef";
 
-const LATENCY_WARMUP: Duration = Duration::from_secs(1);
-const LATENCY_MEASURE: Duration = Duration::from_secs(4);
-const LOAD_WARMUP: Duration = Duration::from_secs(1);
-const LOAD_MEASURE: Duration = Duration::from_secs(5);
+/// The servers run side by side and take turns, round after round, so that drift in the
+/// machine's speed (a shared VM) hits all of them alike; each turn has its own warm-up.
+const LATENCY_ROUNDS: usize = 4;
+const LATENCY_WARMUP: Duration = Duration::from_millis(300);
+const LATENCY_MEASURE: Duration = Duration::from_millis(1200);
+const LOAD_ROUNDS: usize = 3;
+const LOAD_WARMUP: Duration = Duration::from_millis(500);
+const LOAD_MEASURE: Duration = Duration::from_millis(1500);
 const LOAD_CONNECTIONS: usize = 32;
 const SHELL_WARMUP: Duration = Duration::from_millis(500);
 const SHELL_MEASURE: Duration = Duration::from_secs(3);
-const SPAWN_MEASURE: Duration = Duration::from_secs(3);
+const SPAWN_MEASURE: Duration = Duration::from_secs(2);
 /// The core the latency runs share (client and every server process).
 const LATENCY_CORE: usize = 0;
 
@@ -79,20 +88,29 @@ fn main() {
         Target::Single(Authority::Audited),
     ];
 
-    // Concurrency 1, every process on one core.
-    let mut latency = Vec::new();
-    for t in &targets {
-        let server = t.start(&nl2sh, &single, work.path(), Some(LATENCY_CORE));
-        let r = run_load(
-            server.addr,
-            &stat_body,
-            "fs.stat",
-            1,
-            LATENCY_WARMUP,
-            LATENCY_MEASURE,
-            Some(LATENCY_CORE),
-            &[],
-        );
+    // Concurrency 1, every process (servers and client) on one core.
+    let servers: Vec<Running> = targets
+        .iter()
+        .map(|t| t.start(&nl2sh, &single, work.path(), Some(LATENCY_CORE)))
+        .collect();
+    let mut latency: Vec<LoadResult> = targets.iter().map(|_| LoadResult::empty()).collect();
+    for _ in 0..LATENCY_ROUNDS {
+        for (server, total) in servers.iter().zip(&mut latency) {
+            total.add(run_load(
+                server.addr,
+                &stat_body,
+                "fs.stat",
+                1,
+                LATENCY_WARMUP,
+                LATENCY_MEASURE,
+                Some(LATENCY_CORE),
+                &server.pids(),
+                false,
+            ));
+        }
+    }
+    drop(servers);
+    for (t, r) in targets.iter().zip(&latency) {
         println!(
             "  c=1  {:<16} {:>8.0} calls/s  median {:>7.1} µs  p99 {:>7.1} µs",
             t.label(),
@@ -100,32 +118,37 @@ fn main() {
             r.median_us(),
             r.p99_us()
         );
-        latency.push(r);
-        drop(server);
+        print_cpu("fs.stat, c=1, one core", r);
     }
 
-    // Concurrency 32, all cores; the tree's memory sampled during the load; then
-    // shell.exec of `true` at concurrency 1 on the same (unpinned) tree.
-    let mut load = Vec::new();
-    let mut tree_mem = Memory::default();
-    let mut single_mem = Memory::default();
-    let mut shell = None;
-    for t in &targets {
-        let server = t.start(&nl2sh, &single, work.path(), None);
-        let pids = server.pids();
-        if matches!(t, Target::Tree) {
-            assert_eq!(pids.len(), 4, "expected four processes, found {pids:?}");
+    // Concurrency 32, all cores; memory sampled during the load.
+    let servers: Vec<Running> = targets
+        .iter()
+        .map(|t| t.start(&nl2sh, &single, work.path(), None))
+        .collect();
+    let tree_pids = servers[0].pids();
+    assert_eq!(
+        tree_pids.len(),
+        4,
+        "expected four processes, found {tree_pids:?}"
+    );
+    let mut load: Vec<LoadResult> = targets.iter().map(|_| LoadResult::empty()).collect();
+    for _ in 0..LOAD_ROUNDS {
+        for (server, total) in servers.iter().zip(&mut load) {
+            total.add(run_load(
+                server.addr,
+                &stat_body,
+                "fs.stat",
+                LOAD_CONNECTIONS,
+                LOAD_WARMUP,
+                LOAD_MEASURE,
+                None,
+                &server.pids(),
+                true,
+            ));
         }
-        let r = run_load(
-            server.addr,
-            &stat_body,
-            "fs.stat",
-            LOAD_CONNECTIONS,
-            LOAD_WARMUP,
-            LOAD_MEASURE,
-            None,
-            &pids,
-        );
+    }
+    for (t, r) in targets.iter().zip(&load) {
         println!(
             "  c={LOAD_CONNECTIONS} {:<16} {:>8.0} calls/s  median {:>7.1} µs  p99 {:>7.1} µs  VmRSS {} KiB  Pss {} KiB",
             t.label(),
@@ -135,44 +158,48 @@ fn main() {
             r.memory.rss_kib,
             r.memory.pss_kib
         );
-        match t {
-            Target::Tree => {
-                tree_mem = r.memory.clone();
-                for (name, rss, pss) in &tree_mem.per_process {
-                    println!("       {name:<16} VmRSS {rss:>6} KiB  Pss {pss:>6} KiB");
-                }
-                let s = run_load(
-                    server.addr,
-                    &shell_body,
-                    "shell.exec",
-                    1,
-                    SHELL_WARMUP,
-                    SHELL_MEASURE,
-                    None,
-                    &[],
-                );
-                println!(
-                    "  c=1  {:<16} shell.exec true: median {:.1} µs  p99 {:.1} µs ({} calls)",
-                    t.label(),
-                    s.median_us(),
-                    s.p99_us(),
-                    s.latencies_ns.len()
-                );
-                shell = Some(s);
-            }
-            Target::Single(Authority::Bare) => single_mem = r.memory.clone(),
-            Target::Single(Authority::Audited) => {}
-        }
-        load.push(r);
-        drop(server);
     }
-    let shell = shell.expect("shell run");
-    let spawn = bare_spawns();
+    let tree_mem = load[0].memory.clone();
+    let single_mem = load[1].memory.clone();
+    for (name, rss, pss) in &tree_mem.per_process {
+        println!("       {name:<16} VmRSS {rss:>6} KiB  Pss {pss:>6} KiB");
+    }
+
+    // shell.exec of `true` at concurrency 1 on the (unpinned) tree.
+    let shell = run_load(
+        servers[0].addr,
+        &shell_body,
+        "shell.exec",
+        1,
+        SHELL_WARMUP,
+        SHELL_MEASURE,
+        None,
+        &tree_pids,
+        false,
+    );
+    drop(servers);
+    println!(
+        "  c=1  tree             shell.exec true: median {:.1} µs  p99 {:.1} µs ({} calls)",
+        shell.median_us(),
+        shell.p99_us(),
+        shell.latencies_ns.len()
+    );
+    print_cpu("shell.exec, c=1", &shell);
+    let spawn = bare_spawns(false);
     println!(
         "  bare `/bin/sh -c true` spawn (std::process::Command::output): median {:.1} µs  p99 {:.1} µs ({} spawns)",
         spawn.median_us(),
         spawn.p99_us(),
         spawn.latencies_ns.len()
+    );
+    // For the breakdown: the same spawn forced onto std's fork path (a pre_exec hook, as
+    // the executor installs one), instead of posix_spawn.
+    let fork_spawn = bare_spawns(true);
+    println!(
+        "  (reference) the same with a no-op pre_exec hook (fork+exec path): median {:.1} µs  p99 {:.1} µs ({} spawns)",
+        fork_spawn.median_us(),
+        fork_spawn.p99_us(),
+        fork_spawn.latencies_ns.len()
     );
 
     // ---- the table ----
@@ -185,7 +212,7 @@ fn main() {
         format!("calls/s, c={LOAD_CONNECTIONS}, all cores"),
         format!("{:.0}", tree_t.calls_per_sec()),
         format!("{:.0}", single_t.calls_per_sec()),
-        format!("ratio {ratio:.2}"),
+        format!("ratio {:.3}", down(ratio, 1000.0)),
         format!(">= {BUDGET_THROUGHPUT_RATIO}"),
         verdict(ratio >= BUDGET_THROUGHPUT_RATIO),
     ]);
@@ -194,7 +221,7 @@ fn main() {
         "median latency µs, c=1, one core".into(),
         format!("{:.1}", tree_l.median_us()),
         format!("{:.1}", single_l.median_us()),
-        format!("{extra:+.1} µs"),
+        format!("{:+.1} µs", up(extra, 10.0)),
         format!("<= +{BUDGET_MEDIAN_EXTRA_US} µs"),
         verdict(extra <= BUDGET_MEDIAN_EXTRA_US),
     ]);
@@ -210,7 +237,7 @@ fn main() {
     let pss_mib = tree_mem.pss_kib as f64 / 1024.0;
     rows.push([
         format!("memory VmRSS sum MiB, c={LOAD_CONNECTIONS}"),
-        format!("{rss_mib:.1}"),
+        format!("{:.1}", up(rss_mib, 10.0)),
         format!("{:.1}", single_mem.rss_kib as f64 / 1024.0),
         "4 processes".into(),
         format!("<= {BUDGET_TREE_MIB} MiB"),
@@ -218,7 +245,7 @@ fn main() {
     ]);
     rows.push([
         format!("memory Pss sum MiB, c={LOAD_CONNECTIONS}"),
-        format!("{pss_mib:.1}"),
+        format!("{:.1}", up(pss_mib, 10.0)),
         format!("{:.1}", single_mem.pss_kib as f64 / 1024.0),
         "4 processes".into(),
         format!("<= {BUDGET_TREE_MIB} MiB"),
@@ -229,7 +256,7 @@ fn main() {
         "shell.exec `true` median µs, c=1".into(),
         format!("{:.1}", shell.median_us()),
         format!("{:.1} (bare spawn)", spawn.median_us()),
-        format!("ratio {shell_ratio:.2}"),
+        format!("ratio {:.2}", up(shell_ratio, 100.0)),
         format!("<= {BUDGET_SHELL_RATIO}x"),
         verdict(shell_ratio <= BUDGET_SHELL_RATIO),
     ]);
@@ -277,6 +304,32 @@ fn main() {
                 String::new(),
             ],
         ],
+    );
+}
+
+/// Rounded so that a shown figure never looks inside a budget it misses: `down` for "at
+/// least" budgets, `up` for "at most" ones (`scale` 10 keeps one decimal).
+fn down(x: f64, scale: f64) -> f64 {
+    (x * scale).floor() / scale
+}
+
+fn up(x: f64, scale: f64) -> f64 {
+    (x * scale).ceil() / scale
+}
+
+/// CPU and context switches per call, by process: where a call's time goes (with
+/// everything on one core, latency is about the sum).
+fn print_cpu(what: &str, r: &LoadResult) {
+    let parts = r.cpu_per_call();
+    let total: f64 = parts.iter().map(|p| p.1).sum();
+    let switches: f64 = parts.iter().map(|p| p.2).sum();
+    let list: Vec<String> = parts
+        .iter()
+        .map(|(name, us, sw)| format!("{name} {us:.1} µs/{sw:.1} sw"))
+        .collect();
+    println!(
+        "       per call ({what}): {}; total {total:.1} µs CPU, {switches:.1} context switches",
+        list.join(", ")
     );
 }
 
@@ -331,9 +384,13 @@ fn available_cores() -> usize {
 
 /// Restrict the calling thread (and threads and processes it creates later) to `cpu`.
 fn pin_current_thread(cpu: usize) {
-    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    libc::CPU_SET(cpu, &mut set);
+    // SAFETY: cpu_set_t is plain data, zeroed is the empty set; CPU_SET writes one bit
+    // of it (`cpu` is below CPU_SETSIZE: it is a core this machine has).
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        set
+    };
     // SAFETY: pid 0 is the calling thread; `set` is a valid, initialised cpu_set_t.
     let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
     assert_eq!(
@@ -524,20 +581,61 @@ fn kib(pid: i32, file: &str, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Sample `pids` every 200 ms until `stop`; the largest sums seen.
-fn sample_memory(pids: Vec<i32>, start: Instant, stop: Arc<AtomicBool>) -> Memory {
+/// CPU time (ns) and context switches (voluntary + involuntary) of each of `pids` so
+/// far, all its threads summed (/proc/<pid>/task/<tid>/{schedstat,status}).
+fn cpu_use(pids: &[i32]) -> Vec<(u64, u64)> {
+    pids.iter()
+        .map(|&p| {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+                return (0, 0);
+            };
+            let mut ns = 0;
+            let mut switches = 0;
+            for t in tasks.flatten() {
+                ns += std::fs::read_to_string(t.path().join("schedstat"))
+                    .ok()
+                    .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                    .unwrap_or(0);
+                let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+                switches += status
+                    .lines()
+                    .filter(|l| l.contains("ctxt_switches:"))
+                    .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                    .sum::<u64>();
+            }
+            (ns, switches)
+        })
+        .collect()
+}
+
+fn own_cpu() -> (u64, u64) {
+    cpu_use(&[std::process::id() as i32])
+        .first()
+        .copied()
+        .unwrap_or_default()
+}
+
+fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// From `start` until `stop`: the CPU time `pids` used, and (when `memory`) their memory
+/// sampled every 200 ms, the largest sums seen.
+fn sample(pids: Vec<i32>, start: Instant, stop: Arc<AtomicBool>, memory: bool) -> Sampled {
     let mut best = Memory::default();
+    let wait = start.saturating_duration_since(Instant::now());
+    std::thread::sleep(wait);
+    let cpu_before = cpu_use(&pids);
     while !stop.load(Ordering::Relaxed) {
-        if Instant::now() >= start && !pids.is_empty() {
+        if memory && !pids.is_empty() {
             let per: Vec<(String, u64, u64)> = pids
                 .iter()
                 .map(|&p| {
-                    let comm = std::fs::read_to_string(format!("/proc/{p}/comm"))
-                        .unwrap_or_default()
-                        .trim()
-                        .to_string();
                     (
-                        comm,
+                        comm(p),
                         kib(p, "status", "VmRSS:"),
                         kib(p, "smaps_rollup", "Pss:"),
                     )
@@ -551,9 +649,21 @@ fn sample_memory(pids: Vec<i32>, start: Instant, stop: Arc<AtomicBool>) -> Memor
             }
             best.pss_kib = best.pss_kib.max(pss);
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(if memory { 200 } else { 20 }));
     }
-    best
+    let cpu_after = cpu_use(&pids);
+    let cpu = pids
+        .iter()
+        .zip(cpu_before.iter().zip(&cpu_after))
+        .map(|(&p, (b, a))| (comm(p), a.0.saturating_sub(b.0), a.1.saturating_sub(b.1)))
+        .collect();
+    Sampled { memory: best, cpu }
+}
+
+struct Sampled {
+    memory: Memory,
+    /// (comm, CPU ns, context switches) in the measured window.
+    cpu: Vec<(String, u64, u64)>,
 }
 
 // ---- load generator -----------------------------------------------------------------------
@@ -563,9 +673,73 @@ struct LoadResult {
     window: Duration,
     latencies_ns: Vec<u64>,
     memory: Memory,
+    /// Server processes' CPU in the window: (comm, ns, context switches).
+    cpu: Vec<(String, u64, u64)>,
+    /// The load generator's own (ns, context switches) in the window (one connection
+    /// only; the whole bench process).
+    client_cpu: (u64, u64),
 }
 
 impl LoadResult {
+    fn empty() -> Self {
+        LoadResult {
+            completed: 0,
+            window: Duration::ZERO,
+            latencies_ns: Vec::new(),
+            memory: Memory::default(),
+            cpu: Vec::new(),
+            client_cpu: (0, 0),
+        }
+    }
+
+    /// Fold another run against the same server into this one.
+    fn add(&mut self, other: LoadResult) {
+        self.completed += other.completed;
+        self.window += other.window;
+        self.latencies_ns.extend(other.latencies_ns);
+        self.latencies_ns.sort_unstable();
+        if other.memory.rss_kib > self.memory.rss_kib {
+            self.memory.rss_kib = other.memory.rss_kib;
+            self.memory.per_process = other.memory.per_process;
+        }
+        self.memory.pss_kib = self.memory.pss_kib.max(other.memory.pss_kib);
+        if self.cpu.is_empty() {
+            self.cpu = other.cpu;
+        } else {
+            for (mine, theirs) in self.cpu.iter_mut().zip(other.cpu) {
+                mine.1 += theirs.1;
+                mine.2 += theirs.2;
+            }
+        }
+        self.client_cpu.0 += other.client_cpu.0;
+        self.client_cpu.1 += other.client_cpu.1;
+    }
+
+    /// CPU µs and context switches per completed call of each server process, then the
+    /// client's.
+    fn cpu_per_call(&self) -> Vec<(String, f64, f64)> {
+        let calls = self.completed.max(1) as f64;
+        let mut out: Vec<(String, f64, f64)> = self
+            .cpu
+            .iter()
+            .map(|(name, ns, sw)| {
+                (
+                    name.clone(),
+                    *ns as f64 / 1000.0 / calls,
+                    *sw as f64 / calls,
+                )
+            })
+            .collect();
+        if self.client_cpu.0 > 0 {
+            out.push((
+                "client".into(),
+                self.client_cpu.0 as f64 / 1000.0 / calls,
+                self.client_cpu.1 as f64 / calls,
+            ));
+        }
+        out
+    }
+
     fn calls_per_sec(&self) -> f64 {
         self.completed as f64 / self.window.as_secs_f64()
     }
@@ -588,6 +762,7 @@ impl LoadResult {
 /// `measure`; calls completing inside the measured window are counted, and calls started
 /// inside it are timed. Runs on its own thread (pinned to `cpu` when given), with a
 /// current-thread runtime for one connection and a runtime over all cores otherwise.
+/// The CPU time of `pids` in the window is measured, and with `memory` their memory too.
 #[allow(clippy::too_many_arguments)]
 fn run_load(
     addr: SocketAddr,
@@ -597,10 +772,11 @@ fn run_load(
     warmup: Duration,
     measure: Duration,
     cpu: Option<usize>,
-    memory_pids: &[i32],
+    pids: &[i32],
+    memory: bool,
 ) -> LoadResult {
     let request = Arc::new(request_bytes(addr, body));
-    let memory_pids = memory_pids.to_vec();
+    let pids = pids.to_vec();
     let handle = std::thread::spawn(move || {
         if let Some(cpu) = cpu {
             pin_current_thread(cpu);
@@ -622,9 +798,17 @@ fn run_load(
         let stop = Arc::new(AtomicBool::new(false));
         let sampler = {
             let stop = stop.clone();
-            std::thread::spawn(move || sample_memory(memory_pids, from, stop))
+            std::thread::spawn(move || sample(pids, from, stop, memory))
         };
-        let results = rt.block_on(async move {
+        let client_before = Arc::new(std::sync::Mutex::new((0, 0)));
+        let results = rt.block_on(async {
+            if connections == 1 {
+                let before = client_before.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(from.into()).await;
+                    *before.lock().unwrap() = own_cpu();
+                });
+            }
             let mut tasks = Vec::with_capacity(connections);
             for _ in 0..connections {
                 let request = request.clone();
@@ -636,8 +820,18 @@ fn run_load(
             }
             all
         });
+        let client_cpu = if connections == 1 {
+            let before = *client_before.lock().unwrap();
+            let now = own_cpu();
+            (
+                now.0.saturating_sub(before.0),
+                now.1.saturating_sub(before.1),
+            )
+        } else {
+            (0, 0)
+        };
         stop.store(true, Ordering::Relaxed);
-        let memory = sampler.join().expect("memory sampler");
+        let sampled = sampler.join().expect("sampler");
         let mut completed = 0;
         let mut latencies = Vec::new();
         for r in results {
@@ -654,7 +848,9 @@ fn run_load(
             completed,
             window: measure,
             latencies_ns: latencies,
-            memory,
+            memory: sampled.memory,
+            cpu: sampled.cpu,
+            client_cpu,
         }
     });
     handle.join().expect("load thread")
@@ -738,7 +934,7 @@ fn verify_first(status: u16, body: &[u8], tool: &str) -> Result<(), String> {
         .map_err(|e| format!("{tool} output is not JSON ({e}): {text}"))?;
     let good = match tool {
         "fs.stat" => output["exists"] == Value::Bool(true),
-        "shell.exec" => output["exit_code"] == Value::from(0),
+        "shell.exec" => output["exit_code"].as_i64() == Some(0),
         _ => true,
     };
     if !good {
@@ -846,14 +1042,19 @@ impl Conn {
 // ---- bare spawn -----------------------------------------------------------------------------
 
 /// `/bin/sh -c true` from this process, output captured through pipes as the tool
-/// captures it; one spawn at a time for `SPAWN_MEASURE` after a short warm-up.
-fn bare_spawns() -> LoadResult {
+/// captures it; one spawn at a time for `SPAWN_MEASURE` after a short warm-up. With
+/// `fork_path`, a no-op `pre_exec` hook makes std fork instead of using posix_spawn.
+fn bare_spawns(fork_path: bool) -> LoadResult {
     let spawn = || {
-        let out = Command::new("/bin/sh")
-            .args(["-c", "true"])
-            .stdin(Stdio::null())
-            .output()
-            .expect("spawn /bin/sh");
+        let mut cmd = Command::new("/bin/sh");
+        cmd.args(["-c", "true"]).stdin(Stdio::null());
+        if fork_path {
+            // SAFETY: the hook does nothing.
+            unsafe {
+                cmd.pre_exec(|| Ok(()));
+            }
+        }
+        let out = cmd.output().expect("spawn /bin/sh");
         assert!(out.status.success(), "sh -c true failed: {:?}", out.status);
     };
     let warm = Instant::now() + SHELL_WARMUP;
@@ -873,5 +1074,7 @@ fn bare_spawns() -> LoadResult {
         window: SPAWN_MEASURE,
         latencies_ns: latencies,
         memory: Memory::default(),
+        cpu: Vec::new(),
+        client_cpu: (0, 0),
     }
 }
