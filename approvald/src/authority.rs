@@ -53,8 +53,42 @@ pub const REASON_CONFIG_UNREADABLE: &str =
 pub struct Authority {
     store: Store,
     config_path: PathBuf,
+    /// The last policy read, with the identity of the file it came from. A decision
+    /// re-reads the configuration whenever the file changed (or appeared, or vanished),
+    /// so an edit applies to the next call; an unchanged file is not parsed again.
+    config_cache: Mutex<Option<(Option<FileStamp>, policy::Policy)>>,
     decided: Mutex<Remembered>,
     approvals: Approvals,
+}
+
+/// What identifies one version of a file: a change to its content moves at least one of
+/// these (an in-place edit changes mtime/ctime, a replacement changes the inode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileStamp {
+    /// `None` when the file does not exist (or cannot be examined).
+    fn of(path: &std::path::Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(Self {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Decided calls by call id, with an insertion sequence for eviction.
@@ -90,6 +124,7 @@ impl Authority {
         Self {
             store,
             config_path: config_path.into(),
+            config_cache: Mutex::new(None),
             decided: Mutex::new(Remembered::default()),
             approvals: Approvals::new(),
         }
@@ -129,7 +164,16 @@ impl Authority {
             outcome.summary = Some(format!("not run ({})", decision.as_str()));
             records.push(outcome);
         }
-        if let Err(e) = self.store.append_all(records).await {
+        // A decision that lets a mutation run is committed before it is answered. A
+        // read-only `Allowed` is queued (in order, ahead of its outcome, in the one
+        // writer's log) without waiting for its commit: that wait is a thread round trip
+        // on every read, the hot path of direct tool use.
+        let recorded = if decision == Decision::Allowed && records.len() == 1 {
+            self.store.append_nowait(records.remove(0)).await
+        } else {
+            self.store.append_all(records).await
+        };
+        if let Err(e) = recorded {
             tracing::error!(error = %e, call_id, "decision not recorded; not answering it");
             return AuthorityResponse::Error(RemoteError {
                 kind: RemoteErrorKind::Unavailable,
@@ -211,10 +255,28 @@ impl Authority {
         self.approvals.stop(grace).await;
     }
 
-    async fn judge(&self, summary: &ActionSummary) -> (Decision, String) {
+    async fn current_policy(
+        &self,
+    ) -> Result<Result<policy::Policy, policy::PolicyError>, tokio::task::JoinError> {
+        let stamp = FileStamp::of(&self.config_path);
+        if let Some((cached_stamp, cached)) = &*lock(&self.config_cache) {
+            if *cached_stamp == stamp {
+                return Ok(Ok(cached.clone()));
+            }
+        }
         let path = self.config_path.clone();
         let loaded = tokio::task::spawn_blocking(move || policy::load(&path)).await;
-        let policy = match loaded {
+        if let Ok(Ok(policy)) = &loaded {
+            // Keep it only if the file did not change while it was read.
+            if FileStamp::of(&self.config_path) == stamp {
+                *lock(&self.config_cache) = Some((stamp, policy.clone()));
+            }
+        }
+        loaded
+    }
+
+    async fn judge(&self, summary: &ActionSummary) -> (Decision, String) {
+        let policy = match self.current_policy().await {
             Ok(Ok(policy)) => policy,
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "configuration unusable; refusing");

@@ -71,6 +71,20 @@ pub fn run() -> ExitCode {
     }
 }
 
+fn catch_stop_signals() -> Vec<tokio::signal::unix::Signal> {
+    use tokio::signal::unix::{signal, SignalKind};
+    [SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()]
+        .into_iter()
+        .filter_map(|kind| match signal(kind) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot catch a stop signal; commands may inherit it ignored");
+                None
+            }
+        })
+        .collect()
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ExecutorError {
     #[error(transparent)]
@@ -87,6 +101,11 @@ pub enum ExecutorError {
 
 async fn serve() -> Result<(), ExecutorError> {
     let (mut control, settings) = accept_start(Role::Executor).await?;
+    // The supervisor starts workers with stop signals ignored (it drains them itself), and
+    // an ignored signal stays ignored across exec. Catching them instead (and never
+    // acting on it) keeps the executor deaf to them while every command it starts gets the
+    // default dispositions back at exec, without code between fork and exec.
+    let _caught = catch_stop_signals();
     let WorkerSettings::Executor(settings) = settings else {
         let _ = control.refuse("settings for another role".into()).await;
         return Err(ExecutorError::WrongSettings);

@@ -22,6 +22,11 @@ pub struct ChildSetup {
 }
 
 impl ChildSetup {
+    /// Whether the child must run code between fork and exec (an identity change).
+    pub fn needs_hook(self) -> bool {
+        self.become_shell
+    }
+
     /// The setup for `identity`, given the executor's own euid; `None` when this executor
     /// cannot act as that identity.
     pub fn for_identity(identity: Identity, euid: u32) -> Option<Self> {

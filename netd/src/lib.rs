@@ -25,8 +25,9 @@ pub fn run() -> ExitCode {
         tracing::error!(error = %e, "netd refuses to start");
         return ExitCode::FAILURE;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: on a two-core phone the other processes of the tree need the other
+    // core, and two netd threads mostly wake each other (measured by benches/invoke.rs).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

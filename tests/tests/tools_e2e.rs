@@ -117,6 +117,16 @@ fn read_only_tools_run_without_approval() {
     let r = server.invoke("fs.stat", json!({"path": dir.join("absent")}));
     assert_eq!(r.output()["exists"], false);
 
+    // Commands get default signal dispositions, even though the workers ignore stop
+    // signals (SIGHUP bit 0, SIGINT bit 1, SIGTERM bit 14 of SigIgn).
+    let r = server.invoke(
+        "shell.exec",
+        json!({"command": "grep SigIgn /proc/self/status"}),
+    );
+    let line = r.output()["stdout"].as_str().unwrap().to_string();
+    let mask = u64::from_str_radix(line.trim().trim_start_matches("SigIgn:").trim(), 16).unwrap();
+    assert_eq!(mask & (1 | 1 << 1 | 1 << 14), 0, "{line}");
+
     let r = server.invoke("device.info", json!({}));
     assert!(!r.is_error, "{r:?}");
     assert!(r.output()["memory"]["memtotal_kib"].as_u64().unwrap() > 0);

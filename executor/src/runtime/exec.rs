@@ -141,12 +141,20 @@ pub async fn run(
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
-    sys::install(&mut cmd, setup);
+    if setup.needs_hook() {
+        // Changing identity needs code between fork and exec.
+        sys::install(&mut cmd, setup);
+    } else {
+        // Its own process group, so the whole command line can be killed as one. Without
+        // a pre-exec hook std can use posix_spawn (vfork-like), which costs a fraction of
+        // a fork of this process. Signals the executor catches are reset by exec.
+        cmd.process_group(0);
+    }
     let mut child = cmd.spawn().map_err(|source| ExecError::Spawn {
         program: program.clone(),
         source,
     })?;
-    // setsid made the child its own group leader: pgid == pid.
+    // The child leads its own process group (setsid or setpgid): pgid == pid.
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
     groups.insert(pgid);
 
