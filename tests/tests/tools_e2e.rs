@@ -503,3 +503,36 @@ fn the_catalog_is_discovered_again_on_demand() {
     let r = server.invoke("android.packages", json!({}));
     assert!(!r.is_error, "{r:?}");
 }
+
+#[test]
+fn cancelling_a_call_withdraws_its_pending_approval() {
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let mut s = StdioClient::start(&fx);
+    let marker = fx.dir.path().join("withdrawn-marker");
+    s.send(
+        json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
+        "name": "nl2sh_invoke", "arguments": {"tool": "shell.exec",
+        "arguments": {"command": format!("touch {}", marker.display())}}}}),
+    );
+    let pending = nl2sh_tests::wait_pending(&fx, 1);
+    assert_eq!(pending[0]["origin"], "mcp_stdio");
+    s.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 8, "reason": "test"}}),
+    );
+    nl2sh_tests::wait_pending(&fx, 0);
+    // Approving the withdrawn id is impossible, and nothing ran.
+    let id = pending[0]["id"].as_str().unwrap();
+    let (code, _, _) = nl2sh_tests::run_on_terminal(&fx, &["protocol", "approve", id]);
+    assert_ne!(code, Some(0));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!marker.exists());
+    let (_, out, _) = nl2sh_tests::run_without_terminal(&fx, &["protocol", "audit", "--json"]);
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert!(
+        rows.iter().any(|r| r["decision"] == "withdrawn"),
+        "{rows:?}"
+    );
+    let _ = s.child.kill();
+    let _ = s.child.wait();
+}
