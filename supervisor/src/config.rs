@@ -100,7 +100,6 @@ impl Config {
 
     /// Whether the file still carries the retired `bridge_auto_approve` key (worth a
     /// one-line notice at startup; its value is never looked at).
-    #[allow(dead_code, reason = "startup notice about the retired key")]
     pub fn has_retired_bridge_auto_approve(&self) -> bool {
         self.retired_bridge_auto_approve.is_some()
     }

@@ -130,6 +130,12 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
     let explicit = config_arg.is_some();
     let config_path = config_arg.unwrap_or_else(config::default_config_path);
     let cfg = config::load(&config_path, explicit)?;
+    if cfg.has_retired_bridge_auto_approve() {
+        tracing::warn!(
+            config = %config_path.display(),
+            "bridge_auto_approve is retired and ignored; it never enables protocol_auto_approve"
+        );
+    }
     let state_dir = config::state_dir(&cfg, &config_path);
     let transport_name = match transport {
         Transport::Http(_) => "http",
