@@ -148,7 +148,6 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         Transport::Stdio => None,
     };
     let lock = state::prepare(&state_dir, transport_name)?;
-    let paths = state::state_paths(&state_dir);
 
     let (netd_io, netd_transport, announcement) = match http {
         Some((listener, settings, announcement)) => (
@@ -186,18 +185,14 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
     };
     rt.block_on(async move {
         let mut running = start_tree(tree, starts).await?;
-        let info = ConnectionInfo {
-            pid: std::process::id(),
-            start_time: state::process_start_time(std::process::id()).unwrap_or(0),
-            uid: nix::unistd::geteuid().as_raw(),
-            config_path: config_path.display().to_string(),
-            transport: transport_name.into(),
-            mcp_url: announcement.as_ref().map(|a| a.origin.mcp_url()),
-            a2a_url: announcement.as_ref().map(|a| a.origin.a2a_url()),
-            agent_card_url: announcement.as_ref().map(|a| a.origin.agent_card_url()),
-            token: announcement.as_ref().map(|a| a.token.expose().to_string()),
-        };
-        let connection = state::write_connection(&paths, &info)?;
+        let mut info = ConnectionInfo::for_this_process(&config_path, transport_name)?;
+        if let Some(a) = &announcement {
+            info.mcp_url = Some(a.origin.mcp_url());
+            info.a2a_url = Some(a.origin.a2a_url());
+            info.agent_card_url = Some(a.origin.agent_card_url());
+            info.token = Some(a.token.expose().to_string());
+        }
+        let connection = state::write_connection(lock.paths(), &info)?;
         if let Some(a) = &announcement {
             let generated = matches!(a.token_source, token::TokenSource::Generated);
             let block = startup::startup_block(

@@ -85,6 +85,10 @@ impl Tree {
         netd_identity: &NetdIdentity,
         log_filter: &str,
     ) -> io::Result<Self> {
+        // What can fail before any process exists, first.
+        let root = nix::unistd::geteuid().is_root();
+        let netd_drop = root.then(|| drop_target(netd_identity)).transpose()?;
+
         let (sup_netd, netd_sup) = UnixStream::pair()?;
         let (sup_exec, exec_sup) = UnixStream::pair()?;
         let (sup_appr, appr_sup) = UnixStream::pair()?;
@@ -93,84 +97,84 @@ impl Tree {
         let (netd_appr, appr_netd) = UnixStream::pair()?;
         let (exec_appr, appr_exec) = UnixStream::pair()?;
 
-        let root = nix::unistd::geteuid().is_root();
-        let mut workers = Vec::with_capacity(3);
-
-        let appr_fds = [
-            (appr_sup.as_raw_fd(), fds::SUPERVISOR),
-            (appr_netd.as_raw_fd(), fds::APPROVALD_NETD),
-            (appr_exec.as_raw_fd(), fds::APPROVALD_EXECUTOR),
-        ];
-        let child = spawn_one(
-            Role::Approvald,
-            &appr_fds,
-            APPROVALD_ENV,
-            None,
-            false,
-            log_filter,
-            false,
-        )?;
-        workers.push(Worker {
-            role: Role::Approvald,
-            child,
-            control: sup_appr,
-        });
-        drop((appr_sup, appr_netd, appr_exec));
-
-        let exec_fds = [
-            (exec_sup.as_raw_fd(), fds::SUPERVISOR),
-            (exec_netd.as_raw_fd(), fds::EXECUTOR_NETD),
-            (exec_appr.as_raw_fd(), fds::EXECUTOR_APPROVALD),
-        ];
-        let child = spawn_one(
-            Role::Executor,
-            &exec_fds,
-            EXECUTOR_ENV,
-            None,
-            false,
-            log_filter,
-            false,
-        );
-        let child = match child {
-            Ok(c) => c,
-            Err(e) => {
-                kill_all(&mut workers);
-                return Err(e);
-            }
-        };
-        workers.push(Worker {
-            role: Role::Executor,
-            child,
-            control: sup_exec,
-        });
-        drop((exec_sup, exec_netd, exec_appr));
-
         let mut netd_fds = vec![
             (netd_sup.as_raw_fd(), fds::SUPERVISOR),
             (netd_exec.as_raw_fd(), fds::NETD_EXECUTOR),
             (netd_appr.as_raw_fd(), fds::NETD_APPROVALD),
         ];
-        let stdio = matches!(netd_io, NetdIo::Stdio);
         if let NetdIo::Listener(l) = &netd_io {
             netd_fds.push((l.as_raw_fd(), fds::NETD_LISTENER));
         }
-        let drop_to = root.then(|| drop_target(netd_identity)).transpose()?;
-        let child = spawn_one(Role::Netd, &netd_fds, &[], drop_to, true, log_filter, stdio);
-        let child = match child {
-            Ok(c) => c,
-            Err(e) => {
-                kill_all(&mut workers);
-                return Err(e);
+        let specs = [
+            WorkerSpec {
+                role: Role::Approvald,
+                fds: vec![
+                    (appr_sup.as_raw_fd(), fds::SUPERVISOR),
+                    (appr_netd.as_raw_fd(), fds::APPROVALD_NETD),
+                    (appr_exec.as_raw_fd(), fds::APPROVALD_EXECUTOR),
+                ],
+                env: APPROVALD_ENV,
+                drop_to: None,
+                no_new_privs: false,
+                keep_stdio: false,
+                control: sup_appr,
+            },
+            WorkerSpec {
+                role: Role::Executor,
+                fds: vec![
+                    (exec_sup.as_raw_fd(), fds::SUPERVISOR),
+                    (exec_netd.as_raw_fd(), fds::EXECUTOR_NETD),
+                    (exec_appr.as_raw_fd(), fds::EXECUTOR_APPROVALD),
+                ],
+                env: EXECUTOR_ENV,
+                drop_to: None,
+                no_new_privs: false,
+                keep_stdio: false,
+                control: sup_exec,
+            },
+            WorkerSpec {
+                role: Role::Netd,
+                fds: netd_fds,
+                env: &[],
+                drop_to: netd_drop,
+                no_new_privs: true,
+                keep_stdio: matches!(netd_io, NetdIo::Stdio),
+                control: sup_netd,
+            },
+        ];
+        let mut workers = Vec::with_capacity(specs.len());
+        for spec in specs {
+            match spawn_one(&spec, log_filter) {
+                Ok(child) => workers.push(Worker {
+                    role: spec.role,
+                    child,
+                    control: spec.control,
+                }),
+                Err(e) => {
+                    kill_all(&mut workers);
+                    return Err(e);
+                }
             }
-        };
-        workers.push(Worker {
-            role: Role::Netd,
-            child,
-            control: sup_netd,
-        });
-        // netd_io (the listener) is dropped here: only netd holds it from now on.
+        }
+        // The workers' ends of the channels and the listener close when this returns:
+        // from now on only the workers hold them.
         Ok(Self { workers })
     }
+}
+
+/// One worker to start: its descriptors, environment and identity.
+struct WorkerSpec {
+    role: Role,
+    /// (descriptor here, number in the worker)
+    fds: Vec<(i32, i32)>,
+    /// Names of the environment variables it keeps.
+    env: &'static [&'static str],
+    drop_to: Option<DropTo>,
+    no_new_privs: bool,
+    /// netd in stdio mode serves MCP on the inherited stdin/stdout.
+    keep_stdio: bool,
+    /// The supervisor's end of its control channel.
+    control: UnixStream,
 }
 
 pub fn kill_all(workers: &mut [Worker]) {
@@ -210,31 +214,29 @@ fn drop_target(id: &NetdIdentity) -> io::Result<DropTo> {
     })
 }
 
-fn spawn_one(
-    role: Role,
-    inherit: &[(i32, i32)],
-    env: &[&str],
-    drop_to: Option<DropTo>,
-    no_new_privs: bool,
-    log_filter: &str,
-    keep_stdio: bool,
-) -> io::Result<Child> {
+fn spawn_one(spec: &WorkerSpec, log_filter: &str) -> io::Result<Child> {
+    if spec.fds.len() > MAX_INHERITED {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "too many inherited descriptors",
+        ));
+    }
     let mut plan = ChildPlan {
         fds: [(-1, -1); MAX_INHERITED],
-        n_fds: inherit.len(),
+        n_fds: spec.fds.len(),
         parent: std::process::id() as libc::pid_t,
-        drop_to,
-        no_new_privs,
+        drop_to: spec.drop_to,
+        no_new_privs: spec.no_new_privs,
     };
-    plan.fds[..inherit.len()].copy_from_slice(inherit);
+    plan.fds[..spec.fds.len()].copy_from_slice(&spec.fds);
     let mut cmd = Command::new("/proc/self/exe");
     cmd.arg0("nl2sh")
         .arg(crate::WORKER_ARG)
-        .arg(role.as_str())
+        .arg(spec.role.as_str())
         .arg(log_filter)
         .env_clear()
-        .envs(kept_env(env));
-    if keep_stdio {
+        .envs(kept_env(spec.env));
+    if spec.keep_stdio {
         cmd.stdin(Stdio::inherit()).stdout(Stdio::inherit());
     } else {
         // Workers never write stdout: in stdio mode it belongs to MCP, in HTTP mode to
@@ -244,5 +246,5 @@ fn spawn_one(
     cmd.stderr(Stdio::inherit());
     sys::install(&mut cmd, plan);
     cmd.spawn()
-        .map_err(|e| io::Error::new(e.kind(), format!("starting {}: {e}", role.as_str())))
+        .map_err(|e| io::Error::new(e.kind(), format!("starting {}: {e}", spec.role.as_str())))
 }

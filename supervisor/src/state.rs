@@ -100,13 +100,11 @@ fn euid() -> u32 {
 /// process. Dropping it clears the note and releases the lock.
 #[derive(Debug)]
 pub struct StateLock {
-    #[allow(dead_code, reason = "read through StateLock::paths")]
     paths: StatePaths,
     lock: Flock<File>,
 }
 
 impl StateLock {
-    #[allow(dead_code, reason = "accessor for callers")]
     pub fn paths(&self) -> &StatePaths {
         &self.paths
     }
@@ -301,7 +299,6 @@ impl std::fmt::Debug for ConnectionInfo {
 
 impl ConnectionInfo {
     /// pid, start time and uid of the calling process, the rest from the arguments.
-    #[allow(dead_code, reason = "convenience constructor for callers")]
     pub fn for_this_process(config_path: &Path, transport: &str) -> Result<Self, StateError> {
         let pid = std::process::id();
         let start_time = process_start_time(pid).ok_or_else(|| StateError::Malformed {
@@ -330,7 +327,7 @@ pub struct ConnectionFile {
 }
 
 impl ConnectionFile {
-    #[allow(dead_code, reason = "accessor for callers and tests")]
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }
