@@ -1,8 +1,6 @@
 //! `nl2sh_tools`: the executor's catalog — the tools registered on this device (after
 //! capability discovery) with their argument schemas.
 
-use std::sync::Arc;
-
 use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse};
 use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use serde_json::{json, Value};
@@ -12,15 +10,12 @@ use super::call::ExecutorClient;
 pub const NAME: &str = "nl2sh_tools";
 
 pub fn tool() -> Tool {
-    let mut schema = JsonObject::new();
-    schema.insert("type".into(), Value::String("object".into()));
-    schema.insert("properties".into(), Value::Object(JsonObject::new()));
-    schema.insert("additionalProperties".into(), Value::Bool(false));
+    let schema = super::no_arguments_schema();
     Tool::new(
         NAME,
         "List the device tools available to nl2sh_invoke, with their argument schemas. \
          What is listed reflects this device (Android tools only where they work).",
-        Arc::new(schema),
+        schema,
     )
     .with_title("List device tools")
     .with_annotations(

@@ -1,7 +1,6 @@
 //! `nl2sh_inspect`: the fixed device environment object, as the executor reports it.
 //! netd only forwards the request and checks that the answer is one bounded JSON object.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse};
@@ -16,16 +15,13 @@ pub const NAME: &str = "nl2sh_inspect";
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn tool() -> Tool {
-    let mut schema = JsonObject::new();
-    schema.insert("type".into(), Value::String("object".into()));
-    schema.insert("properties".into(), Value::Object(JsonObject::new()));
-    schema.insert("additionalProperties".into(), Value::Bool(false));
+    let schema = super::no_arguments_schema();
     Tool::new(
         NAME,
         "Describe the device: operating system, kernel, identity and privileges the \
          service runs with, available device programs, and the nl2sh build. Takes no \
          arguments and changes nothing.",
-        Arc::new(schema),
+        schema,
     )
     .with_title("Inspect device")
     .with_annotations(

@@ -20,6 +20,18 @@ pub fn all() -> Vec<rmcp::model::Tool> {
     ]
 }
 
+/// The argument schema of a tool that takes none: the empty object, nothing else.
+pub(crate) fn no_arguments_schema() -> std::sync::Arc<JsonObject> {
+    let mut schema = JsonObject::new();
+    schema.insert("type".into(), "object".into());
+    schema.insert(
+        "properties".into(),
+        serde_json::Value::Object(JsonObject::new()),
+    );
+    schema.insert("additionalProperties".into(), false.into());
+    std::sync::Arc::new(schema)
+}
+
 /// A tool-level failure the caller should read (`isError: true`).
 pub(crate) fn failure(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])

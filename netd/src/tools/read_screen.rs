@@ -1,11 +1,8 @@
 //! `nl2sh_read_screen`: a text summary and exactly one native PNG/JPEG image block, or an
 //! error.
 
-use std::sync::Arc;
-
 use nl2sh_proto::channels::{CallOrigin, ExecutorRequest};
 use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::call::{self, ExecutorClient};
@@ -13,15 +10,12 @@ use super::call::{self, ExecutorClient};
 pub const NAME: &str = "nl2sh_read_screen";
 
 pub fn tool() -> Tool {
-    let mut schema = JsonObject::new();
-    schema.insert("type".into(), Value::String("object".into()));
-    schema.insert("properties".into(), Value::Object(JsonObject::new()));
-    schema.insert("additionalProperties".into(), Value::Bool(false));
+    let schema = super::no_arguments_schema();
     Tool::new(
         NAME,
         "Capture the device screen: a short text summary and one PNG image (JPEG, scaled, \
          when the PNG would be over 3 MiB of base64). Fails on devices without a screen.",
-        Arc::new(schema),
+        schema,
     )
     .with_title("Read the screen")
     .with_annotations(ToolAnnotations::new().read_only(true).open_world(false))
