@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nl2sh_tests::{children_of, http, initialize_body};
+use nl2sh_tests::{children_of, initialize_body, mcp_post};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -511,26 +511,13 @@ impl Target {
             panic!("cannot start {}: {e}", self.label());
         });
         let body = initialize_body("2025-11-25");
-        let host = addr.to_string();
-        let auth = format!("Bearer {TOKEN}");
         let t0 = Instant::now();
         loop {
             if let Ok(Some(status)) = child.try_wait() {
                 panic!("{} exited during startup: {status}", self.label());
             }
             if std::net::TcpStream::connect(addr).is_ok() {
-                let r = http(
-                    addr,
-                    "POST",
-                    "/mcp",
-                    &[
-                        ("Host", &host),
-                        ("Authorization", &auth),
-                        ("Content-Type", "application/json"),
-                        ("Accept", "application/json, text/event-stream"),
-                    ],
-                    body.as_bytes(),
-                );
+                let r = mcp_post(addr, TOKEN, &body);
                 if r.status == 200 {
                     break;
                 }

@@ -7,7 +7,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nl2sh_tests::{children_of, http, initialize_body};
+use nl2sh_tests::{children_of, initialize_body, mcp_post};
 
 const RUNS: usize = 21;
 const TOKEN: &str = "bench-token-0123456789abcdef0123456789abcdef";
@@ -45,8 +45,6 @@ fn main() {
         let port = free_port();
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
         let body = initialize_body("2025-11-25");
-        let host = addr.to_string();
-        let auth = format!("Bearer {TOKEN}");
         let t0 = Instant::now();
         let mut child = Command::new(&bin)
             .arg("--config")
@@ -67,18 +65,7 @@ fn main() {
             .expect("spawn");
         let elapsed = loop {
             if std::net::TcpStream::connect(addr).is_ok() {
-                let r = http(
-                    addr,
-                    "POST",
-                    "/mcp",
-                    &[
-                        ("Host", &host),
-                        ("Authorization", &auth),
-                        ("Content-Type", "application/json"),
-                        ("Accept", "application/json, text/event-stream"),
-                    ],
-                    body.as_bytes(),
-                );
+                let r = mcp_post(addr, TOKEN, &body);
                 if r.status == 200 {
                     break t0.elapsed();
                 }

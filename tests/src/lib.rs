@@ -246,19 +246,7 @@ impl Server {
 
     /// POST a JSON-RPC body to /mcp with the token and a loopback Host.
     pub fn mcp(&self, body: &str) -> HttpResponse {
-        http(
-            self.addr,
-            "POST",
-            "/mcp",
-            &[
-                ("Host", &self.host_header()),
-                ("Authorization", &format!("Bearer {}", self.token())),
-                ("Content-Type", "application/json"),
-                ("Accept", "application/json, text/event-stream"),
-                ("MCP-Protocol-Version", "2025-11-25"),
-            ],
-            body.as_bytes(),
-        )
+        mcp_post(self.addr, self.token(), body)
     }
 }
 
@@ -346,6 +334,24 @@ impl HttpResponse {
         };
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
+}
+
+/// POST a JSON-RPC body to `addr`/mcp as an authorised client would: Bearer `token`,
+/// Host naming the listener, the content types MCP requires.
+pub fn mcp_post(addr: SocketAddr, token: &str, body: &str) -> HttpResponse {
+    http(
+        addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Host", &addr.to_string()),
+            ("Authorization", &format!("Bearer {token}")),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        body.as_bytes(),
+    )
 }
 
 /// One HTTP/1.1 request on a fresh connection (Connection: close).
@@ -438,6 +444,21 @@ pub struct ToolCall {
 }
 
 impl ToolCall {
+    /// The result of a `tools/call` response (panics on an HTTP or protocol error).
+    pub fn from_response(r: &HttpResponse) -> Self {
+        assert_eq!(r.status, 200, "{r:?}");
+        let v = r.json();
+        let result = v
+            .get("result")
+            .unwrap_or_else(|| panic!("protocol error: {v}"))
+            .clone();
+        ToolCall {
+            is_error: result["isError"] == serde_json::Value::Bool(true),
+            structured: result["structuredContent"].clone(),
+            content: result["content"].as_array().cloned().unwrap_or_default(),
+        }
+    }
+
     /// `structuredContent.output` parsed as JSON (tools answer with JSON object text).
     pub fn output(&self) -> serde_json::Value {
         let text = self.structured["output"].as_str().unwrap_or_default();
@@ -452,18 +473,7 @@ impl Server {
             "jsonrpc": "2.0", "id": 7, "method": "tools/call",
             "params": {"name": name, "arguments": arguments}
         });
-        let r = self.mcp(&body.to_string());
-        assert_eq!(r.status, 200, "{r:?}");
-        let v = r.json();
-        let result = v
-            .get("result")
-            .unwrap_or_else(|| panic!("protocol error: {v}"))
-            .clone();
-        ToolCall {
-            is_error: result["isError"] == serde_json::Value::Bool(true),
-            structured: result["structuredContent"].clone(),
-            content: result["content"].as_array().cloned().unwrap_or_default(),
-        }
+        ToolCall::from_response(&self.mcp(&body.to_string()))
     }
 
     /// `nl2sh_invoke` of one device tool.

@@ -22,25 +22,7 @@ fn invoke_async(
     std::thread::spawn(move || {
         let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
             "params": {"name": "nl2sh_invoke", "arguments": {"tool": tool, "arguments": args}}});
-        let r = nl2sh_tests::http(
-            addr,
-            "POST",
-            "/mcp",
-            &[
-                ("Host", &addr.to_string()),
-                ("Authorization", &format!("Bearer {token}")),
-                ("Content-Type", "application/json"),
-                ("Accept", "application/json, text/event-stream"),
-            ],
-            body.to_string().as_bytes(),
-        );
-        let v = r.json();
-        let result = v["result"].clone();
-        ToolCall {
-            is_error: result["isError"] == json!(true),
-            structured: result["structuredContent"].clone(),
-            content: result["content"].as_array().cloned().unwrap_or_default(),
-        }
+        ToolCall::from_response(&nl2sh_tests::mcp_post(addr, &token, &body.to_string()))
     })
 }
 

@@ -307,26 +307,12 @@ fn stopping_the_service_kills_running_commands() {
     let pidfile = fx.dir.path().join("sleep.pid");
     let command = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
     let addr = server.addr;
-    let host = server.host_header();
     let token = server.token().to_string();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "nl2sh_invoke", "arguments": {"tool": "shell.exec",
         "arguments": {"command": command, "timeout": 600}}}})
     .to_string();
-    let caller = std::thread::spawn(move || {
-        nl2sh_tests::http(
-            addr,
-            "POST",
-            "/mcp",
-            &[
-                ("Host", &host),
-                ("Authorization", &format!("Bearer {token}")),
-                ("Content-Type", "application/json"),
-                ("Accept", "application/json, text/event-stream"),
-            ],
-            body.as_bytes(),
-        )
-    });
+    let caller = std::thread::spawn(move || nl2sh_tests::mcp_post(addr, &token, &body));
     let pid: i32 = wait_for_file(&pidfile).parse().unwrap();
     server.signal(libc::SIGTERM);
     let status = server.wait(Duration::from_secs(30));
