@@ -49,23 +49,7 @@ pub fn run() -> ExitCode {
     // 0600 explicitly and SQLite copies the database's mode to `-wal`/`-shm`; the umask
     // also covers any file SQLite or a later module creates without saying a mode.
     umask(Mode::from_bits_truncate(0o077));
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!(error = %e, "approvald: cannot start runtime");
-            return ExitCode::FAILURE;
-        }
-    };
-    match rt.block_on(serve()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = %e, "approvald stopped");
-            ExitCode::FAILURE
-        }
-    }
+    nl2sh_proto::worker::run_single_threaded("approvald", serve())
 }
 
 /// The state directory must be ours and private before anything is stored in it.

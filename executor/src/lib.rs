@@ -50,25 +50,7 @@ impl Drop for Runtime {
 
 /// Entry point of the hidden `executor` role.
 pub fn run() -> ExitCode {
-    // One thread: requests are short or wait on children; blocking work goes to the
-    // blocking pool. Keeps the idle tree small.
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!(error = %e, "executor: cannot start runtime");
-            return ExitCode::FAILURE;
-        }
-    };
-    match rt.block_on(serve()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = %e, "executor stopped");
-            ExitCode::FAILURE
-        }
-    }
+    nl2sh_proto::worker::run_single_threaded("executor", serve())
 }
 
 fn catch_stop_signals() -> Vec<tokio::signal::unix::Signal> {

@@ -123,3 +123,30 @@ impl Control {
         write_frame(&mut self.stream, id, &ControlResponse::Drained).await
     }
 }
+
+/// Run a worker's `serve` future on a single-threaded runtime (requests are short or wait
+/// on other processes; blocking work goes to the blocking pool) and turn its end into
+/// the process exit status, logging why it stopped.
+pub fn run_single_threaded<E, F>(role: &str, serve: F) -> std::process::ExitCode
+where
+    E: std::fmt::Display,
+    F: std::future::Future<Output = Result<(), E>>,
+{
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "{role}: cannot start the runtime");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(serve) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "{role} stopped");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
