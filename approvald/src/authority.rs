@@ -180,13 +180,19 @@ impl Authority {
                 message: "the decision could not be recorded, so it is not given".into(),
             });
         }
-        tracing::info!(
-            call_id,
-            tool = %summary.tool,
-            risk = summary.risk.as_str(),
-            decision = decision.as_str(),
-            "decided"
-        );
+        // The audit row is the record; the log line is for people watching, who want the
+        // decisions that mattered, not one line per read.
+        if decision == Decision::Allowed {
+            tracing::debug!(call_id, tool = %summary.tool, decision = decision.as_str(), "decided");
+        } else {
+            tracing::info!(
+                call_id,
+                tool = %summary.tool,
+                risk = summary.risk.as_str(),
+                decision = decision.as_str(),
+                "decided"
+            );
+        }
         self.remembered().insert(summary, decision);
         AuthorityResponse::Decided { decision, reason }
     }

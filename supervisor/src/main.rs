@@ -17,12 +17,16 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// Log filter when `NL2SH_LOG` is unset. rmcp logs every stateless request at info
+/// (session start and end), which would be several lines per tool call.
+pub const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
 /// First argument that selects a worker role; never typed by users.
 pub const WORKER_ARG: &str = "__nl2sh-worker";
 
 fn init_logging(filter: &str, role: &'static str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(filter)
@@ -44,12 +48,12 @@ fn main() -> ExitCode {
         let filter = args
             .next()
             .and_then(|f| f.into_string().ok())
-            .unwrap_or_else(|| "info".into());
+            .unwrap_or_else(|| DEFAULT_LOG_FILTER.into());
         return run_worker(&role, &filter);
     }
     let cli = cli::Cli::parse();
     init_logging(
-        &std::env::var("NL2SH_LOG").unwrap_or_else(|_| "info".into()),
+        &std::env::var("NL2SH_LOG").unwrap_or_else(|_| DEFAULT_LOG_FILTER.into()),
         "supervisor",
     );
     match cli.command {

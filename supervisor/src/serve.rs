@@ -159,7 +159,8 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
     };
     let (uid, gid, groups) = cfg.netd_ids();
     let identity = NetdIdentity { uid, gid, groups };
-    let log_filter = std::env::var("NL2SH_LOG").unwrap_or_else(|_| "info".into());
+    let log_filter =
+        std::env::var("NL2SH_LOG").unwrap_or_else(|_| crate::DEFAULT_LOG_FILTER.into());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

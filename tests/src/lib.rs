@@ -57,7 +57,7 @@ impl Fixture {
         let mut cmd = Command::new(nl2sh_bin());
         cmd.arg("--config").arg(self.config()).args(args);
         cmd.env_remove("NL2SH_PROTOCOL_TOKEN")
-            .env("NL2SH_LOG", "info");
+            .env_remove("NL2SH_LOG");
         cmd
     }
 }
