@@ -198,7 +198,9 @@ pub async fn serve(wiring: Wiring) -> Result<(), NetdError> {
         end = &mut server => match end {
             Ok(Ok(())) => {
                 // Only stdio ends by itself (stdin closed); HTTP serves until drained.
+                // Say so, so the supervisor stops the tree as a clean end of session.
                 tracing::info!("transport closed");
+                write_frame(&mut control, 0, &ControlResponse::Finished).await?;
                 Ok(())
             }
             Ok(Err(e)) => Err(e.into()),

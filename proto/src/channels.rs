@@ -48,6 +48,9 @@ pub enum ControlResponse {
     Started,
     Drained,
     Refused(String),
+    /// Sent unasked by netd when its transport ended by itself (stdin closed in stdio
+    /// mode): the session is over and the tree should stop cleanly.
+    Finished,
 }
 wire!(ControlResponse, 0x0102);
 

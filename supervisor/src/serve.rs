@@ -397,24 +397,41 @@ impl StopSignals {
 }
 
 /// Wait for SIGINT/SIGTERM (drain, stop, exit 0) or a worker's end (stop all, exit 1).
-/// In stdio mode, netd ending cleanly (stdin closed) ends the session cleanly.
+/// In stdio mode, netd's `Finished` (stdin closed) ends the session cleanly.
 async fn supervise(running: &mut Running, signals: &mut StopSignals, stdio: bool) -> ExitCode {
-    let died = tokio::select! {
+    let first = tokio::select! {
         () = signals.recv() => None,
-        ev = running.events.recv() => Some(ev.map(|(i, _)| i)),
+        ev = running.events.recv() => Some(ev),
     };
-    match died {
+    match first {
         None => {
             tracing::info!("stopping: draining in-flight requests");
             drain(running).await;
             ExitCode::SUCCESS
         }
-        Some(which) => {
+        Some(event) => {
             // One death usually ends its peers' channels too; let them settle, then
             // report every worker that ended, the one killed by a signal first, so the
             // message names the cause rather than whoever noticed first.
             tokio::time::sleep(Duration::from_millis(150)).await;
-            let first = which.unwrap_or(0);
+            let mut events = vec![event];
+            while let Ok(ev) = running.events.try_recv() {
+                events.push(Some(ev));
+            }
+            let netd = running.workers.iter().position(|w| w.role == Role::Netd);
+            let session_over = events
+                .iter()
+                .flatten()
+                .any(|(i, r)| Some(*i) == netd && matches!(r, Ok(ControlResponse::Finished)));
+            if stdio && session_over {
+                tracing::info!("stdin closed; stopping");
+                drain(running).await;
+                return ExitCode::SUCCESS;
+            }
+            let first = events
+                .first()
+                .and_then(Option::as_ref)
+                .map_or(0, |(i, _)| *i);
             let mut ended = Vec::new();
             for (i, w) in running.workers.iter_mut().enumerate() {
                 let status = if i == first {
@@ -427,14 +444,6 @@ async fn supervise(running: &mut Running, signals: &mut StopSignals, stdio: bool
                 }
             }
             use std::os::unix::process::ExitStatusExt;
-            let netd_done = ended
-                .iter()
-                .any(|(role, _, status)| *role == Role::Netd && status.success());
-            if stdio && netd_done {
-                tracing::info!("stdin closed; stopping");
-                drain(running).await;
-                return ExitCode::SUCCESS;
-            }
             ended.sort_by_key(|(_, _, status)| status.signal().is_none());
             for (role, pid, status) in &ended {
                 let status = describe(*status);
