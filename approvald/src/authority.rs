@@ -23,8 +23,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use nl2sh_proto::channels::{
-    ActionSummary, AuthorityResponse, CallResult, CliErrorKind, Decision, PendingApproval,
-    RemoteError, RemoteErrorKind, RiskLevel,
+    ActionSummary, AuthorityResponse, CallResult, CliErrorKind, Confinement, Decision,
+    PendingApproval, RemoteError, RemoteErrorKind, RiskLevel,
 };
 use nl2sh_proto::limits::MAX_TOOL_NAME_BYTES;
 
@@ -44,6 +44,7 @@ pub const MAX_REASONS: usize = 16;
 pub const MAX_REASON_BYTES: usize = 1024;
 
 pub const REASON_READ_ONLY: &str = "read-only";
+pub const REASON_READ_ONLY_SANDBOXED: &str = "read-only; runs in the read-only sandbox";
 pub const REASON_AUTO_APPROVED: &str = "protocol_auto_approve = true";
 /// Start of the reason of every decision refused because the configuration could not be
 /// used; the rest says why.
@@ -314,9 +315,15 @@ impl Authority {
 /// Steps 2–4 of the decision order: the decision when no person is asked.
 pub fn settle_without_asking(policy: &Policy, s: &ActionSummary) -> Option<(Decision, String)> {
     let effective = policy.approval_policy.for_origin(s.origin);
-    if !effective.asks(s.risk, s.requires_root) {
+    // A read-only action that would run outside the sandbox (the caller asked, or there
+    // is no sandbox here) is never let through by the policy alone.
+    let unconfined_read = s.risk == RiskLevel::ReadOnly && s.confinement == Confinement::Unconfined;
+    if !effective.asks(s.risk, s.requires_root) && !unconfined_read {
         let reason = if s.risk == RiskLevel::ReadOnly {
-            REASON_READ_ONLY.to_owned()
+            match s.confinement {
+                Confinement::Sandbox => REASON_READ_ONLY_SANDBOXED.to_owned(),
+                _ => REASON_READ_ONLY.to_owned(),
+            }
         } else {
             format!(
                 "approval_policy = {} does not ask for {} actions",
@@ -410,7 +417,7 @@ fn check_result(r: &CallResult) -> Result<(i64, i64), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nl2sh_proto::channels::{CallOrigin, Identity};
+    use nl2sh_proto::channels::{CallOrigin, Confinement, Identity};
 
     fn summary(call_id: u64) -> ActionSummary {
         ActionSummary {
@@ -422,6 +429,7 @@ mod tests {
             risk: RiskLevel::Medium,
             requires_root: false,
             identity: Identity::Launching,
+            confinement: Confinement::Sandbox,
             reasons: Vec::new(),
         }
     }

@@ -6,10 +6,12 @@
 pub mod authority;
 pub mod clock;
 pub mod dispatch;
+pub mod peer;
 pub mod pending;
 pub mod policy;
 pub mod socket;
 pub mod store;
+mod sys;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -38,6 +40,8 @@ pub enum ApprovaldError {
     Store(#[from] store::StoreError),
     #[error("approvals socket: {0}")]
     Socket(#[from] socket::SocketError),
+    #[error("approvals socket: {0}")]
+    NoTreeRoot(#[from] peer::NoTreeRoot),
 }
 
 /// How long stopping waits for decisions in progress to be recorded.
@@ -69,6 +73,9 @@ fn check_state_dir(path: PathBuf) -> Result<PathBuf, ApprovaldError> {
 }
 
 async fn serve() -> Result<(), ApprovaldError> {
+    // Our parent is the supervisor, the root of the nl2sh process tree: nothing in that
+    // tree (tool commands included) may approve. Read first, while it surely is.
+    let peer_policy = socket::PeerPolicy::outside_parent_tree();
     let (mut control, settings) = accept_start(Role::Approvald).await?;
     let WorkerSettings::Approvald(settings) = settings else {
         let _ = control.refuse("settings for another role".into()).await;
@@ -79,6 +86,13 @@ async fn serve() -> Result<(), ApprovaldError> {
         Err(e) => {
             let _ = control.refuse(e.to_string()).await;
             return Err(e);
+        }
+    };
+    let peer_policy = match peer_policy {
+        Ok(policy) => policy,
+        Err(e) => {
+            let _ = control.refuse(e.to_string()).await;
+            return Err(e.into());
         }
     };
     tracing::debug!(state_dir = %state_dir.display(), "approvald starting");
@@ -102,9 +116,10 @@ async fn serve() -> Result<(), ApprovaldError> {
     };
     tracing::debug!(path = %approvals_socket.path().display(), "approvals socket ready");
     let (stop_socket, socket_stopped) = tokio::sync::oneshot::channel::<()>();
-    let mut socket_task = tokio::spawn(approvals_socket.serve(authority.clone(), async move {
+    let serving_socket = approvals_socket.serve(authority.clone(), peer_policy, async move {
         let _ = socket_stopped.await;
-    }));
+    });
+    let mut socket_task = tokio::spawn(serving_socket);
     let executor = connect_peer(
         fds::APPROVALD_EXECUTOR,
         ChannelKind::ExecutorApprovald,

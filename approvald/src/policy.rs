@@ -339,7 +339,7 @@ fn read_bounded(path: &Path) -> Result<Option<String>, PolicyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nl2sh_proto::channels::Identity;
+    use nl2sh_proto::channels::{Confinement, Identity};
 
     fn parse_text(text: &str) -> Result<Policy, PolicyError> {
         parse(Path::new("c.toml"), text)
@@ -359,6 +359,7 @@ mod tests {
             risk,
             requires_root: false,
             identity: Identity::Launching,
+            confinement: Confinement::Sandbox,
             reasons: Vec::new(),
         }
     }

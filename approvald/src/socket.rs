@@ -6,6 +6,9 @@
 //!   holds the state lock, so no other instance is using it).
 //! * Every connection's peer uid (SO_PEERCRED) must be approvald's euid; any other peer
 //!   is logged and closed before a byte is sent to it.
+//! * Approval must come from a person, so with [`PeerPolicy::OutsideTree`] (production:
+//!   the tree rooted at the supervisor) a peer that is in the nl2sh process tree (a tool
+//!   command, or a worker) is logged and closed the same way; see [`crate::peer`].
 //! * Then the handshake (`CliApprovald`, we are `Approvald`, the peer `Cli`), then
 //!   [`CliRequest`](nl2sh_proto::channels::CliRequest)s until the peer closes.
 //! * At most [`MAX_CONNECTIONS`] connections at once; more are closed at once.
@@ -13,6 +16,7 @@
 
 use std::future::Future;
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,6 +30,9 @@ use nl2sh_proto::handshake::{handshake, ChannelKind, Role};
 
 use crate::authority::Authority;
 use crate::dispatch;
+use crate::peer::TreeRoot;
+
+pub use crate::peer::PeerPolicy;
 
 /// The socket, relative to the state directory.
 pub const SOCKET_FILE: &str = "protocol/approvals.sock";
@@ -124,10 +131,12 @@ impl ApprovalsSocket {
     }
 
     /// Accept and serve CLI connections until `shutdown` resolves (or accepting fails);
-    /// then close every connection and remove the file.
+    /// then close every connection and remove the file. Peers are checked by `policy`
+    /// (besides the uid) before the handshake.
     pub async fn serve(
         mut self,
         authority: Arc<Authority>,
+        policy: PeerPolicy,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), SocketError> {
         let path = self.path.clone();
@@ -141,6 +150,8 @@ impl ApprovalsSocket {
                 source,
             })?;
         let euid = nix::unistd::geteuid().as_raw();
+        // Held (by pidfd) from here on: a root that dies refuses every later peer.
+        let tree = policy.tree_root().map(|root| Arc::new(TreeRoot::new(root)));
         let mut connections = JoinSet::new();
         tokio::pin!(shutdown);
         let result = loop {
@@ -169,7 +180,7 @@ impl ApprovalsSocket {
                         );
                         continue;
                     }
-                    connections.spawn(connection(stream, euid, authority.clone()));
+                    connections.spawn(connection(stream, euid, tree.clone(), authority.clone()));
                 }
             }
         };
@@ -211,8 +222,14 @@ fn transient(e: &io::Error) -> bool {
     ) || e.kind() == io::ErrorKind::WouldBlock
 }
 
-/// One CLI connection: same uid only, then the handshake, then requests.
-async fn connection(mut stream: UnixStream, euid: u32, authority: Arc<Authority>) {
+/// One CLI connection: same uid only, and (with a tree root) not from the nl2sh process
+/// tree, then the handshake, then requests.
+async fn connection(
+    mut stream: UnixStream,
+    euid: u32,
+    tree: Option<Arc<TreeRoot>>,
+    authority: Arc<Authority>,
+) {
     let cred = match getsockopt(&stream, sockopt::PeerCredentials) {
         Ok(cred) => cred,
         Err(e) => {
@@ -228,6 +245,31 @@ async fn connection(mut stream: UnixStream, euid: u32, authority: Arc<Authority>
             "approvals socket: peer is another user; closing without an answer"
         );
         return;
+    }
+    if let Some(tree) = tree {
+        // A few small /proc reads per generation: done in place, like the uid check.
+        if let Err(refusal) = tree.check_peer(stream.as_fd(), cred.pid()) {
+            if refusal.is_in_tree() {
+                tracing::warn!(
+                    peer_pid = cred.pid(),
+                    peer_uid = cred.uid(),
+                    tree_root = %tree.root(),
+                    reason = %refusal,
+                    "approvals socket: peer descends from the nl2sh process tree \
+                     (approval must come from a person); closing without an answer"
+                );
+            } else {
+                tracing::warn!(
+                    peer_pid = cred.pid(),
+                    peer_uid = cred.uid(),
+                    tree_root = %tree.root(),
+                    error = %refusal,
+                    "approvals socket: cannot verify that the peer is outside the nl2sh \
+                     process tree; closing without an answer"
+                );
+            }
+            return;
+        }
     }
     let greeted = tokio::time::timeout(
         HANDSHAKE_TIMEOUT,

@@ -14,7 +14,7 @@ use nl2sh_approvald::dispatch::serve_executor;
 use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
 use nl2sh_proto::channels::{
     ActionSummary, AuthorityRequest, AuthorityResponse, CallOrigin, CallResult, CliRequest,
-    CliResponse, Decision, Identity, RemoteErrorKind, RiskLevel,
+    CliResponse, Confinement, Decision, Identity, RemoteErrorKind, RiskLevel,
 };
 use nl2sh_proto::rpc::RpcClient;
 
@@ -82,6 +82,7 @@ fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
         risk,
         requires_root: false,
         identity: Identity::Launching,
+        confinement: Confinement::Fixed,
         reasons: Vec::new(),
     }
 }

@@ -1,5 +1,5 @@
-//! `protocol/approvals.sock`: mode, same-uid service, other uids refused, stale files, and
-//! removal on exit.
+//! `protocol/approvals.sock`: mode, same-uid service, other uids refused, peers from the
+//! nl2sh process tree refused, stale files, and removal on exit.
 
 mod common;
 
@@ -9,11 +9,13 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::time::Duration;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::sync::oneshot;
 
 use common::{summary, Rig};
-use nl2sh_approvald::socket::{ApprovalsSocket, SOCKET_FILE};
+use nl2sh_approvald::peer::{Pid, Refusal, TreeRoot};
+use nl2sh_approvald::socket::{ApprovalsSocket, PeerPolicy, SOCKET_FILE};
 use nl2sh_proto::channels::{CliErrorKind, CliRequest, CliResponse, Decision, RiskLevel};
 use nl2sh_proto::frame::encode;
 use nl2sh_proto::handshake::{handshake, ChannelKind, Hello, Role, MAGIC, PROTOCOL_VERSION};
@@ -54,11 +56,16 @@ struct Served {
     task: tokio::task::JoinHandle<Result<(), nl2sh_approvald::socket::SocketError>>,
 }
 
+/// Served with the uid check only (the tests are not below a supervisor).
 fn serve(rig: &Rig) -> Served {
+    serve_with(rig, PeerPolicy::SameUid)
+}
+
+fn serve_with(rig: &Rig, policy: PeerPolicy) -> Served {
     let socket = ApprovalsSocket::bind(rig.dir.path()).unwrap();
     let path = socket.path().to_owned();
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(socket.serve(rig.authority.clone(), async move {
+    let task = tokio::spawn(socket.serve(rig.authority.clone(), policy, async move {
         let _ = stopped.await;
     }));
     Served {
@@ -302,4 +309,179 @@ async fn another_uid_is_refused_without_an_answer() {
         CliResponse::Done
     ));
     assert_eq!(waiting.await.unwrap().0, Decision::Rejected);
+}
+
+/// Send a hello and `req` without waiting for the handshake, then read: `true` if the
+/// connection was closed without a byte of answer.
+async fn closed_unanswered(path: &Path, req: &CliRequest) -> bool {
+    let mut stream = UnixStream::connect(path).await.unwrap();
+    let hello = Hello {
+        magic: MAGIC,
+        version: PROTOCOL_VERSION,
+        channel: ChannelKind::CliApprovald,
+        role: Role::Cli,
+    };
+    // Either write may fail once approvald has closed.
+    let _ = stream.write_all(&encode(0, &hello).unwrap()).await;
+    let _ = stream.write_all(&encode(1, req).unwrap()).await;
+    let mut buf = [0u8; 64];
+    match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf)).await {
+        Ok(Ok(0)) => true,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => true,
+        Ok(Ok(_)) => false,
+        Ok(Err(e)) => panic!("read: {e}"),
+        Err(_) => panic!("approvald neither answered nor closed"),
+    }
+}
+
+/// Run `peer_helper` (as our uid) against `path`; its exit code.
+async fn helper_exit_code(path: &Path) -> Option<i32> {
+    let exe = std::env::current_exe().unwrap();
+    let mut child = std::process::Command::new(exe);
+    child
+        .args(["--exact", "peer_helper", "--nocapture", "--test-threads=1"])
+        .env(HELPER_ENV, path);
+    let output = tokio::task::spawn_blocking(move || child.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        output.status.code().is_some(),
+        "helper: {} {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.status.code()
+}
+
+/// A tool command runs as approvald's uid, below the supervisor: it must not approve its
+/// own request (through `nl2sh protocol approve` under `script`, or any other way).
+#[tokio::test]
+async fn a_peer_in_the_nl2sh_tree_is_refused_without_an_answer() {
+    let rig = Rig::new();
+    // The test process plays the supervisor: it and everything it starts are the tree.
+    let root = Pid::new(std::process::id()).unwrap();
+    let served = serve_with(&rig, PeerPolicy::OutsideTree(root));
+    let waiting = rig.decide_later(summary(1, RiskLevel::Medium));
+    let pending = rig.wait_pending(1).await;
+    let id = pending[0].id.clone();
+
+    // The root itself.
+    let approve = CliRequest::Approve {
+        id: id.clone(),
+        phrase: None,
+    };
+    assert!(closed_unanswered(&served.path, &approve).await);
+    assert!(closed_unanswered(&served.path, &CliRequest::ListPending).await);
+    // A process it started (a descendant, as a tool command is of the supervisor).
+    assert_eq!(helper_exit_code(&served.path).await, Some(HELPER_REFUSED));
+    // A proper handshake gets nothing either: approvald closes before its hello.
+    let mut stream = UnixStream::connect(&served.path).await.unwrap();
+    let r = handshake(
+        &mut stream,
+        ChannelKind::CliApprovald,
+        Role::Cli,
+        Role::Approvald,
+    )
+    .await;
+    assert!(r.is_err(), "the handshake was answered");
+
+    // Nothing was approved; the request still waits.
+    let still = rig.pending();
+    assert_eq!(still.len(), 1);
+    assert_eq!(still[0].id, id);
+    assert!(!waiting.is_finished());
+    rig.reject(&id).unwrap();
+    assert_eq!(waiting.await.unwrap().0, Decision::Rejected);
+    assert!(served.path.exists());
+}
+
+/// A peer that does not descend from the tree root (a person's shell) is served as before.
+#[tokio::test]
+async fn a_peer_outside_the_nl2sh_tree_is_served() {
+    let rig = Rig::new();
+    // A root that is not an ancestor of this test.
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let root = Pid::new(sleeper.id()).unwrap();
+    let mut served = serve_with(&rig, PeerPolicy::OutsideTree(root));
+    let waiting = rig.decide_later(summary(1, RiskLevel::Medium));
+    let pending = rig.wait_pending(1).await;
+
+    let cli = connect(&served.path).await;
+    assert!(matches!(
+        cli.call(&CliRequest::Approve {
+            id: pending[0].id.clone(),
+            phrase: None,
+        })
+        .await
+        .unwrap(),
+        CliResponse::Done
+    ));
+    assert_eq!(waiting.await.unwrap().0, Decision::Approved);
+    // A child of ours is outside that tree too.
+    assert_eq!(helper_exit_code(&served.path).await, Some(HELPER_ANSWERED));
+
+    // Once the root is gone its tree cannot be told apart: everyone is refused.
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert!(closed_unanswered(&served.path, &CliRequest::ListPending).await);
+
+    served.stop.take().unwrap().send(()).unwrap();
+    served.task.await.unwrap().unwrap();
+    assert!(!served.path.exists());
+}
+
+/// The check itself on a connection: a live child is in the tree of the test process and
+/// outside any other; once it has exited (and been reaped) it is refused whatever the
+/// root, since what holds its pid now cannot be verified to be it.
+#[test]
+fn a_peer_that_is_gone_is_refused() {
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixListener;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("peer.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut child = std::process::Command::new(exe)
+        .args(["--exact", "peer_helper", "--nocapture", "--test-threads=1"])
+        .env(HELPER_ENV, &path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (stream, _) = listener.accept().unwrap();
+    let cred =
+        nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials).unwrap();
+    assert_eq!(u32::try_from(cred.pid()).unwrap(), child.id());
+
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let elsewhere = TreeRoot::new(Pid::new(sleeper.id()).unwrap());
+    let here = TreeRoot::new(Pid::new(std::process::id()).unwrap());
+    elsewhere.check_peer(stream.as_fd(), cred.pid()).unwrap();
+    let r = here.check_peer(stream.as_fd(), cred.pid());
+    assert!(matches!(r, Err(Refusal::InTree { depth: 1, .. })), "{r:?}");
+
+    // Closed unanswered: the helper exits; reap it.
+    stream.shutdown(std::net::Shutdown::Both).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(HELPER_REFUSED));
+    let r = elsewhere.check_peer(stream.as_fd(), cred.pid());
+    assert!(r.is_err(), "a reaped peer was let through");
+    if elsewhere.guarded() {
+        assert!(
+            matches!(
+                r,
+                Err(Refusal::Gone(_) | Refusal::Proc { .. } | Refusal::Pidfd { .. })
+            ),
+            "{r:?}"
+        );
+    }
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
 }

@@ -29,6 +29,8 @@ pub struct DeviceEnv {
     pub shell: PathBuf,
     /// Android programs found on PATH.
     pub programs: BTreeMap<&'static str, PathBuf>,
+    /// nl2sh's own files: anything that touches them is at least `dangerous`.
+    pub protected: crate::risk::Protected,
 }
 
 impl DeviceEnv {
@@ -49,7 +51,14 @@ impl DeviceEnv {
             path_var,
             shell,
             programs,
+            protected: crate::risk::Protected::default(),
         }
+    }
+
+    /// The same device, with nl2sh's own files protected.
+    pub fn with_protected(mut self, protected: crate::risk::Protected) -> Self {
+        self.protected = protected;
+        self
     }
 
     pub fn program(&self, name: &str) -> Option<&Path> {

@@ -21,7 +21,7 @@ pub async fn serve_netd(stream: UnixStream, runtime: Arc<Runtime>) -> Result<(),
 
 pub async fn answer(runtime: &Runtime, req: ExecutorRequest) -> ExecutorResponse {
     match req {
-        ExecutorRequest::Inspect => answer_inspect(runtime),
+        ExecutorRequest::Inspect => answer_inspect(runtime).await,
         ExecutorRequest::Catalog => ExecutorResponse::Catalog(runtime.pipeline.catalog()),
         ExecutorRequest::Invoke(call) => {
             ExecutorResponse::Outcome(runtime.pipeline.invoke(call).await)
@@ -35,9 +35,10 @@ pub async fn answer(runtime: &Runtime, req: ExecutorRequest) -> ExecutorResponse
     }
 }
 
-fn answer_inspect(runtime: &Runtime) -> ExecutorResponse {
+async fn answer_inspect(runtime: &Runtime) -> ExecutorResponse {
+    let sandbox = runtime.pipeline.sandbox_status().await.to_json();
     ExecutorResponse::Inspect {
-        json: runtime.environment.to_json(),
+        json: runtime.environment.to_json_with(&[("sandbox", sandbox)]),
     }
 }
 

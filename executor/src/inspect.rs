@@ -104,7 +104,15 @@ impl Environment {
 
     /// The inspect object as JSON text.
     pub fn to_json(&self) -> String {
+        self.to_json_with(&[])
+    }
+
+    /// The inspect object with `extra` members (state known only at the time of asking).
+    pub fn to_json_with(&self, extra: &[(&str, Value)]) -> String {
         let mut obj = self.fixed.clone();
+        for (key, value) in extra {
+            obj.insert((*key).to_string(), value.clone());
+        }
         // Waits for the background digest if it is still running.
         let sha = self
             .executable_sha256

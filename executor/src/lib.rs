@@ -6,6 +6,7 @@ pub mod dispatch;
 pub mod inspect;
 pub mod risk;
 pub mod runtime;
+pub mod sandbox;
 mod sys;
 pub mod tools;
 
@@ -25,17 +26,40 @@ pub struct Runtime {
 
 impl Runtime {
     /// Probe the device with the launching shell's `path_var` and register its tools.
-    /// Without an `authority`, every action that needs a decision is refused.
+    /// Without an `authority`, every action that needs a decision is refused; without a
+    /// `sandbox`, read-only actions the caller chose ask like mutations.
     pub fn new(
         path_var: Option<&str>,
         authority: Option<runtime::pipeline::AuthorityClient>,
+        sandbox: Option<Arc<sandbox::Sandbox>>,
+        protected: risk::Protected,
     ) -> Self {
-        let device = device::DeviceEnv::probe(path_var.map(str::to_string));
+        let device =
+            device::DeviceEnv::probe(path_var.map(str::to_string)).with_protected(protected);
         Self {
             environment: inspect::Environment::probe(path_var),
-            pipeline: runtime::pipeline::Pipeline::new(device, authority),
+            pipeline: runtime::pipeline::Pipeline::new(device, authority, sandbox),
         }
     }
+}
+
+/// nl2sh's own files as the executor protects them: the configuration file, the state
+/// directory and the running executable (where it really is).
+pub fn own_files(config_path: &str, state_dir: &str) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for p in [config_path, state_dir] {
+        let p = std::path::PathBuf::from(p);
+        if let Ok(real) = std::fs::canonicalize(&p) {
+            if real != p {
+                files.push(real);
+            }
+        }
+        files.push(p);
+    }
+    if let Ok(exe) = std::fs::read_link("/proc/self/exe") {
+        files.push(exe);
+    }
+    files
 }
 
 impl Drop for Runtime {
@@ -118,10 +142,28 @@ async fn serve() -> Result<(), ExecutorError> {
         Role::Netd,
     )
     .await?;
+    let own = own_files(&settings.config_path, &settings.state_dir);
+    // The masks hide the configuration and state, under the names the paths had and the
+    // ones they resolve to.
+    let masked: Vec<String> = own
+        .iter()
+        .take(own.len().saturating_sub(1))
+        .map(|p| p.display().to_string())
+        .collect();
+    let sandbox = Arc::new(sandbox::Sandbox::new(
+        sandbox::SandboxSettings::for_executor(settings.sandbox_uid, settings.sandbox_gid, masked),
+    ));
     let runtime = Arc::new(Runtime::new(
         std::env::var("PATH").ok().as_deref(),
         Some(authority),
+        Some(sandbox.clone()),
+        risk::Protected::new(own),
     ));
+    // Probe the sandbox now, so startup says which parts are active and the first call
+    // does not wait for it.
+    tokio::spawn(async move {
+        sandbox.availability().await;
+    });
     let mut netd_task = tokio::spawn(dispatch::serve_netd(netd, runtime.clone()));
     control.started().await.map_err(ExecutorError::Control)?;
     let result = tokio::select! {

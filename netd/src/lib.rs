@@ -21,7 +21,7 @@ pub use mcp::McpServer;
 /// the end of stdin in stdio mode).
 pub fn run() -> ExitCode {
     // Before any thread exists: setuid and capabilities act per thread.
-    if let Err(e) = sys::verify_unprivileged() {
+    if let Err(e) = sys::verify_unprivileged().and_then(|()| sys::forbid_inspection()) {
         tracing::error!(error = %e, "netd refuses to start");
         return ExitCode::FAILURE;
     }

@@ -300,6 +300,9 @@ async fn only_start_with_netd_settings_is_accepted() {
     let mut tree = Tree::new().await;
     let other = WorkerSettings::Executor(ExecutorSettings {
         config_path: "/x".into(),
+        state_dir: "/y".into(),
+        sandbox_uid: 65534,
+        sandbox_gid: 65534,
     });
     write_frame(&mut tree.supervisor, 1, &ControlRequest::Start(other))
         .await

@@ -87,8 +87,14 @@ pub struct NetdSettings {
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ExecutorSettings {
-    /// Path of the configuration file this tree serves, for diagnostics.
+    /// Path of the configuration file this tree serves. Masked in the read-only sandbox,
+    /// and anything that touches it is at least `dangerous`.
     pub config_path: String,
+    /// The state directory (approvald's); masked and protected like the configuration.
+    pub state_dir: String,
+    /// Identity of the read-only sandbox (`sandbox_uid` / `sandbox_gid`).
+    pub sandbox_uid: u32,
+    pub sandbox_gid: u32,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -159,6 +165,30 @@ impl Identity {
             Identity::Root => "root",
             Identity::Shell => "shell",
             Identity::Launching => "launching_user",
+        }
+    }
+}
+
+/// Where an action runs when it runs without asking anyone (assessed read-only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Confinement {
+    /// In the read-only sandbox: the caller chose what runs (a command line, a path),
+    /// so the kernel, not the assessment, keeps it from changing anything.
+    Sandbox,
+    /// The tool's own fixed operation (its argv or code chosen by the tool, not the
+    /// caller), run as the tool's identity.
+    Fixed,
+    /// Outside the sandbox with the bound identity, because the caller asked for it or
+    /// the sandbox is unavailable. The policy never lets it run without asking.
+    Unconfined,
+}
+
+impl Confinement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confinement::Sandbox => "sandbox",
+            Confinement::Fixed => "fixed",
+            Confinement::Unconfined => "unconfined",
         }
     }
 }
@@ -266,6 +296,8 @@ pub struct ActionSummary {
     pub risk: RiskLevel,
     pub requires_root: bool,
     pub identity: Identity,
+    /// Where it runs if the policy lets it run without asking.
+    pub confinement: Confinement,
     /// Why the assessment chose this level (shown to the approver), bounded.
     pub reasons: Vec<String>,
 }
@@ -400,6 +432,46 @@ pub enum CliResponse {
     },
 }
 wire!(CliResponse, 0x0502);
+
+// ---- executor → sandbox helper (the plan on the helper's stdin) ------------------------
+
+/// What one run of the sandbox helper (`nl2sh __nl2sh-sandbox`) sets up and does. The
+/// executor writes it as one frame on the helper's stdin; whatever follows is the
+/// command's standard input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SandboxPlan {
+    /// The unprivileged identity the payload runs as (never 0).
+    pub uid: u32,
+    pub gid: u32,
+    /// Paths (absolute; a `*` matches within one component) hidden from the payload.
+    pub masks: Vec<String>,
+    /// Size of the private scratch tmpfs that is `TMPDIR`.
+    pub scratch_bytes: u64,
+    /// Working directory of the payload.
+    pub cwd: Option<String>,
+    pub payload: SandboxPayload,
+}
+wire!(SandboxPlan, 0x0601);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum SandboxPayload {
+    /// Set everything up and report which parts are active (JSON on stdout).
+    Probe,
+    /// Execute a program (argv\[0\] looked up on PATH).
+    Exec { argv: Vec<String> },
+    /// `fs.read` as the sandbox identity (JSON on stdout).
+    ReadFile {
+        path: String,
+        offset: u64,
+        length: u64,
+    },
+    /// `fs.list` as the sandbox identity (JSON on stdout).
+    ListDir {
+        path: String,
+        hidden: bool,
+        limit: u64,
+    },
+}
 
 /// Inherited descriptor numbers of each worker role. The supervisor places channels here
 /// and closes everything else; a worker refuses to start without them.

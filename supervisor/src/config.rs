@@ -36,6 +36,8 @@ const KNOWN_KEYS: &[&str] = &[
     "state_dir",
     "netd_uid",
     "netd_gid",
+    "sandbox_uid",
+    "sandbox_gid",
     "approval_policy",
     "approval_timeout_secs",
     "approval_grants",
@@ -59,6 +61,9 @@ pub struct Config {
     pub netd_uid: Option<u32>,
     /// Unprivileged gid for netd (default: [`default_netd_ids`]).
     pub netd_gid: Option<u32>,
+    /// Identity of the read-only sandbox (default: [`default_sandbox_ids`]).
+    pub sandbox_uid: Option<u32>,
+    pub sandbox_gid: Option<u32>,
     /// Which actions ask for local approval (remote callers get at least `balanced`).
     pub approval_policy: Option<ApprovalPolicy>,
     /// Seconds a pending approval waits (1–120; it can only be shortened).
@@ -87,6 +92,8 @@ impl std::fmt::Debug for Config {
             .field("state_dir", &self.state_dir)
             .field("netd_uid", &self.netd_uid)
             .field("netd_gid", &self.netd_gid)
+            .field("sandbox_uid", &self.sandbox_uid)
+            .field("sandbox_gid", &self.sandbox_gid)
             .finish_non_exhaustive()
     }
 }
@@ -115,6 +122,16 @@ impl Config {
         )
     }
 
+    /// (uid, gid) of the read-only sandbox: the platform defaults with the
+    /// `sandbox_uid` / `sandbox_gid` overrides applied.
+    pub fn sandbox_ids(&self) -> (u32, u32) {
+        let (uid, gid) = default_sandbox_ids();
+        (
+            self.sandbox_uid.unwrap_or(uid),
+            self.sandbox_gid.unwrap_or(gid),
+        )
+    }
+
     /// Checks serde cannot express. `line` finds a key's line for the message.
     fn validate(
         &self,
@@ -131,6 +148,20 @@ impl Config {
                 line_of("netd_gid"),
                 "netd_gid must not be 0: netd parses network input and never runs as root".into(),
             ));
+        }
+        for (key, value) in [
+            ("sandbox_uid", self.sandbox_uid),
+            ("sandbox_gid", self.sandbox_gid),
+        ] {
+            if value == Some(0) {
+                return Err((
+                    line_of(key),
+                    format!(
+                        "{key} must not be 0: the read-only sandbox never runs as root \
+                         (systemd, polkit, su and Android's services trust uid 0)"
+                    ),
+                ));
+            }
         }
         if self
             .state_dir
@@ -242,6 +273,17 @@ fn netd_ids_for(android: bool) -> (u32, u32, Vec<u32>) {
         (9999, 9999, vec![3003])
     } else {
         (65534, 65534, Vec::new())
+    }
+}
+
+/// The read-only sandbox's identity when the configuration does not set one: `nobody`
+/// (65534) on Linux, AID_NOBODY (9999) on Android — never shell (2000), which Android's
+/// services trust to inject input and change settings.
+pub fn default_sandbox_ids() -> (u32, u32) {
+    if is_android() {
+        (9999, 9999)
+    } else {
+        (65534, 65534)
     }
 }
 

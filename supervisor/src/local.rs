@@ -26,6 +26,9 @@ pub enum Exit {
     NoTerminal = 7,
     /// `audit --verify` found a broken chain.
     Tampered = 8,
+    /// approvald closed the connection unanswered: this process is not the service's
+    /// uid, or it was started (directly or not) by nl2sh itself, e.g. a tool command.
+    Refused = 9,
 }
 
 fn fail(code: Exit, message: impl std::fmt::Display) -> ExitCode {
@@ -64,7 +67,17 @@ async fn connect(
         Role::Approvald,
     )
     .await
-    .map_err(|e| not_running(format!("approvald refused the connection: {e}")))?;
+    .map_err(|e| {
+        (
+            Exit::Refused,
+            format!(
+                "the nl2sh service for {} refused this process ({e}): approvals come only from \
+                 a person at the device, in a terminal that nl2sh did not start, as the \
+                 service's user",
+                config_path.display()
+            ),
+        )
+    })?;
     let (client, _reader) = RpcClient::spawn(stream);
     Ok(client)
 }

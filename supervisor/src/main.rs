@@ -6,6 +6,7 @@ mod cli;
 mod config;
 mod local;
 mod logging;
+mod orphans;
 mod serve;
 mod spawn;
 mod startup;
@@ -40,6 +41,10 @@ fn main() -> ExitCode {
     let mut args = std::env::args_os();
     let _argv0 = args.next();
     let first = args.next();
+    // The executor's sandbox helper: one sandboxed action, set up from its stdin.
+    if first.as_deref() == Some(std::ffi::OsStr::new(nl2sh_executor::sandbox::HELPER_ARG)) {
+        return nl2sh_executor::sandbox::helper::main();
+    }
     if first.as_deref() == Some(std::ffi::OsStr::new(WORKER_ARG)) {
         let role = args
             .next()

@@ -159,6 +159,7 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
     };
     let (uid, gid, groups) = cfg.netd_ids();
     let identity = NetdIdentity { uid, gid, groups };
+    let (sandbox_uid, sandbox_gid) = cfg.sandbox_ids();
     let log_filter =
         std::env::var("NL2SH_LOG").unwrap_or_else(|_| crate::DEFAULT_LOG_FILTER.into());
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -171,6 +172,11 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         let _ctx = rt.enter();
         StopSignals::install().map_err(ServeError::Runtime)?
     };
+    // Orphans of the tree (daemonized tool commands) come back to us, so they still
+    // descend from the supervisor and end with it.
+    if let Err(e) = crate::orphans::become_subreaper() {
+        tracing::warn!(error = %e, "cannot become a child subreaper");
+    }
     let tree = Tree::spawn(netd_io, &identity, &log_filter).map_err(ServeError::Spawn)?;
     let starts = Starts {
         netd: NetdSettings {
@@ -178,6 +184,9 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         },
         executor: ExecutorSettings {
             config_path: config_path.display().to_string(),
+            state_dir: state_dir.display().to_string(),
+            sandbox_uid,
+            sandbox_gid,
         },
         approvald: ApprovaldSettings {
             state_dir: state_dir.display().to_string(),
@@ -186,6 +195,8 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
     };
     rt.block_on(async move {
         let mut running = start_tree(tree, starts).await?;
+        let worker_pids: Vec<u32> = running.workers.iter().map(|w| w.child.id()).collect();
+        let reaper = tokio::spawn(crate::orphans::reap(worker_pids.clone()));
         let mut info = ConnectionInfo::for_this_process(&config_path, transport_name)?;
         if let Some(a) = &announcement {
             info.mcp_url = Some(a.origin.mcp_url());
@@ -211,6 +222,11 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
             tracing::info!("serving MCP on stdin/stdout");
         }
         let outcome = supervise(&mut running, &mut signals, announcement.is_none()).await;
+        reaper.abort();
+        let orphans = crate::orphans::kill_all(&worker_pids);
+        if orphans > 0 {
+            tracing::info!(processes = orphans, "ended processes the tree left behind");
+        }
         connection.remove();
         drop(lock);
         Ok(outcome)

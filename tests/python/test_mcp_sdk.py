@@ -18,7 +18,18 @@ from conftest import android_env
 
 TOOL = "nl2sh_inspect"
 DIRECT_TOOLS = ["nl2sh_inspect", "nl2sh_tools", "nl2sh_invoke", "nl2sh_read_screen"]
-INSPECT_KEYS = {"os", "kernel", "architecture", "android", "uid", "euid", "root", "hostname", "build_identity"}
+INSPECT_KEYS = {
+    "os",
+    "kernel",
+    "architecture",
+    "android",
+    "uid",
+    "euid",
+    "root",
+    "hostname",
+    "build_identity",
+    "sandbox",
+}
 BUILD_IDENTITY_KEYS = {
     "git_commit",
     "git_dirty",
@@ -69,6 +80,8 @@ async def assert_tools_and_inspect(client: Client) -> dict:
     structured = result.structured_content
     assert isinstance(structured, dict)
     assert set(structured) == INSPECT_KEYS
+    # Which parts of the read-only sandbox are active (or why it is not).
+    assert isinstance(structured["sandbox"]["active"], bool)
     assert set(structured["build_identity"]) == BUILD_IDENTITY_KEYS
     assert re.fullmatch(r"[0-9a-f]{64}", structured["build_identity"]["executable_sha256"])
     assert isinstance(structured["build_identity"]["git_dirty"], bool)

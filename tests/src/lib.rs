@@ -36,22 +36,33 @@ pub fn is_root() -> bool {
 /// A private directory holding a config file; state lands beside it.
 pub struct Fixture {
     pub dir: tempfile::TempDir,
+    config: PathBuf,
 }
 
 impl Fixture {
     pub fn new(config: &str) -> Self {
+        Self::with_config_at("config.toml", config)
+    }
+
+    /// The configuration at `relative` (for example `nl2sh/config.toml`, where
+    /// `XDG_CONFIG_HOME=<dir>` finds it) inside the private directory.
+    pub fn with_config_at(relative: &str, config: &str) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("nl2sh-test-")
             .tempdir()
             .expect("tempdir");
-        std::fs::write(dir.path().join("config.toml"), config).expect("write config");
-        Self { dir }
+        let path = dir.path().join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("config directory");
+        }
+        std::fs::write(&path, config).expect("write config");
+        Self { dir, config: path }
     }
     pub fn config(&self) -> PathBuf {
-        self.dir.path().join("config.toml")
+        self.config.clone()
     }
     pub fn state_dir(&self) -> PathBuf {
-        self.dir.path().join("config.state")
+        self.config.with_file_name("config.state")
     }
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(nl2sh_bin());
@@ -554,5 +565,107 @@ pub fn wait_pending(fx: &Fixture, n: usize) -> Vec<serde_json::Value> {
             "expected {n} pending approvals, have {list:?}"
         );
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A minimal MCP client over `protocol stdio`, optionally started inside namespaces the
+/// test makes (`prefix`, e.g. `unshare --net --uts --`).
+pub struct StdioClient {
+    pub child: Child,
+    pub stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<serde_json::Value>,
+    /// Messages read while waiting for another id.
+    early: std::cell::RefCell<Vec<serde_json::Value>>,
+}
+
+impl StdioClient {
+    pub fn start(fx: &Fixture) -> Self {
+        Self::start_in(fx, &[])
+    }
+
+    pub fn start_in(fx: &Fixture, prefix: &[&str]) -> Self {
+        let nl2sh = fx.command(&["protocol", "stdio"]);
+        let mut cmd = match prefix.split_first() {
+            None => nl2sh,
+            Some((program, rest)) => {
+                let mut wrapped = Command::new(program);
+                wrapped
+                    .args(rest)
+                    .arg(nl2sh.get_program())
+                    .args(nl2sh.get_args());
+                wrapped
+                    .env_remove("NL2SH_PROTOCOL_TOKEN")
+                    .env_remove("NL2SH_LOG");
+                wrapped
+            }
+        };
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn nl2sh protocol stdio");
+        let stdin = child.stdin.take().expect("stdin");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                // Anything on stdout that is not JSON-RPC breaks the protocol.
+                let v: serde_json::Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|_| panic!("non-MCP stdout: {line}"));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut s = Self {
+            child,
+            stdin,
+            lines,
+            early: Default::default(),
+        };
+        s.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "nl2sh-tests", "version": "0"}}}),
+        );
+        let init = s.response(0);
+        assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+        s.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        s
+    }
+
+    pub fn send(&mut self, v: serde_json::Value) {
+        writeln!(self.stdin, "{v}").expect("write to stdio server");
+        self.stdin.flush().expect("flush stdio server");
+    }
+
+    /// Send `nl2sh_invoke` of `tool` with request id `id` (answer with [`Self::response`]).
+    pub fn invoke(&mut self, id: i64, tool: &str, arguments: serde_json::Value) {
+        self.send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "nl2sh_invoke", "arguments": {"tool": tool, "arguments": arguments}}}));
+    }
+
+    pub fn response(&self, id: i64) -> serde_json::Value {
+        let want = serde_json::json!(id);
+        {
+            let mut early = self.early.borrow_mut();
+            if let Some(at) = early.iter().position(|v| v["id"] == want) {
+                return early.remove(at);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let v = self
+                .lines
+                .recv_timeout(left)
+                .expect("no response from stdio server");
+            if v["id"] == want {
+                return v;
+            }
+            self.early.borrow_mut().push(v);
+        }
     }
 }

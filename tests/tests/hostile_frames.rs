@@ -23,7 +23,12 @@ fn spawn_target(
 ) -> tokio::task::JoinHandle<Result<(), FrameError>> {
     match target {
         Target::Executor => {
-            let rt = Arc::new(nl2sh_executor::Runtime::new(None, None));
+            let rt = Arc::new(nl2sh_executor::Runtime::new(
+                None,
+                None,
+                None,
+                Default::default(),
+            ));
             tokio::spawn(nl2sh_executor::dispatch::serve_netd(server, rt))
         }
         Target::ApprovaldFromNetd => tokio::spawn(nl2sh_approvald::dispatch::serve_netd(server)),

@@ -2,13 +2,12 @@
 //! and failure, and the safety properties users rely on: a mutation without approval is
 //! refused and provably not run; timeouts and cancellation kill the whole process group.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use nl2sh_tests::{alive, Fixture, Server};
+use nl2sh_tests::{alive, Fixture, Server, StdioClient};
 
 const AUTO_APPROVE: &str = "protocol_auto_approve = true\n";
 
@@ -324,84 +323,34 @@ fn stopping_the_service_kills_running_commands() {
     let _ = caller.join();
 }
 
-/// A minimal MCP client over `protocol stdio`.
-struct StdioClient {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    lines: std::sync::mpsc::Receiver<Value>,
-}
-
-impl StdioClient {
-    fn start(fx: &Fixture) -> Self {
-        let mut child = fx
-            .command(&["protocol", "stdio"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                // Anything on stdout that is not JSON-RPC breaks the protocol.
-                let v: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|_| panic!("non-MCP stdout: {line}"));
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut s = Self {
-            child,
-            stdin,
-            lines,
-        };
-        s.send(
-            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "nl2sh-tests", "version": "0"}}}),
-        );
-        let init = s.response(0);
-        assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
-        s.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        s
-    }
-
-    fn send(&mut self, v: Value) {
-        writeln!(self.stdin, "{v}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn response(&self, id: i64) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let v = self
-                .lines
-                .recv_timeout(left)
-                .expect("no response from stdio server");
-            if v["id"] == json!(id) {
-                return v;
-            }
-        }
-    }
-}
-
 #[test]
 fn over_stdio_tools_run_as_the_launching_user_and_eof_stops_the_tree() {
-    let fx = Fixture::new("");
+    let fx = Fixture::new(AUTO_APPROVE);
     let mut s = StdioClient::start(&fx);
-    s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "nl2sh_invoke", "arguments": {"tool": "shell.exec", "arguments": {"command": "id -u"}}}}));
-    let r = s.response(1);
-    let output: Value =
-        serde_json::from_str(r["result"]["structuredContent"]["output"].as_str().unwrap()).unwrap();
+    let id_u = |s: &mut StdioClient, id: i64, arguments: Value| {
+        s.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "nl2sh_invoke", "arguments": {"tool": "shell.exec", "arguments": arguments}}}),
+        );
+        let r = s.response(id);
+        let output: Value =
+            serde_json::from_str(r["result"]["structuredContent"]["output"].as_str().unwrap())
+                .unwrap();
+        output
+    };
+    // Approved (here by protocol_auto_approve), a command runs as the launching user.
+    let output = id_u(&mut s, 1, json!({"command": "id -u", "unconfined": true}));
     // SAFETY: getuid has no arguments.
     let uid = unsafe { libc::getuid() };
     assert_eq!(output["stdout"].as_str().unwrap().trim(), uid.to_string());
+    assert_eq!(output["sandboxed"], false);
+    // Unasked, a read-only command runs in the sandbox, as its identity (which needs root;
+    // without it nothing runs unasked and auto-approve lets it run as the user).
+    let output = id_u(&mut s, 2, json!({"command": "id -u"}));
+    if uid == 0 {
+        assert_eq!(output["sandboxed"], true, "{output}");
+        assert_eq!(output["stdout"].as_str().unwrap().trim(), "65534");
+    }
     drop(s.stdin);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

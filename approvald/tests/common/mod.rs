@@ -15,7 +15,7 @@ use nl2sh_approvald::dispatch::{answer_cli, serve_executor};
 use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
 use nl2sh_proto::channels::{
     ActionSummary, AuthorityRequest, AuthorityResponse, CallOrigin, CliErrorKind, CliRequest,
-    CliResponse, Decision, Identity, PendingApproval, RiskLevel,
+    CliResponse, Confinement, Decision, Identity, PendingApproval, RiskLevel,
 };
 use nl2sh_proto::rpc::RpcClient;
 
@@ -160,6 +160,7 @@ pub fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
         risk,
         requires_root: false,
         identity: Identity::Launching,
+        confinement: Confinement::Fixed,
         reasons: Vec::new(),
     }
 }

@@ -83,6 +83,11 @@ impl Assessment {
         self.note(format!("root: {}", reason.into()));
     }
 
+    /// Add a reason without changing the level (shown to whoever approves).
+    pub fn note_reason(&mut self, reason: impl Into<String>) {
+        self.note(reason.into());
+    }
+
     pub fn merge(&mut self, other: Assessment) {
         self.level = self.level.max(other.level);
         self.requires_root |= other.requires_root;
@@ -123,4 +128,75 @@ pub fn assess_path_write(path: &Path) -> Assessment {
 /// read_only).
 pub fn assess_path_read(path: &Path) -> Assessment {
     paths::assess_read(path)
+}
+
+/// nl2sh's own files (its configuration file, state directory, executable): any action
+/// that touches them is at least `dangerous`, whatever else its assessment says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Protected {
+    /// Normalised absolute paths.
+    paths: Vec<String>,
+}
+
+impl Protected {
+    /// Absolute paths, normalised lexically; relative or empty ones are skipped.
+    pub fn new<I: IntoIterator<Item = std::path::PathBuf>>(paths: I) -> Self {
+        let mut out: Vec<String> = paths
+            .into_iter()
+            .filter_map(|p| {
+                let text = p.to_string_lossy().into_owned();
+                text.starts_with('/').then(|| paths::normalize(&text))
+            })
+            .filter(|p| p != "/")
+            .collect();
+        out.sort();
+        out.dedup();
+        Protected { paths: out }
+    }
+
+    pub fn paths(&self) -> &[String] {
+        &self.paths
+    }
+
+    /// The protected path `path` (normalised, absolute) is, or lies beneath.
+    fn covering(&self, path: &str) -> Option<&str> {
+        self.paths
+            .iter()
+            .find(|p| path == p.as_str() || path.starts_with(&format!("{p}/")))
+            .map(String::as_str)
+    }
+
+    fn raise(&self, a: &mut Assessment, path: &str) {
+        if let Some(p) = self.covering(path) {
+            a.raise(
+                RiskLevel::Dangerous,
+                format!("touches nl2sh's own configuration, state or executable ({p})"),
+            );
+        }
+    }
+}
+
+/// [`assess_shell`], and at least `dangerous` when the line names a protected path.
+pub fn assess_shell_protected(line: &str, protected: &Protected) -> Assessment {
+    let mut a = assess_shell(line);
+    for p in protected.paths() {
+        if line.contains(p.as_str()) {
+            protected.raise(&mut a, p);
+        }
+    }
+    a
+}
+
+/// [`assess_path_write`], and at least `dangerous` for a protected path (or one beneath).
+pub fn assess_path_write_protected(path: &Path, protected: &Protected) -> Assessment {
+    let mut a = assess_path_write(path);
+    protected.raise(&mut a, &paths::normalize(&path.to_string_lossy()));
+    a
+}
+
+/// [`assess_path_read`], and at least `dangerous` for a protected path (or one beneath).
+pub fn assess_path_read_protected(path: &Path, protected: &Protected) -> Assessment {
+    let mut a = assess_path_read(path);
+    protected.raise(&mut a, &paths::normalize(&path.to_string_lossy()));
+    a
 }

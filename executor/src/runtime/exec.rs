@@ -24,7 +24,7 @@ pub struct ProcessGroups {
 }
 
 impl ProcessGroups {
-    fn insert(&self, pgid: i32) {
+    pub fn insert(&self, pgid: i32) {
         let mut g = self.groups.lock().unwrap_or_else(|p| p.into_inner());
         // Forget groups that have ended, so the set stays small.
         g.retain(|&p| sys::group_alive(p));
@@ -123,32 +123,66 @@ pub async fn run(
     groups: &ProcessGroups,
     path_var: Option<&str>,
 ) -> Result<CommandOutput, ExecError> {
-    let started = Instant::now();
     let program = spec.argv.first().cloned().ok_or(ExecError::Empty)?;
     let mut cmd = tokio::process::Command::new(&program);
-    cmd.args(&spec.argv[1..])
-        .stdin(if spec.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    if let Some(path) = path_var {
-        cmd.env("PATH", path);
-    }
+    cmd.args(&spec.argv[1..]);
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
     if setup.needs_hook() {
-        // Changing identity needs code between fork and exec.
+        // Changing identity needs code between fork and exec (setsid included).
         sys::install(&mut cmd, setup);
     } else {
-        // Its own process group, so the whole command line can be killed as one. Without
-        // a pre-exec hook std can use posix_spawn (vfork-like), which costs a fraction of
-        // a fork of this process. Signals the executor catches are reset by exec.
-        cmd.process_group(0);
+        own_group(&mut cmd);
+    }
+    let io = Io {
+        stdin: spec.stdin,
+        max_stdout: spec.max_stdout,
+        max_stderr: spec.max_stderr,
+        path_var,
+    };
+    run_command(cmd, io, deadline, cancel, groups).await
+}
+
+/// The streams of one command and the environment it gets from us.
+pub struct Io<'a> {
+    /// Written to the command's stdin, which is then closed (`None`: /dev/null).
+    pub stdin: Option<Vec<u8>>,
+    pub max_stdout: usize,
+    pub max_stderr: usize,
+    /// The launching shell's PATH.
+    pub path_var: Option<&'a str>,
+}
+
+/// Put the command in its own process group, so the whole command line can be killed as
+/// one. Without a pre-exec hook std can use posix_spawn (vfork-like), which costs a
+/// fraction of a fork of this process. Signals the executor catches are reset by exec.
+pub fn own_group(cmd: &mut tokio::process::Command) {
+    cmd.process_group(0);
+}
+
+/// Start `cmd` (already in its own process group, see [`own_group`]) with captured,
+/// bounded output, and wait until it exits, `deadline` passes or
+/// `cancel` fires; then kill its group.
+pub async fn run_command(
+    mut cmd: tokio::process::Command,
+    io: Io<'_>,
+    deadline: Instant,
+    cancel: &CancellationToken,
+    groups: &ProcessGroups,
+) -> Result<CommandOutput, ExecError> {
+    let started = Instant::now();
+    let program = cmd.as_std().get_program().to_string_lossy().into_owned();
+    cmd.stdin(if io.stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .kill_on_drop(true);
+    if let Some(path) = io.path_var {
+        cmd.env("PATH", path);
     }
     let mut child = cmd.spawn().map_err(|source| ExecError::Spawn {
         program: program.clone(),
@@ -158,7 +192,7 @@ pub async fn run(
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
     groups.insert(pgid);
 
-    if let (Some(mut stdin), Some(data)) = (child.stdin.take(), spec.stdin) {
+    if let (Some(mut stdin), Some(data)) = (child.stdin.take(), io.stdin) {
         tokio::spawn(async move {
             let _ = stdin.write_all(&data).await;
         });
@@ -168,11 +202,11 @@ pub async fn run(
     let out = child
         .stdout
         .take()
-        .map(|s| tokio::spawn(read_bounded(s, spec.max_stdout, out_buf.clone())));
+        .map(|s| tokio::spawn(read_bounded(s, io.max_stdout, out_buf.clone())));
     let err = child
         .stderr
         .take()
-        .map(|s| tokio::spawn(read_bounded(s, spec.max_stderr, err_buf.clone())));
+        .map(|s| tokio::spawn(read_bounded(s, io.max_stderr, err_buf.clone())));
 
     let deadline_tokio = tokio::time::Instant::from_std(deadline);
     let (status, timed_out, cancelled) = tokio::select! {

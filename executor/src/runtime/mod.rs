@@ -20,10 +20,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use nl2sh_proto::channels::{Attachment, Identity};
+use nl2sh_proto::channels::{Attachment, Confinement, Identity, SandboxPayload};
 
 use crate::device::DeviceEnv;
 use crate::risk::Assessment;
+use crate::sandbox::{Sandbox, SandboxError};
 
 /// A tool's registration: what callers see in the catalog.
 pub struct ToolDef {
@@ -52,6 +53,9 @@ pub struct Prepared {
     pub action: String,
     pub assessment: Assessment,
     pub identity: Identity,
+    /// Where it runs if it runs without asking: the sandbox for what the caller chose
+    /// (a command line, a path), fixed for the tool's own operations.
+    pub confinement: Confinement,
     pub resources: Vec<locks::Resource>,
     pub timeout: Duration,
     pub run: RunFn,
@@ -90,30 +94,103 @@ pub enum ToolError {
     Failed(String),
     #[error(transparent)]
     Exec(#[from] exec::ExecError),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
 }
 
-/// Everything a run function may use: the bound identity, the deadline, cancellation.
+/// Everything a run function may use: the bound identity (or the sandbox), the deadline,
+/// cancellation.
 pub struct ExecContext {
     pub identity: Identity,
     pub setup: crate::sys::ChildSetup,
+    /// Set when the action runs because it was assessed read-only and nobody was asked:
+    /// then whatever the caller chose runs in the read-only sandbox.
+    pub sandbox: Option<Arc<Sandbox>>,
     pub deadline: Instant,
     pub cancel: CancellationToken,
     pub groups: Arc<exec::ProcessGroups>,
     pub env: Arc<DeviceEnv>,
 }
 
+/// Largest JSON answer of a sandboxed file operation (a 32 KiB read in base64, or a
+/// listing of 1000 entries).
+const MAX_SANDBOX_JSON_BYTES: usize = 512 * 1024;
+
 impl ExecContext {
-    /// Run a command under this call's identity, deadline and cancellation.
+    /// Whether this call runs in the read-only sandbox.
+    pub fn sandboxed(&self) -> bool {
+        self.sandbox.is_some()
+    }
+
+    /// Run a command under this call's identity (or in the sandbox), deadline and
+    /// cancellation.
     pub async fn run(&self, spec: exec::CommandSpec) -> Result<exec::CommandOutput, ToolError> {
-        Ok(exec::run(
-            spec,
-            self.setup,
-            self.deadline,
-            &self.cancel,
-            &self.groups,
-            self.env.path_var.as_deref(),
-        )
-        .await?)
+        match &self.sandbox {
+            Some(sandbox) => {
+                let run = self.sandbox_run(
+                    spec.cwd.as_deref(),
+                    spec.stdin,
+                    spec.max_stdout,
+                    spec.max_stderr,
+                );
+                Ok(sandbox
+                    .run(SandboxPayload::Exec { argv: spec.argv }, run)
+                    .await?)
+            }
+            None => Ok(exec::run(
+                spec,
+                self.setup,
+                self.deadline,
+                &self.cancel,
+                &self.groups,
+                self.env.path_var.as_deref(),
+            )
+            .await?),
+        }
+    }
+
+    fn sandbox_run<'a>(
+        &'a self,
+        cwd: Option<&'a std::path::Path>,
+        stdin: Option<Vec<u8>>,
+        max_stdout: usize,
+        max_stderr: usize,
+    ) -> crate::sandbox::Run<'a> {
+        crate::sandbox::Run {
+            cwd,
+            stdin,
+            max_stdout,
+            max_stderr,
+            deadline: self.deadline,
+            cancel: &self.cancel,
+            groups: &self.groups,
+            path_var: self.env.path_var.as_deref(),
+        }
+    }
+
+    /// A file operation as the sandbox identity: its JSON answer, or its error.
+    pub async fn sandboxed_json(
+        &self,
+        sandbox: &Sandbox,
+        payload: SandboxPayload,
+    ) -> Result<Value, ToolError> {
+        let run = self.sandbox_run(None, None, MAX_SANDBOX_JSON_BYTES, 4096);
+        let out = sandbox.run(payload, run).await?;
+        if out.timed_out {
+            return Err(ToolError::Failed("timed out".into()));
+        }
+        let answer: Value = serde_json::from_slice(&out.stdout.bytes).map_err(|_| {
+            ToolError::Failed(format!(
+                "the sandboxed operation failed: {}",
+                out.stderr.text().trim()
+            ))
+        })?;
+        match answer.get("error").and_then(Value::as_str) {
+            Some(error) => Err(ToolError::Failed(format!(
+                "{error} (read in the read-only sandbox)"
+            ))),
+            None => Ok(answer),
+        }
     }
 
     /// Run a blocking file-system operation off the async threads.

@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use nl2sh_proto::channels::{
-    ActionSummary, AuthorityRequest, AuthorityResponse, CallResult, Decision, InvokeRequest,
-    ToolOutcome, ToolSpec,
+    ActionSummary, AuthorityRequest, AuthorityResponse, CallResult, Confinement, Decision,
+    InvokeRequest, RiskLevel, ToolOutcome, ToolSpec,
 };
 use nl2sh_proto::limits::{
     MAX_ARGUMENT_JSON_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOL_OUTPUT_BYTES, RESOURCE_LOCK_WAIT,
@@ -20,8 +20,9 @@ use nl2sh_proto::rpc::RpcClient;
 
 use super::exec::ProcessGroups;
 use super::locks::Locks;
-use super::{schema, ExecContext, Tool, ToolError, ToolOutput};
+use super::{schema, ExecContext, Prepared, Tool, ToolError, ToolOutput};
 use crate::device::DeviceEnv;
+use crate::sandbox::{Availability, Sandbox};
 use crate::sys::ChildSetup;
 
 pub type AuthorityClient = RpcClient<AuthorityRequest, AuthorityResponse>;
@@ -33,8 +34,11 @@ pub struct Registry {
 }
 
 impl Registry {
-    fn discover(path_var: Option<String>) -> Self {
-        let device = Arc::new(DeviceEnv::probe(path_var));
+    /// Probe again, keeping what the executor was told at start (protected files).
+    fn discover(previous: &DeviceEnv) -> Self {
+        let device = Arc::new(
+            DeviceEnv::probe(previous.path_var.clone()).with_protected(previous.protected.clone()),
+        );
         let tools = crate::tools::discover(&device);
         Self { device, tools }
     }
@@ -56,10 +60,17 @@ pub struct Pipeline {
     pub groups: Arc<ProcessGroups>,
     calls: Mutex<HashMap<u64, CancellationToken>>,
     authority: Option<AuthorityClient>,
+    /// Where unasked read-only actions run; `None` (tests of other parts) means there is
+    /// no sandbox, so they ask.
+    sandbox: Option<Arc<Sandbox>>,
 }
 
 impl Pipeline {
-    pub fn new(device: DeviceEnv, authority: Option<AuthorityClient>) -> Self {
+    pub fn new(
+        device: DeviceEnv,
+        authority: Option<AuthorityClient>,
+        sandbox: Option<Arc<Sandbox>>,
+    ) -> Self {
         let device = Arc::new(device);
         let tools = crate::tools::discover(&device);
         Self {
@@ -68,6 +79,50 @@ impl Pipeline {
             groups: Arc::default(),
             calls: Mutex::default(),
             authority,
+            sandbox,
+        }
+    }
+
+    /// Whether the read-only sandbox works here and which parts are active.
+    pub async fn sandbox_status(&self) -> Availability {
+        match &self.sandbox {
+            Some(sandbox) => sandbox.availability().await.clone(),
+            None => Availability::Unavailable("no sandbox is configured".into()),
+        }
+    }
+
+    /// Where an action that the caller chose (`Confinement::Sandbox`) would run unasked:
+    /// the sandbox when it works, else nowhere (`Unconfined`, so it asks).
+    async fn confinement(&self, prepared: &mut Prepared) -> Option<Arc<Sandbox>> {
+        if prepared.confinement == Confinement::Unconfined {
+            prepared
+                .assessment
+                .note_reason("asks to run outside the read-only sandbox");
+            return None;
+        }
+        if prepared.confinement != Confinement::Sandbox
+            || prepared.assessment.level != RiskLevel::ReadOnly
+        {
+            return None;
+        }
+        match &self.sandbox {
+            Some(sandbox) => match sandbox.availability().await {
+                Availability::Ready(_) => Some(sandbox.clone()),
+                Availability::Unavailable(why) => {
+                    prepared.confinement = Confinement::Unconfined;
+                    prepared.assessment.note_reason(format!(
+                        "the read-only sandbox is unavailable here ({why}), so even reading asks"
+                    ));
+                    None
+                }
+            },
+            None => {
+                prepared.confinement = Confinement::Unconfined;
+                prepared
+                    .assessment
+                    .note_reason("no read-only sandbox is configured, so even reading asks");
+                None
+            }
         }
     }
 
@@ -81,8 +136,7 @@ impl Pipeline {
 
     /// Discover the device's tools again and list them (capability discovery on demand).
     pub fn catalog(&self) -> Vec<ToolSpec> {
-        let path_var = self.registry().device.path_var.clone();
-        let fresh = Arc::new(Registry::discover(path_var));
+        let fresh = Arc::new(Registry::discover(&self.registry().device));
         *self.registry.write().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
         fresh
             .tools
@@ -148,8 +202,9 @@ impl Pipeline {
                 "arguments must be an object".into(),
             ));
         };
-        // Preparation and risk assessment.
-        let prepared = tool.prepare(&args, &device)?;
+        // Preparation and risk assessment, then where it would run unasked.
+        let mut prepared = tool.prepare(&args, &device)?;
+        let sandbox = self.confinement(&mut prepared).await;
         let cancel = CancellationToken::new();
         let _registered = self.register(req.call_id, cancel.clone())?;
         // Resource locks, held until the action has finished.
@@ -169,6 +224,7 @@ impl Pipeline {
             risk: prepared.assessment.level,
             requires_root: prepared.assessment.requires_root,
             identity: prepared.identity,
+            confinement: prepared.confinement,
             reasons: prepared
                 .assessment
                 .reasons
@@ -185,6 +241,19 @@ impl Pipeline {
                 return Err(ToolError::Failed("cancelled while waiting for approval".into()));
             }
         };
+        // Unasked and read-only: whatever the caller chose runs in the sandbox, whatever
+        // approvald said about confinement. Anything else ran past a person or the
+        // owner's own configuration and gets the bound identity.
+        let unasked = decision == Decision::Allowed
+            && prepared.assessment.level == RiskLevel::ReadOnly
+            && prepared.confinement != Confinement::Fixed;
+        if unasked && sandbox.is_none() {
+            return Err(ToolError::Failed(format!(
+                "not run: it was not approved and cannot run in the read-only sandbox (action: {})",
+                prepared.action
+            )));
+        }
+        let sandbox = if unasked { sandbox } else { None };
         if !decision.runs() {
             return Err(ToolError::Failed(format!(
                 "not run: {reason} (risk {}{}; action: {})",
@@ -212,6 +281,7 @@ impl Pipeline {
                 let ctx = ExecContext {
                     identity: prepared.identity,
                     setup,
+                    sandbox,
                     deadline: started + prepared.timeout,
                     cancel: cancel.clone(),
                     groups: self.groups.clone(),

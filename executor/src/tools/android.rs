@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use nl2sh_proto::channels::RiskLevel;
+use nl2sh_proto::channels::{Confinement, RiskLevel};
 
 use crate::device::DeviceEnv;
 use crate::risk::Assessment;
@@ -133,6 +133,8 @@ fn command_action(
         action: render(&spec.argv),
         assessment,
         identity: env.ui_identity(),
+        // The tool, not the caller, chose the command line.
+        confinement: Confinement::Fixed,
         resources: if screen {
             vec![Resource::Screen]
         } else {

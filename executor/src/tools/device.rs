@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use nl2sh_proto::channels::Identity;
+use nl2sh_proto::channels::{Confinement, Identity};
 
 use crate::device::DeviceEnv;
 use crate::risk::Assessment;
@@ -21,6 +21,8 @@ fn read_only(
         action: action.into(),
         assessment: Assessment::read_only(),
         identity: Identity::Launching,
+        // The tool's own reads of /proc and statvfs; nothing of the caller's choosing.
+        confinement: Confinement::Fixed,
         resources: Vec::new(),
         timeout: PROC_TIMEOUT,
         run: Box::new(move |ctx| Box::pin(async move { ctx.blocking(run).await })),

@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +11,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-use nl2sh_proto::channels::Identity;
+use nl2sh_proto::channels::{Confinement, Identity, SandboxPayload};
 
 use crate::device::DeviceEnv;
 use crate::risk::{self, Assessment};
@@ -64,19 +64,95 @@ fn mtime(meta: &fs::Metadata) -> i64 {
     meta.mtime()
 }
 
-fn read_only_prepared(
+/// A read of what the caller named: in the read-only sandbox when nobody was asked (so
+/// masked secrets stay unreadable), else in process with the bound identity.
+fn read_prepared(
     action: String,
     assessment: Assessment,
-    run: impl FnOnce() -> Result<ToolOutput, ToolError> + Send + 'static,
+    payload: SandboxPayload,
+    local: impl FnOnce() -> Result<Value, String> + Send + 'static,
 ) -> Prepared {
     Prepared {
         action,
         assessment,
         identity: Identity::Launching,
+        confinement: Confinement::Sandbox,
         resources: Vec::new(),
         timeout: FS_TIMEOUT,
-        run: Box::new(move |ctx| Box::pin(async move { ctx.blocking(run).await })),
+        run: Box::new(move |ctx| {
+            Box::pin(async move {
+                let value = match ctx.sandbox.clone() {
+                    Some(sandbox) => ctx.sandboxed_json(&sandbox, payload).await?,
+                    None => {
+                        ctx.blocking(move || local().map_err(ToolError::Failed))
+                            .await?
+                    }
+                };
+                Ok(ToolOutput::json(true, &value))
+            })
+        }),
     }
+}
+
+/// `fs.read`'s work: up to `length` bytes of `path` from `offset`, as a JSON object.
+pub fn read_file(path: &Path, offset: u64, length: u64) -> Result<Value, String> {
+    let fail = |what: &str, e: std::io::Error| format!("{what} {}: {e}", path.display());
+    let mut f = fs::File::open(path).map_err(|e| fail("cannot open", e))?;
+    let meta = f.metadata().map_err(|e| fail("cannot stat", e))?;
+    if meta.is_dir() {
+        return Err(format!("{} is a directory; use fs.list", path.display()));
+    }
+    f.seek(SeekFrom::Start(offset))
+        .map_err(|e| fail("cannot seek in", e))?;
+    let length = length.min(MAX_READ_BYTES);
+    let mut buf = Vec::with_capacity(length as usize);
+    f.take(length)
+        .read_to_end(&mut buf)
+        .map_err(|e| fail("cannot read", e))?;
+    let size = meta.len();
+    let bytes = buf.len() as u64;
+    let (encoding, content) = match String::from_utf8(buf) {
+        Ok(text) => ("utf-8", text),
+        Err(e) => (
+            "base64",
+            base64::engine::general_purpose::STANDARD.encode(e.as_bytes()),
+        ),
+    };
+    Ok(json!({
+        "path": path, "offset": offset, "bytes": bytes, "size": size,
+        "eof": offset.saturating_add(bytes) >= size,
+        "encoding": encoding, "content": content,
+    }))
+}
+
+/// `fs.list`'s work: the entries of directory `path`, sorted by name, at most `limit`.
+pub fn list_dir(path: &Path, hidden: bool, limit: usize) -> Result<Value, String> {
+    let rd = fs::read_dir(path).map_err(|e| format!("cannot list {}: {e}", path.display()))?;
+    let mut names: Vec<_> = rd
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .filter(|n| hidden || !n.to_string_lossy().starts_with('.'))
+        .collect();
+    names.sort();
+    let total = names.len();
+    let limit = limit.min(MAX_LIST_ENTRIES as usize);
+    let entries: Vec<Value> = names
+        .into_iter()
+        .take(limit)
+        .map(|name| {
+            let full = path.join(&name);
+            let name = name.to_string_lossy().into_owned();
+            match fs::symlink_metadata(&full) {
+                Ok(m) => json!({
+                    "name": name, "type": file_type(&m), "size": m.len(),
+                    "mode": format!("{:04o}", m.permissions().mode() & 0o7777),
+                    "mtime": mtime(&m),
+                }),
+                Err(_) => json!({"name": name, "type": "unknown"}),
+            }
+        })
+        .collect();
+    Ok(json!({"path": path, "entries": entries, "total": total, "truncated": total > limit}))
 }
 
 // ---- fs.read ----------------------------------------------------------------------------
@@ -114,7 +190,7 @@ impl Tool for FsRead {
     fn prepare(
         &self,
         args: &Map<String, Value>,
-        _env: &Arc<DeviceEnv>,
+        env: &Arc<DeviceEnv>,
     ) -> Result<Prepared, ToolError> {
         let a = Args(args);
         let path = resolve(&path_arg(&a)?);
@@ -127,39 +203,14 @@ impl Tool for FsRead {
             "read {length} bytes of {} from offset {offset}",
             path.display()
         );
-        let assessment = risk::assess_path_read(&path);
-        Ok(read_only_prepared(action, assessment, move || {
-            let mut f = fs::File::open(&path).map_err(|e| io_err("cannot open", &path, e))?;
-            let meta = f.metadata().map_err(|e| io_err("cannot stat", &path, e))?;
-            if meta.is_dir() {
-                return Err(ToolError::Failed(format!(
-                    "{} is a directory; use fs.list",
-                    path.display()
-                )));
-            }
-            f.seek(SeekFrom::Start(offset))
-                .map_err(|e| io_err("cannot seek in", &path, e))?;
-            let mut buf = Vec::with_capacity(length as usize);
-            f.take(length)
-                .read_to_end(&mut buf)
-                .map_err(|e| io_err("cannot read", &path, e))?;
-            let size = meta.len();
-            let bytes = buf.len() as u64;
-            let (encoding, content) = match String::from_utf8(buf) {
-                Ok(text) => ("utf-8", text),
-                Err(e) => (
-                    "base64",
-                    base64::engine::general_purpose::STANDARD.encode(e.as_bytes()),
-                ),
-            };
-            Ok(ToolOutput::json(
-                true,
-                &json!({
-                    "path": path, "offset": offset, "bytes": bytes, "size": size,
-                    "eof": offset.saturating_add(bytes) >= size,
-                    "encoding": encoding, "content": content,
-                }),
-            ))
+        let assessment = risk::assess_path_read_protected(&path, &env.protected);
+        let payload = SandboxPayload::ReadFile {
+            path: path.display().to_string(),
+            offset,
+            length,
+        };
+        Ok(read_prepared(action, assessment, payload, move || {
+            read_file(&path, offset, length)
         }))
     }
 }
@@ -199,43 +250,21 @@ impl Tool for FsList {
     fn prepare(
         &self,
         args: &Map<String, Value>,
-        _env: &Arc<DeviceEnv>,
+        env: &Arc<DeviceEnv>,
     ) -> Result<Prepared, ToolError> {
         let a = Args(args);
         let path = resolve(&path_arg(&a)?);
         let hidden = a.opt_bool("hidden")?.unwrap_or(true);
         let limit = a.opt_u64("limit")?.unwrap_or(200).min(MAX_LIST_ENTRIES) as usize;
         let action = format!("list {}", path.display());
-        let assessment = risk::assess_path_read(&path);
-        Ok(read_only_prepared(action, assessment, move || {
-            let rd = fs::read_dir(&path).map_err(|e| io_err("cannot list", &path, e))?;
-            let mut names: Vec<_> = rd
-                .filter_map(Result::ok)
-                .map(|e| e.file_name())
-                .filter(|n| hidden || !n.to_string_lossy().starts_with('.'))
-                .collect();
-            names.sort();
-            let total = names.len();
-            let entries: Vec<Value> = names
-                .into_iter()
-                .take(limit)
-                .map(|name| {
-                    let full = path.join(&name);
-                    let name = name.to_string_lossy().into_owned();
-                    match fs::symlink_metadata(&full) {
-                        Ok(m) => json!({
-                            "name": name, "type": file_type(&m), "size": m.len(),
-                            "mode": format!("{:04o}", m.permissions().mode() & 0o7777),
-                            "mtime": mtime(&m),
-                        }),
-                        Err(_) => json!({"name": name, "type": "unknown"}),
-                    }
-                })
-                .collect();
-            Ok(ToolOutput::json(
-                true,
-                &json!({"path": path, "entries": entries, "total": total, "truncated": total > limit}),
-            ))
+        let assessment = risk::assess_path_read_protected(&path, &env.protected);
+        let payload = SandboxPayload::ListDir {
+            path: path.display().to_string(),
+            hidden,
+            limit: limit as u64,
+        };
+        Ok(read_prepared(action, assessment, payload, move || {
+            list_dir(&path, hidden, limit)
         }))
     }
 }
@@ -275,11 +304,18 @@ impl Tool for FsStat {
     ) -> Result<Prepared, ToolError> {
         let path = path_arg(&Args(args))?;
         let action = format!("stat {}", path.display());
-        // Metadata is not content: reading it is read-only even for secret files.
-        Ok(read_only_prepared(
+        // Metadata is not content: reading it is read-only even for secret files, and the
+        // tool's own fixed operation (no content of the caller's choosing is read).
+        Ok(Prepared {
             action,
-            Assessment::read_only(),
-            move || {
+            assessment: Assessment::read_only(),
+            identity: Identity::Launching,
+            confinement: Confinement::Fixed,
+            resources: Vec::new(),
+            timeout: FS_TIMEOUT,
+            run: Box::new(move |ctx| {
+                Box::pin(async move {
+                    ctx.blocking(move || {
                 let value = match fs::symlink_metadata(&path) {
                     Ok(m) => json!({
                         "path": path, "exists": true, "type": file_type(&m), "size": m.len(),
@@ -293,8 +329,10 @@ impl Tool for FsStat {
                     Err(e) => return Err(io_err("cannot stat", &path, e)),
                 };
                 Ok(ToolOutput::json(true, &value))
-            },
-        ))
+            }).await
+                })
+            }),
+        })
     }
 }
 
@@ -344,7 +382,7 @@ impl Tool for FsWrite {
     fn prepare(
         &self,
         args: &Map<String, Value>,
-        _env: &Arc<DeviceEnv>,
+        env: &Arc<DeviceEnv>,
     ) -> Result<Prepared, ToolError> {
         let a = Args(args);
         let path = resolve(&path_arg(&a)?);
@@ -384,18 +422,28 @@ impl Tool for FsWrite {
         if let Some(p) = permissions {
             action.push_str(&format!(" with permissions {p:04o}"));
         }
-        let mut assessment = risk::assess_path_write(&path);
+        let mut assessment = risk::assess_path_write_protected(&path, &env.protected);
         if permissions.is_some_and(|p| p & 0o6000 != 0) {
             assessment.raise(
                 nl2sh_proto::channels::RiskLevel::High,
                 "sets setuid/setgid bits",
             );
         }
-        let target = path.clone();
+        // What is approved is this directory: the one the path reaches now, without
+        // following any symlink. The write walks the path again and must arrive here.
+        let (dir, name) = split_parent(&path)?;
+        let approved_dir = DirIdentity::of(&dir).ok();
+        let target = Target {
+            path: path.clone(),
+            dir,
+            name,
+            approved_dir,
+        };
         Ok(Prepared {
             action,
             assessment,
             identity: Identity::Launching,
+            confinement: Confinement::Sandbox,
             resources: vec![Resource::Path(path)],
             timeout: FS_TIMEOUT,
             run: Box::new(move |ctx| {
@@ -408,24 +456,111 @@ impl Tool for FsWrite {
     }
 }
 
+/// Where an approved write lands: the file `name` in directory `dir` (a path free of
+/// symlinks, as resolved at assessment), which must still be the directory it was then.
+struct Target {
+    path: PathBuf,
+    dir: PathBuf,
+    name: std::ffi::OsString,
+    approved_dir: Option<DirIdentity>,
+}
+
+fn split_parent(path: &Path) -> Result<(PathBuf, std::ffi::OsString), ToolError> {
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => Ok((dir.to_path_buf(), name.to_os_string())),
+        _ => Err(ToolError::InvalidArguments(format!(
+            "{} names no file",
+            path.display()
+        ))),
+    }
+}
+
+/// A directory reached from `/` without following any symlink, and what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DirIdentity {
+    dev: u64,
+    ino: u64,
+}
+
+impl DirIdentity {
+    fn of(dir: &Path) -> std::io::Result<Self> {
+        Self::open(dir).map(|(_, id)| id)
+    }
+
+    /// Open `dir` (absolute) component by component, never following a symlink:
+    /// `openat2(RESOLVE_NO_SYMLINKS)` where the kernel has it, else one `openat` with
+    /// `O_NOFOLLOW` per component.
+    fn open(dir: &Path) -> std::io::Result<(std::os::fd::OwnedFd, Self)> {
+        use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
+        use nix::sys::stat::Mode;
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let how = OpenHow::new()
+            .flags(flags)
+            .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        let fd = match openat2(nix::fcntl::AT_FDCWD, dir, how) {
+            Ok(fd) => fd,
+            Err(nix::Error::ENOSYS) => {
+                let mut fd = openat(nix::fcntl::AT_FDCWD, "/", flags, Mode::empty())?;
+                for comp in dir.components().skip(1) {
+                    fd = openat(
+                        &fd,
+                        comp.as_os_str(),
+                        flags | OFlag::O_NOFOLLOW,
+                        Mode::empty(),
+                    )?;
+                }
+                fd
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let st = nix::sys::stat::fstat(&fd)?;
+        let id = Self {
+            dev: st.st_dev as u64,
+            ino: st.st_ino as u64,
+        };
+        Ok((fd, id))
+    }
+}
+
 fn write_file(
-    path: &Path,
+    target: &Target,
     bytes: &[u8],
     mode: WriteMode,
     permissions: Option<u32>,
 ) -> Result<ToolOutput, ToolError> {
-    let mut opts = fs::OpenOptions::new();
-    // Never follow a link swapped in after assessment.
-    opts.custom_flags(libc::O_NOFOLLOW)
-        .mode(permissions.unwrap_or(0o644));
-    match mode {
-        WriteMode::Create => opts.write(true).create_new(true),
-        WriteMode::Overwrite => opts.write(true).create(true).truncate(true),
-        WriteMode::Append => opts.append(true).create(true),
+    use nix::fcntl::{openat, OFlag};
+    let path = target.path.as_path();
+    let changed = || {
+        ToolError::Failed(format!(
+            "{} is no longer the directory that was approved (a component was replaced or \
+             became a symlink); nothing was written",
+            target.dir.display()
+        ))
     };
-    let mut f = opts
-        .open(path)
-        .map_err(|e| io_err("cannot open", path, e))?;
+    let Some(approved) = target.approved_dir else {
+        return Err(ToolError::Failed(format!(
+            "{} did not exist (or was reached through a symlink) when the write was assessed; \
+             nothing was written",
+            target.dir.display()
+        )));
+    };
+    let (dir, now) = DirIdentity::open(&target.dir).map_err(|e| match e.raw_os_error() {
+        Some(libc::ELOOP) | Some(libc::ENOTDIR) | Some(libc::EXDEV) => changed(),
+        _ => io_err("cannot open", &target.dir, e),
+    })?;
+    if now != approved {
+        return Err(changed());
+    }
+    let mut flags = OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NOCTTY;
+    flags |= match mode {
+        WriteMode::Create => OFlag::O_CREAT | OFlag::O_EXCL,
+        WriteMode::Overwrite => OFlag::O_CREAT | OFlag::O_TRUNC,
+        WriteMode::Append => OFlag::O_CREAT | OFlag::O_APPEND,
+    };
+    let create_mode = nix::sys::stat::Mode::from_bits_truncate(permissions.unwrap_or(0o644));
+    let fd = openat(&dir, target.name.as_os_str(), flags, create_mode)
+        .map_err(|e| io_err("cannot open", path, e.into()))?;
+    let mut f = fs::File::from(fd);
     f.write_all(bytes)
         .map_err(|e| io_err("cannot write", path, e))?;
     f.sync_all().map_err(|e| io_err("cannot sync", path, e))?;

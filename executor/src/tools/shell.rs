@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use nl2sh_proto::channels::Identity;
+use nl2sh_proto::channels::{Confinement, Identity};
 
 use crate::device::DeviceEnv;
 use crate::risk;
@@ -22,8 +22,11 @@ impl ShellExec {
                 name: "shell.exec",
                 description: "Run a command line with the device's shell (sh -c), without a \
                     terminal. Returns exit_code, stdout, stderr (bounded, truncation marked), \
-                    duration_ms and timed_out. Anything but read-only commands needs local \
-                    approval.",
+                    duration_ms, timed_out and sandboxed. Read-only commands run at once in a \
+                    read-only sandbox (an unprivileged identity that can read the device but \
+                    not change it, secrets hidden, no network, TMPDIR a private scratch \
+                    directory); anything else, or `unconfined: true`, waits for local approval \
+                    and then runs with real privileges.",
                 schema: json!({
                     "type": "object",
                     "properties": {
@@ -31,7 +34,9 @@ impl ShellExec {
                                     "description": "Command line, as for sh -c"},
                         "cwd": {"type": "string", "description": "Absolute working directory"},
                         "timeout": {"type": "integer", "minimum": 1, "maximum": 600,
-                                    "description": "Seconds before the command's process group is killed (default 60)"}
+                                    "description": "Seconds before the command's process group is killed (default 60)"},
+                        "unconfined": {"type": "boolean",
+                                       "description": "Run outside the read-only sandbox (always waits for local approval)"}
                     },
                     "required": ["command"],
                     "additionalProperties": false
@@ -58,7 +63,11 @@ impl Tool for ShellExec {
             .map(|c| normalize_path(c, None))
             .transpose()?;
         let timeout = a.timeout("timeout")?;
-        let assessment = risk::assess_shell(&command);
+        let unconfined = a.opt_bool("unconfined")?.unwrap_or(false);
+        let mut assessment = risk::assess_shell_protected(&command, &env.protected);
+        if let Some(c) = &cwd {
+            assessment.merge(risk::assess_path_read_protected(c, &env.protected));
+        }
         // What the command needs decides who runs it; the caller cannot ask for root.
         let identity = if assessment.requires_root {
             Identity::Root
@@ -75,6 +84,11 @@ impl Tool for ShellExec {
             action,
             assessment,
             identity,
+            confinement: if unconfined {
+                Confinement::Unconfined
+            } else {
+                Confinement::Sandbox
+            },
             resources: Vec::new(),
             timeout,
             run: Box::new(move |ctx| {
@@ -82,7 +96,11 @@ impl Tool for ShellExec {
                     let mut spec = CommandSpec::new(argv);
                     spec.cwd = cwd;
                     let out = ctx.run(spec).await?;
-                    Ok(command_result(&out))
+                    let mut result = command_result(&out);
+                    if ctx.sandboxed() {
+                        mark_sandboxed(&mut result);
+                    }
+                    Ok(result)
                 })
             }),
         })
@@ -92,6 +110,7 @@ impl Tool for ShellExec {
 /// A command's result as a tool output object.
 pub fn command_result(out: &CommandOutput) -> ToolOutput {
     let value = json!({
+        "sandboxed": false,
         "exit_code": out.exit_code,
         "signal": out.signal,
         "stdout": out.stdout.text(),
@@ -107,6 +126,25 @@ pub fn command_result(out: &CommandOutput) -> ToolOutput {
         ..ToolOutput::json(out.success(), &value)
     }
 }
+
+/// Say in the result that the command ran in the read-only sandbox, and when it failed,
+/// how to run it for real.
+fn mark_sandboxed(result: &mut ToolOutput) {
+    let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(&result.output) else {
+        return;
+    };
+    obj.insert("sandboxed".into(), Value::Bool(true));
+    if !result.success {
+        obj.insert("note".into(), Value::String(SANDBOX_NOTE.into()));
+    }
+    result.output = Value::Object(obj).to_string();
+}
+
+/// What a failed sandboxed command's result says.
+pub const SANDBOX_NOTE: &str = "This command ran in the read-only sandbox (an unprivileged \
+    identity: every mount read-only, TMPDIR the only writable place, secrets hidden, no \
+    network). If it failed because it needs to change something, call shell.exec again with \
+    \"unconfined\": true; that waits for the owner's approval at the device.";
 
 /// Single-quote for display, the way a shell would read it back.
 pub fn quote(s: &str) -> String {

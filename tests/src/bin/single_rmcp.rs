@@ -98,7 +98,13 @@ fn options() -> Result<Options, String> {
     })
 }
 
-fn main() {
+fn main() -> std::process::ExitCode {
+    // Sandboxed actions run through the helper, as in the tree.
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(nl2sh_executor::sandbox::HELPER_ARG))
+    {
+        return nl2sh_executor::sandbox::helper::main();
+    }
     let opts = match options() {
         Ok(o) => o,
         Err(e) => {
@@ -116,6 +122,7 @@ fn main() {
         eprintln!("single_rmcp: {e}");
         std::process::exit(1);
     }
+    std::process::ExitCode::SUCCESS
 }
 
 async fn serve(opts: Options) -> Result<(), String> {
@@ -124,7 +131,15 @@ async fn serve(opts: Options) -> Result<(), String> {
         AuthorityMode::Audited => audited_authority(opts.state_dir.as_deref().expect("checked"))?,
     };
     let device = DeviceEnv::probe(std::env::var("PATH").ok());
-    let pipeline = Arc::new(Pipeline::new(device, Some(authority)));
+    // The same read-only sandbox the tree uses (nobody's identity, nothing else masked).
+    let sandbox = nl2sh_executor::sandbox::Sandbox::new(
+        nl2sh_executor::sandbox::SandboxSettings::for_executor(65534, 65534, Vec::new()),
+    );
+    let pipeline = Arc::new(Pipeline::new(
+        device,
+        Some(authority),
+        Some(Arc::new(sandbox)),
+    ));
     let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], opts.port)))
         .await
         .map_err(|e| format!("bind: {e}"))?;

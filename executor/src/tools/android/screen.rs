@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use base64::Engine;
 use serde_json::{json, Value};
 
-use nl2sh_proto::channels::{Attachment, Identity};
+use nl2sh_proto::channels::{Attachment, Confinement, Identity};
 use nl2sh_proto::limits::MAX_SCREEN_BASE64_BYTES;
 
 use super::image::{self, Format};
@@ -68,6 +68,8 @@ fn prepare_dump(_args: &Args<'_>, env: &DeviceEnv, program: &str) -> Result<Prep
         action: render(&argv),
         assessment: Assessment::read_only(),
         identity,
+        // The tool, not the caller, chose the command line.
+        confinement: Confinement::Fixed,
         resources: vec![Resource::Screen],
         timeout: ANDROID_TIMEOUT,
         run: Box::new(move |ctx| {
@@ -219,6 +221,8 @@ fn prepare_screenshot(
         action: render(&spec.argv),
         assessment: Assessment::read_only(),
         identity: env.ui_identity(),
+        // The tool, not the caller, chose the command line.
+        confinement: Confinement::Fixed,
         resources: vec![Resource::Screen],
         timeout: ANDROID_TIMEOUT,
         run: Box::new(move |ctx| {

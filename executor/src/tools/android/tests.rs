@@ -107,6 +107,7 @@ impl Rig {
         let ctx = ExecContext {
             identity: prepared.identity,
             setup,
+            sandbox: None,
             deadline: Instant::now() + prepared.timeout,
             cancel: CancellationToken::new(),
             groups: Arc::default(),
@@ -568,6 +569,7 @@ async fn a_cancelled_call_stops() {
     let ctx = ExecContext {
         identity: prepared.identity,
         setup: ChildSetup::for_identity(prepared.identity, rig.env.euid).unwrap(),
+        sandbox: None,
         deadline: Instant::now() + prepared.timeout,
         cancel,
         groups: Arc::default(),

@@ -105,3 +105,5 @@ pub fn group_alive(pgid: i32) -> bool {
     // SAFETY: signal 0 only checks for existence and permission.
     unsafe { libc::kill(-pgid, 0) == 0 }
 }
+
+pub mod sandbox;

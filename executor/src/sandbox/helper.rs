@@ -1,0 +1,303 @@
+//! The sandbox helper: `nl2sh __nl2sh-sandbox`, started by the executor for every
+//! sandboxed action. It runs as root, single-threaded, reads its [`SandboxPlan`] from
+//! stdin (what follows is the payload's stdin), enters new mount and PID namespaces,
+//! builds the read-only view ([`super::mounts`]), and forks the payload, which becomes
+//! pid 1 of the new PID namespace, drops to the sandbox identity ([`super::confine`]) and
+//! then runs. The helper waits and exits as the payload did. When pid 1 exits, the kernel
+//! kills everything else in its namespace, so nothing the payload started outlives it;
+//! without PID namespaces the helper is a child subreaper and kills what is left.
+//!
+//! A failure before the payload runs is reported on stderr as one line starting with
+//! [`SETUP_MARKER`] and exit status [`SETUP_FAILED`].
+
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::process::ExitCode;
+
+use nix::sched::{unshare, CloneFlags};
+use serde_json::json;
+
+use nl2sh_proto::channels::{SandboxPayload, SandboxPlan};
+
+use super::{confine, mounts, SETUP_FAILED, SETUP_MARKER};
+use crate::sys::sandbox::{die_of, fork_single_threaded, Forked};
+
+/// Largest plan accepted on stdin.
+const MAX_PLAN_BYTES: usize = 256 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+enum HelperError {
+    #[error("reading the plan: {0}")]
+    Plan(String),
+    #[error("the sandbox helper must run as root (euid {0})")]
+    NotRoot(u32),
+    #[error("entering a new mount namespace: {0}")]
+    Namespace(nix::Error),
+    #[error("{0}")]
+    Mounts(#[from] mounts::MountError),
+    #[error("starting the payload: {0}")]
+    Fork(std::io::Error),
+    #[error("{0}")]
+    Confine(#[from] confine::ConfineError),
+    #[error("working directory {0}: {1}")]
+    Cwd(String, nix::Error),
+}
+
+/// Entry point of the hidden helper role.
+pub fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(e) => {
+            report(&e);
+            ExitCode::from(SETUP_FAILED)
+        }
+    }
+}
+
+fn report(e: &HelperError) {
+    let _ = writeln!(std::io::stderr(), "{SETUP_MARKER}{e}");
+}
+
+/// Read exactly `buf.len()` bytes of fd 0, without buffering past them (the rest of
+/// stdin belongs to the payload).
+fn read_exact_stdin(buf: &mut [u8]) -> Result<(), HelperError> {
+    let stdin = std::io::stdin();
+    let mut filled = 0;
+    while filled < buf.len() {
+        match nix::unistd::read(stdin.as_fd(), &mut buf[filled..]) {
+            Ok(0) => return Err(HelperError::Plan("stdin ended inside the plan".into())),
+            Ok(n) => filled += n,
+            Err(nix::Error::EINTR) => {}
+            Err(e) => return Err(HelperError::Plan(e.to_string())),
+        }
+    }
+    Ok(())
+}
+
+fn read_plan() -> Result<SandboxPlan, HelperError> {
+    let mut len = [0u8; 4];
+    read_exact_stdin(&mut len)?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len == 0 || len > MAX_PLAN_BYTES {
+        return Err(HelperError::Plan(format!("plan of {len} bytes")));
+    }
+    let mut body = vec![0u8; len];
+    read_exact_stdin(&mut body)?;
+    nl2sh_proto::frame::decode::<SandboxPlan>(&body)
+        .map(|(_, plan)| plan)
+        .map_err(|e| HelperError::Plan(e.to_string()))
+}
+
+fn run() -> Result<ExitCode, HelperError> {
+    let plan = read_plan()?;
+    let euid = nix::unistd::geteuid().as_raw();
+    if euid != 0 {
+        return Err(HelperError::NotRoot(euid));
+    }
+    // A PID namespace where the kernel has one; the mount namespace is essential.
+    let pid_namespace = unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID).is_ok();
+    if !pid_namespace {
+        unshare(CloneFlags::CLONE_NEWNS).map_err(HelperError::Namespace)?;
+        // Orphans of the payload come to us, and are killed when it ends.
+        nix::sys::prctl::set_child_subreaper(true).map_err(HelperError::Namespace)?;
+    }
+    let view = mounts::build(&plan.masks, plan.scratch_bytes)?;
+    let helper = nix::unistd::getpid().as_raw();
+    match fork_single_threaded().map_err(HelperError::Fork)? {
+        Forked::Child => {
+            // Any error from here on is the child's; it never returns to the helper.
+            let code = match payload(&plan, helper, pid_namespace, &view) {
+                Ok(code) => code,
+                Err(e) => {
+                    report(&e);
+                    SETUP_FAILED
+                }
+            };
+            std::process::exit(i32::from(code));
+        }
+        Forked::Parent { child } => Ok(wait_for(child, pid_namespace)),
+    }
+}
+
+/// The helper's side: hold nothing of the payload's pipes, wait, exit as it did.
+fn wait_for(child: libc::pid_t, pid_namespace: bool) -> ExitCode {
+    use nix::sys::wait::{waitpid, WaitStatus};
+    // The executor reads the payload's output until every writer is gone; the helper
+    // must not be one.
+    if let Ok(null) = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        let _ = nix::unistd::dup2_stdin(&null);
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&null);
+    }
+    let child = nix::unistd::Pid::from_raw(child);
+    let status = loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => break Ok(code),
+            Ok(WaitStatus::Signaled(_, sig, _)) => break Err(sig as libc::c_int),
+            Ok(_) | Err(nix::Error::EINTR) => continue,
+            Err(_) => break Ok(i32::from(SETUP_FAILED)),
+        }
+    };
+    if !pid_namespace {
+        kill_orphans();
+    }
+    match status {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(sig) => {
+            die_of(sig);
+            ExitCode::from(128u8.saturating_add(sig as u8))
+        }
+    }
+}
+
+/// Without a PID namespace: every process that re-parented to us (the helper is a
+/// subreaper) is what the payload left behind. Kill and reap until none is left.
+fn kill_orphans() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::sys::wait::{waitpid, WaitPidFlag};
+    let me = nix::unistd::getpid().as_raw();
+    for _ in 0..1000 {
+        let children = children_of(me);
+        if children.is_empty() {
+            break;
+        }
+        for pid in &children {
+            let _ = kill(nix::unistd::Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        while let Ok(status) = waitpid(None, Some(WaitPidFlag::__WALL)) {
+            if status.pid().is_none() {
+                break;
+            }
+        }
+    }
+}
+
+/// Direct children of `pid`, from `/proc/*/stat`.
+fn children_of(pid: libc::pid_t) -> Vec<libc::pid_t> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    let (_, rest) = s.rsplit_once(')')?;
+                    rest.split_whitespace().nth(1)?.parse::<libc::pid_t>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// The payload's side: confine, then do what the plan says.
+fn payload(
+    plan: &SandboxPlan,
+    helper: libc::pid_t,
+    pid_namespace: bool,
+    view: &mounts::View,
+) -> Result<u8, HelperError> {
+    // In a PID namespace the helper is outside it and the payload sees parent pid 0.
+    let parent = if pid_namespace { 0 } else { helper };
+    confine::drop_identity(plan.uid, plan.gid, parent)?;
+    let landlock = confine::landlock(mounts::SCRATCH_DIR);
+    if let Some(cwd) = &plan.cwd {
+        nix::unistd::chdir(cwd.as_str()).map_err(|e| HelperError::Cwd(cwd.clone(), e))?;
+    }
+    let seccomp = confine::seccomp()?;
+    let applied = confine::Applied {
+        uid: plan.uid,
+        gid: plan.gid,
+        seccomp,
+        landlock,
+    };
+    match &plan.payload {
+        SandboxPayload::Probe => {
+            let mut parts = applied.to_json();
+            parts["mount_namespace"] = json!(format!(
+                "every mount read-only ({}), {} secret locations masked, minimal /dev{}",
+                view.read_only_by.as_str(),
+                view.masked,
+                if view.device_shm {
+                    " with /dev/shm read-only"
+                } else {
+                    ""
+                }
+            ));
+            parts["pid_namespace"] = json!(if pid_namespace {
+                "on"
+            } else {
+                "off (kernel): leftover processes are killed when the call ends"
+            });
+            parts["tmpdir"] = json!(mounts::SCRATCH_DIR);
+            println!("{parts}");
+            Ok(0)
+        }
+        SandboxPayload::Exec { argv } => Err(exec(argv)),
+        SandboxPayload::ReadFile {
+            path,
+            offset,
+            length,
+        } => Ok(print_result(crate::tools::fs::read_file(
+            std::path::Path::new(path),
+            *offset,
+            *length,
+        ))),
+        SandboxPayload::ListDir {
+            path,
+            hidden,
+            limit,
+        } => Ok(print_result(crate::tools::fs::list_dir(
+            std::path::Path::new(path),
+            *hidden,
+            *limit as usize,
+        ))),
+    }
+}
+
+fn print_result(result: Result<serde_json::Value, String>) -> u8 {
+    match result {
+        Ok(value) => {
+            println!("{value}");
+            0
+        }
+        Err(error) => {
+            println!("{}", json!({ "error": error }));
+            1
+        }
+    }
+}
+
+/// Replace the payload process with the program; returns only on failure.
+fn exec(argv: &[String]) -> HelperError {
+    use std::ffi::CString;
+    let args: Result<Vec<CString>, _> = argv.iter().map(|a| CString::new(a.as_bytes())).collect();
+    let Ok(args) = args else {
+        return HelperError::Plan("an argument contains a NUL byte".into());
+    };
+    let Some(program) = args.first() else {
+        return HelperError::Plan("empty command".into());
+    };
+    let mut env: Vec<CString> = std::env::vars_os()
+        .filter(|(k, _)| k != "TMPDIR")
+        .filter_map(|(k, v)| {
+            use std::os::unix::ffi::OsStrExt;
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv).ok()
+        })
+        .collect();
+    if let Ok(tmp) = CString::new(format!("TMPDIR={}", mounts::SCRATCH_DIR)) {
+        env.push(tmp);
+    }
+    match nix::unistd::execvpe(program, &args, &env) {
+        Err(e) => HelperError::Plan(format!("cannot run {}: {e}", argv[0])),
+        Ok(never) => match never {},
+    }
+}

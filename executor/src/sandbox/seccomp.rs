@@ -1,0 +1,233 @@
+//! The sandbox's seccomp filter, as data: what a reader of the device never needs. Every
+//! other system call is allowed (the uid, the capability sets, the read-only mounts and
+//! the masks are the main barrier; this closes the doors those leave open). Refused
+//! calls fail with `EPERM`, so programs report a plain error instead of dying.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+/// (system call, why a sandboxed reader is refused it)
+pub const REFUSED: &[(libc::c_long, &str)] = &[
+    // CAP_DAC_READ_SEARCH would let these open any file by handle, masks or not.
+    (
+        libc::SYS_open_by_handle_at,
+        "opens files by handle, around the masks",
+    ),
+    (
+        libc::SYS_name_to_handle_at,
+        "makes handles for open_by_handle_at",
+    ),
+    // Other processes' memory.
+    (libc::SYS_ptrace, "controls other processes"),
+    (
+        libc::SYS_process_vm_writev,
+        "writes other processes' memory",
+    ),
+    (libc::SYS_process_vm_readv, "reads other processes' memory"),
+    (libc::SYS_pidfd_getfd, "steals other processes' descriptors"),
+    // The mount table is what keeps everything read-only and masked.
+    (libc::SYS_mount, "changes mounts"),
+    (
+        libc::SYS_umount2,
+        "removes mounts (would uncover masked secrets)",
+    ),
+    (libc::SYS_pivot_root, "changes the root"),
+    (libc::SYS_chroot, "changes the root"),
+    (libc::SYS_open_tree, "clones mounts"),
+    (libc::SYS_move_mount, "moves mounts"),
+    (libc::SYS_fsopen, "creates file systems"),
+    (libc::SYS_fsmount, "mounts file systems"),
+    (libc::SYS_fsconfig, "configures file systems"),
+    (libc::SYS_fspick, "reconfigures mounted file systems"),
+    (
+        libc::SYS_mount_setattr,
+        "changes mount attributes (read-only)",
+    ),
+    // New namespaces: a user namespace would give the command capabilities of its own.
+    (libc::SYS_unshare, "creates namespaces"),
+    (libc::SYS_setns, "enters other namespaces"),
+    // The kernel itself.
+    (libc::SYS_bpf, "loads kernel programs"),
+    (
+        libc::SYS_perf_event_open,
+        "observes the kernel and other processes",
+    ),
+    (libc::SYS_kexec_load, "replaces the kernel"),
+    (libc::SYS_kexec_file_load, "replaces the kernel"),
+    (libc::SYS_init_module, "loads kernel modules"),
+    (libc::SYS_finit_module, "loads kernel modules"),
+    (libc::SYS_delete_module, "unloads kernel modules"),
+    (libc::SYS_reboot, "reboots the device"),
+    (libc::SYS_swapon, "changes swap"),
+    (libc::SYS_swapoff, "changes swap"),
+    (libc::SYS_acct, "switches process accounting"),
+    (libc::SYS_quotactl, "changes disk quotas"),
+    (libc::SYS_syslog, "reads or clears the kernel log buffer"),
+    // The key store holds secrets of other processes of the same uid.
+    (libc::SYS_keyctl, "reads and changes kernel keyrings"),
+    (libc::SYS_add_key, "changes kernel keyrings"),
+    (libc::SYS_request_key, "reads kernel keyrings"),
+    // Time and names of the machine.
+    (libc::SYS_settimeofday, "sets the clock"),
+    (libc::SYS_clock_settime, "sets the clock"),
+    (libc::SYS_clock_adjtime, "adjusts the clock"),
+    (libc::SYS_adjtimex, "adjusts the clock"),
+    (libc::SYS_sethostname, "renames the machine"),
+    (libc::SYS_setdomainname, "renames the machine"),
+    // io_uring performs socket and file operations this filter cannot see.
+    (
+        libc::SYS_io_uring_setup,
+        "runs operations outside this filter's view",
+    ),
+    (
+        libc::SYS_io_uring_enter,
+        "runs operations outside this filter's view",
+    ),
+    (
+        libc::SYS_io_uring_register,
+        "runs operations outside this filter's view",
+    ),
+    (libc::SYS_userfaultfd, "a classic kernel exploit primitive"),
+];
+
+/// Socket families a sandboxed reader may open: local (Unix) sockets and netlink, so
+/// `ip addr` and `ss` still answer. Every other family (IPv4, IPv6, packet, Bluetooth,
+/// vsock, …) is refused, so nothing leaves the device unasked.
+pub const SOCKET_FAMILIES: &[(libc::c_int, &str)] = &[
+    (libc::AF_UNIX, "local sockets"),
+    (libc::AF_NETLINK, "kernel queries (ip, ss)"),
+];
+
+/// `clone` flags that create namespaces (refused like `unshare`).
+const NAMESPACE_FLAGS: &[libc::c_int] = &[
+    libc::CLONE_NEWNS,
+    libc::CLONE_NEWUSER,
+    libc::CLONE_NEWPID,
+    libc::CLONE_NEWNET,
+    libc::CLONE_NEWUTS,
+    libc::CLONE_NEWIPC,
+    libc::CLONE_NEWCGROUP,
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum SeccompError {
+    #[error("no seccomp filter for this architecture ({0})")]
+    Arch(&'static str),
+    #[error("building the seccomp filter: {0}")]
+    Build(#[from] seccompiler::BackendError),
+    #[error("installing the seccomp filter: {0}")]
+    Install(#[from] seccompiler::Error),
+}
+
+fn condition(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, SeccompError> {
+    Ok(SeccompCondition::new(
+        arg,
+        SeccompCmpArgLen::Dword,
+        op,
+        value,
+    )?)
+}
+
+fn arch() -> Result<TargetArch, SeccompError> {
+    TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|_| SeccompError::Arch(std::env::consts::ARCH))
+}
+
+/// The x32 ABI on x86_64 reaches the same calls under other numbers; refuse those too.
+// `c_long` is `i64` only on 64-bit targets; the conversion is real elsewhere.
+#[allow(clippy::useless_conversion)]
+fn with_x32(nr: libc::c_long) -> Vec<i64> {
+    let mut out = vec![i64::from(nr)];
+    if cfg!(target_arch = "x86_64") {
+        out.push(i64::from(nr) | 0x4000_0000);
+    }
+    out
+}
+
+/// The filters, in the order they are installed: the refusals with `EPERM`, then
+/// `clone3` with `ENOSYS` (its flags are behind a pointer a filter cannot read; C
+/// libraries fall back to `clone`, whose flags the first filter checks).
+pub fn programs() -> Result<Vec<BpfProgram>, SeccompError> {
+    let arch = arch()?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for (nr, _) in REFUSED {
+        for n in with_x32(*nr) {
+            rules.insert(n, Vec::new());
+        }
+    }
+    // socket(domain, …): refused unless the domain is one of SOCKET_FAMILIES.
+    let allowed: Vec<SeccompCondition> = SOCKET_FAMILIES
+        .iter()
+        .map(|(family, _)| condition(0, SeccompCmpOp::Ne, *family as u64))
+        .collect::<Result<_, _>>()?;
+    for n in with_x32(libc::SYS_socket) {
+        rules.insert(n, vec![SeccompRule::new(allowed.clone())?]);
+    }
+    // clone(flags, …) with any namespace flag.
+    let namespaces: Vec<SeccompRule> = NAMESPACE_FLAGS
+        .iter()
+        .map(|flag| {
+            let bit = *flag as u64;
+            Ok(SeccompRule::new(vec![condition(
+                0,
+                SeccompCmpOp::MaskedEq(bit),
+                bit,
+            )?])?)
+        })
+        .collect::<Result<_, SeccompError>>()?;
+    for n in with_x32(libc::SYS_clone) {
+        rules.insert(n, namespaces.clone());
+    }
+    let refusals = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )?;
+    let mut clone3 = BTreeMap::new();
+    for n in with_x32(libc::SYS_clone3) {
+        clone3.insert(n, Vec::new());
+    }
+    let clone3 = SeccompFilter::new(
+        clone3,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )?;
+    Ok(vec![refusals.try_into()?, clone3.try_into()?])
+}
+
+/// Install the filters on the calling thread (which sets no_new_privs first).
+pub fn install() -> Result<(), SeccompError> {
+    for program in programs()? {
+        seccompiler::apply_filter(&program)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filters_compile_for_this_machine() {
+        let programs = programs().unwrap();
+        assert_eq!(programs.len(), 2);
+        assert!(programs.iter().all(|p| !p.is_empty()));
+    }
+
+    #[test]
+    fn every_refusal_is_explained_once() {
+        let mut seen = std::collections::HashSet::new();
+        for (nr, why) in REFUSED {
+            assert!(seen.insert(*nr), "syscall {nr} listed twice");
+            assert!(!why.is_empty());
+        }
+        assert!(!SOCKET_FAMILIES.iter().any(|(f, _)| *f == libc::AF_INET));
+        assert!(!SOCKET_FAMILIES.iter().any(|(f, _)| *f == libc::AF_INET6));
+    }
+}

@@ -1,0 +1,75 @@
+//! The supervisor is a child subreaper: any process of the tree whose parent dies (a tool
+//! command that daemonized, a `setsid … &`) is re-parented here instead of to init. So it
+//! still descends from the supervisor, which is what approvald checks before it lets a
+//! peer near approvals.sock, and the supervisor can reap it and end it with the tree.
+
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+/// Make this process the subreaper of everything it starts (before any worker exists).
+pub fn become_subreaper() -> std::io::Result<()> {
+    nix::sys::prctl::set_child_subreaper(true).map_err(std::io::Error::from)
+}
+
+/// Direct children of this process that are not `workers` (the workers are waited for by
+/// their `Child` handles; reaping one here would steal its status).
+fn orphans(workers: &[u32]) -> Vec<Pid> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| !workers.contains(pid))
+        .filter(|pid| parent_of(*pid) == Some(me))
+        .map(|pid| Pid::from_raw(pid as i32))
+        .collect()
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Reap orphans that have exited, whenever a child changes state. Runs for the life of
+/// the tree.
+pub async fn reap(workers: Vec<u32>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut chld = match signal(SignalKind::child()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch for exited orphans");
+            return;
+        }
+    };
+    loop {
+        // Also every few seconds: a SIGCHLD can be merged with another.
+        let _ = tokio::time::timeout(Duration::from_secs(5), chld.recv()).await;
+        for pid in orphans(&workers) {
+            let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+        }
+    }
+}
+
+/// End every orphan still alive (the tree is stopping): SIGKILL, reap, until none is
+/// left (bounded).
+pub fn kill_all(workers: &[u32]) -> usize {
+    let mut killed = 0;
+    for _ in 0..100 {
+        let left = orphans(workers);
+        if left.is_empty() {
+            break;
+        }
+        for pid in left {
+            if kill(pid, Signal::SIGKILL).is_ok() {
+                killed += 1;
+            }
+            while let Ok(WaitStatus::StillAlive) | Err(nix::Error::EINTR) = waitpid(pid, None) {}
+        }
+    }
+    killed
+}
