@@ -1,0 +1,554 @@
+//! The read-only sandbox and the approval boundary end to end, through the real tree:
+//! every bypass an attacker holding the token found either waits for approval or has no
+//! effect; a tool command cannot approve its own request; an approved write cannot be
+//! redirected; the everyday read-only commands still answer without a prompt.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use nl2sh_tests::{
+    is_root, nl2sh_bin, pending_approvals, run_on_terminal, run_without_terminal, wait_pending,
+    Fixture, Server, StdioClient, ToolCall,
+};
+
+const SECRET: &str = "bypass-test-secret-0123456789abcdef0123";
+
+fn skip_unless_root() -> bool {
+    if !is_root() {
+        eprintln!("skipped: the sandbox needs root");
+        return true;
+    }
+    false
+}
+
+fn invoke_async(server: &Server, tool: &str, args: Value) -> std::thread::JoinHandle<ToolCall> {
+    let addr = server.addr;
+    let token = server.token().to_string();
+    let tool = tool.to_string();
+    std::thread::spawn(move || {
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "nl2sh_invoke", "arguments": {"tool": tool, "arguments": args}}});
+        ToolCall::from_response(&nl2sh_tests::mcp_post(addr, &token, &body.to_string()))
+    })
+}
+
+#[test]
+fn inspect_says_which_sandbox_parts_are_active() {
+    if skip_unless_root() {
+        return;
+    }
+    let fx = Fixture::new("");
+    let server = Server::start(&fx, &[], &[]);
+    let r = server.call_tool("nl2sh_inspect", json!({}));
+    let sandbox = &r.structured["sandbox"];
+    assert_eq!(sandbox["active"], true, "{sandbox}");
+    assert_eq!(sandbox["pid_namespace"], "on", "{sandbox}");
+    assert_eq!(sandbox["seccomp"], "on", "{sandbox}");
+    assert!(
+        sandbox["mount_namespace"]
+            .as_str()
+            .unwrap()
+            .contains("read-only"),
+        "{sandbox}"
+    );
+    assert!(sandbox["landlock"].is_string(), "{sandbox}");
+    // Startup says so too (stderr, from the executor).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server.stderr().contains("read-only sandbox active") {
+        assert!(Instant::now() < deadline, "{}", server.stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn everyday_read_only_commands_answer_without_a_prompt() {
+    if skip_unless_root() {
+        return;
+    }
+    let fx = Fixture::new("approval_timeout_secs = 1\n");
+    let dir = fx.dir.path();
+    std::fs::write(dir.join("hello.txt"), "hello, sandbox\nsecond line\n").unwrap();
+    let path = nl2sh_tests::path_with(&nl2sh_tests::android_standins());
+    let server = Server::start(&fx, &[], &[("PATH", &path)]);
+    let d = dir.display();
+    let uname = std::process::Command::new("uname")
+        .arg("-r")
+        .output()
+        .unwrap();
+    let release = String::from_utf8_lossy(&uname.stdout).trim().to_string();
+    for (command, expect) in [
+        (format!("ls {d}"), "hello.txt".to_string()),
+        (
+            format!("cat {d}/hello.txt"),
+            "hello, sandbox\nsecond line\n".into(),
+        ),
+        ("ps -e".into(), "nl2sh".into()),
+        ("ps aux".into(), "nl2sh".into()),
+        ("df -h /".into(), "/".into()),
+        ("free -m".into(), "Mem:".into()),
+        ("uname -r".into(), release),
+        ("ip addr".into(), "127.0.0.1".into()),
+        ("getprop ro.product.model".into(), "Pixel 7".into()),
+        (
+            format!("find {d} -name hello.txt"),
+            format!("{d}/hello.txt"),
+        ),
+        (
+            format!("grep -n second {d}/hello.txt"),
+            "2:second line".into(),
+        ),
+        ("cat /proc/cpuinfo | head -1".into(), ":".into()),
+    ] {
+        let r = server.invoke("shell.exec", json!({ "command": command }));
+        let out = r.output();
+        assert!(!r.is_error, "{command}: {out}");
+        assert_eq!(out["sandboxed"], true, "{command}: {out}");
+        assert!(
+            out["stdout"].as_str().unwrap().contains(&expect),
+            "{command}: expected {expect:?} in {out}"
+        );
+    }
+    let r = server.invoke("fs.read", json!({"path": dir.join("hello.txt")}));
+    assert!(!r.is_error, "{r:?}");
+    assert_eq!(r.output()["content"], "hello, sandbox\nsecond line\n");
+    let r = server.invoke("fs.list", json!({"path": dir}));
+    assert!(!r.is_error, "{r:?}");
+    assert!(pending_approvals(&fx).is_empty());
+}
+
+#[test]
+fn a_failed_sandboxed_command_says_so_and_unconfined_asks() {
+    if skip_unless_root() {
+        return;
+    }
+    let fx = Fixture::new("approval_timeout_secs = 1\n");
+    let server = Server::start(&fx, &[], &[]);
+    // Assessed read-only, but it writes: it runs in the sandbox and fails there.
+    let marker = fx.dir.path().join("sandboxed-marker");
+    let r = server.invoke(
+        "shell.exec",
+        json!({"command": format!("cat /etc/hostname > /dev/null; python3 -c 'open(\"{}\", \"w\")'", marker.display())}),
+    );
+    let out = r.output();
+    if out["sandboxed"] == true {
+        assert!(r.is_error, "{out}");
+        assert!(
+            out["stderr"]
+                .as_str()
+                .unwrap()
+                .contains("Read-only file system"),
+            "{out}"
+        );
+        assert!(
+            out["note"].as_str().unwrap().contains("unconfined"),
+            "{out}"
+        );
+    } else {
+        assert!(out["error"].as_str().unwrap().contains("not run"), "{out}");
+    }
+    assert!(!marker.exists());
+    // Asking to run a read-only command outside the sandbox waits for a person.
+    let r = server.invoke(
+        "shell.exec",
+        json!({"command": "id -u", "unconfined": true}),
+    );
+    let err = r.output()["error"].as_str().unwrap_or_default().to_string();
+    assert!(r.is_error && err.contains("expired"), "{r:?}");
+}
+
+#[test]
+fn touching_nl2sh_own_files_needs_the_dangerous_phrase() {
+    if skip_unless_root() {
+        return;
+    }
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let server = Server::start(&fx, &[], &[]);
+    let config = fx.config();
+    let calls = [
+        invoke_async(
+            &server,
+            "shell.exec",
+            json!({"command": format!("echo 'protocol_auto_approve = true' >> {}", config.display())}),
+        ),
+        invoke_async(
+            &server,
+            "fs.write",
+            json!({"path": config, "content": "protocol_auto_approve = true\n", "mode": "append"}),
+        ),
+        invoke_async(
+            &server,
+            "fs.read",
+            json!({"path": fx.state_dir().join("protocol/connection.json")}),
+        ),
+    ];
+    let pending = wait_pending(&fx, calls.len());
+    for p in &pending {
+        assert!(
+            matches!(p["risk"].as_str(), Some("dangerous" | "critical")),
+            "{p}"
+        );
+        assert!(p["phrase"].is_string(), "{p}");
+        // A person approving without the phrase changes nothing.
+        let (code, _, err) =
+            run_on_terminal(&fx, &["protocol", "approve", p["id"].as_str().unwrap()]);
+        assert_eq!(code, Some(6), "{err}");
+        run_without_terminal(&fx, &["protocol", "reject", p["id"].as_str().unwrap()]);
+    }
+    for c in calls {
+        assert!(c.join().unwrap().is_error);
+    }
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        "approval_timeout_secs = 60\n"
+    );
+}
+
+#[test]
+fn a_tool_command_cannot_approve_its_own_request() {
+    if skip_unless_root() {
+        return;
+    }
+    // The configuration sits where XDG_CONFIG_HOME finds it, so the attacking command
+    // never names it (naming it would make the command dangerous, which no grant covers).
+    let grant = "approval_timeout_secs = 60\n\
+        [[approval_grants]]\n\
+        tool = \"shell.exec\"\n\
+        action_prefix = \"/bin/sh -c 'XDG_CONFIG_HOME=\"\n\
+        max_risk = \"high\"\n";
+    let fx = Fixture::with_config_at("nl2sh/config.toml", grant);
+    let dir = fx.dir.path().to_path_buf();
+    let server = Server::start(&fx, &[], &[]);
+    let victim = dir.join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    let call = invoke_async(
+        &server,
+        "shell.exec",
+        json!({"command": format!("rm -rf {}", victim.display())}),
+    );
+    let pending = wait_pending(&fx, 1);
+    let id = pending[0]["id"].as_str().unwrap().to_string();
+    let phrase = pending[0]["phrase"].as_str().unwrap().to_string();
+    // A copy of nl2sh under another name, run under `script` for the terminal it wants.
+    let approver = dir.join("approver");
+    std::fs::copy(nl2sh_bin(), &approver).unwrap();
+    let attack = format!(
+        "XDG_CONFIG_HOME={} script -qec \"{} protocol approve {id} --phrase '{phrase}'\" /dev/null",
+        dir.display(),
+        approver.display()
+    );
+    let attacker = invoke_async(&server, "shell.exec", json!({ "command": attack }));
+    // The grant lets the command run (as the service's user), or, if the assessment asks,
+    // a person approves it: either way the command itself runs, outside the sandbox.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !attacker.is_finished() {
+        let list = pending_approvals(&fx);
+        if let Some(p) = list.iter().find(|p| p["id"] != id.as_str()) {
+            let mut args = vec!["protocol", "approve", p["id"].as_str().unwrap()];
+            if let Some(phrase) = p["phrase"].as_str() {
+                args.extend(["--phrase", phrase]);
+            }
+            let (code, _, err) = run_on_terminal(&fx, &args);
+            assert_eq!(code, Some(0), "{err}");
+        }
+        assert!(Instant::now() < deadline, "the attacking command never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = attacker.join().unwrap();
+    let out = r.output();
+    assert_eq!(out["sandboxed"], false, "{out}");
+    let said = format!("{}{}", out["stdout"], out["stderr"]);
+    assert!(said.contains("refused this process"), "{out}");
+    // The request is still pending, for a person.
+    let still: Vec<Value> = pending_approvals(&fx);
+    assert!(still.iter().any(|p| p["id"] == id.as_str()), "{still:?}");
+    run_without_terminal(&fx, &["protocol", "reject", &id]);
+    assert!(call.join().unwrap().is_error);
+    assert!(victim.exists());
+    let stderr = server.stderr();
+    assert!(stderr.contains("descends from"), "{stderr}");
+}
+
+#[test]
+fn an_approved_write_is_not_redirected_by_a_swapped_directory() {
+    if skip_unless_root() {
+        return;
+    }
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let server = Server::start(&fx, &[], &[]);
+    let dir = fx.dir.path();
+    let target = dir.join("target");
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::create_dir(&elsewhere).unwrap();
+    let file = target.join("f");
+    let call = invoke_async(&server, "fs.write", json!({"path": file, "content": "x"}));
+    let p = wait_pending(&fx, 1).remove(0);
+    assert!(p["action"]
+        .as_str()
+        .unwrap()
+        .contains(&file.display().to_string()));
+    // After the owner saw the action, the directory becomes a symlink to elsewhere.
+    std::fs::rename(&target, dir.join("target.orig")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &target).unwrap();
+    let mut args = vec!["protocol", "approve", p["id"].as_str().unwrap()];
+    if let Some(phrase) = p["phrase"].as_str() {
+        args.extend(["--phrase", phrase]);
+    }
+    let (code, _, err) = run_on_terminal(&fx, &args);
+    assert_eq!(code, Some(0), "{err}");
+    let r = call.join().unwrap();
+    assert!(r.is_error, "{r:?}");
+    assert!(
+        r.output()["error"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was written"),
+        "{r:?}"
+    );
+    assert!(!elsewhere.join("f").exists());
+    assert!(!dir.join("target.orig/f").exists());
+
+    // A directory replaced by another real directory is refused too.
+    std::fs::remove_file(&target).unwrap();
+    std::fs::create_dir(&target).unwrap();
+    let call = invoke_async(&server, "fs.write", json!({"path": file, "content": "y"}));
+    let p = wait_pending(&fx, 1).remove(0);
+    std::fs::rename(&target, dir.join("target.second")).unwrap();
+    std::fs::create_dir(&target).unwrap();
+    let (code, _, err) = run_on_terminal(&fx, &["protocol", "approve", p["id"].as_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(call.join().unwrap().is_error);
+    assert!(!file.exists());
+    assert!(!dir.join("target.second/f").exists());
+}
+
+/// One bypass from the issue: the command, and what must not have happened.
+struct Row {
+    command: String,
+    unchanged: Box<dyn Fn() -> Result<(), String>>,
+}
+
+fn absent(path: &Path) -> Box<dyn Fn() -> Result<(), String>> {
+    let path = path.to_path_buf();
+    Box::new(move || match path.exists() {
+        false => Ok(()),
+        true => Err(format!("{} was created", path.display())),
+    })
+}
+
+fn holds(path: &Path, content: &str) -> Box<dyn Fn() -> Result<(), String>> {
+    let (path, content) = (path.to_path_buf(), content.to_string());
+    Box::new(move || match std::fs::read_to_string(&path) {
+        Ok(now) if now == content => Ok(()),
+        other => Err(format!("{} changed: {other:?}", path.display())),
+    })
+}
+
+fn executable(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Every example of the issue, over stdio, with the whole tree inside network and UTS
+/// namespaces this test made (so `ip link` aims at the test's own loopback).
+#[test]
+fn every_bypass_found_waits_for_approval_or_has_no_effect() {
+    if skip_unless_root() {
+        return;
+    }
+    let config = format!("approval_timeout_secs = 1\nprotocol_token = \"{SECRET}\"\n");
+    let fx = Fixture::new(&config);
+    let d = fx.dir.path().to_path_buf();
+    let p = |name: &str| d.join(name);
+    let q = |name: &str| d.join(name).display().to_string();
+    std::fs::write(p("file"), "a\n").unwrap();
+    let status = std::process::Command::new("tar")
+        .args(["-cf", &q("a.tar"), "-C", &q(""), "file"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let big: String = (0..20000)
+        .map(|i| format!("touch {} # {i:05}\n", q("mark-sort")))
+        .collect();
+    std::fs::write(p("big"), big).unwrap();
+    executable(
+        &p("evil1/ls"),
+        &format!("#!/bin/sh\ntouch {}\n", q("mark-for")),
+    );
+    executable(
+        &p("evil2/ls"),
+        &format!("#!/bin/sh\ntouch {}\n", q("mark-read")),
+    );
+    let cfg = fx.config();
+    let cfg_text = std::fs::read_to_string(&cfg).unwrap();
+    let tag = 3000 + std::process::id() % 1000;
+
+    let secret_kept = |out: &str| !out.contains(SECRET);
+    let rows: Vec<Row> = vec![
+        Row {
+            command: format!("sed --i 's/a/b/' {}", q("file")),
+            unchanged: holds(&p("file"), "a\n"),
+        },
+        Row {
+            command: format!("sort --o={} {}", q("sorted"), q("file")),
+            unchanged: absent(&p("sorted")),
+        },
+        Row {
+            command: format!(
+                "tar -tf {} --checkpoint=1 --checkpoint-action=exec='touch {}'",
+                q("a.tar"),
+                q("mark-tar")
+            ),
+            unchanged: absent(&p("mark-tar")),
+        },
+        Row {
+            command: format!(
+                "sort --compress-program=sh -S 1K --parallel=1 {} > /dev/null",
+                q("big")
+            ),
+            unchanged: absent(&p("mark-sort")),
+        },
+        Row {
+            command: format!(
+                "LESSOPEN='|touch {}; cat %s' less {}",
+                q("mark-less"),
+                q("file")
+            ),
+            unchanged: absent(&p("mark-less")),
+        },
+        Row {
+            command: format!("cat <<E\\OF\nEOF\ntouch {}\nE\\OF", q("mark-heredoc")),
+            unchanged: absent(&p("mark-heredoc")),
+        },
+        Row {
+            command: format!("alias ls='touch {}'\nls", q("mark-alias")),
+            unchanged: absent(&p("mark-alias")),
+        },
+        Row {
+            command: format!("for PATH in {}; do ls; done", q("evil1")),
+            unchanged: absent(&p("mark-for")),
+        },
+        Row {
+            command: format!("echo {} | {{ read PATH; ls; }}", q("evil2")),
+            unchanged: absent(&p("mark-read")),
+        },
+        Row {
+            command: format!("gzip -S -c {}", q("file")),
+            unchanged: Box::new({
+                let (file, gz) = (p("file"), p("file-c"));
+                move || match (std::fs::read_to_string(&file), gz.exists()) {
+                    (Ok(s), false) if s == "a\n" => Ok(()),
+                    other => Err(format!("gzip compressed in place: {other:?}")),
+                }
+            }),
+        },
+        Row {
+            command: format!("truncate -s 0 {}", q("file")),
+            unchanged: holds(&p("file"), "a\n"),
+        },
+        Row {
+            command: format!("shred -u {}", q("file")),
+            unchanged: holds(&p("file"), "a\n"),
+        },
+        Row {
+            command: format!("install /dev/null {}", q("installed")),
+            unchanged: absent(&p("installed")),
+        },
+        Row {
+            command: format!("echo 'protocol_auto_approve = true' >> {}", cfg.display()),
+            unchanged: holds(&cfg, &cfg_text),
+        },
+        Row {
+            command: format!("setsid sleep {tag}.5 & echo started"),
+            unchanged: Box::new(move || {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                loop {
+                    let left: Vec<i32> = std::fs::read_dir("/proc")
+                        .unwrap()
+                        .flatten()
+                        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                        .filter(|pid: &i32| {
+                            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                                String::from_utf8_lossy(&c).contains(&format!("{tag}.5"))
+                            })
+                        })
+                        .collect();
+                    if left.is_empty() {
+                        return Ok(());
+                    }
+                    if Instant::now() > deadline {
+                        return Err(format!("background sleep outlived the call: {left:?}"));
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }),
+        },
+        Row {
+            command: "ip link s lo up".into(),
+            // Checked below, from inside the same network namespace.
+            unchanged: Box::new(|| Ok(())),
+        },
+    ];
+    // Secret reads: the output must not carry the token, whatever ran.
+    let secret_reads = [
+        format!("f={}; cat \"$f\"", cfg.display()),
+        format!("cat {}/config.tom[l]", d.display()),
+        format!("cd {} && cat config.toml", d.display()),
+        format!("cat /proc/self/root{}", cfg.display()),
+        format!("grep -r {} {}", &SECRET[..12], d.display()),
+        format!("cat {}/*.toml", d.display()),
+    ];
+
+    let mut s = StdioClient::start_in(&fx, &["unshare", "--net", "--uts", "--ipc", "--"]);
+    let mut id = 100;
+    // At most 6 at once, under the limit of 8 pending approvals.
+    for batch in rows.chunks(6) {
+        let first = id;
+        for row in batch {
+            s.invoke(id, "shell.exec", json!({ "command": row.command }));
+            id += 1;
+        }
+        for (i, row) in batch.iter().enumerate() {
+            let r = s.response(first + i as i64);
+            let output = r["result"]["structuredContent"]["output"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let out: Value = serde_json::from_str(&output).unwrap_or(Value::Null);
+            let waited = out["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("not run") && e.contains("expired"));
+            let sandboxed = out["sandboxed"] == true;
+            assert!(
+                waited || sandboxed,
+                "{:?} neither waited for approval nor ran sandboxed: {output}",
+                row.command
+            );
+            if let Err(e) = (row.unchanged)() {
+                panic!("{:?} had an effect: {e}\n{output}", row.command);
+            }
+        }
+    }
+    for (i, read) in secret_reads.iter().enumerate() {
+        let n = id + i as i64;
+        s.invoke(n, "shell.exec", json!({ "command": read }));
+        let r = s.response(n);
+        let text = r.to_string();
+        assert!(secret_kept(&text), "{read:?} read the token: {text}");
+    }
+    let n = id + secret_reads.len() as i64;
+    s.invoke(n, "shell.exec", json!({"command": "ip -o link show lo"}));
+    let r = s.response(n);
+    let out: Value =
+        serde_json::from_str(r["result"]["structuredContent"]["output"].as_str().unwrap()).unwrap();
+    assert!(
+        out["stdout"].as_str().unwrap().contains("state DOWN"),
+        "the loopback of the test's namespace was brought up: {out}"
+    );
+    let _ = s.child.kill();
+    let _ = s.child.wait();
+}
