@@ -435,6 +435,58 @@ mod tests {
     }
 
     #[test]
+    fn a_read_only_action_outside_the_sandbox_is_never_let_through_by_the_policy() {
+        use crate::policy::ApprovalPolicy;
+        let mut s = summary(1);
+        s.risk = RiskLevel::ReadOnly;
+        for approval_policy in [ApprovalPolicy::Permissive, ApprovalPolicy::Balanced] {
+            for origin in [CallOrigin::McpHttp, CallOrigin::McpStdio] {
+                let policy = Policy {
+                    approval_policy,
+                    ..Policy::default()
+                };
+                s.origin = origin;
+                s.confinement = Confinement::Sandbox;
+                assert_eq!(
+                    settle_without_asking(&policy, &s),
+                    Some((Decision::Allowed, REASON_READ_ONLY_SANDBOXED.to_owned()))
+                );
+                s.confinement = Confinement::Fixed;
+                assert_eq!(
+                    settle_without_asking(&policy, &s),
+                    Some((Decision::Allowed, REASON_READ_ONLY.to_owned()))
+                );
+                // Unconfined (asked for, or no sandbox here): a person decides…
+                s.confinement = Confinement::Unconfined;
+                assert_eq!(settle_without_asking(&policy, &s), None);
+                // …unless the owner's own configuration says so.
+                let auto = Policy {
+                    auto_approve: true,
+                    ..policy.clone()
+                };
+                assert_eq!(
+                    settle_without_asking(&auto, &s).map(|(d, _)| d),
+                    Some(Decision::AutoApproved)
+                );
+            }
+        }
+        // A permissive policy's unasked mutation is unaffected by confinement: it runs
+        // with the bound identity either way.
+        let permissive = Policy {
+            approval_policy: ApprovalPolicy::Permissive,
+            ..Policy::default()
+        };
+        let mut m = summary(2);
+        m.origin = CallOrigin::McpStdio;
+        m.risk = RiskLevel::Low;
+        m.confinement = Confinement::Unconfined;
+        assert_eq!(
+            settle_without_asking(&permissive, &m).map(|(d, _)| d),
+            Some(Decision::Allowed)
+        );
+    }
+
+    #[test]
     fn remembered_calls_are_bounded_oldest_first() {
         let mut r = Remembered::default();
         for id in 0..(MAX_REMEMBERED_CALLS as u64 + 10) {

@@ -60,7 +60,10 @@ impl Rig {
     }
 
     /// Committed rows, without flushing: what a decision answer guarantees is on disk.
+    /// Every row queued so far, once committed (read-only decisions are queued in order
+    /// without waiting for their commit).
     async fn rows(&self) -> Vec<AuditRow> {
+        self.authority.store().flush().await.unwrap();
         self.authority.store().recent(1000).await.unwrap()
     }
 

@@ -1,8 +1,9 @@
 //! `nl2sh_invoke` over HTTP: the privilege-separated tree versus one process serving the
 //! same tool (issue budgets: throughput tree/single ≥ 0.7 at concurrency 32; median
 //! latency at concurrency 1, everything on one core, at most 15 µs above single; the
-//! four processes under that load ≤ 32 MiB resident; `shell.exec` of `true` ≤ 1.3× a bare
-//! `sh -c true` spawn).
+//! four processes under that load ≤ 32 MiB resident; `shell.exec` of `true` run
+//! unconfined ≤ 1.3× a bare `sh -c true` spawn). It also prints what the read-only
+//! sandbox costs: `shell.exec` of `true` unasked (sandboxed) against the same unconfined.
 //!
 //! Run: `cargo build --release --locked && cargo bench -p nl2sh-tests --bench invoke`
 //! (uses target/release/nl2sh, or $NL2SH_BIN, and this package's `single_rmcp`, or
@@ -68,10 +69,16 @@ fn main() {
         .tempdir()
         .expect("tempdir");
     let config = work.path().join("config.toml");
-    std::fs::write(&config, "").expect("config");
+    // Auto-approve lets `shell.exec` with `unconfined: true` run the way every command ran
+    // before the read-only sandbox, beside the sandboxed `true`, in one tree.
+    std::fs::write(&config, "protocol_auto_approve = true\n").expect("config");
     let stat_path = config.display().to_string();
     let stat_body = invoke_body("fs.stat", serde_json::json!({ "path": stat_path }));
     let shell_body = invoke_body("shell.exec", serde_json::json!({ "command": "true" }));
+    let unconfined_body = invoke_body(
+        "shell.exec",
+        serde_json::json!({ "command": "true", "unconfined": true }),
+    );
     let nl2sh = nl2sh_tests::nl2sh_bin();
     let single = single_bin();
     println!("nl2sh:  {}", nl2sh.display());
@@ -165,8 +172,21 @@ fn main() {
         println!("       {name:<16} VmRSS {rss:>6} KiB  Pss {pss:>6} KiB");
     }
 
-    // shell.exec of `true` at concurrency 1 on the (unpinned) tree.
+    // shell.exec of `true` at concurrency 1 on the (unpinned) tree: unconfined (approved,
+    // the bound identity: what every command did before the sandbox), then unasked (in
+    // the read-only sandbox).
     let shell = run_load(
+        servers[0].addr,
+        &unconfined_body,
+        "shell.exec",
+        1,
+        SHELL_WARMUP,
+        SHELL_MEASURE,
+        None,
+        &tree_pids,
+        false,
+    );
+    let sandboxed = run_load(
         servers[0].addr,
         &shell_body,
         "shell.exec",
@@ -179,12 +199,19 @@ fn main() {
     );
     drop(servers);
     println!(
-        "  c=1  tree             shell.exec true: median {:.1} µs  p99 {:.1} µs ({} calls)",
+        "  c=1  tree             shell.exec true, unconfined: median {:.1} µs  p99 {:.1} µs ({} calls)",
         shell.median_us(),
         shell.p99_us(),
         shell.latencies_ns.len()
     );
-    print_cpu("shell.exec, c=1", &shell);
+    print_cpu("shell.exec unconfined, c=1", &shell);
+    println!(
+        "  c=1  tree             shell.exec true, sandboxed:  median {:.1} µs  p99 {:.1} µs ({} calls)",
+        sandboxed.median_us(),
+        sandboxed.p99_us(),
+        sandboxed.latencies_ns.len()
+    );
+    print_cpu("shell.exec sandboxed, c=1", &sandboxed);
     let spawn = bare_spawns(false);
     println!(
         "  bare `/bin/sh -c true` spawn (std::process::Command::output): median {:.1} µs  p99 {:.1} µs ({} spawns)",
@@ -253,12 +280,24 @@ fn main() {
     ]);
     let shell_ratio = shell.median_us() / spawn.median_us();
     rows.push([
-        "shell.exec `true` median µs, c=1".into(),
+        "shell.exec `true` unconfined median µs, c=1".into(),
         format!("{:.1}", shell.median_us()),
         format!("{:.1} (bare spawn)", spawn.median_us()),
         format!("ratio {:.2}", up(shell_ratio, 100.0)),
         format!("<= {BUDGET_SHELL_RATIO}x"),
         verdict(shell_ratio <= BUDGET_SHELL_RATIO),
+    ]);
+    rows.push([
+        "shell.exec `true` sandboxed median µs, c=1".into(),
+        format!("{:.1}", sandboxed.median_us()),
+        format!("{:.1} (unconfined)", shell.median_us()),
+        format!(
+            "{:+.0} µs, ratio {:.2}",
+            sandboxed.median_us() - shell.median_us(),
+            sandboxed.median_us() / shell.median_us()
+        ),
+        "-".into(),
+        "-".into(),
     ]);
     println!();
     println!(

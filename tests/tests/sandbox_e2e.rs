@@ -54,6 +54,19 @@ fn inspect_says_which_sandbox_parts_are_active() {
         "{sandbox}"
     );
     assert!(sandbox["landlock"].is_string(), "{sandbox}");
+    // A command holds its three streams and nothing of the tree's (channels, listener).
+    let r = server.invoke("shell.exec", json!({"command": "ls /proc/self/fd"}));
+    let fds: Vec<String> = r.output()["stdout"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    // 0-2, and the directory `ls` itself opened.
+    assert!(
+        fds.len() <= 4 && fds.starts_with(&["0".into(), "1".into(), "2".into()]),
+        "{fds:?}"
+    );
     // Startup says so too (stderr, from the executor).
     let deadline = Instant::now() + Duration::from_secs(10);
     while !server.stderr().contains("read-only sandbox active") {
@@ -551,4 +564,99 @@ fn every_bypass_found_waits_for_approval_or_has_no_effect() {
     );
     let _ = s.child.kill();
     let _ = s.child.wait();
+}
+
+/// Processes whose command line contains `needle`.
+fn processes_with(needle: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|pid: &i32| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .collect()
+}
+
+#[test]
+fn a_killed_executor_leaves_no_command_behind() {
+    if skip_unless_root() {
+        return;
+    }
+    let fx = Fixture::new("protocol_auto_approve = true\n");
+    let mut server = Server::start(&fx, &[], &[]);
+    let tag = 5000 + std::process::id() % 1000;
+    // An approved command that leaves a daemon behind, and a sandboxed one still running.
+    let approved = invoke_async(
+        &server,
+        "shell.exec",
+        json!({"command": format!("setsid sleep {tag}.1 > /dev/null 2>&1 < /dev/null & sleep {tag}.2"),
+               "unconfined": true, "timeout": 600}),
+    );
+    let sandboxed = invoke_async(
+        &server,
+        "shell.exec",
+        json!({"command": format!("sleep {tag}.3"), "timeout": 600}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ["1", "2", "3"]
+        .iter()
+        .any(|n| processes_with(&format!("{tag}.{n}")).is_empty())
+    {
+        assert!(Instant::now() < deadline, "the commands did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let executor = server.worker("executor");
+    // SAFETY: kill with integer arguments.
+    unsafe { libc::kill(executor, libc::SIGKILL) };
+    server.wait(Duration::from_secs(20));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Vec<i32> = ["1", "2", "3"]
+            .iter()
+            .flat_map(|n| processes_with(&format!("{tag}.{n}")))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "commands outlived the killed executor: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = approved.join();
+    let _ = sandboxed.join();
+}
+
+#[test]
+fn netd_shares_the_sandbox_uid_but_cannot_be_inspected_from_it() {
+    if skip_unless_root() {
+        return;
+    }
+    // The secret as a comment: a configured token would not be printed for the harness.
+    let fx = Fixture::new(&format!("approval_timeout_secs = 1\n# {SECRET}\n"));
+    let server = Server::start(&fx, &[], &[]);
+    let netd = server.worker("netd");
+    // netd runs as nobody like the sandbox, but is not dumpable: its /proc entries are
+    // root's, so its memory, descriptors and its view of the host's mount namespace (where
+    // no mask applies) stay out of reach. (CAP_DAC_READ_SEARCH still lists the numbers of
+    // its descriptors; following one needs ptrace access, which the sandbox lacks.)
+    for command in [
+        format!("ls -l /proc/{netd}/fd/"),
+        format!("cat /proc/{netd}/fd/3"),
+        format!("cat /proc/{netd}/environ"),
+        format!("cat /proc/{netd}/root{}", fx.config().display()),
+        format!("head -c 64 /proc/{netd}/mem"),
+    ] {
+        let r = server.invoke("shell.exec", json!({ "command": command }));
+        let out = r.output();
+        assert!(r.is_error, "{command}: {out}");
+        assert!(!out.to_string().contains(SECRET), "{command}: {out}");
+        if out["sandboxed"] == true {
+            let err = out["stderr"].as_str().unwrap();
+            assert!(err.contains("Permission denied"), "{command}: {out}");
+        }
+    }
 }

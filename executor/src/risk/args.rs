@@ -27,6 +27,12 @@ pub(super) struct Arg {
     pub candidates: Vec<String>,
     /// Contains a process substitution (a `/dev/fd/N` path at run time).
     pub process: bool,
+    /// Contains a parameter, command or arithmetic expansion (which word splitting may
+    /// also break into several words).
+    pub expanded: bool,
+    /// The text when every expansion in it is a variable with a value fixed earlier in
+    /// the line.
+    pub fixed: Option<String>,
 }
 
 impl Arg {
@@ -51,6 +57,7 @@ impl Arg {
             lit: None,
             star: "*".into(),
             glob: true,
+            expanded: true,
             ..Arg::default()
         }
     }
@@ -98,6 +105,7 @@ impl Arg {
                     arg.glob = true;
                     arg.star.push('*');
                     arg.process |= matches!(other, Piece::Process { .. });
+                    arg.expanded |= !matches!(other, Piece::Process { .. });
                 }
             }
         }

@@ -17,6 +17,7 @@ impl Script {
         Script {
             pipelines: vec![Pipeline {
                 commands: vec![command],
+                background: false,
             }],
         }
     }
@@ -26,6 +27,8 @@ impl Script {
 #[derive(Debug, Default)]
 pub(super) struct Pipeline {
     pub commands: Vec<Command>,
+    /// Started with `&`: it runs in the background and may outlive the line.
+    pub background: bool,
 }
 
 #[derive(Debug)]
@@ -38,7 +41,23 @@ pub(super) enum Command {
         scripts: Vec<Script>,
         words: Vec<Word>,
         redirs: Vec<Redir>,
+        kind: Kind,
     },
+}
+
+/// What a compound command is, as far as it matters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// Group, `if`, `case`, `[[ ]]`: each list runs at most once.
+    #[default]
+    Group,
+    /// `( … )`: like a group, in a subshell (its `cd` and variables do not last).
+    Subshell,
+    /// `while`/`until`/`for`/`select`: the lists may run many times; `for` and `select`
+    /// assign the named variable.
+    Loop(Option<String>),
+    /// A function definition: the body runs when the function is called.
+    Function,
 }
 
 /// `NAME=value … program args … redirections`.
@@ -205,18 +224,41 @@ impl Word {
             .collect()
     }
 
-    /// The variable name when the word is an assignment (`NAME=…`, `NAME+=…`).
+    /// The variable name when the word is an assignment (`NAME=…`, `NAME+=…`, and
+    /// bash's `NAME[SUBSCRIPT]=…`, which assigns an element of `NAME`).
     pub fn assignment_name(&self) -> Option<String> {
         let mut name = String::new();
+        let mut subscript = false;
         for p in &self.pieces {
             match p {
                 Piece::Char {
                     ch: '=',
                     quoted: false,
-                } if !name.is_empty() => {
+                } if !name.is_empty() && !subscript => {
                     let name = name.strip_suffix('+').unwrap_or(&name);
+                    let name = match name.split_once('[') {
+                        Some((base, rest)) if rest.ends_with(']') => base,
+                        Some(_) => return None,
+                        None => name,
+                    };
                     return is_name(name).then(|| name.to_string());
                 }
+                Piece::Char {
+                    ch: '[',
+                    quoted: false,
+                } if !name.is_empty() && !name.contains('[') => {
+                    subscript = true;
+                    name.push('[');
+                }
+                Piece::Char {
+                    ch: ']',
+                    quoted: false,
+                } if subscript => {
+                    subscript = false;
+                    name.push(']');
+                }
+                // The subscript may hold anything (it is evaluated).
+                _ if subscript => name.push('?'),
                 Piece::Char { ch, quoted: false } => name.push(*ch),
                 _ => return None,
             }

@@ -1,13 +1,17 @@
 //! Commands whose arguments hold other commands or change how later ones resolve:
-//! `find -exec`, `cd`, `trap`, `alias`, `adb shell`.
+//! `find -exec`, `cd`, `trap`, `alias`, `adb shell`, and builtins that make later names
+//! unknowable.
 
-use nl2sh_proto::channels::RiskLevel::Critical;
+use nl2sh_proto::channels::RiskLevel::{Critical, High, Medium};
 
 use super::args::Arg;
 use super::classify::{Stdin, Walker};
+use super::find_table::{primary, Does};
+use super::io_table::READERS;
 use super::lexer::shorten;
-use super::options::Cli;
-use super::paths::{normalize, resolve, Cwd, Resolved};
+use super::options::{Cli, Flag::Short};
+use super::paths::{below_start, normalize, resolve, Cwd, Resolved};
+use super::taint::{self, TAINT_BUILTINS};
 use super::Assessment;
 
 /// `find` tests that narrow what `-delete` or `-exec` touch.
@@ -43,8 +47,9 @@ const FIND_FILTERS: &[&str] = &[
 const MAX_FIND_ROOTS: usize = 8;
 
 impl Walker {
-    /// `find ROOTS… EXPRESSION`: `-delete` on a critical tree, and the commands of
-    /// `-exec`/`-execdir`/`-ok`/`-okdir` with `{}` standing for what is found.
+    /// `find ROOTS… EXPRESSION`: `-delete` on a critical tree, the commands of
+    /// `-exec`/`-execdir`/`-ok`/`-okdir` with `{}` standing for what is found, and
+    /// primaries it does not know.
     pub fn find(&mut self, args: &[Arg], depth: usize) -> Assessment {
         let mut a = Assessment::read_only();
         let mut i = 0;
@@ -62,6 +67,7 @@ impl Walker {
             .take_while(|a| !a.text().starts_with('-') && !matches!(a.text(), "(" | "!" | ","))
             .cloned()
             .collect();
+        let expression = args.get(i + roots.len()..).unwrap_or_default();
         if roots.is_empty() {
             roots.push(Arg::plain("."));
         }
@@ -76,29 +82,126 @@ impl Walker {
                 }
             }
         }
-        let mut rest = args.iter().skip(i);
+        let mut rest = expression.iter();
         while let Some(arg) = rest.next() {
-            if !matches!(arg.text(), "-exec" | "-execdir" | "-ok" | "-okdir") {
+            let Some(word) = arg.lit.as_deref() else {
+                a.raise(
+                    Medium,
+                    format!("find: {} computed at run time", shorten(&arg.star)),
+                );
                 continue;
-            }
-            let command: Vec<&Arg> = rest
-                .by_ref()
-                .take_while(|a| !(a.is(";") || a.is("+")))
-                .collect();
-            for root in roots.iter().take(MAX_FIND_ROOTS) {
-                let found = found_path(root, filtered);
-                let args: Vec<Arg> = command.iter().map(|c| placeholder(c, &found)).collect();
-                a.merge(self.invoke(&args, depth + 1, &Stdin::Inherited));
+            };
+            let Some((takes, does)) = primary(word) else {
+                a.raise(Medium, format!("find {}: not understood", shorten(word)));
+                continue;
+            };
+            match does {
+                Does::Runs => {
+                    let command: Vec<&Arg> = rest
+                        .by_ref()
+                        .take_while(|a| !(a.is(";") || a.is("+")))
+                        .collect();
+                    a.merge(self.find_exec(&command, &roots, filtered, depth));
+                }
+                Does::Reads => {
+                    if let Some(file) = rest.next() {
+                        a.merge(self.read_arg(file, "find"));
+                    }
+                }
+                Does::Nothing | Does::Writes => {
+                    for _ in 0..takes {
+                        rest.next();
+                    }
+                }
             }
         }
         a
+    }
+
+    /// A command `find` runs on what it finds.
+    fn find_exec(
+        &mut self,
+        command: &[&Arg],
+        roots: &[Arg],
+        filtered: bool,
+        depth: usize,
+    ) -> Assessment {
+        let mut a = Assessment::read_only();
+        let found_any = command.iter().any(|c| c.text().contains("{}"));
+        let program = command
+            .first()
+            .map(|c| c.text().rsplit('/').next().unwrap_or_default().to_string());
+        for root in roots.iter().take(MAX_FIND_ROOTS) {
+            let found = found_path(root, filtered);
+            let args: Vec<Arg> = command.iter().map(|c| placeholder(c, &found)).collect();
+            a.merge(self.invoke(&args, depth + 1, &Stdin::Inherited));
+            if !found_any {
+                continue;
+            }
+            // What is found may be anything below the root, nl2sh's own files included.
+            a.merge(self.tree_arg(root, "find"));
+            let reads = program.as_deref().is_some_and(|p| READERS.contains(&p));
+            if let (true, Some(dir)) = (reads, root.lit.as_deref()) {
+                let dir = dir.trim_end_matches('/');
+                for below in ["*", "*/*", "*/*/*", "*/*/*/*"] {
+                    a.merge(self.read_arg(&Arg::plain(&format!("{dir}/{below}")), "find -exec"));
+                }
+            }
+        }
+        a
+    }
+
+    /// Builtins after which later words may mean something else (`alias`, `read PATH`,
+    /// `set -k`, …).
+    pub fn builtin_taints(&mut self, key: &str, cli: &Cli, a: &mut Assessment) {
+        if let Some((_, why)) = TAINT_BUILTINS.iter().find(|(b, _)| *b == key) {
+            self.set_taint(*why);
+        }
+        for name in taint::builtin_names(key, cli) {
+            if let Some(why) = taint::name_taints(&name) {
+                self.set_taint(why);
+            }
+            if key != "export" {
+                self.remember(&name, None);
+            }
+        }
+        if key == "let" {
+            for operand in &cli.operands {
+                match operand.lit.as_deref() {
+                    Some(text) => {
+                        if let Some(why) = taint::arith_assigns(text) {
+                            self.set_taint(why);
+                        }
+                    }
+                    None => self.set_taint("`let` of an expression computed at run time"),
+                }
+            }
+        }
+        let why = match key {
+            "declare" | "typeset" | "local" if cli.has(Short('n')) => {
+                "a name reference (assigning it assigns another variable)"
+            }
+            "set" if cli.has(Short('k')) || cli.operands.iter().any(|o| o.is("keyword")) => {
+                "`set -k` (assignments anywhere set a command's environment)"
+            }
+            "hash" if cli.has(Short('p')) => "`hash -p` (a name runs another program)",
+            "shopt" if cli.operands.iter().any(|o| o.is("expand_aliases")) => {
+                "`shopt -s expand_aliases`"
+            }
+            "enable" if cli.has(Short('f')) => {
+                a.raise(High, "enable -f: loads a builtin from a shared library");
+                "`enable -f`"
+            }
+            _ => return,
+        };
+        self.set_taint(why);
     }
 
     /// Track the working directory, so relative paths after `cd /system` are seen as
     /// system paths.
     pub fn cd(&mut self, key: &str, cli: &Cli) {
         let target = cli.operands.first();
-        self.cwd = match (key, target) {
+        let to = match (key, target) {
             ("popd", _) => Cwd::Unknown,
             (_, None) => Cwd::Known("/~".into()),
             (_, Some(t)) if t.home && !t.home_rest.contains('*') => {
@@ -108,18 +211,22 @@ impl Walker {
                 None | Some("-") => Cwd::Unknown,
                 Some(dir) => match resolve(dir, &self.cwd) {
                     Resolved::Absolute(path) => Cwd::Known(path),
-                    Resolved::Relative => Cwd::Start,
+                    Resolved::Relative => {
+                        below_start(dir, &self.cwd).map_or(Cwd::Unknown, Cwd::Below)
+                    }
                     Resolved::Unknown => Cwd::Unknown,
                 },
             },
         };
+        self.change_dir(to);
     }
 
     /// `trap ACTION SIGNAL…`: the action is a command line run later.
     pub fn trap(&mut self, cli: &Cli, depth: usize, stdin: &Stdin) -> Assessment {
         match cli.operands.first() {
             Some(action) if cli.operands.len() > 1 && !action.is("-") => {
-                self.command_line(action, depth + 1, stdin, "trap")
+                // It runs later: what it changes does not apply to what follows it.
+                self.detached(|w| w.command_line(action, depth + 1, stdin, "trap"))
             }
             _ => Assessment::read_only(),
         }
@@ -130,12 +237,12 @@ impl Walker {
         let mut a = Assessment::read_only();
         for operand in &cli.operands {
             if let Some((_, value)) = operand.text().split_once('=') {
-                a.merge(self.command_line(
-                    &Arg::plain(value),
-                    depth + 1,
-                    &Stdin::Inherited,
-                    "alias",
-                ));
+                let value = Arg::plain(value);
+                a.merge(
+                    self.detached(|w| {
+                        w.command_line(&value, depth + 1, &Stdin::Inherited, "alias")
+                    }),
+                );
             }
         }
         a

@@ -1,17 +1,18 @@
 //! Walks a parsed script and assesses every command that may run, wherever it may run
 //! from: pipelines, lists, compound commands, substitutions, redirections.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use nl2sh_proto::channels::RiskLevel::{Critical, High, Low, Medium};
 
 use super::args::{args_of, Arg};
-use super::ast::{Command, Piece, Pipeline, RedirOp, Script, Simple, Word};
-use super::exec_table::ENV_VARS;
-use super::lexer::shorten;
+use super::ast::{Command, Kind, Piece, Pipeline, RedirOp, Script, Simple, Word};
+use super::exec_table::{ENV_COMMANDS, ENV_PREFIXES, ENV_VARS};
 use super::parser::parse;
-use super::paths::{read_level, resolve, write_level, Cwd, Resolved};
+use super::paths::Cwd;
+use super::protect::Protected;
+use super::taint;
 use super::{Assessment, MAX_DEPTH, TOO_DEEP};
 
 /// Commands assessed per line, at most: past it the line is `high`, "too complex".
@@ -40,14 +41,74 @@ pub(super) struct Walker {
     /// Fixed values assigned to variables so far (`X=rm` makes `$X` a known `rm`).
     vars: HashMap<String, String>,
     steps: usize,
+    /// Variables whose value is no longer certain (assigned twice, in a loop, by a
+    /// builtin): they stay unknown.
+    unsure: HashSet<String>,
+    /// Working directories that may still be in effect besides `cwd`: a `cd` may fail
+    /// or sit in a branch that does not run.
+    pub cwd_before: Vec<Cwd>,
+    /// nl2sh's own files.
+    pub protected: Protected,
+    /// Why the programs later words name can no longer be known (an alias, a function,
+    /// `PATH` changed), once that happened.
+    pub taint: Option<String>,
+    /// A `trap` was set: its action runs at the end, after everything else.
+    pub trapped: bool,
 }
 
 impl Walker {
-    pub fn new() -> Self {
+    pub fn new(protected: &Protected) -> Self {
         Walker {
             cwd: Cwd::Start,
             vars: HashMap::new(),
             steps: MAX_STEPS,
+            unsure: HashSet::new(),
+            cwd_before: Vec::new(),
+            protected: protected.clone(),
+            taint: None,
+            trapped: false,
+        }
+    }
+
+    /// Assess a whole command line.
+    pub fn line(&mut self, line: &str) -> Assessment {
+        let mut a = self.shell_text(line, 0, &Stdin::Inherited);
+        if let (true, Some(why)) = (self.trapped, &self.taint) {
+            a.raise(Medium, format!("a trap action runs after {why}"));
+        }
+        a
+    }
+
+    /// Run `f` as code that runs in a subshell or later (`$(…)`, `( … )`, a pipeline's
+    /// commands, a trap action): its `cd` and assignments do not change what follows.
+    pub fn detached<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        let cwd = self.cwd.clone();
+        let cwd_before = self.cwd_before.clone();
+        let vars = self.vars.clone();
+        let out = f(self);
+        self.cwd = cwd;
+        self.cwd_before = cwd_before;
+        self.vars = vars;
+        out
+    }
+
+    /// Change the working directory; the old one may still be in effect (the `cd` may
+    /// fail or not run).
+    pub fn change_dir(&mut self, to: Cwd) {
+        const MAX_DIRS: usize = 8;
+        let old = std::mem::replace(&mut self.cwd, to);
+        if old != self.cwd && !self.cwd_before.contains(&old) {
+            self.cwd_before.push(old);
+        }
+        if self.cwd_before.len() > MAX_DIRS {
+            self.cwd_before = vec![Cwd::Unknown];
+        }
+    }
+
+    /// From here on, program names are not known (the first reason is kept).
+    pub fn set_taint(&mut self, why: impl Into<String>) {
+        if self.taint.is_none() {
+            self.taint = Some(why.into());
         }
     }
 
@@ -85,6 +146,11 @@ impl Walker {
     fn script(&mut self, script: &Script, depth: usize, stdin: &Stdin) -> Assessment {
         let mut a = Assessment::read_only();
         for p in &script.pipelines {
+            if self.steps == 0 {
+                // Loops are walked twice: the budget also bounds nested ones.
+                a.raise(High, "too complex to assess");
+                break;
+            }
             a.merge(self.pipeline(p, depth, stdin));
         }
         a
@@ -92,9 +158,19 @@ impl Walker {
 
     fn pipeline(&mut self, p: &Pipeline, depth: usize, stdin: &Stdin) -> Assessment {
         let mut a = Assessment::read_only();
+        if p.background {
+            a.raise(Low, "runs in the background, may outlive the call");
+        }
+        // The commands of a pipeline, and a background one, run in subshells.
+        let apart = p.background || p.commands.len() > 1;
         let mut input = stdin.clone();
         for c in &p.commands {
-            a.merge(self.command(c, depth, &input));
+            let b = if apart {
+                self.detached(|w| w.command(c, depth, &input))
+            } else {
+                self.command(c, depth, &input)
+            };
+            a.merge(b);
             input = echoed(c).map_or(Stdin::Pipe, Stdin::Echoed);
         }
         a
@@ -107,14 +183,42 @@ impl Walker {
                 scripts,
                 words,
                 redirs,
+                kind,
             } => {
                 let mut a = Assessment::read_only();
                 let stdin = self.redirections(redirs, depth, stdin, &mut a);
                 for w in words {
                     a.merge(self.substitutions(w, depth));
                 }
-                for s in scripts {
-                    a.merge(self.script(s, depth + 1, &stdin));
+                let passes = match kind {
+                    Kind::Group => 1,
+                    Kind::Subshell => {
+                        return self.detached(|w| {
+                            for s in scripts {
+                                a.merge(w.script(s, depth + 1, &stdin));
+                            }
+                            a
+                        });
+                    }
+                    Kind::Function => {
+                        self.set_taint("a function definition (a later word may call it)");
+                        1
+                    }
+                    Kind::Loop(var) => {
+                        if let Some(why) = var.as_deref().and_then(taint::name_taints) {
+                            self.set_taint(why);
+                        }
+                        if let Some(var) = var {
+                            self.remember(var, None);
+                        }
+                        // A second pass sees what the first iteration changed.
+                        2
+                    }
+                };
+                for _ in 0..passes {
+                    for s in scripts {
+                        a.merge(self.script(s, depth + 1, &stdin));
+                    }
                 }
                 a
             }
@@ -125,8 +229,12 @@ impl Walker {
         let mut a = Assessment::read_only();
         for w in &s.assigns {
             a.merge(self.substitutions(w, depth));
+            let value = w.assignment_value();
             if let Some(name) = w.assignment_name() {
-                environment(&name, &mut a);
+                self.environment(&name, value.as_deref(), depth, &mut a);
+            }
+            if let Some(value) = &value {
+                self.touch_text(value, &mut a);
             }
         }
         if s.words.is_empty() {
@@ -142,7 +250,9 @@ impl Walker {
             a.merge(self.substitutions(w, depth));
             let mut expanded = args_of(std::slice::from_ref(w));
             if let [arg] = expanded.as_mut_slice() {
-                arg.candidates.extend(self.known(w));
+                let known = self.known(w);
+                arg.candidates.extend(known.clone());
+                arg.fixed = known;
             }
             args.extend(expanded);
         }
@@ -151,14 +261,27 @@ impl Walker {
     }
 
     /// Record a variable's fixed value (or forget it when the value is computed).
+    /// A value assigned again (perhaps in a branch that does not run) leaves the variable
+    /// unknown for the rest of the line.
     pub fn remember(&mut self, name: &str, value: Option<String>) {
         const MAX_VARS: usize = 256;
+        let again = self
+            .vars
+            .get(name)
+            .is_some_and(|old| Some(old) != value.as_ref());
         match value {
-            Some(v) if self.vars.len() < MAX_VARS || self.vars.contains_key(name) => {
+            Some(v)
+                if !again
+                    && !self.unsure.contains(name)
+                    && (self.vars.len() < MAX_VARS || self.vars.contains_key(name)) =>
+            {
                 self.vars.insert(name.to_string(), v);
             }
             _ => {
                 self.vars.remove(name);
+                if self.unsure.len() < MAX_VARS {
+                    self.unsure.insert(name.to_string());
+                }
             }
         }
     }
@@ -181,8 +304,11 @@ impl Walker {
     }
 
     /// Assess the command and process substitutions in a word: they run when it is
-    /// expanded, whatever the command is.
+    /// expanded, whatever the command is. Assignments in it (`${PATH:=…}`) count too.
     fn substitutions(&mut self, w: &Word, depth: usize) -> Assessment {
+        if let Some(why) = taint::in_word(w) {
+            self.set_taint(why);
+        }
         let mut nested = Vec::new();
         w.nested(&mut nested);
         let mut a = Assessment::read_only();
@@ -192,7 +318,7 @@ impl Walker {
             } else {
                 Stdin::Inherited
             };
-            a.merge(self.script(script, depth + 1, &stdin));
+            a.merge(self.detached(|w| w.script(script, depth + 1, &stdin)));
         }
         a
     }
@@ -209,7 +335,9 @@ impl Walker {
         for r in redirs {
             a.merge(self.substitutions(&r.target, depth));
             let mut target = Arg::from_word(&r.target);
-            target.candidates.extend(self.known(&r.target));
+            let known = self.known(&r.target);
+            target.candidates.extend(known.clone());
+            target.fixed = known;
             let fd0 = r.descriptor() == 0;
             match r.op {
                 RedirOp::Write
@@ -255,6 +383,7 @@ impl Walker {
                     }
                 }
                 RedirOp::HereString => {
+                    self.touch_arg(&target, a);
                     if fd0 {
                         input = target
                             .lit
@@ -267,63 +396,35 @@ impl Walker {
         input
     }
 
-    /// Writing the path an argument names, by `who`.
-    pub fn write_arg(&self, arg: &Arg, who: &str) -> Assessment {
-        let mut a = Assessment::read_only();
-        if arg.process {
-            // `> >(cmd)`: the process substitution is assessed as a pipe reader.
-            return a;
+    /// Variables set for a command (or exported) that change what it runs; for those
+    /// whose value is a command line (`LESSOPEN`, `PAGER`), that command is assessed.
+    pub fn environment(
+        &mut self,
+        name: &str,
+        value: Option<&str>,
+        depth: usize,
+        a: &mut Assessment,
+    ) {
+        if let Some((_, level, why)) = ENV_VARS.iter().find(|(n, ..)| *n == name) {
+            a.raise(*level, format!("sets {name}: {why}"));
+        } else if let Some((_, level, why)) =
+            ENV_PREFIXES.iter().find(|(p, ..)| name.starts_with(p))
+        {
+            a.raise(*level, format!("sets {name}: {why}"));
         }
-        let text = match &arg.lit {
-            Some(lit) => lit.clone(),
-            None => {
-                a.raise(
-                    High,
-                    format!(
-                        "{who} writes a path computed at run time: {}",
-                        shorten(&arg.star)
-                    ),
-                );
-                arg.star.clone()
-            }
-        };
-        match resolve(&text, &self.cwd) {
-            Resolved::Absolute(path) => {
-                let (level, why) = write_level(&path);
-                a.raise(level, format!("{who} {why}"));
-            }
-            Resolved::Relative => a.raise(Low, format!("{who} writes {}", shorten(&text))),
-            Resolved::Unknown => a.raise(
-                Medium,
-                format!("{who} writes {} in an unknown directory", shorten(&text)),
-            ),
-        }
-        for candidate in &arg.candidates {
-            if let Resolved::Absolute(path) = resolve(candidate, &self.cwd) {
-                let (level, why) = write_level(&path);
-                a.raise(level, format!("{who} {why}"));
+        if let (true, Some(value)) = (ENV_COMMANDS.contains(&name), value) {
+            let command = value
+                .trim_start_matches(['|', '-'])
+                .replace("%s", "file")
+                .replace("%E", "file")
+                .replace("%lm", "1");
+            if !command.trim().is_empty() {
+                a.merge(self.detached(|w| w.shell_text(&command, depth + 1, &Stdin::Inherited)));
             }
         }
-        a
-    }
-
-    /// Reading the path an argument names: secrets are not read-only.
-    pub fn read_arg(&self, arg: &Arg, who: &str) -> Assessment {
-        let mut a = Assessment::read_only();
-        let text = arg.lit.as_deref().unwrap_or(&arg.star);
-        if let Resolved::Absolute(path) = resolve(text, &self.cwd) {
-            if let Some((level, why)) = read_level(&path) {
-                a.raise(level, format!("{who} {why}"));
-            }
+        if let Some(why) = taint::assigned(name) {
+            self.set_taint(why);
         }
-        a
-    }
-}
-
-/// Variables set for a command (or exported) that change what it runs.
-pub(super) fn environment(name: &str, a: &mut Assessment) {
-    if let Some((_, level, why)) = ENV_VARS.iter().find(|(n, ..)| *n == name) {
-        a.raise(*level, format!("sets {name}: {why}"));
     }
 }
 

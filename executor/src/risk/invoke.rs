@@ -26,6 +26,18 @@ impl Walker {
             a.raise(High, "too complex to assess");
             return a;
         }
+        for arg in args {
+            self.touch_arg(arg, &mut a);
+        }
+        if let Some(why) = &self.taint {
+            a.raise(
+                Medium,
+                format!(
+                    "{}: which program this is cannot be known after {why}",
+                    shorten(first.text())
+                ),
+            );
+        }
         let Some(path) = first.lit.as_deref() else {
             a.raise(
                 High,
@@ -49,6 +61,13 @@ impl Walker {
             );
         }
         let name = path.rsplit_once('/').map_or(path, |(_, name)| name);
+        if !path.contains('/') {
+            // A bare name may be one of nl2sh's own programs found through PATH.
+            for dir in SYSTEM_BIN_DIRS {
+                let candidate = format!("{}/{name}", dir.replace('*', "x"));
+                self.protected.check(&candidate, false, &mut a);
+            }
+        }
         if path.contains('/') && !system_program(path) {
             a.raise(
                 Medium,
@@ -73,8 +92,18 @@ impl Walker {
         }
         match name {
             "su" => return self.su(args, depth, stdin),
-            "eval" => return self.eval(args, depth, stdin),
-            "." | "source" => return self.source(name, args, depth, stdin),
+            "eval" => {
+                if args.iter().any(|arg| arg.lit.is_none()) {
+                    self.set_taint("`eval` of text computed at run time");
+                }
+                return self.eval(args, depth, stdin);
+            }
+            // `ip` reads its own options and objects (`ip.rs`).
+            "ip" => return self.ip(args, depth, stdin),
+            "." | "source" => {
+                self.set_taint(format!("`{name}` (the script may define anything)"));
+                return self.source(name, args, depth, stdin);
+            }
             _ => {}
         }
         if let Some((row_name, inline, posix)) = interpreter(name) {

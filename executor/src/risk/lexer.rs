@@ -565,10 +565,21 @@ impl Parser {
                 text.push('\n');
             }
             if !found {
+                // The shell reads the body to the end of the input.
                 self.problem(
                     RiskLevel::Medium,
                     format!(
                         "here-document `{}` is not terminated",
+                        shorten(&pending.delim)
+                    ),
+                );
+            }
+            if !pending.quoted && text.lines().any(|l| l.ends_with('\\')) {
+                // The shell joins such lines before it looks for the delimiter.
+                self.problem(
+                    RiskLevel::Medium,
+                    format!(
+                        "here-document `{}` continues lines with `\\`",
                         shorten(&pending.delim)
                     ),
                 );

@@ -8,17 +8,26 @@
 //! (spec/MCP-NOTES.md). What the parser does not understand is at least `medium`, never
 //! read-only. The line's level is the highest of everything in it.
 //!
-//! Layout: `lexer`/`parser`/`ast` turn text into a tree; `classify`/`invoke` walk it;
-//! `wrappers`, `programs`, `rules`, `builtins` and `scripts` classify commands using the
-//! data in `table`, `option_table`, `exec_table`, `wrap_table` and `path_table`; `paths`
-//! resolves and matches paths.
+//! Layout: `lexer`/`parser`/`ast` turn text into a tree; `classify`/`invoke` walk it and
+//! `access` checks the files commands name; `wrappers`, `programs`, `rules`, `builtins`,
+//! `ip` and `scripts` classify commands using the data in `table`, `option_table`,
+//! `io_table`, `exec_table`, `wrap_table`, `find_table`, `ip_table` and `path_table`;
+//! `options` reads command lines with the option grammars of `spec` (`spec_text`,
+//! `spec_sys`, `spec_modes`, `spec_android`); `taint` notices what makes later commands
+//! unknowable (aliases, functions, `PATH`); `paths` resolves and matches paths and
+//! `protect` guards nl2sh's own files.
 
+mod access;
 mod args;
 mod ast;
 mod builtins;
 mod classify;
 mod exec_table;
+mod find_table;
 mod invoke;
+mod io_table;
+mod ip;
+mod ip_table;
 mod lexer;
 mod option_table;
 mod options;
@@ -26,9 +35,16 @@ mod parser;
 mod path_table;
 mod paths;
 mod programs;
+mod protect;
 mod rules;
 mod scripts;
+mod spec;
+mod spec_android;
+mod spec_modes;
+mod spec_sys;
+mod spec_text;
 mod table;
+mod taint;
 mod wrap_table;
 mod wrappers;
 
@@ -38,6 +54,8 @@ mod tests;
 use std::path::Path;
 
 use nl2sh_proto::channels::RiskLevel;
+
+pub use protect::Protected;
 
 /// Nesting (substitutions, subshells, `sh -c` strings, wrappers) beyond this is not
 /// followed; the line is `critical` instead.
@@ -110,93 +128,48 @@ impl Assessment {
 
 /// Assess a shell command line exactly as `sh -c LINE` would run it.
 pub fn assess_shell(line: &str) -> Assessment {
+    assess_shell_protected(line, &Protected::default())
+}
+
+/// Assess a shell command line; touching nl2sh's own files makes it at least `dangerous`.
+pub fn assess_shell_protected(line: &str, protected: &Protected) -> Assessment {
+    assess_shell_in(line, None, protected)
+}
+
+/// Assess a shell command line that starts in `cwd` (absolute) when it is known, so its
+/// relative paths are judged where they point.
+pub fn assess_shell_in(line: &str, cwd: Option<&Path>, protected: &Protected) -> Assessment {
     if line.len() > MAX_LINE {
         let mut a = Assessment::read_only();
         a.raise(RiskLevel::High, "command line too long to assess");
         return a;
     }
-    classify::Walker::new().shell_text(line, 0, &classify::Stdin::Inherited)
+    let mut walker = classify::Walker::new(protected);
+    if let Some(dir) = cwd.map(|d| d.to_string_lossy()).filter(|d| d.starts_with('/')) {
+        walker.cwd = paths::Cwd::Known(paths::normalize(&dir));
+    }
+    walker.line(line)
 }
 
 /// Assess writing (create/overwrite/append/chmod) the file at `path` (absolute, already
 /// normalised).
 pub fn assess_path_write(path: &Path) -> Assessment {
-    paths::assess_write(path)
+    assess_path_write_protected(path, &Protected::default())
+}
+
+/// Assess writing `path`; nl2sh's own files, and directories above them, are at least
+/// `dangerous`.
+pub fn assess_path_write_protected(path: &Path, protected: &Protected) -> Assessment {
+    paths::assess_write(path, protected)
 }
 
 /// Assess reading `path` (secrets such as /data/adb, /etc/shadow, ssh keys are not
 /// read_only).
 pub fn assess_path_read(path: &Path) -> Assessment {
-    paths::assess_read(path)
+    assess_path_read_protected(path, &Protected::default())
 }
 
-/// nl2sh's own files (its configuration file, state directory, executable): any action
-/// that touches them is at least `dangerous`, whatever else its assessment says.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Protected {
-    /// Normalised absolute paths.
-    paths: Vec<String>,
-}
-
-impl Protected {
-    /// Absolute paths, normalised lexically; relative or empty ones are skipped.
-    pub fn new<I: IntoIterator<Item = std::path::PathBuf>>(paths: I) -> Self {
-        let mut out: Vec<String> = paths
-            .into_iter()
-            .filter_map(|p| {
-                let text = p.to_string_lossy().into_owned();
-                text.starts_with('/').then(|| paths::normalize(&text))
-            })
-            .filter(|p| p != "/")
-            .collect();
-        out.sort();
-        out.dedup();
-        Protected { paths: out }
-    }
-
-    pub fn paths(&self) -> &[String] {
-        &self.paths
-    }
-
-    /// The protected path `path` (normalised, absolute) is, or lies beneath.
-    fn covering(&self, path: &str) -> Option<&str> {
-        self.paths
-            .iter()
-            .find(|p| path == p.as_str() || path.starts_with(&format!("{p}/")))
-            .map(String::as_str)
-    }
-
-    fn raise(&self, a: &mut Assessment, path: &str) {
-        if let Some(p) = self.covering(path) {
-            a.raise(
-                RiskLevel::Dangerous,
-                format!("touches nl2sh's own configuration, state or executable ({p})"),
-            );
-        }
-    }
-}
-
-/// [`assess_shell`], and at least `dangerous` when the line names a protected path.
-pub fn assess_shell_protected(line: &str, protected: &Protected) -> Assessment {
-    let mut a = assess_shell(line);
-    for p in protected.paths() {
-        if line.contains(p.as_str()) {
-            protected.raise(&mut a, p);
-        }
-    }
-    a
-}
-
-/// [`assess_path_write`], and at least `dangerous` for a protected path (or one beneath).
-pub fn assess_path_write_protected(path: &Path, protected: &Protected) -> Assessment {
-    let mut a = assess_path_write(path);
-    protected.raise(&mut a, &paths::normalize(&path.to_string_lossy()));
-    a
-}
-
-/// [`assess_path_read`], and at least `dangerous` for a protected path (or one beneath).
+/// Assess reading `path`; nl2sh's own files are at least `dangerous`.
 pub fn assess_path_read_protected(path: &Path, protected: &Protected) -> Assessment {
-    let mut a = assess_path_read(path);
-    protected.raise(&mut a, &paths::normalize(&path.to_string_lossy()));
-    a
+    paths::assess_read(path, protected)
 }

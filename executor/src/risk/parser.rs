@@ -8,7 +8,8 @@ use std::rc::Rc;
 
 use nl2sh_proto::channels::RiskLevel;
 
-use super::ast::{Command, HereBody, Pipeline, Redir, RedirOp, Script, Simple, Word};
+use super::ast::{Command, HereBody, Kind, Piece, Pipeline, Redir, RedirOp, Script, Simple, Word};
+use super::lexer::shorten;
 use super::MAX_DEPTH;
 
 /// Problems kept per parse; more say nothing new.
@@ -254,7 +255,15 @@ impl Parser {
                     self.take();
                     self.problem(RiskLevel::Medium, format!("unexpected `{}`", op.text()));
                 }
-                _ => self.parse_and_or(&mut script),
+                _ => {
+                    let start = script.pipelines.len();
+                    self.parse_and_or(&mut script);
+                    if self.look() == Look::Op(Op::Amp) {
+                        for p in script.pipelines.iter_mut().skip(start) {
+                            p.background = true;
+                        }
+                    }
+                }
             }
         }
         script
@@ -324,11 +333,13 @@ impl Parser {
             scripts: parts.scripts,
             words: parts.words,
             redirs: parts.redirs,
+            kind: parts.kind,
         }
     }
 
     fn subshell(&mut self, parts: &mut Parts) {
         self.take();
+        parts.kind = Kind::Subshell;
         if self.enter() {
             parts.scripts.push(self.parse_script(&[], true));
             self.expect_rparen("(");
@@ -374,6 +385,7 @@ impl Parser {
 
     fn loop_clause(&mut self, parts: &mut Parts) {
         self.take();
+        parts.kind = Kind::Loop(None);
         if self.enter() {
             parts.scripts.push(self.parse_script(&["do"], false));
             self.do_group(parts);
@@ -390,6 +402,7 @@ impl Parser {
 
     fn for_clause(&mut self, parts: &mut Parts) {
         self.take();
+        parts.kind = Kind::Loop(None);
         if !self.enter() {
             return;
         }
@@ -400,7 +413,10 @@ impl Parser {
                     parts.words.push(w);
                 }
             }
-        } else if self.take_word().is_some() {
+        } else if let Some(var) = self.take_word() {
+            // A name the shell cannot take fails the loop; an unusual one is kept as written.
+            let name = var.literal().unwrap_or_else(|| "?".into());
+            parts.kind = Kind::Loop(Some(name));
             self.skip_newlines();
             if self.is_keyword("in") {
                 self.take();
@@ -529,6 +545,7 @@ impl Parser {
             scripts: vec![Script::of(body)],
             words: Vec::new(),
             redirs: Vec::new(),
+            kind: Kind::Function,
         }
     }
 
@@ -623,7 +640,7 @@ impl Parser {
             _ => Word::default(),
         };
         let body = matches!(op, RedirOp::HereDoc | RedirOp::HereDocStrip)
-            .then(|| self.register_here_doc(t.start, t.end, op == RedirOp::HereDocStrip));
+            .then(|| self.register_here_doc(&target, t.start, t.end, op == RedirOp::HereDocStrip));
         Redir {
             fd,
             op,
@@ -632,20 +649,39 @@ impl Parser {
         }
     }
 
-    /// The delimiter is the word as written, quotes removed; quoting it anywhere turns
-    /// off expansion in the body.
+    /// The delimiter is the word after quote removal (`E\OF`, `'EOF'`, `E"O"F` are all
+    /// `EOF`); quoting it anywhere turns off expansion in the body. A delimiter with
+    /// expansions in it (`$X`, `$'…'`) is taken as written, and is not understood.
     fn register_here_doc(
         &mut self,
+        target: &Word,
         start: usize,
         end: usize,
         strip_tabs: bool,
     ) -> Rc<RefCell<HereBody>> {
-        let raw = self.src.get(start..end).unwrap_or_default();
-        let quoted = raw.iter().any(|c| matches!(c, '\'' | '"' | '\\'));
-        let delim = raw
+        let raw: String = self
+            .src
+            .get(start..end)
+            .unwrap_or_default()
             .iter()
-            .filter(|c| !matches!(c, '\'' | '"' | '\\'))
             .collect();
+        let quoted = target
+            .pieces
+            .iter()
+            .any(|p| !matches!(p, Piece::Char { quoted: false, .. }));
+        let delim = match target.literal() {
+            Some(delim) if !raw.contains(['$', '`']) => delim,
+            _ => {
+                self.problem(
+                    RiskLevel::Medium,
+                    format!(
+                        "here-document delimiter `{}` is not understood",
+                        shorten(&raw)
+                    ),
+                );
+                raw
+            }
+        };
         let body = Rc::new(RefCell::new(HereBody::default()));
         self.pending.push(Pending {
             delim,
@@ -663,4 +699,5 @@ struct Parts {
     scripts: Vec<Script>,
     words: Vec<Word>,
     redirs: Vec<Redir>,
+    kind: Kind,
 }

@@ -7,6 +7,7 @@ use nl2sh_proto::channels::RiskLevel;
 
 use super::lexer::shorten;
 use super::path_table::{CRITICAL_TREES, READ_PATHS, WRITE_PATHS};
+use super::protect::Protected;
 use super::Assessment;
 
 /// What is known of the shell's working directory at a point of the script.
@@ -16,6 +17,8 @@ pub(super) enum Cwd {
     Start,
     /// After `cd /fixed/path`.
     Known(String),
+    /// After `cd sub/dir` from the starting directory: that directory below it.
+    Below(String),
     /// After `cd` to somewhere computed, `~` or `-`.
     Unknown,
 }
@@ -41,9 +44,23 @@ pub(super) fn resolve(text: &str, cwd: &Cwd) -> Resolved {
     }
     match cwd {
         Cwd::Known(dir) => Resolved::Absolute(normalize(&format!("{dir}/{text}"))),
-        Cwd::Start if !text.split('/').any(|c| c == "..") => Resolved::Relative,
+        Cwd::Start | Cwd::Below(_) if !text.split('/').any(|c| c == "..") => Resolved::Relative,
         _ => Resolved::Unknown,
     }
+}
+
+/// A relative path as seen from the starting directory (`Relative` paths only).
+pub(super) fn below_start(text: &str, cwd: &Cwd) -> Option<String> {
+    let joined = match cwd {
+        Cwd::Start => text.to_string(),
+        Cwd::Below(dir) => format!("{dir}/{text}"),
+        Cwd::Known(_) | Cwd::Unknown => return None,
+    };
+    let comps = components(&joined);
+    if comps.is_empty() {
+        return Some(".".into());
+    }
+    (!comps.contains(&"..")).then(|| comps.join("/"))
 }
 
 /// `/a/./b//c/../d` → `/a/b/d`, without looking at the filesystem.
@@ -68,6 +85,7 @@ fn components(path: &str) -> Vec<&str> {
 }
 
 /// Shell pattern match of one path component: `*` any run of characters, `?` one.
+#[cfg(test)]
 pub(super) fn glob(pattern: &str, text: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
@@ -97,9 +115,140 @@ pub(super) fn glob(pattern: &str, text: &str) -> bool {
 }
 
 /// A table component against a component from a command, which may itself be a
-/// pattern (`/s*` may mean `/system`).
+/// pattern (`/s*` may mean `/system`, `shado[w]` may mean `shadow`).
 fn component_matches(table: &str, text: &str) -> bool {
-    glob(table, text) || (text.contains(['*', '?']) && glob(text, table))
+    patterns_meet(table, text)
+}
+
+/// One element of a shell pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tok {
+    Char(char),
+    /// `?`
+    Any,
+    /// `*`
+    Star,
+    /// `[…]`: ranges (a single character is a range of one), negated with `!` or `^`.
+    Class(bool, Vec<(char, char)>),
+}
+
+fn tokens(pattern: &str) -> Vec<Tok> {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(c) = chars.get(i).copied() {
+        i += 1;
+        match c {
+            '*' => out.push(Tok::Star),
+            '?' => out.push(Tok::Any),
+            '\\' => {
+                out.push(Tok::Char(chars.get(i).copied().unwrap_or('\\')));
+                i += 1;
+            }
+            '[' => match class(&chars, i) {
+                Some((tok, next)) => {
+                    out.push(tok);
+                    i = next;
+                }
+                None => out.push(Tok::Char('[')),
+            },
+            c => out.push(Tok::Char(c)),
+        }
+    }
+    out
+}
+
+/// A bracket expression starting after `[`: the class and the index after `]`.
+fn class(chars: &[char], mut i: usize) -> Option<(Tok, usize)> {
+    let negated = matches!(chars.get(i), Some('!' | '^'));
+    if negated {
+        i += 1;
+    }
+    let mut items = Vec::new();
+    let mut first = true;
+    loop {
+        let c = *chars.get(i)?;
+        if c == ']' && !first {
+            return Some((Tok::Class(negated, items), i + 1));
+        }
+        first = false;
+        if c == '[' && chars.get(i + 1) == Some(&':') {
+            // A named class (`[:alpha:]`): treated as any character.
+            let end = (i + 2..chars.len()).find(|&j| chars.get(j) == Some(&']'))?;
+            items.push(('\0', char::MAX));
+            i = end + 1;
+            continue;
+        }
+        if chars.get(i + 1) == Some(&'-') && chars.get(i + 2).is_some_and(|e| *e != ']') {
+            let end = *chars.get(i + 2)?;
+            items.push((c, end));
+            i += 3;
+        } else {
+            items.push((c, c));
+            i += 1;
+        }
+    }
+}
+
+/// Whether two single-character pattern elements can match the same character.
+fn meet(a: &Tok, b: &Tok) -> bool {
+    match (a, b) {
+        (Tok::Char(x), Tok::Char(y)) => x == y,
+        (Tok::Char(x), Tok::Class(neg, items)) | (Tok::Class(neg, items), Tok::Char(x)) => {
+            items.iter().any(|(lo, hi)| lo <= x && x <= hi) != *neg
+        }
+        (Tok::Class(false, xs), Tok::Class(false, ys)) => xs
+            .iter()
+            .any(|(a_lo, a_hi)| ys.iter().any(|(b_lo, b_hi)| a_lo <= b_hi && b_lo <= a_hi)),
+        _ => true,
+    }
+}
+
+/// Whether some string matches both shell patterns (`*`, `?`, `[…]`); literal text is a
+/// pattern that only matches itself. Unreasonably large inputs are assumed to meet.
+pub(super) fn patterns_meet(a: &str, b: &str) -> bool {
+    const MAX_STATES: usize = 1 << 20;
+    let special = |t: &str| t.contains(['*', '?', '[', '\\']);
+    if a == b || !(special(a) || special(b)) {
+        return a == b;
+    }
+    let (a, b) = (tokens(a), tokens(b));
+    let width = b.len() + 1;
+    if (a.len() + 1).saturating_mul(width) > MAX_STATES {
+        return true;
+    }
+    let mut seen = vec![false; (a.len() + 1) * width];
+    let mut stack = vec![(0usize, 0usize)];
+    while let Some((i, j)) = stack.pop() {
+        let Some(slot) = seen.get_mut(i * width + j) else {
+            continue;
+        };
+        if *slot {
+            continue;
+        }
+        *slot = true;
+        if i == a.len() && j == b.len() {
+            return true;
+        }
+        let (x, y) = (a.get(i), b.get(j));
+        if x == Some(&Tok::Star) {
+            stack.push((i + 1, j));
+        }
+        if y == Some(&Tok::Star) {
+            stack.push((i, j + 1));
+        }
+        match (x, y) {
+            (Some(Tok::Star), Some(Tok::Star)) | (None, _) | (_, None) => {}
+            (Some(Tok::Star), Some(_)) => stack.push((i, j + 1)),
+            (Some(_), Some(Tok::Star)) => stack.push((i + 1, j)),
+            (Some(x), Some(y)) => {
+                if meet(x, y) {
+                    stack.push((i + 1, j + 1));
+                }
+            }
+        }
+    }
+    false
 }
 
 /// How specifically `pattern` matches the path (components, literal characters).
@@ -128,12 +277,21 @@ fn score(pattern: &str, path: &[&str]) -> Option<(usize, usize)> {
 
 /// The row of `table` that decides for `path` (normalised, absolute): the most specific
 /// anchored pattern and the most specific `**/` pattern each give a level, and the higher
-/// one decides (a `config.toml` is sensitive wherever it is).
+/// one decides (a `config.toml` is sensitive wherever it is). When the path is itself a
+/// pattern (`id_*`), the worst row it may match decides.
 pub(super) fn lookup(
     table: &'static [(&'static str, RiskLevel, &'static str)],
     path: &str,
 ) -> Option<(RiskLevel, &'static str)> {
     let comps = components(path);
+    if path.contains(['*', '?', '[']) {
+        // A pattern may match any of the rows it meets: the worst one decides.
+        return table
+            .iter()
+            .filter(|(pattern, ..)| score(pattern, &comps).is_some())
+            .max_by_key(|(_, level, _)| *level)
+            .map(|(_, level, why)| (*level, *why));
+    }
     let best = |anywhere: bool| {
         let mut best: Option<((usize, usize), RiskLevel, &'static str)> = None;
         for (pattern, level, why) in table
@@ -175,6 +333,89 @@ pub(super) fn write_level(path: &str) -> (RiskLevel, String) {
     }
 }
 
+/// What reading a path relative to an unknown starting directory may mean: the worst
+/// secret it can be, with the starting directory anywhere above it (`shadow` in `/etc`).
+pub(super) fn read_level_relative(rel: &str) -> Option<(RiskLevel, String)> {
+    let rel_comps = components(rel);
+    let mut worst: Option<(RiskLevel, String)> = None;
+    for (pattern, level, _) in READ_PATHS {
+        if *level == RiskLevel::ReadOnly {
+            continue;
+        }
+        let (anywhere, rest) = match pattern.strip_prefix("**") {
+            Some(rest) => (true, rest),
+            None => (false, *pattern),
+        };
+        let pat = components(rest);
+        for k in 0..pat.len() {
+            let tail = pat.get(k..).unwrap_or_default();
+            if rel_comps.len() < tail.len()
+                || !tail
+                    .iter()
+                    .zip(&rel_comps)
+                    .all(|(p, t)| component_matches(p, t))
+            {
+                continue;
+            }
+            let dir = pat.get(..k).unwrap_or_default().join("/");
+            let prefix = if anywhere { "/x/" } else { "/" };
+            let full = normalize(&format!("{prefix}{dir}/{}", rel_comps.join("/")));
+            if let Some((level, _)) = lookup(READ_PATHS, &full) {
+                if level > RiskLevel::ReadOnly && worst.as_ref().is_none_or(|(w, _)| level > *w) {
+                    worst = Some((
+                        level,
+                        format!(
+                            "reads {} (relative to a directory that may be {}): secret material",
+                            shorten(rel),
+                            shorten(&normalize(&format!("{prefix}{dir}")))
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    worst
+}
+
+/// Where a path really leads once `/proc/<pid>/root`, `/proc/<pid>/cwd` and descriptor
+/// links are seen through (normalised, absolute).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Seen {
+    Path(String),
+    /// Relative to the current directory (`/proc/self/cwd/…`).
+    Relative(String),
+    /// Where it leads cannot be told.
+    Unknown(&'static str),
+}
+
+pub(super) fn see_through(path: &str) -> Seen {
+    let mut path = normalize(path);
+    for _ in 0..8 {
+        let comps = components(&path);
+        let stdio = |n: Option<&&str>| matches!(n, Some(&("0" | "1" | "2")));
+        match comps.as_slice() {
+            ["proc", pid, rest @ ..] => {
+                let this = matches!(*pid, "self" | "thread-self");
+                let rest = match rest {
+                    ["task", _, inner @ ..] => inner,
+                    _ => rest,
+                };
+                match rest {
+                    ["root", inner @ ..] => path = format!("/{}", inner.join("/")),
+                    ["cwd", inner @ ..] if this => return Seen::Relative(inner.join("/")),
+                    ["cwd", ..] => return Seen::Unknown("another process's working directory"),
+                    ["fd", n] if this && stdio(Some(n)) => return Seen::Path(path),
+                    ["fd" | "map_files", _, ..] => return Seen::Unknown("an open descriptor"),
+                    _ => return Seen::Path(path),
+                }
+            }
+            ["dev", "fd", n, ..] if !stdio(Some(n)) => return Seen::Unknown("an open descriptor"),
+            _ => return Seen::Path(path),
+        }
+    }
+    Seen::Unknown("too many links")
+}
+
 pub(super) fn read_level(path: &str) -> Option<(RiskLevel, String)> {
     lookup(READ_PATHS, path)
         .filter(|(level, _)| *level > RiskLevel::ReadOnly)
@@ -199,19 +440,37 @@ fn absolute(path: &Path, a: &mut Assessment) -> Option<String> {
     Some(normalize(&text))
 }
 
-pub(super) fn assess_write(path: &Path) -> Assessment {
+pub(super) fn assess_write(path: &Path, protected: &Protected) -> Assessment {
     let mut a = Assessment::read_only();
     if let Some(p) = absolute(path, &mut a) {
-        let (level, why) = write_level(&p);
+        let seen = match see_through(&p) {
+            Seen::Path(seen) => seen,
+            _ => p.clone(),
+        };
+        let (level, why) = write_level(&seen);
         a.raise(level, why);
+        protected.check(&p, true, &mut a);
+        protected.check(&seen, true, &mut a);
     }
     a
 }
 
-pub(super) fn assess_read(path: &Path) -> Assessment {
+pub(super) fn assess_read(path: &Path, protected: &Protected) -> Assessment {
     let mut a = Assessment::read_only();
-    if let Some((level, why)) = absolute(path, &mut a).as_deref().and_then(read_level) {
-        a.raise(level, why);
+    if let Some(p) = absolute(path, &mut a) {
+        match see_through(&p) {
+            Seen::Path(seen) => {
+                if let Some((level, why)) = read_level(&seen) {
+                    a.raise(level, why);
+                }
+                protected.check(&seen, false, &mut a);
+            }
+            Seen::Relative(_) | Seen::Unknown(_) => a.raise(
+                RiskLevel::Medium,
+                format!("reads {}: where it leads is not known", shorten(&p)),
+            ),
+        }
+        protected.check(&p, false, &mut a);
     }
     a
 }

@@ -1,15 +1,17 @@
 //! A program classified by the tables: base level, subcommands, option modes, flags,
-//! files written and read; then the argument rules in `rules.rs` and `builtins.rs`.
+//! files written and read; what its option grammar does not understand; then the
+//! argument rules in `rules.rs` and `builtins.rs`.
 
 use nl2sh_proto::channels::RiskLevel::{self, Medium, ReadOnly};
 
 use super::args::Arg;
 use super::classify::{Stdin, Walker};
 use super::invoke::without_version;
-use super::lexer::shorten;
-use super::option_table::{
-    Targets, ALIASES, FLAGS, OPTION_MODES, OUTPUT_OPTIONS, READERS, WRITERS,
+use super::io_table::{
+    Targets, INPUT_OPTIONS, OUTPUT_OPTIONS, READERS, READER_SCRIPTS, RECURSIVE, WRITERS,
 };
+use super::lexer::shorten;
+use super::option_table::{ALIASES, FLAGS, MODES_WITHOUT_OPERANDS, OPTION_MODES};
 use super::options::Cli;
 use super::table::{PROGRAMS, PROGRAM_PREFIXES, ROOT_PROGRAMS, SUBCOMMANDS};
 use super::Assessment;
@@ -28,13 +30,7 @@ impl Walker {
         }
         let (mut level, mut why) = base(key);
         let mut read_only_mode = false;
-        let mode = subcommand(key, &cli.operands).or_else(|| {
-            OPTION_MODES
-                .iter()
-                .find(|(p, flag, ..)| *p == key && cli.has(*flag))
-                .map(|(_, _, level, why)| (*level, *why))
-        });
-        if let Some((mode_level, mode_why)) = mode {
+        if let Some((mode_level, mode_why)) = mode(key, &cli) {
             (level, why) = (mode_level, mode_why);
             read_only_mode = mode_level == ReadOnly;
         }
@@ -42,6 +38,7 @@ impl Walker {
         for (_, flag, level, why) in FLAGS.iter().filter(|(p, f, ..)| *p == key && cli.has(*f)) {
             a.raise(*level, format!("{key} {}: {why}", flag.example()));
         }
+        understood(key, level, &cli, &mut a);
         if !read_only_mode {
             if let Some((_, targets)) = WRITERS.iter().find(|(p, _)| *p == key) {
                 for target in select(*targets, &cli.operands) {
@@ -54,14 +51,76 @@ impl Walker {
                 a.merge(self.write_arg(&value, key));
             }
         }
+        for (_, flag) in INPUT_OPTIONS.iter().filter(|(p, _)| *p == key) {
+            for value in cli.values(*flag) {
+                a.merge(self.read_arg(&value, key));
+            }
+        }
         if READERS.contains(&key) {
-            for operand in &cli.operands {
+            let skip = READER_SCRIPTS
+                .iter()
+                .find(|(p, _)| *p == key)
+                .is_some_and(|(_, given)| !given.iter().any(|f| cli.has(*f)));
+            for operand in cli.operands.iter().skip(usize::from(skip)) {
                 a.merge(self.read_arg(operand, key));
+            }
+        }
+        let recursive = RECURSIVE
+            .iter()
+            .any(|(p, f)| *p == key && f.is_none_or(|f| cli.has(f)));
+        if recursive {
+            for operand in &cli.operands {
+                a.merge(self.tree_arg(operand, key));
             }
         }
         a.merge(self.rules(key, &cli, depth, stdin));
         a
     }
+}
+
+/// The read-only mode or subcommand that replaces the base level, if any.
+fn mode(key: &str, cli: &Cli) -> Option<(RiskLevel, &'static str)> {
+    subcommand(key, &cli.operands).or_else(|| {
+        if MODES_WITHOUT_OPERANDS.contains(&key) && !cli.operands.is_empty() {
+            return None;
+        }
+        OPTION_MODES
+            .iter()
+            .find(|(p, flag, ..)| *p == key && cli.has(*flag))
+            .map(|(_, _, level, why)| (*level, *why))
+    })
+}
+
+/// What the option grammar did not understand: unknown or ambiguous options, words that
+/// may become options at run time, and options of programs without a grammar. A
+/// read-only verdict needs all of it understood.
+fn understood(key: &str, level: RiskLevel, cli: &Cli, a: &mut Assessment) {
+    for problem in &cli.problems {
+        a.raise(Medium, problem.clone());
+    }
+    if risky(key) {
+        if let Some(arg) = cli.maybe_options.first() {
+            a.raise(
+                Medium,
+                format!(
+                    "{} may become an option of {key} at run time",
+                    shorten(&arg.star)
+                ),
+            );
+        }
+    }
+    if level == ReadOnly && cli.spec.is_none() && cli.any_option() {
+        a.raise(Medium, format!("options of {key} are not known"));
+    }
+}
+
+/// Whether some option of the program writes, reads files, runs programs or selects a
+/// mode: then an argument that may turn into an option matters.
+fn risky(key: &str) -> bool {
+    FLAGS.iter().any(|(p, ..)| *p == key)
+        || OUTPUT_OPTIONS.iter().any(|(p, _)| *p == key)
+        || INPUT_OPTIONS.iter().any(|(p, _)| *p == key)
+        || OPTION_MODES.iter().any(|(p, ..)| *p == key)
 }
 
 /// The name the tables know a program by: itself, or without a version suffix.

@@ -6,7 +6,7 @@ use nl2sh_proto::channels::RiskLevel::{Critical, Dangerous, High, Medium};
 
 use super::args::Arg;
 use super::ast::is_name;
-use super::classify::{environment, Stdin, Walker};
+use super::classify::{Stdin, Walker};
 use super::exec_table::{AM_ACTIONS, CORE_PROCESSES};
 use super::lexer::shorten;
 use super::options::{
@@ -15,12 +15,14 @@ use super::options::{
 };
 use super::paths::{critical_tree, resolve, write_level, Resolved};
 use super::scripts::{awk_program, sed_script};
+use super::table::DUMPSYS_ACTIONS;
 use super::Assessment;
 
 impl Walker {
     /// Rules for `key` beyond the tables.
     pub fn rules(&mut self, key: &str, cli: &Cli, depth: usize, stdin: &Stdin) -> Assessment {
         let mut a = Assessment::read_only();
+        self.builtin_taints(key, cli, &mut a);
         match key {
             "rm" => self.rm(cli, &mut a),
             "dd" => self.dd(cli, &mut a),
@@ -38,12 +40,21 @@ impl Walker {
             "chown" | "chgrp" => self.recursive_owner(key, cli, &mut a),
             "mv" => self.mv(cli, &mut a),
             "am" => am(cli, &mut a),
-            "sed" => self.sed(cli, &mut a),
-            "awk" | "gawk" | "mawk" | "nawk" => awk(key, cli, &mut a),
-            "export" | "declare" | "typeset" | "local" | "readonly" => self.exports(cli, &mut a),
+            "sed" => self.sed(cli, depth, &mut a),
+            "awk" | "gawk" | "mawk" | "nawk" => self.awk(key, cli, &mut a),
+            "export" | "declare" | "typeset" | "local" | "readonly" => {
+                self.exports(cli, depth, &mut a);
+            }
             "find" => a.merge(self.find(cli.args, depth)),
             "cd" | "pushd" | "popd" => self.cd(key, cli),
-            "trap" => a.merge(self.trap(cli, depth, stdin)),
+            "trap" => {
+                self.trapped = true;
+                a.merge(self.trap(cli, depth, stdin));
+            }
+            "tar" => tar(cli, &mut a),
+            "getent" => getent(cli, &mut a),
+            "dumpsys" => dumpsys(cli, &mut a),
+            "less" | "more" => pager(key, cli, &mut a),
             "alias" => a.merge(self.alias(cli, depth)),
             "adb" => a.merge(self.adb(cli, depth, stdin)),
             _ => {}
@@ -116,11 +127,11 @@ impl Walker {
 
     /// `export NAME=value`: remembered like an assignment; some names change what later
     /// commands run.
-    fn exports(&mut self, cli: &Cli, a: &mut Assessment) {
+    fn exports(&mut self, cli: &Cli, depth: usize, a: &mut Assessment) {
         for operand in &cli.operands {
             if let Some((name, value)) = operand.star.split_once('=').filter(|(n, _)| is_name(n)) {
-                environment(name, a);
                 let value = operand.lit.as_ref().map(|_| value.to_string());
+                self.environment(name, value.as_deref(), depth, a);
                 self.remember(name, value);
             }
         }
@@ -167,26 +178,73 @@ impl Walker {
         );
     }
 
-    fn sed(&self, cli: &Cli, a: &mut Assessment) {
+    /// A sed script: commands it runs are assessed, files it writes or reads are checked.
+    fn sed(&mut self, cli: &Cli, depth: usize, a: &mut Assessment) {
         let mut scripts: Vec<Arg> = cli.values(Short('e'));
-        scripts.extend(cli.values(Long("--expression")));
-        if cli.has(Short('f')) || cli.has(Long("--file")) {
+        if cli.has(Short('f')) {
             a.raise(Medium, "sed runs a script file");
         }
         let mut files = cli.operands.iter();
-        if scripts.is_empty() && !cli.has(Short('f')) && !cli.has(Long("--file")) {
+        if scripts.is_empty() && !cli.has(Short('f')) {
             scripts.extend(files.next().map(|s| (*s).clone()));
         }
         for script in &scripts {
-            match script.lit.as_deref().map(sed_script) {
-                Some(Some((level, why))) => a.raise(level, why),
-                Some(None) => {}
-                None => a.raise(Medium, "sed script computed at run time"),
+            let Some(text) = script.lit.as_deref() else {
+                a.raise(Medium, "sed script computed at run time");
+                continue;
+            };
+            let effects = sed_script(text);
+            if let Some((level, why)) = effects.finding {
+                a.raise(level, why);
+            }
+            for path in &effects.writes {
+                a.merge(self.write_arg(&Arg::plain(path), "sed w"));
+            }
+            for path in &effects.reads {
+                a.merge(self.read_arg(&Arg::plain(path), "sed r"));
+            }
+            for command in &effects.commands {
+                a.merge(self.command_line(
+                    &Arg::plain(command),
+                    depth + 1,
+                    &Stdin::Inherited,
+                    "sed e",
+                ));
             }
         }
-        if cli.has(Short('i')) || cli.has(Long("--in-place")) {
+        if cli.has(Short('i')) {
             for file in files {
                 a.merge(self.write_arg(file, "sed -i"));
+            }
+        }
+    }
+
+    fn awk(&self, key: &str, cli: &Cli, a: &mut Assessment) {
+        if cli.has(Short('f')) || cli.has(Short('E')) {
+            a.raise(Medium, format!("{key} runs a program file"));
+            return;
+        }
+        if cli.has(Short('i')) {
+            a.raise(
+                Medium,
+                format!("{key} loads an extension (may edit files in place)"),
+            );
+        }
+        let mut programs: Vec<Arg> = cli.values(Short('e'));
+        if programs.is_empty() {
+            programs.extend(cli.operands.first().map(|p| (*p).clone()));
+        }
+        for program in &programs {
+            let Some(text) = program.lit.as_deref() else {
+                a.raise(Medium, format!("{key} program computed at run time"));
+                continue;
+            };
+            let effects = awk_program(text);
+            if let Some((level, why)) = effects.finding {
+                a.raise(level, why);
+            }
+            for path in &effects.writes {
+                a.merge(self.write_arg(&Arg::plain(path), key));
             }
         }
     }
@@ -314,33 +372,80 @@ fn chmod(cli: &Cli, a: &mut Assessment) {
     }
 }
 
-fn awk(key: &str, cli: &Cli, a: &mut Assessment) {
-    if cli.has(Short('f')) || cli.has(Long("--file")) {
-        a.raise(Medium, format!("{key} runs a program file"));
-        return;
-    }
-    if cli.has(Short('i')) || cli.has(Long("--include")) {
-        a.raise(
-            Medium,
-            format!("{key} loads an extension (may edit files in place)"),
-        );
-    }
-    match cli.operands.first().map(|p| p.lit.as_deref()) {
-        Some(Some(program)) => {
-            if let Some((level, why)) = awk_program(program) {
-                a.raise(level, why);
-            }
-        }
-        Some(None) => a.raise(Medium, format!("{key} program computed at run time")),
-        None => {}
-    }
-}
-
 /// Intents whose broadcast or start wipes or stops the device.
 fn am(cli: &Cli, a: &mut Assessment) {
     for arg in cli.args {
         if let Some((_, level, why)) = AM_ACTIONS.iter().find(|(action, ..)| arg.is(action)) {
             a.raise(*level, format!("am {}: {why}", arg.text()));
+        }
+    }
+}
+
+/// GNU tar treats an archive name `HOST:FILE` as remote and runs a remote shell for it.
+fn tar(cli: &Cli, a: &mut Assessment) {
+    if cli.has(Long("--force-local")) {
+        return;
+    }
+    for archive in cli.values(Short('f')) {
+        let text = archive.text();
+        let remote = text
+            .split_once(':')
+            .is_some_and(|(host, _)| !host.is_empty() && !host.contains('/'));
+        if remote || archive.lit.is_none() {
+            a.raise(
+                High,
+                format!(
+                    "tar -f {}: a remote archive runs a remote shell",
+                    shorten(text)
+                ),
+            );
+        }
+    }
+}
+
+/// `getent shadow` reads the password hashes.
+fn getent(cli: &Cli, a: &mut Assessment) {
+    if let Some(db) = cli.operands.first() {
+        match db.lit.as_deref() {
+            Some("shadow" | "gshadow") => a.raise(
+                Medium,
+                format!("getent {}: reads password hashes", db.text()),
+            ),
+            Some(_) => {}
+            None => a.raise(Medium, "getent: database computed at run time"),
+        }
+    }
+}
+
+/// `dumpsys SERVICE ARGS…` hands the arguments to the service, and some services act on
+/// them (`battery set`, `batterystats --reset`).
+fn dumpsys(cli: &Cli, a: &mut Assessment) {
+    if cli.operands.first().is_some_and(|s| s.lit.is_none()) {
+        // Word splitting may turn it into a service and its arguments.
+        a.raise(Medium, "dumpsys: service computed at run time");
+    }
+    for arg in cli.operands.iter().skip(1) {
+        match arg.lit.as_deref() {
+            Some(text) => {
+                if let Some((_, level, why)) = DUMPSYS_ACTIONS.iter().find(|(w, ..)| {
+                    *w == text || (w.ends_with('*') && text.starts_with(w.trim_end_matches('*')))
+                }) {
+                    a.raise(*level, format!("dumpsys … {}: {why}", shorten(text)));
+                }
+            }
+            None => a.raise(Medium, "dumpsys: service arguments computed at run time"),
+        }
+    }
+}
+
+/// `less +CMD` / `more +CMD` run pager commands at start.
+fn pager(key: &str, cli: &Cli, a: &mut Assessment) {
+    for operand in &cli.operands {
+        if operand.text().starts_with('+') {
+            a.raise(
+                Medium,
+                format!("{key} {}: runs a pager command", shorten(operand.text())),
+            );
         }
     }
 }

@@ -6,7 +6,7 @@ use nl2sh_proto::channels::RiskLevel::{High, Medium};
 
 use super::args::Arg;
 use super::ast::is_name;
-use super::classify::{environment, Stdin, Walker};
+use super::classify::{Stdin, Walker};
 use super::lexer::shorten;
 use super::option_table::FLAGS;
 use super::options::Cli;
@@ -37,9 +37,15 @@ impl Walker {
                 i += 1;
                 break;
             }
+            if w.assignments && text == "-" {
+                // `env -` is `env -i`.
+                i += 1;
+                continue;
+            }
             if w.assignments {
-                if let Some((name, _)) = text.split_once('=').filter(|(n, _)| is_name(n)) {
-                    environment(name, &mut a);
+                if let Some((name, value)) = text.split_once('=').filter(|(n, _)| is_name(n)) {
+                    let value = arg.lit.as_ref().map(|_| value.to_string());
+                    self.environment(name, value.as_deref(), depth, &mut a);
                     i += 1;
                     continue;
                 }
@@ -55,18 +61,36 @@ impl Walker {
             }
             i += 1;
             own.push(arg.clone());
-            no_exec |= w.no_exec.contains(&text);
-            shell |= w.shell.contains(&text);
-            if w.feeds {
-                replace = replace.or_else(|| replace_string(text, args.get(i)));
+            if arg.lit.is_none() {
+                a.raise(
+                    Medium,
+                    format!("{}: option {} computed at run time", w.name, shorten(text)),
+                );
+                continue;
             }
-            if let Some(value) = command_option(w, text, args.get(i)) {
-                // The command line is the command; what follows it is its arguments.
-                a.merge(self.command_line(&value, depth + 1, stdin, w.name));
-                return a;
-            }
-            if takes_value(w, text) {
-                i += 1;
+            let (opts, used) = wrapper_options(w, text, args.get(i), &mut a);
+            i += used;
+            for (name, value) in opts {
+                no_exec |= w.no_exec.contains(&name.as_str());
+                shell |= w.shell.contains(&name.as_str());
+                if w.feeds {
+                    replace = replace.or_else(|| replace_string(&name, value.as_ref()));
+                    if matches!(name.as_str(), "-a" | "--arg-file") {
+                        if let Some(file) = &value {
+                            a.merge(self.read_arg(file, w.name));
+                        }
+                    }
+                }
+                if let (true, Some(file)) = (w.outputs.contains(&name.as_str()), &value) {
+                    a.merge(self.write_arg(file, w.name));
+                }
+                if w.command_options.contains(&name.as_str()) {
+                    if let Some(value) = value {
+                        // The command line is the command; what follows it is its arguments.
+                        a.merge(self.command_line(&value, depth + 1, stdin, w.name));
+                        return a;
+                    }
+                }
             }
         }
         i += positionals;
@@ -187,7 +211,8 @@ impl Walker {
                     inline_code |= text.contains('c');
                     reads_stdin |= text.contains('s');
                 }
-            } else if inline.contains(&text) {
+            } else if inline.contains(&text) || clustered(text, inline) {
+                // `perl -pe CODE`: an inline-code letter anywhere in a cluster.
                 inline_code = true;
                 break;
             } else if text == "-m" {
@@ -317,41 +342,118 @@ impl Walker {
     }
 }
 
-/// The command line given to a wrapper option (`-c CMD`, `--command=CMD`).
-fn command_option(w: &Wrapper, text: &str, next: Option<&Arg>) -> Option<Arg> {
-    if w.command_options.contains(&text) {
-        return next.cloned();
+/// A wrapper's option word as the options it stands for: canonical names (`-c`,
+/// `--long`) with their values, and how many following arguments they used. Long
+/// options are resolved like getopt_long does (unambiguous prefixes); clustered short
+/// options are split, a value-taking letter taking the rest of the cluster.
+fn wrapper_options(
+    w: &Wrapper,
+    text: &str,
+    next: Option<&Arg>,
+    a: &mut Assessment,
+) -> (Vec<(String, Option<Arg>)>, usize) {
+    if let Some(body) = text.strip_prefix("--") {
+        let (given, eq) = match body.split_once('=') {
+            Some((g, v)) => (g, Some(Arg::plain(v))),
+            None => (body, None),
+        };
+        let longs = wrapper_longs(w);
+        let exact = longs.iter().find(|(n, _)| *n == given);
+        let prefixed: Vec<&(&str, bool)> =
+            longs.iter().filter(|(n, _)| n.starts_with(given)).collect();
+        let found = match (exact, prefixed.as_slice()) {
+            (Some(found), _) => Some(*found),
+            (None, [found]) => Some(**found),
+            (None, []) => {
+                if w.complete {
+                    a.raise(
+                        Medium,
+                        format!("unknown option --{} for {}", shorten(given), w.name),
+                    );
+                }
+                None
+            }
+            (None, more) => {
+                let names: Vec<&str> = more.iter().map(|(n, _)| *n).collect();
+                a.raise(
+                    Medium,
+                    format!(
+                        "ambiguous option --{} for {} ({})",
+                        shorten(given),
+                        w.name,
+                        names.join(", ")
+                    ),
+                );
+                None
+            }
+        };
+        return match found {
+            Some((name, true)) if eq.is_none() => (vec![(format!("--{name}"), next.cloned())], 1),
+            Some((name, _)) => (vec![(format!("--{name}"), eq)], 0),
+            None => (vec![(format!("--{given}"), eq)], 0),
+        };
     }
-    w.command_options
+    let mut out = Vec::new();
+    let cluster = text.get(1..).unwrap_or_default();
+    for (at, c) in cluster.char_indices() {
+        let rest = cluster.get(at + c.len_utf8()..).unwrap_or_default();
+        let name = format!("-{c}");
+        if w.values.contains(c) {
+            if rest.is_empty() {
+                out.push((name, next.cloned()));
+                return (out, 1);
+            }
+            out.push((name, Some(Arg::plain(rest))));
+            return (out, 0);
+        }
+        if w.optional.contains(c) {
+            out.push((name, (!rest.is_empty()).then(|| Arg::plain(rest))));
+            return (out, 0);
+        }
+        out.push((name, None));
+    }
+    (out, 0)
+}
+
+/// Every long option of a wrapper (without dashes), with whether it takes a value.
+fn wrapper_longs(w: &Wrapper) -> Vec<(&'static str, bool)> {
+    let strip = |o: &&'static str| o.strip_prefix("--");
+    let mut out: Vec<(&'static str, bool)> = w
+        .long_values
         .iter()
-        .filter(|o| o.starts_with("--"))
-        .find_map(|o| text.strip_prefix(o).and_then(|r| r.strip_prefix('=')))
-        .map(Arg::plain)
+        .chain(w.command_options)
+        .filter_map(strip)
+        .map(|n| (n, true))
+        .collect();
+    out.extend(
+        w.long_flags
+            .iter()
+            .chain(w.no_exec)
+            .chain(w.shell)
+            .filter_map(strip)
+            .map(|n| (n, false)),
+    );
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// The replace string of `xargs -I R`, `-iR`, `-i`, `--replace[=R]`.
-fn replace_string(text: &str, next: Option<&Arg>) -> Option<String> {
-    match text {
-        "-I" => next.map(|n| n.text().to_string()),
-        "-i" | "--replace" => Some("{}".into()),
-        _ => text
-            .strip_prefix("-I")
-            .or_else(|| text.strip_prefix("-i"))
-            .or_else(|| text.strip_prefix("--replace="))
-            .map(str::to_string),
+fn replace_string(name: &str, value: Option<&Arg>) -> Option<String> {
+    match name {
+        "-I" => value.map(|v| v.text().to_string()),
+        "-i" | "--replace" => Some(value.map_or("{}", |v| v.text()).to_string()),
+        _ => None,
     }
 }
 
-/// Whether a wrapper option takes the next argument as its value.
-fn takes_value(w: &Wrapper, text: &str) -> bool {
-    if text.starts_with("--") {
-        return !text.contains('=') && w.long_values.contains(&text);
-    }
-    let cluster = text.get(1..).unwrap_or_default();
-    for (i, ch) in cluster.char_indices() {
-        if w.values.contains(ch) {
-            return i + ch.len_utf8() == cluster.len();
-        }
-    }
-    false
+/// Whether a short-option cluster (`-pe`) holds one of the one-letter inline-code options.
+fn clustered(text: &str, inline: &[&str]) -> bool {
+    let Some(cluster) = text.strip_prefix('-').filter(|c| !c.starts_with('-')) else {
+        return false;
+    };
+    inline
+        .iter()
+        .filter_map(|o| o.strip_prefix('-').filter(|l| l.len() == 1))
+        .any(|letter| cluster.contains(letter))
 }

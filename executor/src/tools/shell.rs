@@ -64,7 +64,7 @@ impl Tool for ShellExec {
             .transpose()?;
         let timeout = a.timeout("timeout")?;
         let unconfined = a.opt_bool("unconfined")?.unwrap_or(false);
-        let mut assessment = risk::assess_shell_protected(&command, &env.protected);
+        let mut assessment = risk::assess_shell_in(&command, cwd.as_deref(), &env.protected);
         if let Some(c) = &cwd {
             assessment.merge(risk::assess_path_read_protected(c, &env.protected));
         }

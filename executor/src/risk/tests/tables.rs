@@ -4,13 +4,19 @@ use nl2sh_proto::channels::RiskLevel::{self, Critical, Dangerous, High, Low, Med
 
 use super::super::assess_shell;
 use super::super::exec_table::{
-    AM_ACTIONS, CORE_PROCESSES, ENV_VARS, INTERPRETERS, SYSTEM_BIN_DIRS,
+    AM_ACTIONS, CORE_PROCESSES, ENV_COMMANDS, ENV_PREFIXES, ENV_VARS, INTERPRETERS, SYSTEM_BIN_DIRS,
 };
-use super::super::option_table::{
-    Targets, ALIASES, FLAGS, OPTION_MODES, OUTPUT_OPTIONS, READERS, WRITERS,
-};
+use super::super::io_table::{Targets, OUTPUT_OPTIONS, READERS, READER_SCRIPTS, WRITERS};
+use super::super::io_table::{INPUT_OPTIONS, RECURSIVE};
+use super::super::option_table::MODES_WITHOUT_OPERANDS;
+use super::super::option_table::{ALIASES, FLAGS, OPTION_MODES};
+use super::super::options::Flag::{Long, Short};
+use super::super::spec::{spec_of, Resolved, Takes};
+use super::super::table::DUMPSYS_ACTIONS;
 use super::super::table::{PROGRAMS, PROGRAM_PREFIXES, ROOT_PROGRAMS, SUBCOMMANDS};
+use super::super::taint::{TAINT_BUILTINS, TAINT_NAMES, TAINT_PREFIXES, TAINT_SUFFIXES};
 use super::super::wrap_table::WRAPPERS;
+use super::super::{assess_shell_protected, Protected};
 use super::{at_least, exactly};
 
 /// Rows whose probe (`NAME a b`) is decided by a rule rather than the row itself.
@@ -20,6 +26,7 @@ const PROBE_EXCEPTIONS: &[(&str, RiskLevel)] = &[
     ("setprop", High),
     ("bugreport", Low),
     ("trap", Medium), // `trap a b` runs `a` on signal b.
+    ("xxd", Low),     // `xxd a b` writes b.
 ];
 
 #[test]
@@ -96,8 +103,14 @@ fn every_writer_row() {
 #[test]
 fn every_output_option_row() {
     for (program, flag) in OUTPUT_OPTIONS {
+        // An optional value is only given attached (`awk -o/system/x`).
+        let attached = match flag {
+            Short(c) => spec_of(program).and_then(|s| s.short(*c)) == Some(Takes::Optional),
+            _ => false,
+        };
+        let sep = if attached { "" } else { " " };
         at_least(
-            &format!("{program} {} /system/x", flag.example()),
+            &format!("{program} {}{sep}/system/x", flag.example()),
             Dangerous,
         );
     }
@@ -106,7 +119,10 @@ fn every_output_option_row() {
 #[test]
 fn every_reader_row() {
     for program in READERS {
-        at_least(&format!("{program} /etc/shadow"), Medium);
+        // A program that takes a script or pattern first reads the files after it.
+        let script = READER_SCRIPTS.iter().any(|(p, _)| p == program);
+        let pattern = if script { "p " } else { "" };
+        at_least(&format!("{program} {pattern}/etc/shadow"), Medium);
     }
 }
 
@@ -155,6 +171,19 @@ fn every_wrapper_row() {
 }
 
 #[test]
+fn every_wrapper_output() {
+    for w in WRAPPERS {
+        for option in w.outputs {
+            let fill = vec!["p"; w.positionals].join(" ");
+            at_least(
+                &format!("{} {option} /system/x {fill} ls", w.name),
+                Dangerous,
+            );
+        }
+    }
+}
+
+#[test]
 fn every_am_action() {
     for (action, level, _) in AM_ACTIONS {
         exactly(&format!("am broadcast -a {action}"), *level);
@@ -177,4 +206,95 @@ fn every_system_bin_dir() {
     }
     exactly("/data/local/tmp/ls", Medium);
     let _ = High;
+}
+
+#[test]
+fn every_env_prefix_row() {
+    for (prefix, level, _) in ENV_PREFIXES {
+        at_least(&format!("{prefix}X=x ls"), *level);
+        at_least(&format!("env {prefix}X=x ls"), *level);
+    }
+}
+
+#[test]
+fn every_env_command_row() {
+    for name in ENV_COMMANDS {
+        exactly(&format!("{name}='rm -rf /' ls"), Critical);
+        assert!(ENV_VARS.iter().any(|(n, ..)| n == name), "{name}");
+    }
+}
+
+#[test]
+fn every_taint_row() {
+    for (name, _) in TAINT_NAMES {
+        at_least(&format!("{name}=x; ls"), Medium);
+        at_least(&format!("export {name}=x; ls"), Medium);
+        at_least(&format!("for {name} in x; do ls; done"), Medium);
+    }
+    for (prefix, _) in TAINT_PREFIXES {
+        at_least(&format!("{prefix}X=x; ls"), Medium);
+    }
+    for (suffix, _) in TAINT_SUFFIXES {
+        at_least(&format!("X{suffix}=x; ls"), Medium);
+    }
+    for (builtin, _) in TAINT_BUILTINS {
+        at_least(&format!("{builtin} x; ls"), Medium);
+    }
+    exactly("X=x; ls", ReadOnly);
+}
+
+#[test]
+fn every_input_option_row() {
+    for (program, flag) in INPUT_OPTIONS {
+        let spec = spec_of(program);
+        let takes = match flag {
+            Short(c) => spec.and_then(|s| s.short(*c)),
+            Long(l) => match spec.map(|s| s.long(l.trim_start_matches('-'))) {
+                Some(Resolved::Found(e)) => Some(e.takes),
+                _ => None,
+            },
+            _ => None,
+        };
+        // An optional value is attached; of two, the file is the second.
+        let sep = match takes {
+            Some(Takes::Optional) => "",
+            Some(Takes::Two) => " name ",
+            _ => " ",
+        };
+        at_least(
+            &format!("{program} {}{sep}/etc/shadow x", flag.example()),
+            Medium,
+        );
+    }
+}
+
+#[test]
+fn every_recursive_row() {
+    let protected = Protected::new([std::path::PathBuf::from("/tmp/nlx/config.toml")]);
+    for (program, flag) in RECURSIVE {
+        let flag = flag.map_or(String::new(), |f| f.example());
+        let line = format!("{program} {flag} p /tmp");
+        let a = assess_shell_protected(&line, &protected);
+        assert!(a.level >= Dangerous, "{line}: {:?}", a.reasons);
+    }
+}
+
+#[test]
+fn every_dumpsys_action() {
+    for (word, level, _) in DUMPSYS_ACTIONS {
+        let word = word.replace('*', "x");
+        at_least(&format!("dumpsys svc {word}"), *level);
+    }
+}
+
+#[test]
+fn modes_need_no_operands() {
+    for program in MODES_WITHOUT_OPERANDS {
+        let (_, flag, ..) = OPTION_MODES
+            .iter()
+            .find(|(p, ..)| p == program)
+            .unwrap_or_else(|| panic!("{program} has no mode"));
+        exactly(&format!("{program} {}", flag.example()), ReadOnly);
+        at_least(&format!("{program} {} x", flag.example()), Low);
+    }
 }
