@@ -145,7 +145,10 @@ pub fn assess_shell_in(line: &str, cwd: Option<&Path>, protected: &Protected) ->
         return a;
     }
     let mut walker = classify::Walker::new(protected);
-    if let Some(dir) = cwd.map(|d| d.to_string_lossy()).filter(|d| d.starts_with('/')) {
+    if let Some(dir) = cwd
+        .map(|d| d.to_string_lossy())
+        .filter(|d| d.starts_with('/'))
+    {
         walker.cwd = paths::Cwd::Known(paths::normalize(&dir));
     }
     walker.line(line)

@@ -130,7 +130,11 @@ fn a_known_starting_directory_resolves_relative_paths() {
     use super::super::assess_shell_in;
     let p = protected();
     let nlx = Some(Path::new("/tmp/nlx"));
-    for line in ["cat config.toml", "echo x >> ./config.toml", "ls config.state"] {
+    for line in [
+        "cat config.toml",
+        "echo x >> ./config.toml",
+        "ls config.state",
+    ] {
         let a = assess_shell_in(line, nlx, &p);
         assert!(a.level >= Dangerous, "{line}: {a:?}");
     }
