@@ -496,6 +496,55 @@ impl Server {
     }
 }
 
+impl Server {
+    /// `nl2sh_invoke` on a thread of its own, for calls that wait (for approval, for a
+    /// command to end) while the test acts.
+    pub fn invoke_async(
+        &self,
+        tool: &str,
+        arguments: serde_json::Value,
+    ) -> std::thread::JoinHandle<ToolCall> {
+        let addr = self.addr;
+        let token = self.token().to_string();
+        let tool = tool.to_string();
+        std::thread::spawn(move || {
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": {"name": "nl2sh_invoke", "arguments": {"tool": tool, "arguments": arguments}}});
+            ToolCall::from_response(&mcp_post(addr, &token, &body.to_string()))
+        })
+    }
+}
+
+/// Processes whose command line contains `needle`.
+pub fn processes_with(needle: &str) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|pid: &i32| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .collect()
+}
+
+/// Wait up to `limit` until no process's command line contains any of `needles`; the
+/// ones still there otherwise.
+pub fn wait_gone(needles: &[String], limit: Duration) -> Result<(), Vec<i32>> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left: Vec<i32> = needles.iter().flat_map(|n| processes_with(n)).collect();
+        if left.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(left);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The stand-in Android programs (tests/fixtures/android-bin).
 pub fn android_standins() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/android-bin")

@@ -7,25 +7,10 @@ use serde_json::json;
 
 use nl2sh_tests::{
     is_root, pending_approvals, run_on_terminal, run_without_terminal, wait_pending, Fixture,
-    Server, ToolCall,
+    Server,
 };
 
 /// Invoke on a thread (the call blocks while its approval is pending).
-fn invoke_async(
-    server: &Server,
-    tool: &str,
-    args: serde_json::Value,
-) -> std::thread::JoinHandle<ToolCall> {
-    let addr = server.addr;
-    let token = server.token().to_string();
-    let tool = tool.to_string();
-    std::thread::spawn(move || {
-        let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-            "params": {"name": "nl2sh_invoke", "arguments": {"tool": tool, "arguments": args}}});
-        ToolCall::from_response(&nl2sh_tests::mcp_post(addr, &token, &body.to_string()))
-    })
-}
-
 fn touch(path: &std::path::Path) -> serde_json::Value {
     json!({"command": format!("touch {}", path.display())})
 }
@@ -35,7 +20,7 @@ fn approve_from_a_terminal_runs_the_exact_action() {
     let fx = Fixture::new("approval_timeout_secs = 60\n");
     let server = Server::start(&fx, &[], &[]);
     let marker = fx.dir.path().join("approved-marker");
-    let call = invoke_async(&server, "shell.exec", touch(&marker));
+    let call = server.invoke_async("shell.exec", touch(&marker));
     let list = wait_pending(&fx, 1);
     let p = &list[0];
     assert_eq!(p["tool"], "shell.exec");
@@ -86,7 +71,7 @@ fn reject_and_expiry_refuse_and_nothing_runs() {
     let fx = Fixture::new("approval_timeout_secs = 2\n");
     let server = Server::start(&fx, &[], &[]);
     let marker = fx.dir.path().join("rejected-marker");
-    let call = invoke_async(&server, "shell.exec", touch(&marker));
+    let call = server.invoke_async("shell.exec", touch(&marker));
     let id = wait_pending(&fx, 1)[0]["id"].as_str().unwrap().to_string();
     let (code, out, err) = run_without_terminal(&fx, &["protocol", "reject", &id]);
     assert_eq!(code, Some(0), "{out}{err}");
@@ -99,7 +84,8 @@ fn reject_and_expiry_refuse_and_nothing_runs() {
     assert!(!marker.exists());
 
     let started = Instant::now();
-    let r = invoke_async(&server, "shell.exec", touch(&marker))
+    let r = server
+        .invoke_async("shell.exec", touch(&marker))
         .join()
         .unwrap();
     assert!(r.is_error);
@@ -118,8 +104,7 @@ fn dangerous_actions_need_their_exact_phrase() {
     let server = Server::start(&fx, &[], &[]);
     let victim = fx.dir.path().join("victim");
     std::fs::create_dir_all(victim.join("sub")).unwrap();
-    let call = invoke_async(
-        &server,
+    let call = server.invoke_async(
         "shell.exec",
         json!({"command": format!("rm -rf {}", victim.display())}),
     );
@@ -161,17 +146,12 @@ fn eight_pending_then_the_ninth_is_refused_at_once() {
     let fx = Fixture::new("approval_timeout_secs = 60\n");
     let server = Server::start(&fx, &[], &[]);
     let calls: Vec<_> = (0..8)
-        .map(|i| {
-            invoke_async(
-                &server,
-                "shell.exec",
-                touch(&fx.dir.path().join(format!("m{i}"))),
-            )
-        })
+        .map(|i| server.invoke_async("shell.exec", touch(&fx.dir.path().join(format!("m{i}")))))
         .collect();
     let list = wait_pending(&fx, 8);
     let started = Instant::now();
-    let r = invoke_async(&server, "shell.exec", touch(&fx.dir.path().join("m9")))
+    let r = server
+        .invoke_async("shell.exec", touch(&fx.dir.path().join("m9")))
         .join()
         .unwrap();
     assert!(
@@ -252,8 +232,7 @@ fn grants_cover_matching_actions_but_never_dangerous_and_follow_config_edits() {
     std::fs::create_dir_all(&victim).unwrap();
     let text = grant.replace("'touch \"", "'\"");
     std::fs::write(fx.config(), &text).unwrap();
-    let call = invoke_async(
-        &server,
+    let call = server.invoke_async(
         "shell.exec",
         json!({"command": format!("rm -rf {}", victim.display())}),
     );
@@ -266,7 +245,7 @@ fn grants_cover_matching_actions_but_never_dangerous_and_follow_config_edits() {
     // Editing the configuration changes the next decision without a restart.
     std::fs::write(fx.config(), "approval_timeout_secs = 60\n").unwrap();
     let second = fx.dir.path().join("second-marker");
-    let call = invoke_async(&server, "shell.exec", touch(&second));
+    let call = server.invoke_async("shell.exec", touch(&second));
     let p = wait_pending(&fx, 1).remove(0);
     run_without_terminal(&fx, &["protocol", "reject", p["id"].as_str().unwrap()]);
     assert!(call.join().unwrap().is_error);
@@ -342,7 +321,7 @@ fn every_call_is_audited_once_with_decision_and_outcome_and_edits_are_detected()
             .invoke("shell.exec", json!({"command": "echo audited"}))
             .is_error
     );
-    let call = invoke_async(&token_server, "shell.exec", touch(&marker));
+    let call = token_server.invoke_async("shell.exec", touch(&marker));
     let id = wait_pending(&fx, 1)[0]["id"].as_str().unwrap().to_string();
     run_without_terminal(&fx, &["protocol", "reject", &id]);
     assert!(call.join().unwrap().is_error);

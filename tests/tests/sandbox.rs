@@ -257,26 +257,9 @@ fn processes_outside_cannot_be_signalled_and_nothing_outlives_the_run() {
         &format!("setsid sleep {tag}.5 & nohup sleep {tag}.25 >/dev/null 2>&1 & echo started"),
     );
     assert!(out.success(), "{}", text(&out));
-    let leftovers = |needle: &str| -> Vec<i32> {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|p| {
-                std::fs::read(format!("/proc/{p}/cmdline"))
-                    .map(|c| String::from_utf8_lossy(&c).contains(needle))
-                    .unwrap_or(false)
-            })
-            .collect()
-    };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !(leftovers(&format!("{tag}.5")).is_empty() && leftovers(&format!("{tag}.25")).is_empty())
-    {
-        assert!(
-            Instant::now() < deadline,
-            "background processes outlived the run"
-        );
-        std::thread::sleep(Duration::from_millis(20));
+    let tags = [format!("{tag}.5"), format!("{tag}.25")];
+    if let Err(left) = nl2sh_tests::wait_gone(&tags, Duration::from_secs(5)) {
+        panic!("background processes outlived the run: {left:?}");
     }
     let _ = victim.kill();
     let _ = victim.wait();

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use nl2sh_tests::{
-    is_root, nl2sh_bin, pending_approvals, run_on_terminal, run_without_terminal, wait_pending,
-    Fixture, Server, StdioClient, ToolCall,
+    is_root, nl2sh_bin, pending_approvals, run_on_terminal, run_without_terminal, wait_gone,
+    wait_pending, Fixture, Server, StdioClient,
 };
 
 const SECRET: &str = "bypass-test-secret-0123456789abcdef0123";
@@ -21,17 +21,6 @@ fn skip_unless_root() -> bool {
         return true;
     }
     false
-}
-
-fn invoke_async(server: &Server, tool: &str, args: Value) -> std::thread::JoinHandle<ToolCall> {
-    let addr = server.addr;
-    let token = server.token().to_string();
-    let tool = tool.to_string();
-    std::thread::spawn(move || {
-        let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-            "params": {"name": "nl2sh_invoke", "arguments": {"tool": tool, "arguments": args}}});
-        ToolCall::from_response(&nl2sh_tests::mcp_post(addr, &token, &body.to_string()))
-    })
 }
 
 #[test]
@@ -180,19 +169,13 @@ fn touching_nl2sh_own_files_needs_the_dangerous_phrase() {
     let server = Server::start(&fx, &[], &[]);
     let config = fx.config();
     let calls = [
-        invoke_async(
-            &server,
-            "shell.exec",
+        server.invoke_async("shell.exec",
             json!({"command": format!("echo 'protocol_auto_approve = true' >> {}", config.display())}),
         ),
-        invoke_async(
-            &server,
-            "fs.write",
+        server.invoke_async("fs.write",
             json!({"path": config, "content": "protocol_auto_approve = true\n", "mode": "append"}),
         ),
-        invoke_async(
-            &server,
-            "fs.read",
+        server.invoke_async("fs.read",
             json!({"path": fx.state_dir().join("protocol/connection.json")}),
         ),
     ];
@@ -235,8 +218,7 @@ fn a_tool_command_cannot_approve_its_own_request() {
     let server = Server::start(&fx, &[], &[]);
     let victim = dir.join("victim");
     std::fs::create_dir(&victim).unwrap();
-    let call = invoke_async(
-        &server,
+    let call = server.invoke_async(
         "shell.exec",
         json!({"command": format!("rm -rf {}", victim.display())}),
     );
@@ -251,7 +233,7 @@ fn a_tool_command_cannot_approve_its_own_request() {
         dir.display(),
         approver.display()
     );
-    let attacker = invoke_async(&server, "shell.exec", json!({ "command": attack }));
+    let attacker = server.invoke_async("shell.exec", json!({ "command": attack }));
     // The grant lets the command run (as the service's user), or, if the assessment asks,
     // a person approves it: either way the command itself runs, outside the sandbox.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -296,7 +278,7 @@ fn an_approved_write_is_not_redirected_by_a_swapped_directory() {
     std::fs::create_dir(&target).unwrap();
     std::fs::create_dir(&elsewhere).unwrap();
     let file = target.join("f");
-    let call = invoke_async(&server, "fs.write", json!({"path": file, "content": "x"}));
+    let call = server.invoke_async("fs.write", json!({"path": file, "content": "x"}));
     let p = wait_pending(&fx, 1).remove(0);
     assert!(p["action"]
         .as_str()
@@ -326,7 +308,7 @@ fn an_approved_write_is_not_redirected_by_a_swapped_directory() {
     // A directory replaced by another real directory is refused too.
     std::fs::remove_file(&target).unwrap();
     std::fs::create_dir(&target).unwrap();
-    let call = invoke_async(&server, "fs.write", json!({"path": file, "content": "y"}));
+    let call = server.invoke_async("fs.write", json!({"path": file, "content": "y"}));
     let p = wait_pending(&fx, 1).remove(0);
     std::fs::rename(&target, dir.join("target.second")).unwrap();
     std::fs::create_dir(&target).unwrap();
@@ -478,26 +460,8 @@ fn every_bypass_found_waits_for_approval_or_has_no_effect() {
         Row {
             command: format!("setsid sleep {tag}.5 & echo started"),
             unchanged: Box::new(move || {
-                let deadline = Instant::now() + Duration::from_secs(5);
-                loop {
-                    let left: Vec<i32> = std::fs::read_dir("/proc")
-                        .unwrap()
-                        .flatten()
-                        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                        .filter(|pid: &i32| {
-                            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                                String::from_utf8_lossy(&c).contains(&format!("{tag}.5"))
-                            })
-                        })
-                        .collect();
-                    if left.is_empty() {
-                        return Ok(());
-                    }
-                    if Instant::now() > deadline {
-                        return Err(format!("background sleep outlived the call: {left:?}"));
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
+                wait_gone(&[format!("{tag}.5")], Duration::from_secs(5))
+                    .map_err(|left| format!("background sleep outlived the call: {left:?}"))
             }),
         },
         Row {
@@ -566,19 +530,6 @@ fn every_bypass_found_waits_for_approval_or_has_no_effect() {
     let _ = s.child.wait();
 }
 
-/// Processes whose command line contains `needle`.
-fn processes_with(needle: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .filter(|pid: &i32| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
-        })
-        .collect()
-}
-
 #[test]
 fn a_killed_executor_leaves_no_command_behind() {
     if skip_unless_root() {
@@ -588,21 +539,18 @@ fn a_killed_executor_leaves_no_command_behind() {
     let mut server = Server::start(&fx, &[], &[]);
     let tag = 5000 + std::process::id() % 1000;
     // An approved command that leaves a daemon behind, and a sandboxed one still running.
-    let approved = invoke_async(
-        &server,
-        "shell.exec",
+    let approved = server.invoke_async("shell.exec",
         json!({"command": format!("setsid sleep {tag}.1 > /dev/null 2>&1 < /dev/null & sleep {tag}.2"),
                "unconfined": true, "timeout": 600}),
     );
-    let sandboxed = invoke_async(
-        &server,
+    let sandboxed = server.invoke_async(
         "shell.exec",
         json!({"command": format!("sleep {tag}.3"), "timeout": 600}),
     );
     let deadline = Instant::now() + Duration::from_secs(20);
     while ["1", "2", "3"]
         .iter()
-        .any(|n| processes_with(&format!("{tag}.{n}")).is_empty())
+        .any(|n| nl2sh_tests::processes_with(&format!("{tag}.{n}")).is_empty())
     {
         assert!(Instant::now() < deadline, "the commands did not start");
         std::thread::sleep(Duration::from_millis(20));
@@ -611,20 +559,12 @@ fn a_killed_executor_leaves_no_command_behind() {
     // SAFETY: kill with integer arguments.
     unsafe { libc::kill(executor, libc::SIGKILL) };
     server.wait(Duration::from_secs(20));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left: Vec<i32> = ["1", "2", "3"]
-            .iter()
-            .flat_map(|n| processes_with(&format!("{tag}.{n}")))
-            .collect();
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "commands outlived the killed executor: {left:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
+    let tags: Vec<String> = ["1", "2", "3"]
+        .iter()
+        .map(|n| format!("{tag}.{n}"))
+        .collect();
+    if let Err(left) = wait_gone(&tags, Duration::from_secs(5)) {
+        panic!("commands outlived the killed executor: {left:?}");
     }
     let _ = approved.join();
     let _ = sandboxed.join();
