@@ -156,6 +156,11 @@ fn the_sandbox_is_active_and_reports_its_parts() {
     assert!(o.contains("Seccomp:\t2"), "{o}");
     assert!(o.contains("/dev/tmp"), "{o}");
     assert!(o.contains("pid 1"), "its own PID namespace: {o}");
+    let out = sh(&rig.plain, "grep 'Max processes' /proc/self/limits");
+    let text = out.stdout.text();
+    let limits: Vec<&str> = text.split_whitespace().collect();
+    // "Max processes 1024 1024 processes": a fork bomb stops at the sandbox's limit.
+    assert_eq!(limits.get(2..4), Some(&["1024", "1024"][..]), "{text}");
 }
 
 #[test]

@@ -10,6 +10,11 @@ use serde_json::{json, Value};
 
 use super::seccomp;
 
+/// Processes the sandbox identity may have at once (across concurrent sandboxed calls):
+/// plenty for pipelines and scripts, and a fork bomb stops here instead of at the
+/// device's limit. The call's timeout ends whatever it did start.
+pub const MAX_PROCESSES: u64 = 1024;
+
 /// The one capability the sandbox keeps: read and search everything root could, so
 /// reads answer the way they would for root, minus what the masks hide.
 pub const KEPT: Capability = Capability::CAP_DAC_READ_SEARCH;
@@ -73,6 +78,12 @@ pub fn drop_identity(uid: u32, gid: u32, parent: libc::pid_t) -> Result<(), Conf
                 .map_err(caps_step("clearing the bounding set"))?;
         }
     }
+    nix::sys::resource::setrlimit(
+        nix::sys::resource::Resource::RLIMIT_NPROC,
+        MAX_PROCESSES,
+        MAX_PROCESSES,
+    )
+    .map_err(sys_step("limiting the number of processes"))?;
     nix::unistd::setgroups(&[]).map_err(sys_step("clearing supplementary groups"))?;
     let (uid, gid) = (Uid::from_raw(uid), Gid::from_raw(gid));
     nix::unistd::setresgid(gid, gid, gid).map_err(sys_step("setting the gid"))?;
