@@ -600,3 +600,28 @@ fn netd_shares_the_sandbox_uid_but_cannot_be_inspected_from_it() {
         }
     }
 }
+
+#[test]
+fn inspect_warns_when_another_process_shares_the_sandbox_uid() {
+    if skip_unless_root() {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    // A dumpable process of nobody's that nl2sh did not start.
+    let mut other = std::process::Command::new("sleep")
+        .arg("60")
+        .uid(65534)
+        .gid(65534)
+        .spawn()
+        .unwrap();
+    let fx = Fixture::new("");
+    let server = Server::start(&fx, &[], &[]);
+    let r = server.call_tool("nl2sh_inspect", json!({}));
+    let _ = other.kill();
+    let _ = other.wait();
+    let warning = r.structured["sandbox"]["shared_uid"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(warning.contains("uid 65534"), "{}", r.structured["sandbox"]);
+    assert!(warning.contains("sandbox_uid"), "{warning}");
+}

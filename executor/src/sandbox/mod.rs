@@ -165,7 +165,21 @@ impl Sandbox {
             match self.run(SandboxPayload::Probe, run).await {
                 Ok(out) if out.success() => {
                     match serde_json::from_slice::<Value>(&out.stdout.bytes) {
-                        Ok(parts) if parts.is_object() => Availability::Ready(parts),
+                        Ok(mut parts) if parts.is_object() => {
+                            let exposed = dumpable_processes_of(self.settings.uid);
+                            if !exposed.is_empty() {
+                                parts["shared_uid"] = serde_json::json!(format!(
+                                    "{} other process(es) run as uid {} and can be inspected \
+                                     by it (pids {:?}): through their /proc/<pid>/root a \
+                                     sandboxed command reads the device's files without the \
+                                     masks; set sandbox_uid to a uid nothing else uses",
+                                    exposed.len(),
+                                    self.settings.uid,
+                                    exposed
+                                ));
+                            }
+                            Availability::Ready(parts)
+                        }
                         _ => Availability::Unavailable(format!(
                             "the probe answered {:?}",
                             out.stdout.text()
@@ -244,6 +258,21 @@ impl Sandbox {
         }
         Ok(out)
     }
+}
+
+/// Processes (at most 16 named) running as `uid` whose `/proc` entries that uid can open
+/// (they are dumpable, so owned by `uid`): another process of the sandbox identity could
+/// reach into them, and through `/proc/<pid>/root` into the unmasked mount namespace.
+pub fn dumpable_processes_of(uid: u32) -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == uid))
+        .take(16)
+        .collect()
 }
 
 fn describe_status(out: &CommandOutput) -> String {
