@@ -17,16 +17,17 @@
 //! request writes nothing until it is settled), and one outcome row: from the executor's
 //! `Finished` when it ran, or written with the decision when it does not run.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use nl2sh_proto::channels::{
-    ActionSummary, AuthorityResponse, CallResult, CliErrorKind, Confinement, Decision,
-    PendingApproval, RemoteError, RemoteErrorKind, RiskLevel,
+    ActionSummary, ApprovalId, AuthorityResponse, CallId, CallResult, CliErrorKind, Confinement,
+    Decision, PendingApproval, RiskLevel,
 };
 use nl2sh_proto::limits::MAX_TOOL_NAME_BYTES;
+use nl2sh_proto::rpc::OutOfState;
 
 use crate::pending::{Approvals, NotOpened};
 use crate::policy::{self, Policy};
@@ -36,9 +37,12 @@ use crate::store::{AuditKind, AuditRecord, Store};
 pub const MAX_ACTION_BYTES: usize = 16 * 1024;
 /// Outcome summary text.
 pub const MAX_SUMMARY_BYTES: usize = 4 * 1024;
-/// Decided calls remembered until their outcome arrives, so the outcome row can repeat
-/// what ran. The oldest is forgotten first; its outcome row then carries only the call id.
-pub const MAX_REMEMBERED_CALLS: usize = 512;
+/// Calls let run and not finished yet, at most. The executor runs far fewer at once
+/// (its channel carries at most `MAX_IN_FLIGHT_PER_CHANNEL` requests); more means it
+/// is not asking the way it should, which is fatal to its channel.
+pub const MAX_RUNNING_CALLS: usize = 4096;
+/// Decided call ids remembered to refuse a second decision for one call.
+pub const MAX_RECENT_DECISIONS: usize = 4096;
 /// Assessment reasons kept per action, and bytes of each.
 pub const MAX_REASONS: usize = 16;
 pub const MAX_REASON_BYTES: usize = 1024;
@@ -58,7 +62,7 @@ pub struct Authority {
     /// re-reads the configuration whenever the file changed (or appeared, or vanished),
     /// so an edit applies to the next call; an unchanged file is not parsed again.
     config_cache: Mutex<Option<(Option<FileStamp>, policy::Policy)>>,
-    decided: Mutex<Remembered>,
+    decided: Mutex<Decided>,
     approvals: Approvals,
 }
 
@@ -92,31 +96,38 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Decided calls by call id, with an insertion sequence for eviction.
+/// What approvald knows of the calls it decided. Everything in it was said by the
+/// executor; a message that does not fit it is out of state.
 #[derive(Default)]
-struct Remembered {
-    next_seq: u64,
-    calls: HashMap<u64, (u64, ActionSummary, Decision)>,
+struct Decided {
+    /// Calls let run, until their outcome arrives (the outcome row repeats what ran).
+    running: HashMap<CallId, (ActionSummary, Decision)>,
+    /// Recently decided ids, oldest first: a second decision for one is refused.
+    recent: HashSet<CallId>,
+    order: VecDeque<CallId>,
 }
 
-impl Remembered {
-    /// Remember a decided call until its outcome arrives. A call that does not run has
-    /// its outcome recorded with the decision, so it is remembered too: a later
-    /// `Finished` for it then adds no second outcome.
-    fn insert(&mut self, summary: ActionSummary, decision: Decision) {
-        if self.calls.len() >= MAX_REMEMBERED_CALLS && !self.calls.contains_key(&summary.call_id) {
-            let oldest = self.calls.iter().min_by_key(|(_, (seq, ..))| *seq);
-            if let Some((&id, _)) = oldest {
-                self.calls.remove(&id);
-            }
-        }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.calls.insert(summary.call_id, (seq, summary, decision));
+impl Decided {
+    fn seen(&self, call_id: CallId) -> bool {
+        self.recent.contains(&call_id)
     }
 
-    fn take(&mut self, call_id: u64) -> Option<(ActionSummary, Decision)> {
-        self.calls.remove(&call_id).map(|(_, s, d)| (s, d))
+    fn insert(&mut self, summary: ActionSummary, decision: Decision) {
+        let call_id = summary.call_id;
+        if self.order.len() >= MAX_RECENT_DECISIONS {
+            if let Some(old) = self.order.pop_front() {
+                self.recent.remove(&old);
+            }
+        }
+        self.recent.insert(call_id);
+        self.order.push_back(call_id);
+        if decision.runs() {
+            self.running.insert(call_id, (summary, decision));
+        }
+    }
+
+    fn finish(&mut self, call_id: CallId) -> Option<(ActionSummary, Decision)> {
+        self.running.remove(&call_id)
     }
 }
 
@@ -126,7 +137,7 @@ impl Authority {
             store,
             config_path: config_path.into(),
             config_cache: Mutex::new(None),
-            decided: Mutex::new(Remembered::default()),
+            decided: Mutex::new(Decided::default()),
             approvals: Approvals::new(),
         }
     }
@@ -136,17 +147,29 @@ impl Authority {
     }
 
     /// Decide, record the decision, and only then answer it. A decision that needs a
-    /// person waits here until it is settled.
-    pub async fn decide(&self, summary: ActionSummary) -> AuthorityResponse {
-        let call_id = match check_action(&summary) {
-            Ok(id) => id,
-            Err(why) => return invalid(why),
-        };
+    /// person waits here until it is settled. A malformed summary, or a second decision
+    /// for one call, is out of state.
+    pub async fn decide(&self, summary: ActionSummary) -> Result<AuthorityResponse, OutOfState> {
+        let call_id = check_action(&summary).map_err(OutOfState)?;
+        {
+            let decided = self.decided();
+            if decided.seen(summary.call_id) {
+                return Err(OutOfState(format!(
+                    "a second decision for call {}",
+                    summary.call_id
+                )));
+            }
+            if decided.running.len() >= MAX_RUNNING_CALLS {
+                return Err(OutOfState(format!(
+                    "more than {MAX_RUNNING_CALLS} calls running at once"
+                )));
+            }
+        }
         let Some(_deciding) = self.approvals.begin(summary.call_id) else {
-            return invalid(format!(
-                "call id {} already has a decision in progress",
+            return Err(OutOfState(format!(
+                "call {} already has a decision in progress",
                 summary.call_id
-            ));
+            )));
         };
         let (decision, reason) = self.judge(&summary).await;
         let mut record = AuditRecord::new(AuditKind::Decision, call_id);
@@ -176,10 +199,9 @@ impl Authority {
         };
         if let Err(e) = recorded {
             tracing::error!(error = %e, call_id, "decision not recorded; not answering it");
-            return AuthorityResponse::Error(RemoteError {
-                kind: RemoteErrorKind::Unavailable,
-                message: "the decision could not be recorded, so it is not given".into(),
-            });
+            return Ok(AuthorityResponse::NotRecorded(
+                "the decision could not be recorded, so it is not given".into(),
+            ));
         }
         // The audit row is the record; the log line is for people watching, who want the
         // decisions that mattered, not one line per read.
@@ -194,49 +216,42 @@ impl Authority {
                 "decided"
             );
         }
-        self.remembered().insert(summary, decision);
-        AuthorityResponse::Decided { decision, reason }
+        self.decided().insert(summary, decision);
+        Ok(AuthorityResponse::Decided { decision, reason })
     }
 
-    /// Queue the outcome row (committed in order, not awaited) and answer `Recorded`.
-    pub async fn finished(&self, result: CallResult) -> AuthorityResponse {
-        let (call_id, duration_ms) = match check_result(&result) {
-            Ok(ids) => ids,
-            Err(why) => return invalid(why),
+    /// Queue the outcome row (committed in order, not awaited) and answer `Recorded`. An
+    /// outcome for a call that was not let run (never decided, refused, or finished
+    /// already) is out of state.
+    pub async fn finished(&self, result: CallResult) -> Result<AuthorityResponse, OutOfState> {
+        let (call_id, duration_ms) = check_result(&result).map_err(OutOfState)?;
+        let Some((summary, decision)) = self.decided().finish(result.call_id) else {
+            return Err(OutOfState(format!(
+                "an outcome for call {}, which is not running",
+                result.call_id
+            )));
         };
         let mut record = AuditRecord::new(AuditKind::Outcome, call_id);
-        if let Some((summary, decision)) = self.remembered().take(result.call_id) {
-            if !decision.runs() {
-                // Its outcome was recorded with its decision.
-                tracing::debug!(
-                    call_id,
-                    "outcome of a call that did not run; already recorded"
-                );
-                return AuthorityResponse::Recorded;
-            }
-            describe_action(&mut record, &summary);
-            record.decision = Some(decision.as_str().to_owned());
-        }
+        describe_action(&mut record, &summary);
+        record.decision = Some(decision.as_str().to_owned());
         record.success = Some(result.success);
         record.exit_code = result.exit_code.map(i64::from);
         record.duration_ms = Some(duration_ms);
         record.summary = Some(result.summary);
-        match self.store.append_nowait(record).await {
+        Ok(match self.store.append_nowait(record).await {
             Ok(()) => AuthorityResponse::Recorded,
             Err(e) => {
                 tracing::error!(error = %e, call_id, "outcome not recorded");
-                AuthorityResponse::Error(RemoteError {
-                    kind: RemoteErrorKind::Unavailable,
-                    message: "the outcome could not be recorded".into(),
-                })
+                AuthorityResponse::NotRecorded("the outcome could not be recorded".into())
             }
-        }
+        })
     }
 
     /// The executor cancelled `call_id`: its pending approval (if any, now or about to
-    /// be) is settled as `Withdrawn`. Unknown call ids are fine.
-    pub fn withdraw(&self, call_id: u64) -> AuthorityResponse {
-        let decided = self.remembered().calls.contains_key(&call_id);
+    /// be) is settled as `Withdrawn`. Unknown call ids are fine: the withdrawal may
+    /// overtake its own decision request.
+    pub fn withdraw(&self, call_id: CallId) -> AuthorityResponse {
+        let decided = self.decided().seen(call_id);
         self.approvals.withdraw(call_id, decided);
         AuthorityResponse::Recorded
     }
@@ -247,13 +262,17 @@ impl Authority {
     }
 
     /// Approve pending request `id` (with its phrase when it has one).
-    pub fn approve(&self, id: &str, phrase: Option<&str>) -> Result<(), (CliErrorKind, String)> {
-        self.approvals.approve(id, phrase)
+    pub fn approve(
+        &self,
+        id: &ApprovalId,
+        phrase: Option<&str>,
+    ) -> Result<(), (CliErrorKind, String)> {
+        self.approvals.approve(&id.0, phrase)
     }
 
     /// Reject pending request `id`.
-    pub fn reject(&self, id: &str) -> Result<(), (CliErrorKind, String)> {
-        self.approvals.reject(id)
+    pub fn reject(&self, id: &ApprovalId) -> Result<(), (CliErrorKind, String)> {
+        self.approvals.reject(&id.0)
     }
 
     /// Settle every pending request as refused, refuse new ones, and wait (at most
@@ -306,7 +325,7 @@ impl Authority {
         }
     }
 
-    fn remembered(&self) -> std::sync::MutexGuard<'_, Remembered> {
+    fn decided(&self) -> std::sync::MutexGuard<'_, Decided> {
         // The map is consistent after every statement; a panic elsewhere cannot tear it.
         self.decided.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -349,14 +368,6 @@ pub fn settle_without_asking(policy: &Policy, s: &ActionSummary) -> Option<(Deci
     None
 }
 
-fn invalid(why: String) -> AuthorityResponse {
-    tracing::warn!(why = %why, "invalid authority request");
-    AuthorityResponse::Error(RemoteError {
-        kind: RemoteErrorKind::InvalidRequest,
-        message: why,
-    })
-}
-
 fn describe_action(record: &mut AuditRecord, s: &ActionSummary) {
     record.origin = Some(s.origin.as_str().to_owned());
     record.tool = Some(s.tool.clone());
@@ -367,8 +378,8 @@ fn describe_action(record: &mut AuditRecord, s: &ActionSummary) {
     record.identity = Some(s.identity.as_str().to_owned());
 }
 
-fn check_call_id(call_id: u64) -> Result<i64, String> {
-    i64::try_from(call_id).map_err(|_| format!("call id {call_id} is out of range"))
+fn check_call_id(call_id: CallId) -> Result<i64, String> {
+    i64::try_from(call_id.0).map_err(|_| format!("call id {call_id} is out of range"))
 }
 
 fn check_len(field: &str, text: &str, max: usize) -> Result<(), String> {
@@ -421,7 +432,7 @@ mod tests {
 
     fn summary(call_id: u64) -> ActionSummary {
         ActionSummary {
-            call_id,
+            call_id: CallId(call_id),
             origin: CallOrigin::McpHttp,
             tool: "shell".into(),
             action: "true".into(),
@@ -487,15 +498,27 @@ mod tests {
     }
 
     #[test]
-    fn remembered_calls_are_bounded_oldest_first() {
-        let mut r = Remembered::default();
-        for id in 0..(MAX_REMEMBERED_CALLS as u64 + 10) {
-            r.insert(summary(id), Decision::Allowed);
+    fn decided_calls_are_remembered_until_their_outcome_and_ids_once() {
+        let mut d = Decided::default();
+        for id in 0..(MAX_RECENT_DECISIONS as u64 + 10) {
+            let decision = if id % 2 == 0 {
+                Decision::Allowed
+            } else {
+                Decision::Refused
+            };
+            d.insert(summary(id), decision);
         }
-        assert_eq!(r.calls.len(), MAX_REMEMBERED_CALLS);
-        assert!(r.take(9).is_none());
-        assert!(r.take(10).is_some());
-        assert!(r.take(10).is_none());
+        // Ids are remembered (for refusing a second decision) up to the bound.
+        assert_eq!(d.recent.len(), MAX_RECENT_DECISIONS);
+        assert!(!d.seen(CallId(9)));
+        assert!(d.seen(CallId(MAX_RECENT_DECISIONS as u64 + 9)));
+        // Only calls let run wait for an outcome, and each gets exactly one.
+        assert!(
+            d.finish(CallId(1)).is_none(),
+            "a refused call has no outcome to come"
+        );
+        assert!(d.finish(CallId(2)).is_some());
+        assert!(d.finish(CallId(2)).is_none());
     }
 
     #[test]
@@ -514,7 +537,7 @@ mod tests {
         s.tool.clear();
         assert!(check_action(&s).is_err());
         let r = CallResult {
-            call_id: 1,
+            call_id: CallId(1),
             success: true,
             exit_code: Some(0),
             duration_ms: u64::MAX,

@@ -1,20 +1,25 @@
-//! The whole surface each peer can reach in approvald: one `match` per channel.
+//! The whole surface each peer can reach in approvald: one `match` per channel. A request
+//! out of state (an outcome for a call never let run, a second decision for one call)
+//! closes its channel.
 
 use std::sync::Arc;
-
-use tokio::net::UnixStream;
 
 use nl2sh_proto::channels::{
     AuthorityRequest, AuthorityResponse, CliRequest, CliResponse, StoreRequest, StoreResponse,
 };
-use nl2sh_proto::rpc;
+use nl2sh_proto::rpc::{self, OutOfState};
+use nl2sh_proto::topology::{Answerer, CliApprovald, ExecutorApprovald, NetdApprovald};
 use nl2sh_proto::FrameError;
 
 use crate::authority::Authority;
 
 /// netd's store channel. Nothing here creates, lists or decides approvals.
-pub async fn serve_netd(stream: UnixStream) -> Result<(), FrameError> {
-    rpc::serve(stream, |req: StoreRequest| async move { answer_store(req) }).await
+pub async fn serve_netd(end: Answerer<NetdApprovald>) -> Result<(), FrameError> {
+    rpc::serve(
+        end,
+        |req: StoreRequest| async move { Ok(answer_store(req)) },
+    )
+    .await
 }
 
 pub fn answer_store(req: StoreRequest) -> StoreResponse {
@@ -25,31 +30,38 @@ pub fn answer_store(req: StoreRequest) -> StoreResponse {
 
 /// The executor's authority channel.
 pub async fn serve_executor(
-    stream: UnixStream,
+    end: Answerer<ExecutorApprovald>,
     authority: Arc<Authority>,
 ) -> Result<(), FrameError> {
-    rpc::serve(stream, move |req: AuthorityRequest| {
+    rpc::serve(end, move |req: AuthorityRequest| {
         let authority = authority.clone();
         async move { answer_authority(&authority, req).await }
     })
     .await
 }
 
-pub async fn answer_authority(authority: &Authority, req: AuthorityRequest) -> AuthorityResponse {
+pub async fn answer_authority(
+    authority: &Authority,
+    req: AuthorityRequest,
+) -> Result<AuthorityResponse, OutOfState> {
     match req {
-        AuthorityRequest::Ping => AuthorityResponse::Pong,
+        AuthorityRequest::Ping => Ok(AuthorityResponse::Pong),
         AuthorityRequest::Decide(summary) => authority.decide(summary).await,
         AuthorityRequest::Finished(result) => authority.finished(result).await,
-        AuthorityRequest::Withdraw { call_id } => authority.withdraw(call_id),
+        AuthorityRequest::Withdraw { call_id } => Ok(authority.withdraw(call_id)),
     }
 }
 
-/// The local CLI over `protocol/approvals.sock`, after the peer's uid and the handshake
-/// were checked (see [`crate::socket`]).
-pub async fn serve_cli(stream: UnixStream, authority: Arc<Authority>) -> Result<(), FrameError> {
-    rpc::serve(stream, move |req: CliRequest| {
+/// The local CLI over `protocol/approvals.sock`, after the peer's uid and ancestry were
+/// checked (see [`crate::socket`]).
+pub async fn serve_cli(
+    end: Answerer<CliApprovald>,
+    authority: Arc<Authority>,
+) -> Result<(), FrameError> {
+    let within = Some(crate::socket::HANDSHAKE_TIMEOUT);
+    rpc::serve_greeted_within(end, within, move |req: CliRequest| {
         let authority = authority.clone();
-        async move { answer_cli(&authority, req) }
+        async move { Ok(answer_cli(&authority, req)) }
     })
     .await
 }

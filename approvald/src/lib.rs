@@ -3,6 +3,8 @@
 //! and the local CLI on `protocol/approvals.sock`; each is a separate type, so netd can
 //! never reach the authority or approval surface.
 
+#![forbid(unsafe_code)]
+
 pub mod authority;
 pub mod clock;
 pub mod dispatch;
@@ -11,7 +13,6 @@ pub mod pending;
 pub mod policy;
 pub mod socket;
 pub mod store;
-mod sys;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -21,9 +22,9 @@ use std::time::Duration;
 
 use nix::sys::stat::{umask, Mode};
 
-use nl2sh_proto::channels::{fds, WorkerSettings};
-use nl2sh_proto::handshake::{ChannelKind, Role};
-use nl2sh_proto::worker::{accept_start, connect_peer, ControlEvent};
+use nl2sh_proto::channels::WorkerSettings;
+use nl2sh_proto::topology::ApprovaldEnds;
+use nl2sh_proto::worker::{accept_start, ControlEvent};
 use nl2sh_proto::FrameError;
 
 #[derive(Debug, thiserror::Error)]
@@ -47,13 +48,14 @@ pub enum ApprovaldError {
 /// How long stopping waits for decisions in progress to be recorded.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
-/// Entry point of the hidden `approvald` role.
-pub fn run() -> ExitCode {
+/// Entry point of the hidden `approvald` role, on its ends of the tree's channels
+/// (inherited in production: `ApprovaldEnds::inherited()`).
+pub fn run(ends: ApprovaldEnds) -> ExitCode {
     // Everything approvald creates is private to its uid. The store creates its files
     // 0600 explicitly and SQLite copies the database's mode to `-wal`/`-shm`; the umask
     // also covers any file SQLite or a later module creates without saying a mode.
     umask(Mode::from_bits_truncate(0o077));
-    nl2sh_proto::worker::run_single_threaded("approvald", serve())
+    nl2sh_proto::worker::run_single_threaded("approvald", serve(ends))
 }
 
 /// The state directory must be ours and private before anything is stored in it.
@@ -72,11 +74,16 @@ fn check_state_dir(path: PathBuf) -> Result<PathBuf, ApprovaldError> {
     Ok(path)
 }
 
-async fn serve() -> Result<(), ApprovaldError> {
+async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
     // Our parent is the supervisor, the root of the nl2sh process tree: nothing in that
     // tree (tool commands included) may approve. Read first, while it surely is.
     let peer_policy = socket::PeerPolicy::outside_parent_tree();
-    let (mut control, settings) = accept_start(Role::Approvald).await?;
+    let ApprovaldEnds {
+        control,
+        netd,
+        executor,
+    } = ends;
+    let (mut control, settings) = accept_start(control).await?;
     let WorkerSettings::Approvald(settings) = settings else {
         let _ = control.refuse("settings for another role".into()).await;
         return Err(ApprovaldError::WrongSettings);
@@ -120,23 +127,9 @@ async fn serve() -> Result<(), ApprovaldError> {
         let _ = socket_stopped.await;
     });
     let mut socket_task = tokio::spawn(serving_socket);
-    let executor = connect_peer(
-        fds::APPROVALD_EXECUTOR,
-        ChannelKind::ExecutorApprovald,
-        Role::Approvald,
-        Role::Executor,
-    )
-    .await?;
-    // Serve each channel as soon as it is up: peers may wait on an answer here before
-    // they complete their other handshakes.
+    // Serve each channel at once, each in its own task (the handshakes included): peers
+    // may wait on an answer here before they complete their other handshakes.
     let mut executor_task = tokio::spawn(dispatch::serve_executor(executor, authority.clone()));
-    let netd = connect_peer(
-        fds::APPROVALD_NETD,
-        ChannelKind::NetdApprovald,
-        Role::Approvald,
-        Role::Netd,
-    )
-    .await?;
     let mut netd_task = tokio::spawn(dispatch::serve_netd(netd));
     control
         .started()

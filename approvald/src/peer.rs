@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::libc;
 
-use crate::sys;
+use nl2sh_proto::sys::pidfd as sys;
 
 /// Most steps (parents visited, plus re-reads after a parent changed) before a walk is
 /// given up and the peer refused.

@@ -15,7 +15,9 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
-use nl2sh_proto::channels::{ActionSummary, CliErrorKind, Decision, PendingApproval, RiskLevel};
+use nl2sh_proto::channels::{
+    ActionSummary, ApprovalId, CallId, CliErrorKind, Decision, PendingApproval, RiskLevel,
+};
 use nl2sh_proto::limits::MAX_PENDING_APPROVALS;
 
 /// Characters of a request id: lowercase RFC 4648 base32.
@@ -70,9 +72,9 @@ struct State {
     pending: Vec<Entry>,
     /// Calls whose decision is in progress (by call id), and whether they were withdrawn
     /// before reaching the pending stage.
-    deciding: HashMap<u64, bool>,
+    deciding: HashMap<CallId, bool>,
     recent: VecDeque<Gone>,
-    early_withdrawals: VecDeque<(u64, Instant)>,
+    early_withdrawals: VecDeque<(CallId, Instant)>,
     stopping: bool,
 }
 
@@ -151,7 +153,7 @@ impl Approvals {
 
     /// Mark `call_id` as being decided until the guard is dropped. `None` when a decision
     /// for that call is already in progress.
-    pub fn begin(&self, call_id: u64) -> Option<Deciding<'_>> {
+    pub fn begin(&self, call_id: CallId) -> Option<Deciding<'_>> {
         let mut st = self.state();
         if st.deciding.contains_key(&call_id) {
             return None;
@@ -230,7 +232,7 @@ impl Approvals {
             expires,
             settle,
         });
-        tracing::info!(id = %id, call_id, secs = timeout.as_secs(), "approval pending");
+        tracing::info!(id = %id, %call_id, secs = timeout.as_secs(), "approval pending");
         Ok(Ticket {
             approvals: self,
             id,
@@ -250,7 +252,7 @@ impl Approvals {
         entries
             .into_iter()
             .map(|e| PendingApproval {
-                id: e.id.clone(),
+                id: ApprovalId(e.id.clone()),
                 call_id: e.summary.call_id,
                 origin: e.summary.origin,
                 tool: e.summary.tool.clone(),
@@ -301,7 +303,7 @@ impl Approvals {
         }
         tracing::info!(
             id,
-            call_id = entry.summary.call_id,
+            call_id = %entry.summary.call_id,
             "approved at the device"
         );
         let reason = format!("approved at the device (request {id})");
@@ -317,7 +319,7 @@ impl Approvals {
         let index = find(&mut st, id, now)?;
         tracing::info!(
             id,
-            call_id = st.pending[index].summary.call_id,
+            call_id = %st.pending[index].summary.call_id,
             "rejected at the device"
         );
         let reason = format!("needs local approval: rejected at the device (request {id})");
@@ -327,13 +329,13 @@ impl Approvals {
 
     /// The executor cancelled `call_id`: settle its pending request as withdrawn, or make
     /// sure it is withdrawn as soon as it would become pending.
-    pub fn withdraw(&self, call_id: u64, already_decided: bool) {
+    pub fn withdraw(&self, call_id: CallId, already_decided: bool) {
         let mut st = self.state();
         let now = Instant::now();
         st.forget_old(now);
         if let Some(index) = st.pending.iter().position(|e| e.summary.call_id == call_id) {
             let id = st.pending[index].id.clone();
-            tracing::info!(id = %id, call_id, "pending approval withdrawn");
+            tracing::info!(id = %id, %call_id, "pending approval withdrawn");
             let reason =
                 format!("the call was cancelled while its approval was pending (request {id})");
             st.settle(index, Decision::Withdrawn, reason, now);
@@ -458,7 +460,7 @@ pub fn random_id() -> Result<String, getrandom::Error> {
 /// A decision in progress; dropping it ends it.
 pub struct Deciding<'a> {
     approvals: &'a Approvals,
-    call_id: u64,
+    call_id: CallId,
 }
 
 impl Drop for Deciding<'_> {

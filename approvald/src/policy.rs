@@ -351,7 +351,7 @@ mod tests {
 
     fn summary(tool: &str, action: &str, risk: RiskLevel) -> ActionSummary {
         ActionSummary {
-            call_id: 1,
+            call_id: nl2sh_proto::channels::CallId(1),
             origin: CallOrigin::McpStdio,
             tool: tool.into(),
             action: action.into(),

@@ -26,7 +26,7 @@ use nix::sys::socket::{getsockopt, sockopt};
 use tokio::net::UnixStream;
 use tokio::task::JoinSet;
 
-use nl2sh_proto::handshake::{handshake, ChannelKind, Role};
+use nl2sh_proto::topology::{Answerer, CliApprovald};
 
 use crate::authority::Authority;
 use crate::dispatch;
@@ -225,7 +225,7 @@ fn transient(e: &io::Error) -> bool {
 /// One CLI connection: same uid only, and (with a tree root) not from the nl2sh process
 /// tree, then the handshake, then requests.
 async fn connection(
-    mut stream: UnixStream,
+    stream: UnixStream,
     euid: u32,
     tree: Option<Arc<TreeRoot>>,
     authority: Arc<Authority>,
@@ -271,32 +271,15 @@ async fn connection(
             return;
         }
     }
-    let greeted = tokio::time::timeout(
-        HANDSHAKE_TIMEOUT,
-        handshake(
-            &mut stream,
-            ChannelKind::CliApprovald,
-            Role::Approvald,
-            Role::Cli,
-        ),
-    )
-    .await;
-    match greeted {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, peer_pid = cred.pid(), "approvals socket: handshake failed");
-            return;
-        }
-        Err(_) => {
-            tracing::warn!(
-                peer_pid = cred.pid(),
-                "approvals socket: no handshake in time"
-            );
-            return;
-        }
-    }
     tracing::debug!(peer_pid = cred.pid(), "approvals CLI connected");
-    if let Err(e) = dispatch::serve_cli(stream, authority).await {
+    let end = match Answerer::<CliApprovald>::connected(stream) {
+        Ok(end) => end,
+        Err(e) => {
+            tracing::warn!(error = %e, "approvals socket: cannot take the connection");
+            return;
+        }
+    };
+    if let Err(e) = dispatch::serve_cli(end, authority).await {
         tracing::warn!(error = %e, peer_pid = cred.pid(), "approvals socket: connection closed");
     }
 }

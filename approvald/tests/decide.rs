@@ -4,8 +4,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tokio::net::UnixStream;
-
 use nl2sh_approvald::authority::{
     Authority, REASON_AUTO_APPROVED, REASON_CONFIG_UNREADABLE, REASON_READ_ONLY,
 };
@@ -13,12 +11,13 @@ use nl2sh_approvald::dispatch::answer_cli;
 use nl2sh_approvald::dispatch::serve_executor;
 use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
 use nl2sh_proto::channels::{
-    ActionSummary, AuthorityRequest, AuthorityResponse, CallOrigin, CallResult, CliRequest,
-    CliResponse, Confinement, Decision, Identity, RemoteErrorKind, RiskLevel,
+    ActionSummary, AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CallResult, CliRequest,
+    CliResponse, Confinement, Decision, Identity, RiskLevel,
 };
-use nl2sh_proto::rpc::RpcClient;
+use nl2sh_proto::rpc::{RpcClient, RpcError};
+use nl2sh_proto::topology::{pair, ExecutorApprovald};
 
-type Client = RpcClient<AuthorityRequest, AuthorityResponse>;
+type Client = RpcClient<ExecutorApprovald>;
 
 struct Rig {
     _dir: tempfile::TempDir,
@@ -28,14 +27,14 @@ struct Rig {
 }
 
 impl Rig {
-    fn new() -> Rig {
+    async fn new() -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let config = dir.path().join("config.toml");
         let authority = Arc::new(Authority::new(store, &config));
-        let (a, b) = UnixStream::pair().unwrap();
+        let (a, b) = pair::<ExecutorApprovald>().unwrap();
         tokio::spawn(serve_executor(b, authority.clone()));
-        let (client, _) = Client::spawn(a);
+        let (client, _) = Client::start(a).await.unwrap();
         Rig {
             _dir: dir,
             config,
@@ -52,6 +51,14 @@ impl Rig {
         self.client.call(&req).await.unwrap()
     }
 
+    /// A request approvald must find out of state: the channel closes, nothing answers.
+    async fn call_out_of_state(&self, req: AuthorityRequest) {
+        let r = self.client.call(&req).await;
+        assert!(matches!(r, Err(RpcError::Closed(_))), "{r:?}");
+        // For everyone after it too.
+        assert!(self.client.call(&AuthorityRequest::Ping).await.is_err());
+    }
+
     async fn decide(&self, summary: ActionSummary) -> (Decision, String) {
         match self.call(AuthorityRequest::Decide(summary)).await {
             AuthorityResponse::Decided { decision, reason } => (decision, reason),
@@ -59,7 +66,6 @@ impl Rig {
         }
     }
 
-    /// Committed rows, without flushing: what a decision answer guarantees is on disk.
     /// Every row queued so far, once committed (read-only decisions are queued in order
     /// without waiting for their commit).
     async fn rows(&self) -> Vec<AuditRow> {
@@ -77,7 +83,7 @@ impl Rig {
 
 fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
     ActionSummary {
-        call_id,
+        call_id: CallId(call_id),
         origin: CallOrigin::McpHttp,
         tool: "shell".into(),
         action: "touch /tmp/x".into(),
@@ -90,16 +96,9 @@ fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
     }
 }
 
-fn assert_invalid(resp: AuthorityResponse) {
-    match resp {
-        AuthorityResponse::Error(e) => assert_eq!(e.kind, RemoteErrorKind::InvalidRequest),
-        other => panic!("expected InvalidRequest, got {other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn ping() {
-    let rig = Rig::new();
+    let rig = Rig::new().await;
     assert!(matches!(
         rig.call(AuthorityRequest::Ping).await,
         AuthorityResponse::Pong
@@ -108,7 +107,7 @@ async fn ping() {
 
 #[tokio::test]
 async fn read_only_is_allowed_and_recorded_before_the_answer() {
-    let rig = Rig::new();
+    let rig = Rig::new().await;
     let (decision, reason) = rig.decide(summary(7, RiskLevel::ReadOnly)).await;
     assert_eq!(
         (decision, reason.as_str()),
@@ -139,7 +138,7 @@ async fn read_only_is_allowed_and_recorded_before_the_answer() {
 
 #[tokio::test]
 async fn medium_waits_for_a_local_decision() {
-    let rig = Rig::new();
+    let rig = Rig::new().await;
     let client = rig.client.clone();
     let waiting = tokio::spawn(async move {
         client
@@ -164,7 +163,7 @@ async fn medium_waits_for_a_local_decision() {
     };
     assert_eq!(decision, Decision::Rejected);
     assert!(reason.contains("needs local approval"), "{reason}");
-    assert!(reason.contains(&id), "{reason}");
+    assert!(reason.contains(&id.0), "{reason}");
     // The decision, and with it the outcome of a call that does not run.
     let rows = rig.rows().await;
     assert_eq!(rows.len(), 2);
@@ -181,7 +180,7 @@ async fn medium_waits_for_a_local_decision() {
 
 #[tokio::test]
 async fn auto_approve_is_read_for_every_decision() {
-    let rig = Rig::new();
+    let rig = Rig::new().await;
     rig.write_config(
         "protocol_token = 'abcdefghijklmnopqrstuvwxyz0123456789'\nprotocol_auto_approve = true\n",
     );
@@ -239,11 +238,14 @@ async fn auto_approve_is_read_for_every_decision() {
 
 #[tokio::test]
 async fn finished_records_an_outcome_with_what_ran() {
-    let rig = Rig::new();
-    rig.decide(summary(9, RiskLevel::ReadOnly)).await;
+    let rig = Rig::new().await;
+    assert_eq!(
+        rig.decide(summary(9, RiskLevel::ReadOnly)).await.0,
+        Decision::Allowed
+    );
     let resp = rig
         .call(AuthorityRequest::Finished(CallResult {
-            call_id: 9,
+            call_id: CallId(9),
             success: true,
             exit_code: Some(0),
             duration_ms: 12,
@@ -251,20 +253,9 @@ async fn finished_records_an_outcome_with_what_ran() {
         }))
         .await;
     assert!(matches!(resp, AuthorityResponse::Recorded));
-    // An outcome for a call approvald never decided is still recorded, with what it has.
-    let resp = rig
-        .call(AuthorityRequest::Finished(CallResult {
-            call_id: 10,
-            success: false,
-            exit_code: None,
-            duration_ms: 1,
-            summary: "cancelled".into(),
-        }))
-        .await;
-    assert!(matches!(resp, AuthorityResponse::Recorded));
     rig.authority.store().flush().await.unwrap();
     let rows = rig.rows().await;
-    assert_eq!(rows.len(), 3);
+    assert_eq!(rows.len(), 2);
     let outcome = &rows[1].record;
     assert_eq!(outcome.kind, AuditKind::Outcome);
     assert_eq!(outcome.call_id, 9);
@@ -276,15 +267,57 @@ async fn finished_records_an_outcome_with_what_ran() {
         (Some(true), Some(0), Some(12))
     );
     assert_eq!(outcome.summary.as_deref(), Some("exit 0"));
-    let orphan = &rows[2].record;
-    assert_eq!((orphan.call_id, orphan.tool.as_deref()), (10, None));
-    assert_eq!(orphan.success, Some(false));
     assert!(rig.authority.store().verify().await.unwrap().is_intact());
 }
 
 #[tokio::test]
+async fn out_of_state_messages_close_the_executor_channel_and_record_nothing() {
+    let finished = |id: u64| {
+        AuthorityRequest::Finished(CallResult {
+            call_id: CallId(id),
+            success: false,
+            exit_code: None,
+            duration_ms: 1,
+            summary: "cancelled".into(),
+        })
+    };
+    // An outcome for a call approvald never decided.
+    let rig = Rig::new().await;
+    rig.call_out_of_state(finished(10)).await;
+    assert!(rig.rows().await.is_empty());
+    // A second outcome for one call.
+    let rig = Rig::new().await;
+    assert_eq!(
+        rig.decide(summary(9, RiskLevel::ReadOnly)).await.0,
+        Decision::Allowed
+    );
+    assert!(matches!(
+        rig.call(finished(9)).await,
+        AuthorityResponse::Recorded
+    ));
+    rig.call_out_of_state(finished(9)).await;
+    assert_eq!(rig.rows().await.len(), 2);
+    // An outcome for a call that was refused (its outcome was recorded with it).
+    let rig = Rig::new().await;
+    rig.write_config("approval_timeout_secs = [");
+    let (decision, _) = rig.decide(summary(3, RiskLevel::Medium)).await;
+    assert_eq!(decision, Decision::Refused);
+    rig.call_out_of_state(finished(3)).await;
+    assert_eq!(rig.rows().await.len(), 2);
+    // A second decision for one call.
+    let rig = Rig::new().await;
+    assert_eq!(
+        rig.decide(summary(4, RiskLevel::ReadOnly)).await.0,
+        Decision::Allowed
+    );
+    rig.call_out_of_state(AuthorityRequest::Decide(summary(4, RiskLevel::ReadOnly)))
+        .await;
+    assert_eq!(rig.decision_rows().await.len(), 1);
+}
+
+#[tokio::test]
 async fn hostile_fields_are_refused_and_leave_no_row() {
-    let rig = Rig::new();
+    let rig = Rig::new().await;
     rig.write_config("protocol_auto_approve = true\n");
     let mut cases = Vec::new();
     let mut s = summary(1, RiskLevel::Medium);
@@ -307,25 +340,28 @@ async fn hostile_fields_are_refused_and_leave_no_row() {
     cases.push(s);
     cases.push(summary(u64::MAX, RiskLevel::ReadOnly));
     for s in cases {
-        assert_invalid(rig.call(AuthorityRequest::Decide(s)).await);
+        let rig = Rig::new().await;
+        rig.write_config("protocol_auto_approve = true\n");
+        rig.call_out_of_state(AuthorityRequest::Decide(s)).await;
+        assert!(rig.rows().await.is_empty());
     }
     let results = [
         CallResult {
-            call_id: 1,
+            call_id: CallId(1),
             success: true,
             exit_code: None,
             duration_ms: 1,
             summary: "s".repeat(4 * 1024 + 1),
         },
         CallResult {
-            call_id: 1,
+            call_id: CallId(1),
             success: true,
             exit_code: None,
             duration_ms: u64::MAX,
             summary: String::new(),
         },
         CallResult {
-            call_id: u64::MAX,
+            call_id: CallId(u64::MAX),
             success: true,
             exit_code: None,
             duration_ms: 1,
@@ -333,20 +369,21 @@ async fn hostile_fields_are_refused_and_leave_no_row() {
         },
     ];
     for r in results {
-        assert_invalid(rig.call(AuthorityRequest::Finished(r)).await);
+        let rig = Rig::new().await;
+        assert_eq!(
+            rig.decide(summary(1, RiskLevel::ReadOnly)).await.0,
+            Decision::Allowed
+        );
+        rig.call_out_of_state(AuthorityRequest::Finished(r)).await;
+        // Only the decision is stored.
+        assert_eq!(rig.rows().await.len(), 1);
     }
-    // The channel still works, and nothing was stored.
-    assert!(matches!(
-        rig.call(AuthorityRequest::Ping).await,
-        AuthorityResponse::Pong
-    ));
-    rig.authority.store().flush().await.unwrap();
-    assert!(rig.rows().await.is_empty());
+    drop(rig);
 }
 
 #[tokio::test]
 async fn the_limits_themselves_are_accepted() {
-    let rig = Rig::new();
+    let rig = Rig::new().await;
     let mut s = summary(1, RiskLevel::ReadOnly);
     s.tool = "t".repeat(128);
     s.action = "a".repeat(16 * 1024);
@@ -364,7 +401,7 @@ async fn the_limits_themselves_are_accepted() {
 
 #[tokio::test]
 async fn concurrent_decisions_each_leave_one_row() {
-    let rig = Rig::new();
+    let rig = Rig::new().await;
     rig.write_config("protocol_auto_approve = true\n");
     let calls: Vec<_> = (1..=200u64)
         .map(|i| {

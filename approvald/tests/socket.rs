@@ -16,12 +16,13 @@ use tokio::sync::oneshot;
 use common::{summary, Rig};
 use nl2sh_approvald::peer::{Pid, Refusal, TreeRoot};
 use nl2sh_approvald::socket::{ApprovalsSocket, PeerPolicy, SOCKET_FILE};
-use nl2sh_proto::channels::{CliErrorKind, CliRequest, CliResponse, Decision, RiskLevel};
+use nl2sh_proto::channels::{CallId, CliErrorKind, CliRequest, CliResponse, Decision, RiskLevel};
 use nl2sh_proto::frame::encode;
 use nl2sh_proto::handshake::{handshake, ChannelKind, Hello, Role, MAGIC, PROTOCOL_VERSION};
 use nl2sh_proto::rpc::RpcClient;
+use nl2sh_proto::topology::{Asker, CliApprovald};
 
-type CliClient = RpcClient<CliRequest, CliResponse>;
+type CliClient = RpcClient<CliApprovald>;
 
 /// Env var that turns `peer_helper` into the connecting side of `another_uid_is_refused`.
 const HELPER_ENV: &str = "NL2SH_APPROVALD_TEST_PEER_SOCKET";
@@ -38,16 +39,11 @@ fn mode(path: &Path) -> u32 {
 }
 
 async fn connect(path: &Path) -> CliClient {
-    let mut stream = UnixStream::connect(path).await.unwrap();
-    handshake(
-        &mut stream,
-        ChannelKind::CliApprovald,
-        Role::Cli,
-        Role::Approvald,
-    )
-    .await
-    .unwrap();
-    CliClient::spawn(stream).0
+    let stream = UnixStream::connect(path).await.unwrap();
+    CliClient::start(Asker::connected(stream).unwrap())
+        .await
+        .unwrap()
+        .0
 }
 
 struct Served {
@@ -77,7 +73,7 @@ fn serve_with(rig: &Rig, policy: PeerPolicy) -> Served {
 
 #[tokio::test]
 async fn serves_the_same_uid_and_is_removed_on_exit() {
-    let rig = Rig::new();
+    let rig = Rig::new().await;
     let mut served = serve(&rig);
     assert_eq!(served.path, rig.dir.path().join(SOCKET_FILE));
     let meta = std::fs::symlink_metadata(&served.path).unwrap();
@@ -98,7 +94,11 @@ async fn serves_the_same_uid_and_is_removed_on_exit() {
         other => panic!("{other:?}"),
     };
     assert_eq!(list.len(), 2);
-    let p = list.iter().find(|p| p.call_id == 3).unwrap().clone();
+    let p = list
+        .iter()
+        .find(|p| p.call_id == CallId(3))
+        .unwrap()
+        .clone();
     let phrase = p.phrase.clone().unwrap();
     assert_eq!(phrase, format!("approve critical {}", p.id));
     let error = |resp| match resp {
@@ -142,7 +142,7 @@ async fn serves_the_same_uid_and_is_removed_on_exit() {
         .unwrap(),
     );
     assert_eq!(kind, CliErrorKind::NoSuchRequest);
-    let other = list.iter().find(|p| p.call_id == 2).unwrap();
+    let other = list.iter().find(|p| p.call_id == CallId(2)).unwrap();
     assert!(matches!(
         cli.call(&CliRequest::Reject {
             id: other.id.clone()
@@ -169,7 +169,7 @@ async fn serves_the_same_uid_and_is_removed_on_exit() {
 
 #[tokio::test]
 async fn a_wrong_handshake_is_closed() {
-    let rig = Rig::new();
+    let rig = Rig::new().await;
     let served = serve(&rig);
     let mut stream = UnixStream::connect(&served.path).await.unwrap();
     // The executor's role on the CLI channel.
@@ -182,15 +182,16 @@ async fn a_wrong_handshake_is_closed() {
     .await;
     // Our hello is answered with approvald's (the check is on its side), then it closes.
     assert!(r.is_ok());
-    let mut cli = CliClient::spawn(stream).0;
-    assert!(cli.call(&CliRequest::ListPending).await.is_err());
-    cli = connect(&served.path).await;
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut rest)).await;
+    assert!(matches!(read, Ok(Ok(0))), "{read:?} {rest:?}");
+    let cli = connect(&served.path).await;
     assert!(cli.call(&CliRequest::ListPending).await.is_ok());
 }
 
 #[tokio::test]
 async fn a_stale_socket_is_replaced_and_anything_else_is_refused() {
-    let rig = Rig::new();
+    let rig = Rig::new().await;
     let protocol = rig.dir.path().join("protocol");
     let path = rig.dir.path().join(SOCKET_FILE);
     // A socket left by a killed run.
@@ -260,7 +261,7 @@ async fn another_uid_is_refused_without_an_answer() {
         eprintln!("skipped: needs root to connect as another uid");
         return;
     }
-    let rig = Rig::new();
+    let rig = Rig::new().await;
     let served = serve(&rig);
     // Let uid 65534 reach the socket through the file system, so only the SO_PEERCRED
     // check stands between it and the approvals.
@@ -358,7 +359,7 @@ async fn helper_exit_code(path: &Path) -> Option<i32> {
 /// own request (through `nl2sh protocol approve` under `script`, or any other way).
 #[tokio::test]
 async fn a_peer_in_the_nl2sh_tree_is_refused_without_an_answer() {
-    let rig = Rig::new();
+    let rig = Rig::new().await;
     // The test process plays the supervisor: it and everything it starts are the tree.
     let root = Pid::new(std::process::id()).unwrap();
     let served = serve_with(&rig, PeerPolicy::OutsideTree(root));
@@ -399,7 +400,7 @@ async fn a_peer_in_the_nl2sh_tree_is_refused_without_an_answer() {
 /// A peer that does not descend from the tree root (a person's shell) is served as before.
 #[tokio::test]
 async fn a_peer_outside_the_nl2sh_tree_is_served() {
-    let rig = Rig::new();
+    let rig = Rig::new().await;
     // A root that is not an ancestor of this test.
     let mut sleeper = std::process::Command::new("sleep")
         .arg("30")

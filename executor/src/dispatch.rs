@@ -1,20 +1,26 @@
 //! The whole surface netd can reach in the executor: one `match` over `ExecutorRequest`.
+//! Each `answer_x` here pairs with netd's `x` in its executor client
+//! (`netd/src/executor.rs`).
 
 use std::sync::Arc;
 
-use tokio::net::UnixStream;
-
-use nl2sh_proto::channels::{CallOrigin, ExecutorRequest, ExecutorResponse, InvokeRequest};
-use nl2sh_proto::rpc;
+use nl2sh_proto::channels::{
+    CallOrigin, Correlation, ExecutorRequest, ExecutorResponse, InvokeRequest,
+};
+use nl2sh_proto::rpc::{self, OutOfState};
+use nl2sh_proto::topology::{Answerer, NetdExecutor};
 use nl2sh_proto::FrameError;
 
 use crate::Runtime;
 
 /// Serve netd's requests until the channel closes (Ok) or carries a hostile frame (Err).
-pub async fn serve_netd(stream: UnixStream, runtime: Arc<Runtime>) -> Result<(), FrameError> {
-    rpc::serve(stream, move |req: ExecutorRequest| {
+pub async fn serve_netd(
+    end: Answerer<NetdExecutor>,
+    runtime: Arc<Runtime>,
+) -> Result<(), FrameError> {
+    rpc::serve(end, move |req: ExecutorRequest| {
         let runtime = runtime.clone();
-        async move { answer(&runtime, req).await }
+        async move { Ok::<_, OutOfState>(answer(&runtime, req).await) }
     })
     .await
 }
@@ -22,16 +28,27 @@ pub async fn serve_netd(stream: UnixStream, runtime: Arc<Runtime>) -> Result<(),
 pub async fn answer(runtime: &Runtime, req: ExecutorRequest) -> ExecutorResponse {
     match req {
         ExecutorRequest::Inspect => answer_inspect(runtime).await,
-        ExecutorRequest::Catalog => ExecutorResponse::Catalog(runtime.pipeline.catalog()),
-        ExecutorRequest::Invoke(call) => {
-            ExecutorResponse::Outcome(runtime.pipeline.invoke(call).await)
-        }
-        ExecutorRequest::ReadScreen { call_id, origin } => {
-            answer_read_screen(runtime, call_id, origin).await
-        }
-        ExecutorRequest::Cancel { call_id } => ExecutorResponse::Cancelled {
-            found: runtime.pipeline.cancel(call_id),
-        },
+        ExecutorRequest::Catalog => answer_catalog(runtime),
+        ExecutorRequest::Invoke(call) => answer_invoke(runtime, call).await,
+        ExecutorRequest::ReadScreen {
+            correlation,
+            origin,
+        } => answer_read_screen(runtime, correlation, origin).await,
+        ExecutorRequest::Cancel { correlation } => answer_cancel(runtime, correlation),
+    }
+}
+
+fn answer_catalog(runtime: &Runtime) -> ExecutorResponse {
+    ExecutorResponse::Catalog(runtime.pipeline.catalog())
+}
+
+async fn answer_invoke(runtime: &Runtime, call: InvokeRequest) -> ExecutorResponse {
+    ExecutorResponse::Outcome(runtime.pipeline.invoke(call).await)
+}
+
+fn answer_cancel(runtime: &Runtime, correlation: Correlation) -> ExecutorResponse {
+    ExecutorResponse::Cancelled {
+        found: runtime.pipeline.cancel(correlation),
     }
 }
 
@@ -46,11 +63,11 @@ async fn answer_inspect(runtime: &Runtime) -> ExecutorResponse {
 /// exactly one image, or it is a failure.
 async fn answer_read_screen(
     runtime: &Runtime,
-    call_id: u64,
+    correlation: Correlation,
     origin: CallOrigin,
 ) -> ExecutorResponse {
     let call = InvokeRequest {
-        call_id,
+        correlation,
         origin,
         tool: crate::tools::android::SCREEN_READ_TOOL.into(),
         arguments: "{}".into(),

@@ -1,22 +1,25 @@
 //! The executor: the Tool Runtime. It never parses network bytes; it answers typed
 //! requests from netd's channel and asks approvald for authority.
 
+#![deny(unsafe_code)]
+
 pub mod device;
 pub mod dispatch;
 pub mod inspect;
 pub mod risk;
 pub mod runtime;
 pub mod sandbox;
+#[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 mod sys;
 pub mod tools;
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use nl2sh_proto::channels::{fds, AuthorityRequest, AuthorityResponse, WorkerSettings};
-use nl2sh_proto::handshake::{ChannelKind, Role};
+use nl2sh_proto::channels::{AuthorityRequest, WorkerSettings};
 use nl2sh_proto::rpc::RpcClient;
-use nl2sh_proto::worker::{accept_start, connect_peer, ControlEvent};
+use nl2sh_proto::topology::ExecutorEnds;
+use nl2sh_proto::worker::{accept_start, ControlEvent};
 
 /// State shared by every request the executor answers.
 pub struct Runtime {
@@ -72,9 +75,10 @@ impl Drop for Runtime {
     }
 }
 
-/// Entry point of the hidden `executor` role.
-pub fn run() -> ExitCode {
-    nl2sh_proto::worker::run_single_threaded("executor", serve())
+/// Entry point of the hidden `executor` role, on its ends of the tree's channels
+/// (inherited in production: `ExecutorEnds::inherited()`).
+pub fn run(ends: ExecutorEnds) -> ExitCode {
+    nl2sh_proto::worker::run_single_threaded("executor", serve(ends))
 }
 
 fn catch_stop_signals() -> Vec<tokio::signal::unix::Signal> {
@@ -105,8 +109,13 @@ pub enum ExecutorError {
     Control(nl2sh_proto::FrameError),
 }
 
-async fn serve() -> Result<(), ExecutorError> {
-    let (mut control, settings) = accept_start(Role::Executor).await?;
+async fn serve(ends: ExecutorEnds) -> Result<(), ExecutorError> {
+    let ExecutorEnds {
+        control,
+        netd,
+        approvald,
+    } = ends;
+    let (mut control, settings) = accept_start(control).await?;
     // The supervisor starts workers with stop signals ignored (it drains them itself), and
     // an ignored signal stays ignored across exec. Catching them instead (and never
     // acting on it) keeps the executor deaf to them while every command it starts gets the
@@ -117,31 +126,14 @@ async fn serve() -> Result<(), ExecutorError> {
         return Err(ExecutorError::WrongSettings);
     };
     tracing::debug!(config = %settings.config_path, "executor starting");
-    let authority_stream = connect_peer(
-        fds::EXECUTOR_APPROVALD,
-        ChannelKind::ExecutorApprovald,
-        Role::Executor,
-        Role::Approvald,
-    )
-    .await?;
-    let (authority, mut authority_task) =
-        RpcClient::<AuthorityRequest, AuthorityResponse>::spawn(authority_stream);
-    match authority.call(&AuthorityRequest::Ping).await {
-        Ok(AuthorityResponse::Pong) => {}
-        Ok(other) => {
-            return Err(ExecutorError::Authority(format!(
-                "unexpected answer {other:?}"
-            )))
-        }
-        Err(e) => return Err(ExecutorError::Authority(e.to_string())),
-    }
-    let netd = connect_peer(
-        fds::EXECUTOR_NETD,
-        ChannelKind::NetdExecutor,
-        Role::Executor,
-        Role::Netd,
-    )
-    .await?;
+    let (authority, mut authority_task) = RpcClient::start(approvald)
+        .await
+        .map_err(|e| ExecutorError::Authority(e.to_string()))?;
+    // The channel itself refuses any answer but Pong.
+    authority
+        .call(&AuthorityRequest::Ping)
+        .await
+        .map_err(|e| ExecutorError::Authority(e.to_string()))?;
     let own = own_files(&settings.config_path, &settings.state_dir);
     // The masks hide the configuration and state, under the names the paths had and the
     // ones they resolve to.

@@ -15,6 +15,10 @@ pub enum NetdError {
     Frame(#[from] FrameError),
     #[error("rpc: {0}")]
     Rpc(#[from] RpcError),
+    #[error(transparent)]
+    End(#[from] nl2sh_proto::topology::EndError),
+    #[error(transparent)]
+    Worker(#[from] nl2sh_proto::worker::WorkerError),
     /// A peer said something that is not allowed at this point of the lifecycle.
     #[error("protocol: {0}")]
     Protocol(String),

@@ -26,14 +26,14 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use nl2sh_proto::channels::{CallOrigin, ExecutorRequest, ExecutorResponse, HttpSettings};
+use nl2sh_proto::channels::{CallOrigin, HttpSettings};
 use nl2sh_proto::limits::{MAX_HTTP_BODY_BYTES, TOKEN_MAX_CHARS, TOKEN_MIN_CHARS};
-use nl2sh_proto::rpc::RpcClient;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::executor::ExecutorClient;
 use crate::mcp::McpServer;
 
 /// Serve HTTP on `listener` until `shutdown` resolves, then stop accepting and wait for
@@ -41,7 +41,7 @@ use crate::mcp::McpServer;
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
     settings: HttpSettings,
-    executor: RpcClient<ExecutorRequest, ExecutorResponse>,
+    executor: ExecutorClient,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let gate = Gate::new(&settings)
@@ -57,7 +57,7 @@ pub fn check_settings(settings: &HttpSettings) -> Result<(), String> {
     Gate::new(settings).map(|_| ())
 }
 
-fn router(gate: Gate, executor: RpcClient<ExecutorRequest, ExecutorResponse>) -> Router {
+fn router(gate: Gate, executor: ExecutorClient) -> Router {
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)

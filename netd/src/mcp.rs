@@ -10,9 +10,10 @@
 
 use std::borrow::Cow;
 
-use nl2sh_proto::channels::{CallOrigin, ExecutorRequest, ExecutorResponse};
+use nl2sh_proto::channels::CallOrigin;
+
+use crate::executor::ExecutorClient;
 use nl2sh_proto::limits::MAX_TOOL_NAME_BYTES;
-use nl2sh_proto::rpc::RpcClient;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
     PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
@@ -37,13 +38,13 @@ const INSTRUCTIONS: &str = "nl2sh exposes this device through tools. Start with 
 /// One MCP server. Cheap to clone: the stateless HTTP transport builds one per request.
 #[derive(Clone)]
 pub struct McpServer {
-    executor: RpcClient<ExecutorRequest, ExecutorResponse>,
+    executor: ExecutorClient,
     /// Which front door the calls came through (recorded in the audit trail).
     origin: CallOrigin,
 }
 
 impl McpServer {
-    pub fn new(executor: RpcClient<ExecutorRequest, ExecutorResponse>, origin: CallOrigin) -> Self {
+    pub fn new(executor: ExecutorClient, origin: CallOrigin) -> Self {
         Self { executor, origin }
     }
 }

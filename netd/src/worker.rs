@@ -5,20 +5,19 @@
 use std::time::Duration;
 
 use nl2sh_proto::channels::{
-    fds, CallOrigin, ControlRequest, ControlResponse, ExecutorRequest, ExecutorResponse,
-    NetdSettings, NetdTransport, StoreRequest, StoreResponse, WorkerSettings,
+    fds, CallOrigin, NetdSettings, NetdTransport, StoreRequest, WorkerEvent, WorkerSettings,
 };
-use nl2sh_proto::frame::{read_frame, write_frame};
-use nl2sh_proto::handshake::{handshake, ChannelKind, Role};
 use nl2sh_proto::rpc::RpcClient;
-use nl2sh_proto::sys::{inherited_channel, take_inherited, Expect};
+use nl2sh_proto::sys::{take_inherited, Expect};
+use nl2sh_proto::topology::NetdEnds;
+use nl2sh_proto::worker::{accept_start, ControlEvent};
 use nl2sh_proto::FrameError;
 use rmcp::ServiceExt;
-use tokio::net::UnixStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::error::NetdError;
+use crate::executor::ExecutorClient;
 use crate::mcp::McpServer;
 
 /// How long approvald may take to answer the start-up ping.
@@ -26,67 +25,27 @@ const PING_TIMEOUT: Duration = Duration::from_secs(10);
 /// Upper bound on a drain grace, whatever the supervisor asks.
 const MAX_GRACE: Duration = Duration::from_secs(60);
 
-/// Where netd's channels and listener come from: the fds the supervisor placed
-/// (`nl2sh` binary), or streams handed over in-process (tests wiring workers together).
-pub enum Wiring {
+/// Where the HTTP listener comes from: the fd the supervisor placed (`nl2sh` binary), or
+/// one handed over in process (tests). stdio needs none.
+pub enum Listener {
     Inherited,
-    Given(Given),
+    Given(std::net::TcpListener),
+    None,
 }
 
-/// In-process wiring: the netd ends of its channels, and the listener for HTTP.
-pub struct Given {
-    pub supervisor: UnixStream,
-    pub executor: UnixStream,
-    pub approvald: UnixStream,
-    pub listener: Option<std::net::TcpListener>,
-}
-
-/// [`Wiring`] while netd takes its pieces, each exactly once, in start-up order.
-enum Source {
-    Inherited,
-    Given {
-        supervisor: Option<UnixStream>,
-        executor: Option<UnixStream>,
-        approvald: Option<UnixStream>,
-        listener: Option<std::net::TcpListener>,
-    },
-}
-
-impl From<Wiring> for Source {
-    fn from(wiring: Wiring) -> Self {
-        match wiring {
-            Wiring::Inherited => Source::Inherited,
-            Wiring::Given(g) => Source::Given {
-                supervisor: Some(g.supervisor),
-                executor: Some(g.executor),
-                approvald: Some(g.approvald),
-                listener: g.listener,
-            },
-        }
-    }
-}
-
-impl Source {
-    fn channel(&mut self, fd: i32) -> Result<UnixStream, NetdError> {
-        let slot = match self {
-            Source::Inherited => return Ok(inherited_channel(fd)?),
-            Source::Given { supervisor, .. } if fd == fds::SUPERVISOR => supervisor,
-            Source::Given { executor, .. } if fd == fds::NETD_EXECUTOR => executor,
-            Source::Given { approvald, .. } => approvald,
-        };
-        slot.take()
-            .ok_or_else(|| NetdError::Settings(format!("channel {fd} taken twice")))
-    }
-
-    fn listener(&mut self) -> Result<tokio::net::TcpListener, NetdError> {
+impl Listener {
+    fn take(self) -> Result<tokio::net::TcpListener, NetdError> {
         let listener = match self {
-            Source::Inherited => std::net::TcpListener::from(take_inherited(
+            Listener::Inherited => std::net::TcpListener::from(take_inherited(
                 fds::NETD_LISTENER,
                 Expect::TcpListener,
             )?),
-            Source::Given { listener, .. } => listener
-                .take()
-                .ok_or_else(|| NetdError::Settings("HTTP transport without a listener".into()))?,
+            Listener::Given(listener) => listener,
+            Listener::None => {
+                return Err(NetdError::Settings(
+                    "HTTP transport without a listener".into(),
+                ))
+            }
         };
         listener.set_nonblocking(true)?;
         Ok(tokio::net::TcpListener::from_std(listener)?)
@@ -95,76 +54,47 @@ impl Source {
 
 /// The worker, from its channels to the end. `Ok` means a clean end (drained, or stdin
 /// closed in stdio mode); any `Err` should end the process with a failure.
-pub async fn serve(wiring: Wiring) -> Result<(), NetdError> {
-    let mut source = Source::from(wiring);
-    let mut control = source.channel(fds::SUPERVISOR)?;
-    handshake(
-        &mut control,
-        ChannelKind::SupervisorNetd,
-        Role::Netd,
-        Role::Supervisor,
-    )
-    .await?;
-    let (start_id, first): (u64, ControlRequest) = read_frame(&mut control).await?;
-    let settings = match first {
-        ControlRequest::Start(WorkerSettings::Netd(settings)) => settings,
-        ControlRequest::Start(_) => {
+pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> {
+    let NetdEnds {
+        control,
+        executor,
+        approvald,
+    } = ends;
+    let (mut control, settings) = accept_start(control).await?;
+    let settings = match settings {
+        WorkerSettings::Netd(settings) => settings,
+        _ => {
+            let _ = control.refuse("settings for another role".into()).await;
             return Err(NetdError::Protocol(
                 "Start carries another role's settings".into(),
-            ))
-        }
-        ControlRequest::Drain { .. } => {
-            return Err(NetdError::Protocol("Drain before Start".into()))
+            ));
         }
     };
 
     // Anything that stops netd from serving is reported to the supervisor as Refused.
     let started = async {
-        let executor_stream = peer(
-            source.channel(fds::NETD_EXECUTOR)?,
-            ChannelKind::NetdExecutor,
-            Role::Executor,
-        )
-        .await?;
-        let store_stream = peer(
-            source.channel(fds::NETD_APPROVALD)?,
-            ChannelKind::NetdApprovald,
-            Role::Approvald,
-        )
-        .await?;
-        let (executor, executor_end) =
-            RpcClient::<ExecutorRequest, ExecutorResponse>::spawn(executor_stream);
-        let (store, store_end) = RpcClient::<StoreRequest, StoreResponse>::spawn(store_stream);
+        let (executor, executor_end) = ExecutorClient::start(executor).await?;
+        let (store, store_end) = RpcClient::start(approvald).await?;
+        // The channel itself refuses any answer but Pong.
         match tokio::time::timeout(PING_TIMEOUT, store.call(&StoreRequest::Ping)).await {
-            Ok(Ok(StoreResponse::Pong)) => {}
-            Ok(Ok(StoreResponse::Error(e))) => {
-                return Err(NetdError::Protocol(format!(
-                    "approvald refused the ping: {}",
-                    e.message
-                )))
-            }
+            Ok(Ok(_)) => {}
             Ok(Err(e)) => return Err(e.into()),
             Err(_) => return Err(NetdError::Timeout("approvald ping")),
         }
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let server = start_serving(&mut source, settings, executor, stop_rx)?;
+        let server = start_serving(listener, settings, executor, stop_rx)?;
         Ok((store, executor_end, store_end, stop_tx, server))
     };
     // `_store` stays alive while serving: dropping the last client closes the channel.
     let (_store, mut executor_end, mut store_end, stop_tx, mut server) = match started.await {
         Ok(parts) => parts,
         Err(e) => {
-            let _ = write_frame(
-                &mut control,
-                start_id,
-                &ControlResponse::Refused(e.to_string()),
-            )
-            .await;
+            let _ = control.refuse(e.to_string()).await;
             return Err(e);
         }
     };
 
-    write_frame(&mut control, start_id, &ControlResponse::Started).await?;
+    control.started().await?;
     tracing::info!("netd serving");
 
     // Biased: when stdin closes, the transport ends first and then (because it held the
@@ -172,9 +102,9 @@ pub async fn serve(wiring: Wiring) -> Result<(), NetdError> {
     // transport's clean end must win.
     tokio::select! {
         biased;
-        event = read_frame::<ControlRequest, _>(&mut control) => match event {
-            Ok((id, ControlRequest::Drain { grace_ms })) => {
-                let grace = Duration::from_millis(grace_ms).min(MAX_GRACE);
+        event = control.next_event() => match event {
+            ControlEvent::Drain { id, grace } => {
+                let grace = grace.min(MAX_GRACE);
                 tracing::info!(grace_ms = grace.as_millis() as u64, "draining");
                 let _ = stop_tx.send(());
                 match tokio::time::timeout(grace, &mut server).await {
@@ -186,21 +116,18 @@ pub async fn serve(wiring: Wiring) -> Result<(), NetdError> {
                         server.abort();
                     }
                 }
-                write_frame(&mut control, id, &ControlResponse::Drained).await?;
+                control.drained(id).await?;
                 Ok(())
             }
-            Ok((_, ControlRequest::Start(_))) => {
-                Err(NetdError::Protocol("a second Start".into()))
-            }
-            Err(FrameError::Closed) => Err(NetdError::PeerGone("supervisor")),
-            Err(e) => Err(e.into()),
+            ControlEvent::Closed => Err(NetdError::PeerGone("supervisor")),
+            ControlEvent::Hostile(e) => Err(e.into()),
         },
         end = &mut server => match end {
             Ok(Ok(())) => {
                 // Only stdio ends by itself (stdin closed); HTTP serves until drained.
                 // Say so, so the supervisor stops the tree as a clean end of session.
                 tracing::info!("transport closed");
-                write_frame(&mut control, 0, &ControlResponse::Finished).await?;
+                control.event(WorkerEvent::SessionEnded).await?;
                 Ok(())
             }
             Ok(Err(e)) => Err(e.into()),
@@ -209,15 +136,6 @@ pub async fn serve(wiring: Wiring) -> Result<(), NetdError> {
         end = &mut executor_end => Err(channel_ended("executor", end)),
         end = &mut store_end => Err(channel_ended("approvald", end)),
     }
-}
-
-async fn peer(
-    mut stream: UnixStream,
-    kind: ChannelKind,
-    peer: Role,
-) -> Result<UnixStream, NetdError> {
-    handshake(&mut stream, kind, Role::Netd, peer).await?;
-    Ok(stream)
 }
 
 fn channel_ended(
@@ -235,9 +153,9 @@ fn channel_ended(
 /// Start the configured transport in its own task; it ends when `stop` fires (or, for
 /// stdio, when stdin closes).
 fn start_serving(
-    source: &mut Source,
+    listener: Listener,
     settings: NetdSettings,
-    executor: RpcClient<ExecutorRequest, ExecutorResponse>,
+    executor: ExecutorClient,
     stop: oneshot::Receiver<()>,
 ) -> Result<JoinHandle<std::io::Result<()>>, NetdError> {
     let stop = async move {
@@ -246,7 +164,7 @@ fn start_serving(
     match settings.transport {
         NetdTransport::Http(http) => {
             crate::http::check_settings(&http).map_err(NetdError::Settings)?;
-            let listener = source.listener()?;
+            let listener = listener.take()?;
             Ok(tokio::spawn(crate::http::serve_http(
                 listener, http, executor, stop,
             )))
@@ -257,7 +175,7 @@ fn start_serving(
 
 /// MCP over stdin/stdout: no token (the launching user is the caller). Ends at EOF.
 async fn serve_stdio(
-    executor: RpcClient<ExecutorRequest, ExecutorResponse>,
+    executor: ExecutorClient,
     stop: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
     use rmcp::service::ServerInitializeError;

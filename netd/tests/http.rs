@@ -7,15 +7,15 @@ use std::time::Duration;
 mod common;
 
 use common::{send, Reply};
+use nl2sh_netd::executor::ExecutorClient;
 use nl2sh_netd::serve_http;
-use nl2sh_proto::channels::{
-    ExecutorRequest, ExecutorResponse, HttpSettings, RemoteError, RemoteErrorKind,
-};
+use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse, HttpSettings};
 use nl2sh_proto::frame::read_frame;
-use nl2sh_proto::rpc::{self, RpcClient};
+use nl2sh_proto::rpc;
+use nl2sh_proto::topology::{pair, NetdExecutor};
 use nl2sh_proto::Secret;
 use serde_json::{json, Value};
-use tokio::net::{TcpListener, TcpStream, UnixStream};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -27,7 +27,7 @@ const ADVERTISED_AUTHORITY: &str = "phone.test:8765";
 enum Fake {
     /// Inspect answers the object of [`device`].
     Device,
-    /// Inspect answers an executor error.
+    /// Inspect is answered with something else (a catalog): the channel refuses it.
     Failing,
     /// The executor closes the channel on the first request, without answering.
     Gone,
@@ -47,23 +47,21 @@ impl Server {
     async fn start(fake: Fake) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (ours, theirs) = UnixStream::pair().unwrap();
-        let (executor, _end) = RpcClient::<ExecutorRequest, ExecutorResponse>::spawn(ours);
+        let (ours, theirs) = pair::<NetdExecutor>().unwrap();
         match fake {
             Fake::Gone => {
                 // Take one request, then close the channel without answering.
                 tokio::spawn(async move {
-                    let mut theirs = theirs;
+                    let Ok(mut theirs) = theirs.greet().await else {
+                        return;
+                    };
                     let _ = read_frame::<ExecutorRequest, _>(&mut theirs).await;
                 });
             }
             Fake::Device | Fake::Failing => {
                 tokio::spawn(rpc::serve(theirs, move |req: ExecutorRequest| async move {
-                    match (req, fake) {
-                        (_, Fake::Failing) => ExecutorResponse::Error(RemoteError {
-                            kind: RemoteErrorKind::Unavailable,
-                            message: "probe failed".into(),
-                        }),
+                    Ok(match (req, fake) {
+                        (_, Fake::Failing) => ExecutorResponse::Catalog(Vec::new()),
                         (ExecutorRequest::Inspect, _) => ExecutorResponse::Inspect {
                             json: device().to_string(),
                         },
@@ -99,10 +97,11 @@ impl Server {
                         (ExecutorRequest::Cancel { .. }, _) => {
                             ExecutorResponse::Cancelled { found: false }
                         }
-                    }
+                    })
                 }));
             }
         }
+        let (executor, _end) = ExecutorClient::start(ours).await.unwrap();
         let settings = HttpSettings {
             token: Secret::new(TOKEN.into()),
             advertised_origin: ADVERTISED_ORIGIN.into(),
@@ -612,16 +611,20 @@ async fn inspect_without_the_version_header_still_works() {
 }
 
 #[tokio::test]
-async fn executor_error_is_an_error_result() {
+async fn a_wrong_answer_from_the_executor_is_an_error_result() {
     let s = Server::start(Fake::Failing).await;
     let r = s.mcp(&tools_call("nl2sh_inspect", None), &[V]).await;
     assert_eq!(r.status, 200, "{r:?}");
     let result = r.json()["result"].clone();
     assert_eq!(result["isError"], true);
-    assert!(result["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .contains("probe failed"));
+    // The channel refused it (and closed: netd then ends, and the tree with it).
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("no answer to Inspect"),
+        "{result}"
+    );
 }
 
 #[tokio::test]

@@ -3,13 +3,14 @@
 
 use std::time::Duration;
 
+use nl2sh_netd::executor::ExecutorClient;
 use nl2sh_netd::McpServer;
 use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse};
-use nl2sh_proto::rpc::{self, RpcClient};
+use nl2sh_proto::rpc;
+use nl2sh_proto::topology::{pair, NetdExecutor};
 use rmcp::ServiceExt;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::UnixStream;
 
 type Lines = tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>;
 
@@ -31,16 +32,16 @@ async fn ask(
 
 #[tokio::test]
 async fn initialize_then_inspect_then_eof_ends_the_server() {
-    let (ours, theirs) = UnixStream::pair().unwrap();
-    let (executor, _end) = RpcClient::<ExecutorRequest, ExecutorResponse>::spawn(ours);
+    let (ours, theirs) = pair::<NetdExecutor>().unwrap();
     tokio::spawn(rpc::serve(theirs, |req: ExecutorRequest| async move {
         match req {
-            ExecutorRequest::Inspect => ExecutorResponse::Inspect {
+            ExecutorRequest::Inspect => Ok(ExecutorResponse::Inspect {
                 json: r#"{"os":{"name":"stdio"}}"#.into(),
-            },
+            }),
             other => panic!("unexpected {other:?}"),
         }
     }));
+    let (executor, _end) = ExecutorClient::start(ours).await.unwrap();
 
     let (client, server) = tokio::io::duplex(64 * 1024);
     let (server_rd, server_wr) = tokio::io::split(server);

@@ -6,16 +6,18 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use nl2sh_netd::worker::{self, Given, Wiring};
+use nl2sh_netd::worker::{self, Listener};
 use nl2sh_netd::NetdError;
 use nl2sh_proto::channels::{
     ControlRequest, ControlResponse, ExecutorRequest, ExecutorResponse, ExecutorSettings,
-    HttpSettings, NetdSettings, NetdTransport, RemoteError, RemoteErrorKind, StoreRequest,
-    StoreResponse, WorkerSettings,
+    FromWorker, Gid, HttpSettings, NetdSettings, NetdTransport, StoreRequest, StoreResponse, Uid,
+    WorkerSettings,
 };
 use nl2sh_proto::frame::{read_frame, write_frame};
-use nl2sh_proto::handshake::{handshake, ChannelKind, Role};
 use nl2sh_proto::rpc;
+use nl2sh_proto::topology::{
+    pair, Answerer, NetdApprovald, NetdEnds, NetdExecutor, SupervisorNetd,
+};
 use nl2sh_proto::Secret;
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
@@ -26,8 +28,8 @@ const TOKEN: &str = "nl2sh-worker-test-token-0123456789abcdefghij";
 
 struct Tree {
     supervisor: UnixStream,
-    executor: Option<UnixStream>,
-    approvald: Option<UnixStream>,
+    executor: Option<Answerer<NetdExecutor>>,
+    approvald: Option<Answerer<NetdApprovald>>,
     addr: SocketAddr,
     netd: JoinHandle<Result<(), NetdError>>,
 }
@@ -45,26 +47,18 @@ fn http_settings(addr: SocketAddr, token: &str) -> NetdSettings {
 impl Tree {
     /// netd running, peers' ends handshaken, nothing sent yet by the supervisor.
     async fn new() -> Self {
-        let (sup_ours, sup_netd) = UnixStream::pair().unwrap();
-        let (exe_ours, exe_netd) = UnixStream::pair().unwrap();
-        let (app_ours, app_netd) = UnixStream::pair().unwrap();
+        let (sup_ours, sup_netd) = pair::<SupervisorNetd>().unwrap();
+        let (netd_exe, exe_ours) = pair::<NetdExecutor>().unwrap();
+        let (netd_app, app_ours) = pair::<NetdApprovald>().unwrap();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let netd = tokio::spawn(worker::serve(Wiring::Given(Given {
-            supervisor: sup_netd,
-            executor: exe_netd,
-            approvald: app_netd,
-            listener: Some(listener),
-        })));
-        let mut supervisor = sup_ours;
-        handshake(
-            &mut supervisor,
-            ChannelKind::SupervisorNetd,
-            Role::Supervisor,
-            Role::Netd,
-        )
-        .await
-        .unwrap();
+        let ends = NetdEnds {
+            control: sup_netd,
+            executor: netd_exe,
+            approvald: netd_app,
+        };
+        let netd = tokio::spawn(worker::serve(ends, Listener::Given(listener)));
+        let supervisor = sup_ours.greet().await.unwrap();
         Self {
             supervisor,
             executor: Some(exe_ours),
@@ -84,71 +78,39 @@ impl Tree {
         .unwrap();
     }
 
-    /// Executor and approvald handshake and serve; approvald answers `store`.
-    fn peers(&mut self, store: StoreResponse) {
-        let mut exe = self.executor.take().unwrap();
+    /// Executor and approvald handshake and serve; approvald answers the ping when
+    /// `store_answers`, else closes its channel on it.
+    fn peers(&mut self, store_answers: bool) {
+        let exe = self.executor.take().unwrap();
+        tokio::spawn(rpc::serve(exe, |req: ExecutorRequest| async move {
+            match req {
+                ExecutorRequest::Inspect => Ok(ExecutorResponse::Inspect {
+                    json: json!({"os": {"name": "fake"}}).to_string(),
+                }),
+                other => panic!("unexpected {other:?}"),
+            }
+        }));
+        let app = self.approvald.take().unwrap();
         tokio::spawn(async move {
-            handshake(
-                &mut exe,
-                ChannelKind::NetdExecutor,
-                Role::Executor,
-                Role::Netd,
-            )
-            .await
-            .unwrap();
-            let _ = rpc::serve(exe, |req: ExecutorRequest| async move {
-                match req {
-                    ExecutorRequest::Inspect => ExecutorResponse::Inspect {
-                        json: json!({"os": {"name": "fake"}}).to_string(),
-                    },
-                    other => panic!("unexpected {other:?}"),
-                }
-            })
-            .await;
-        });
-        let mut app = self.approvald.take().unwrap();
-        let store = std::sync::Arc::new(std::sync::Mutex::new(Some(store)));
-        tokio::spawn(async move {
-            handshake(
-                &mut app,
-                ChannelKind::NetdApprovald,
-                Role::Approvald,
-                Role::Netd,
-            )
-            .await
-            .unwrap();
-            let _ = rpc::serve(app, move |req: StoreRequest| {
-                let answer = store.lock().unwrap().take();
-                async move {
+            if store_answers {
+                let _ = rpc::serve(app, |req: StoreRequest| async move {
                     match req {
-                        StoreRequest::Ping => answer.unwrap_or(StoreResponse::Pong),
+                        StoreRequest::Ping => Ok(StoreResponse::Pong),
                     }
-                }
-            })
-            .await;
+                })
+                .await;
+            } else if let Ok(mut app) = app.greet().await {
+                let _ = read_frame::<StoreRequest, _>(&mut app).await;
+            }
         });
     }
 
     /// Peers whose channels the test keeps, handshaken, for closing later.
     async fn silent_peers(&mut self) -> (UnixStream, UnixStream) {
-        let mut exe = self.executor.take().unwrap();
-        let mut app = self.approvald.take().unwrap();
-        let (e, a) = tokio::join!(
-            handshake(
-                &mut exe,
-                ChannelKind::NetdExecutor,
-                Role::Executor,
-                Role::Netd
-            ),
-            handshake(
-                &mut app,
-                ChannelKind::NetdApprovald,
-                Role::Approvald,
-                Role::Netd
-            ),
-        );
-        e.unwrap();
-        a.unwrap();
+        let exe = self.executor.take().unwrap();
+        let app = self.approvald.take().unwrap();
+        let (exe, app) = tokio::join!(exe.greet(), app.greet());
+        let (exe, mut app) = (exe.unwrap(), app.unwrap());
         // Answer the one start-up ping by hand.
         let (id, StoreRequest::Ping) = read_frame::<StoreRequest, _>(&mut app).await.unwrap();
         write_frame(&mut app, id, &StoreResponse::Pong)
@@ -158,10 +120,17 @@ impl Tree {
     }
 
     async fn reply(&mut self) -> (u64, ControlResponse) {
-        tokio::time::timeout(Duration::from_secs(10), read_frame(&mut self.supervisor))
-            .await
-            .expect("netd did not answer the supervisor")
-            .unwrap()
+        let (id, from) = tokio::time::timeout(
+            Duration::from_secs(10),
+            read_frame::<FromWorker, _>(&mut self.supervisor),
+        )
+        .await
+        .expect("netd did not answer the supervisor")
+        .unwrap();
+        match from {
+            FromWorker::Answer(answer) => (id, answer),
+            FromWorker::Event(event) => panic!("an event instead of an answer: {event:?}"),
+        }
     }
 
     async fn end(self) -> Result<(), NetdError> {
@@ -197,7 +166,7 @@ async fn inspect(addr: SocketAddr) -> common::Reply {
 async fn starts_serves_and_drains() {
     let mut tree = Tree::new().await;
     tree.start(http_settings(tree.addr, TOKEN)).await;
-    tree.peers(StoreResponse::Pong);
+    tree.peers(true);
     let (id, started) = tree.reply().await;
     assert_eq!(id, 7, "Started carries the id of Start");
     assert!(matches!(started, ControlResponse::Started), "{started:?}");
@@ -231,7 +200,7 @@ async fn starts_serves_and_drains() {
 async fn supervisor_closing_ends_netd_with_a_failure() {
     let mut tree = Tree::new().await;
     tree.start(http_settings(tree.addr, TOKEN)).await;
-    tree.peers(StoreResponse::Pong);
+    tree.peers(true);
     assert!(matches!(tree.reply().await.1, ControlResponse::Started));
     tree.supervisor.shutdown().await.unwrap();
     let end = tree.end().await;
@@ -245,15 +214,19 @@ async fn supervisor_closing_ends_netd_with_a_failure() {
 async fn hostile_supervisor_frame_ends_netd_with_a_failure() {
     let mut tree = Tree::new().await;
     tree.start(http_settings(tree.addr, TOKEN)).await;
-    tree.peers(StoreResponse::Pong);
+    tree.peers(true);
     assert!(matches!(tree.reply().await.1, ControlResponse::Started));
     // A second Start is out of place.
     tree.start(http_settings(tree.addr, TOKEN)).await;
-    assert!(matches!(tree.end().await, Err(NetdError::Protocol(_))));
+    let end = tree.end().await;
+    assert!(
+        matches!(&end, Err(NetdError::Frame(e)) if e.to_string().contains("a second Start")),
+        "{end:?}"
+    );
 
     let mut tree = Tree::new().await;
     tree.start(http_settings(tree.addr, TOKEN)).await;
-    tree.peers(StoreResponse::Pong);
+    tree.peers(true);
     assert!(matches!(tree.reply().await.1, ControlResponse::Started));
     // Garbage: a length prefix then bytes that do not decode.
     tree.supervisor
@@ -295,14 +268,14 @@ async fn only_start_with_netd_settings_is_accepted() {
     )
     .await
     .unwrap();
-    assert!(matches!(tree.end().await, Err(NetdError::Protocol(_))));
+    assert!(matches!(tree.end().await, Err(NetdError::Worker(_))));
 
     let mut tree = Tree::new().await;
     let other = WorkerSettings::Executor(ExecutorSettings {
         config_path: "/x".into(),
         state_dir: "/y".into(),
-        sandbox_uid: 65534,
-        sandbox_gid: 65534,
+        sandbox_uid: Uid(65534),
+        sandbox_gid: Gid(65534),
     });
     write_frame(&mut tree.supervisor, 1, &ControlRequest::Start(other))
         .await
@@ -315,7 +288,7 @@ async fn start_problems_are_refused() {
     // A token the front door would not accept.
     let mut tree = Tree::new().await;
     tree.start(http_settings(tree.addr, "short")).await;
-    tree.peers(StoreResponse::Pong);
+    tree.peers(true);
     let (id, reply) = tree.reply().await;
     assert_eq!(id, 7);
     match reply {
@@ -324,13 +297,10 @@ async fn start_problems_are_refused() {
     }
     assert!(matches!(tree.end().await, Err(NetdError::Settings(_))));
 
-    // approvald answers the ping with an error.
+    // approvald closes its channel instead of answering the ping.
     let mut tree = Tree::new().await;
     tree.start(http_settings(tree.addr, TOKEN)).await;
-    tree.peers(StoreResponse::Error(RemoteError {
-        kind: RemoteErrorKind::Unavailable,
-        message: "store not open".into(),
-    }));
+    tree.peers(false);
     assert!(matches!(tree.reply().await.1, ControlResponse::Refused(_)));
     assert!(tree.end().await.is_err());
 }

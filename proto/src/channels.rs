@@ -1,5 +1,12 @@
-//! One request/response pair per channel of DESIGN.md §3. What a peer may ask for is
-//! exactly the variants of the request type it holds; nothing else decodes.
+//! The messages of every channel. Which channel carries which pair, who asks and who
+//! answers, and where each end lives is one table: [`crate::topology`] (its top comment
+//! draws the whole tree). What a peer may ask for is exactly the variants of the request
+//! type it holds; nothing else decodes, and a request accepts exactly its answer
+//! ([`crate::topology::Channel::answers`]); anything else ends the channel.
+//!
+//! Ids that the audit and approvals key on ([`CallId`]) are minted by the privileged
+//! side (the executor); netd's own ids ([`Correlation`]) never leave the netd ⇄ executor
+//! channel.
 //!
 //! JSON values cannot cross in bincode (`deserialize_any`), so structured results travel
 //! as bounded JSON text that the receiver parses.
@@ -18,19 +25,56 @@ macro_rules! wire {
     };
 }
 
-/// Errors a worker reports in its own response type; the channel stays open.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RemoteError {
-    pub kind: RemoteErrorKind,
-    pub message: String,
+/// The id of one tool call as approvald and the audit know it. Minted by the executor for
+/// every call it runs; never taken from netd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CallId(pub u64);
+
+impl std::fmt::Display for CallId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum RemoteErrorKind {
-    InvalidRequest,
-    Unavailable,
-    Internal,
+/// netd's own id for a call it asked the executor to run, so it can cancel it. Means
+/// nothing beyond the netd ⇄ executor channel; two calls may share one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Correlation(pub u64);
+
+/// The short id a person types to approve or reject a pending request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ApprovalId(pub String);
+
+impl AsRef<str> for ApprovalId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
 }
+
+impl From<&str> for ApprovalId {
+    fn from(id: &str) -> Self {
+        ApprovalId(id.to_string())
+    }
+}
+
+impl std::fmt::Display for ApprovalId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A user id (never confused with a group id or a pid).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Uid(pub u32);
+
+/// A group id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Gid(pub u32);
 
 // ---- supervisor ⇄ each worker -------------------------------------------------------
 
@@ -43,16 +87,30 @@ pub enum ControlRequest {
 }
 wire!(ControlRequest, 0x0101);
 
+/// A worker's answer to a [`ControlRequest`].
 #[derive(Debug, Serialize, Deserialize)]
 pub enum ControlResponse {
     Started,
     Drained,
     Refused(String),
-    /// Sent unasked by netd when its transport ended by itself (stdin closed in stdio
-    /// mode): the session is over and the tree should stop cleanly.
-    Finished,
 }
-wire!(ControlResponse, 0x0102);
+
+/// Something a worker tells the supervisor unasked.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum WorkerEvent {
+    /// netd's transport ended by itself (stdin closed in stdio mode): the session is
+    /// over and the tree should stop cleanly.
+    SessionEnded,
+}
+
+/// Everything a worker sends on its control channel: answers (with the id of the request
+/// they answer) and events (id 0).
+#[derive(Debug, Serialize, Deserialize)]
+pub enum FromWorker {
+    Answer(ControlResponse),
+    Event(WorkerEvent),
+}
+wire!(FromWorker, 0x0102);
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum WorkerSettings {
@@ -93,8 +151,8 @@ pub struct ExecutorSettings {
     /// The state directory (approvald's); masked and protected like the configuration.
     pub state_dir: String,
     /// Identity of the read-only sandbox (`sandbox_uid` / `sandbox_gid`).
-    pub sandbox_uid: u32,
-    pub sandbox_gid: u32,
+    pub sandbox_uid: Uid,
+    pub sandbox_gid: Gid,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -224,8 +282,9 @@ pub struct ToolOutcome {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InvokeRequest {
-    /// netd's id for this call, used to cancel it.
-    pub call_id: u64,
+    /// netd's id for this call, used to cancel it. The executor mints the [`CallId`]
+    /// approvald and the audit see.
+    pub correlation: Correlation,
     pub origin: CallOrigin,
     pub tool: String,
     /// Arguments object as JSON text (at most `MAX_ARGUMENT_JSON_BYTES`).
@@ -243,9 +302,13 @@ pub enum ExecutorRequest {
     /// Run one tool through the whole pipeline.
     Invoke(InvokeRequest),
     /// A screen read: text summary plus exactly one image attachment, or a failure.
-    ReadScreen { call_id: u64, origin: CallOrigin },
-    /// Stop a running call (its process group is killed; a pending approval withdrawn).
-    Cancel { call_id: u64 },
+    ReadScreen {
+        correlation: Correlation,
+        origin: CallOrigin,
+    },
+    /// Stop the running calls netd knows by `correlation` (their process groups are
+    /// killed; pending approvals withdrawn).
+    Cancel { correlation: Correlation },
 }
 wire!(ExecutorRequest, 0x0201);
 
@@ -257,11 +320,10 @@ pub enum ExecutorResponse {
     },
     Catalog(Vec<ToolSpec>),
     Outcome(ToolOutcome),
-    /// Whether a running call with that id was found.
+    /// Whether a running call with that correlation was found.
     Cancelled {
         found: bool,
     },
-    Error(RemoteError),
 }
 wire!(ExecutorResponse, 0x0202);
 
@@ -277,7 +339,6 @@ wire!(StoreRequest, 0x0301);
 #[derive(Debug, Serialize, Deserialize)]
 pub enum StoreResponse {
     Pong,
-    Error(RemoteError),
 }
 wire!(StoreResponse, 0x0302);
 
@@ -286,7 +347,7 @@ wire!(StoreResponse, 0x0302);
 /// What the executor is about to do, exactly, and how it was judged.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ActionSummary {
-    pub call_id: u64,
+    pub call_id: CallId,
     pub origin: CallOrigin,
     pub tool: String,
     /// The action as it will run (argv rendered, or an operation description).
@@ -303,6 +364,7 @@ pub struct ActionSummary {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[must_use]
 pub enum Decision {
     /// The policy does not ask about it (read-only under `balanced`): runs.
     Allowed,
@@ -347,7 +409,7 @@ impl Decision {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CallResult {
-    pub call_id: u64,
+    pub call_id: CallId,
     pub success: bool,
     /// Exit status of the command, when one ran.
     pub exit_code: Option<i32>,
@@ -365,7 +427,7 @@ pub enum AuthorityRequest {
     /// Record how a decided call ended.
     Finished(CallResult),
     /// The call was cancelled: drop its pending approval (it is then `Withdrawn`).
-    Withdraw { call_id: u64 },
+    Withdraw { call_id: CallId },
 }
 wire!(AuthorityRequest, 0x0401);
 
@@ -378,7 +440,9 @@ pub enum AuthorityResponse {
         reason: String,
     },
     Recorded,
-    Error(RemoteError),
+    /// The store could not record it (disk full, database broken): the decision is not
+    /// given, and the action does not run.
+    NotRecorded(String),
 }
 wire!(AuthorityResponse, 0x0402);
 
@@ -388,8 +452,8 @@ wire!(AuthorityResponse, 0x0402);
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingApproval {
     /// Short id the person types (`nl2sh protocol approve ID`).
-    pub id: String,
-    pub call_id: u64,
+    pub id: ApprovalId,
+    pub call_id: CallId,
     pub origin: CallOrigin,
     pub tool: String,
     /// The action exactly as it will run.
@@ -407,8 +471,13 @@ pub struct PendingApproval {
 #[derive(Debug, Serialize, Deserialize)]
 pub enum CliRequest {
     ListPending,
-    Approve { id: String, phrase: Option<String> },
-    Reject { id: String },
+    Approve {
+        id: ApprovalId,
+        phrase: Option<String>,
+    },
+    Reject {
+        id: ApprovalId,
+    },
 }
 wire!(CliRequest, 0x0501);
 
@@ -441,8 +510,8 @@ wire!(CliResponse, 0x0502);
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SandboxPlan {
     /// The unprivileged identity the payload runs as (never 0).
-    pub uid: u32,
-    pub gid: u32,
+    pub uid: Uid,
+    pub gid: Gid,
     /// Paths (absolute; a `*` matches within one component) hidden from the payload.
     pub masks: Vec<String>,
     /// Size of the private scratch tmpfs that is `TMPDIR`.
@@ -473,8 +542,9 @@ pub enum SandboxPayload {
     },
 }
 
-/// Inherited descriptor numbers of each worker role. The supervisor places channels here
-/// and closes everything else; a worker refuses to start without them.
+/// Inherited descriptor numbers of each worker role (the [`crate::topology`] table uses
+/// them). The supervisor places channels here and closes everything else; a worker
+/// refuses to start without them.
 pub mod fds {
     /// Every worker: its supervisor control channel.
     pub const SUPERVISOR: i32 = 3;

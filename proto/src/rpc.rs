@@ -1,19 +1,29 @@
-//! Request/response multiplexing over one Unix stream: the client tags each request with
-//! an id so concurrent calls share a connection; the server answers each request in its
-//! own task. Either side closes the channel on the first hostile frame.
+//! Request/answer multiplexing over one channel of [`crate::topology`]: the client tags
+//! each request with an id so concurrent calls share a connection; the server answers each
+//! request in its own task.
+//!
+//! Both sides are typed by the channel, so only its asking end can become a client and
+//! only its requests can be sent. What arrives is checked against the state each side
+//! holds, and anything out of place is fatal to the channel (one log line naming the
+//! channel and the message, then the channel closes; the worker that loses a channel
+//! ends, and the supervisor stops the tree):
+//! * the client: an answer of the wrong kind for its request ([`Channel::answers`]), or
+//!   an answer to an id it never sent;
+//! * the server: a request with id 0, or one its handler finds out of state
+//!   ([`OutOfState`], e.g. an outcome for a call that was never decided).
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 
 use crate::frame::{encode, read_frame, FrameError, Wire};
 use crate::limits::MAX_IN_FLIGHT_PER_CHANNEL;
+use crate::topology::{Answerer, Asker, Channel, EndError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RpcError {
@@ -21,52 +31,124 @@ pub enum RpcError {
     Closed(&'static str),
     #[error(transparent)]
     Frame(#[from] FrameError),
+    #[error("{0}")]
+    WrongAnswer(String),
 }
+
+/// A request the handler refuses as out of state: fatal to the channel it came on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutOfState(pub String);
 
 /// Waiting callers by request id; `None` once the channel has ended, so a late caller
 /// fails at once instead of waiting for an answer that cannot come.
 type Pending<Resp> = Arc<Mutex<Option<HashMap<u64, oneshot::Sender<Resp>>>>>;
 
-/// The asking end of a channel. The channel stays open while any clone of the client
-/// lives: dropping the last one shuts down the write half, which the peer sees as EOF.
-pub struct RpcClient<Req, Resp> {
-    next_id: Arc<AtomicU64>,
-    pending: Pending<Resp>,
-    writer: mpsc::Sender<Vec<u8>>,
-    _req: PhantomData<fn(Req)>,
+/// Why the channel was closed by this side; every task of the channel waits on it.
+struct Fatal {
+    reason: watch::Sender<Option<String>>,
 }
 
-impl<Req, Resp> Clone for RpcClient<Req, Resp> {
+impl Default for Fatal {
+    fn default() -> Self {
+        Self {
+            reason: watch::Sender::new(None),
+        }
+    }
+}
+
+impl Fatal {
+    /// The first reason stays; raising again only wakes whoever has not noticed yet.
+    fn raise(&self, reason: String) {
+        self.reason.send_if_modified(|r| {
+            if r.is_none() {
+                *r = Some(reason);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Resolves (at once, if already raised) with the reason.
+    async fn raised(&self) -> String {
+        let mut rx = self.reason.subscribe();
+        let reason = match rx.wait_for(Option::is_some).await {
+            Ok(r) => r.clone(),
+            // The sender lives as long as `self`.
+            Err(_) => None,
+        };
+        match reason {
+            Some(reason) => reason,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// The asking end of channel `C`, running. The channel stays open while any clone of
+/// the client lives: dropping the last one shuts down the write half, which the peer sees
+/// as EOF.
+pub struct RpcClient<C: Channel> {
+    next_id: Arc<AtomicU64>,
+    pending: Pending<C::Response>,
+    writer: mpsc::Sender<Vec<u8>>,
+    fatal: Arc<Fatal>,
+}
+
+impl<C: Channel> Clone for RpcClient<C> {
     fn clone(&self) -> Self {
         Self {
             next_id: self.next_id.clone(),
             pending: self.pending.clone(),
             writer: self.writer.clone(),
-            _req: PhantomData,
+            fatal: self.fatal.clone(),
         }
     }
 }
 
-impl<Req: Wire, Resp: Wire> RpcClient<Req, Resp> {
-    /// Start the reader and writer tasks. The returned handle resolves when the channel
-    /// ends, with the reason; every waiting call then fails with `Closed`.
-    pub fn spawn(stream: UnixStream) -> (Self, tokio::task::JoinHandle<Result<(), FrameError>>) {
+/// Resolves when a running channel ends, with the reason (`Ok` for a clean close by the
+/// peer between frames).
+pub type ChannelEnd = tokio::task::JoinHandle<Result<(), FrameError>>;
+
+impl<C: Channel> RpcClient<C> {
+    /// Handshake on `end`, then start the reader and writer tasks. The returned handle
+    /// resolves when the channel ends; every waiting call then fails with `Closed`.
+    pub async fn start(end: Asker<C>) -> Result<(Self, ChannelEnd), EndError> {
+        let stream = end.greet().await?;
+        Ok(Self::spawn(stream))
+    }
+
+    fn spawn(stream: UnixStream) -> (Self, ChannelEnd) {
         let (mut rd, mut wr) = stream.into_split();
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
-        let pending: Pending<Resp> = Arc::new(Mutex::new(Some(HashMap::new())));
+        let pending: Pending<C::Response> = Arc::new(Mutex::new(Some(HashMap::new())));
+        let fatal = Arc::new(Fatal::default());
+        let writer_fatal = fatal.clone();
         tokio::spawn(async move {
-            while let Some(bytes) = rx.recv().await {
-                if wr.write_all(&bytes).await.is_err() {
-                    break;
+            loop {
+                tokio::select! {
+                    bytes = rx.recv() => match bytes {
+                        Some(bytes) => {
+                            if wr.write_all(&bytes).await.is_err() {
+                                break;
+                            }
+                        }
+                        None => break,
+                    },
+                    _ = writer_fatal.raised() => break,
                 }
             }
         });
         let pending_r = pending.clone();
         let next_id = Arc::new(AtomicU64::new(1));
         let issued = next_id.clone();
+        let reader_fatal = fatal.clone();
         let reader = tokio::spawn(async move {
             let result = loop {
-                match read_frame::<Resp, _>(&mut rd).await {
+                let frame = tokio::select! {
+                    frame = read_frame::<C::Response, _>(&mut rd) => frame,
+                    why = reader_fatal.raised() => break Err(FrameError::OutOfPlace(why)),
+                };
+                match frame {
                     Ok((id, resp)) => {
                         let waiter = lock(&pending_r).as_mut().and_then(|p| p.remove(&id));
                         match waiter {
@@ -78,8 +160,7 @@ impl<Req: Wire, Resp: Wire> RpcClient<Req, Resp> {
                             // A reply to an id never issued: the peer is confused or hostile.
                             None => {
                                 break Err(FrameError::OutOfPlace(format!(
-                                    "{} for request id {id}, which was never sent",
-                                    Resp::NAME
+                                    "{resp:?} for request id {id}, which was never sent"
                                 )))
                             }
                         }
@@ -89,7 +170,8 @@ impl<Req: Wire, Resp: Wire> RpcClient<Req, Resp> {
                 }
             };
             if let Err(e) = &result {
-                tracing::warn!(channel = Resp::NAME, error = %e, "closing channel");
+                tracing::warn!(channel = ?C::KIND, error = %e, "closing channel");
+                reader_fatal.raise(e.to_string());
             }
             // Dropping every sender wakes every waiting caller with `Closed`.
             *lock(&pending_r) = None;
@@ -99,18 +181,20 @@ impl<Req: Wire, Resp: Wire> RpcClient<Req, Resp> {
             next_id,
             pending,
             writer: tx,
-            _req: PhantomData,
+            fatal,
         };
         (client, reader)
     }
 
-    pub async fn call(&self, req: &Req) -> Result<Resp, RpcError> {
+    /// Ask, and wait for the answer. An answer of the wrong kind closes the channel.
+    pub async fn call(&self, req: &C::Request) -> Result<C::Response, RpcError> {
+        let closed = || RpcError::Closed(C::Request::NAME);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let bytes = encode(id, req)?;
         let (tx, rx) = oneshot::channel();
         match lock(&self.pending).as_mut() {
             Some(p) => p.insert(id, tx),
-            None => return Err(RpcError::Closed(Req::NAME)),
+            None => return Err(closed()),
         };
         // Remove our entry if this future is dropped before the answer arrives.
         let guard = PendingGuard {
@@ -118,11 +202,17 @@ impl<Req: Wire, Resp: Wire> RpcClient<Req, Resp> {
             id,
         };
         if self.writer.send(bytes).await.is_err() {
-            return Err(RpcError::Closed(Req::NAME));
+            return Err(closed());
         }
-        let result = rx.await.map_err(|_| RpcError::Closed(Req::NAME));
+        let resp = rx.await.map_err(|_| closed())?;
         drop(guard);
-        result
+        if !C::answers(req, &resp) {
+            let why = format!("{:?}: {resp:?} is no answer to {req:?}", C::KIND);
+            // The reader logs it once, with the channel, as it closes.
+            self.fatal.raise(why.clone());
+            return Err(RpcError::WrongAnswer(why));
+        }
+        Ok(resp)
     }
 }
 
@@ -144,15 +234,50 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Serve requests on `stream` until the peer closes it (Ok) or sends a hostile frame
-/// (Err, after logging). Each request runs in its own task; at most
-/// `MAX_IN_FLIGHT_PER_CHANNEL` at once.
-pub async fn serve<Req, Resp, F, Fut>(stream: UnixStream, handler: F) -> Result<(), FrameError>
+/// Handshake on `end`, then serve its requests until the peer closes it (Ok) or sends
+/// something out of place (Err, after one log line). Each request runs in its own task;
+/// at most `MAX_IN_FLIGHT_PER_CHANNEL` at once. A handler answering [`OutOfState`] closes
+/// the channel.
+pub async fn serve<C, F, Fut>(end: Answerer<C>, handler: F) -> Result<(), FrameError>
 where
-    Req: Wire,
-    Resp: Wire,
-    F: Fn(Req) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Resp> + Send + 'static,
+    C: Channel,
+    F: Fn(C::Request) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<C::Response, OutOfState>> + Send + 'static,
+{
+    serve_greeted_within(end, None, handler).await
+}
+
+/// [`serve`], for a peer that must complete its handshake within `limit` (a connection
+/// accepted from a socket: an idle one must not hold a slot).
+pub async fn serve_greeted_within<C, F, Fut>(
+    end: Answerer<C>,
+    limit: Option<std::time::Duration>,
+    handler: F,
+) -> Result<(), FrameError>
+where
+    C: Channel,
+    F: Fn(C::Request) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<C::Response, OutOfState>> + Send + 'static,
+{
+    let greeting = end.greet();
+    let greeted = match limit {
+        Some(limit) => tokio::time::timeout(limit, greeting)
+            .await
+            .map_err(|_| FrameError::OutOfPlace("no handshake in time".into()))?,
+        None => greeting.await,
+    };
+    let stream = greeted.map_err(|e| match e {
+        EndError::Handshake { source, .. } => source,
+        other => FrameError::OutOfPlace(other.to_string()),
+    })?;
+    serve_greeted::<C, F, Fut>(stream, handler).await
+}
+
+async fn serve_greeted<C, F, Fut>(stream: UnixStream, handler: F) -> Result<(), FrameError>
+where
+    C: Channel,
+    F: Fn(C::Request) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<C::Response, OutOfState>> + Send + 'static,
 {
     let (mut rd, mut wr) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
@@ -165,33 +290,44 @@ where
     });
     let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CHANNEL));
     let handler = Arc::new(handler);
+    let fatal = Arc::new(Fatal::default());
     let result = loop {
-        let (id, req) = match read_frame::<Req, _>(&mut rd).await {
+        let frame = tokio::select! {
+            frame = read_frame::<C::Request, _>(&mut rd) => frame,
+            why = fatal.raised() => break Err(FrameError::OutOfPlace(why)),
+        };
+        let (id, req) = match frame {
             Ok(frame) => frame,
             Err(FrameError::Closed) => break Ok(()),
             Err(e) => break Err(e),
         };
         if id == 0 {
-            break Err(FrameError::OutOfPlace(format!("{} with id 0", Req::NAME)));
+            break Err(FrameError::OutOfPlace(format!("{req:?} with id 0")));
         }
         let Ok(permit) = slots.clone().acquire_owned().await else {
             break Ok(());
         };
         let tx = tx.clone();
         let handler = handler.clone();
+        let fatal = fatal.clone();
         tokio::spawn(async move {
-            let resp = handler(req).await;
-            match encode(id, &resp) {
-                Ok(bytes) => {
-                    let _ = tx.send(bytes).await;
-                }
-                Err(e) => tracing::error!(channel = Resp::NAME, error = %e, "cannot encode reply"),
+            let described = format!("{req:?}");
+            match handler(req).await {
+                Ok(resp) => match encode(id, &resp) {
+                    Ok(bytes) => {
+                        let _ = tx.send(bytes).await;
+                    }
+                    Err(e) => {
+                        tracing::error!(channel = ?C::KIND, error = %e, "cannot encode reply")
+                    }
+                },
+                Err(OutOfState(why)) => fatal.raise(format!("{why}: {}", bounded(&described))),
             }
             drop(permit);
         });
     };
     if let Err(e) = &result {
-        tracing::warn!(channel = Req::NAME, error = %e, "closing channel");
+        tracing::warn!(channel = ?C::KIND, error = %e, "closing channel");
     }
     drop(tx);
     if result.is_err() {
@@ -202,20 +338,37 @@ where
     result
 }
 
+/// A message in a log line, without flooding it.
+fn bounded(text: &str) -> &str {
+    const MAX: usize = 300;
+    if text.len() <= MAX {
+        return text;
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::channels::{StoreRequest, StoreResponse};
+    use crate::channels::{
+        AuthorityRequest, AuthorityResponse, CallId, ExecutorRequest, ExecutorResponse,
+        StoreRequest, StoreResponse,
+    };
+    use crate::topology::{pair, ExecutorApprovald, NetdApprovald, NetdExecutor};
 
     #[tokio::test]
     async fn concurrent_calls_share_one_connection() {
-        let (a, b) = UnixStream::pair().unwrap();
+        let (a, b) = pair::<NetdApprovald>().unwrap();
         tokio::spawn(serve(b, |req: StoreRequest| async move {
             match req {
-                StoreRequest::Ping => StoreResponse::Pong,
+                StoreRequest::Ping => Ok(StoreResponse::Pong),
             }
         }));
-        let (client, _) = RpcClient::<StoreRequest, StoreResponse>::spawn(a);
+        let (client, _) = RpcClient::start(a).await.unwrap();
         let calls = (0..50).map(|_| {
             let c = client.clone();
             tokio::spawn(async move { c.call(&StoreRequest::Ping).await })
@@ -227,9 +380,10 @@ mod tests {
 
     #[tokio::test]
     async fn calls_after_the_peer_is_gone_fail_instead_of_hanging() {
-        let (a, b) = UnixStream::pair().unwrap();
-        let (client, reader) = RpcClient::<StoreRequest, StoreResponse>::spawn(a);
-        drop(b);
+        let (a, b) = pair::<NetdApprovald>().unwrap();
+        let peer = tokio::spawn(b.greet());
+        let (client, reader) = RpcClient::start(a).await.unwrap();
+        drop(peer.await.unwrap().unwrap());
         let _ = reader.await;
         let r = tokio::time::timeout(
             std::time::Duration::from_secs(5),
@@ -242,8 +396,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_reply_to_an_unsent_id_closes_the_channel() {
-        let (a, mut b) = UnixStream::pair().unwrap();
-        let (_client, reader) = RpcClient::<StoreRequest, StoreResponse>::spawn(a);
+        let (a, b) = pair::<NetdApprovald>().unwrap();
+        let peer = tokio::spawn(b.greet());
+        let (_client, reader) = RpcClient::start(a).await.unwrap();
+        let mut b = peer.await.unwrap().unwrap();
         crate::frame::write_frame(&mut b, 99, &StoreResponse::Pong)
             .await
             .unwrap();
@@ -251,5 +407,54 @@ mod tests {
             reader.await.unwrap(),
             Err(FrameError::OutOfPlace(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn an_answer_of_the_wrong_kind_closes_the_channel() {
+        let (a, b) = pair::<NetdExecutor>().unwrap();
+        // An executor that answers everything with a catalog.
+        tokio::spawn(serve(b, |_req: ExecutorRequest| async move {
+            Ok(ExecutorResponse::Catalog(Vec::new()))
+        }));
+        let (client, reader) = RpcClient::start(a).await.unwrap();
+        assert!(client.call(&ExecutorRequest::Catalog).await.is_ok());
+        let r = client.call(&ExecutorRequest::Inspect).await;
+        assert!(matches!(r, Err(RpcError::WrongAnswer(_))), "{r:?}");
+        assert!(matches!(
+            reader.await.unwrap(),
+            Err(FrameError::OutOfPlace(why)) if why.contains("no answer to Inspect")
+        ));
+        // The channel is gone for everyone.
+        assert!(matches!(
+            client.call(&ExecutorRequest::Catalog).await,
+            Err(RpcError::Closed(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_request_out_of_state_closes_the_channel_on_the_server() {
+        let (a, b) = pair::<ExecutorApprovald>().unwrap();
+        let server = tokio::spawn(serve(b, |req: AuthorityRequest| async move {
+            match req {
+                AuthorityRequest::Withdraw { call_id: CallId(7) } => Err(OutOfState(
+                    "a withdrawal for a call that was never decided".into(),
+                )),
+                _ => Ok(AuthorityResponse::Pong),
+            }
+        }));
+        let (client, reader) = RpcClient::start(a).await.unwrap();
+        assert!(client.call(&AuthorityRequest::Ping).await.is_ok());
+        let r = client
+            .call(&AuthorityRequest::Withdraw { call_id: CallId(7) })
+            .await;
+        assert!(matches!(r, Err(RpcError::Closed(_))), "{r:?}");
+        assert!(matches!(
+            server.await.unwrap(),
+            Err(FrameError::OutOfPlace(why)) if why.contains("never decided")
+        ));
+        assert!(
+            reader.await.unwrap().is_ok(),
+            "the client sees a clean close"
+        );
     }
 }

@@ -1,81 +1,56 @@
 //! The worker side of the supervisor control channel, shared by every role: take the
 //! inherited fd, complete the handshake, receive the one `Start`, then wait for `Drain`.
 
+use std::marker::PhantomData;
+
 use tokio::net::UnixStream;
 
-use crate::channels::{fds, ControlRequest, ControlResponse, WorkerSettings};
+use crate::channels::{ControlRequest, ControlResponse, FromWorker, WorkerEvent, WorkerSettings};
 use crate::frame::{read_frame, write_frame, FrameError};
-use crate::handshake::{handshake, ChannelKind, Role};
+use crate::topology::{Answerer, Channel, EndError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
-    #[error("no supervisor channel on fd {fd}: {source} (this role is started only by `nl2sh protocol serve`)")]
-    NoSupervisor { fd: i32, source: std::io::Error },
-    #[error("inherited fd {fd}: {source}")]
-    Fd { fd: i32, source: std::io::Error },
-    #[error("{channel:?}: {source}")]
-    Channel {
-        channel: ChannelKind,
-        source: FrameError,
-    },
+    #[error("{0} (this role is started only by `nl2sh protocol serve`)")]
+    End(#[from] EndError),
+    #[error("{0}")]
+    Control(FrameError),
     #[error("supervisor sent {0} before Start")]
     NotStarted(&'static str),
 }
 
+/// A control channel: the supervisor asks (`Start`, `Drain`), the worker answers and
+/// reports events.
+pub trait ControlChannel: Channel<Request = ControlRequest, Response = FromWorker> {}
+impl<C: Channel<Request = ControlRequest, Response = FromWorker>> ControlChannel for C {}
+
 /// The supervisor control channel after `Start`.
-pub struct Control {
+pub struct Control<C: ControlChannel> {
     stream: UnixStream,
     /// Id of the `Start` request, which `Started`/`Refused` answer.
     start_id: u64,
+    _channel: PhantomData<fn() -> C>,
 }
 
-pub fn control_kind(role: Role) -> ChannelKind {
-    match role {
-        Role::Netd => ChannelKind::SupervisorNetd,
-        Role::Executor => ChannelKind::SupervisorExecutor,
-        _ => ChannelKind::SupervisorApprovald,
-    }
-}
-
-/// Take fd 3, handshake as `role`, and read the `Start` settings.
-pub async fn accept_start(role: Role) -> Result<(Control, WorkerSettings), WorkerError> {
-    let kind = control_kind(role);
-    let mut stream = crate::sys::inherited_channel(fds::SUPERVISOR).map_err(|source| {
-        WorkerError::NoSupervisor {
-            fd: fds::SUPERVISOR,
-            source,
-        }
-    })?;
-    let err = |source| WorkerError::Channel {
-        channel: kind,
-        source,
-    };
-    handshake(&mut stream, kind, role, Role::Supervisor)
+/// Handshake on the control channel and read the `Start` settings.
+pub async fn accept_start<C: ControlChannel>(
+    end: Answerer<C>,
+) -> Result<(Control<C>, WorkerSettings), WorkerError> {
+    let mut stream = end.greet().await?;
+    let (start_id, first): (u64, ControlRequest) = read_frame(&mut stream)
         .await
-        .map_err(err)?;
-    let (start_id, first): (u64, ControlRequest) = read_frame(&mut stream).await.map_err(err)?;
+        .map_err(WorkerError::Control)?;
     match first {
-        ControlRequest::Start(settings) => Ok((Control { stream, start_id }, settings)),
+        ControlRequest::Start(settings) => Ok((
+            Control {
+                stream,
+                start_id,
+                _channel: PhantomData,
+            },
+            settings,
+        )),
         ControlRequest::Drain { .. } => Err(WorkerError::NotStarted("Drain")),
     }
-}
-
-/// Take an inherited peer channel and complete its handshake.
-pub async fn connect_peer(
-    fd: i32,
-    kind: ChannelKind,
-    me: Role,
-    peer: Role,
-) -> Result<UnixStream, WorkerError> {
-    let mut stream =
-        crate::sys::inherited_channel(fd).map_err(|source| WorkerError::Fd { fd, source })?;
-    handshake(&mut stream, kind, me, peer)
-        .await
-        .map_err(|source| WorkerError::Channel {
-            channel: kind,
-            source,
-        })?;
-    Ok(stream)
 }
 
 /// What the supervisor asked after `Start`.
@@ -91,18 +66,23 @@ pub enum ControlEvent {
     Hostile(FrameError),
 }
 
-impl Control {
+impl<C: ControlChannel> Control<C> {
     pub async fn started(&mut self) -> Result<(), FrameError> {
-        write_frame(&mut self.stream, self.start_id, &ControlResponse::Started).await
+        self.answer(self.start_id, ControlResponse::Started).await
     }
 
     pub async fn refuse(&mut self, why: String) -> Result<(), FrameError> {
-        write_frame(
-            &mut self.stream,
-            self.start_id,
-            &ControlResponse::Refused(why),
-        )
-        .await
+        self.answer(self.start_id, ControlResponse::Refused(why))
+            .await
+    }
+
+    async fn answer(&mut self, id: u64, answer: ControlResponse) -> Result<(), FrameError> {
+        write_frame(&mut self.stream, id, &FromWorker::Answer(answer)).await
+    }
+
+    /// Tell the supervisor something unasked.
+    pub async fn event(&mut self, event: WorkerEvent) -> Result<(), FrameError> {
+        write_frame(&mut self.stream, 0, &FromWorker::Event(event)).await
     }
 
     pub async fn next_event(&mut self) -> ControlEvent {
@@ -120,7 +100,7 @@ impl Control {
     }
 
     pub async fn drained(&mut self, id: u64) -> Result<(), FrameError> {
-        write_frame(&mut self.stream, id, &ControlResponse::Drained).await
+        self.answer(id, ControlResponse::Drained).await
     }
 }
 

@@ -2,8 +2,9 @@
 //! error or a value, never panic, and never accept trailing bytes.
 
 use nl2sh_proto::channels::{
-    AuthorityRequest, AuthorityResponse, CallOrigin, CliRequest, CliResponse, ControlRequest,
-    ControlResponse, ExecutorRequest, ExecutorResponse, InvokeRequest, StoreRequest, StoreResponse,
+    ApprovalId, AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CliRequest, CliResponse,
+    ControlRequest, ControlResponse, Correlation, ExecutorRequest, ExecutorResponse, FromWorker,
+    InvokeRequest, SandboxPayload, SandboxPlan, StoreRequest, StoreResponse,
 };
 use nl2sh_proto::frame::{decode, encode, Wire};
 use nl2sh_proto::handshake::Hello;
@@ -62,7 +63,7 @@ fn hammer<T: Wire + std::fmt::Debug>(seed_frame: Vec<u8>, rng: &mut Rng) {
 fn every_decoder_survives_hostile_bytes() {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let invoke = InvokeRequest {
-        call_id: 9,
+        correlation: Correlation(9),
         origin: CallOrigin::McpHttp,
         tool: "shell.exec".into(),
         arguments: r#"{"command":"ls"}"#.into(),
@@ -78,7 +79,7 @@ fn every_decoder_survives_hostile_bytes() {
     hammer::<StoreRequest>(encode(1, &StoreRequest::Ping).unwrap(), &mut rng);
     hammer::<StoreResponse>(encode(1, &StoreResponse::Pong).unwrap(), &mut rng);
     hammer::<AuthorityRequest>(
-        encode(1, &AuthorityRequest::Withdraw { call_id: 3 }).unwrap(),
+        encode(1, &AuthorityRequest::Withdraw { call_id: CallId(3) }).unwrap(),
         &mut rng,
     );
     hammer::<AuthorityResponse>(encode(1, &AuthorityResponse::Recorded).unwrap(), &mut rng);
@@ -86,7 +87,7 @@ fn every_decoder_survives_hostile_bytes() {
         encode(
             1,
             &CliRequest::Approve {
-                id: "abcdef".into(),
+                id: ApprovalId("abcdef".into()),
                 phrase: Some("approve critical abcdef".into()),
             },
         )
@@ -98,8 +99,29 @@ fn every_decoder_survives_hostile_bytes() {
         encode(1, &ControlRequest::Drain { grace_ms: 5 }).unwrap(),
         &mut rng,
     );
-    hammer::<ControlResponse>(
-        encode(1, &ControlResponse::Refused("no".into())).unwrap(),
+    hammer::<FromWorker>(
+        encode(
+            1,
+            &FromWorker::Answer(ControlResponse::Refused("no".into())),
+        )
+        .unwrap(),
+        &mut rng,
+    );
+    hammer::<SandboxPlan>(
+        encode(
+            0,
+            &SandboxPlan {
+                uid: nl2sh_proto::channels::Uid(65534),
+                gid: nl2sh_proto::channels::Gid(65534),
+                masks: vec!["/etc/shadow".into()],
+                scratch_bytes: 1 << 20,
+                cwd: None,
+                payload: SandboxPayload::Exec {
+                    argv: vec!["/bin/sh".into(), "-c".into(), "true".into()],
+                },
+            },
+        )
+        .unwrap(),
         &mut rng,
     );
     let hello = Hello {

@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use nl2sh_proto::channels::{CliErrorKind, CliRequest, CliResponse, PendingApproval};
-use nl2sh_proto::handshake::{handshake, ChannelKind, Role};
+use nl2sh_proto::channels::{ApprovalId, CliErrorKind, CliRequest, CliResponse, PendingApproval};
 use nl2sh_proto::rpc::RpcClient;
+use nl2sh_proto::topology::{Asker, CliApprovald};
 
 use crate::config;
 use crate::state;
@@ -47,7 +47,7 @@ fn state_paths(config_arg: Option<PathBuf>) -> Result<(PathBuf, state::StatePath
 async fn connect(
     config_path: &Path,
     sock: &Path,
-) -> Result<RpcClient<CliRequest, CliResponse>, (Exit, String)> {
+) -> Result<RpcClient<CliApprovald>, (Exit, String)> {
     let not_running = |why: String| {
         (
             Exit::NotRunning,
@@ -57,17 +57,12 @@ async fn connect(
             ),
         )
     };
-    let mut stream = tokio::net::UnixStream::connect(sock)
+    let stream = tokio::net::UnixStream::connect(sock)
         .await
         .map_err(|e| not_running(format!("{}: {e}", sock.display())))?;
-    handshake(
-        &mut stream,
-        ChannelKind::CliApprovald,
-        Role::Cli,
-        Role::Approvald,
-    )
-    .await
-    .map_err(|e| {
+    let end = Asker::<CliApprovald>::connected(stream)
+        .map_err(|e| (Exit::Failure, format!("cannot use {}: {e}", sock.display())))?;
+    let (client, _reader) = RpcClient::start(end).await.map_err(|e| {
         (
             Exit::Refused,
             format!(
@@ -78,7 +73,6 @@ async fn connect(
             ),
         )
     })?;
-    let (client, _reader) = RpcClient::spawn(stream);
     Ok(client)
 }
 
@@ -207,7 +201,7 @@ pub fn decide(
     let result = rt.block_on(async {
         // Show exactly what is being decided.
         let list = pending(&config_path, &sock).await?;
-        let Some(p) = list.iter().find(|p| p.id == id) else {
+        let Some(p) = list.iter().find(|p| p.id.0 == id) else {
             return Err((
                 Exit::NoSuchRequest,
                 format!("no pending request {id:?} (see `nl2sh protocol approvals`)"),
@@ -216,11 +210,13 @@ pub fn decide(
         let shown = describe(p);
         let req = if approve {
             CliRequest::Approve {
-                id: id.clone(),
+                id: ApprovalId(id.clone()),
                 phrase,
             }
         } else {
-            CliRequest::Reject { id: id.clone() }
+            CliRequest::Reject {
+                id: ApprovalId(id.clone()),
+            }
         };
         match ask(&config_path, &sock, req).await? {
             CliResponse::Done => Ok(shown),

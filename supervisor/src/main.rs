@@ -1,6 +1,8 @@
 //! The one nl2sh executable: the CLI, the supervisor, and (behind a hidden first argument)
 //! each worker role of the process tree.
 
+#![deny(unsafe_code)]
+
 mod advertise;
 mod cli;
 mod config;
@@ -11,6 +13,7 @@ mod serve;
 mod spawn;
 mod startup;
 mod state;
+#[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 mod sys;
 mod token;
 
@@ -87,10 +90,11 @@ fn main() -> ExitCode {
 }
 
 fn run_worker(role: &str, filter: &str) -> ExitCode {
-    let (name, entry): (&'static str, fn() -> ExitCode) = match role {
-        "netd" => ("netd", nl2sh_netd::run),
-        "executor" => ("executor", nl2sh_executor::run),
-        "approvald" => ("approvald", nl2sh_approvald::run),
+    use nl2sh_proto::topology::{ApprovaldEnds, EndError, ExecutorEnds, NetdEnds};
+    let name: &'static str = match role {
+        "netd" => "netd",
+        "executor" => "executor",
+        "approvald" => "approvald",
         _ => {
             eprintln!("nl2sh: unknown worker role");
             return ExitCode::from(2);
@@ -98,5 +102,15 @@ fn run_worker(role: &str, filter: &str) -> ExitCode {
     };
     sys::set_process_name(name);
     init_logging(filter, name);
-    entry()
+    // Each role runs on its ends of the channels the topology table gives it.
+    let ran: Result<ExitCode, EndError> = match name {
+        "netd" => NetdEnds::inherited().map(nl2sh_netd::run),
+        "executor" => ExecutorEnds::inherited().map(nl2sh_executor::run),
+        _ => ApprovaldEnds::inherited().map(nl2sh_approvald::run),
+    };
+    ran.unwrap_or_else(|e| {
+        tracing::error!("{name}: {e} (this role is started only by `nl2sh protocol serve`)");
+        eprintln!("nl2sh: {e} (this role is started only by `nl2sh protocol serve`)");
+        ExitCode::FAILURE
+    })
 }

@@ -12,13 +12,13 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 use nl2sh_proto::channels::{
-    ApprovaldSettings, ControlRequest, ControlResponse, ExecutorSettings, HttpSettings,
-    NetdSettings, NetdTransport, WorkerSettings,
+    ApprovaldSettings, ControlRequest, ControlResponse, ExecutorSettings, FromWorker, Gid,
+    HttpSettings, NetdSettings, NetdTransport, Uid, WorkerEvent, WorkerSettings,
 };
 use nl2sh_proto::frame::{read_frame, write_frame};
 use nl2sh_proto::handshake::{handshake, Role};
 use nl2sh_proto::limits::SHUTDOWN_GRACE;
-use nl2sh_proto::worker::control_kind;
+use nl2sh_proto::topology::control_channel;
 
 use crate::advertise::{self, Origin};
 use crate::cli::ServeArgs;
@@ -179,19 +179,19 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
     }
     let tree = Tree::spawn(netd_io, &identity, &log_filter).map_err(ServeError::Spawn)?;
     let starts = Starts {
-        netd: NetdSettings {
+        netd: Some(NetdSettings {
             transport: netd_transport,
-        },
-        executor: ExecutorSettings {
+        }),
+        executor: Some(ExecutorSettings {
             config_path: config_path.display().to_string(),
             state_dir: state_dir.display().to_string(),
-            sandbox_uid,
-            sandbox_gid,
-        },
-        approvald: ApprovaldSettings {
+            sandbox_uid: Uid(sandbox_uid),
+            sandbox_gid: Gid(sandbox_gid),
+        }),
+        approvald: Some(ApprovaldSettings {
             state_dir: state_dir.display().to_string(),
             config_path: config_path.display().to_string(),
-        },
+        }),
     };
     rt.block_on(async move {
         let mut running = start_tree(tree, starts).await?;
@@ -234,10 +234,26 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
 }
 
 struct Starts {
-    netd: NetdSettings,
-    executor: ExecutorSettings,
-    approvald: ApprovaldSettings,
+    netd: Option<NetdSettings>,
+    executor: Option<ExecutorSettings>,
+    approvald: Option<ApprovaldSettings>,
 }
+
+impl Starts {
+    /// The `Start` settings of `role`, once.
+    fn take(&mut self, role: Role) -> Option<WorkerSettings> {
+        match role {
+            Role::Netd => self.netd.take().map(WorkerSettings::Netd),
+            Role::Executor => self.executor.take().map(WorkerSettings::Executor),
+            Role::Approvald => self.approvald.take().map(WorkerSettings::Approvald),
+            Role::Supervisor | Role::Cli => None,
+        }
+    }
+}
+
+/// Request ids on a control channel: the one `Start`, the one `Drain`.
+const START_ID: u64 = 1;
+const DRAIN_ID: u64 = 2;
 
 /// Bind `host:port`; when the port is taken, an available port on the same address.
 fn bind(host: IpAddr, port: u16) -> Result<TcpListener, ServeError> {
@@ -293,7 +309,7 @@ fn local_authorities(host: IpAddr, port: u16) -> Vec<String> {
 struct Running {
     workers: Vec<Worker>,
     writers: Vec<tokio::net::unix::OwnedWriteHalf>,
-    events: mpsc::UnboundedReceiver<(usize, Result<ControlResponse, nl2sh_proto::FrameError>)>,
+    events: mpsc::UnboundedReceiver<(usize, Result<FromWorker, nl2sh_proto::FrameError>)>,
 }
 
 async fn start_tree(tree: Tree, starts: Starts) -> Result<Running, ServeError> {
@@ -316,21 +332,21 @@ async fn start_tree(tree: Tree, starts: Starts) -> Result<Running, ServeError> {
             }
         }
     }
-    let mut settings = [
-        Some(WorkerSettings::Approvald(starts.approvald)),
-        Some(WorkerSettings::Executor(starts.executor)),
-        Some(WorkerSettings::Netd(starts.netd)),
-    ];
+    let mut starts = starts;
     let roles: Vec<Role> = workers.iter().map(|w| w.role).collect();
     // Send every Start before awaiting any answer: workers handshake with each other
     // after their own Start, so answers depend on all of them having started.
     let exchange = async {
-        for ((stream, role), settings) in streams.iter_mut().zip(&roles).zip(settings.iter_mut()) {
+        for (stream, role) in streams.iter_mut().zip(&roles) {
             let step = async {
-                handshake(stream, control_kind(*role), Role::Supervisor, *role).await?;
-                if let Some(s) = settings.take() {
-                    write_frame(stream, 1, &ControlRequest::Start(s)).await?;
-                }
+                let kind = control_channel(*role).ok_or_else(|| {
+                    nl2sh_proto::FrameError::OutOfPlace(format!("no control channel for {role:?}"))
+                })?;
+                handshake(stream, kind, Role::Supervisor, *role).await?;
+                let settings = starts.take(*role).ok_or_else(|| {
+                    nl2sh_proto::FrameError::OutOfPlace(format!("no settings for {role:?}"))
+                })?;
+                write_frame(stream, START_ID, &ControlRequest::Start(settings)).await?;
                 Ok::<_, nl2sh_proto::FrameError>(())
             };
             if let Err(e) = step.await {
@@ -338,13 +354,16 @@ async fn start_tree(tree: Tree, starts: Starts) -> Result<Running, ServeError> {
             }
         }
         for (stream, role) in streams.iter_mut().zip(&roles) {
-            match read_frame::<ControlResponse, _>(stream).await {
-                Ok((_, ControlResponse::Started)) => {}
-                Ok((_, ControlResponse::Refused(why))) => {
+            match read_frame::<FromWorker, _>(stream).await {
+                Ok((START_ID, FromWorker::Answer(ControlResponse::Started))) => {}
+                Ok((START_ID, FromWorker::Answer(ControlResponse::Refused(why)))) => {
                     return Some(format!("{} refused to start: {why}", role.as_str()))
                 }
-                Ok((_, other)) => {
-                    return Some(format!("{} answered {other:?} to Start", role.as_str()))
+                Ok((id, other)) => {
+                    return Some(format!(
+                        "{} sent {other:?} (id {id}) instead of answering Start",
+                        role.as_str()
+                    ))
                 }
                 Err(e) => return Some(format!("{} failed to start: {e}", role.as_str())),
             }
@@ -371,7 +390,7 @@ async fn start_tree(tree: Tree, starts: Starts) -> Result<Running, ServeError> {
         let tx = tx.clone();
         tokio::spawn(async move {
             loop {
-                let r = read_frame::<ControlResponse, _>(&mut rd)
+                let r = read_frame::<FromWorker, _>(&mut rd)
                     .await
                     .map(|(_, resp)| resp);
                 let end = r.is_err();
@@ -413,7 +432,7 @@ impl StopSignals {
 }
 
 /// Wait for SIGINT/SIGTERM (drain, stop, exit 0) or a worker's end (stop all, exit 1).
-/// In stdio mode, netd's `Finished` (stdin closed) ends the session cleanly.
+/// In stdio mode, netd's `SessionEnded` event (stdin closed) ends the session cleanly.
 async fn supervise(running: &mut Running, signals: &mut StopSignals, stdio: bool) -> ExitCode {
     let first = tokio::select! {
         () = signals.recv() => None,
@@ -435,10 +454,9 @@ async fn supervise(running: &mut Running, signals: &mut StopSignals, stdio: bool
                 events.push(Some(ev));
             }
             let netd = running.workers.iter().position(|w| w.role == Role::Netd);
-            let session_over = events
-                .iter()
-                .flatten()
-                .any(|(i, r)| Some(*i) == netd && matches!(r, Ok(ControlResponse::Finished)));
+            let session_over = events.iter().flatten().any(|(i, r)| {
+                Some(*i) == netd && matches!(r, Ok(FromWorker::Event(WorkerEvent::SessionEnded)))
+            });
             if stdio && session_over {
                 tracing::info!("stdin closed; stopping");
                 drain(running).await;
@@ -512,13 +530,16 @@ async fn drain(running: &mut Running) {
         let req = ControlRequest::Drain {
             grace_ms: grace.as_millis() as u64,
         };
-        if write_frame(&mut running.writers[i], 2, &req).await.is_err() {
+        if write_frame(&mut running.writers[i], DRAIN_ID, &req)
+            .await
+            .is_err()
+        {
             continue;
         }
         let deadline = tokio::time::Instant::now() + grace + Duration::from_secs(2);
         loop {
             match tokio::time::timeout_at(deadline, running.events.recv()).await {
-                Ok(Some((j, Ok(ControlResponse::Drained)))) if j == i => break,
+                Ok(Some((j, Ok(FromWorker::Answer(ControlResponse::Drained))))) if j == i => break,
                 Ok(Some((j, Err(_)))) if j == i => break,
                 Ok(Some(_)) => continue,
                 Ok(None) | Err(_) => {

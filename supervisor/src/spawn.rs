@@ -2,7 +2,9 @@
 //! channels at fixed fd numbers, everything else closed, an explicit environment, and for
 //! netd an unprivileged identity applied before exec.
 //!
-//! The topology (DESIGN.md §3) is written down once, in `Tree::spawn`.
+//! The topology is not written here: `Tree::spawn` walks `nl2sh_proto::topology::TOPOLOGY`,
+//! makes one socketpair per channel and hands each end to the role and descriptor number
+//! the table names.
 
 use std::ffi::OsString;
 use std::io;
@@ -13,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 
 use nl2sh_proto::channels::fds;
 use nl2sh_proto::handshake::Role;
+use nl2sh_proto::topology::TOPOLOGY;
 
 use crate::sys::{self, ChildPlan, DropTo, MAX_INHERITED};
 
@@ -89,48 +92,65 @@ impl Tree {
         let root = nix::unistd::geteuid().is_root();
         let netd_drop = root.then(|| drop_target(netd_identity)).transpose()?;
 
-        let (sup_netd, netd_sup) = UnixStream::pair()?;
-        let (sup_exec, exec_sup) = UnixStream::pair()?;
-        let (sup_appr, appr_sup) = UnixStream::pair()?;
-        // Servers don't talk to each other except along these three edges.
-        let (netd_exec, exec_netd) = UnixStream::pair()?;
-        let (netd_appr, appr_netd) = UnixStream::pair()?;
-        let (exec_appr, appr_exec) = UnixStream::pair()?;
-
-        let mut netd_fds = vec![
-            (netd_sup.as_raw_fd(), fds::SUPERVISOR),
-            (netd_exec.as_raw_fd(), fds::NETD_EXECUTOR),
-            (netd_appr.as_raw_fd(), fds::NETD_APPROVALD),
-        ];
+        // One socketpair per channel of the table; the supervisor keeps its asking ends
+        // of the control channels, every other end goes to its role at its number.
+        let mut controls: Vec<(Role, UnixStream)> = Vec::new();
+        let mut inherited: Vec<(Role, OwnedFd, i32)> = Vec::new();
+        for edge in TOPOLOGY.iter() {
+            let (Some(answerer_fd), true) = (edge.answerer_fd, is_worker(edge.answerer)) else {
+                continue; // connected at run time (approvals.sock)
+            };
+            let (asker_end, answerer_end) = UnixStream::pair()?;
+            inherited.push((edge.answerer, OwnedFd::from(answerer_end), answerer_fd));
+            match (edge.asker, edge.asker_fd) {
+                (Role::Supervisor, _) => controls.push((edge.answerer, asker_end)),
+                (role, Some(fd)) if is_worker(role) => {
+                    inherited.push((role, OwnedFd::from(asker_end), fd))
+                }
+                (role, _) => {
+                    return Err(io::Error::other(format!(
+                        "the topology gives {:?}'s end of {:?} no descriptor",
+                        role, edge.kind
+                    )))
+                }
+            }
+        }
+        let fds_of = |role: Role| -> Vec<(i32, i32)> {
+            inherited
+                .iter()
+                .filter(|(r, ..)| *r == role)
+                .map(|(_, end, fd)| (end.as_raw_fd(), *fd))
+                .collect()
+        };
+        let mut control_of = |role: Role| -> io::Result<UnixStream> {
+            let at = controls
+                .iter()
+                .position(|(r, _)| *r == role)
+                .ok_or_else(|| io::Error::other(format!("no control channel for {role:?}")))?;
+            Ok(controls.swap_remove(at).1)
+        };
+        let mut netd_fds = fds_of(Role::Netd);
         if let NetdIo::Listener(l) = &netd_io {
             netd_fds.push((l.as_raw_fd(), fds::NETD_LISTENER));
         }
         let specs = [
             WorkerSpec {
                 role: Role::Approvald,
-                fds: vec![
-                    (appr_sup.as_raw_fd(), fds::SUPERVISOR),
-                    (appr_netd.as_raw_fd(), fds::APPROVALD_NETD),
-                    (appr_exec.as_raw_fd(), fds::APPROVALD_EXECUTOR),
-                ],
+                fds: fds_of(Role::Approvald),
                 env: APPROVALD_ENV,
                 drop_to: None,
                 no_new_privs: false,
                 keep_stdio: false,
-                control: sup_appr,
+                control: control_of(Role::Approvald)?,
             },
             WorkerSpec {
                 role: Role::Executor,
-                fds: vec![
-                    (exec_sup.as_raw_fd(), fds::SUPERVISOR),
-                    (exec_netd.as_raw_fd(), fds::EXECUTOR_NETD),
-                    (exec_appr.as_raw_fd(), fds::EXECUTOR_APPROVALD),
-                ],
+                fds: fds_of(Role::Executor),
                 env: EXECUTOR_ENV,
                 drop_to: None,
                 no_new_privs: false,
                 keep_stdio: false,
-                control: sup_exec,
+                control: control_of(Role::Executor)?,
             },
             WorkerSpec {
                 role: Role::Netd,
@@ -139,7 +159,7 @@ impl Tree {
                 drop_to: netd_drop,
                 no_new_privs: true,
                 keep_stdio: matches!(netd_io, NetdIo::Stdio),
-                control: sup_netd,
+                control: control_of(Role::Netd)?,
             },
         ];
         let mut workers = Vec::with_capacity(specs.len());
@@ -175,6 +195,10 @@ struct WorkerSpec {
     keep_stdio: bool,
     /// The supervisor's end of its control channel.
     control: UnixStream,
+}
+
+fn is_worker(role: Role) -> bool {
+    matches!(role, Role::Netd | Role::Executor | Role::Approvald)
 }
 
 pub fn kill_all(workers: &mut [Worker]) {

@@ -9,6 +9,7 @@ use tokio::net::UnixStream;
 use nl2sh_proto::channels::{AuthorityRequest, ControlRequest, ExecutorRequest, StoreRequest};
 use nl2sh_proto::frame::{encode, FrameError};
 use nl2sh_proto::limits::MAX_FRAME_BYTES;
+use nl2sh_proto::topology::{pair, ExecutorApprovald, NetdApprovald, NetdExecutor};
 
 #[derive(Clone, Copy, Debug)]
 enum Target {
@@ -17,32 +18,41 @@ enum Target {
     ApprovaldFromExecutor,
 }
 
-fn spawn_target(
+/// Start `target`'s server on a fresh channel and greet it as its rightful asker; the
+/// stream is then where a hostile asker writes.
+async fn spawn_target(
     target: Target,
-    server: UnixStream,
-) -> tokio::task::JoinHandle<Result<(), FrameError>> {
+) -> (UnixStream, tokio::task::JoinHandle<Result<(), FrameError>>) {
     match target {
         Target::Executor => {
+            let (asker, answerer) = pair::<NetdExecutor>().unwrap();
             let rt = Arc::new(nl2sh_executor::Runtime::new(
                 None,
                 None,
                 None,
                 Default::default(),
             ));
-            tokio::spawn(nl2sh_executor::dispatch::serve_netd(server, rt))
+            let task = tokio::spawn(nl2sh_executor::dispatch::serve_netd(answerer, rt));
+            (asker.greet().await.unwrap(), task)
         }
-        Target::ApprovaldFromNetd => tokio::spawn(nl2sh_approvald::dispatch::serve_netd(server)),
+        Target::ApprovaldFromNetd => {
+            let (asker, answerer) = pair::<NetdApprovald>().unwrap();
+            let task = tokio::spawn(nl2sh_approvald::dispatch::serve_netd(answerer));
+            (asker.greet().await.unwrap(), task)
+        }
         Target::ApprovaldFromExecutor => {
+            let (asker, answerer) = pair::<ExecutorApprovald>().unwrap();
             let dir = tempfile::tempdir().unwrap();
             let store = nl2sh_approvald::store::Store::open(dir.path()).unwrap();
             let authority = Arc::new(nl2sh_approvald::authority::Authority::new(
                 store,
                 dir.path().join("config.toml"),
             ));
-            tokio::spawn(async move {
+            let task = tokio::spawn(async move {
                 let _dir = dir;
-                nl2sh_approvald::dispatch::serve_executor(server, authority).await
-            })
+                nl2sh_approvald::dispatch::serve_executor(answerer, authority).await
+            });
+            (asker.greet().await.unwrap(), task)
         }
     }
 }
@@ -60,8 +70,7 @@ fn wrong_channel_frame(target: Target) -> Vec<u8> {
 }
 
 async fn feed(target: Target, bytes: Vec<u8>) -> (Result<(), FrameError>, Vec<u8>) {
-    let (mut client, server) = UnixStream::pair().unwrap();
-    let task = spawn_target(target, server);
+    let (mut client, task) = spawn_target(target).await;
     let _ = client.write_all(&bytes).await;
     // Half-close so a truncated frame is seen as truncated rather than waited on.
     let _ = client.shutdown().await;
@@ -164,12 +173,15 @@ async fn random_bytes_never_panic_a_receiver() {
 
 #[tokio::test]
 async fn an_honest_request_is_answered_after_hostile_tests_too() {
-    let (client, server) = UnixStream::pair().unwrap();
-    let _task = spawn_target(Target::Executor, server);
-    let (rpc, _) = nl2sh_proto::rpc::RpcClient::<
-        ExecutorRequest,
-        nl2sh_proto::channels::ExecutorResponse,
-    >::spawn(client);
+    let (asker, answerer) = pair::<NetdExecutor>().unwrap();
+    let rt = Arc::new(nl2sh_executor::Runtime::new(
+        None,
+        None,
+        None,
+        Default::default(),
+    ));
+    let _task = tokio::spawn(nl2sh_executor::dispatch::serve_netd(answerer, rt));
+    let (rpc, _) = nl2sh_proto::rpc::RpcClient::start(asker).await.unwrap();
     match rpc.call(&ExecutorRequest::Inspect).await.unwrap() {
         nl2sh_proto::channels::ExecutorResponse::Inspect { json } => {
             let v: serde_json::Value = serde_json::from_str(&json).unwrap();

@@ -50,8 +50,8 @@ impl Rig {
             argv.push(HELPER_ARG.into());
             Sandbox::new(SandboxSettings {
                 helper: argv,
-                uid: 65534,
-                gid: 65534,
+                uid: nl2sh_proto::channels::Uid(65534),
+                gid: nl2sh_proto::channels::Gid(65534),
                 own_files: own.clone(),
                 scratch_bytes: 8 * 1024 * 1024,
             })

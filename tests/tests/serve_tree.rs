@@ -151,5 +151,9 @@ fn workers_refuse_to_run_outside_the_tree() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no supervisor channel"), "{err}");
+    assert!(
+        err.contains("no SupervisorExecutor channel inherited at fd 3")
+            && err.contains("nl2sh protocol serve"),
+        "{err}"
+    );
 }

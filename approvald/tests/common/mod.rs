@@ -7,19 +7,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::UnixStream;
 use tokio::task::JoinHandle;
 
 use nl2sh_approvald::authority::Authority;
 use nl2sh_approvald::dispatch::{answer_cli, serve_executor};
 use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
 use nl2sh_proto::channels::{
-    ActionSummary, AuthorityRequest, AuthorityResponse, CallOrigin, CliErrorKind, CliRequest,
-    CliResponse, Confinement, Decision, Identity, PendingApproval, RiskLevel,
+    ActionSummary, AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CliErrorKind,
+    CliRequest, CliResponse, Confinement, Decision, Identity, PendingApproval, RiskLevel,
 };
 use nl2sh_proto::rpc::RpcClient;
+use nl2sh_proto::topology::{pair, ExecutorApprovald};
 
-pub type Client = RpcClient<AuthorityRequest, AuthorityResponse>;
+pub type Client = RpcClient<ExecutorApprovald>;
 
 pub struct Rig {
     pub dir: tempfile::TempDir,
@@ -29,14 +29,14 @@ pub struct Rig {
 }
 
 impl Rig {
-    pub fn new() -> Rig {
+    pub async fn new() -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let config = dir.path().join("config.toml");
         let authority = Arc::new(Authority::new(store, &config));
-        let (a, b) = UnixStream::pair().unwrap();
+        let (a, b) = pair::<ExecutorApprovald>().unwrap();
         tokio::spawn(serve_executor(b, authority.clone()));
-        let (client, _) = Client::spawn(a);
+        let (client, _) = Client::start(a).await.unwrap();
         Rig {
             dir,
             config,
@@ -93,15 +93,17 @@ impl Rig {
         panic!("{n} pending approvals never appeared: {:?}", self.pending());
     }
 
-    pub fn approve(&self, id: &str, phrase: Option<&str>) -> Result<(), CliErrorKind> {
+    pub fn approve(&self, id: impl AsRef<str>, phrase: Option<&str>) -> Result<(), CliErrorKind> {
         cli_result(self.cli(CliRequest::Approve {
-            id: id.into(),
+            id: id.as_ref().into(),
             phrase: phrase.map(str::to_owned),
         }))
     }
 
-    pub fn reject(&self, id: &str) -> Result<(), CliErrorKind> {
-        cli_result(self.cli(CliRequest::Reject { id: id.into() }))
+    pub fn reject(&self, id: impl AsRef<str>) -> Result<(), CliErrorKind> {
+        cli_result(self.cli(CliRequest::Reject {
+            id: id.as_ref().into(),
+        }))
     }
 
     /// Committed rows, without flushing: what a decision answer guarantees is on disk.
@@ -152,7 +154,7 @@ pub fn decided(resp: AuthorityResponse) -> (Decision, String) {
 
 pub fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
     ActionSummary {
-        call_id,
+        call_id: CallId(call_id),
         origin: CallOrigin::McpHttp,
         tool: "shell".into(),
         action: "touch /tmp/x".into(),

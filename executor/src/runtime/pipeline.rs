@@ -2,6 +2,7 @@
 //! with a result the caller can read; nothing runs unless approval said so.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
@@ -10,13 +11,14 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use nl2sh_proto::channels::{
-    ActionSummary, AuthorityRequest, AuthorityResponse, CallResult, Confinement, Decision,
-    InvokeRequest, RiskLevel, ToolOutcome, ToolSpec,
+    ActionSummary, AuthorityRequest, AuthorityResponse, CallId, CallResult, Confinement,
+    Correlation, Decision, InvokeRequest, RiskLevel, ToolOutcome, ToolSpec,
 };
 use nl2sh_proto::limits::{
     MAX_ARGUMENT_JSON_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOL_OUTPUT_BYTES, RESOURCE_LOCK_WAIT,
 };
 use nl2sh_proto::rpc::RpcClient;
+use nl2sh_proto::topology::ExecutorApprovald;
 
 use super::exec::ProcessGroups;
 use super::locks::Locks;
@@ -25,7 +27,7 @@ use crate::device::DeviceEnv;
 use crate::sandbox::{Availability, Sandbox};
 use crate::sys::ChildSetup;
 
-pub type AuthorityClient = RpcClient<AuthorityRequest, AuthorityResponse>;
+pub type AuthorityClient = RpcClient<ExecutorApprovald>;
 
 /// What the device offers right now: its profile and the tools that registered on it.
 pub struct Registry {
@@ -58,7 +60,12 @@ pub struct Pipeline {
     registry: RwLock<Arc<Registry>>,
     locks: Locks,
     pub groups: Arc<ProcessGroups>,
-    calls: Mutex<HashMap<u64, CancellationToken>>,
+    /// Running calls by the id netd knows them by (netd may reuse one), each with the
+    /// id the executor gave it.
+    calls: Mutex<HashMap<Correlation, Vec<(CallId, CancellationToken)>>>,
+    /// The next call id: ids are ours, never netd's, so approvals and the audit cannot be
+    /// confused by what netd sends.
+    next_call: AtomicU64,
     authority: Option<AuthorityClient>,
     /// Where unasked read-only actions run; `None` (tests of other parts) means there is
     /// no sandbox, so they ask.
@@ -78,6 +85,7 @@ impl Pipeline {
             locks: Locks::default(),
             groups: Arc::default(),
             calls: Mutex::default(),
+            next_call: AtomicU64::new(first_call_id()),
             authority,
             sandbox,
         }
@@ -152,15 +160,17 @@ impl Pipeline {
             .collect()
     }
 
-    /// Cancel a running call; true when it was running.
-    pub fn cancel(&self, call_id: u64) -> bool {
+    /// Cancel the running calls netd knows by `correlation`; true when one was running.
+    pub fn cancel(&self, correlation: Correlation) -> bool {
         let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-        match calls.get(&call_id) {
-            Some(t) => {
-                t.cancel();
+        match calls.get(&correlation) {
+            Some(running) if !running.is_empty() => {
+                for (_, token) in running {
+                    token.cancel();
+                }
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
@@ -206,7 +216,8 @@ impl Pipeline {
         let mut prepared = tool.prepare(&args, &device)?;
         let sandbox = self.confinement(&mut prepared).await;
         let cancel = CancellationToken::new();
-        let _registered = self.register(req.call_id, cancel.clone())?;
+        let registered = self.register(req.correlation, cancel.clone());
+        let call_id = registered.call_id;
         // Resource locks, held until the action has finished.
         let _held = tokio::select! {
             held = self.locks.acquire(prepared.resources.clone(), RESOURCE_LOCK_WAIT) => {
@@ -216,7 +227,7 @@ impl Pipeline {
         };
         // Approval, recorded by approvald before it answers.
         let summary = ActionSummary {
-            call_id: req.call_id,
+            call_id,
             origin: req.origin,
             tool: req.tool.clone(),
             action: prepared.action.clone(),
@@ -237,7 +248,7 @@ impl Pipeline {
             d = self.decide(summary) => d,
             () = cancel.cancelled() => {
                 // A pending approval of a cancelled call must never be approvable.
-                self.withdraw(req.call_id).await;
+                self.withdraw(call_id).await;
                 return Err(ToolError::Failed("cancelled while waiting for approval".into()));
             }
         };
@@ -291,23 +302,21 @@ impl Pipeline {
             }
         };
         // Audit the outcome; the call does not wait for it to be written.
-        self.finished(req.call_id, &result, started);
+        self.finished(call_id, &result, started);
         result
     }
 
-    fn register(&self, call_id: u64, token: CancellationToken) -> Result<CallGuard<'_>, ToolError> {
+    /// A new call id for a call netd knows by `correlation`, cancellable by it until the
+    /// guard is dropped.
+    fn register(&self, correlation: Correlation, token: CancellationToken) -> CallGuard<'_> {
+        let call_id = CallId(self.next_call.fetch_add(1, Ordering::Relaxed));
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-        // Ids come from netd: a duplicate is refused rather than trusted.
-        if calls.contains_key(&call_id) {
-            return Err(ToolError::InvalidArguments(format!(
-                "call id {call_id} is already running"
-            )));
-        }
-        calls.insert(call_id, token);
-        Ok(CallGuard {
+        calls.entry(correlation).or_default().push((call_id, token));
+        CallGuard {
             pipeline: self,
+            correlation,
             call_id,
-        })
+        }
     }
 
     async fn decide(&self, summary: ActionSummary) -> (Decision, String) {
@@ -319,26 +328,27 @@ impl Pipeline {
         };
         match authority.call(&AuthorityRequest::Decide(summary)).await {
             Ok(AuthorityResponse::Decided { decision, reason }) => (decision, reason),
-            Ok(AuthorityResponse::Error(e)) => {
-                (Decision::Refused, format!("approval failed: {}", e.message))
+            Ok(AuthorityResponse::NotRecorded(why)) => {
+                (Decision::Refused, format!("approval failed: {why}"))
             }
-            Ok(other) => (Decision::Refused, format!("approval answered {other:?}")),
+            // Any other answer closed the channel (and ends the executor).
+            Ok(_) => (Decision::Refused, "approval unavailable".into()),
             Err(e) => (Decision::Refused, format!("approval unavailable: {e}")),
         }
     }
 
-    async fn withdraw(&self, call_id: u64) {
+    async fn withdraw(&self, call_id: CallId) {
         if let Some(authority) = &self.authority {
             if let Err(e) = authority
                 .call(&AuthorityRequest::Withdraw { call_id })
                 .await
             {
-                tracing::warn!(error = %e, call_id, "could not withdraw a pending approval");
+                tracing::warn!(error = %e, %call_id, "could not withdraw a pending approval");
             }
         }
     }
 
-    fn finished(&self, call_id: u64, result: &Result<ToolOutput, ToolError>, started: Instant) {
+    fn finished(&self, call_id: CallId, result: &Result<ToolOutput, ToolError>, started: Instant) {
         let Some(authority) = self.authority.clone() else {
             return;
         };
@@ -364,9 +374,12 @@ impl Pipeline {
     }
 }
 
+/// A running call's registration; dropping it forgets the call.
+#[must_use]
 struct CallGuard<'a> {
     pipeline: &'a Pipeline,
-    call_id: u64,
+    correlation: Correlation,
+    call_id: CallId,
 }
 
 impl Drop for CallGuard<'_> {
@@ -376,8 +389,22 @@ impl Drop for CallGuard<'_> {
             .calls
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        calls.remove(&self.call_id);
+        if let Some(running) = calls.get_mut(&self.correlation) {
+            running.retain(|(id, _)| *id != self.call_id);
+            if running.is_empty() {
+                calls.remove(&self.correlation);
+            }
+        }
     }
+}
+
+/// Where call ids start: the clock in microseconds, so ids of one executor never repeat
+/// and ids of a restarted one do not reuse the audit rows' ids of the last.
+fn first_call_id() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(1)
 }
 
 fn bounded(s: &str, max: usize) -> String {

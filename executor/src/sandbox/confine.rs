@@ -5,7 +5,7 @@
 //! exec) → parent-death signal → no_new_privs → checks → Landlock → seccomp.
 
 use caps::{CapSet, Capability, CapsHashSet};
-use nix::unistd::{Gid, Uid};
+use nl2sh_proto::channels::{Gid, Uid};
 use serde_json::{json, Value};
 
 use super::seccomp;
@@ -34,8 +34,8 @@ pub enum ConfineError {
 /// What was applied, for the probe and `nl2sh_inspect`.
 #[derive(Debug, Clone)]
 pub struct Applied {
-    pub uid: u32,
-    pub gid: u32,
+    pub uid: Uid,
+    pub gid: Gid,
     pub seccomp: Result<(), String>,
     pub landlock: String,
 }
@@ -43,7 +43,7 @@ pub struct Applied {
 impl Applied {
     pub fn to_json(&self) -> Value {
         json!({
-            "identity": format!("uid {} gid {}, no supplementary groups", self.uid, self.gid),
+            "identity": format!("uid {} gid {}, no supplementary groups", self.uid.0, self.gid.0),
             "capabilities": "CAP_DAC_READ_SEARCH only (bounding, permitted, effective, ambient)",
             "no_new_privs": true,
             "seccomp": match &self.seccomp {
@@ -66,7 +66,8 @@ fn sys_step(what: &'static str) -> impl FnOnce(nix::Error) -> ConfineError {
 /// Become `uid`/`gid` with only [`KEPT`], no_new_privs, die with `parent` (0: the parent
 /// is outside our PID namespace and cannot be named). Nothing here is best-effort: an
 /// error means the payload must not run.
-pub fn drop_identity(uid: u32, gid: u32, parent: libc::pid_t) -> Result<(), ConfineError> {
+pub fn drop_identity(uid: Uid, gid: Gid, parent: libc::pid_t) -> Result<(), ConfineError> {
+    let (uid, gid) = (uid.0, gid.0);
     if uid == 0 || gid == 0 {
         return Err(ConfineError::Check(
             "the sandbox identity must not be root (uid or gid 0)".into(),
@@ -85,7 +86,10 @@ pub fn drop_identity(uid: u32, gid: u32, parent: libc::pid_t) -> Result<(), Conf
     )
     .map_err(sys_step("limiting the number of processes"))?;
     nix::unistd::setgroups(&[]).map_err(sys_step("clearing supplementary groups"))?;
-    let (uid, gid) = (Uid::from_raw(uid), Gid::from_raw(gid));
+    let (uid, gid) = (
+        nix::unistd::Uid::from_raw(uid),
+        nix::unistd::Gid::from_raw(gid),
+    );
     nix::unistd::setresgid(gid, gid, gid).map_err(sys_step("setting the gid"))?;
     nix::sys::prctl::set_keepcaps(true).map_err(sys_step("keeping capabilities"))?;
     nix::unistd::setresuid(uid, uid, uid).map_err(sys_step("setting the uid"))?;
@@ -108,7 +112,8 @@ pub fn drop_identity(uid: u32, gid: u32, parent: libc::pid_t) -> Result<(), Conf
 
 /// The drop is asserted, not assumed: root cannot be regained and nothing but
 /// [`KEPT`] is held in any set.
-fn check_dropped(uid: Uid, gid: Gid) -> Result<(), ConfineError> {
+fn check_dropped(uid: nix::unistd::Uid, gid: nix::unistd::Gid) -> Result<(), ConfineError> {
+    use nix::unistd::{Gid, Uid};
     if nix::unistd::setuid(Uid::from_raw(0)).is_ok()
         || nix::unistd::setgid(Gid::from_raw(0)).is_ok()
     {

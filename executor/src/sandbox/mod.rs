@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use nl2sh_proto::channels::{SandboxPayload, SandboxPlan};
+use nl2sh_proto::channels::{Gid, SandboxPayload, SandboxPlan, Uid};
 
 use crate::runtime::exec::{self, CommandOutput, ExecError, ProcessGroups};
 
@@ -50,8 +50,8 @@ pub struct SandboxSettings {
     /// The command that starts the helper: nl2sh's executable and [`HELPER_ARG`]. Tests
     /// put it inside namespaces they own (`unshare --net --uts …`).
     pub helper: Vec<OsString>,
-    pub uid: u32,
-    pub gid: u32,
+    pub uid: Uid,
+    pub gid: Gid,
     /// nl2sh's own files (configuration, state directory), masked besides the table.
     pub own_files: Vec<String>,
     pub scratch_bytes: u64,
@@ -59,7 +59,7 @@ pub struct SandboxSettings {
 
 impl SandboxSettings {
     /// The executor's settings: the helper is the executor's own executable.
-    pub fn for_executor(uid: u32, gid: u32, own_files: Vec<String>) -> Self {
+    pub fn for_executor(uid: Uid, gid: Gid, own_files: Vec<String>) -> Self {
         Self {
             helper: vec!["/proc/self/exe".into(), HELPER_ARG.into()],
             uid,
@@ -147,7 +147,7 @@ impl Sandbox {
             Availability::Unavailable(format!(
                 "nl2sh runs as uid {euid}, not root, so it cannot switch to the sandbox identity"
             ))
-        } else if self.settings.uid == 0 || self.settings.gid == 0 {
+        } else if self.settings.uid.0 == 0 || self.settings.gid.0 == 0 {
             Availability::Unavailable("sandbox_uid and sandbox_gid must not be 0".into())
         } else {
             let cancel = CancellationToken::new();
@@ -174,7 +174,7 @@ impl Sandbox {
                                      sandboxed command reads the device's files without the \
                                      masks; set sandbox_uid to a uid nothing else uses",
                                     exposed.len(),
-                                    self.settings.uid,
+                                    self.settings.uid.0,
                                     exposed
                                 ));
                             }
@@ -263,14 +263,14 @@ impl Sandbox {
 /// Processes (at most 16 named) running as `uid` whose `/proc` entries that uid can open
 /// (they are dumpable, so owned by `uid`): another process of the sandbox identity could
 /// reach into them, and through `/proc/<pid>/root` into the unmasked mount namespace.
-pub fn dumpable_processes_of(uid: u32) -> Vec<u32> {
+pub fn dumpable_processes_of(uid: Uid) -> Vec<u32> {
     use std::os::unix::fs::MetadataExt;
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == uid))
+        .filter(|pid| std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == uid.0))
         .take(16)
         .collect()
 }

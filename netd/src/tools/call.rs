@@ -2,27 +2,18 @@
 //! `ToolOutcome` into an MCP result (text content + `structuredContent`, native image
 //! blocks for attachments, `isError` when the operation failed).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::future::Future;
 
-use nl2sh_proto::channels::{
-    Attachment, CallOrigin, ExecutorRequest, ExecutorResponse, ToolOutcome,
-};
+use nl2sh_proto::channels::{Attachment, CallOrigin, Correlation, ToolOutcome};
 use nl2sh_proto::limits::MAX_SCREEN_BASE64_BYTES;
-use nl2sh_proto::rpc::RpcClient;
+use nl2sh_proto::rpc::RpcError;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-pub type ExecutorClient = RpcClient<ExecutorRequest, ExecutorResponse>;
+pub use crate::executor::{next_correlation, ExecutorClient};
 
-/// Call ids are unique for this netd's lifetime; the executor refuses duplicates anyway.
-static NEXT_CALL_ID: AtomicU64 = AtomicU64::new(1);
-
-pub fn next_call_id() -> u64 {
-    NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed)
-}
-
-/// Send `request` (an Invoke or ReadScreen carrying `call_id`) and wait for its outcome.
+/// Wait for `call` (an invoke or screen read netd knows by `correlation`) to answer.
 ///
 /// `cancel` is the MCP request's cancellation. It is honoured only over stdio, where it
 /// means the client sent `notifications/cancelled` (or went away): over stateless HTTP a
@@ -30,30 +21,24 @@ pub fn next_call_id() -> u64 {
 /// (or un-approve) work already under way.
 pub async fn run(
     executor: &ExecutorClient,
-    request: ExecutorRequest,
-    call_id: u64,
+    correlation: Correlation,
     origin: CallOrigin,
     cancel: &CancellationToken,
+    call: impl Future<Output = Result<ToolOutcome, RpcError>>,
 ) -> Result<ToolOutcome, String> {
-    let call = executor.call(&request);
     tokio::pin!(call);
     let answer = if origin == CallOrigin::McpStdio {
         tokio::select! {
             a = &mut call => a,
             () = cancel.cancelled() => {
-                let _ = executor.call(&ExecutorRequest::Cancel { call_id }).await;
+                let _ = executor.cancel(correlation).await;
                 call.await
             }
         }
     } else {
         call.await
     };
-    match answer {
-        Ok(ExecutorResponse::Outcome(o)) => Ok(o),
-        Ok(ExecutorResponse::Error(e)) => Err(e.message),
-        Ok(_) => Err("the executor answered out of place".into()),
-        Err(e) => Err(format!("the executor is unavailable ({e})")),
-    }
+    answer.map_err(|e| format!("the executor is unavailable ({e})"))
 }
 
 /// Attachment metadata for `structuredContent` (the data itself goes in image blocks).

@@ -1,7 +1,6 @@
 //! `nl2sh_tools`: the executor's catalog — the tools registered on this device (after
 //! capability discovery) with their argument schemas.
 
-use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse};
 use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use serde_json::{json, Value};
 
@@ -30,14 +29,8 @@ pub async fn call(executor: &ExecutorClient, arguments: Option<&JsonObject>) -> 
     if let Err(refused) = super::expect_no_arguments(NAME, arguments) {
         return refused;
     }
-    let specs = match executor.call(&ExecutorRequest::Catalog).await {
-        Ok(ExecutorResponse::Catalog(specs)) => specs,
-        Ok(ExecutorResponse::Error(e)) => {
-            return super::failure(format!("{NAME} failed: {}", e.message))
-        }
-        Ok(_) => {
-            return super::failure(format!("{NAME} failed: the executor answered out of place"))
-        }
+    let specs = match executor.catalog().await {
+        Ok(specs) => specs,
         Err(e) => {
             return super::failure(format!("{NAME} failed: the executor is unavailable ({e})"))
         }

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse};
 use nl2sh_proto::limits::MAX_JSON_TEXT_BYTES;
-use nl2sh_proto::rpc::RpcClient;
+
+use crate::executor::ExecutorClient;
 use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use serde_json::Value;
 
@@ -34,16 +34,12 @@ pub fn tool() -> Tool {
 }
 
 /// Run `nl2sh_inspect` against the executor.
-pub async fn call(
-    executor: &RpcClient<ExecutorRequest, ExecutorResponse>,
-    arguments: Option<&JsonObject>,
-) -> CallToolResult {
+pub async fn call(executor: &ExecutorClient, arguments: Option<&JsonObject>) -> CallToolResult {
     if let Err(refused) = super::expect_no_arguments(NAME, arguments) {
         return refused;
     }
-    let answer = match tokio::time::timeout(TIMEOUT, executor.call(&ExecutorRequest::Inspect)).await
-    {
-        Ok(Ok(answer)) => answer,
+    let json = match tokio::time::timeout(TIMEOUT, executor.inspect()).await {
+        Ok(Ok(json)) => json,
         Ok(Err(e)) => {
             tracing::warn!(tool = NAME, error = %e, "executor unavailable");
             return super::failure(format!("{NAME} failed: the executor is unavailable ({e})"));
@@ -56,13 +52,7 @@ pub async fn call(
             ));
         }
     };
-    match answer {
-        ExecutorResponse::Inspect { json } => from_json_text(&json),
-        ExecutorResponse::Error(e) => {
-            super::failure(format!("{NAME} failed ({:?}): {}", e.kind, e.message))
-        }
-        _ => super::failure(format!("{NAME} failed: the executor answered out of place")),
-    }
+    from_json_text(&json)
 }
 
 /// The executor's JSON text as an MCP result: one text block and the same object as

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use nl2sh_proto::channels::{CallOrigin, ExecutorRequest, InvokeRequest};
+use nl2sh_proto::channels::{CallOrigin, InvokeRequest};
 use nl2sh_proto::limits::{MAX_ARGUMENT_JSON_BYTES, MAX_TOOL_NAME_BYTES};
 use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use serde_json::{json, Value};
@@ -78,14 +78,22 @@ pub async fn call(
             args_text.len()
         ));
     }
-    let call_id = call::next_call_id();
-    let request = ExecutorRequest::Invoke(InvokeRequest {
-        call_id,
+    let correlation = call::next_correlation();
+    let request = InvokeRequest {
+        correlation,
         origin,
         tool: tool.clone(),
         arguments: args_text,
-    });
-    match call::run(executor, request, call_id, origin, cancel).await {
+    };
+    match call::run(
+        executor,
+        correlation,
+        origin,
+        cancel,
+        executor.invoke(request),
+    )
+    .await
+    {
         Ok(outcome) => call::to_result(&outcome, None),
         Err(e) => super::failure(format!("{NAME} failed: {e}")),
     }

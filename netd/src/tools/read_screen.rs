@@ -1,7 +1,7 @@
 //! `nl2sh_read_screen`: a text summary and exactly one native PNG/JPEG image block, or an
 //! error.
 
-use nl2sh_proto::channels::{CallOrigin, ExecutorRequest};
+use nl2sh_proto::channels::CallOrigin;
 use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use tokio_util::sync::CancellationToken;
 
@@ -30,9 +30,9 @@ pub async fn call(
     if let Err(refused) = super::expect_no_arguments(NAME, arguments) {
         return refused;
     }
-    let call_id = call::next_call_id();
-    let request = ExecutorRequest::ReadScreen { call_id, origin };
-    let outcome = match call::run(executor, request, call_id, origin, cancel).await {
+    let correlation = call::next_correlation();
+    let reading = executor.read_screen(correlation, origin);
+    let outcome = match call::run(executor, correlation, origin, cancel, reading).await {
         Ok(o) => o,
         Err(e) => return super::failure(format!("{NAME} failed: {e}")),
     };

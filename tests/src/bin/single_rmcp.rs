@@ -36,11 +36,12 @@ use nl2sh_executor::runtime::pipeline::{AuthorityClient, Pipeline};
 use nl2sh_netd::mcp::SUPPORTED_PROTOCOL_VERSIONS;
 use nl2sh_netd::tools;
 use nl2sh_proto::channels::{
-    AuthorityRequest, AuthorityResponse, CallOrigin, Decision, InvokeRequest, RemoteError,
-    RemoteErrorKind, RiskLevel,
+    AuthorityRequest, AuthorityResponse, CallOrigin, Correlation, Decision, InvokeRequest,
+    RiskLevel,
 };
 use nl2sh_proto::limits::{MAX_ARGUMENT_JSON_BYTES, MAX_HTTP_BODY_BYTES, MAX_TOOL_NAME_BYTES};
 use nl2sh_proto::rpc::{self, RpcClient};
+use nl2sh_proto::topology::{pair, ExecutorApprovald};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
@@ -127,13 +128,19 @@ fn main() -> std::process::ExitCode {
 
 async fn serve(opts: Options) -> Result<(), String> {
     let authority = match opts.authority {
-        AuthorityMode::Bare => bare_authority()?,
-        AuthorityMode::Audited => audited_authority(opts.state_dir.as_deref().expect("checked"))?,
+        AuthorityMode::Bare => bare_authority().await?,
+        AuthorityMode::Audited => {
+            audited_authority(opts.state_dir.as_deref().expect("checked")).await?
+        }
     };
     let device = DeviceEnv::probe(std::env::var("PATH").ok());
     // The same read-only sandbox the tree uses (nobody's identity, nothing else masked).
     let sandbox = nl2sh_executor::sandbox::Sandbox::new(
-        nl2sh_executor::sandbox::SandboxSettings::for_executor(65534, 65534, Vec::new()),
+        nl2sh_executor::sandbox::SandboxSettings::for_executor(
+            nl2sh_proto::channels::Uid(65534),
+            nl2sh_proto::channels::Gid(65534),
+            Vec::new(),
+        ),
     );
     let pipeline = Arc::new(Pipeline::new(
         device,
@@ -169,10 +176,10 @@ async fn serve(opts: Options) -> Result<(), String> {
 
 /// An authority that stores nothing: read-only actions are allowed, the rest refused
 /// (approvald's rule without `protocol_auto_approve`), outcomes acknowledged.
-fn bare_authority() -> Result<AuthorityClient, String> {
-    let (ours, theirs) = tokio::net::UnixStream::pair().map_err(|e| e.to_string())?;
+async fn bare_authority() -> Result<AuthorityClient, String> {
+    let (ours, theirs) = pair::<ExecutorApprovald>().map_err(|e| e.to_string())?;
     tokio::spawn(rpc::serve(theirs, |req: AuthorityRequest| async move {
-        match req {
+        Ok(match req {
             AuthorityRequest::Ping => AuthorityResponse::Pong,
             AuthorityRequest::Decide(summary) => {
                 let (decision, reason) = if summary.risk == RiskLevel::ReadOnly {
@@ -185,29 +192,28 @@ fn bare_authority() -> Result<AuthorityClient, String> {
                     reason: reason.into(),
                 }
             }
-            AuthorityRequest::Finished(_) => AuthorityResponse::Recorded,
-            #[allow(unreachable_patterns)]
-            _ => AuthorityResponse::Error(RemoteError {
-                kind: RemoteErrorKind::Unavailable,
-                message: "not served by the bench authority".into(),
-            }),
-        }
+            AuthorityRequest::Finished(_) | AuthorityRequest::Withdraw { .. } => {
+                AuthorityResponse::Recorded
+            }
+        })
     }));
-    Ok(RpcClient::spawn(ours).0)
+    let (client, _) = RpcClient::start(ours).await.map_err(|e| e.to_string())?;
+    Ok(client)
 }
 
 /// approvald's real authority (decision committed to SQLite before the answer, outcome
 /// queued), in this process.
-fn audited_authority(state_dir: &std::path::Path) -> Result<AuthorityClient, String> {
+async fn audited_authority(state_dir: &std::path::Path) -> Result<AuthorityClient, String> {
     use nl2sh_approvald::authority::Authority;
     use nl2sh_approvald::store::Store;
     std::fs::create_dir_all(state_dir).map_err(|e| e.to_string())?;
     let store = Store::open(state_dir).map_err(|e| e.to_string())?;
     // Only consulted for actions that are not read-only; a missing file refuses them.
     let authority = Arc::new(Authority::new(store, state_dir.join("config.toml")));
-    let (ours, theirs) = tokio::net::UnixStream::pair().map_err(|e| e.to_string())?;
+    let (ours, theirs) = pair::<ExecutorApprovald>().map_err(|e| e.to_string())?;
     tokio::spawn(nl2sh_approvald::dispatch::serve_executor(theirs, authority));
-    Ok(RpcClient::spawn(ours).0)
+    let (client, _) = RpcClient::start(ours).await.map_err(|e| e.to_string())?;
+    Ok(client)
 }
 
 struct Gate {
@@ -294,7 +300,7 @@ impl Single {
         let outcome = self
             .pipeline
             .invoke(InvokeRequest {
-                call_id: NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed),
+                correlation: Correlation(NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed)),
                 origin: CallOrigin::McpHttp,
                 tool: tool.clone(),
                 arguments: args_text,

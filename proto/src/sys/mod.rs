@@ -1,5 +1,7 @@
-//! Taking over descriptors a worker inherited from the supervisor. The only `unsafe` in
-//! this crate: claiming ownership of an fd number.
+//! This crate's only `unsafe`: taking over descriptors a worker inherited from the
+//! supervisor (claiming ownership of an fd number), and the pidfd calls in [`pidfd`].
+
+pub mod pidfd;
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};

@@ -1,13 +1,11 @@
-//! approvald's only `unsafe`: the pidfd system calls and `SO_PEERPIDFD`, used by
-//! [`crate::peer`] to tell who is on the other end of `approvals.sock`. Each wrapper
+//! The pidfd system calls and `SO_PEERPIDFD`, used by approvald's `peer` module to tell
+//! who is on the other end of `approvals.sock` (approvald itself has no `unsafe`). Each wrapper
 //! returns an owned descriptor or an `io::Error` carrying the raw errno, so callers can
 //! tell "not supported by this kernel" (`ENOSYS`, `ENOPROTOOPT`) from "that process is
 //! gone" (`ESRCH`).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-
-use nix::libc;
 
 /// `pidfd_open(pid, 0)` (Linux 5.3): a descriptor that refers to the process `pid` names
 /// right now, and keeps referring to that process even after the pid is reused.
@@ -91,9 +89,8 @@ fn own(fd: libc::c_long) -> io::Result<OwnedFd> {
 }
 
 /// Make the process that `cmd` starts a child subreaper (kept across `exec`), so
-/// orphans below it are re-parented to it as they are below the supervisor.
-#[cfg(test)]
-pub(crate) fn subreaper_on_spawn(cmd: &mut std::process::Command) {
+/// orphans below it are re-parented to it as they are below the supervisor (tests).
+pub fn subreaper_on_spawn(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
     let hook = || {
         // SAFETY: prctl with integer arguments only.

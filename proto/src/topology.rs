@@ -1,0 +1,542 @@
+//! The privilege boundary as data: every channel of the tree, who asks on it, who answers,
+//! and where each end lives. The supervisor creates the socketpairs by walking
+//! [`TOPOLOGY`]; every worker takes its ends through [`Asker`] / [`Answerer`], built from
+//! inherited descriptors in production and from [`pair`] in tests.
+//!
+//! ```text
+//!                      ┌────────────── supervisor ──────────────┐
+//!                      │ asks: Start, Drain   hears: WorkerEvent│
+//!                 fd 3 ▼                 fd 3 ▼                 ▼ fd 3
+//!              ┌──────────┐  fd 4 → 4  ┌──────────┐  fd 5 → 5  ┌───────────┐
+//!   TCP fd 6 ─▶│   netd   │──────────▶│ executor │──────────▶│ approvald │◀── approvals.sock
+//!   or stdio   │ (nobody) │ Executor- │  (root)  │ Authority-│  (root)   │    (CLI: list,
+//!              └──────────┘ Request   └──────────┘ Request   └───────────┘     approve,
+//!                    │            fd 5 → 4                         ▲           reject)
+//!                    └─────────────── StoreRequest ────────────────┘
+//! ```
+//!
+//! Arrows point from the asker to the answerer; the numbers are the descriptor each end
+//! has in its process ([`crate::channels::fds`]). Servers never ask their askers anything,
+//! and nothing else connects them: netd can ask for work and store access, never for a
+//! decision; only the executor asks approvald to decide; only a local person's CLI
+//! approves.
+//!
+//! The types make the table binding: a client of one channel cannot send another
+//! channel's request, and only the asking end can become a client:
+//!
+//! ```compile_fail
+//! use nl2sh_proto::topology::{pair, NetdExecutor};
+//! use nl2sh_proto::rpc::RpcClient;
+//! # async fn f() {
+//! let (_asker, answerer) = pair::<NetdExecutor>().unwrap();
+//! // The executor's end answers; it cannot ask.
+//! let _ = RpcClient::start(answerer).await;
+//! # }
+//! ```
+//!
+//! ```compile_fail
+//! use nl2sh_proto::channels::StoreRequest;
+//! use nl2sh_proto::topology::{pair, NetdExecutor};
+//! use nl2sh_proto::rpc::RpcClient;
+//! # async fn f() {
+//! let (asker, _) = pair::<NetdExecutor>().unwrap();
+//! let (client, _) = RpcClient::start(asker).await.unwrap();
+//! // A store request on the executor channel.
+//! let _ = client.call(&StoreRequest::Ping).await;
+//! # }
+//! ```
+//!
+//! ```
+//! use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse};
+//! use nl2sh_proto::topology::{pair, NetdExecutor};
+//! use nl2sh_proto::rpc::{serve, RpcClient};
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let (asker, answerer) = pair::<NetdExecutor>().unwrap();
+//! tokio::spawn(serve(answerer, |req: ExecutorRequest| async move {
+//!     Ok(ExecutorResponse::Catalog(Vec::new()))
+//! }));
+//! let (client, _) = RpcClient::start(asker).await.unwrap();
+//! assert!(matches!(
+//!     client.call(&ExecutorRequest::Catalog).await,
+//!     Ok(ExecutorResponse::Catalog(_))
+//! ));
+//! # });
+//! ```
+
+use std::io;
+use std::marker::PhantomData;
+
+use tokio::net::UnixStream;
+
+use crate::channels::{
+    fds, AuthorityRequest, AuthorityResponse, CliRequest, CliResponse, ControlRequest,
+    ExecutorRequest, ExecutorResponse, FromWorker, StoreRequest, StoreResponse,
+};
+use crate::frame::{FrameError, Wire};
+use crate::handshake::{handshake, ChannelKind, Role};
+
+/// One channel: its two message types, who asks and who answers, and the descriptor each
+/// end is inherited at (`None`: connected at run time, like approvals.sock).
+pub trait Channel: Sized + Send + Sync + 'static {
+    type Request: Wire + std::fmt::Debug;
+    type Response: Wire + std::fmt::Debug;
+    const KIND: ChannelKind;
+    const ASKER: Role;
+    const ANSWERER: Role;
+    const ASKER_FD: Option<i32>;
+    const ANSWERER_FD: Option<i32>;
+    /// Whether `response` is the answer `request` may get. Any other answer is fatal to
+    /// the channel.
+    fn answers(request: &Self::Request, response: &Self::Response) -> bool;
+}
+
+/// A row of [`TOPOLOGY`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edge {
+    pub kind: ChannelKind,
+    pub asker: Role,
+    pub answerer: Role,
+    pub asker_fd: Option<i32>,
+    pub answerer_fd: Option<i32>,
+}
+
+const fn edge<C: Channel>() -> Edge {
+    Edge {
+        kind: C::KIND,
+        asker: C::ASKER,
+        answerer: C::ANSWERER,
+        asker_fd: C::ASKER_FD,
+        answerer_fd: C::ANSWERER_FD,
+    }
+}
+
+/// Every channel of the tree, derived from the [`Channel`] implementations below.
+pub const TOPOLOGY: [Edge; 7] = [
+    edge::<SupervisorApprovald>(),
+    edge::<SupervisorExecutor>(),
+    edge::<SupervisorNetd>(),
+    edge::<NetdExecutor>(),
+    edge::<NetdApprovald>(),
+    edge::<ExecutorApprovald>(),
+    edge::<CliApprovald>(),
+];
+
+macro_rules! channel {
+    ($(#[$doc:meta])* $name:ident: $asker:ident ($afd:expr) -> $answerer:ident ($bfd:expr),
+     $req:ty => $resp:ty, |$q:ident, $r:ident| $answers:expr) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub enum $name {}
+        impl Channel for $name {
+            type Request = $req;
+            type Response = $resp;
+            const KIND: ChannelKind = ChannelKind::$name;
+            const ASKER: Role = Role::$asker;
+            const ANSWERER: Role = Role::$answerer;
+            const ASKER_FD: Option<i32> = $afd;
+            const ANSWERER_FD: Option<i32> = $bfd;
+            fn answers($q: &$req, $r: &$resp) -> bool {
+                $answers
+            }
+        }
+    };
+}
+
+/// Control answers: `Start` gets `Started` or `Refused`, `Drain` gets `Drained`. Events
+/// (unasked) are not answers.
+fn control_answers(q: &ControlRequest, r: &FromWorker) -> bool {
+    use crate::channels::ControlResponse as A;
+    matches!(
+        (q, r),
+        (
+            ControlRequest::Start(_),
+            FromWorker::Answer(A::Started | A::Refused(_))
+        ) | (ControlRequest::Drain { .. }, FromWorker::Answer(A::Drained))
+    )
+}
+
+channel!(
+    /// Supervisor ⇄ approvald: start, drain; events up.
+    SupervisorApprovald: Supervisor (None) -> Approvald (Some(fds::SUPERVISOR)),
+    ControlRequest => FromWorker, |q, r| control_answers(q, r)
+);
+channel!(
+    /// Supervisor ⇄ executor: start, drain; events up.
+    SupervisorExecutor: Supervisor (None) -> Executor (Some(fds::SUPERVISOR)),
+    ControlRequest => FromWorker, |q, r| control_answers(q, r)
+);
+channel!(
+    /// Supervisor ⇄ netd: start (with the token), drain; events up (stdin closed).
+    SupervisorNetd: Supervisor (None) -> Netd (Some(fds::SUPERVISOR)),
+    ControlRequest => FromWorker, |q, r| control_answers(q, r)
+);
+channel!(
+    /// netd → executor: catalog, inspect, invoke, read screen, cancel.
+    NetdExecutor: Netd (Some(fds::NETD_EXECUTOR)) -> Executor (Some(fds::EXECUTOR_NETD)),
+    ExecutorRequest => ExecutorResponse, |q, r| {
+        use ExecutorRequest as Q;
+        use ExecutorResponse as A;
+        matches!(
+            (q, r),
+            (Q::Inspect, A::Inspect { .. })
+                | (Q::Catalog, A::Catalog(_))
+                | (Q::Invoke(_), A::Outcome(_))
+                | (Q::ReadScreen { .. }, A::Outcome(_))
+                | (Q::Cancel { .. }, A::Cancelled { .. })
+        )
+    }
+);
+channel!(
+    /// netd → approvald: the store (tasks, sessions). Never approvals.
+    NetdApprovald: Netd (Some(fds::NETD_APPROVALD)) -> Approvald (Some(fds::APPROVALD_NETD)),
+    StoreRequest => StoreResponse, |q, r| {
+        matches!((q, r), (StoreRequest::Ping, StoreResponse::Pong))
+    }
+);
+channel!(
+    /// executor → approvald: decide, record outcomes, withdraw.
+    ExecutorApprovald: Executor (Some(fds::EXECUTOR_APPROVALD)) -> Approvald (Some(fds::APPROVALD_EXECUTOR)),
+    AuthorityRequest => AuthorityResponse, |q, r| {
+        use AuthorityRequest as Q;
+        use AuthorityResponse as A;
+        matches!(
+            (q, r),
+            (Q::Ping, A::Pong)
+                | (Q::Decide(_), A::Decided { .. } | A::NotRecorded(_))
+                | (Q::Finished(_), A::Recorded | A::NotRecorded(_))
+                | (Q::Withdraw { .. }, A::Recorded)
+        )
+    }
+);
+channel!(
+    /// Local CLI → approvald over `protocol/approvals.sock` (same uid, not from the tree).
+    CliApprovald: Cli (None) -> Approvald (None),
+    CliRequest => CliResponse, |q, r| {
+        use CliRequest as Q;
+        use CliResponse as A;
+        matches!(
+            (q, r),
+            (Q::ListPending, A::Pending(_))
+                | (Q::Approve { .. } | Q::Reject { .. }, A::Done | A::Error { .. })
+        )
+    }
+);
+
+#[derive(Debug, thiserror::Error)]
+pub enum EndError {
+    #[error("{kind:?} has no inherited descriptor on this side")]
+    NotInherited { kind: ChannelKind },
+    #[error("no {kind:?} channel inherited at fd {fd} ({source})")]
+    Fd {
+        kind: ChannelKind,
+        fd: i32,
+        source: io::Error,
+    },
+    #[error("{kind:?}: handshake: {source}")]
+    Handshake {
+        kind: ChannelKind,
+        source: FrameError,
+    },
+}
+
+/// The asking end of channel `C`. Held as a plain socket until it greets its peer (which
+/// needs the runtime), so a role can take its ends before its runtime exists.
+pub struct Asker<C: Channel> {
+    stream: StdStream,
+    _channel: PhantomData<fn() -> C>,
+}
+
+/// The answering end of channel `C`.
+pub struct Answerer<C: Channel> {
+    stream: StdStream,
+    _channel: PhantomData<fn() -> C>,
+}
+
+type StdStream = std::os::unix::net::UnixStream;
+
+fn inherited<C: Channel>(fd: Option<i32>) -> Result<StdStream, EndError> {
+    let fd = fd.ok_or(EndError::NotInherited { kind: C::KIND })?;
+    crate::sys::take_inherited(fd, crate::sys::Expect::UnixStream)
+        .map(StdStream::from)
+        .map_err(|source| EndError::Fd {
+            kind: C::KIND,
+            fd,
+            source,
+        })
+}
+
+/// The socket as tokio's, inside the runtime.
+fn to_tokio<C: Channel>(stream: StdStream) -> Result<UnixStream, EndError> {
+    let io = |source: io::Error| EndError::Handshake {
+        kind: C::KIND,
+        source: FrameError::Io(source),
+    };
+    stream.set_nonblocking(true).map_err(io)?;
+    UnixStream::from_std(stream).map_err(io)
+}
+
+impl<C: Channel> Asker<C> {
+    /// The end this process inherited at `C::ASKER_FD`.
+    pub fn inherited() -> Result<Self, EndError> {
+        inherited::<C>(C::ASKER_FD).map(Self::from_std)
+    }
+
+    /// An end connected (or accepted) at run time: approvals.sock.
+    pub fn connected(stream: UnixStream) -> io::Result<Self> {
+        // A socket tokio no longer watches; `greet` registers it again.
+        stream.into_std().map(Self::from_std)
+    }
+
+    fn from_std(stream: StdStream) -> Self {
+        Self {
+            stream,
+            _channel: PhantomData,
+        }
+    }
+
+    /// Say who we are and check who answers; the stream is then ready for requests.
+    pub async fn greet(self) -> Result<UnixStream, EndError> {
+        let mut stream = to_tokio::<C>(self.stream)?;
+        handshake(&mut stream, C::KIND, C::ASKER, C::ANSWERER)
+            .await
+            .map_err(|source| EndError::Handshake {
+                kind: C::KIND,
+                source,
+            })?;
+        Ok(stream)
+    }
+}
+
+impl<C: Channel> Answerer<C> {
+    /// The end this process inherited at `C::ANSWERER_FD`.
+    pub fn inherited() -> Result<Self, EndError> {
+        inherited::<C>(C::ANSWERER_FD).map(Self::from_std)
+    }
+
+    /// An end connected (or accepted) at run time: approvals.sock.
+    pub fn connected(stream: UnixStream) -> io::Result<Self> {
+        // A socket tokio no longer watches; `greet` registers it again.
+        stream.into_std().map(Self::from_std)
+    }
+
+    fn from_std(stream: StdStream) -> Self {
+        Self {
+            stream,
+            _channel: PhantomData,
+        }
+    }
+
+    /// Say who we are and check who asks.
+    pub async fn greet(self) -> Result<UnixStream, EndError> {
+        let mut stream = to_tokio::<C>(self.stream)?;
+        handshake(&mut stream, C::KIND, C::ANSWERER, C::ASKER)
+            .await
+            .map_err(|source| EndError::Handshake {
+                kind: C::KIND,
+                source,
+            })?;
+        Ok(stream)
+    }
+
+    /// The raw socket before the handshake (for tests that play a hostile peer).
+    pub fn into_std(self) -> StdStream {
+        self.stream
+    }
+}
+
+impl<C: Channel> Asker<C> {
+    /// The raw socket before the handshake (for tests that play a hostile peer).
+    pub fn into_std(self) -> StdStream {
+        self.stream
+    }
+}
+
+/// Both ends of channel `C`, connected to each other (in-process wiring and tests).
+pub fn pair<C: Channel>() -> io::Result<(Asker<C>, Answerer<C>)> {
+    let (a, b) = StdStream::pair()?;
+    Ok((Asker::from_std(a), Answerer::from_std(b)))
+}
+
+/// A role's ends of every channel, inherited at the numbers of [`TOPOLOGY`] (production)
+/// or made by [`InProcess::new`] (tests wiring workers together without processes).
+pub struct NetdEnds {
+    pub control: Answerer<SupervisorNetd>,
+    pub executor: Asker<NetdExecutor>,
+    pub approvald: Asker<NetdApprovald>,
+}
+
+pub struct ExecutorEnds {
+    pub control: Answerer<SupervisorExecutor>,
+    pub netd: Answerer<NetdExecutor>,
+    pub approvald: Asker<ExecutorApprovald>,
+}
+
+pub struct ApprovaldEnds {
+    pub control: Answerer<SupervisorApprovald>,
+    pub netd: Answerer<NetdApprovald>,
+    pub executor: Answerer<ExecutorApprovald>,
+}
+
+/// The supervisor's ends: it asks on every control channel.
+pub struct SupervisorEnds {
+    pub approvald: Asker<SupervisorApprovald>,
+    pub executor: Asker<SupervisorExecutor>,
+    pub netd: Asker<SupervisorNetd>,
+}
+
+impl NetdEnds {
+    pub fn inherited() -> Result<Self, EndError> {
+        Ok(Self {
+            control: Answerer::inherited()?,
+            executor: Asker::inherited()?,
+            approvald: Asker::inherited()?,
+        })
+    }
+}
+
+impl ExecutorEnds {
+    pub fn inherited() -> Result<Self, EndError> {
+        Ok(Self {
+            control: Answerer::inherited()?,
+            netd: Answerer::inherited()?,
+            approvald: Asker::inherited()?,
+        })
+    }
+}
+
+impl ApprovaldEnds {
+    pub fn inherited() -> Result<Self, EndError> {
+        Ok(Self {
+            control: Answerer::inherited()?,
+            netd: Answerer::inherited()?,
+            executor: Answerer::inherited()?,
+        })
+    }
+}
+
+/// Every end of the tree, connected in process: what the supervisor's socketpairs give
+/// the processes, for tests that run the workers' `run` functions side by side.
+pub struct InProcess {
+    pub supervisor: SupervisorEnds,
+    pub netd: NetdEnds,
+    pub executor: ExecutorEnds,
+    pub approvald: ApprovaldEnds,
+}
+
+impl InProcess {
+    pub fn new() -> io::Result<Self> {
+        let (sup_appr, appr_sup) = pair::<SupervisorApprovald>()?;
+        let (sup_exec, exec_sup) = pair::<SupervisorExecutor>()?;
+        let (sup_netd, netd_sup) = pair::<SupervisorNetd>()?;
+        let (netd_exec, exec_netd) = pair::<NetdExecutor>()?;
+        let (netd_appr, appr_netd) = pair::<NetdApprovald>()?;
+        let (exec_appr, appr_exec) = pair::<ExecutorApprovald>()?;
+        Ok(Self {
+            supervisor: SupervisorEnds {
+                approvald: sup_appr,
+                executor: sup_exec,
+                netd: sup_netd,
+            },
+            netd: NetdEnds {
+                control: netd_sup,
+                executor: netd_exec,
+                approvald: netd_appr,
+            },
+            executor: ExecutorEnds {
+                control: exec_sup,
+                netd: exec_netd,
+                approvald: exec_appr,
+            },
+            approvald: ApprovaldEnds {
+                control: appr_sup,
+                netd: appr_netd,
+                executor: appr_exec,
+            },
+        })
+    }
+}
+
+/// The descriptor numbers a role inherits, from [`TOPOLOGY`]: (channel, its number here).
+pub fn inherited_by(role: Role) -> Vec<(ChannelKind, i32)> {
+    TOPOLOGY
+        .iter()
+        .flat_map(|e| {
+            [(e.asker, e.asker_fd), (e.answerer, e.answerer_fd)]
+                .into_iter()
+                .filter(move |(r, _)| *r == role)
+                .filter_map(move |(_, fd)| fd.map(|fd| (e.kind, fd)))
+        })
+        .collect()
+}
+
+/// Which control channel the supervisor uses to reach `role`.
+pub fn control_channel(role: Role) -> Option<ChannelKind> {
+    TOPOLOGY
+        .iter()
+        .find(|e| e.asker == Role::Supervisor && e.answerer == role)
+        .map(|e| e.kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_role_inherits_distinct_descriptors_above_stdio() {
+        for role in [Role::Netd, Role::Executor, Role::Approvald] {
+            let fds: Vec<i32> = inherited_by(role).into_iter().map(|(_, fd)| fd).collect();
+            let mut unique = fds.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(fds.len(), unique.len(), "{role:?}: {fds:?}");
+            assert!(fds.iter().all(|fd| *fd > 2), "{role:?}: {fds:?}");
+            assert!(!fds.contains(&fds::NETD_LISTENER), "{role:?}: {fds:?}");
+        }
+        assert_eq!(inherited_by(Role::Netd).len(), 3);
+        assert_eq!(inherited_by(Role::Executor).len(), 3);
+        assert_eq!(inherited_by(Role::Approvald).len(), 3);
+        assert!(inherited_by(Role::Supervisor).is_empty());
+        assert!(inherited_by(Role::Cli).is_empty());
+    }
+
+    #[test]
+    fn servers_do_not_ask_their_askers() {
+        // No two edges between the same workers in opposite directions, and netd answers
+        // only the supervisor.
+        for a in &TOPOLOGY {
+            assert!(
+                !TOPOLOGY
+                    .iter()
+                    .any(|b| b.asker == a.answerer && b.answerer == a.asker),
+                "{a:?}"
+            );
+            if a.answerer == Role::Netd {
+                assert_eq!(a.asker, Role::Supervisor);
+            }
+        }
+        // Only the executor asks approvald for decisions.
+        assert_eq!(
+            TOPOLOGY
+                .iter()
+                .find(|e| e.kind == ChannelKind::ExecutorApprovald)
+                .map(|e| e.asker),
+            Some(Role::Executor)
+        );
+        for role in [Role::Netd, Role::Executor, Role::Approvald] {
+            assert!(control_channel(role).is_some(), "{role:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_pair_greets_and_an_impostor_is_refused() {
+        let (a, b) = pair::<NetdExecutor>().unwrap();
+        let (ra, rb) = tokio::join!(a.greet(), b.greet());
+        ra.unwrap();
+        rb.unwrap();
+        // Someone answering the executor channel as if it were the store.
+        let (a, b) = pair::<NetdExecutor>().unwrap();
+        let fake = Answerer::<NetdApprovald>::from_std(b.into_std());
+        let (ra, rb) = tokio::join!(a.greet(), fake.greet());
+        assert!(ra.is_err() && rb.is_err());
+    }
+}
