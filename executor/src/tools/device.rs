@@ -7,9 +7,10 @@ use serde_json::{json, Map, Value};
 
 use nl2sh_proto::channels::{Confinement, Identity};
 
+use super::TableTool;
 use crate::device::DeviceEnv;
 use crate::risk::Assessment;
-use crate::runtime::{Args, Prepared, Tool, ToolDef, ToolError, ToolOutput};
+use crate::runtime::{Args, Prepared, ToolDef, ToolError, ToolOutput};
 
 const PROC_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -61,93 +62,54 @@ fn storage(path: &str) -> Value {
     }
 }
 
-pub struct DeviceInfo {
-    def: ToolDef,
-}
-
-impl DeviceInfo {
-    pub fn new() -> Self {
-        Self {
-            def: ToolDef {
-                name: "device.info",
-                description: "Current device state: uptime, load, memory, storage of / and /data \
-                    (and /sdcard on Android), CPU count, and the Android profile in use.",
-                schema: json!({"type": "object", "properties": {}, "additionalProperties": false}),
-            },
-        }
+pub fn info() -> TableTool {
+    TableTool {
+        def: ToolDef {
+            name: "device.info",
+            description: "Current device state: uptime, load, memory, storage of / and /data \
+                (and /sdcard on Android), CPU count, and the Android profile in use.",
+            schema: json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        },
+        prepare: prepare_info,
     }
 }
 
-impl Tool for DeviceInfo {
-    fn def(&self) -> &ToolDef {
-        &self.def
-    }
-    fn prepare(
-        &self,
-        _args: &Map<String, Value>,
-        env: &Arc<DeviceEnv>,
-    ) -> Result<Prepared, ToolError> {
-        let env = env.clone();
-        Ok(read_only(
-            "read /proc and file system statistics",
-            move || {
-                let uptime = std::fs::read_to_string("/proc/uptime").ok().and_then(|s| {
-                    s.split_whitespace()
-                        .next()
-                        .and_then(|v| v.parse::<f64>().ok())
-                });
-                let load: Vec<f64> = std::fs::read_to_string("/proc/loadavg")
-                    .unwrap_or_default()
-                    .split_whitespace()
-                    .take(3)
-                    .filter_map(|v| v.parse().ok())
-                    .collect();
-                let mut mounts = vec![storage("/"), storage("/data")];
-                if env.android {
-                    mounts.push(storage("/sdcard"));
-                }
-                mounts.retain(|m| !m.is_null());
-                Ok(ToolOutput::json(
-                    true,
-                    &json!({
-                        "android": env.android,
-                        "euid": env.euid,
-                        "uptime_seconds": uptime,
-                        "load_average": load,
-                        "memory": meminfo(),
-                        "storage": mounts,
-                        "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
-                        "android_programs": env.programs.keys().collect::<Vec<_>>(),
-                    }),
-                ))
-            },
-        ))
-    }
-}
-
-pub struct ProcessList {
-    def: ToolDef,
-}
-
-impl ProcessList {
-    pub fn new() -> Self {
-        Self {
-            def: ToolDef {
-                name: "process.list",
-                description: "Running processes from /proc: pid, ppid, uid, state, name, \
-                    command line (bounded) and resident memory; optionally filtered by a \
-                    substring of the name or command line.",
-                schema: json!({
-                    "type": "object",
-                    "properties": {
-                        "filter": {"type": "string", "maxLength": 256},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": 2000}
-                    },
-                    "additionalProperties": false
+fn prepare_info(_args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepared, ToolError> {
+    let env = env.clone();
+    Ok(read_only(
+        "read /proc and file system statistics",
+        move || {
+            let uptime = std::fs::read_to_string("/proc/uptime").ok().and_then(|s| {
+                s.split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<f64>().ok())
+            });
+            let load: Vec<f64> = std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .split_whitespace()
+                .take(3)
+                .filter_map(|v| v.parse().ok())
+                .collect();
+            let mut mounts = vec![storage("/"), storage("/data")];
+            if env.android {
+                mounts.push(storage("/sdcard"));
+            }
+            mounts.retain(|m| !m.is_null());
+            Ok(ToolOutput::json(
+                true,
+                &json!({
+                    "android": env.android,
+                    "euid": env.euid,
+                    "uptime_seconds": uptime,
+                    "load_average": load,
+                    "memory": meminfo(),
+                    "storage": mounts,
+                    "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
+                    "android_programs": env.programs.keys().collect::<Vec<_>>(),
                 }),
-            },
-        }
-    }
+            ))
+        },
+    ))
 }
 
 /// One process, or None when it vanished while we read it.
@@ -188,43 +150,57 @@ pub fn process_entry(pid: u32) -> Option<Value> {
     }))
 }
 
-impl Tool for ProcessList {
-    fn def(&self) -> &ToolDef {
-        &self.def
+pub fn processes() -> TableTool {
+    TableTool {
+        def: ToolDef {
+            name: "process.list",
+            description: "Running processes from /proc: pid, ppid, uid, state, name, \
+                command line (bounded) and resident memory; optionally filtered by a \
+                substring of the name or command line.",
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "filter": {"type": "string", "maxLength": 256},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 2000}
+                },
+                "additionalProperties": false
+            }),
+        },
+        prepare: prepare_processes,
     }
-    fn prepare(
-        &self,
-        args: &Map<String, Value>,
-        _env: &Arc<DeviceEnv>,
-    ) -> Result<Prepared, ToolError> {
-        let a = Args(args);
-        let filter = a.opt_str("filter")?.map(str::to_string);
-        let limit = a.opt_u64("limit")?.unwrap_or(500) as usize;
-        Ok(read_only(
-            "read /proc/<pid>/{stat,status,cmdline}",
-            move || {
-                let mut pids: Vec<u32> = std::fs::read_dir("/proc")
-                    .map_err(|e| ToolError::Failed(format!("cannot read /proc: {e}")))?
-                    .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                    .collect();
-                pids.sort_unstable();
-                let matching: Vec<Value> = pids
-                    .into_iter()
-                    .filter_map(process_entry)
-                    .filter(|p| match &filter {
-                        None => true,
-                        Some(f) => [&p["name"], &p["cmdline"]]
-                            .iter()
-                            .any(|v| v.as_str().is_some_and(|s| s.contains(f.as_str()))),
-                    })
-                    .collect();
-                let total = matching.len();
-                let processes: Vec<Value> = matching.into_iter().take(limit).collect();
-                Ok(ToolOutput::json(
-                    true,
-                    &json!({"processes": processes, "total": total, "truncated": total > limit}),
-                ))
-            },
-        ))
-    }
+}
+
+fn prepare_processes(
+    args: &Map<String, Value>,
+    _env: &Arc<DeviceEnv>,
+) -> Result<Prepared, ToolError> {
+    let a = Args(args);
+    let filter = a.opt_str("filter")?.map(str::to_string);
+    let limit = a.opt_u64("limit")?.unwrap_or(500) as usize;
+    Ok(read_only(
+        "read /proc/<pid>/{stat,status,cmdline}",
+        move || {
+            let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+                .map_err(|e| ToolError::Failed(format!("cannot read /proc: {e}")))?
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect();
+            pids.sort_unstable();
+            let matching: Vec<Value> = pids
+                .into_iter()
+                .filter_map(process_entry)
+                .filter(|p| match &filter {
+                    None => true,
+                    Some(f) => [&p["name"], &p["cmdline"]]
+                        .iter()
+                        .any(|v| v.as_str().is_some_and(|s| s.contains(f.as_str()))),
+                })
+                .collect();
+            let total = matching.len();
+            let processes: Vec<Value> = matching.into_iter().take(limit).collect();
+            Ok(ToolOutput::json(
+                true,
+                &json!({"processes": processes, "total": total, "truncated": total > limit}),
+            ))
+        },
+    ))
 }

@@ -13,10 +13,11 @@ use serde_json::{json, Map, Value};
 
 use nl2sh_proto::channels::{Confinement, Identity, SandboxPayload};
 
+use super::TableTool;
 use crate::device::DeviceEnv;
 use crate::risk::{self, Assessment};
 use crate::runtime::locks::Resource;
-use crate::runtime::{normalize_path, Args, Prepared, Tool, ToolDef, ToolError, ToolOutput};
+use crate::runtime::{normalize_path, Args, Prepared, ToolDef, ToolError, ToolOutput};
 
 /// Largest `fs.read` chunk: its base64 still fits the output bound.
 pub const MAX_READ_BYTES: u64 = 32 * 1024;
@@ -157,216 +158,145 @@ pub fn list_dir(path: &Path, hidden: bool, limit: usize) -> Result<Value, String
 
 // ---- fs.read ----------------------------------------------------------------------------
 
-pub struct FsRead {
-    def: ToolDef,
-}
-
-impl FsRead {
-    pub fn new() -> Self {
-        Self {
-            def: ToolDef {
-                name: "fs.read",
-                description: "Read part of a file: up to 32 KiB from an offset. Text comes back \
-                    as utf-8, anything else as base64; size and eof tell whether to read on.",
-                schema: json!({
-                    "type": "object",
-                    "properties": {
-                        "path": {"type": "string", "minLength": 1, "description": "Absolute path"},
-                        "offset": {"type": "integer", "minimum": 0},
-                        "length": {"type": "integer", "minimum": 1, "maximum": MAX_READ_BYTES}
-                    },
-                    "required": ["path"],
-                    "additionalProperties": false
-                }),
-            },
-        }
+pub fn read() -> TableTool {
+    TableTool {
+        def: ToolDef {
+            name: "fs.read",
+            description: "Read part of a file: up to 32 KiB from an offset. Text comes back \
+                as utf-8, anything else as base64; size and eof tell whether to read on.",
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "minLength": 1, "description": "Absolute path"},
+                    "offset": {"type": "integer", "minimum": 0},
+                    "length": {"type": "integer", "minimum": 1, "maximum": MAX_READ_BYTES}
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+        },
+        prepare: prepare_read,
     }
 }
 
-impl Tool for FsRead {
-    fn def(&self) -> &ToolDef {
-        &self.def
-    }
-    fn prepare(
-        &self,
-        args: &Map<String, Value>,
-        env: &Arc<DeviceEnv>,
-    ) -> Result<Prepared, ToolError> {
-        let a = Args(args);
-        let path = resolve(&path_arg(&a)?);
-        let offset = a.opt_u64("offset")?.unwrap_or(0);
-        let length = a
-            .opt_u64("length")?
-            .unwrap_or(MAX_READ_BYTES)
-            .min(MAX_READ_BYTES);
-        let action = format!(
-            "read {length} bytes of {} from offset {offset}",
-            path.display()
-        );
-        let assessment = risk::assess_path_read_protected(&path, &env.protected);
-        let payload = SandboxPayload::ReadFile {
-            path: path.display().to_string(),
-            offset,
-            length,
-        };
-        Ok(read_prepared(action, assessment, payload, move || {
-            read_file(&path, offset, length)
-        }))
-    }
+fn prepare_read(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepared, ToolError> {
+    let a = Args(args);
+    let path = resolve(&path_arg(&a)?);
+    let offset = a.opt_u64("offset")?.unwrap_or(0);
+    let length = a
+        .opt_u64("length")?
+        .unwrap_or(MAX_READ_BYTES)
+        .min(MAX_READ_BYTES);
+    let action = format!(
+        "read {length} bytes of {} from offset {offset}",
+        path.display()
+    );
+    let assessment = risk::assess_path_read_protected(&path, &env.protected);
+    let payload = SandboxPayload::ReadFile {
+        path: path.display().to_string(),
+        offset,
+        length,
+    };
+    Ok(read_prepared(action, assessment, payload, move || {
+        read_file(&path, offset, length)
+    }))
 }
 
 // ---- fs.list ----------------------------------------------------------------------------
 
-pub struct FsList {
-    def: ToolDef,
-}
-
-impl FsList {
-    pub fn new() -> Self {
-        Self {
-            def: ToolDef {
-                name: "fs.list",
-                description: "List a directory: name, type, size, mode and mtime of each entry, \
-                    sorted by name, at most `limit` (default 200, max 1000).",
-                schema: json!({
-                    "type": "object",
-                    "properties": {
-                        "path": {"type": "string", "minLength": 1, "description": "Absolute path"},
-                        "hidden": {"type": "boolean", "description": "Include dot files (default true)"},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST_ENTRIES}
-                    },
-                    "required": ["path"],
-                    "additionalProperties": false
-                }),
-            },
-        }
+pub fn list() -> TableTool {
+    TableTool {
+        def: ToolDef {
+            name: "fs.list",
+            description: "List a directory: name, type, size, mode and mtime of each entry, \
+                sorted by name, at most `limit` (default 200, max 1000).",
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "minLength": 1, "description": "Absolute path"},
+                    "hidden": {"type": "boolean", "description": "Include dot files (default true)"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST_ENTRIES}
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+        },
+        prepare: prepare_list,
     }
 }
 
-impl Tool for FsList {
-    fn def(&self) -> &ToolDef {
-        &self.def
-    }
-    fn prepare(
-        &self,
-        args: &Map<String, Value>,
-        env: &Arc<DeviceEnv>,
-    ) -> Result<Prepared, ToolError> {
-        let a = Args(args);
-        let path = resolve(&path_arg(&a)?);
-        let hidden = a.opt_bool("hidden")?.unwrap_or(true);
-        let limit = a.opt_u64("limit")?.unwrap_or(200).min(MAX_LIST_ENTRIES) as usize;
-        let action = format!("list {}", path.display());
-        let assessment = risk::assess_path_read_protected(&path, &env.protected);
-        let payload = SandboxPayload::ListDir {
-            path: path.display().to_string(),
-            hidden,
-            limit: limit as u64,
-        };
-        Ok(read_prepared(action, assessment, payload, move || {
-            list_dir(&path, hidden, limit)
-        }))
-    }
+fn prepare_list(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepared, ToolError> {
+    let a = Args(args);
+    let path = resolve(&path_arg(&a)?);
+    let hidden = a.opt_bool("hidden")?.unwrap_or(true);
+    let limit = a.opt_u64("limit")?.unwrap_or(200).min(MAX_LIST_ENTRIES) as usize;
+    let action = format!("list {}", path.display());
+    let assessment = risk::assess_path_read_protected(&path, &env.protected);
+    let payload = SandboxPayload::ListDir {
+        path: path.display().to_string(),
+        hidden,
+        limit: limit as u64,
+    };
+    Ok(read_prepared(action, assessment, payload, move || {
+        list_dir(&path, hidden, limit)
+    }))
 }
 
 // ---- fs.stat ----------------------------------------------------------------------------
 
-pub struct FsStat {
-    def: ToolDef,
-}
-
-impl FsStat {
-    pub fn new() -> Self {
-        Self {
-            def: ToolDef {
-                name: "fs.stat",
-                description: "Metadata of a path (without following a final symlink): exists, \
-                    type, size, mode, uid, gid, mtime, and the link target for symlinks.",
-                schema: json!({
-                    "type": "object",
-                    "properties": {"path": {"type": "string", "minLength": 1, "description": "Absolute path"}},
-                    "required": ["path"],
-                    "additionalProperties": false
-                }),
-            },
-        }
-    }
-}
-
-impl Tool for FsStat {
-    fn def(&self) -> &ToolDef {
-        &self.def
-    }
-    fn prepare(
-        &self,
-        args: &Map<String, Value>,
-        _env: &Arc<DeviceEnv>,
-    ) -> Result<Prepared, ToolError> {
-        let path = path_arg(&Args(args))?;
-        let action = format!("stat {}", path.display());
-        // Metadata is not content: reading it is read-only even for secret files, and the
-        // tool's own fixed operation (no content of the caller's choosing is read).
-        Ok(Prepared {
-            action,
-            assessment: Assessment::read_only(),
-            identity: Identity::Launching,
-            confinement: Confinement::Fixed,
-            resources: Vec::new(),
-            timeout: FS_TIMEOUT,
-            run: Box::new(move |ctx| {
-                Box::pin(async move {
-                    ctx.blocking(move || {
-                let value = match fs::symlink_metadata(&path) {
-                    Ok(m) => json!({
-                        "path": path, "exists": true, "type": file_type(&m), "size": m.len(),
-                        "mode": format!("{:04o}", m.permissions().mode() & 0o7777),
-                        "uid": m.uid(), "gid": m.gid(), "mtime": mtime(&m),
-                        "link_target": fs::read_link(&path).ok(),
-                    }),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        json!({"path": path, "exists": false})
-                    }
-                    Err(e) => return Err(io_err("cannot stat", &path, e)),
-                };
-                Ok(ToolOutput::json(true, &value))
-            }).await
-                })
+pub fn stat() -> TableTool {
+    TableTool {
+        def: ToolDef {
+            name: "fs.stat",
+            description: "Metadata of a path (without following a final symlink): exists, \
+                type, size, mode, uid, gid, mtime, and the link target for symlinks.",
+            schema: json!({
+                "type": "object",
+                "properties": {"path": {"type": "string", "minLength": 1, "description": "Absolute path"}},
+                "required": ["path"],
+                "additionalProperties": false
             }),
-        })
+        },
+        prepare: prepare_stat,
     }
+}
+
+fn prepare_stat(args: &Map<String, Value>, _env: &Arc<DeviceEnv>) -> Result<Prepared, ToolError> {
+    let path = path_arg(&Args(args))?;
+    let action = format!("stat {}", path.display());
+    // Metadata is not content: reading it is read-only even for secret files, and the
+    // tool's own fixed operation (no content of the caller's choosing is read).
+    Ok(Prepared {
+        action,
+        assessment: Assessment::read_only(),
+        identity: Identity::Launching,
+        confinement: Confinement::Fixed,
+        resources: Vec::new(),
+        timeout: FS_TIMEOUT,
+        run: Box::new(move |ctx| {
+            Box::pin(async move {
+                ctx.blocking(move || {
+                    let value = match fs::symlink_metadata(&path) {
+                        Ok(m) => json!({
+                            "path": path, "exists": true, "type": file_type(&m), "size": m.len(),
+                            "mode": format!("{:04o}", m.permissions().mode() & 0o7777),
+                            "uid": m.uid(), "gid": m.gid(), "mtime": mtime(&m),
+                            "link_target": fs::read_link(&path).ok(),
+                        }),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                            json!({"path": path, "exists": false})
+                        }
+                        Err(e) => return Err(io_err("cannot stat", &path, e)),
+                    };
+                    Ok(ToolOutput::json(true, &value))
+                })
+                .await
+            })
+        }),
+    })
 }
 
 // ---- fs.write ---------------------------------------------------------------------------
-
-pub struct FsWrite {
-    def: ToolDef,
-}
-
-impl FsWrite {
-    pub fn new() -> Self {
-        Self {
-            def: ToolDef {
-                name: "fs.write",
-                description: "Write a file: `create` (fails if it exists), `overwrite` or \
-                    `append`; content as utf-8 or base64; optional octal permissions for a new \
-                    file (e.g. \"0644\"). Always needs local approval.",
-                schema: json!({
-                    "type": "object",
-                    "properties": {
-                        "path": {"type": "string", "minLength": 1, "description": "Absolute path"},
-                        "content": {"type": "string"},
-                        "encoding": {"type": "string", "enum": ["utf-8", "base64"]},
-                        "mode": {"type": "string", "enum": ["create", "overwrite", "append"]},
-                        "permissions": {"type": "string", "minLength": 3, "maxLength": 4,
-                                        "description": "Octal, e.g. 0644"}
-                    },
-                    "required": ["path", "content"],
-                    "additionalProperties": false
-                }),
-            },
-        }
-    }
-}
 
 #[derive(Clone, Copy, PartialEq)]
 enum WriteMode {
@@ -375,85 +305,99 @@ enum WriteMode {
     Append,
 }
 
-impl Tool for FsWrite {
-    fn def(&self) -> &ToolDef {
-        &self.def
-    }
-    fn prepare(
-        &self,
-        args: &Map<String, Value>,
-        env: &Arc<DeviceEnv>,
-    ) -> Result<Prepared, ToolError> {
-        let a = Args(args);
-        let path = resolve(&path_arg(&a)?);
-        let content = a.str("content")?;
-        let bytes = match a.opt_str("encoding")?.unwrap_or("utf-8") {
-            "base64" => base64::engine::general_purpose::STANDARD
-                .decode(content)
-                .map_err(|e| {
-                    ToolError::InvalidArguments(format!("`content` is not base64: {e}"))
-                })?,
-            _ => content.as_bytes().to_vec(),
-        };
-        let mode = match a.opt_str("mode")?.unwrap_or("create") {
-            "overwrite" => WriteMode::Overwrite,
-            "append" => WriteMode::Append,
-            _ => WriteMode::Create,
-        };
-        let permissions = a
-            .opt_str("permissions")?
-            .map(|p| {
-                u32::from_str_radix(p, 8)
-                    .ok()
-                    .filter(|m| *m <= 0o7777)
-                    .ok_or_else(|| {
-                        ToolError::InvalidArguments(format!(
-                            "`permissions` {p:?} is not octal like 0644"
-                        ))
-                    })
-            })
-            .transpose()?;
-        let verb = match mode {
-            WriteMode::Create => "create",
-            WriteMode::Overwrite => "overwrite",
-            WriteMode::Append => "append to",
-        };
-        let mut action = format!("{verb} {} ({} bytes)", path.display(), bytes.len());
-        if let Some(p) = permissions {
-            action.push_str(&format!(" with permissions {p:04o}"));
-        }
-        let mut assessment = risk::assess_path_write_protected(&path, &env.protected);
-        if permissions.is_some_and(|p| p & 0o6000 != 0) {
-            assessment.raise(
-                nl2sh_proto::channels::RiskLevel::High,
-                "sets setuid/setgid bits",
-            );
-        }
-        // What is approved is this directory: the one the path reaches now, without
-        // following any symlink. The write walks the path again and must arrive here.
-        let (dir, name) = split_parent(&path)?;
-        let approved_dir = DirIdentity::of(&dir).ok();
-        let target = Target {
-            path: path.clone(),
-            dir,
-            name,
-            approved_dir,
-        };
-        Ok(Prepared {
-            action,
-            assessment,
-            identity: Identity::Launching,
-            confinement: Confinement::Sandbox,
-            resources: vec![Resource::Path(path)],
-            timeout: FS_TIMEOUT,
-            run: Box::new(move |ctx| {
-                Box::pin(async move {
-                    ctx.blocking(move || write_file(&target, &bytes, mode, permissions))
-                        .await
-                })
+pub fn write() -> TableTool {
+    TableTool {
+        def: ToolDef {
+            name: "fs.write",
+            description: "Write a file: `create` (fails if it exists), `overwrite` or \
+                `append`; content as utf-8 or base64; optional octal permissions for a new \
+                file (e.g. \"0644\"). Always needs local approval.",
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "minLength": 1, "description": "Absolute path"},
+                    "content": {"type": "string"},
+                    "encoding": {"type": "string", "enum": ["utf-8", "base64"]},
+                    "mode": {"type": "string", "enum": ["create", "overwrite", "append"]},
+                    "permissions": {"type": "string", "minLength": 3, "maxLength": 4,
+                                    "description": "Octal, e.g. 0644"}
+                },
+                "required": ["path", "content"],
+                "additionalProperties": false
             }),
-        })
+        },
+        prepare: prepare_write,
     }
+}
+
+fn prepare_write(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepared, ToolError> {
+    let a = Args(args);
+    let path = resolve(&path_arg(&a)?);
+    let content = a.str("content")?;
+    let bytes = match a.opt_str("encoding")?.unwrap_or("utf-8") {
+        "base64" => base64::engine::general_purpose::STANDARD
+            .decode(content)
+            .map_err(|e| ToolError::InvalidArguments(format!("`content` is not base64: {e}")))?,
+        _ => content.as_bytes().to_vec(),
+    };
+    let mode = match a.opt_str("mode")?.unwrap_or("create") {
+        "overwrite" => WriteMode::Overwrite,
+        "append" => WriteMode::Append,
+        _ => WriteMode::Create,
+    };
+    let permissions = a
+        .opt_str("permissions")?
+        .map(|p| {
+            u32::from_str_radix(p, 8)
+                .ok()
+                .filter(|m| *m <= 0o7777)
+                .ok_or_else(|| {
+                    ToolError::InvalidArguments(format!(
+                        "`permissions` {p:?} is not octal like 0644"
+                    ))
+                })
+        })
+        .transpose()?;
+    let verb = match mode {
+        WriteMode::Create => "create",
+        WriteMode::Overwrite => "overwrite",
+        WriteMode::Append => "append to",
+    };
+    let mut action = format!("{verb} {} ({} bytes)", path.display(), bytes.len());
+    if let Some(p) = permissions {
+        action.push_str(&format!(" with permissions {p:04o}"));
+    }
+    let mut assessment = risk::assess_path_write_protected(&path, &env.protected);
+    if permissions.is_some_and(|p| p & 0o6000 != 0) {
+        assessment.raise(
+            nl2sh_proto::channels::RiskLevel::High,
+            "sets setuid/setgid bits",
+        );
+    }
+    // What is approved is this directory: the one the path reaches now, without
+    // following any symlink. The write walks the path again and must arrive here.
+    let (dir, name) = split_parent(&path)?;
+    let approved_dir = DirIdentity::of(&dir).ok();
+    let target = Target {
+        path: path.clone(),
+        dir,
+        name,
+        approved_dir,
+    };
+    Ok(Prepared {
+        action,
+        assessment,
+        identity: Identity::Launching,
+        confinement: Confinement::Sandbox,
+        resources: vec![Resource::Path(path)],
+        timeout: FS_TIMEOUT,
+        run: Box::new(move |ctx| {
+            Box::pin(async move {
+                ctx.blocking(move || write_file(&target, &bytes, mode, permissions))
+                    .await
+            })
+        }),
+    })
 }
 
 /// Where an approved write lands: the file `name` in directory `dir` (a path free of

@@ -6,105 +6,91 @@ use serde_json::{json, Map, Value};
 
 use nl2sh_proto::channels::{Confinement, Identity};
 
+use super::TableTool;
 use crate::device::DeviceEnv;
 use crate::risk;
 use crate::runtime::exec::{CommandOutput, CommandSpec};
-use crate::runtime::{normalize_path, Args, Prepared, Tool, ToolDef, ToolError, ToolOutput};
+use crate::runtime::{normalize_path, Args, Prepared, ToolDef, ToolError, ToolOutput};
 
-pub struct ShellExec {
-    def: ToolDef,
-}
-
-impl ShellExec {
-    pub fn new() -> Self {
-        Self {
-            def: ToolDef {
-                name: "shell.exec",
-                description: "Run a command line with the device's shell (sh -c), without a \
-                    terminal. Returns exit_code, stdout, stderr (bounded, truncation marked), \
-                    duration_ms, timed_out and sandboxed. Read-only commands run at once in a \
-                    read-only sandbox (an unprivileged identity that can read the device but \
-                    not change it, secrets hidden, no network, TMPDIR a private scratch \
-                    directory); anything else, or `unconfined: true`, waits for local approval \
-                    and then runs with real privileges.",
-                schema: json!({
-                    "type": "object",
-                    "properties": {
-                        "command": {"type": "string", "minLength": 1, "maxLength": 16384,
-                                    "description": "Command line, as for sh -c"},
-                        "cwd": {"type": "string", "description": "Absolute working directory"},
-                        "timeout": {"type": "integer", "minimum": 1, "maximum": 600,
-                                    "description": "Seconds before the command's process group is killed (default 60)"},
-                        "unconfined": {"type": "boolean",
-                                       "description": "Run outside the read-only sandbox (always waits for local approval)"}
-                    },
-                    "required": ["command"],
-                    "additionalProperties": false
-                }),
-            },
-        }
-    }
-}
-
-impl Tool for ShellExec {
-    fn def(&self) -> &ToolDef {
-        &self.def
-    }
-
-    fn prepare(
-        &self,
-        args: &Map<String, Value>,
-        env: &Arc<DeviceEnv>,
-    ) -> Result<Prepared, ToolError> {
-        let a = Args(args);
-        let command = a.str("command")?.to_string();
-        let cwd = a
-            .opt_str("cwd")?
-            .map(|c| normalize_path(c, None))
-            .transpose()?;
-        let timeout = a.timeout("timeout")?;
-        let unconfined = a.opt_bool("unconfined")?.unwrap_or(false);
-        let mut assessment = risk::assess_shell_in(&command, cwd.as_deref(), &env.protected);
-        if let Some(c) = &cwd {
-            assessment.merge(risk::assess_path_read_protected(c, &env.protected));
-        }
-        // What the command needs decides who runs it; the caller cannot ask for root.
-        let identity = if assessment.requires_root {
-            Identity::Root
-        } else {
-            Identity::Launching
-        };
-        let shell = env.shell.display().to_string();
-        let action = match &cwd {
-            Some(c) => format!("{shell} -c {} (in {})", quote(&command), c.display()),
-            None => format!("{shell} -c {}", quote(&command)),
-        };
-        let argv = vec![shell, "-c".into(), command];
-        Ok(Prepared {
-            action,
-            assessment,
-            identity,
-            confinement: if unconfined {
-                Confinement::Unconfined
-            } else {
-                Confinement::Sandbox
-            },
-            resources: Vec::new(),
-            timeout,
-            run: Box::new(move |ctx| {
-                Box::pin(async move {
-                    let mut spec = CommandSpec::new(argv);
-                    spec.cwd = cwd;
-                    let out = ctx.run(spec).await?;
-                    let mut result = command_result(&out);
-                    if ctx.sandboxed() {
-                        mark_sandboxed(&mut result);
-                    }
-                    Ok(result)
-                })
+pub fn exec() -> TableTool {
+    TableTool {
+        def: ToolDef {
+            name: "shell.exec",
+            description: "Run a command line with the device's shell (sh -c), without a \
+                terminal. Returns exit_code, stdout, stderr (bounded, truncation marked), \
+                duration_ms, timed_out and sandboxed. Read-only commands run at once in a \
+                read-only sandbox (an unprivileged identity that can read the device but \
+                not change it, secrets hidden, no network, TMPDIR a private scratch \
+                directory); anything else, or `unconfined: true`, waits for local approval \
+                and then runs with real privileges.",
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "minLength": 1, "maxLength": 16384,
+                                "description": "Command line, as for sh -c"},
+                    "cwd": {"type": "string", "description": "Absolute working directory"},
+                    "timeout": {"type": "integer", "minimum": 1, "maximum": 600,
+                                "description": "Seconds before the command's process group is killed (default 60)"},
+                    "unconfined": {"type": "boolean",
+                                   "description": "Run outside the read-only sandbox (always waits for local approval)"}
+                },
+                "required": ["command"],
+                "additionalProperties": false
             }),
-        })
+        },
+        prepare: prepare_exec,
     }
+}
+
+fn prepare_exec(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepared, ToolError> {
+    let a = Args(args);
+    let command = a.str("command")?.to_string();
+    let cwd = a
+        .opt_str("cwd")?
+        .map(|c| normalize_path(c, None))
+        .transpose()?;
+    let timeout = a.timeout("timeout")?;
+    let unconfined = a.opt_bool("unconfined")?.unwrap_or(false);
+    let mut assessment = risk::assess_shell_in(&command, cwd.as_deref(), &env.protected);
+    if let Some(c) = &cwd {
+        assessment.merge(risk::assess_path_read_protected(c, &env.protected));
+    }
+    // What the command needs decides who runs it; the caller cannot ask for root.
+    let identity = if assessment.requires_root {
+        Identity::Root
+    } else {
+        Identity::Launching
+    };
+    let shell = env.shell.display().to_string();
+    let action = match &cwd {
+        Some(c) => format!("{shell} -c {} (in {})", quote(&command), c.display()),
+        None => format!("{shell} -c {}", quote(&command)),
+    };
+    let argv = vec![shell, "-c".into(), command];
+    Ok(Prepared {
+        action,
+        assessment,
+        identity,
+        confinement: if unconfined {
+            Confinement::Unconfined
+        } else {
+            Confinement::Sandbox
+        },
+        resources: Vec::new(),
+        timeout,
+        run: Box::new(move |ctx| {
+            Box::pin(async move {
+                let mut spec = CommandSpec::new(argv);
+                spec.cwd = cwd;
+                let out = ctx.run(spec).await?;
+                let mut result = command_result(&out);
+                if ctx.sandboxed() {
+                    mark_sandboxed(&mut result);
+                }
+                Ok(result)
+            })
+        }),
+    })
 }
 
 /// A command's result as a tool output object.

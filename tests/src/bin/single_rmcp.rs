@@ -8,7 +8,7 @@
 //! * MCP: netd's own `nl2sh_invoke` descriptor and result shaping
 //!   (`nl2sh_netd::tools::{all, call::to_result}`), the same argument checks.
 //! * Tool: the executor's [`Pipeline`] called in process — the registration, validation,
-//!   `FsStat`/`ShellExec` preparation, locks, privilege binding and run code the tree's
+//!   `fs.stat`/`shell.exec` preparation, locks, privilege binding and run code the tree's
 //!   executor runs, with no netd→executor hop. The pipeline asks an approval authority
 //!   through an `RpcClient`, so one in-process socketpair remains:
 //!   `--authority bare` (default) answers it in this process without storing anything
