@@ -39,7 +39,8 @@ impl DeviceEnv {
             .iter()
             .filter_map(|&name| find_program(name, path_var.as_deref()).map(|p| (name, p)))
             .collect();
-        let android = Path::new("/system/build.prop").exists() || programs.contains_key("getprop");
+        // The platform, or a device that answers `getprop` (what the Android tools need).
+        let android = nl2sh_proto::platform::is_android() || programs.contains_key("getprop");
         let shell = ["/system/bin/sh", "/bin/sh"]
             .iter()
             .map(PathBuf::from)

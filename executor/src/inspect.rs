@@ -42,7 +42,7 @@ impl Environment {
         let getprop = find_program("getprop", path_var);
         let android = getprop.as_deref().and_then(read_android_properties);
         let os_release = read_os_release(Path::new("/etc/os-release"));
-        let os_name = if android.is_some() || Path::new("/system/build.prop").exists() {
+        let os_name = if android.is_some() || nl2sh_proto::platform::is_android() {
             "android"
         } else {
             "linux"

@@ -12,6 +12,7 @@ pub mod channels;
 pub mod frame;
 pub mod handshake;
 pub mod limits;
+pub mod platform;
 pub mod rpc;
 pub mod secret;
 #[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment

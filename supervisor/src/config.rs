@@ -19,8 +19,6 @@ pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 /// `protocol_service_port` when the key is absent.
 #[allow(dead_code, reason = "used through Config::service_port")]
 pub const DEFAULT_PROTOCOL_PORT: u16 = 8765;
-/// Marker file whose presence selects the Android profile at run time.
-const ANDROID_MARKER: &str = "/system/build.prop";
 /// Configuration path on a rooted Android device.
 const ANDROID_CONFIG_PATH: &str = "/data/adb/nl2sh/config.toml";
 /// Last-resort configuration path on other systems.
@@ -259,7 +257,7 @@ fn line_suffix(line: Option<usize>) -> String {
 
 /// Whether this is an Android device (decided at run time, never at compile time).
 pub fn is_android() -> bool {
-    Path::new(ANDROID_MARKER).exists()
+    nl2sh_proto::platform::is_android()
 }
 
 /// (uid, gid, supplementary groups) for netd: Android AID_NOBODY with AID_INET (3003) so

@@ -1,0 +1,13 @@
+//! What platform this is, decided in one place: Android is recognised at run time by its
+//! build properties (no Android build target exists here; DESIGN.md §8), so one binary
+//! serves both and tests can present an Android profile with stand-in programs.
+
+use std::path::Path;
+
+/// The file whose presence means Android.
+pub const ANDROID_MARKER: &str = "/system/build.prop";
+
+/// Whether this device runs Android.
+pub fn is_android() -> bool {
+    Path::new(ANDROID_MARKER).exists()
+}
