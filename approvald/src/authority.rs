@@ -293,6 +293,9 @@ impl Authority {
         let path = self.config_path.clone();
         let loaded = tokio::task::spawn_blocking(move || policy::load(&path)).await;
         if let Ok(Ok(policy)) = &loaded {
+            // The store's writer prunes to these; it is told only when the file changed,
+            // so it never reads the configuration itself.
+            self.store.set_limits(policy.audit_limits);
             // Keep it only if the file did not change while it was read.
             if FileStamp::of(&self.config_path) == stamp {
                 *lock(&self.config_cache) = Some((stamp, policy.clone()));

@@ -6,7 +6,10 @@
 //! * `approval_timeout_secs` (integer ≥ 1, default 120; more than 120 is read as 120);
 //! * `[[approval_grants]]` tables: `tool` (required), `action`, `action_prefix`,
 //!   `max_risk` (`low` | `medium` | `high`, default `low`), `origin`
-//!   (`mcp_http` | `mcp_stdio`). A grant with any other key is invalid.
+//!   (`mcp_http` | `mcp_stdio`). A grant with any other key is invalid;
+//! * `audit_max_rows` (integer ≥ 1,000, default 100,000) and `audit_max_bytes` (integer
+//!   ≥ 1 MiB, default 64 MiB): how much of the audit trail the store keeps. The authority
+//!   hands them to the store when a changed file is read, so the writer never reads them.
 //!
 //! Other top-level keys are ignored here: the supervisor validates the whole file strictly
 //! at startup. Anything unreadable or invalid is an error, and callers fail closed.
@@ -21,6 +24,8 @@ use serde::Deserialize;
 
 use nl2sh_proto::channels::{ActionSummary, CallOrigin, RiskLevel};
 use nl2sh_proto::limits::APPROVAL_TIMEOUT;
+
+use crate::store::{AuditLimits, MIN_AUDIT_MAX_BYTES, MIN_AUDIT_MAX_ROWS};
 
 /// Largest configuration file read (the supervisor's limit too).
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
@@ -192,6 +197,8 @@ pub struct Policy {
     /// How long a pending approval waits: 1 s up to [`APPROVAL_TIMEOUT`].
     pub timeout: Duration,
     pub grants: Vec<Grant>,
+    /// How much of the audit trail is kept.
+    pub audit_limits: AuditLimits,
 }
 
 impl Default for Policy {
@@ -201,6 +208,7 @@ impl Default for Policy {
             auto_approve: false,
             timeout: APPROVAL_TIMEOUT,
             grants: Vec::new(),
+            audit_limits: AuditLimits::default(),
         }
     }
 }
@@ -223,6 +231,10 @@ struct Raw {
     approval_timeout_secs: Option<i64>,
     #[serde(default)]
     approval_grants: Option<Vec<toml::Value>>,
+    #[serde(default)]
+    audit_max_rows: Option<i64>,
+    #[serde(default)]
+    audit_max_bytes: Option<i64>,
 }
 
 /// The policy in the file at `path`. A missing file means the defaults; anything
@@ -285,11 +297,34 @@ pub fn parse(path: &Path, text: &str) -> Result<Policy, PolicyError> {
         }
         grants.push(grant);
     }
+    let defaults = AuditLimits::default();
+    let at_least = |key: &str, value: Option<i64>, min: u64, default: u64| match value {
+        None => Ok(default),
+        Some(v) => u64::try_from(v)
+            .ok()
+            .filter(|v| *v >= min)
+            .ok_or_else(|| invalid(None, format!("{key} must be at least {min}, not {v}"))),
+    };
+    let audit_limits = AuditLimits {
+        max_rows: at_least(
+            "audit_max_rows",
+            raw.audit_max_rows,
+            MIN_AUDIT_MAX_ROWS,
+            defaults.max_rows,
+        )?,
+        max_bytes: at_least(
+            "audit_max_bytes",
+            raw.audit_max_bytes,
+            MIN_AUDIT_MAX_BYTES,
+            defaults.max_bytes,
+        )?,
+    };
     Ok(Policy {
         approval_policy: raw.approval_policy.unwrap_or_default(),
         auto_approve: raw.protocol_auto_approve.unwrap_or(false),
         timeout,
         grants,
+        audit_limits,
     })
 }
 
@@ -429,6 +464,39 @@ mod tests {
             "[approval_grants]\ntool = 'x'",
         ] {
             assert!(parse_text(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn audit_limits_default_and_are_validated() {
+        assert_eq!(parse_text("").unwrap().audit_limits, AuditLimits::default());
+        let p = parse_text("audit_max_rows = 1000\naudit_max_bytes = 1048576\n").unwrap();
+        assert_eq!(
+            p.audit_limits,
+            AuditLimits {
+                max_rows: 1000,
+                max_bytes: 1024 * 1024
+            }
+        );
+        let p = parse_text("audit_max_rows = 250000\n").unwrap();
+        assert_eq!(p.audit_limits.max_rows, 250_000);
+        assert_eq!(p.audit_limits.max_bytes, AuditLimits::default().max_bytes);
+        for (bad, needle) in [
+            (
+                "audit_max_rows = 999",
+                "audit_max_rows must be at least 1000",
+            ),
+            ("audit_max_rows = -1", "audit_max_rows"),
+            ("audit_max_rows = 0", "audit_max_rows"),
+            (
+                "audit_max_bytes = 1048575",
+                "audit_max_bytes must be at least",
+            ),
+            ("audit_max_bytes = 1.5e9", "invalid type"),
+            ("audit_max_rows = '5000'", "invalid type"),
+        ] {
+            let e = parse_text(bad).unwrap_err();
+            assert!(e.to_string().contains(needle), "{bad}: {e}");
         }
     }
 

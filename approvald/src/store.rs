@@ -5,9 +5,10 @@
 //!   SQLite opens it. SQLite gives the `-wal`/`-shm` files the database file's mode; a
 //!   leftover one with a wider mode is tightened at open, and the approvald process runs
 //!   with umask 077 besides (see `crate::run`).
-//! * Connection: WAL, `synchronous=NORMAL`, `foreign_keys=ON`, `trusted_schema=OFF`;
-//!   the schema is migrated by `PRAGMA user_version` (this build writes version 1 and
-//!   refuses a newer one).
+//! * Connection: WAL, `synchronous=NORMAL`, `foreign_keys=ON`, `trusted_schema=OFF`,
+//!   `auto_vacuum=INCREMENTAL` (set before anything else, so a new database gets it); the
+//!   schema is migrated by `PRAGMA user_version` (this build writes version 2 and refuses
+//!   a newer one).
 //! * Group commit: one writer thread owns the read-write connection. Callers queue
 //!   records on a bounded channel ([`QUEUE_CAPACITY`]; a full queue makes senders wait,
 //!   nothing is dropped). The writer takes everything queued at once, writes it in one
@@ -15,24 +16,41 @@
 //!   burst of calls costs one commit rather than one per call.
 //! * Chain: each row stores `prev_sha256`, the previous row's `row_sha256` (64 zeros for
 //!   the first row), and `row_sha256` = SHA-256 of [`canonical_row`] over every other
-//!   column. Editing or deleting a row breaks the chain at that row or the next one, which
-//!   [`verify_path`] reports. Removing rows from the end, or rewriting every row from some
-//!   point on, needs an anchor kept outside the database to detect.
+//!   column; ids follow each other without gaps. Editing, deleting or inserting a row
+//!   breaks the chain at that row or the next one, which [`verify_path`] reports.
+//! * Retention ([`retention`]): the writer prunes the oldest rows in its batches to keep
+//!   within `audit_max_rows` / `audit_max_bytes` ([`Store::set_limits`]), and records the
+//!   last pruned row's id and hash in `audit_anchor` in the same transaction; the chain
+//!   is verified from that anchor.
+//! * Tail ([`tail`]): the id and hash of the newest row are also kept in a file beside
+//!   the database, so rows cut from the end, which no chain can show, are detected.
+//!   A database that does not match its tail file when it is opened is not repaired:
+//!   the writer logs the break and continues after it, leaving a gap in the ids that
+//!   [`verify_path`] keeps reporting until retention prunes past it.
 
 use std::fs::{DirBuilder, File, OpenOptions, Permissions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::types::Value;
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, Transaction};
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::clock;
+
+pub mod retention;
+pub mod tail;
+
+pub use retention::{
+    Anchor, AuditLimits, DEFAULT_AUDIT_MAX_BYTES, DEFAULT_AUDIT_MAX_ROWS, MIN_AUDIT_MAX_BYTES,
+    MIN_AUDIT_MAX_ROWS,
+};
+pub use tail::{TailStatus, TAIL_FILE};
 
 /// The database, relative to the state directory.
 pub const DB_FILE: &str = "protocol/tasks.sqlite3";
@@ -43,7 +61,11 @@ pub const MAX_BATCH: usize = 4096;
 /// Longest text a stored column may hold; a record with a longer one is refused.
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 /// `PRAGMA user_version` this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
+/// The first schema version whose databases keep a tail file.
+const TAIL_SINCE_VERSION: i64 = 2;
+/// What a row is taken to cost until one is measured: a little more than the usual.
+const DEFAULT_ROW_BYTES: u64 = 512;
 /// `prev_sha256` of the first row.
 pub const GENESIS_SHA256: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 /// First bytes hashed for every row; changes if the canonical form ever does.
@@ -99,6 +121,15 @@ CREATE TABLE audit (
 CREATE INDEX audit_call_id ON audit (call_id);
 ";
 
+/// Version 2: the anchor of pruned rows. At most one row; none until something is pruned.
+const SCHEMA_V2: &str = "
+CREATE TABLE audit_anchor (
+    one           INTEGER PRIMARY KEY CHECK (one = 1),
+    pruned_id     INTEGER NOT NULL,
+    pruned_sha256 TEXT    NOT NULL
+);
+";
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("{what} {}: {source}", .path.display())]
@@ -123,6 +154,8 @@ pub enum StoreError {
     Commit(String),
     #[error("the audit writer has stopped")]
     Closed,
+    #[error(transparent)]
+    Tail(#[from] tail::TailError),
 }
 
 /// What one audit row says.
@@ -221,18 +254,23 @@ pub struct AuditRow {
     pub row_sha256: String,
 }
 
-/// Result of walking the chain.
+/// Result of walking the chain and comparing its end with the tail file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyReport {
     /// Rows read, up to and including the first bad one.
     pub rows_checked: u64,
     /// The first row whose chain check failed; `None` when the chain is intact.
     pub first_bad: Option<BadRow>,
+    /// The last pruned row, which the chain starts from; `None` when nothing was pruned.
+    pub anchor: Option<Anchor>,
+    /// How the end of the trail compares with the tail file.
+    pub tail: TailStatus,
 }
 
 impl VerifyReport {
+    /// The chain is intact and nothing shows rows removed from its end.
     pub fn is_intact(&self) -> bool {
-        self.first_bad.is_none()
+        self.first_bad.is_none() && self.tail.is_ok()
     }
 }
 
@@ -256,6 +294,37 @@ pub enum ChainProblem {
     /// A chain column is not 64 hex characters, or ids do not increase.
     #[error("the row's chain columns are malformed")]
     Malformed,
+    /// The first row does not continue from the anchor (its `prev_sha256` is not the
+    /// anchor's hash, or its id is not the next one).
+    #[error(
+        "it does not continue from the anchor, the record of the last pruned row (the \
+         anchor or this row was edited, or rows after the anchor were removed)"
+    )]
+    AnchorMismatch,
+    /// `audit_anchor` holds more than one row, or values of the wrong kind.
+    #[error("the anchor of the pruned rows (table audit_anchor) is malformed")]
+    AnchorMalformed,
+    /// The chain links across missing ids: when approvald opened the trail, it did not
+    /// match its tail file (rows cut from the end, or the database replaced), and the
+    /// writer continued after a gap so the break stays on record.
+    #[error("{}", gap_text(*first_missing, *last_missing))]
+    IdGap {
+        first_missing: i64,
+        last_missing: i64,
+    },
+}
+
+fn gap_text(first: i64, last: i64) -> String {
+    let rows = if first == last {
+        format!("row {first} is")
+    } else {
+        format!("rows {first} to {last} are")
+    };
+    format!(
+        "{rows} missing before it: when approvald reopened the trail it did not match its \
+         tail file (rows removed from the end, the database replaced, or the newest commits \
+         lost in a power failure), and it continued after a gap"
+    )
 }
 
 /// Counters for tests and diagnostics.
@@ -265,12 +334,15 @@ pub struct StoreStats {
     pub batches: u64,
     /// Rows committed.
     pub records: u64,
+    /// Rows pruned.
+    pub pruned: u64,
 }
 
 #[derive(Default)]
 struct Counters {
     batches: AtomicU64,
     records: AtomicU64,
+    pruned: AtomicU64,
 }
 
 type Ack = oneshot::Sender<Result<(), StoreError>>;
@@ -282,6 +354,10 @@ enum Command {
     },
     /// Answered once everything queued before it is committed.
     Flush(oneshot::Sender<()>),
+    /// Like `Flush`, and answered once the trail is also within the current limits.
+    Settle(oneshot::Sender<()>),
+    /// The limits changed: look at them, and prune while idle if they call for it.
+    Wake,
 }
 
 /// Handle to the store. Cheap to share behind an `Arc`; the writer thread stops after the
@@ -290,11 +366,14 @@ pub struct Store {
     path: PathBuf,
     queue: mpsc::Sender<Command>,
     counters: Arc<Counters>,
+    /// The limits the writer prunes to; `None` until set, and nothing is pruned before.
+    limits: Arc<Mutex<Option<AuditLimits>>>,
 }
 
 impl Store {
     /// Open (creating when missing) `<state_dir>/protocol/tasks.sqlite3`, migrate its
-    /// schema and start the writer thread.
+    /// schema, compare it with its tail file and start the writer thread. Nothing is
+    /// pruned until [`Store::set_limits`] says how much to keep.
     pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
         let path = state_dir.join(DB_FILE);
         if let Some(dir) = path.parent() {
@@ -305,19 +384,87 @@ impl Store {
             &path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
+        // Before WAL is turned on, which writes the header: later a new database could
+        // only get it by a rebuild. On an existing database this changes nothing.
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
         configure(&conn, &path)?;
-        migrate(&mut conn, &path)?;
-        for suffix in ["-wal", "-shm"] {
-            let mut side = path.clone().into_os_string();
-            side.push(suffix);
-            tighten_existing(Path::new(&side))?;
+        let tail_path = tail::tail_path(&path);
+        let tail_temp = tail::temp_path(&path);
+        match std::fs::remove_file(&tail_temp) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                tracing::warn!(path = %tail_temp.display(), error = %e, "cannot remove a leftover file");
+            }
+            _ => {}
         }
-        let head = read_head(&conn)?;
+        let version = schema_version(&conn)?;
+        // Read before anything is written: a tail file without a database (or beside an
+        // older one) means the database was removed or replaced.
+        let found = tail::read(&tail_path);
+        let fresh_tail = version < TAIL_SINCE_VERSION && matches!(found, Ok(None));
+        if fresh_tail {
+            // The tail file exists before the schema says there is one.
+            let head = if version == 0 {
+                Head::genesis()
+            } else {
+                read_head(&conn, &AnchorRead::None)?
+            };
+            write_tail(&tail_path, &tail_temp, &head)?;
+        }
+        migrate(&mut conn, &path)?;
+        for side in [
+            suffixed(&path, "-wal"),
+            suffixed(&path, "-shm"),
+            tail_path.clone(),
+        ] {
+            tighten_existing(&side)?;
+        }
+        let anchor = read_anchor(&conn)?;
+        let mut head = read_head(&conn, &anchor)?;
+        let status = match &found {
+            _ if fresh_tail => TailStatus::Matches { id: head.id },
+            Ok(t) => tail::check(&conn, t.as_ref(), true, anchor.one())?,
+            Err(e) => TailStatus::Malformed(e.to_string()),
+        };
+        if !status.is_ok() {
+            // Not repaired, and not hidden: the next row gets an id past the break, so
+            // the gap stays in the chain for `--verify` to report.
+            head.id = match status {
+                TailStatus::Cut { written_id, .. } => written_id,
+                _ => head.id.saturating_add(1),
+            };
+            tracing::error!(
+                path = %path.display(),
+                problem = %status,
+                next_id = head.id.saturating_add(1),
+                "the audit trail does not match its tail file; continuing after a gap in the ids"
+            );
+        }
+        let rows: i64 = conn.query_row("SELECT count(*) FROM audit", [], |r| r.get(0))?;
+        let rows = u64::try_from(rows).unwrap_or(0);
+        let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        let page_size = u64::try_from(page_size).unwrap_or(4096).max(512);
+        let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+        let row_bytes = (u64::try_from(pages).unwrap_or(0) * page_size)
+            .checked_div(rows)
+            .unwrap_or(DEFAULT_ROW_BYTES);
+        let auto_vacuum: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
         let (queue, rx) = mpsc::channel(QUEUE_CAPACITY);
         let counters = Arc::new(Counters::default());
+        let limits = Arc::new(Mutex::new(None));
         let writer = Writer {
             conn,
             head,
+            rows,
+            row_bytes,
+            page_size,
+            limits: limits.clone(),
+            applied: None,
+            backlog: false,
+            // 0 is NONE: a database from before retention, rebuilt once it is pruned.
+            rebuild: auto_vacuum == 0,
+            tail_path,
+            tail_temp,
+            tail_failing: false,
             counters: counters.clone(),
         };
         std::thread::Builder::new()
@@ -332,11 +479,31 @@ impl Store {
             path,
             queue,
             counters,
+            limits,
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// How much to keep from now on. Cheap when nothing changed; a change wakes the
+    /// writer, which prunes (while no records wait) down to the new limits.
+    pub fn set_limits(&self, limits: AuditLimits) {
+        {
+            let mut current = lock(&self.limits);
+            if *current == Some(limits) {
+                return;
+            }
+            *current = Some(limits);
+        }
+        // A full queue wakes the writer anyway.
+        let _ = self.queue.try_send(Command::Wake);
+    }
+
+    /// The limits the writer prunes to, if set.
+    pub fn limits(&self) -> Option<AuditLimits> {
+        *lock(&self.limits)
     }
 
     /// Queue `record` and resolve once the batch holding it is committed.
@@ -399,7 +566,20 @@ impl Store {
         done.await.map_err(|_| StoreError::Closed)
     }
 
-    /// Walk the committed chain on a separate read-only connection.
+    /// Like [`Store::flush`], and resolve only once the trail is within the current
+    /// limits too: pruned, free pages released, a database from before retention
+    /// rebuilt. For tests, benchmarks and tools; the service never waits for this.
+    pub async fn settle(&self) -> Result<(), StoreError> {
+        let (ack, done) = oneshot::channel();
+        self.queue
+            .send(Command::Settle(ack))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        done.await.map_err(|_| StoreError::Closed)
+    }
+
+    /// Walk the committed chain on a separate read-only connection, and compare its
+    /// end with the tail file.
     pub async fn verify(&self) -> Result<VerifyReport, StoreError> {
         let path = self.path.clone();
         blocking(move || verify_path(&path)).await
@@ -415,8 +595,20 @@ impl Store {
         StoreStats {
             batches: self.counters.batches.load(Ordering::Relaxed),
             records: self.counters.records.load(Ordering::Relaxed),
+            pruned: self.counters.pruned.load(Ordering::Relaxed),
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Plain values: a panic elsewhere cannot leave them torn.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn suffixed(path: &Path, suffix: &str) -> PathBuf {
+    let mut side = path.to_owned().into_os_string();
+    side.push(suffix);
+    PathBuf::from(side)
 }
 
 async fn blocking<T: Send + 'static>(
@@ -434,17 +626,65 @@ struct Head {
     sha256: String,
 }
 
+impl Head {
+    fn genesis() -> Self {
+        Head {
+            id: 0,
+            sha256: GENESIS_SHA256.to_owned(),
+        }
+    }
+}
+
+fn write_tail(path: &Path, temp: &Path, head: &Head) -> Result<(), StoreError> {
+    let t = tail::Tail {
+        id: head.id,
+        row_sha256: head.sha256.clone(),
+    };
+    tail::write(path, temp, &t).map_err(|source| StoreError::Io {
+        what: "cannot write",
+        path: path.to_owned(),
+        source,
+    })
+}
+
 struct Writer {
     conn: Connection,
     head: Head,
+    /// Rows in the trail.
+    rows: u64,
+    /// About how many bytes of pages a row takes, as last measured.
+    row_bytes: u64,
+    page_size: u64,
+    limits: Arc<Mutex<Option<AuditLimits>>>,
+    /// The limits in force here (their WAL settings applied); `None`: prune nothing.
+    applied: Option<AuditLimits>,
+    /// More pruning is due than the last transaction did.
+    backlog: bool,
+    /// The database has no auto-vacuum (created before retention): once it is pruned to
+    /// the limits, it is rebuilt with `VACUUM`, which also gives back the pages freed by
+    /// that first pruning.
+    rebuild: bool,
+    tail_path: PathBuf,
+    tail_temp: PathBuf,
+    /// The last tail write failed (logged once until one succeeds).
+    tail_failing: bool,
     counters: Arc<Counters>,
 }
 
 impl Writer {
     fn run(mut self, mut rx: mpsc::Receiver<Command>) {
         let mut queued = Vec::with_capacity(MAX_BATCH);
-        // Waits for at least one command, then takes whatever else is already queued.
-        while rx.blocking_recv_many(&mut queued, MAX_BATCH) > 0 {
+        loop {
+            self.refresh_limits();
+            // Catching up with lowered limits, and the one-time rebuild, only while no
+            // record waits: a batch never waits for more than one pruning transaction.
+            while rx.is_empty() && self.housekeep() {}
+            // Waits for at least one command, then takes whatever else is already queued,
+            // up to what one transaction may hold under the limits.
+            if rx.blocking_recv_many(&mut queued, self.batch_cap()) == 0 {
+                break;
+            }
+            self.refresh_limits();
             let mut batch = Vec::new();
             for command in queued.drain(..) {
                 match command {
@@ -454,11 +694,110 @@ impl Writer {
                         self.commit(std::mem::take(&mut batch));
                         let _ = done.send(());
                     }
+                    Command::Settle(done) => {
+                        self.commit(std::mem::take(&mut batch));
+                        while self.housekeep() {}
+                        let _ = done.send(());
+                    }
+                    Command::Wake => {}
                 }
             }
             self.commit(batch);
         }
         tracing::debug!("audit writer stopped: every handle is gone and the queue is empty");
+    }
+
+    /// Take up the limits last set, if they changed: size the WAL to them and look
+    /// again at whether pruning is due.
+    fn refresh_limits(&mut self) {
+        let current = *lock(&self.limits);
+        if current == self.applied {
+            return;
+        }
+        if let Some(limits) = current {
+            let applied = self
+                .conn
+                .pragma_update(
+                    None,
+                    "wal_autocheckpoint",
+                    limits.wal_autocheckpoint_pages(self.page_size),
+                )
+                .and_then(|()| {
+                    self.conn
+                        .pragma_update(None, "journal_size_limit", limits.journal_size_limit())
+                });
+            if let Err(e) = applied {
+                tracing::warn!(error = %e, "cannot size the audit WAL to the limits");
+            }
+            tracing::debug!(
+                max_rows = limits.max_rows,
+                max_bytes = limits.max_bytes,
+                "audit retention limits"
+            );
+        }
+        self.applied = current;
+        self.backlog = current.is_some();
+    }
+
+    /// Records one transaction takes at most.
+    fn batch_cap(&self) -> usize {
+        self.applied
+            .map_or(MAX_BATCH, |l| retention::batch_rows(&l, self.row_bytes))
+    }
+
+    /// How to prune in a transaction holding `rows` rows; `None` before limits are set.
+    fn pruning(&self, rows: u64) -> Option<Pruning> {
+        self.applied.map(|limits| Pruning {
+            limits,
+            rows,
+            page_size: self.page_size,
+            max: 2 * self.batch_cap() as u64,
+        })
+    }
+
+    /// Take in what a pruning transaction measured and did.
+    fn pruned(&mut self, rows_then: u64, (pruned, used): (Option<retention::Pruned>, u64)) {
+        if let Some(per_row) = used.checked_div(rows_then) {
+            self.row_bytes = per_row.max(1);
+        }
+        if let Some(pruned) = pruned {
+            self.backlog = pruned.more;
+            self.rows = self.rows.saturating_sub(pruned.rows);
+            self.counters
+                .pruned
+                .fetch_add(pruned.rows, Ordering::Relaxed);
+        }
+    }
+
+    /// One step of pruning left over, or the rebuild; whether there was one.
+    fn housekeep(&mut self) -> bool {
+        let Some(pruning) = self.pruning(self.rows) else {
+            return false;
+        };
+        if self.backlog {
+            match prune_only(&mut self.conn, &pruning) {
+                Ok(done) => {
+                    let progress = done.0.is_some();
+                    self.pruned(pruning.rows, done);
+                    if progress {
+                        return true;
+                    }
+                    self.backlog = false;
+                }
+                Err(e) => {
+                    // Tried again with the next batch, not in a loop here.
+                    tracing::error!(error = %e, "audit rows not pruned");
+                    self.backlog = false;
+                    return false;
+                }
+            }
+        }
+        if self.rebuild {
+            self.rebuild = false;
+            rebuild(&self.conn);
+            return true;
+        }
+        false
     }
 
     fn commit(&mut self, batch: Vec<(Box<AuditRecord>, Option<Ack>)>) {
@@ -467,10 +806,22 @@ impl Writer {
         }
         let time = clock::rfc3339_millis(clock::now_unix_ms());
         let (records, acks): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-        let result = write_batch(&mut self.conn, &self.head, &time, &records);
+        let rows = self.rows + records.len() as u64;
+        let pruning = self.pruning(rows);
+        let result = write_batch(
+            &mut self.conn,
+            &self.head,
+            &time,
+            &records,
+            pruning.as_ref(),
+        );
         let outcome = match result {
-            Ok(head) => {
+            Ok((head, pruned)) => {
                 self.head = head;
+                self.rows = rows;
+                if let Some(done) = pruned {
+                    self.pruned(rows, done);
+                }
                 self.counters.batches.fetch_add(1, Ordering::Relaxed);
                 self.counters
                     .records
@@ -482,19 +833,58 @@ impl Writer {
                 Err(e.to_string())
             }
         };
+        let committed = outcome.is_ok();
         for ack in acks.into_iter().flatten() {
             let _ = ack.send(outcome.clone().map_err(StoreError::Commit));
+        }
+        // After the acknowledgements: nobody waits on the tail file (a reader accepts a
+        // database ahead of it), and a rename costs about 0.1 ms on ext4. A flush is
+        // answered only after this.
+        if committed {
+            self.update_tail();
+        }
+    }
+
+    /// Record the new head in the tail file. A failure leaves the file behind the
+    /// database, which `--verify` accepts; it is logged once until a write succeeds.
+    fn update_tail(&mut self) {
+        match write_tail(&self.tail_path, &self.tail_temp, &self.head) {
+            Ok(()) if self.tail_failing => {
+                self.tail_failing = false;
+                tracing::info!("audit tail file written again");
+            }
+            Ok(()) => {}
+            Err(e) if !self.tail_failing => {
+                self.tail_failing = true;
+                tracing::error!(error = %e, "audit tail file not updated; a cut tail may go unnoticed");
+            }
+            Err(_) => {}
         }
     }
 }
 
-/// Insert `records` after `head` in one transaction; the new head on commit.
+/// How one transaction prunes.
+struct Pruning {
+    limits: AuditLimits,
+    /// Rows in the trail in that transaction, before pruning.
+    rows: u64,
+    page_size: u64,
+    /// Most rows to prune.
+    max: u64,
+}
+
+/// What a pruning transaction did, and the bytes of pages in use it measured.
+type PruneResult = (Option<retention::Pruned>, u64);
+
+/// Insert `records` after `head` in one transaction and prune as `pruning` says in the
+/// same transaction. The new head on commit, and what pruning did.
 fn write_batch(
     conn: &mut Connection,
     head: &Head,
     time: &str,
     records: &[Box<AuditRecord>],
-) -> Result<Head, rusqlite::Error> {
+    pruning: Option<&Pruning>,
+) -> Result<(Head, Option<PruneResult>), rusqlite::Error> {
     let tx = conn.transaction()?;
     let mut head = head.clone();
     {
@@ -513,8 +903,53 @@ fn write_batch(
             head = Head { id, sha256 };
         }
     }
+    let pruned = pruning.map(|p| prune_in(&tx, p)).transpose()?;
     tx.commit()?;
-    Ok(head)
+    Ok((head, pruned))
+}
+
+fn prune_in(tx: &Transaction<'_>, p: &Pruning) -> Result<PruneResult, rusqlite::Error> {
+    let done = retention::prune(tx, p.rows, &p.limits, p.page_size, p.max)?;
+    if done.0.is_some() {
+        retention::release_free_pages(tx, &p.limits, p.page_size)?;
+    }
+    Ok(done)
+}
+
+/// A pruning transaction of its own, while no batch waits.
+fn prune_only(conn: &mut Connection, p: &Pruning) -> Result<PruneResult, rusqlite::Error> {
+    let tx = conn.transaction()?;
+    let done = prune_in(&tx, p)?;
+    tx.commit()?;
+    Ok(done)
+}
+
+/// Turn on incremental auto-vacuum in a database created without it, by rebuilding it
+/// (`VACUUM`, which also drops its free pages), then checkpoint so the file shrinks and
+/// the WAL that held the copy is cut back. Runs once, after the first pruning, so only
+/// what is kept is copied. A failure leaves the database as it was, logged.
+fn rebuild(conn: &Connection) {
+    let pages = |conn: &Connection| {
+        conn.query_row("PRAGMA page_count", [], |r| r.get::<_, i64>(0))
+            .unwrap_or(0)
+    };
+    let before = pages(conn);
+    let started = std::time::Instant::now();
+    let done = conn
+        .pragma_update(None, "auto_vacuum", "INCREMENTAL")
+        .and_then(|()| conn.execute_batch("VACUUM"))
+        .and_then(|()| conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())));
+    match done {
+        Ok(()) => tracing::info!(
+            pages_before = before,
+            pages_after = pages(conn),
+            ms = started.elapsed().as_millis() as u64,
+            "audit store rebuilt with incremental auto-vacuum"
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "audit store not rebuilt; it will be tried at the next start")
+        }
+    }
 }
 
 /// The values of [`HASHED_COLUMNS`] for a new row, in order.
@@ -588,19 +1023,79 @@ fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-fn read_head(conn: &Connection) -> Result<Head, StoreError> {
+/// Text of a value that should be text; anything else reads as "" (it then matches no
+/// hash, so the chain breaks there instead of the store failing).
+fn text_or_empty(v: Value) -> String {
+    match v {
+        Value::Text(s) => s,
+        _ => String::new(),
+    }
+}
+
+/// The newest row, else the anchor (everything pruned), else the start of the chain.
+fn read_head(conn: &Connection, anchor: &AnchorRead) -> Result<Head, StoreError> {
     let mut stmt = conn.prepare("SELECT id, row_sha256 FROM audit ORDER BY id DESC LIMIT 1")?;
     let mut rows = stmt.query([])?;
-    match rows.next()? {
-        Some(row) => Ok(Head {
+    if let Some(row) = rows.next()? {
+        return Ok(Head {
             id: row.get(0)?,
-            sha256: row.get(1)?,
-        }),
-        None => Ok(Head {
-            id: 0,
-            sha256: GENESIS_SHA256.to_owned(),
-        }),
+            sha256: text_or_empty(row.get(1)?),
+        });
     }
+    Ok(match anchor.one() {
+        Some(a) => Head {
+            id: a.id,
+            sha256: a.row_sha256.clone(),
+        },
+        None => Head::genesis(),
+    })
+}
+
+/// What `audit_anchor` holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum AnchorRead {
+    /// Nothing was pruned (or the database predates the table).
+    None,
+    One(Anchor),
+    Malformed,
+}
+
+impl AnchorRead {
+    fn one(&self) -> Option<&Anchor> {
+        match self {
+            AnchorRead::One(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+fn read_anchor(conn: &Connection) -> Result<AnchorRead, StoreError> {
+    let exists: i64 = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'audit_anchor'",
+        [],
+        |r| r.get(0),
+    )?;
+    if exists == 0 {
+        return Ok(AnchorRead::None);
+    }
+    let mut stmt = conn.prepare("SELECT pruned_id, pruned_sha256 FROM audit_anchor LIMIT 2")?;
+    let found: Vec<(Value, Value)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    Ok(match found.as_slice() {
+        [] => AnchorRead::None,
+        [(Value::Integer(id), Value::Text(sha))] if *id >= 0 && is_sha256_hex(sha) => {
+            AnchorRead::One(Anchor {
+                id: *id,
+                row_sha256: sha.clone(),
+            })
+        }
+        _ => AnchorRead::Malformed,
+    })
+}
+
+fn schema_version(conn: &Connection) -> Result<i64, StoreError> {
+    Ok(conn.pragma_query_value(None, "user_version", |row| row.get(0))?)
 }
 
 fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
@@ -613,22 +1108,62 @@ fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-/// Walk the whole chain of the database at `path` (read-only) and report the first row
-/// that breaks it. Also what `protocol audit --verify` runs.
+/// Walk the whole chain of the database at `path` (read-only) from its anchor, report the
+/// first row that breaks it, and compare its end with the tail file beside it. Also what
+/// `protocol audit --verify` runs.
 pub fn verify_path(path: &Path) -> Result<VerifyReport, StoreError> {
-    let conn = open_read_only(path)?;
+    // The tail file first: a commit between the two reads only puts the database ahead.
+    let tail = match tail::read(&tail::tail_path(path)) {
+        Ok(t) => Ok(t),
+        Err(tail::TailError::Malformed { why, .. }) => Err(why),
+        Err(e) => return Err(e.into()),
+    };
+    let mut conn = open_read_only(path)?;
+    // One snapshot for the anchor, the rows and the end: the writer may prune meanwhile.
+    let tx = conn.transaction()?;
+    let version = schema_version(&tx)?;
+    let anchor = read_anchor(&tx)?;
+    let (rows_checked, first_bad) = walk_chain(&tx, &anchor)?;
+    let tail = match tail {
+        Ok(t) => tail::check(&tx, t.as_ref(), version >= TAIL_SINCE_VERSION, anchor.one())?,
+        Err(why) => TailStatus::Malformed(why),
+    };
+    Ok(VerifyReport {
+        rows_checked,
+        first_bad,
+        anchor: anchor.one().cloned(),
+        tail,
+    })
+}
+
+/// Rows read and the first bad one, starting from `anchor`.
+fn walk_chain(conn: &Connection, anchor: &AnchorRead) -> Result<(u64, Option<BadRow>), StoreError> {
+    let (mut expected_prev, mut expected_id) = match anchor {
+        AnchorRead::None => (GENESIS_SHA256.to_owned(), 1),
+        AnchorRead::One(a) => (a.row_sha256.clone(), a.id.saturating_add(1)),
+        AnchorRead::Malformed => {
+            let first: Option<i64> =
+                conn.query_row("SELECT min(id) FROM audit", [], |r| r.get(0))?;
+            let bad = BadRow {
+                id: first.unwrap_or(0),
+                problem: ChainProblem::AnchorMalformed,
+            };
+            return Ok((0, Some(bad)));
+        }
+    };
+    let anchored = matches!(anchor, AnchorRead::One(_));
     let sql = format!(
         "SELECT {}, row_sha256 FROM audit ORDER BY id",
         HASHED_COLUMNS.join(", ")
     );
     let mut stmt = conn.prepare(&sql)?;
     let mut rows = stmt.query([])?;
-    let mut expected_prev = GENESIS_SHA256.to_owned();
     let mut last_id = i64::MIN;
     let mut checked = 0u64;
     let n = HASHED_COLUMNS.len();
     while let Some(row) = rows.next()? {
         checked += 1;
+        let first = checked == 1;
         let mut values = Vec::with_capacity(n);
         for i in 0..n {
             values.push(row.get::<_, Value>(i)?);
@@ -636,12 +1171,7 @@ pub fn verify_path(path: &Path) -> Result<VerifyReport, StoreError> {
         let stored: Value = row.get(n)?;
         // `id` is the INTEGER PRIMARY KEY (the rowid), so it is always an integer.
         let id: i64 = row.get(0)?;
-        let bad = |problem| {
-            Ok(VerifyReport {
-                rows_checked: checked,
-                first_bad: Some(BadRow { id, problem }),
-            })
-        };
+        let bad = |problem| Ok((checked, Some(BadRow { id, problem })));
         let (Value::Text(prev), Value::Text(stored)) = (&values[n - 1], &stored) else {
             return bad(ChainProblem::Malformed);
         };
@@ -649,18 +1179,32 @@ pub fn verify_path(path: &Path) -> Result<VerifyReport, StoreError> {
             return bad(ChainProblem::Malformed);
         }
         if *prev != expected_prev {
-            return bad(ChainProblem::PrevMismatch);
+            return bad(if first && anchored {
+                ChainProblem::AnchorMismatch
+            } else {
+                ChainProblem::PrevMismatch
+            });
         }
         if canonical_row_sha256(&values) != *stored {
             return bad(ChainProblem::HashMismatch);
         }
+        if id != expected_id {
+            return bad(if first && anchored {
+                ChainProblem::AnchorMismatch
+            } else if id < expected_id {
+                ChainProblem::Malformed
+            } else {
+                ChainProblem::IdGap {
+                    first_missing: expected_id,
+                    last_missing: id - 1,
+                }
+            });
+        }
         expected_prev = stored.clone();
+        expected_id = id.saturating_add(1);
         last_id = id;
     }
-    Ok(VerifyReport {
-        rows_checked: checked,
-        first_bad: None,
-    })
+    Ok((checked, None))
 }
 
 /// The last `limit` rows of the database at `path`, oldest first.
@@ -738,6 +1282,9 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     let tx = conn.transaction()?;
     if version < 1 {
         tx.execute_batch(SCHEMA_V1)?;
+    }
+    if version < 2 {
+        tx.execute_batch(SCHEMA_V2)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;

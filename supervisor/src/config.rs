@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
+use nl2sh_approvald::store::{MIN_AUDIT_MAX_BYTES, MIN_AUDIT_MAX_ROWS};
+
 /// Largest configuration file we read.
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 /// `protocol_service_port` when the key is absent.
@@ -39,6 +41,8 @@ const KNOWN_KEYS: &[&str] = &[
     "approval_policy",
     "approval_timeout_secs",
     "approval_grants",
+    "audit_max_rows",
+    "audit_max_bytes",
 ];
 
 /// The parsed configuration. Absent keys take the defaults of [`Config::default`].
@@ -69,6 +73,12 @@ pub struct Config {
     /// Scoped grants that pre-approve matching actions (never root, dangerous or
     /// critical ones). approvald re-reads them for every decision.
     pub approval_grants: Vec<ApprovalGrant>,
+    /// Audit rows kept at most (at least [`MIN_AUDIT_MAX_ROWS`]); approvald prunes the
+    /// oldest beyond it and re-reads it for every decision.
+    pub audit_max_rows: Option<u64>,
+    /// Bytes the audit database and its WAL take at most (at least
+    /// [`MIN_AUDIT_MAX_BYTES`]).
+    pub audit_max_bytes: Option<u64>,
     /// Retired; accepted with any TOML type and ignored.
     #[serde(rename = "bridge_auto_approve")]
     retired_bridge_auto_approve: Option<IgnoredAny>,
@@ -92,6 +102,8 @@ impl std::fmt::Debug for Config {
             .field("netd_gid", &self.netd_gid)
             .field("sandbox_uid", &self.sandbox_uid)
             .field("sandbox_gid", &self.sandbox_gid)
+            .field("audit_max_rows", &self.audit_max_rows)
+            .field("audit_max_bytes", &self.audit_max_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -176,6 +188,27 @@ impl Config {
                         "approval_timeout_secs must be between 1 and {} (it can only shorten the wait)",
                         nl2sh_proto::limits::APPROVAL_TIMEOUT.as_secs()
                     ),
+                ));
+            }
+        }
+        for (key, value, min, why) in [
+            (
+                "audit_max_rows",
+                self.audit_max_rows,
+                MIN_AUDIT_MAX_ROWS,
+                "the audit trail always keeps at least the last 500 calls",
+            ),
+            (
+                "audit_max_bytes",
+                self.audit_max_bytes,
+                MIN_AUDIT_MAX_BYTES,
+                "the audit database needs room for its WAL and its largest rows",
+            ),
+        ] {
+            if value.is_some_and(|v| v < min) {
+                return Err((
+                    line_of(key),
+                    format!("{key} must be at least {min} ({why})"),
                 ));
             }
         }
@@ -576,6 +609,68 @@ origin = "mcp_stdio"
             assert!(err.contains(needle), "{text:?}: {err}");
             assert!(err.contains(&format!("c.toml:{line}")), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn audit_limits_parse_and_are_validated() {
+        let c = parse(Path::new("c.toml"), "").unwrap();
+        assert_eq!((c.audit_max_rows, c.audit_max_bytes), (None, None));
+        let text = "audit_max_rows = 20000\naudit_max_bytes = 8388608\n";
+        let c = parse(Path::new("c.toml"), text).unwrap();
+        assert_eq!(c.audit_max_rows, Some(20_000));
+        assert_eq!(c.audit_max_bytes, Some(8 * 1024 * 1024));
+        let c = parse(
+            Path::new("c.toml"),
+            "audit_max_rows = 1000\naudit_max_bytes = 1048576\n",
+        )
+        .unwrap();
+        assert_eq!(c.audit_max_rows, Some(MIN_AUDIT_MAX_ROWS));
+        assert_eq!(c.audit_max_bytes, Some(MIN_AUDIT_MAX_BYTES));
+        let bad = [
+            (
+                "audit_max_rows = 999\n",
+                "audit_max_rows must be at least 1000",
+                1,
+            ),
+            (
+                "\naudit_max_rows = 0\n",
+                "audit_max_rows must be at least",
+                2,
+            ),
+            (
+                "\n\naudit_max_bytes = 4096\n",
+                "audit_max_bytes must be at least 1048576",
+                3,
+            ),
+            (
+                "audit_max_rows = -5\n",
+                "`audit_max_rows`: invalid value",
+                1,
+            ),
+            (
+                "\naudit_max_bytes = 1.5\n",
+                "`audit_max_bytes`: invalid type",
+                2,
+            ),
+            (
+                "audit_max_bytes = \"64M\"\n",
+                "`audit_max_bytes`: invalid type",
+                1,
+            ),
+        ];
+        for (text, needle, line) in bad {
+            let err = parse(Path::new("c.toml"), text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text:?}: {err}");
+            assert!(
+                err.starts_with(&format!("c.toml:{line}: ")),
+                "{text:?}: {err}"
+            );
+        }
+        // Offered in the unknown-key message.
+        let msg = parse(Path::new("c.toml"), "audit_max_row = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("`audit_max_rows`, `audit_max_bytes`"), "{msg}");
     }
 
     #[test]

@@ -273,6 +273,42 @@ pub fn parse_since(s: &str, now_ms: i64) -> Result<String, String> {
     })
 }
 
+/// What `audit --verify` prints: on stdout when the chain is intact and its end matches
+/// the tail file (or the database predates tail files, which is said), otherwise every
+/// problem found on stderr, with exit code 8.
+fn report_verified(report: &nl2sh_approvald::store::VerifyReport) -> ExitCode {
+    let mut problems = Vec::new();
+    if let Some(bad) = &report.first_bad {
+        problems.push(format!(
+            "audit trail broken at row {}: {}",
+            bad.id, bad.problem
+        ));
+    }
+    if !report.tail.is_ok() {
+        problems.push(format!("audit trail broken: {}", report.tail));
+    }
+    if let Some((first, rest)) = problems.split_first() {
+        for line in rest {
+            eprintln!("nl2sh: {line}");
+        }
+        return fail(Exit::Tampered, first);
+    }
+    let pruned = match &report.anchor {
+        Some(a) => format!(
+            "; rows 1 to {} were pruned by retention, and the chain is verified from the \
+             anchor they left",
+            a.id
+        ),
+        None => String::new(),
+    };
+    println!(
+        "audit trail intact: {} rows verified{pruned}",
+        report.rows_checked
+    );
+    println!("{}", report.tail);
+    ExitCode::SUCCESS
+}
+
 /// `nl2sh protocol audit [--since T] [--limit N] [--json] [--verify]`
 pub fn audit(
     config_arg: Option<PathBuf>,
@@ -297,16 +333,7 @@ pub fn audit(
     }
     if verify {
         return match nl2sh_approvald::store::verify_path(&db) {
-            Ok(report) => match report.first_bad {
-                None => {
-                    println!("audit trail intact: {} rows verified", report.rows_checked);
-                    ExitCode::SUCCESS
-                }
-                Some(bad) => fail(
-                    Exit::Tampered,
-                    format!("audit trail broken at row {}: {}", bad.id, bad.problem),
-                ),
-            },
+            Ok(report) => report_verified(&report),
             Err(e) => fail(
                 Exit::Failure,
                 format!("cannot verify {}: {e}", db.display()),

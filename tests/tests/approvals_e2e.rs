@@ -369,3 +369,72 @@ fn every_call_is_audited_once_with_decision_and_outcome_and_edits_are_detected()
     assert_eq!(code, Some(8), "{err}");
     assert!(err.contains(&format!("row {target}")), "{err}");
 }
+
+/// `protocol audit --json` until it lists `n` rows (outcome rows are written after the
+/// call has answered).
+fn wait_audit_rows(fx: &Fixture, n: usize) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (code, out, err) = run_without_terminal(fx, &["protocol", "audit", "--json"]);
+        assert_eq!(code, Some(0), "{err}");
+        let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+        if rows.len() >= n {
+            return rows;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} audit rows, not {n}",
+            rows.len()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn verify_reports_rows_cut_from_the_end_even_after_a_restart() {
+    // The retention keys pass the supervisor's strict schema and approvald reads them.
+    let fx = Fixture::new("audit_max_rows = 1000\naudit_max_bytes = 8388608\n");
+    let config = fx.config();
+    let mut server = Server::start(&fx, &[], &[]);
+    for _ in 0..3 {
+        assert!(!server.invoke("fs.stat", json!({"path": config})).is_error);
+    }
+    let rows = wait_audit_rows(&fx, 6);
+    assert_eq!(rows.last().unwrap()["id"], 6, "{rows:?}");
+    let (code, out, err) = run_without_terminal(&fx, &["protocol", "audit", "--verify"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("audit trail intact: 6 rows verified"), "{out}");
+    assert!(out.contains("row 6, is in the trail"), "{out}");
+
+    // Cut the last two rows with the sqlite3 tool: the chain that is left is intact, the
+    // tail file beside the database is not.
+    let db = fx.state_dir().join("protocol/tasks.sqlite3");
+    let status = std::process::Command::new("sqlite3")
+        .arg(&db)
+        .arg("DELETE FROM audit WHERE id > 4;")
+        .status()
+        .expect("the sqlite3 tool is needed for this test (.ci/run installs it)");
+    assert!(status.success());
+    let (code, _, err) = run_without_terminal(&fx, &["protocol", "audit", "--verify"]);
+    assert_eq!(code, Some(8), "{err}");
+    assert!(
+        err.contains(
+            "the trail ends at row 4 but row 6 was written: rows were removed from the end"
+        ),
+        "{err}"
+    );
+
+    // A restart does not paper over it: new rows continue after the missing ids.
+    server.signal(libc::SIGTERM);
+    assert!(server.wait(Duration::from_secs(15)).success());
+    let server = Server::start(&fx, &[], &[]);
+    assert!(!server.invoke("fs.stat", json!({"path": config})).is_error);
+    let rows = wait_audit_rows(&fx, 6);
+    assert_eq!(rows[4]["id"], 7, "{rows:?}");
+    let (code, _, err) = run_without_terminal(&fx, &["protocol", "audit", "--verify"]);
+    assert_eq!(code, Some(8), "{err}");
+    assert!(
+        err.contains("audit trail broken at row 7: rows 5 to 6 are missing"),
+        "{err}"
+    );
+}
