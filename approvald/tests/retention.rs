@@ -13,7 +13,9 @@ use nl2sh_approvald::store::{
     AuditKind, AuditLimits, AuditRecord, ChainProblem, Store, TailStatus, DB_FILE, SCHEMA_VERSION,
     TAIL_FILE,
 };
-use nl2sh_proto::channels::{AuthorityRequest, CallResult, Confinement, Decision, RiskLevel};
+use nl2sh_proto::channels::{
+    AuthorityRequest, CallId, CallResult, Confinement, Decision, RiskLevel,
+};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -563,13 +565,13 @@ fn read_only_call(call_id: u64) -> nl2sh_proto::channels::ActionSummary {
 
 #[tokio::test]
 async fn the_limits_come_from_the_configuration_file() {
-    let rig = common::Rig::new();
+    let rig = common::Rig::new().await;
     rig.write_config("audit_max_rows = 1000\n");
     for id in 1..=700u64 {
         let (decision, _) = rig.decide(read_only_call(id)).await;
         assert_eq!(decision, Decision::Allowed);
         rig.call(AuthorityRequest::Finished(CallResult {
-            call_id: id,
+            call_id: CallId(id),
             success: true,
             exit_code: Some(0),
             duration_ms: 2,
@@ -593,7 +595,7 @@ async fn the_limits_come_from_the_configuration_file() {
 
     // A changed file applies to the next decision.
     rig.write_config("audit_max_rows = 1000\naudit_max_bytes = 2097152\n");
-    rig.decide(read_only_call(701)).await;
+    assert_eq!(rig.decide(read_only_call(701)).await.0, Decision::Allowed);
     assert_eq!(store.limits().map(|l| l.max_bytes), Some(2 * MIB));
 
     // A value below the minimum makes the file invalid: decisions fail closed, and the

@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use nl2sh_approvald::authority::Authority;
 use nl2sh_approvald::store::{self, AuditLimits, Store, DB_FILE, TAIL_FILE};
 use nl2sh_proto::channels::{
-    ActionSummary, AuthorityResponse, CallOrigin, CallResult, Confinement, Decision, Identity,
-    RiskLevel,
+    ActionSummary, AuthorityResponse, CallId, CallOrigin, CallResult, Confinement, Decision,
+    Identity, RiskLevel,
 };
 
 const MIB: u64 = 1024 * 1024;
@@ -66,7 +66,7 @@ fn main() {
 /// What a screen-polling agent's call looks like to the authority.
 fn screen_dump(call_id: u64) -> ActionSummary {
     ActionSummary {
-        call_id,
+        call_id: CallId(call_id),
         origin: CallOrigin::McpHttp,
         tool: "android.screen_dump".into(),
         action: format!(
@@ -83,7 +83,7 @@ fn screen_dump(call_id: u64) -> ActionSummary {
 
 fn finished(call_id: u64) -> CallResult {
     CallResult {
-        call_id,
+        call_id: CallId(call_id),
         success: true,
         exit_code: Some(0),
         duration_ms: 180 + call_id % 40,
@@ -132,14 +132,14 @@ async fn run_limited(title: &str, config: &str, calls: u64) {
     let started = Instant::now();
     for id in 1..=calls {
         match authority.decide(screen_dump(id)).await {
-            AuthorityResponse::Decided {
+            Ok(AuthorityResponse::Decided {
                 decision: Decision::Allowed,
                 ..
-            } => {}
+            }) => {}
             other => panic!("call {id}: {other:?}"),
         }
         match authority.finished(finished(id)).await {
-            AuthorityResponse::Recorded => {}
+            Ok(AuthorityResponse::Recorded) => {}
             other => panic!("call {id}: outcome {other:?}"),
         }
     }
