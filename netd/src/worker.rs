@@ -118,6 +118,9 @@ pub async fn serve(wiring: Wiring) -> Result<(), NetdError> {
         }
     };
 
+    #[cfg(debug_assertions)]
+    let test_violation = settings.test_violation.clone();
+
     // Anything that stops netd from serving is reported to the supervisor as Refused.
     let started = async {
         let executor_stream = peer(
@@ -165,6 +168,11 @@ pub async fn serve(wiring: Wiring) -> Result<(), NetdError> {
     };
 
     write_frame(&mut control, start_id, &ControlResponse::Started).await?;
+    // TEST HOOK (debug builds only): right after Started, before any request is served.
+    #[cfg(debug_assertions)]
+    if let Some(violation) = test_violation {
+        return Err(crate::test_hook::attempt(&violation));
+    }
     tracing::info!("netd serving");
 
     // Biased: when stdin closes, the transport ends first and then (because it held the
