@@ -10,14 +10,17 @@
 //!    local listener authority → 403;
 //! 4. `Origin` present and not the advertised origin → 403;
 //! 5. the body is read, bounded by [`MAX_HTTP_BODY_BYTES`] while streaming (chunked
-//!    bodies have no Content-Length) → 413. Only authenticated requests get their body
-//!    read at all.
+//!    bodies have no Content-Length) → 413, and by [`HttpLimits::body_read`] in time →
+//!    408. Only authenticated requests get their body read at all.
+//!
+//! Connections (the cap, header and idle timeouts) are [`crate::connections`]'s.
 //!
 //! Error bodies are `{"error":"..."}`. No header value (token, Host, Origin) is ever
 //! logged.
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -33,22 +36,51 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+pub use crate::connections::HttpLimits;
+use crate::connections::{ConnHandle, BODY_READ_TIMEOUT};
 use crate::executor::ExecutorClient;
 use crate::mcp::McpServer;
 
-/// Serve HTTP on `listener` until `shutdown` resolves, then stop accepting and wait for
-/// in-flight requests (the caller bounds that wait).
+/// Serve HTTP on `listener` with the production [`HttpLimits`] until `shutdown`
+/// resolves, then stop accepting and wait for in-flight requests (the caller bounds that
+/// wait).
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
     settings: HttpSettings,
     executor: ExecutorClient,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let gate = Gate::new(&settings)
+    serve_http_with(
+        listener,
+        settings,
+        HttpLimits::default(),
+        executor,
+        shutdown,
+    )
+    .await
+}
+
+/// [`serve_http`] with other limits (tests use short ones). The connection cap is
+/// lowered to fit the open-file limit if needed.
+pub async fn serve_http_with(
+    listener: tokio::net::TcpListener,
+    settings: HttpSettings,
+    limits: HttpLimits,
+    executor: ExecutorClient,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let mut gate = Gate::new(&settings)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    axum::serve(listener, router(gate, executor))
-        .with_graceful_shutdown(shutdown)
-        .await
+    gate.body_read = limits.body_read;
+    let router = router(gate, executor);
+    crate::connections::serve(
+        listener,
+        router,
+        limits,
+        crate::confine::open_file_limit(),
+        shutdown,
+    )
+    .await
 }
 
 /// Would [`serve_http`] accept these settings? (Token length, advertised origin, local
@@ -84,6 +116,8 @@ struct Gate {
     token_digest: [u8; 32],
     advertised: Origin,
     local: Vec<HostPort>,
+    /// How long an authorized request's body may take to arrive.
+    body_read: Duration,
 }
 
 impl Gate {
@@ -113,6 +147,7 @@ impl Gate {
             token_digest: digest(token.as_bytes()),
             advertised,
             local,
+            body_read: BODY_READ_TIMEOUT,
         })
     }
 
@@ -292,12 +327,24 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
     // Checked; nothing past this point (rmcp puts the request parts where handlers can
     // read them) needs the token.
     parts.headers.remove(header::AUTHORIZATION);
-    let bytes = match Limited::new(body, MAX_HTTP_BODY_BYTES).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
-        Err(e) => {
+    // The connection now holds an authorized caller: it keeps its slot under a flood.
+    if let Some(ConnHandle(conn)) = parts.extensions.get::<ConnHandle>() {
+        conn.mark_authorized();
+    }
+    let reading = Limited::new(body, MAX_HTTP_BODY_BYTES).collect();
+    let bytes = match tokio::time::timeout(gate.body_read, reading).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
+        Ok(Err(e)) => {
             tracing::info!(error = %e, "request body unreadable");
             return error_response(StatusCode::BAD_REQUEST, "request body unreadable");
+        }
+        Err(_) => {
+            tracing::info!("request body not received in time");
+            return error_response(
+                StatusCode::REQUEST_TIMEOUT,
+                "request body not received in time",
+            );
         }
     };
     next.run(Request::from_parts(parts, Body::from(bytes)))

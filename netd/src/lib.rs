@@ -1,16 +1,30 @@
 //! netd: the only nl2sh process that parses network bytes (DESIGN.md §1). It owns the
 //! inherited TCP listener (or stdin/stdout), checks limits, the bearer token, Host and
 //! Origin, speaks MCP with rmcp, and asks the executor for everything else over typed
-//! channels. It runs unprivileged and refuses to start otherwise.
+//! channels. It runs unprivileged and refuses to start otherwise, and confines itself
+//! (seccomp allow-list, Landlock) before it reads a single byte from anyone.
 
 #![deny(unsafe_code)]
 
+pub mod confine;
+pub mod connections;
 pub mod error;
 pub mod executor;
 pub mod http;
 pub mod mcp;
+#[cfg(all(
+    target_os = "linux",
+    any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        target_arch = "riscv64"
+    )
+))]
+pub mod seccomp;
 #[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 mod sys;
+#[cfg(debug_assertions)]
+mod test_hook;
 pub mod tools;
 pub mod worker;
 
@@ -18,7 +32,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 pub use error::NetdError;
-pub use http::serve_http;
+pub use http::{serve_http, serve_http_with, HttpLimits};
 pub use mcp::McpServer;
 
 /// Entry point of the hidden `netd` role, on its ends of the tree's channels (inherited
@@ -29,6 +43,23 @@ pub fn run(ends: nl2sh_proto::topology::NetdEnds) -> ExitCode {
     if let Err(e) = sys::verify_unprivileged().and_then(|()| sys::forbid_inspection()) {
         tracing::error!(error = %e, "netd refuses to start");
         return ExitCode::FAILURE;
+    }
+    // Still before any thread and before the first frame: what a parser bug could reach
+    // from here on is fixed now.
+    match confine::apply() {
+        Ok(report) => tracing::info!(
+            seccomp = %report.seccomp,
+            landlock = %report.landlock,
+            uid = report.uid,
+            no_new_privs = report.no_new_privs,
+            dumpable = report.dumpable,
+            open_files_limit = report.open_files,
+            "netd confined"
+        ),
+        Err(e) => {
+            tracing::error!(error = %e, "netd refuses to start: cannot confine itself");
+            return ExitCode::FAILURE;
+        }
     }
     // One thread: on a two-core phone the other processes of the tree need the other
     // core, and two netd threads mostly wake each other (measured by benches/invoke.rs).

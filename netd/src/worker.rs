@@ -71,6 +71,9 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
         }
     };
 
+    #[cfg(debug_assertions)]
+    let test_violation = settings.test_violation.clone();
+
     // Anything that stops netd from serving is reported to the supervisor as Refused.
     let started = async {
         let (executor, executor_end) = ExecutorClient::start(executor).await?;
@@ -95,6 +98,11 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
     };
 
     control.started().await?;
+    // TEST HOOK (debug builds only): right after Started, before any request is served.
+    #[cfg(debug_assertions)]
+    if let Some(violation) = test_violation {
+        return Err(crate::test_hook::attempt(&violation));
+    }
     tracing::info!("netd serving");
 
     // Biased: when stdin closes, the transport ends first and then (because it held the

@@ -141,6 +141,12 @@ pub struct HttpSettings {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct NetdSettings {
     pub transport: NetdTransport,
+    /// TEST HOOK, debug builds only (absent from release builds): a confinement
+    /// violation netd attempts right after it started (`execve`, `ptrace`,
+    /// `open:<path>`), so tests can watch the kernel stop it. Filled by the supervisor
+    /// from `NL2SH_TEST_NETD_VIOLATION`.
+    #[cfg(debug_assertions)]
+    pub test_violation: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

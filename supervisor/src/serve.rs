@@ -181,6 +181,15 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
     let starts = Starts {
         netd: Some(NetdSettings {
             transport: netd_transport,
+            // TEST HOOK (debug builds only; see NetdSettings::test_violation).
+            #[cfg(debug_assertions)]
+            test_violation: std::env::var("NL2SH_TEST_NETD_VIOLATION").ok().map(|v| {
+                if v == "open-state" {
+                    format!("open:{}", state_dir.display())
+                } else {
+                    v
+                }
+            }),
         }),
         executor: Some(ExecutorSettings {
             config_path: config_path.display().to_string(),

@@ -29,6 +29,7 @@ INSPECT_KEYS = {
     "hostname",
     "build_identity",
     "sandbox",
+    "netd",
 }
 BUILD_IDENTITY_KEYS = {
     "git_commit",

@@ -1,5 +1,7 @@
-//! `nl2sh_inspect`: the fixed device environment object, as the executor reports it.
-//! netd only forwards the request and checks that the answer is one bounded JSON object.
+//! `nl2sh_inspect`: the fixed device environment object, as the executor reports it
+//! (including its `sandbox` object), plus a `netd` object saying how netd itself is
+//! confined. netd forwards the request and checks that the answer is one bounded JSON
+//! object.
 
 use std::time::Duration;
 
@@ -70,7 +72,11 @@ fn from_json_text(json: &str) -> CallToolResult {
     }
     // serde_json bounds nesting depth (128) on its own.
     match serde_json::from_str::<Value>(json) {
-        Ok(value @ Value::Object(_)) => CallToolResult::structured(value),
+        Ok(Value::Object(mut object)) => {
+            // netd's own part: the executor cannot see how netd is confined.
+            object.insert("netd".into(), crate::confine::report_json());
+            CallToolResult::structured(Value::Object(object))
+        }
         Ok(_) => {
             tracing::warn!(tool = NAME, "executor result is not a JSON object");
             super::failure(format!(
@@ -92,11 +98,24 @@ mod tests {
 
     #[test]
     fn object_text_becomes_structured_content() {
-        let r = from_json_text(r#"{"os":{"name":"linux"}}"#);
+        let r = from_json_text(r#"{"os":{"name":"linux"},"sandbox":{"active":true}}"#);
         assert_eq!(r.is_error, Some(false));
-        assert_eq!(
-            r.structured_content,
-            Some(serde_json::json!({"os":{"name":"linux"}}))
+        let structured = r.structured_content.unwrap();
+        assert_eq!(structured["os"], serde_json::json!({"name":"linux"}));
+        assert_eq!(structured["sandbox"], serde_json::json!({"active":true}));
+        // Unit tests run in-process: nothing was applied, and netd says so.
+        let netd = &structured["netd"];
+        assert!(
+            netd["seccomp"].as_str().unwrap().starts_with("off"),
+            "{netd}"
+        );
+        assert!(
+            netd["landlock"].as_str().unwrap().starts_with("off"),
+            "{netd}"
+        );
+        assert!(
+            netd["uid"].is_u64() && netd["dumpable"].is_boolean(),
+            "{netd}"
         );
         assert_eq!(r.content.len(), 1);
     }

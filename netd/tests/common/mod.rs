@@ -130,3 +130,24 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
         data = &data[start + size + 2..];
     }
 }
+
+/// An `nl2sh_inspect` result without netd's own `netd` object (which must be there):
+/// the part the executor answered.
+pub fn executor_part(structured: &Value) -> Value {
+    let mut object = structured
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {structured}"))
+        .clone();
+    let netd = object
+        .remove("netd")
+        .unwrap_or_else(|| panic!("no netd object in {structured}"));
+    assert!(
+        netd["seccomp"].is_string() && netd["landlock"].is_string(),
+        "{netd}"
+    );
+    assert!(
+        netd["uid"].is_u64() && netd["dumpable"].is_boolean(),
+        "{netd}"
+    );
+    Value::Object(object)
+}

@@ -1,0 +1,196 @@
+//! End to end over the real binary: netd confined (seccomp allow-list, Landlock, raised
+//! open-file limit), what it reports in `nl2sh_inspect`, what happens when it tries what
+//! the filter forbids (debug-build test hook), and the front door under an idle flood.
+//! Every server binds 127.0.0.1 and every connection goes to loopback.
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use nl2sh_tests::{initialize_body, is_root, proc_status, Fixture, Server};
+use serde_json::json;
+
+/// Architectures netd has a seccomp filter for.
+const FILTERED: bool = cfg!(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+));
+
+#[test]
+fn netd_is_confined_and_says_so() {
+    let fx = Fixture::new("");
+    let server = Server::start(&fx, &[], &[]);
+    let netd = server.worker("netd");
+
+    let r = server.call_tool("nl2sh_inspect", json!({}));
+    assert!(!r.is_error, "{:?}", r.structured);
+    let report = &r.structured["netd"];
+    let seccomp = report["seccomp"].as_str().unwrap();
+    let landlock = report["landlock"].as_str().unwrap();
+    if FILTERED {
+        assert!(seccomp.starts_with("on ("), "{report}");
+    }
+    assert!(
+        landlock == "on" || landlock.starts_with("partial") || landlock.starts_with("off"),
+        "{report}"
+    );
+    assert_eq!(report["no_new_privs"], true, "{report}");
+    assert_eq!(report["dumpable"], false, "{report}");
+    assert_ne!(report["uid"], 0, "{report}");
+    // The executor's part is still there.
+    assert!(r.structured["sandbox"].is_object(), "{:?}", r.structured);
+
+    // The kernel agrees: filter mode, and netd's own filters on top of none inherited.
+    if FILTERED {
+        assert_eq!(proc_status(netd, "Seccomp"), "2");
+        let filters: u32 = proc_status(netd, "Seccomp_filters").parse().unwrap();
+        assert!(filters >= 3, "{filters} filters");
+    }
+    // The open-file soft limit was raised to the hard limit (readable by root only: netd
+    // is not dumpable).
+    if is_root() {
+        let limits = std::fs::read_to_string(format!("/proc/{netd}/limits")).unwrap();
+        let line = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .unwrap();
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields[3], fields[4], "soft limit not raised: {line}");
+        assert_eq!(
+            report["open_files_limit"].to_string(),
+            fields[3],
+            "{report}"
+        );
+    }
+    // Said once at start, too.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !server.stderr().contains("netd confined") {
+        assert!(Instant::now() < deadline, "{}", server.stderr());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Start a server whose netd attempts `violation` right after it started; the
+/// supervisor's exit status and stderr.
+#[cfg(debug_assertions)]
+fn run_violation(fx: &Fixture, violation: &str) -> (std::process::ExitStatus, String) {
+    let args = ["protocol", "serve", "--host", "127.0.0.1", "--port", "0"];
+    let env = [("NL2SH_TEST_NETD_VIOLATION", violation)];
+    let want = "exited unexpectedly";
+    match Server::start_args(fx, &args, &env) {
+        Ok(mut server) => {
+            let status = server.wait(Duration::from_secs(20));
+            // stderr is read by a thread; let it catch up with the last lines.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !server.stderr().contains(want) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            (status, server.stderr())
+        }
+        Err((code, stderr)) => {
+            use std::os::unix::process::ExitStatusExt;
+            // The supervisor ended before its startup block was read.
+            let status = std::process::ExitStatus::from_raw(code.unwrap_or(1) << 8);
+            (status, stderr)
+        }
+    }
+}
+
+#[cfg(debug_assertions)]
+fn assert_netd_died(status: std::process::ExitStatus, stderr: &str, how: &str) {
+    assert_ne!(status.code(), Some(0), "the supervisor exited 0:\n{stderr}");
+    let named = stderr
+        .lines()
+        .any(|l| l.contains("nl2sh: worker netd (pid ") && l.contains(how));
+    assert!(named, "no `worker netd (pid N) … {how}` line:\n{stderr}");
+    assert!(!stderr.contains("NOT stopped"), "{stderr}");
+}
+
+#[cfg(debug_assertions)]
+#[test]
+fn an_execve_from_netd_kills_it_and_runs_nothing() {
+    if !FILTERED {
+        return;
+    }
+    let fx = Fixture::new("");
+    let (status, stderr) = run_violation(&fx, "execve");
+    // SIGSYS: the call never ran. Had `sh -c 'exit 42'` run, netd would have exited 42.
+    let how = format!("exited unexpectedly: killed by signal {}", libc::SIGSYS);
+    assert_netd_died(status, &stderr, &how);
+    assert!(!stderr.contains("exit status 42"), "{stderr}");
+}
+
+#[cfg(debug_assertions)]
+#[test]
+fn a_ptrace_from_netd_kills_it() {
+    if !FILTERED {
+        return;
+    }
+    let fx = Fixture::new("");
+    let (status, stderr) = run_violation(&fx, "ptrace");
+    let how = format!("exited unexpectedly: killed by signal {}", libc::SIGSYS);
+    assert_netd_died(status, &stderr, &how);
+}
+
+#[cfg(debug_assertions)]
+#[test]
+fn netd_cannot_open_the_state_directory() {
+    if !FILTERED {
+        return;
+    }
+    let fx = Fixture::new("");
+    let (status, stderr) = run_violation(&fx, "open-state");
+    // Refused by the filter (EPERM, before any permission or Landlock check could say
+    // EACCES); netd then ends with a failure, which takes the tree down.
+    assert_netd_died(status, &stderr, "exited unexpectedly: exit status 1");
+    assert!(
+        stderr.contains("the violation was refused") && stderr.contains("os error 1)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_idle_flood_over_the_cap_leaves_the_owner_answering() {
+    let fx = Fixture::new("");
+    let server = Server::start(&fx, &[], &[]);
+    // More idle connections than netd's cap (256) allows, from the same address as the
+    // owner: the oldest give way, the owner's request gets in.
+    let flood: Vec<TcpStream> = (0..400)
+        .map(|_| TcpStream::connect(server.addr).expect("connect"))
+        .collect();
+    let start = Instant::now();
+    let addr = server.addr;
+    let token = server.token().to_string();
+    let answer = std::thread::spawn(move || {
+        nl2sh_tests::mcp_post(addr, &token, &initialize_body("2025-11-25"))
+    });
+    let deadline = start + Duration::from_secs(5);
+    while !answer.is_finished() {
+        assert!(
+            Instant::now() < deadline,
+            "initialize did not answer within 5 s under an idle flood"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let r = answer.join().unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["result"]["protocolVersion"], "2025-11-25");
+    eprintln!(
+        "initialize answered in {:?} under the flood",
+        start.elapsed()
+    );
+    // The oldest flooding connection was closed to make room, long before any timeout.
+    let mut oldest = flood.into_iter().next().unwrap();
+    oldest
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    match oldest.read(&mut buf) {
+        Ok(0) => {}
+        Err(e)
+            if e.kind() != std::io::ErrorKind::WouldBlock
+                && e.kind() != std::io::ErrorKind::TimedOut => {}
+        other => panic!("the oldest idle connection is still open: {other:?}"),
+    }
+}
