@@ -89,6 +89,13 @@ pub fn check_settings(settings: &HttpSettings) -> Result<(), String> {
     Gate::new(settings).map(|_| ())
 }
 
+/// The router [`serve_http`] serves, with the production body-read timeout but no
+/// listener, connection cap or connection timeouts: for driving requests in-process
+/// (used by the `netd_requests` fuzz target). Fails like [`check_settings`].
+pub fn router_for(settings: &HttpSettings, executor: ExecutorClient) -> Result<Router, String> {
+    Ok(router(Gate::new(settings)?, executor))
+}
+
 fn router(gate: Gate, executor: ExecutorClient) -> Router {
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
