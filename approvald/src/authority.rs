@@ -16,6 +16,11 @@
 //! Every call gets exactly one decision row, written when the decision is made (a pending
 //! request writes nothing until it is settled), and one outcome row: from the executor's
 //! `Finished` when it ran, or written with the decision when it does not run.
+//!
+//! The exception is the hot path: a confined read-only call that step 2 allows is let run
+//! by the executor itself, from a [`PolicySnapshot`] of that rule for the configuration
+//! version it checks before every such call, and reported afterwards (`Ran`) as one `call`
+//! row holding both. Only snapshots given here are accepted, and only for calls they cover.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
@@ -23,8 +28,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use nl2sh_proto::channels::{
-    ActionSummary, ApprovalId, AuthorityResponse, CallId, CallResult, CliErrorKind, Confinement,
-    Decision, PendingApproval, RiskLevel,
+    ActionSummary, ApprovalId, AuthorityResponse, CallId, CallOrigin, CallResult, CliErrorKind,
+    ConfigVersion, Confinement, Decision, PendingApproval, PolicySnapshot, RanRecord, RiskLevel,
 };
 use nl2sh_proto::limits::MAX_TOOL_NAME_BYTES;
 use nl2sh_proto::rpc::OutOfState;
@@ -46,6 +51,9 @@ pub const MAX_RECENT_DECISIONS: usize = 4096;
 /// Assessment reasons kept per action, and bytes of each.
 pub const MAX_REASONS: usize = 16;
 pub const MAX_REASON_BYTES: usize = 1024;
+/// Policy snapshots remembered (a configuration edited in a burst gives several; the
+/// executor reports calls under the newest or one just before it).
+pub const MAX_ISSUED_SNAPSHOTS: usize = 8;
 
 pub const REASON_READ_ONLY: &str = "read-only";
 pub const REASON_READ_ONLY_SANDBOXED: &str = "read-only; runs in the read-only sandbox";
@@ -58,38 +66,15 @@ pub const REASON_CONFIG_UNREADABLE: &str =
 pub struct Authority {
     store: Store,
     config_path: PathBuf,
-    /// The last policy read, with the identity of the file it came from. A decision
+    /// The last policy read, with the version of the file it came from. A decision
     /// re-reads the configuration whenever the file changed (or appeared, or vanished),
     /// so an edit applies to the next call; an unchanged file is not parsed again.
-    config_cache: Mutex<Option<(Option<FileStamp>, policy::Policy)>>,
+    config_cache: Mutex<Option<(ConfigVersion, policy::Policy)>>,
+    /// Snapshots given to the executor, newest last: a call it reports as run under a
+    /// snapshot must name one of these that let it run.
+    issued: Mutex<VecDeque<PolicySnapshot>>,
     decided: Mutex<Decided>,
     approvals: Approvals,
-}
-
-/// What identifies one version of a file: a change to its content moves at least one of
-/// these (an in-place edit changes mtime/ctime, a replacement changes the inode).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileStamp {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl FileStamp {
-    /// `None` when the file does not exist (or cannot be examined).
-    fn of(path: &std::path::Path) -> Option<Self> {
-        use std::os::unix::fs::MetadataExt;
-        let m = std::fs::metadata(path).ok()?;
-        Some(Self {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
-        })
-    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -112,8 +97,8 @@ impl Decided {
         self.recent.contains(&call_id)
     }
 
-    fn insert(&mut self, summary: ActionSummary, decision: Decision) {
-        let call_id = summary.call_id;
+    /// Remember that `call_id` was decided (a second decision for it is refused).
+    fn remember(&mut self, call_id: CallId) {
         if self.order.len() >= MAX_RECENT_DECISIONS {
             if let Some(old) = self.order.pop_front() {
                 self.recent.remove(&old);
@@ -121,6 +106,11 @@ impl Decided {
         }
         self.recent.insert(call_id);
         self.order.push_back(call_id);
+    }
+
+    fn insert(&mut self, summary: ActionSummary, decision: Decision) {
+        let call_id = summary.call_id;
+        self.remember(call_id);
         if decision.runs() {
             self.running.insert(call_id, (summary, decision));
         }
@@ -137,6 +127,7 @@ impl Authority {
             store,
             config_path: config_path.into(),
             config_cache: Mutex::new(None),
+            issued: Mutex::new(VecDeque::new()),
             decided: Mutex::new(Decided::default()),
             approvals: Approvals::new(),
         }
@@ -281,31 +272,124 @@ impl Authority {
         self.approvals.stop(grace).await;
     }
 
+    /// The policy in the configuration file now, and the version of the file it was read
+    /// from (`Unknown` if the file changed while it was read).
     async fn current_policy(
         &self,
-    ) -> Result<Result<policy::Policy, policy::PolicyError>, tokio::task::JoinError> {
-        let stamp = FileStamp::of(&self.config_path);
-        if let Some((cached_stamp, cached)) = &*lock(&self.config_cache) {
-            if *cached_stamp == stamp {
-                return Ok(Ok(cached.clone()));
+    ) -> (
+        ConfigVersion,
+        Result<Result<policy::Policy, policy::PolicyError>, tokio::task::JoinError>,
+    ) {
+        let version = ConfigVersion::of(&self.config_path);
+        if let Some((cached_version, cached)) = &*lock(&self.config_cache) {
+            if cached_version.same_as(&version) {
+                return (version, Ok(Ok(cached.clone())));
             }
         }
         let path = self.config_path.clone();
         let loaded = tokio::task::spawn_blocking(move || policy::load(&path)).await;
+        // Keep it only if the file did not change while it was read.
+        let unchanged = ConfigVersion::of(&self.config_path).same_as(&version);
         if let Ok(Ok(policy)) = &loaded {
             // The store's writer prunes to these; it is told only when the file changed,
             // so it never reads the configuration itself.
             self.store.set_limits(policy.audit_limits);
-            // Keep it only if the file did not change while it was read.
-            if FileStamp::of(&self.config_path) == stamp {
-                *lock(&self.config_cache) = Some((stamp, policy.clone()));
+            if unchanged {
+                *lock(&self.config_cache) = Some((version, policy.clone()));
             }
         }
-        loaded
+        let version = if unchanged {
+            version
+        } else {
+            ConfigVersion::Unknown
+        };
+        (version, loaded)
+    }
+
+    /// Which confined read-only calls the configuration as it is now lets run without
+    /// asking (DESIGN.md §3 "policy snapshot"), by the same rule [`Self::decide`] uses.
+    pub async fn policy_snapshot(&self) -> PolicySnapshot {
+        let (version, loaded) = self.current_policy().await;
+        let reads_unasked = match loaded {
+            Ok(Ok(policy)) => [CallOrigin::McpHttp, CallOrigin::McpStdio]
+                .into_iter()
+                .filter(|&origin| reads_run_unasked(&policy, origin))
+                .collect(),
+            // Unusable: every call goes to `decide`, which refuses it and says why.
+            _ => Vec::new(),
+        };
+        let snapshot = PolicySnapshot {
+            version,
+            reads_unasked,
+        };
+        let mut issued = lock(&self.issued);
+        if issued.len() >= MAX_ISSUED_SNAPSHOTS {
+            issued.pop_front();
+        }
+        issued.push_back(snapshot.clone());
+        snapshot
+    }
+
+    /// Record a confined read-only call the executor let run under a snapshot we gave it,
+    /// decision and outcome in one row (queued, not awaited). A call that is not one a
+    /// snapshot lets run, or an id already decided, is out of state.
+    pub async fn ran(&self, ran: RanRecord) -> Result<(), OutOfState> {
+        let RanRecord {
+            summary,
+            result,
+            policy,
+        } = ran;
+        let call_id = check_action(&summary).map_err(OutOfState)?;
+        let (_, duration_ms) = check_result(&result).map_err(OutOfState)?;
+        if result.call_id != summary.call_id {
+            return Err(OutOfState(format!(
+                "an outcome for call {} reported with the action of call {}",
+                result.call_id, summary.call_id
+            )));
+        }
+        if summary.risk != RiskLevel::ReadOnly || summary.confinement == Confinement::Unconfined {
+            return Err(OutOfState(format!(
+                "call {} ({} risk, {:?}) is no call a policy snapshot lets run",
+                summary.call_id,
+                summary.risk.as_str(),
+                summary.confinement
+            )));
+        }
+        let given = lock(&self.issued)
+            .iter()
+            .any(|s| s.version.same_as(&policy) && s.reads_unasked.contains(&summary.origin));
+        if !given {
+            return Err(OutOfState(format!(
+                "call {} ran under a policy snapshot approvald did not give",
+                summary.call_id
+            )));
+        }
+        {
+            let mut decided = self.decided();
+            if decided.seen(summary.call_id) {
+                return Err(OutOfState(format!(
+                    "a second decision for call {}",
+                    summary.call_id
+                )));
+            }
+            decided.remember(summary.call_id);
+        }
+        let mut record = AuditRecord::new(AuditKind::Call, call_id);
+        describe_action(&mut record, &summary);
+        record.decision = Some(Decision::Allowed.as_str().to_owned());
+        record.reason = Some(read_only_reason(summary.confinement).to_owned());
+        record.success = Some(result.success);
+        record.exit_code = result.exit_code.map(i64::from);
+        record.duration_ms = Some(duration_ms);
+        record.summary = Some(result.summary);
+        if let Err(e) = self.store.append_nowait(record).await {
+            tracing::error!(error = %e, call_id, "call not recorded");
+        }
+        Ok(())
     }
 
     async fn judge(&self, summary: &ActionSummary) -> (Decision, String) {
-        let policy = match self.current_policy().await {
+        let policy = match self.current_policy().await.1 {
             Ok(Ok(policy)) => policy,
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "configuration unusable; refusing");
@@ -342,10 +426,7 @@ pub fn settle_without_asking(policy: &Policy, s: &ActionSummary) -> Option<(Deci
     let unconfined_read = s.risk == RiskLevel::ReadOnly && s.confinement == Confinement::Unconfined;
     if !effective.asks(s.risk, s.requires_root) && !unconfined_read {
         let reason = if s.risk == RiskLevel::ReadOnly {
-            match s.confinement {
-                Confinement::Sandbox => REASON_READ_ONLY_SANDBOXED.to_owned(),
-                _ => REASON_READ_ONLY.to_owned(),
-            }
+            read_only_reason(s.confinement).to_owned()
         } else {
             format!(
                 "approval_policy = {} does not ask for {} actions",
@@ -369,6 +450,39 @@ pub fn settle_without_asking(policy: &Policy, s: &ActionSummary) -> Option<(Deci
         ));
     }
     None
+}
+
+fn read_only_reason(confinement: Confinement) -> &'static str {
+    match confinement {
+        Confinement::Sandbox => REASON_READ_ONLY_SANDBOXED,
+        _ => REASON_READ_ONLY,
+    }
+}
+
+/// Whether every confined read-only call from `origin` is settled as `Allowed` without
+/// asking: the question a policy snapshot answers, put to [`settle_without_asking`].
+fn reads_run_unasked(policy: &Policy, origin: CallOrigin) -> bool {
+    [Confinement::Sandbox, Confinement::Fixed]
+        .into_iter()
+        .flat_map(|confinement| [false, true].map(|requires_root| (confinement, requires_root)))
+        .all(|(confinement, requires_root)| {
+            let probe = ActionSummary {
+                call_id: CallId(0),
+                origin,
+                tool: String::new(),
+                action: String::new(),
+                arguments_sha256: String::new(),
+                risk: RiskLevel::ReadOnly,
+                requires_root,
+                identity: nl2sh_proto::channels::Identity::Launching,
+                confinement,
+                reasons: Vec::new(),
+            };
+            matches!(
+                settle_without_asking(policy, &probe),
+                Some((Decision::Allowed, _))
+            )
+        })
 }
 
 fn describe_action(record: &mut AuditRecord, s: &ActionSummary) {

@@ -49,6 +49,14 @@ pub async fn answer_authority(
         AuthorityRequest::Decide(summary) => authority.decide(summary).await,
         AuthorityRequest::Finished(result) => authority.finished(result).await,
         AuthorityRequest::Withdraw { call_id } => Ok(authority.withdraw(call_id)),
+        AuthorityRequest::Policy => {
+            Ok(AuthorityResponse::Policy(authority.policy_snapshot().await))
+        }
+        // A notice: the answer goes nowhere.
+        AuthorityRequest::Ran(ran) => authority
+            .ran(ran)
+            .await
+            .map(|()| AuthorityResponse::Recorded),
     }
 }
 

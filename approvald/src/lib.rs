@@ -14,7 +14,6 @@ pub mod policy;
 pub mod socket;
 pub mod store;
 
-use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -23,6 +22,7 @@ use std::time::Duration;
 use nix::sys::stat::{umask, Mode};
 
 use nl2sh_proto::channels::WorkerSettings;
+use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMode};
 use nl2sh_proto::topology::ApprovaldEnds;
 use nl2sh_proto::worker::{accept_start, ControlEvent};
 use nl2sh_proto::FrameError;
@@ -33,8 +33,8 @@ pub enum ApprovaldError {
     Worker(#[from] nl2sh_proto::worker::WorkerError),
     #[error("supervisor sent settings for another role")]
     WrongSettings,
-    #[error("state directory {path}: {why}")]
-    StateDir { path: PathBuf, why: String },
+    #[error("state directory: {0}")]
+    StateDir(#[source] PrivateDirError),
     #[error("{0} channel ended: {1}")]
     Channel(&'static str, FrameError),
     #[error(transparent)]
@@ -58,19 +58,10 @@ pub fn run(ends: ApprovaldEnds) -> ExitCode {
     nl2sh_proto::worker::run_single_threaded("approvald", serve(ends))
 }
 
-/// The state directory must be ours and private before anything is stored in it.
+/// The state directory must be ours and private before anything is stored in it. The
+/// supervisor made it so; approvald only checks, and refuses rather than repairs.
 fn check_state_dir(path: PathBuf) -> Result<PathBuf, ApprovaldError> {
-    let meta = std::fs::metadata(&path).map_err(|e| ApprovaldError::StateDir {
-        path: path.clone(),
-        why: e.to_string(),
-    })?;
-    let euid = nix::unistd::geteuid().as_raw();
-    if !meta.is_dir() || meta.uid() != euid || meta.mode() & 0o077 != 0 {
-        return Err(ApprovaldError::StateDir {
-            path,
-            why: format!("must be a directory owned by uid {euid} with mode 0700"),
-        });
-    }
+    open_private_dir(&path, Create::Never, WideMode::Refuse).map_err(ApprovaldError::StateDir)?;
     Ok(path)
 }
 

@@ -26,6 +26,7 @@ use nix::sys::socket::{getsockopt, sockopt};
 use tokio::net::UnixStream;
 use tokio::task::JoinSet;
 
+use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMode};
 use nl2sh_proto::topology::{Answerer, CliApprovald};
 
 use crate::authority::Authority;
@@ -55,7 +56,7 @@ pub enum SocketError {
     #[error("{}: {why}", .path.display())]
     Unsafe { path: PathBuf, why: String },
     #[error(transparent)]
-    Dir(#[from] crate::store::StoreError),
+    Dir(#[from] PrivateDirError),
 }
 
 /// The bound approvals socket. Dropping it removes the file (if it is still ours).
@@ -71,7 +72,8 @@ impl ApprovalsSocket {
     pub fn bind(state_dir: &Path) -> Result<ApprovalsSocket, SocketError> {
         let path = state_dir.join(SOCKET_FILE);
         if let Some(dir) = path.parent() {
-            crate::store::ensure_private_dir(dir)?;
+            // Prepared by the supervisor; a wider mode now means something changed it.
+            open_private_dir(dir, Create::IfMissing, WideMode::Refuse)?;
         }
         let io_err = |what, path: &Path| {
             let path = path.to_owned();

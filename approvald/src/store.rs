@@ -7,13 +7,15 @@
 //!   with umask 077 besides (see `crate::run`).
 //! * Connection: WAL, `synchronous=NORMAL`, `foreign_keys=ON`, `trusted_schema=OFF`,
 //!   `auto_vacuum=INCREMENTAL` (set before anything else, so a new database gets it); the
-//!   schema is migrated by `PRAGMA user_version` (this build writes version 2 and refuses
+//!   schema is migrated by `PRAGMA user_version` (this build writes version 3 and refuses
 //!   a newer one).
 //! * Group commit: one writer thread owns the read-write connection. Callers queue
 //!   records on a bounded channel ([`QUEUE_CAPACITY`]; a full queue makes senders wait,
 //!   nothing is dropped). The writer takes everything queued at once, writes it in one
 //!   transaction, commits, and only then acknowledges each waiter of that batch, so a
-//!   burst of calls costs one commit rather than one per call.
+//!   burst of calls costs one commit rather than one per call. A batch that nobody waits
+//!   for lingers up to [`LINGER`] for more, so a steady stream of calls shares commits
+//!   too; a waiter cuts that short.
 //! * Chain: each row stores `prev_sha256`, the previous row's `row_sha256` (64 zeros for
 //!   the first row), and `row_sha256` = SHA-256 of [`canonical_row`] over every other
 //!   column; ids follow each other without gaps. Editing, deleting or inserting a row
@@ -28,18 +30,20 @@
 //!   the writer logs the break and continues after it, leaving a gap in the ids that
 //!   [`verify_path`] keeps reporting until retention prunes past it.
 
-use std::fs::{DirBuilder, File, OpenOptions, Permissions};
+use std::fs::{File, OpenOptions, Permissions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags, Transaction};
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot};
+
+use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMode};
 
 use crate::clock;
 
@@ -58,10 +62,14 @@ pub const DB_FILE: &str = "protocol/tasks.sqlite3";
 pub const QUEUE_CAPACITY: usize = 4096;
 /// Most records one transaction takes.
 pub const MAX_BATCH: usize = 4096;
+/// How long records nobody waits for (read-only calls, outcomes) may wait for company
+/// before they are committed. An approvald crash can lose that much of them; a power
+/// failure loses more anyway (`synchronous=NORMAL`).
+pub const LINGER: Duration = Duration::from_millis(5);
 /// Longest text a stored column may hold; a record with a longer one is refused.
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 /// `PRAGMA user_version` this build writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 /// The first schema version whose databases keep a tail file.
 const TAIL_SINCE_VERSION: i64 = 2;
 /// What a row is taken to cost until one is measured: a little more than the usual.
@@ -71,7 +79,6 @@ pub const GENESIS_SHA256: &str = "0000000000000000000000000000000000000000000000
 /// First bytes hashed for every row; changes if the canonical form ever does.
 const ROW_DOMAIN: &[u8] = b"nl2sh-audit-row-v1\n";
 
-const DIR_MODE: u32 = 0o700;
 const FILE_MODE: u32 = 0o600;
 
 /// Columns covered by `row_sha256`, in the order they are hashed, inserted and selected.
@@ -121,6 +128,43 @@ CREATE TABLE audit (
 CREATE INDEX audit_call_id ON audit (call_id);
 ";
 
+/// Version 3: rows of kind `call` (a read-only call the executor let run under approvald's
+/// policy snapshot: its decision and its outcome in one row). SQLite cannot change a CHECK
+/// constraint in place, so the table is rebuilt; every row is copied as it is (ids and
+/// hashes unchanged), in the migration's one transaction.
+const SCHEMA_V3: &str = "
+CREATE TABLE audit_v3 (
+    id               INTEGER PRIMARY KEY,
+    time             TEXT    NOT NULL,
+    call_id          INTEGER NOT NULL,
+    kind             TEXT    NOT NULL CHECK (kind IN ('decision', 'outcome', 'call')),
+    origin           TEXT,
+    tool             TEXT,
+    action           TEXT,
+    arguments_sha256 TEXT,
+    risk             TEXT,
+    requires_root    INTEGER,
+    identity         TEXT,
+    decision         TEXT,
+    reason           TEXT,
+    success          INTEGER,
+    exit_code        INTEGER,
+    duration_ms      INTEGER,
+    summary          TEXT,
+    prev_sha256      TEXT    NOT NULL,
+    row_sha256       TEXT    NOT NULL
+);
+INSERT INTO audit_v3 (id, time, call_id, kind, origin, tool, action, arguments_sha256,
+    risk, requires_root, identity, decision, reason, success, exit_code, duration_ms,
+    summary, prev_sha256, row_sha256)
+  SELECT id, time, call_id, kind, origin, tool, action, arguments_sha256,
+    risk, requires_root, identity, decision, reason, success, exit_code, duration_ms,
+    summary, prev_sha256, row_sha256 FROM audit;
+DROP TABLE audit;
+ALTER TABLE audit_v3 RENAME TO audit;
+CREATE INDEX audit_call_id ON audit (call_id);
+";
+
 /// Version 2: the anchor of pruned rows. At most one row; none until something is pruned.
 const SCHEMA_V2: &str = "
 CREATE TABLE audit_anchor (
@@ -141,6 +185,8 @@ pub enum StoreError {
     },
     #[error("{}: {why}", .path.display())]
     Unsafe { path: PathBuf, why: String },
+    #[error(transparent)]
+    PrivateDir(#[from] PrivateDirError),
     #[error("audit store: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error(
@@ -165,6 +211,9 @@ pub enum AuditKind {
     Decision,
     /// How a decided call ended.
     Outcome,
+    /// A read-only call the executor let run under approvald's policy snapshot: its
+    /// decision (`allowed`) and its outcome in one row.
+    Call,
 }
 
 impl AuditKind {
@@ -172,6 +221,7 @@ impl AuditKind {
         match self {
             AuditKind::Decision => "decision",
             AuditKind::Outcome => "outcome",
+            AuditKind::Call => "call",
         }
     }
 }
@@ -368,6 +418,8 @@ pub struct Store {
     counters: Arc<Counters>,
     /// The limits the writer prunes to; `None` until set, and nothing is pruned before.
     limits: Arc<Mutex<Option<AuditLimits>>>,
+    /// The writer thread, woken early from its [`LINGER`] when someone waits.
+    writer: std::thread::Thread,
 }
 
 impl Store {
@@ -377,7 +429,8 @@ impl Store {
     pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
         let path = state_dir.join(DB_FILE);
         if let Some(dir) = path.parent() {
-            ensure_private_dir(dir)?;
+            // Prepared by the supervisor; a wider mode now means something changed it.
+            open_private_dir(dir, Create::IfMissing, WideMode::Refuse)?;
         }
         create_private_file(&path)?;
         let mut conn = Connection::open_with_flags(
@@ -467,19 +520,22 @@ impl Store {
             tail_failing: false,
             counters: counters.clone(),
         };
-        std::thread::Builder::new()
+        let writer = std::thread::Builder::new()
             .name("approvald-store".into())
             .spawn(move || writer.run(rx))
             .map_err(|source| StoreError::Io {
                 what: "cannot start the writer for",
                 path: path.clone(),
                 source,
-            })?;
+            })?
+            .thread()
+            .clone();
         Ok(Store {
             path,
             queue,
             counters,
             limits,
+            writer,
         })
     }
 
@@ -517,6 +573,7 @@ impl Store {
             })
             .await
             .map_err(|_| StoreError::Closed)?;
+        self.writer.unpark();
         done.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -537,6 +594,7 @@ impl Store {
                 .map_err(|_| StoreError::Closed)?;
             waits.push(done);
         }
+        self.writer.unpark();
         for done in waits {
             done.await.map_err(|_| StoreError::Closed)??;
         }
@@ -563,6 +621,7 @@ impl Store {
             .send(Command::Flush(ack))
             .await
             .map_err(|_| StoreError::Closed)?;
+        self.writer.unpark();
         done.await.map_err(|_| StoreError::Closed)
     }
 
@@ -575,6 +634,7 @@ impl Store {
             .send(Command::Settle(ack))
             .await
             .map_err(|_| StoreError::Closed)?;
+        self.writer.unpark();
         done.await.map_err(|_| StoreError::Closed)
     }
 
@@ -674,6 +734,7 @@ struct Writer {
 impl Writer {
     fn run(mut self, mut rx: mpsc::Receiver<Command>) {
         let mut queued = Vec::with_capacity(MAX_BATCH);
+        let mut batch = Vec::new();
         loop {
             self.refresh_limits();
             // Catching up with lowered limits, and the one-time rebuild, only while no
@@ -685,26 +746,60 @@ impl Writer {
                 break;
             }
             self.refresh_limits();
-            let mut batch = Vec::new();
-            for command in queued.drain(..) {
-                match command {
-                    Command::Append { record, ack } => batch.push((record, ack)),
-                    // A flush is a barrier: commit what came before it, then answer it.
-                    Command::Flush(done) => {
-                        self.commit(std::mem::take(&mut batch));
-                        let _ = done.send(());
+            let mut waited_for = self.take(&mut queued, &mut batch);
+            // Records nobody waits for linger a moment, so that a stream of calls shares
+            // one commit (and one tail write) instead of paying for its own. Whoever
+            // waits for a commit wakes the writer (`unpark`), ending the linger at once.
+            let deadline = Instant::now() + LINGER;
+            while !waited_for && !batch.is_empty() && batch.len() < self.batch_cap() {
+                let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                    break;
+                };
+                std::thread::park_timeout(left);
+                let room = self.batch_cap().saturating_sub(batch.len());
+                while queued.len() < room {
+                    match rx.try_recv() {
+                        Ok(command) => queued.push(command),
+                        Err(_) => break,
                     }
-                    Command::Settle(done) => {
-                        self.commit(std::mem::take(&mut batch));
-                        while self.housekeep() {}
-                        let _ = done.send(());
-                    }
-                    Command::Wake => {}
                 }
+                waited_for = self.take(&mut queued, &mut batch);
             }
-            self.commit(batch);
+            self.commit(std::mem::take(&mut batch));
         }
         tracing::debug!("audit writer stopped: every handle is gone and the queue is empty");
+    }
+
+    /// Move `queued` commands into `batch`, committing at each barrier. Whether anyone
+    /// waits for a commit (an acknowledged record, or a barrier).
+    fn take(
+        &mut self,
+        queued: &mut Vec<Command>,
+        batch: &mut Vec<(Box<AuditRecord>, Option<Ack>)>,
+    ) -> bool {
+        let mut waited_for = false;
+        for command in queued.drain(..) {
+            match command {
+                Command::Append { record, ack } => {
+                    waited_for |= ack.is_some();
+                    batch.push((record, ack));
+                }
+                // A flush is a barrier: commit what came before it, then answer it.
+                Command::Flush(done) => {
+                    self.commit(std::mem::take(batch));
+                    let _ = done.send(());
+                    waited_for = true;
+                }
+                Command::Settle(done) => {
+                    self.commit(std::mem::take(batch));
+                    while self.housekeep() {}
+                    let _ = done.send(());
+                    waited_for = true;
+                }
+                Command::Wake => {}
+            }
+        }
+        waited_for
     }
 
     /// Take up the limits last set, if they changed: size the WAL to them and look
@@ -1221,6 +1316,7 @@ pub fn recent_path(path: &Path, limit: usize) -> Result<Vec<AuditRow>, StoreErro
         let kind: String = row.get(3)?;
         let kind = match kind.as_str() {
             "decision" => AuditKind::Decision,
+            "call" => AuditKind::Call,
             _ => AuditKind::Outcome,
         };
         Ok(AuditRow {
@@ -1286,6 +1382,9 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     if version < 2 {
         tx.execute_batch(SCHEMA_V2)?;
     }
+    if version < 3 {
+        tx.execute_batch(SCHEMA_V3)?;
+    }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     tracing::info!(path = %path.display(), from = version, to = SCHEMA_VERSION, "audit store migrated");
@@ -1294,35 +1393,6 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
 
 fn euid() -> u32 {
     nix::unistd::geteuid().as_raw()
-}
-
-/// `dir` must be a directory (not a symlink) owned by us with no group/other access;
-/// created 0700 when missing.
-pub(crate) fn ensure_private_dir(dir: &Path) -> Result<(), StoreError> {
-    match DirBuilder::new().mode(DIR_MODE).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(source) => {
-            return Err(StoreError::Io {
-                what: "cannot create directory",
-                path: dir.to_owned(),
-                source,
-            })
-        }
-    }
-    let meta = std::fs::symlink_metadata(dir).map_err(|source| StoreError::Io {
-        what: "cannot inspect",
-        path: dir.to_owned(),
-        source,
-    })?;
-    let me = euid();
-    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
-        return Err(StoreError::Unsafe {
-            path: dir.to_owned(),
-            why: format!("must be a directory owned by uid {me} with mode 0700"),
-        });
-    }
-    Ok(())
 }
 
 /// Create `path` with mode 0600 if missing (never through a symlink), and check that it

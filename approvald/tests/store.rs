@@ -8,6 +8,7 @@ use nl2sh_approvald::store::{
     AuditKind, AuditRecord, ChainProblem, Store, StoreError, DB_FILE, GENESIS_SHA256,
     SCHEMA_VERSION,
 };
+use nl2sh_proto::private_dir::PrivateDirError;
 
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
@@ -120,7 +121,7 @@ async fn a_loose_protocol_directory_or_a_symlinked_database_is_refused() {
     std::fs::set_permissions(&protocol, std::fs::Permissions::from_mode(0o755)).unwrap();
     assert!(matches!(
         Store::open(dir.path()),
-        Err(StoreError::Unsafe { .. })
+        Err(StoreError::PrivateDir(PrivateDirError::WrongMode { .. }))
     ));
     std::fs::set_permissions(&protocol, std::fs::Permissions::from_mode(0o700)).unwrap();
     std::os::unix::fs::symlink(dir.path().join("elsewhere"), dir.path().join(DB_FILE)).unwrap();

@@ -33,7 +33,7 @@ impl Runtime {
     /// `sandbox`, read-only actions the caller chose ask like mutations.
     pub fn new(
         path_var: Option<&str>,
-        authority: Option<runtime::pipeline::AuthorityClient>,
+        authority: Option<Arc<runtime::authority::Authority>>,
         sandbox: Option<Arc<sandbox::Sandbox>>,
         protected: risk::Protected,
     ) -> Self {
@@ -134,6 +134,9 @@ async fn serve(ends: ExecutorEnds) -> Result<(), ExecutorError> {
         .call(&AuthorityRequest::Ping)
         .await
         .map_err(|e| ExecutorError::Authority(e.to_string()))?;
+    let link = runtime::authority::Authority::new(authority, &settings.config_path);
+    // The first snapshot, so read-only calls stop asking approvald as soon as it is here.
+    link.refresh().await;
     let own = own_files(&settings.config_path, &settings.state_dir);
     // The masks hide the configuration and state, under the names the paths had and the
     // ones they resolve to.
@@ -147,7 +150,7 @@ async fn serve(ends: ExecutorEnds) -> Result<(), ExecutorError> {
     ));
     let runtime = Arc::new(Runtime::new(
         std::env::var("PATH").ok().as_deref(),
-        Some(authority),
+        Some(link.clone()),
         Some(sandbox.clone()),
         risk::Protected::new(own),
     ));
@@ -161,7 +164,9 @@ async fn serve(ends: ExecutorEnds) -> Result<(), ExecutorError> {
     let result = tokio::select! {
         event = control.next_event() => match event {
             ControlEvent::Drain { id, .. } => {
-                // Nothing long-running exists yet; answer at once.
+                // Nothing long-running exists yet; answer once the audit records held
+                // back for company are on their way.
+                link.flush().await;
                 control.drained(id).await.map_err(ExecutorError::Control)?;
                 Ok(())
             }
@@ -180,7 +185,9 @@ async fn serve(ends: ExecutorEnds) -> Result<(), ExecutorError> {
         },
         _ = &mut authority_task => Err(ExecutorError::Authority("closed".into())),
     };
-    // Whatever ended us, no command outlives the executor.
+    // Whatever ended us, no command outlives the executor, and what it reported about
+    // calls reaches approvald (if approvald is still there to take it).
     runtime.pipeline.groups.kill_all();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), link.flush()).await;
     result
 }

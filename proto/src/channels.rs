@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::frame::Wire;
 use crate::secret::Secret;
+pub use crate::snapshot::{ConfigVersion, PolicySnapshot};
 
 macro_rules! wire {
     ($ty:ty, $tag:expr) => {
@@ -424,16 +425,30 @@ pub struct CallResult {
     pub summary: String,
 }
 
+/// A read-only call decided from the policy snapshot, after it ran.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RanRecord {
+    pub summary: ActionSummary,
+    pub result: CallResult,
+    /// The version of the snapshot it was decided from.
+    pub policy: ConfigVersion,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 pub enum AuthorityRequest {
     /// Liveness: approvald answers once its store is open.
     Ping,
     /// Decide whether `action` may run, and record the decision before answering.
     Decide(ActionSummary),
-    /// Record how a decided call ended.
+    /// Notice (no answer): how a call approvald decided ended.
     Finished(CallResult),
     /// The call was cancelled: drop its pending approval (it is then `Withdrawn`).
     Withdraw { call_id: CallId },
+    /// The policy snapshot for the configuration file as approvald reads it now.
+    Policy,
+    /// Notice (no answer): a confined read-only call the executor let run under snapshot
+    /// `policy`, and how it ended; approvald records both in one audit row.
+    Ran(RanRecord),
 }
 wire!(AuthorityRequest, 0x0401);
 
@@ -449,6 +464,7 @@ pub enum AuthorityResponse {
     /// The store could not record it (disk full, database broken): the decision is not
     /// given, and the action does not run.
     NotRecorded(String),
+    Policy(PolicySnapshot),
 }
 wire!(AuthorityResponse, 0x0402);
 

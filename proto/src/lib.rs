@@ -9,12 +9,15 @@
 #![deny(unsafe_code)]
 
 pub mod channels;
+pub mod config;
 pub mod frame;
 pub mod handshake;
 pub mod limits;
 pub mod platform;
+pub mod private_dir;
 pub mod rpc;
 pub mod secret;
+pub mod snapshot;
 #[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 pub mod sys;
 pub mod topology;

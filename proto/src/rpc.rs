@@ -9,7 +9,8 @@
 //! ends, and the supervisor stops the tree):
 //! * the client: an answer of the wrong kind for its request ([`Channel::answers`]), or
 //!   an answer to an id it never sent;
-//! * the server: a request with id 0, or one its handler finds out of state
+//! * the server: a request with id 0 or a notice with another id ([`Channel::is_notice`]:
+//!   notices travel with id 0 and get no answer), or one its handler finds out of state
 //!   ([`OutOfState`], e.g. an outcome for a call that was never decided).
 
 use std::collections::HashMap;
@@ -34,6 +35,9 @@ pub enum RpcError {
     #[error("{0}")]
     WrongAnswer(String),
 }
+
+/// The request id of every notice (requests count from 1).
+const NOTICE_ID: u64 = 0;
 
 /// A request the handler refuses as out of state: fatal to the channel it came on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,9 +94,27 @@ impl Fatal {
 pub struct RpcClient<C: Channel> {
     next_id: Arc<AtomicU64>,
     pending: Pending<C::Response>,
-    writer: mpsc::Sender<Vec<u8>>,
+    writer: mpsc::Sender<Outgoing>,
     fatal: Arc<Fatal>,
 }
+
+/// A frame on its way out of a client.
+struct Outgoing {
+    bytes: Vec<u8>,
+    /// A notice may wait up to [`NOTICE_LINGER`] for company; a request is sent at once,
+    /// with every notice queued before it.
+    notice: bool,
+    /// Told once the write holding this frame is done ([`RpcClient::flush`]).
+    written: Option<oneshot::Sender<()>>,
+}
+
+/// How long a client holds notices so that a stream of them (one per call) reaches the
+/// peer in one write and one wake-up instead of one each. A request cuts it short.
+pub const NOTICE_LINGER: std::time::Duration = std::time::Duration::from_millis(2);
+/// Bytes read from a channel at once: a burst of frames costs one read.
+const READ_BUFFER_BYTES: usize = 16 * 1024;
+/// Bytes of queued frames written at once.
+const WRITE_BATCH_BYTES: usize = 64 * 1024;
 
 impl<C: Channel> Clone for RpcClient<C> {
     fn clone(&self) -> Self {
@@ -118,23 +140,28 @@ impl<C: Channel> RpcClient<C> {
     }
 
     fn spawn(stream: UnixStream) -> (Self, ChannelEnd) {
-        let (mut rd, mut wr) = stream.into_split();
-        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
+        let (rd, mut wr) = stream.into_split();
+        let mut rd = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, rd);
+        let (tx, mut rx) = mpsc::channel::<Outgoing>(64);
         let pending: Pending<C::Response> = Arc::new(Mutex::new(Some(HashMap::new())));
         let fatal = Arc::new(Fatal::default());
         let writer_fatal = fatal.clone();
         tokio::spawn(async move {
+            let mut out = Vec::new();
+            let mut written = Vec::new();
             loop {
                 tokio::select! {
-                    bytes = rx.recv() => match bytes {
-                        Some(bytes) => {
-                            if wr.write_all(&bytes).await.is_err() {
-                                break;
-                            }
-                        }
-                        None => break,
+                    more = gather(&mut rx, &mut out, &mut written) => if !more {
+                        break;
                     },
                     _ = writer_fatal.raised() => break,
+                }
+                if wr.write_all(&out).await.is_err() {
+                    break;
+                }
+                out.clear();
+                for done in written.drain(..) {
+                    let _ = done.send(());
                 }
             }
         });
@@ -186,9 +213,49 @@ impl<C: Channel> RpcClient<C> {
         (client, reader)
     }
 
+    /// Send a notice ([`Channel::is_notice`]): queued in order behind earlier frames,
+    /// never answered. Resolves once it is queued, not when the peer has it.
+    pub async fn notify(&self, req: &C::Request) -> Result<(), RpcError> {
+        if !C::is_notice(req) {
+            return Err(RpcError::WrongAnswer(format!(
+                "{:?}: {req:?} expects an answer; it is not a notice",
+                C::KIND
+            )));
+        }
+        let bytes = encode(NOTICE_ID, req)?;
+        self.writer
+            .send(Outgoing {
+                bytes,
+                notice: true,
+                written: None,
+            })
+            .await
+            .map_err(|_| RpcError::Closed(C::Request::NAME))
+    }
+
+    /// Resolves once every frame queued before it has been written (notices included,
+    /// without their linger): before a worker exits, so no record is left behind.
+    pub async fn flush(&self) -> Result<(), RpcError> {
+        let (tx, rx) = oneshot::channel();
+        let marker = Outgoing {
+            bytes: Vec::new(),
+            notice: false,
+            written: Some(tx),
+        };
+        let closed = || RpcError::Closed(C::Request::NAME);
+        self.writer.send(marker).await.map_err(|_| closed())?;
+        rx.await.map_err(|_| closed())
+    }
+
     /// Ask, and wait for the answer. An answer of the wrong kind closes the channel.
     pub async fn call(&self, req: &C::Request) -> Result<C::Response, RpcError> {
         let closed = || RpcError::Closed(C::Request::NAME);
+        if C::is_notice(req) {
+            return Err(RpcError::WrongAnswer(format!(
+                "{:?}: {req:?} is a notice; nothing answers it",
+                C::KIND
+            )));
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let bytes = encode(id, req)?;
         let (tx, rx) = oneshot::channel();
@@ -201,7 +268,12 @@ impl<C: Channel> RpcClient<C> {
             pending: &self.pending,
             id,
         };
-        if self.writer.send(bytes).await.is_err() {
+        let frame = Outgoing {
+            bytes,
+            notice: false,
+            written: None,
+        };
+        if self.writer.send(frame).await.is_err() {
             return Err(closed());
         }
         let resp = rx.await.map_err(|_| closed())?;
@@ -214,6 +286,40 @@ impl<C: Channel> RpcClient<C> {
         }
         Ok(resp)
     }
+}
+
+/// Wait for the next outgoing frame and gather what may share its write into `out`:
+/// everything queued already, and, while only notices are there, what comes within
+/// [`NOTICE_LINGER`]. False when every sender is gone and nothing is left.
+async fn gather(
+    rx: &mut mpsc::Receiver<Outgoing>,
+    out: &mut Vec<u8>,
+    written: &mut Vec<oneshot::Sender<()>>,
+) -> bool {
+    let Some(first) = rx.recv().await else {
+        return false;
+    };
+    let mut urgent = !first.notice;
+    out.extend_from_slice(&first.bytes);
+    written.extend(first.written);
+    let deadline = tokio::time::Instant::now() + NOTICE_LINGER;
+    while out.len() < WRITE_BATCH_BYTES {
+        let next = match rx.try_recv() {
+            Ok(next) => next,
+            Err(mpsc::error::TryRecvError::Disconnected) => break,
+            Err(mpsc::error::TryRecvError::Empty) if urgent => break,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some(next)) => next,
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        };
+        urgent |= !next.notice;
+        out.extend_from_slice(&next.bytes);
+        written.extend(next.written);
+    }
+    true
 }
 
 struct PendingGuard<'a, Resp> {
@@ -279,13 +385,24 @@ where
     F: Fn(C::Request) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<C::Response, OutOfState>> + Send + 'static,
 {
-    let (mut rd, mut wr) = stream.into_split();
+    let (rd, mut wr) = stream.into_split();
+    let mut rd = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, rd);
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
     let writer = tokio::spawn(async move {
+        let mut out = Vec::new();
         while let Some(bytes) = rx.recv().await {
-            if wr.write_all(&bytes).await.is_err() {
+            // Answers finished meanwhile go out in the same write.
+            out.extend_from_slice(&bytes);
+            while out.len() < WRITE_BATCH_BYTES {
+                match rx.try_recv() {
+                    Ok(more) => out.extend_from_slice(&more),
+                    Err(_) => break,
+                }
+            }
+            if wr.write_all(&out).await.is_err() {
                 break;
             }
+            out.clear();
         }
     });
     let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CHANNEL));
@@ -301,8 +418,21 @@ where
             Err(FrameError::Closed) => break Ok(()),
             Err(e) => break Err(e),
         };
-        if id == 0 {
-            break Err(FrameError::OutOfPlace(format!("{req:?} with id 0")));
+        let notice = C::is_notice(&req);
+        if notice != (id == NOTICE_ID) {
+            break Err(FrameError::OutOfPlace(if notice {
+                format!("notice {req:?} with request id {id}")
+            } else {
+                format!("{req:?} with id 0, which only notices use")
+            }));
+        }
+        if notice {
+            // In order, before the next frame is read: a notice is a quick record, and
+            // whatever the peer sends after it finds it handled.
+            match handler(req).await {
+                Ok(_) => continue,
+                Err(OutOfState(why)) => break Err(FrameError::OutOfPlace(why)),
+            }
         }
         let Ok(permit) = slots.clone().acquire_owned().await else {
             break Ok(());
@@ -456,5 +586,88 @@ mod tests {
             reader.await.unwrap().is_ok(),
             "the client sees a clean close"
         );
+    }
+
+    fn result(call_id: u64) -> crate::channels::CallResult {
+        crate::channels::CallResult {
+            call_id: CallId(call_id),
+            success: true,
+            exit_code: None,
+            duration_ms: 1,
+            summary: "ok".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn notices_reach_the_handler_in_order_and_get_no_answer() {
+        let (a, b) = pair::<ExecutorApprovald>().unwrap();
+        let (seen_tx, mut seen) = mpsc::unbounded_channel();
+        tokio::spawn(serve(b, move |req: AuthorityRequest| {
+            let seen_tx = seen_tx.clone();
+            async move {
+                Ok(match req {
+                    AuthorityRequest::Finished(r) => {
+                        let _ = seen_tx.send(r.call_id);
+                        AuthorityResponse::Recorded
+                    }
+                    _ => AuthorityResponse::Pong,
+                })
+            }
+        }));
+        let (client, reader) = RpcClient::start(a).await.unwrap();
+        for id in 1..=3 {
+            client
+                .notify(&AuthorityRequest::Finished(result(id)))
+                .await
+                .unwrap();
+        }
+        // A call after the notices still gets its own answer (none of the notices was
+        // answered, or the client would have closed on an answer to id 0).
+        assert!(matches!(
+            client.call(&AuthorityRequest::Ping).await,
+            Ok(AuthorityResponse::Pong)
+        ));
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            got.push(seen.recv().await.unwrap().0);
+        }
+        got.sort_unstable();
+        assert_eq!(got, [1, 2, 3]);
+        drop(client);
+        assert!(reader.await.unwrap().is_ok());
+        // Each kind is sent only its own way.
+        let (a, b) = pair::<ExecutorApprovald>().unwrap();
+        tokio::spawn(serve(b, |_req: AuthorityRequest| async move {
+            Ok(AuthorityResponse::Pong)
+        }));
+        let (client, _) = RpcClient::start(a).await.unwrap();
+        assert!(matches!(
+            client.call(&AuthorityRequest::Finished(result(1))).await,
+            Err(RpcError::WrongAnswer(_))
+        ));
+        assert!(matches!(
+            client.notify(&AuthorityRequest::Ping).await,
+            Err(RpcError::WrongAnswer(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_notice_with_an_id_or_a_request_without_one_closes_the_channel() {
+        for (id, req) in [
+            (5, AuthorityRequest::Finished(result(1))),
+            (0, AuthorityRequest::Ping),
+        ] {
+            let (a, b) = pair::<ExecutorApprovald>().unwrap();
+            let server = tokio::spawn(serve(b, |_req: AuthorityRequest| async move {
+                Ok(AuthorityResponse::Pong)
+            }));
+            let mut a = a.greet().await.unwrap();
+            crate::frame::write_frame(&mut a, id, &req).await.unwrap();
+            let r = server.await.unwrap();
+            assert!(
+                matches!(&r, Err(FrameError::OutOfPlace(why)) if why.contains("id")),
+                "{r:?}"
+            );
+        }
     }
 }

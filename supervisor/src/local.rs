@@ -385,6 +385,22 @@ pub fn audit(
                 c.origin.as_deref().unwrap_or("?"),
                 c.action.as_deref().unwrap_or(""),
             ),
+            "call" => format!(
+                "{} {} risk={} as={} from={}: {} -> {} in {}ms: {}",
+                c.decision.as_deref().unwrap_or("?"),
+                c.tool.as_deref().unwrap_or("?"),
+                c.risk.as_deref().unwrap_or("?"),
+                c.identity.as_deref().unwrap_or("?"),
+                c.origin.as_deref().unwrap_or("?"),
+                c.action.as_deref().unwrap_or(""),
+                if c.success == Some(true) {
+                    "ok"
+                } else {
+                    "failed"
+                },
+                c.duration_ms.unwrap_or(0),
+                c.summary.as_deref().unwrap_or(""),
+            ),
             _ => format!(
                 "outcome {} in {}ms: {}",
                 if c.success == Some(true) {

@@ -2,16 +2,17 @@
 //! one-process-per-state-directory lock, and the private `protocol/connection.json`
 //! announcement that owner UIs use for discovery.
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
-const DIR_MODE: u32 = 0o700;
+use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMode};
+
 const FILE_MODE: u32 = 0o600;
 /// Largest connection.json we read back.
 #[allow(
@@ -72,6 +73,8 @@ pub enum StateError {
         path: PathBuf,
         expected: &'static str,
     },
+    #[error(transparent)]
+    Dir(#[from] PrivateDirError),
     #[error("invalid transport name {0:?}")]
     BadTransport(String),
     #[error("{} is malformed: {reason}", .path.display())]
@@ -129,8 +132,10 @@ pub fn prepare(state_dir: &Path, transport: &str) -> Result<StateLock, StateErro
         return Err(StateError::BadTransport(transport.to_owned()));
     }
     let paths = state_paths(state_dir);
-    ensure_private_dir(&paths.root, true)?;
-    ensure_private_dir(&paths.protocol_dir, false)?;
+    // The supervisor owns the layout, so it creates and tightens (approvald only checks).
+    // A symlink is refused even as the root: it could point at another directory of ours.
+    open_private_dir(&paths.root, Create::WithParents, WideMode::Tighten)?;
+    open_private_dir(&paths.protocol_dir, Create::IfMissing, WideMode::Tighten)?;
 
     let file = open_private_file(&paths.lock)?;
     let lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
@@ -176,52 +181,6 @@ fn parse_lock_note(text: &str) -> Option<(u32, String)> {
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
     ok.then(|| (pid, transport.to_owned()))
-}
-
-/// Make `dir` a directory owned by our euid with mode 0700: create it with that mode if
-/// missing (with missing parents when `parents`), refuse one owned by another uid or that
-/// is not a directory, and tighten a wider mode. A symlink is refused unless it is the
-/// user-chosen root (`parents == true`), where it is followed.
-pub fn ensure_private_dir(dir: &Path, parents: bool) -> Result<(), StateError> {
-    match DirBuilder::new()
-        .recursive(parents)
-        .mode(DIR_MODE)
-        .create(dir)
-    {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(io_err("cannot create directory", dir)(e)),
-    }
-    let meta = if parents {
-        fs::metadata(dir)
-    } else {
-        fs::symlink_metadata(dir)
-    }
-    .map_err(io_err("cannot inspect", dir))?;
-    if !meta.file_type().is_dir() {
-        return Err(StateError::WrongType {
-            path: dir.to_owned(),
-            expected: "directory",
-        });
-    }
-    let me = euid();
-    if meta.uid() != me {
-        return Err(StateError::WrongOwner {
-            path: dir.to_owned(),
-            owner: meta.uid(),
-            euid: me,
-        });
-    }
-    if meta.mode() & 0o7777 != DIR_MODE {
-        tracing::warn!(
-            path = %dir.display(),
-            mode = format!("{:o}", meta.mode() & 0o7777),
-            "tightening state directory mode to 0700"
-        );
-        fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE))
-            .map_err(io_err("cannot chmod", dir))?;
-    }
-    Ok(())
 }
 
 /// Open (creating 0600 if needed) a regular file of ours without following a symlink, and
@@ -645,7 +604,7 @@ mod tests {
         fs::write(&file, "").unwrap();
         assert!(matches!(
             prepare(&file, "http"),
-            Err(StateError::WrongType { .. })
+            Err(StateError::Dir(PrivateDirError::NotADirectory { .. }))
         ));
         // A symlinked protocol/ directory is refused.
         let state = base.join("s2");
@@ -654,8 +613,18 @@ mod tests {
         std::os::unix::fs::symlink(base.join("elsewhere"), state.join("protocol")).unwrap();
         assert!(matches!(
             prepare(&state, "http"),
-            Err(StateError::WrongType { .. })
+            Err(StateError::Dir(PrivateDirError::Symlink { .. }))
         ));
+        // So is a symlinked state directory, and its target is left as it was.
+        let linked = base.join("s3");
+        fs::set_permissions(base.join("elsewhere"), fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink(base.join("elsewhere"), &linked).unwrap();
+        assert!(matches!(
+            prepare(&linked, "http"),
+            Err(StateError::Dir(PrivateDirError::Symlink { .. }))
+        ));
+        assert_eq!(mode(&base.join("elsewhere")), 0o755);
+        assert!(!base.join("elsewhere/protocol").exists());
         fs::remove_dir_all(base).unwrap();
     }
 
@@ -670,7 +639,10 @@ mod tests {
         std::os::unix::fs::chown(&state, Some(65534), Some(65534)).unwrap();
         let err = prepare(&state, "http").unwrap_err();
         assert!(
-            matches!(err, StateError::WrongOwner { owner: 65534, .. }),
+            matches!(
+                err,
+                StateError::Dir(PrivateDirError::WrongOwner { owner: 65534, .. })
+            ),
             "{err:?}"
         );
         assert!(err.to_string().contains("owned by uid 65534"));

@@ -1,73 +1,271 @@
 //! The privilege boundary wired in process, as the topology table has it: ids that the
-//! audit keys on are minted by the executor, never taken from netd.
+//! audit keys on are minted by the executor, never taken from netd; read-only calls
+//! decided from approvald's policy snapshot are recorded once, and an edit to the
+//! configuration applies to the very next call.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use nl2sh_approvald::authority::Authority;
-use nl2sh_approvald::store::{AuditKind, Store};
+use nl2sh_approvald::authority::{Authority, REASON_CONFIG_UNREADABLE, REASON_READ_ONLY};
+use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
+use nl2sh_executor::runtime::authority::Authority as ExecutorAuthority;
 use nl2sh_proto::channels::{
-    CallOrigin, Correlation, ExecutorRequest, ExecutorResponse, InvokeRequest,
+    ActionSummary, AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CallResult,
+    ConfigVersion, Confinement, Correlation, ExecutorRequest, ExecutorResponse, Identity,
+    InvokeRequest, RanRecord, RiskLevel, ToolOutcome,
 };
 use nl2sh_proto::rpc::RpcClient;
 use nl2sh_proto::topology::{pair, ExecutorApprovald, NetdExecutor};
+use nl2sh_proto::FrameError;
 
-#[tokio::test]
-async fn two_invokes_with_one_netd_id_are_two_audited_calls() {
+/// approvald's authority and the executor, wired as in the tree (no sandbox: only
+/// fixed reads such as `fs.stat` run unasked).
+struct Wired {
+    _dir: tempfile::TempDir,
+    config: PathBuf,
+    authority: Arc<Authority>,
+    link: Arc<ExecutorAuthority>,
+    executor: RpcClient<NetdExecutor>,
+}
+
+async fn wire() -> Wired {
     let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
     let store = Store::open(dir.path()).unwrap();
-    let authority = Arc::new(Authority::new(store, dir.path().join("config.toml")));
-    // executor → approvald
+    let authority = Arc::new(Authority::new(store, &config));
     let (asker, answerer) = pair::<ExecutorApprovald>().unwrap();
     tokio::spawn(nl2sh_approvald::dispatch::serve_executor(
         answerer,
         authority.clone(),
     ));
-    let (authority_client, _) = RpcClient::start(asker).await.unwrap();
+    let (client, _) = RpcClient::start(asker).await.unwrap();
+    let link = ExecutorAuthority::new(client, &config);
     let runtime = Arc::new(nl2sh_executor::Runtime::new(
         std::env::var("PATH").ok().as_deref(),
-        Some(authority_client),
+        Some(link.clone()),
         None,
         Default::default(),
     ));
-    // netd → executor
     let (asker, answerer) = pair::<NetdExecutor>().unwrap();
     tokio::spawn(nl2sh_executor::dispatch::serve_netd(answerer, runtime));
     let (executor, _) = RpcClient::start(asker).await.unwrap();
-
-    // A compromised netd reuses one id for two calls, at once and one after the other.
-    let invoke = || {
-        ExecutorRequest::Invoke(InvokeRequest {
-            correlation: Correlation(7),
-            origin: CallOrigin::McpHttp,
-            tool: "fs.stat".into(),
-            arguments: r#"{"path":"/"}"#.into(),
-        })
-    };
-    let (first, second) = (invoke(), invoke());
-    let (a, b) = tokio::join!(executor.call(&first), executor.call(&second));
-    let c = executor.call(&invoke()).await;
-    for r in [a, b, c] {
-        assert!(
-            matches!(&r, Ok(ExecutorResponse::Outcome(o)) if o.success),
-            "{r:?}"
-        );
+    Wired {
+        _dir: dir,
+        config,
+        authority,
+        link,
+        executor,
     }
+}
+
+fn stat(correlation: u64, path: &Path) -> ExecutorRequest {
+    ExecutorRequest::Invoke(InvokeRequest {
+        correlation: Correlation(correlation),
+        origin: CallOrigin::McpHttp,
+        tool: "fs.stat".into(),
+        arguments: serde_json::json!({ "path": path }).to_string(),
+    })
+}
+
+async fn outcome(w: &Wired, req: &ExecutorRequest) -> ToolOutcome {
+    match w.executor.call(req).await {
+        Ok(ExecutorResponse::Outcome(o)) => o,
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn rows(w: &Wired) -> Vec<AuditRow> {
+    // What the executor holds back for company, then what approvald queued.
+    w.link.flush().await;
+    w.authority.store().flush().await.unwrap();
+    w.authority.store().recent(100).await.unwrap()
+}
+
+fn ids_of(rows: &[AuditRow], kinds: &[AuditKind]) -> Vec<i64> {
+    let mut ids: Vec<i64> = rows
+        .iter()
+        .filter(|r| kinds.contains(&r.record.kind))
+        .map(|r| r.record.call_id)
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[tokio::test]
+async fn two_invokes_with_one_netd_id_are_two_audited_calls() {
+    for with_snapshot in [false, true] {
+        let w = wire().await;
+        if with_snapshot {
+            w.link.refresh().await;
+        }
+        // A compromised netd reuses one id for two calls, at once and one after the other.
+        let root = Path::new("/");
+        let (first, second) = (stat(7, root), stat(7, root));
+        let (a, b) = tokio::join!(outcome(&w, &first), outcome(&w, &second));
+        let c = outcome(&w, &stat(7, root)).await;
+        for o in [a, b, c] {
+            assert!(o.success, "{o:?}");
+        }
+        let rows = rows(&w).await;
+        // Decided from the snapshot, one `call` row holds both; decided by approvald, a
+        // decision row and an outcome row. (Without a snapshot at first, the executor
+        // fetches one after the first call, so later calls may take either way.)
+        let decided = ids_of(&rows, &[AuditKind::Decision, AuditKind::Call]);
+        let finished = ids_of(&rows, &[AuditKind::Outcome, AuditKind::Call]);
+        if with_snapshot {
+            assert_eq!(ids_of(&rows, &[AuditKind::Call]).len(), 3, "{rows:?}");
+        }
+        let mut distinct = decided.clone();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 3, "three calls, three ids: {rows:?}");
+        assert_eq!(decided, finished, "each call has its own outcome");
+        assert!(!decided.contains(&7), "netd's id reached the audit");
+    }
+}
+
+#[tokio::test]
+async fn a_read_under_the_snapshot_is_one_row_and_an_edit_applies_to_the_next_call() {
+    let w = wire().await;
+    w.link.refresh().await;
+    let o = outcome(&w, &stat(1, Path::new("/"))).await;
+    assert!(o.success, "{o:?}");
+    let first = rows(&w).await;
+    assert_eq!(
+        first.len(),
+        1,
+        "one row for a read under the snapshot: {first:?}"
+    );
+    let row = &first[0].record;
+    assert_eq!(row.kind, AuditKind::Call);
+    assert_eq!(row.decision.as_deref(), Some("allowed"));
+    assert_eq!(row.reason.as_deref(), Some(REASON_READ_ONLY));
+    assert_eq!(row.success, Some(true));
+    assert_eq!(row.tool.as_deref(), Some("fs.stat"));
+
+    // The owner breaks the configuration: the very next read is refused by approvald,
+    // whose decision says why (the snapshot no longer matches the file).
+    std::fs::write(&w.config, "approval_policy = [\n").unwrap();
+    let o = outcome(&w, &stat(2, Path::new("/"))).await;
+    assert!(!o.success, "{o:?}");
+    assert!(o.output.contains(REASON_CONFIG_UNREADABLE), "{}", o.output);
+
+    // Strict asks even for reads: once fixed to strict, nothing runs unasked. With no
+    // one to ask (the approval times out in 1 s), the read expires instead of running.
+    std::fs::write(
+        &w.config,
+        "approval_policy = 'strict'\napproval_timeout_secs = 1\n",
+    )
+    .unwrap();
+    let o = outcome(&w, &stat(3, Path::new("/"))).await;
+    assert!(!o.success, "{o:?}");
+    assert!(o.output.contains("not run"), "{}", o.output);
+    // A fresh snapshot of the strict file lets nothing through either.
+    w.link.refresh().await;
+    let o = outcome(&w, &stat(4, Path::new("/"))).await;
+    assert!(!o.success, "{o:?}");
+    let all = rows(&w).await;
+    assert_eq!(
+        ids_of(&all, &[AuditKind::Call]).len(),
+        1,
+        "only the first read ran under a snapshot: {all:?}"
+    );
+    assert_eq!(ids_of(&all, &[AuditKind::Decision]).len(), 3, "{all:?}");
+
+    // Back to balanced: reads run unasked again, from a fresh snapshot.
+    std::fs::write(&w.config, "approval_policy = 'balanced'\n").unwrap();
+    let o = outcome(&w, &stat(5, Path::new("/"))).await;
+    assert!(o.success, "{o:?}");
+}
+
+fn read_only_summary(call_id: u64) -> ActionSummary {
+    ActionSummary {
+        call_id: CallId(call_id),
+        origin: CallOrigin::McpHttp,
+        tool: "fs.stat".into(),
+        action: "stat /".into(),
+        arguments_sha256: "a".repeat(64),
+        risk: RiskLevel::ReadOnly,
+        requires_root: false,
+        identity: Identity::Launching,
+        confinement: Confinement::Fixed,
+        reasons: Vec::new(),
+    }
+}
+
+fn ran(summary: ActionSummary, policy: ConfigVersion) -> AuthorityRequest {
+    let call_id = summary.call_id;
+    AuthorityRequest::Ran(RanRecord {
+        summary,
+        result: CallResult {
+            call_id,
+            success: true,
+            exit_code: None,
+            duration_ms: 1,
+            summary: "ok".into(),
+        },
+        policy,
+    })
+}
+
+/// A `Ran` notice that no snapshot covers closes the channel (approvald's side).
+async fn hostile_ran(
+    setup: impl FnOnce(&Path),
+    req: impl FnOnce(ConfigVersion) -> AuthorityRequest,
+) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    setup(&config);
+    let authority = Arc::new(Authority::new(Store::open(dir.path()).unwrap(), &config));
+    let (asker, answerer) = pair::<ExecutorApprovald>().unwrap();
+    let server = tokio::spawn(nl2sh_approvald::dispatch::serve_executor(
+        answerer,
+        authority.clone(),
+    ));
+    let (client, _) = RpcClient::start(asker).await.unwrap();
+    let version = match client.call(&AuthorityRequest::Policy).await {
+        Ok(AuthorityResponse::Policy(s)) => s.version,
+        other => panic!("{other:?}"),
+    };
+    client.notify(&req(version)).await.unwrap();
+    let end = server.await.unwrap();
     authority.store().flush().await.unwrap();
-    let rows = authority.store().recent(100).await.unwrap();
-    let mut decided: Vec<i64> = rows
-        .iter()
-        .filter(|r| r.record.kind == AuditKind::Decision)
-        .map(|r| r.record.call_id)
-        .collect();
-    let mut finished: Vec<i64> = rows
-        .iter()
-        .filter(|r| r.record.kind == AuditKind::Outcome)
-        .map(|r| r.record.call_id)
-        .collect();
-    decided.sort_unstable();
-    finished.sort_unstable();
-    decided.dedup();
-    assert_eq!(decided.len(), 3, "three calls, three ids: {rows:?}");
-    assert_eq!(decided, finished, "each call has its own outcome");
-    assert!(!decided.contains(&7), "netd's id reached the audit");
+    assert!(
+        authority.store().recent(10).await.unwrap().is_empty(),
+        "nothing recorded"
+    );
+    match end {
+        Err(FrameError::OutOfPlace(why)) => why,
+        other => panic!("channel not closed: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_call_no_snapshot_lets_run_closes_the_channel_and_records_nothing() {
+    let balanced = |_: &Path| {};
+    // A mutation reported as run under the snapshot.
+    let why = hostile_ran(balanced, |v| {
+        let mut s = read_only_summary(1);
+        s.risk = RiskLevel::Low;
+        ran(s, v)
+    })
+    .await;
+    assert!(why.contains("no call a policy snapshot lets run"), "{why}");
+    // A read outside the sandbox.
+    let why = hostile_ran(balanced, |v| {
+        let mut s = read_only_summary(1);
+        s.confinement = Confinement::Unconfined;
+        ran(s, v)
+    })
+    .await;
+    assert!(why.contains("no call a policy snapshot lets run"), "{why}");
+    // A snapshot approvald never gave (another version of the file).
+    let why = hostile_ran(balanced, |_| {
+        ran(read_only_summary(1), ConfigVersion::Unknown)
+    })
+    .await;
+    assert!(why.contains("did not give"), "{why}");
+    // Under strict, the snapshot lets no read run.
+    let strict = |p: &Path| std::fs::write(p, "approval_policy = 'strict'\n").unwrap();
+    let why = hostile_ran(strict, |v| ran(read_only_summary(1), v)).await;
+    assert!(why.contains("did not give"), "{why}");
 }

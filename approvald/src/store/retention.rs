@@ -26,17 +26,11 @@ use rusqlite::{OptionalExtension, Transaction};
 
 use super::MAX_BATCH;
 
-/// `audit_max_rows` when the key is absent: a decision and an outcome row per call, so
-/// the last 50,000 calls — days of an agent polling the screen, weeks of ordinary use.
-pub const DEFAULT_AUDIT_MAX_ROWS: u64 = 100_000;
-/// `audit_max_bytes` when the key is absent. 100,000 rows of a screen-polling agent take
-/// 40–50 MiB with the WAL; the byte limit is the backstop for long actions and
-/// summaries, and small beside any phone's data partition.
-pub const DEFAULT_AUDIT_MAX_BYTES: u64 = 64 * 1024 * 1024;
-/// The least `audit_max_rows` may be: the trail always covers the last 500 calls.
-pub const MIN_AUDIT_MAX_ROWS: u64 = 1_000;
-/// The least `audit_max_bytes` may be: room for the WAL and a few of the largest rows.
-pub const MIN_AUDIT_MAX_BYTES: u64 = 1024 * 1024;
+// The keys' defaults and minimums are part of the configuration schema.
+pub use nl2sh_proto::config::{
+    DEFAULT_AUDIT_MAX_BYTES, DEFAULT_AUDIT_MAX_ROWS, MIN_AUDIT_MAX_BYTES, MIN_AUDIT_MAX_ROWS,
+};
+
 /// Fewest rows a batch may be cut to by [`batch_rows`].
 const MIN_BATCH_ROWS: usize = 64;
 

@@ -53,6 +53,16 @@ impl Rig {
         self.client.call(&req).await.unwrap()
     }
 
+    /// Send a notice (`Finished`, `Ran`), and return once approvald has handled it
+    /// (notices are handled before the next frame is read: a ping after it proves it).
+    pub async fn notify(&self, req: AuthorityRequest) {
+        self.client.notify(&req).await.unwrap();
+        assert!(matches!(
+            self.client.call(&AuthorityRequest::Ping).await,
+            Ok(AuthorityResponse::Pong)
+        ));
+    }
+
     pub async fn decide(&self, summary: ActionSummary) -> (Decision, String) {
         decided(self.call(AuthorityRequest::Decide(summary)).await)
     }

@@ -6,6 +6,7 @@
 //! arguments into an exact action with its assessment, identity, resources and a run
 //! function). Everything else is here, shared by every tool.
 
+pub mod authority;
 pub mod exec;
 pub mod locks;
 pub mod pipeline;

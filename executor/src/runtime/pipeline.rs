@@ -10,24 +10,20 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use nl2sh_proto::channels::{
-    ActionSummary, AuthorityRequest, AuthorityResponse, CallId, CallResult, Confinement,
-    Correlation, Decision, InvokeRequest, RiskLevel, ToolOutcome, ToolSpec,
-};
-use nl2sh_proto::limits::{
-    MAX_ARGUMENT_JSON_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOL_OUTPUT_BYTES, RESOURCE_LOCK_WAIT,
-};
-use nl2sh_proto::rpc::RpcClient;
-use nl2sh_proto::topology::ExecutorApprovald;
-
+use super::authority::Authority;
 use super::exec::ProcessGroups;
 use super::locks::Locks;
 use super::{schema, ExecContext, Prepared, Tool, ToolError, ToolOutput};
 use crate::device::DeviceEnv;
 use crate::sandbox::{Availability, Sandbox};
 use crate::sys::ChildSetup;
-
-pub type AuthorityClient = RpcClient<ExecutorApprovald>;
+use nl2sh_proto::channels::{
+    ActionSummary, CallId, CallResult, Confinement, Correlation, Decision, InvokeRequest,
+    RiskLevel, ToolOutcome, ToolSpec,
+};
+use nl2sh_proto::limits::{
+    MAX_ARGUMENT_JSON_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOL_OUTPUT_BYTES, RESOURCE_LOCK_WAIT,
+};
 
 /// What the device offers right now: its profile and the tools that registered on it.
 pub struct Registry {
@@ -66,7 +62,7 @@ pub struct Pipeline {
     /// The next call id: ids are ours, never netd's, so approvals and the audit cannot be
     /// confused by what netd sends.
     next_call: AtomicU64,
-    authority: Option<AuthorityClient>,
+    authority: Option<Arc<Authority>>,
     /// Where unasked read-only actions run; `None` (tests of other parts) means there is
     /// no sandbox, so they ask.
     sandbox: Option<Arc<Sandbox>>,
@@ -75,7 +71,7 @@ pub struct Pipeline {
 impl Pipeline {
     pub fn new(
         device: DeviceEnv,
-        authority: Option<AuthorityClient>,
+        authority: Option<Arc<Authority>>,
         sandbox: Option<Arc<Sandbox>>,
     ) -> Self {
         let device = Arc::new(device);
@@ -244,12 +240,37 @@ impl Pipeline {
                 .map(|r| bounded(r, 256))
                 .collect(),
         };
-        let (decision, reason) = tokio::select! {
-            d = self.decide(summary) => d,
-            () = cancel.cancelled() => {
-                // A pending approval of a cancelled call must never be approvable.
-                self.withdraw(call_id).await;
-                return Err(ToolError::Failed("cancelled while waiting for approval".into()));
+        // A confined read-only call that approvald's policy snapshot lets run needs no
+        // round trip; it is reported with its outcome. Everything else asks.
+        let fast = match &self.authority {
+            Some(authority)
+                if prepared.assessment.level == RiskLevel::ReadOnly
+                    && prepared.confinement != Confinement::Unconfined =>
+            {
+                authority
+                    .lets_read(req.origin)
+                    .map(|version| (authority.clone(), version))
+            }
+            _ => None,
+        };
+        let (decision, reason, snapshot) = match fast {
+            Some((authority, version)) => (
+                Decision::Allowed,
+                String::new(),
+                Some((authority, version, summary)),
+            ),
+            None => {
+                let (decision, reason) = tokio::select! {
+                    d = self.decide(summary) => d,
+                    () = cancel.cancelled() => {
+                        // A pending approval of a cancelled call must never be approvable.
+                        self.withdraw(call_id).await;
+                        return Err(ToolError::Failed(
+                            "cancelled while waiting for approval".into(),
+                        ));
+                    }
+                };
+                (decision, reason, None)
             }
         };
         // Unasked and read-only: whatever the caller chose runs in the sandbox, whatever
@@ -302,7 +323,14 @@ impl Pipeline {
             }
         };
         // Audit the outcome; the call does not wait for it to be written.
-        self.finished(call_id, &result, started);
+        let record = call_result(call_id, &result, started);
+        match (snapshot, &self.authority) {
+            (Some((authority, version, summary)), _) => {
+                authority.ran(summary, record, version).await
+            }
+            (None, Some(authority)) => authority.finished(record).await,
+            (None, None) => {}
+        }
         result
     }
 
@@ -320,57 +348,41 @@ impl Pipeline {
     }
 
     async fn decide(&self, summary: ActionSummary) -> (Decision, String) {
-        let Some(authority) = &self.authority else {
-            return (
+        match &self.authority {
+            Some(authority) => authority.decide(summary).await,
+            None => (
                 Decision::Refused,
                 "no approval authority is connected".into(),
-            );
-        };
-        match authority.call(&AuthorityRequest::Decide(summary)).await {
-            Ok(AuthorityResponse::Decided { decision, reason }) => (decision, reason),
-            Ok(AuthorityResponse::NotRecorded(why)) => {
-                (Decision::Refused, format!("approval failed: {why}"))
-            }
-            // Any other answer closed the channel (and ends the executor).
-            Ok(_) => (Decision::Refused, "approval unavailable".into()),
-            Err(e) => (Decision::Refused, format!("approval unavailable: {e}")),
+            ),
         }
     }
 
     async fn withdraw(&self, call_id: CallId) {
         if let Some(authority) = &self.authority {
-            if let Err(e) = authority
-                .call(&AuthorityRequest::Withdraw { call_id })
-                .await
-            {
-                tracing::warn!(error = %e, %call_id, "could not withdraw a pending approval");
-            }
+            authority.withdraw(call_id).await;
         }
     }
+}
 
-    fn finished(&self, call_id: CallId, result: &Result<ToolOutput, ToolError>, started: Instant) {
-        let Some(authority) = self.authority.clone() else {
-            return;
-        };
-        let record = CallResult {
-            call_id,
-            success: result.as_ref().is_ok_and(|o| o.success),
-            exit_code: result.as_ref().ok().and_then(|o| o.exit_code),
-            duration_ms: started.elapsed().as_millis() as u64,
-            summary: match result {
-                Ok(o) if o.success => "ok".into(),
-                Ok(o) => match o.exit_code {
-                    Some(code) => format!("failed with exit status {code}"),
-                    None => "failed".into(),
-                },
-                Err(e) => bounded(&e.to_string(), 512),
+/// The audit's account of how a call ended.
+fn call_result(
+    call_id: CallId,
+    result: &Result<ToolOutput, ToolError>,
+    started: Instant,
+) -> CallResult {
+    CallResult {
+        call_id,
+        success: result.as_ref().is_ok_and(|o| o.success),
+        exit_code: result.as_ref().ok().and_then(|o| o.exit_code),
+        duration_ms: started.elapsed().as_millis() as u64,
+        summary: match result {
+            Ok(o) if o.success => "ok".into(),
+            Ok(o) => match o.exit_code {
+                Some(code) => format!("failed with exit status {code}"),
+                None => "failed".into(),
             },
-        };
-        tokio::spawn(async move {
-            if let Err(e) = authority.call(&AuthorityRequest::Finished(record)).await {
-                tracing::warn!(error = %e, "audit outcome not recorded");
-            }
-        });
+            Err(e) => bounded(&e.to_string(), 512),
+        },
     }
 }
 

@@ -32,12 +32,13 @@ use axum::response::Response;
 use axum::Router;
 use http_body_util::{BodyExt, Limited};
 use nl2sh_executor::device::DeviceEnv;
-use nl2sh_executor::runtime::pipeline::{AuthorityClient, Pipeline};
+use nl2sh_executor::runtime::authority::Authority as AuthorityLink;
+use nl2sh_executor::runtime::pipeline::Pipeline;
 use nl2sh_netd::mcp::SUPPORTED_PROTOCOL_VERSIONS;
 use nl2sh_netd::tools;
 use nl2sh_proto::channels::{
-    AuthorityRequest, AuthorityResponse, CallOrigin, Correlation, Decision, InvokeRequest,
-    RiskLevel,
+    AuthorityRequest, AuthorityResponse, CallOrigin, ConfigVersion, Correlation, Decision,
+    InvokeRequest, PolicySnapshot, RiskLevel,
 };
 use nl2sh_proto::limits::{MAX_ARGUMENT_JSON_BYTES, MAX_HTTP_BODY_BYTES, MAX_TOOL_NAME_BYTES};
 use nl2sh_proto::rpc::{self, RpcClient};
@@ -176,7 +177,7 @@ async fn serve(opts: Options) -> Result<(), String> {
 
 /// An authority that stores nothing: read-only actions are allowed, the rest refused
 /// (approvald's rule without `protocol_auto_approve`), outcomes acknowledged.
-async fn bare_authority() -> Result<AuthorityClient, String> {
+async fn bare_authority() -> Result<Arc<AuthorityLink>, String> {
     let (ours, theirs) = pair::<ExecutorApprovald>().map_err(|e| e.to_string())?;
     tokio::spawn(rpc::serve(theirs, |req: AuthorityRequest| async move {
         Ok(match req {
@@ -192,28 +193,41 @@ async fn bare_authority() -> Result<AuthorityClient, String> {
                     reason: reason.into(),
                 }
             }
-            AuthorityRequest::Finished(_) | AuthorityRequest::Withdraw { .. } => {
-                AuthorityResponse::Recorded
-            }
+            AuthorityRequest::Finished(_)
+            | AuthorityRequest::Ran(_)
+            | AuthorityRequest::Withdraw { .. } => AuthorityResponse::Recorded,
+            // The rule above as a snapshot: no configuration file, reads run unasked.
+            AuthorityRequest::Policy => AuthorityResponse::Policy(PolicySnapshot {
+                version: ConfigVersion::Absent,
+                reads_unasked: vec![CallOrigin::McpHttp, CallOrigin::McpStdio],
+            }),
         })
     }));
     let (client, _) = RpcClient::start(ours).await.map_err(|e| e.to_string())?;
-    Ok(client)
+    let link = AuthorityLink::new(client, NO_CONFIG);
+    link.refresh().await;
+    Ok(link)
 }
+
+/// The bare authority's configuration file, which does not exist.
+const NO_CONFIG: &str = "/nonexistent/nl2sh-single-rmcp/config.toml";
 
 /// approvald's real authority (decision committed to SQLite before the answer, outcome
 /// queued), in this process.
-async fn audited_authority(state_dir: &std::path::Path) -> Result<AuthorityClient, String> {
+async fn audited_authority(state_dir: &std::path::Path) -> Result<Arc<AuthorityLink>, String> {
     use nl2sh_approvald::authority::Authority;
     use nl2sh_approvald::store::Store;
     std::fs::create_dir_all(state_dir).map_err(|e| e.to_string())?;
     let store = Store::open(state_dir).map_err(|e| e.to_string())?;
     // Only consulted for actions that are not read-only; a missing file refuses them.
-    let authority = Arc::new(Authority::new(store, state_dir.join("config.toml")));
+    let config = state_dir.join("config.toml");
+    let authority = Arc::new(Authority::new(store, &config));
     let (ours, theirs) = pair::<ExecutorApprovald>().map_err(|e| e.to_string())?;
     tokio::spawn(nl2sh_approvald::dispatch::serve_executor(theirs, authority));
     let (client, _) = RpcClient::start(ours).await.map_err(|e| e.to_string())?;
-    Ok(client)
+    let link = AuthorityLink::new(client, config);
+    link.refresh().await;
+    Ok(link)
 }
 
 struct Gate {

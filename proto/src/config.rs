@@ -1,0 +1,1142 @@
+//! The configuration file's schema, in one place for the supervisor (which reads it once at
+//! startup) and approvald (which re-reads it for every decision, so an edit applies to the
+//! next call without a restart): the keys, their types and defaults, the bounded read of
+//! the file, and the one parse, whose errors name the file, the line and the key.
+//!
+//! Every key is optional. Invalid TOML, a value of the wrong type or out of range, and an
+//! invalid `[[approval_grants]]` table are errors in both [`ParseMode`]s. The modes differ
+//! only in what a file edited after startup may do:
+//!
+//! * [`ParseMode::Startup`] (the supervisor) refuses unknown top-level keys and an
+//!   `approval_timeout_secs` above the limit, so the owner hears of a typo at once;
+//! * [`ParseMode::Running`] (approvald, per decision) ignores unknown top-level keys — the
+//!   running tree is the build that started, and a key a newer build on disk knows must
+//!   not refuse every decision until a restart — and reads a longer timeout as the limit,
+//!   which only shortens the wait.
+//!
+//! The retired top-level `bridge_auto_approve` is accepted with any value and ignored (it
+//! never enables `protocol_auto_approve`). Reading never modifies the file. Messages carry
+//! the parser's message without the source excerpt, so a value such as the protocol token
+//! never reaches a log line or an audit row.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::ops::Range;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use toml::de::{DeTable, DeValue};
+
+use crate::channels::{CallOrigin, RiskLevel};
+use crate::limits::APPROVAL_TIMEOUT;
+
+/// Largest configuration file read.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+/// `protocol_service_port` when the key is absent.
+pub const DEFAULT_PROTOCOL_PORT: u16 = 8765;
+/// `audit_max_rows` when the key is absent: a decision and an outcome row per call, so
+/// the last 50,000 calls — days of an agent polling the screen, weeks of ordinary use.
+pub const DEFAULT_AUDIT_MAX_ROWS: u64 = 100_000;
+/// `audit_max_bytes` when the key is absent. 100,000 rows of a screen-polling agent take
+/// 40–50 MiB with the WAL; the byte limit is the backstop for long actions and
+/// summaries, and small beside any phone's data partition.
+pub const DEFAULT_AUDIT_MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// The least `audit_max_rows` may be: the trail always covers the last 500 calls.
+pub const MIN_AUDIT_MAX_ROWS: u64 = 1_000;
+/// The least `audit_max_bytes` may be: room for the WAL and a few of the largest rows.
+pub const MIN_AUDIT_MAX_BYTES: u64 = 1024 * 1024;
+
+/// Top-level keys a user may write, in the order error messages list them. The retired
+/// `bridge_auto_approve` is deliberately absent: it is tolerated, not offered.
+pub const KNOWN_KEYS: &[&str] = &[
+    "protocol_token",
+    "protocol_auto_approve",
+    "protocol_start_with_service",
+    "protocol_service_port",
+    "state_dir",
+    "netd_uid",
+    "netd_gid",
+    "sandbox_uid",
+    "sandbox_gid",
+    "approval_policy",
+    "approval_timeout_secs",
+    "approval_grants",
+    "audit_max_rows",
+    "audit_max_bytes",
+];
+
+/// Top-level keys accepted with any value and ignored.
+const RETIRED_KEYS: &[&str] = &["bridge_auto_approve"];
+
+/// Who reads the file, and so how strict the parse is (see the module comment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParseMode {
+    /// The supervisor at startup: the whole file must be right.
+    Startup,
+    /// approvald before a decision: tolerant only where tolerance cannot loosen anything.
+    Running,
+}
+
+/// The parsed configuration. Absent keys take the defaults of [`Config::default`] and the
+/// accessors below.
+#[derive(Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Fixed protocol token; empty means "generate one on each start".
+    pub protocol_token: Option<String>,
+    /// Approve every protocol request without asking. Off unless set explicitly.
+    pub protocol_auto_approve: bool,
+    /// Start MCP/A2A together with the managed TUI/Web service.
+    pub protocol_start_with_service: bool,
+    /// Listening port; 0 asks for any free port. See [`Config::service_port`].
+    pub protocol_service_port: Option<u16>,
+    /// State directory; relative paths are relative to the configuration file's directory.
+    pub state_dir: Option<PathBuf>,
+    /// Unprivileged uid for netd (default: [`default_netd_ids`]).
+    pub netd_uid: Option<u32>,
+    /// Unprivileged gid for netd (default: [`default_netd_ids`]).
+    pub netd_gid: Option<u32>,
+    /// Identity of the read-only sandbox (default: [`default_sandbox_ids`]).
+    pub sandbox_uid: Option<u32>,
+    pub sandbox_gid: Option<u32>,
+    /// Which actions ask for local approval (default `balanced`; remote callers get at
+    /// least `balanced`).
+    pub approval_policy: Option<ApprovalPolicy>,
+    /// Seconds a pending approval waits (1–120; it can only be shortened). See
+    /// [`Config::approval_timeout`].
+    pub approval_timeout_secs: Option<u64>,
+    /// Scoped grants that pre-approve matching actions (never root, dangerous or
+    /// critical ones).
+    pub approval_grants: Vec<ApprovalGrant>,
+    /// Audit rows kept at most (at least [`MIN_AUDIT_MAX_ROWS`], default
+    /// [`DEFAULT_AUDIT_MAX_ROWS`]); approvald prunes the oldest beyond it.
+    pub audit_max_rows: Option<u64>,
+    /// Bytes the audit database and its WAL take at most (at least
+    /// [`MIN_AUDIT_MAX_BYTES`], default [`DEFAULT_AUDIT_MAX_BYTES`]).
+    pub audit_max_bytes: Option<u64>,
+    /// Retired; accepted with any TOML type and ignored.
+    #[serde(rename = "bridge_auto_approve")]
+    retired_bridge_auto_approve: Option<IgnoredAny>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field(
+                "protocol_token",
+                &self.protocol_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("protocol_auto_approve", &self.protocol_auto_approve)
+            .field(
+                "protocol_start_with_service",
+                &self.protocol_start_with_service,
+            )
+            .field("protocol_service_port", &self.protocol_service_port)
+            .field("state_dir", &self.state_dir)
+            .field("netd_uid", &self.netd_uid)
+            .field("netd_gid", &self.netd_gid)
+            .field("sandbox_uid", &self.sandbox_uid)
+            .field("sandbox_gid", &self.sandbox_gid)
+            .field("approval_policy", &self.approval_policy)
+            .field("approval_timeout_secs", &self.approval_timeout_secs)
+            .field("approval_grants", &self.approval_grants)
+            .field("audit_max_rows", &self.audit_max_rows)
+            .field("audit_max_bytes", &self.audit_max_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Config {
+    /// The port to listen on: the configured one, else 8765. 0 means "any free port".
+    pub fn service_port(&self) -> u16 {
+        self.protocol_service_port.unwrap_or(DEFAULT_PROTOCOL_PORT)
+    }
+
+    /// Whether the file still carries the retired `bridge_auto_approve` key (worth a
+    /// one-line notice at startup; its value is never looked at).
+    pub fn has_retired_bridge_auto_approve(&self) -> bool {
+        self.retired_bridge_auto_approve.is_some()
+    }
+
+    /// (uid, gid, supplementary groups) for netd: the platform defaults with the
+    /// `netd_uid` / `netd_gid` overrides applied.
+    pub fn netd_ids(&self) -> (u32, u32, Vec<u32>) {
+        let (uid, gid, groups) = default_netd_ids();
+        (
+            self.netd_uid.unwrap_or(uid),
+            self.netd_gid.unwrap_or(gid),
+            groups,
+        )
+    }
+
+    /// (uid, gid) of the read-only sandbox: the platform defaults with the
+    /// `sandbox_uid` / `sandbox_gid` overrides applied.
+    pub fn sandbox_ids(&self) -> (u32, u32) {
+        let (uid, gid) = default_sandbox_ids();
+        (
+            self.sandbox_uid.unwrap_or(uid),
+            self.sandbox_gid.unwrap_or(gid),
+        )
+    }
+
+    /// How long a pending approval waits: `approval_timeout_secs`, never longer than
+    /// [`APPROVAL_TIMEOUT`] whatever a running reader let through.
+    pub fn approval_timeout(&self) -> Duration {
+        self.approval_timeout_secs.map_or(APPROVAL_TIMEOUT, |secs| {
+            Duration::from_secs(secs).min(APPROVAL_TIMEOUT)
+        })
+    }
+
+    /// Checks serde cannot express: `Err((byte offset of the offending key, message))`.
+    fn validate(&self, mode: ParseMode, layout: &Layout) -> Result<(), (Option<usize>, String)> {
+        let at = |key: &str| layout.key_at(key);
+        for (key, value) in [("netd_uid", self.netd_uid), ("netd_gid", self.netd_gid)] {
+            if value == Some(0) {
+                return Err((
+                    at(key),
+                    format!(
+                        "{key} must not be 0: netd parses network input and never runs as root"
+                    ),
+                ));
+            }
+        }
+        for (key, value) in [
+            ("sandbox_uid", self.sandbox_uid),
+            ("sandbox_gid", self.sandbox_gid),
+        ] {
+            if value == Some(0) {
+                return Err((
+                    at(key),
+                    format!(
+                        "{key} must not be 0: the read-only sandbox never runs as root \
+                         (systemd, polkit, su and Android's services trust uid 0)"
+                    ),
+                ));
+            }
+        }
+        if self
+            .state_dir
+            .as_ref()
+            .is_some_and(|d| d.as_os_str().is_empty())
+        {
+            return Err((at("state_dir"), "state_dir must not be empty".into()));
+        }
+        if let Some(secs) = self.approval_timeout_secs {
+            let max = APPROVAL_TIMEOUT.as_secs();
+            // A running reader reads a longer value as the limit (approval_timeout).
+            let too_long = mode == ParseMode::Startup && secs > max;
+            if secs < 1 || too_long {
+                return Err((
+                    at("approval_timeout_secs"),
+                    format!(
+                        "approval_timeout_secs must be between 1 and {max} (it can only shorten the wait)"
+                    ),
+                ));
+            }
+        }
+        for (key, value, min, why) in [
+            (
+                "audit_max_rows",
+                self.audit_max_rows,
+                MIN_AUDIT_MAX_ROWS,
+                "the audit trail always keeps at least the last 500 calls",
+            ),
+            (
+                "audit_max_bytes",
+                self.audit_max_bytes,
+                MIN_AUDIT_MAX_BYTES,
+                "the audit database needs room for its WAL and its largest rows",
+            ),
+        ] {
+            if value.is_some_and(|v| v < min) {
+                return Err((at(key), format!("{key} must be at least {min} ({why})")));
+            }
+        }
+        for (i, grant) in self.approval_grants.iter().enumerate() {
+            if grant.tool.is_empty() {
+                let layout = layout.grants.get(i);
+                return Err((
+                    layout.and_then(|g| g.tool_at.or(Some(g.extent.start))),
+                    format!("approval grant {}: `tool` must not be empty", i + 1),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// (uid, gid, supplementary groups) for netd: Android AID_NOBODY with AID_INET (3003) so
+/// paranoid networking still lets it use IP sockets; elsewhere `nobody`.
+pub fn default_netd_ids() -> (u32, u32, Vec<u32>) {
+    netd_ids_for(crate::platform::is_android())
+}
+
+fn netd_ids_for(android: bool) -> (u32, u32, Vec<u32>) {
+    if android {
+        (9999, 9999, vec![3003])
+    } else {
+        (65534, 65534, Vec::new())
+    }
+}
+
+/// The read-only sandbox's identity when the configuration does not set one: `nobody`
+/// (65534) on Linux, AID_NOBODY (9999) on Android — never shell (2000), which Android's
+/// services trust to inject input and change settings.
+pub fn default_sandbox_ids() -> (u32, u32) {
+    if crate::platform::is_android() {
+        (9999, 9999)
+    } else {
+        (65534, 65534)
+    }
+}
+
+/// `approval_policy`: which actions ask for a local decision.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalPolicy {
+    /// Asks only for dangerous/critical actions and for anything that needs root and is
+    /// not read-only.
+    Permissive,
+    /// Runs read-only actions; asks for every mutation.
+    #[default]
+    Balanced,
+    /// Asks for everything.
+    Strict,
+}
+
+// What each value means is part of the key's definition, so it lives with it (approvald
+// decides with it; a policy snapshot elsewhere would read it the same way).
+impl ApprovalPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalPolicy::Permissive => "permissive",
+            ApprovalPolicy::Balanced => "balanced",
+            ApprovalPolicy::Strict => "strict",
+        }
+    }
+
+    /// The policy that applies to a call from `origin`: remote callers get at least
+    /// `balanced`.
+    pub fn for_origin(self, origin: CallOrigin) -> ApprovalPolicy {
+        match (self, origin) {
+            (ApprovalPolicy::Permissive, CallOrigin::McpHttp) => ApprovalPolicy::Balanced,
+            (policy, _) => policy,
+        }
+    }
+
+    /// Whether an action of `risk` (needing root or not) asks for a decision.
+    pub fn asks(self, risk: RiskLevel, requires_root: bool) -> bool {
+        let mutation = risk != RiskLevel::ReadOnly;
+        match self {
+            ApprovalPolicy::Strict => true,
+            ApprovalPolicy::Balanced => mutation,
+            ApprovalPolicy::Permissive => {
+                risk >= RiskLevel::Dangerous || (requires_root && mutation)
+            }
+        }
+    }
+}
+
+/// The most a grant may cover; `dangerous` and `critical` never.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GrantRisk {
+    #[default]
+    Low,
+    Medium,
+    High,
+}
+
+impl GrantRisk {
+    pub fn level(self) -> RiskLevel {
+        match self {
+            GrantRisk::Low => RiskLevel::Low,
+            GrantRisk::Medium => RiskLevel::Medium,
+            GrantRisk::High => RiskLevel::High,
+        }
+    }
+}
+
+/// The callers a grant may be limited to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantOrigin {
+    McpHttp,
+    McpStdio,
+}
+
+impl GrantOrigin {
+    pub fn origin(self) -> CallOrigin {
+        match self {
+            GrantOrigin::McpHttp => CallOrigin::McpHttp,
+            GrantOrigin::McpStdio => CallOrigin::McpStdio,
+        }
+    }
+}
+
+/// One `[[approval_grants]]` table. Any other key makes the grant invalid, in both modes:
+/// a misspelt limit must not widen a grant.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalGrant {
+    /// Exact tool name.
+    pub tool: String,
+    /// Exact action text.
+    pub action: Option<String>,
+    /// The action starts with this.
+    pub action_prefix: Option<String>,
+    /// The highest risk covered (default `low`).
+    #[serde(default)]
+    pub max_risk: GrantRisk,
+    pub origin: Option<GrantOrigin>,
+}
+
+/// Why a configuration could not be read. Every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration file {} does not exist", .path.display())]
+    Missing { path: PathBuf },
+    #[error("cannot read configuration file {}: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("configuration file {} is not a regular file", .path.display())]
+    NotRegularFile { path: PathBuf },
+    #[error(
+        "configuration file {} is too large ({size} bytes; the limit is {MAX_CONFIG_BYTES})",
+        .path.display()
+    )]
+    TooLarge { path: PathBuf, size: u64 },
+    #[error("configuration file {} is not valid UTF-8", .path.display())]
+    NotUtf8 { path: PathBuf },
+    #[error("{}{}: {message}", .path.display(), line_suffix(*.line))]
+    Invalid {
+        path: PathBuf,
+        /// 1-based line of the offending text, when known.
+        line: Option<usize>,
+        message: String,
+    },
+}
+
+impl ConfigError {
+    /// The same message without the file's path: what a decision's reason may say.
+    pub fn detail(&self) -> String {
+        match self {
+            ConfigError::Missing { .. } => "it does not exist".into(),
+            ConfigError::Read { source, .. } => format!("cannot read it: {source}"),
+            ConfigError::NotRegularFile { .. } => "it is not a regular file".into(),
+            ConfigError::TooLarge { size, .. } => {
+                format!("it is too large ({size} bytes; the limit is {MAX_CONFIG_BYTES})")
+            }
+            ConfigError::NotUtf8 { .. } => "it is not valid UTF-8".into(),
+            ConfigError::Invalid {
+                line: Some(line),
+                message,
+                ..
+            } => format!("line {line}: {message}"),
+            ConfigError::Invalid {
+                line: None,
+                message,
+                ..
+            } => message.clone(),
+        }
+    }
+}
+
+fn line_suffix(line: Option<usize>) -> String {
+    line.map(|l| format!(":{l}")).unwrap_or_default()
+}
+
+/// Read and parse the file at `path`. A missing file is [`ConfigError::Missing`]; what
+/// that means (defaults, or an error) is the caller's choice.
+pub fn load(path: &Path, mode: ParseMode) -> Result<Config, ConfigError> {
+    let text = read_bounded(path)?;
+    parse(path, &text, mode)
+}
+
+/// Parse configuration text; `path` is only used in messages.
+pub fn parse(path: &Path, text: &str, mode: ParseMode) -> Result<Config, ConfigError> {
+    let invalid = |at: Option<usize>, message: String| ConfigError::Invalid {
+        path: path.to_owned(),
+        line: at.map(|offset| line_at(text, offset)),
+        message,
+    };
+    let mut doc = DeTable::parse(text).map_err(|e| {
+        let at = e.span().map(|span| span.start);
+        let key = at.and_then(|offset| key_before(text, offset));
+        invalid(at, describe_toml_error(e.message(), key, None))
+    })?;
+    let layout = Layout::of(doc.get_ref());
+    if mode == ParseMode::Running {
+        let unknown: Vec<String> = doc
+            .get_ref()
+            .iter()
+            .map(|(key, _)| key.get_ref().to_string())
+            .filter(|key| {
+                !KNOWN_KEYS.contains(&key.as_str()) && !RETIRED_KEYS.contains(&key.as_str())
+            })
+            .collect();
+        for key in unknown {
+            doc.get_mut().remove(key.as_str());
+        }
+    }
+    let config = Config::deserialize(toml::de::Deserializer::from(doc)).map_err(|e| {
+        let at = e.span().map(|span| span.start);
+        let key = at.and_then(|offset| key_before(text, offset));
+        let grant = at.and_then(|offset| layout.grant_at(offset));
+        invalid(at, describe_toml_error(e.message(), key, grant))
+    })?;
+    config
+        .validate(mode, &layout)
+        .map_err(|(at, message)| invalid(at, message))?;
+    Ok(config)
+}
+
+/// Read the file without following it into a FIFO or device and without reading more than
+/// the limit.
+pub fn read_bounded(path: &Path) -> Result<String, ConfigError> {
+    let read_err = |source: io::Error| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    // O_NONBLOCK so opening a FIFO does not hang; it has no effect on regular-file reads.
+    let file = match File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(ConfigError::Missing {
+                path: path.to_owned(),
+            })
+        }
+        Err(e) => return Err(read_err(e)),
+    };
+    let meta = file.metadata().map_err(read_err)?;
+    if !meta.file_type().is_file() {
+        return Err(ConfigError::NotRegularFile {
+            path: path.to_owned(),
+        });
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(ConfigError::TooLarge {
+            path: path.to_owned(),
+            size: meta.len(),
+        });
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    if read > MAX_CONFIG_BYTES {
+        // The file grew while we read it.
+        return Err(ConfigError::TooLarge {
+            path: path.to_owned(),
+            size: read,
+        });
+    }
+    String::from_utf8(bytes).map_err(|_| ConfigError::NotUtf8 {
+        path: path.to_owned(),
+    })
+}
+
+/// Where things are in the text, taken from the parsed document before it is consumed, so
+/// a validation error can give a line and an error inside a grant can say which grant.
+struct Layout {
+    /// Top-level keys with the byte offset of each.
+    keys: Vec<(String, usize)>,
+    grants: Vec<GrantLayout>,
+}
+
+struct GrantLayout {
+    /// From the grant's `[[approval_grants]]` header (or `{`) to the end of its last value.
+    extent: Range<usize>,
+    /// Where its `tool` key is.
+    tool_at: Option<usize>,
+}
+
+impl Layout {
+    fn of(doc: &DeTable<'_>) -> Layout {
+        let keys = doc
+            .iter()
+            .map(|(key, _)| (key.get_ref().to_string(), key.span().start))
+            .collect();
+        let grants = match doc.get("approval_grants").map(|v| v.get_ref()) {
+            Some(DeValue::Array(grants)) => grants
+                .iter()
+                .map(|grant| {
+                    // An array-of-tables element's span is only its header: widen it to
+                    // its keys and values.
+                    let mut extent = grant.span();
+                    let mut tool_at = None;
+                    if let DeValue::Table(table) = grant.get_ref() {
+                        for (key, value) in table.iter() {
+                            extent.start = extent.start.min(key.span().start);
+                            extent.end = extent.end.max(key.span().end).max(value.span().end);
+                            if key.get_ref() == "tool" {
+                                tool_at = Some(key.span().start);
+                            }
+                        }
+                    }
+                    GrantLayout { extent, tool_at }
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        Layout { keys, grants }
+    }
+
+    fn key_at(&self, key: &str) -> Option<usize> {
+        self.keys.iter().find(|(k, _)| k == key).map(|(_, at)| *at)
+    }
+
+    /// The 1-based number of the grant whose text holds byte `offset`.
+    fn grant_at(&self, offset: usize) -> Option<usize> {
+        self.grants
+            .iter()
+            .position(|g| g.extent.contains(&offset))
+            .map(|i| i + 1)
+    }
+}
+
+/// 1-based line number of byte offset `offset` in `text`.
+fn line_at(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The key assigned just before byte `offset` on its line when `offset` is in its value, so
+/// a type or value error can name the field.
+fn key_before(text: &str, offset: usize) -> Option<&str> {
+    let before = text.get(..offset.min(text.len()))?;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let (assigned, _) = before.get(line_start..)?.rsplit_once('=')?;
+    // Inside an inline table only the last key counts.
+    let key = assigned.rsplit(['{', ',']).next()?.trim();
+    let bare = |k: &str| {
+        !k.is_empty()
+            && k.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'"'))
+    };
+    bare(key).then_some(key)
+}
+
+/// The message for a parser error. serde's unknown-field message for the top level lists
+/// every declared field, including the retired one: list only the keys a user may write.
+/// An error inside a grant says which grant; others get the key they concern.
+fn describe_toml_error(message: &str, key: Option<&str>, grant: Option<usize>) -> String {
+    let message = message.trim_end();
+    let names_field =
+        message.starts_with("unknown field `") || message.starts_with("missing field `");
+    if let Some(n) = grant {
+        return match key {
+            Some(key) if !names_field => format!("approval grant {n}: `{key}`: {message}"),
+            _ => format!("approval grant {n}: {message}"),
+        };
+    }
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        if let Some(end) = rest.find('`') {
+            let field = &rest[..end];
+            let expected = KNOWN_KEYS
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return format!("unknown field `{field}`, expected one of {expected}");
+        }
+    }
+    match key {
+        Some(key) => format!("`{key}`: {message}"),
+        None => message.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// The supervisor's parse: the whole file must be right.
+    fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        super::parse(path, text, ParseMode::Startup)
+    }
+
+    /// approvald's parse before a decision.
+    fn running(text: &str) -> Result<Config, ConfigError> {
+        super::parse(Path::new("c.toml"), text, ParseMode::Running)
+    }
+
+    fn tempdir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "nl2sh-config-test-{tag}-{}-{}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn rand_suffix() -> u64 {
+        use std::time::{SystemTime, UNIX_EPOCH};
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = parse(Path::new("config.toml"), "").unwrap();
+        assert_eq!(c, Config::default());
+        assert!(!c.protocol_auto_approve);
+        assert!(!c.protocol_start_with_service);
+        assert_eq!(c.service_port(), 8765);
+        assert_eq!(c.protocol_token, None);
+        assert_eq!(c.approval_timeout(), APPROVAL_TIMEOUT);
+        assert_eq!(running("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn approval_keys_parse_and_are_validated() {
+        let text = r#"
+approval_policy = "strict"
+approval_timeout_secs = 30
+
+[[approval_grants]]
+tool = "shell.exec"
+action_prefix = "/bin/sh -c 'touch /tmp/"
+max_risk = "medium"
+origin = "mcp_stdio"
+"#;
+        let c = parse(Path::new("c.toml"), text).unwrap();
+        assert_eq!(c.approval_policy, Some(ApprovalPolicy::Strict));
+        assert_eq!(c.approval_timeout_secs, Some(30));
+        assert_eq!(c.approval_grants.len(), 1);
+        assert_eq!(c.approval_grants[0].max_risk, GrantRisk::Medium);
+        let bad = [
+            ("approval_timeout_secs = 121\n", "approval_timeout_secs", 1),
+            ("approval_timeout_secs = 0\n", "approval_timeout_secs", 1),
+            ("\napproval_policy = \"lenient\"\n", "lenient", 2),
+            (
+                "[[approval_grants]]\ntool = \"x\"\nmax_risk = \"critical\"\n",
+                "critical",
+                3,
+            ),
+            (
+                "[[approval_grants]]\ntool = \"x\"\nrisk = \"low\"\n",
+                "risk",
+                3,
+            ),
+            ("[[approval_grants]]\naction = \"x\"\n", "tool", 1),
+            (
+                "[[approval_grants]]\ntool = \"\"\n",
+                "`tool` must not be empty",
+                2,
+            ),
+        ];
+        for (text, needle, line) in bad {
+            let err = parse(Path::new("c.toml"), text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text:?}: {err}");
+            assert!(err.contains(&format!("c.toml:{line}")), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn audit_limits_parse_and_are_validated() {
+        let c = parse(Path::new("c.toml"), "").unwrap();
+        assert_eq!((c.audit_max_rows, c.audit_max_bytes), (None, None));
+        let text = "audit_max_rows = 20000\naudit_max_bytes = 8388608\n";
+        let c = parse(Path::new("c.toml"), text).unwrap();
+        assert_eq!(c.audit_max_rows, Some(20_000));
+        assert_eq!(c.audit_max_bytes, Some(8 * 1024 * 1024));
+        let c = parse(
+            Path::new("c.toml"),
+            "audit_max_rows = 1000\naudit_max_bytes = 1048576\n",
+        )
+        .unwrap();
+        assert_eq!(c.audit_max_rows, Some(MIN_AUDIT_MAX_ROWS));
+        assert_eq!(c.audit_max_bytes, Some(MIN_AUDIT_MAX_BYTES));
+        let bad = [
+            (
+                "audit_max_rows = 999\n",
+                "audit_max_rows must be at least 1000",
+                1,
+            ),
+            (
+                "\naudit_max_rows = 0\n",
+                "audit_max_rows must be at least",
+                2,
+            ),
+            (
+                "\n\naudit_max_bytes = 4096\n",
+                "audit_max_bytes must be at least 1048576",
+                3,
+            ),
+            (
+                "audit_max_rows = -5\n",
+                "`audit_max_rows`: invalid value",
+                1,
+            ),
+            (
+                "\naudit_max_bytes = 1.5\n",
+                "`audit_max_bytes`: invalid type",
+                2,
+            ),
+            (
+                "audit_max_bytes = \"64M\"\n",
+                "`audit_max_bytes`: invalid type",
+                1,
+            ),
+        ];
+        for (text, needle, line) in bad {
+            let err = parse(Path::new("c.toml"), text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text:?}: {err}");
+            assert!(
+                err.starts_with(&format!("c.toml:{line}: ")),
+                "{text:?}: {err}"
+            );
+            // The same message while running: one set of rules.
+            assert_eq!(running(text).unwrap_err().to_string(), err, "{text:?}");
+        }
+        // Offered in the unknown-key message.
+        let msg = parse(Path::new("c.toml"), "audit_max_row = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("`audit_max_rows`, `audit_max_bytes`"), "{msg}");
+    }
+
+    #[test]
+    fn all_keys_parse() {
+        let text = r#"
+protocol_token = "abc"
+protocol_auto_approve = true
+protocol_start_with_service = true
+protocol_service_port = 0
+state_dir = "st"
+netd_uid = 2000
+netd_gid = 2001
+"#;
+        let c = parse(Path::new("c.toml"), text).unwrap();
+        assert_eq!(c.protocol_token.as_deref(), Some("abc"));
+        assert!(c.protocol_auto_approve);
+        assert!(c.protocol_start_with_service);
+        assert_eq!(c.service_port(), 0);
+        assert_eq!(c.state_dir.as_deref(), Some(Path::new("st")));
+        let (uid, gid, _) = c.netd_ids();
+        assert_eq!((uid, gid), (2000, 2001));
+    }
+
+    #[test]
+    fn unknown_field_names_file_line_and_field() {
+        let text = "protocol_auto_approve = false\n\nprotcol_token = \"x\"\n";
+        let err = parse(Path::new("/etc/x/config.toml"), text).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("/etc/x/config.toml:3: unknown field `protcol_token`, expected one of `protocol_token`"),
+            "{msg}"
+        );
+        assert!(!msg.contains("bridge_auto_approve"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_table_is_rejected() {
+        let text = "protocol_service_port = 1\n[model]\nkey = 1\n";
+        let msg = parse(Path::new("c.toml"), text).unwrap_err().to_string();
+        assert!(msg.contains("c.toml:"), "{msg}");
+        assert!(msg.contains("unknown field `model`"), "{msg}");
+        // A table after the grants is not blamed on the last grant.
+        let text = "[[approval_grants]]\ntool = 'x'\n[model]\nkey = 1\n";
+        let msg = parse(Path::new("c.toml"), text).unwrap_err().to_string();
+        assert!(msg.starts_with("c.toml:3: unknown field `model`"), "{msg}");
+    }
+
+    #[test]
+    fn invalid_toml_has_right_line() {
+        let text = "protocol_auto_approve = false\nprotocol_service_port = 8765\nstate_dir = \"unterminated\n";
+        let msg = parse(Path::new("c.toml"), text).unwrap_err().to_string();
+        assert!(msg.starts_with("c.toml:3: "), "{msg}");
+    }
+
+    #[test]
+    fn wrong_type_has_right_line_and_key() {
+        let text = "\n\nprotocol_auto_approve = \"yes\"\n";
+        let err = parse(Path::new("c.toml"), text).unwrap_err();
+        match &err {
+            ConfigError::Invalid { line, .. } => assert_eq!(*line, Some(3)),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            err.to_string()
+                .starts_with("c.toml:3: `protocol_auto_approve`: invalid type"),
+            "{err}"
+        );
+        let out_of_range = "protocol_service_port = 70000\n";
+        let msg = parse(Path::new("c.toml"), out_of_range)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("c.toml:1: `protocol_service_port`: "),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn retired_bridge_auto_approve_is_ignored_with_any_type() {
+        for value in ["true", "false", "\"yes\"", "1", "[true]", "{ a = true }"] {
+            let text = format!("bridge_auto_approve = {value}\n");
+            let c = parse(Path::new("c.toml"), &text).unwrap();
+            assert!(!c.protocol_auto_approve, "{value}");
+            assert!(c.has_retired_bridge_auto_approve());
+            let c = running(&text).unwrap();
+            assert!(!c.protocol_auto_approve, "{value}");
+        }
+        let c = parse(
+            Path::new("c.toml"),
+            "bridge_auto_approve = true\nprotocol_auto_approve = false\n",
+        )
+        .unwrap();
+        assert!(!c.protocol_auto_approve);
+    }
+
+    #[test]
+    fn retired_field_only_at_top_level() {
+        let msg = parse(Path::new("c.toml"), "[x]\nbridge_auto_approve = true\n")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("unknown field `x`"), "{msg}");
+    }
+
+    #[test]
+    fn netd_root_is_refused() {
+        let msg = parse(Path::new("c.toml"), "\nnetd_uid = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.starts_with("c.toml:2: netd_uid must not be 0"), "{msg}");
+        assert!(parse(Path::new("c.toml"), "netd_gid = 0\n").is_err());
+        assert!(parse(Path::new("c.toml"), "state_dir = \"\"\n").is_err());
+        let msg = parse(Path::new("c.toml"), "\n\nsandbox_gid = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("c.toml:3: sandbox_gid must not be 0"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn missing_file_is_its_own_error() {
+        let dir = tempdir("missing");
+        let p = dir.join("nope.toml");
+        let err = load(&p, ParseMode::Startup).unwrap_err();
+        assert!(matches!(err, ConfigError::Missing { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains(&p.display().to_string()), "{msg}");
+        assert!(msg.contains("does not exist"), "{msg}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn non_regular_and_oversized_files_are_refused() {
+        let dir = tempdir("nonreg");
+        let err = load(&dir, ParseMode::Startup).unwrap_err();
+        assert!(matches!(err, ConfigError::NotRegularFile { .. }), "{err:?}");
+        assert_eq!(err.detail(), "it is not a regular file");
+
+        let fifo = dir.join("fifo.toml");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let err = load(&fifo, ParseMode::Running).unwrap_err();
+        assert!(matches!(err, ConfigError::NotRegularFile { .. }), "{err:?}");
+
+        let big = dir.join("big.toml");
+        let f = File::create(&big).unwrap();
+        f.set_len(MAX_CONFIG_BYTES + 1).unwrap();
+        let err = load(&big, ParseMode::Startup).unwrap_err();
+        assert!(matches!(err, ConfigError::TooLarge { .. }), "{err:?}");
+        assert!(err.to_string().contains("big.toml"));
+
+        let bad = write(&dir, "bad.toml", "");
+        std::fs::write(&bad, [0xff, 0xfe, b'\n']).unwrap();
+        assert!(matches!(
+            load(&bad, ParseMode::Startup).unwrap_err(),
+            ConfigError::NotUtf8 { .. }
+        ));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn load_reads_a_real_file_and_never_rewrites_it() {
+        let dir = tempdir("real");
+        let text = "protocol_service_port = 9000\nbridge_auto_approve = true\n# comment\n";
+        let p = write(&dir, "config.toml", text);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let before = std::fs::metadata(&p).unwrap().modified().unwrap();
+        assert_eq!(load(&p, ParseMode::Startup).unwrap().service_port(), 9000);
+        assert_eq!(load(&p, ParseMode::Running).unwrap().service_port(), 9000);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), text);
+        assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), before);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn netd_defaults_per_platform() {
+        assert_eq!(netd_ids_for(true), (9999, 9999, vec![3003]));
+        assert_eq!(netd_ids_for(false), (65534, 65534, vec![]));
+        let c = Config {
+            netd_uid: Some(2000),
+            ..Config::default()
+        };
+        let (uid, gid, groups) = c.netd_ids();
+        let (_, dgid, dgroups) = default_netd_ids();
+        assert_eq!((uid, gid, groups), (2000, dgid, dgroups));
+    }
+
+    #[test]
+    fn debug_redacts_token() {
+        let c = Config {
+            protocol_token: Some("very-secret-token-value-0123456789abcdef".into()),
+            ..Config::default()
+        };
+        assert!(!format!("{c:?}").contains("very-secret"));
+    }
+
+    // approvald's reading, before each decision.
+
+    #[test]
+    fn running_ignores_unknown_top_level_keys_only() {
+        let auto = |text: &str| running(text).map(|c| c.protocol_auto_approve);
+        assert!(!auto("").unwrap());
+        assert!(auto("protocol_auto_approve = true").unwrap());
+        assert!(!auto("protocol_auto_approve = false").unwrap());
+        assert!(auto("protocol_token = 'x'\nunknown = 3\nprotocol_auto_approve = true\n").unwrap());
+        // The retired key never turns it on.
+        assert!(!auto("bridge_auto_approve = true").unwrap());
+        // The startup parse refuses what the running one ignores.
+        assert!(parse(Path::new("c.toml"), "unknown = 3\n").is_err());
+        // Unknown keys inside a grant stay errors: they could be a misspelt limit.
+        assert!(running("[[approval_grants]]\ntool = 'a'\nmax_rsik = 'low'\n").is_err());
+    }
+
+    #[test]
+    fn running_reads_a_longer_timeout_as_the_limit() {
+        for (text, timeout) in [
+            ("approval_timeout_secs = 5", Duration::from_secs(5)),
+            ("approval_timeout_secs = 1", Duration::from_secs(1)),
+            ("approval_timeout_secs = 120", APPROVAL_TIMEOUT),
+            ("approval_timeout_secs = 9999", APPROVAL_TIMEOUT),
+        ] {
+            assert_eq!(running(text).unwrap().approval_timeout(), timeout, "{text}");
+        }
+        assert!(parse(Path::new("c.toml"), "approval_timeout_secs = 9999").is_err());
+        for bad in [
+            "approval_policy = 'lenient'",
+            "approval_policy = 'Balanced'",
+            "approval_policy = 1",
+            "approval_timeout_secs = 0",
+            "approval_timeout_secs = -5",
+            "approval_timeout_secs = 1.5",
+            "approval_timeout_secs = '60'",
+            "approval_grants = 3",
+            "[approval_grants]\ntool = 'x'",
+        ] {
+            assert!(running(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn wrong_type_or_bad_toml_is_an_error_without_the_text() {
+        let e = running("protocol_token = 'secret-value'\nprotocol_auto_approve = \"yes\"\n")
+            .unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with("c.toml:2: "), "{text}");
+        assert!(!text.contains("secret-value"), "{text}");
+        assert!(e.detail().starts_with("line 2: "), "{}", e.detail());
+        assert!(!e.detail().contains("c.toml"));
+        assert!(running("protocol_auto_approve = ").is_err());
+    }
+
+    #[test]
+    fn invalid_grants_are_errors_naming_the_grant() {
+        for (text, needle) in [
+            (
+                "[[approval_grants]]\ntool = 'a'\n[[approval_grants]]\ntool = 'b'\nextra = 1\n",
+                "approval grant 2",
+            ),
+            ("[[approval_grants]]\naction = 'x'\n", "approval grant 1"),
+            ("[[approval_grants]]\ntool = ''\n", "approval grant 1"),
+            (
+                "[[approval_grants]]\ntool = 'a'\nmax_risk = 'dangerous'\n",
+                "approval grant 1",
+            ),
+            (
+                "[[approval_grants]]\ntool = 'a'\nmax_risk = 'critical'\n",
+                "approval grant 1",
+            ),
+            (
+                "[[approval_grants]]\ntool = 'a'\norigin = 'a2a'\n",
+                "approval grant 1",
+            ),
+            (
+                "approval_grants = [{ tool = 'a' }, { tool = 'b', risk = 1 }]\n",
+                "approval grant 2: unknown field `risk`",
+            ),
+        ] {
+            let e = running(text).unwrap_err();
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+            assert!(e.detail().starts_with("line "), "{text}: {e}");
+            assert_eq!(
+                parse(Path::new("c.toml"), text).unwrap_err().to_string(),
+                e.to_string()
+            );
+        }
+        let e = running("[[approval_grants]]\ntool = 'a'\n\n[[approval_grants]]\ntool = 'b'\nmax_risk = 'critical'\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("c.toml:6: approval grant 2: `max_risk`: unknown variant `critical`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn policy_matrix() {
+        use ApprovalPolicy::*;
+        use RiskLevel::*;
+        let levels = [ReadOnly, Low, Medium, High, Dangerous, Critical];
+        for risk in levels {
+            for root in [false, true] {
+                assert!(Strict.asks(risk, root));
+                assert_eq!(
+                    Balanced.asks(risk, root),
+                    risk != ReadOnly,
+                    "{risk:?} {root}"
+                );
+                assert_eq!(
+                    Permissive.asks(risk, root),
+                    risk >= Dangerous || (root && risk != ReadOnly),
+                    "{risk:?} {root}"
+                );
+            }
+        }
+        assert_eq!(Permissive.for_origin(CallOrigin::McpHttp), Balanced);
+        assert_eq!(Permissive.for_origin(CallOrigin::McpStdio), Permissive);
+        assert_eq!(Strict.for_origin(CallOrigin::McpHttp), Strict);
+        assert_eq!(Balanced.for_origin(CallOrigin::McpStdio), Balanced);
+    }
+}
