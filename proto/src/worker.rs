@@ -68,7 +68,10 @@ pub enum ControlEvent {
 
 impl<C: ControlChannel> Control<C> {
     pub async fn started(&mut self) -> Result<(), FrameError> {
-        self.answer(self.start_id, ControlResponse::Started).await
+        self.answer(self.start_id, ControlResponse::Started).await?;
+        // Starting up (parsing, probing, handshakes) freed more than a worker keeps.
+        crate::sys::trim_heap();
+        Ok(())
     }
 
     pub async fn refuse(&mut self, why: String) -> Result<(), FrameError> {

@@ -101,6 +101,7 @@ fn run_worker(role: &str, filter: &str) -> ExitCode {
         }
     };
     sys::set_process_name(name);
+    nl2sh_proto::sys::limit_heap_arenas();
     init_logging(filter, name);
     // Each role runs on its ends of the channels the topology table gives it.
     let ran: Result<ExitCode, EndError> = match name {

@@ -98,6 +98,28 @@ pub fn inherited_channel(fd: i32) -> io::Result<tokio::net::UnixStream> {
     tokio::net::UnixStream::from_std(std)
 }
 
+/// At most two malloc arenas per process (glibc; elsewhere nothing to do). glibc gives
+/// every thread that allocates its own arena, each holding freed memory of its own; a
+/// worker has one runtime thread and a few short-lived helpers, which two arenas serve.
+/// Call before threads exist.
+pub fn limit_heap_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt takes two integers and changes only allocator tuning.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
+/// Give the heap memory freed since start back to the kernel (glibc keeps it otherwise):
+/// called once a worker has started, after the allocations of starting up.
+pub fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions; it only releases free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
