@@ -1,7 +1,8 @@
 //! Audit retention under load: approvald's `Authority` and SQLite store in this process,
 //! driven like an agent polling the screen (`android.screen_dump`, read-only, allowed
-//! unasked: a decision row queued without waiting, then an outcome row), with the limits
-//! in the configuration file the authority reads.
+//! unasked: the executor lets it run from approvald's policy snapshot and reports it
+//! afterwards, one `call` row), with the limits in the configuration file the authority
+//! reads.
 //!
 //! Run: `cargo bench -p nl2sh-tests --bench audit` (about 15 s; the store is in this
 //! process, so no release build of the binary is needed).
@@ -26,8 +27,7 @@ use std::time::{Duration, Instant};
 use nl2sh_approvald::authority::Authority;
 use nl2sh_approvald::store::{self, AuditLimits, Store, DB_FILE, TAIL_FILE};
 use nl2sh_proto::channels::{
-    ActionSummary, AuthorityResponse, CallId, CallOrigin, CallResult, Confinement, Decision,
-    Identity, RiskLevel,
+    ActionSummary, CallId, CallOrigin, CallResult, Confinement, Identity, RanRecord, RiskLevel,
 };
 
 const MIB: u64 = 1024 * 1024;
@@ -130,17 +130,20 @@ async fn run_limited(title: &str, config: &str, calls: u64) {
     let authority = Arc::new(Authority::new(store, &config_path));
 
     let started = Instant::now();
+    let snapshot = authority.policy_snapshot().await;
+    assert_eq!(
+        snapshot.reads_unasked,
+        [CallOrigin::McpHttp, CallOrigin::McpStdio],
+        "reads run unasked under this configuration"
+    );
     for id in 1..=calls {
-        match authority.decide(screen_dump(id)).await {
-            Ok(AuthorityResponse::Decided {
-                decision: Decision::Allowed,
-                ..
-            }) => {}
-            other => panic!("call {id}: {other:?}"),
-        }
-        match authority.finished(finished(id)).await {
-            Ok(AuthorityResponse::Recorded) => {}
-            other => panic!("call {id}: outcome {other:?}"),
+        let ran = RanRecord {
+            summary: screen_dump(id),
+            result: finished(id),
+            policy: snapshot.version,
+        };
+        if let Err(e) = authority.ran(ran).await {
+            panic!("call {id}: {e:?}");
         }
     }
     let queued = started.elapsed();
@@ -155,7 +158,7 @@ async fn run_limited(title: &str, config: &str, calls: u64) {
     let report = verify(&state);
     let kept = report.rows_checked;
 
-    println!("{title}: {calls} calls, {} rows", 2 * calls);
+    println!("{title}: {calls} calls, {calls} rows");
     println!(
         "   {:>9.0} calls/s on the call path ({:.2} s), {:>9.0} rows/s committed ({:.2} s, {} batches)",
         calls as f64 / queued.as_secs_f64(),
@@ -170,7 +173,7 @@ async fn run_limited(title: &str, config: &str, calls: u64) {
         mib(at_end.db),
         mib(at_end.wal),
         mib(total),
-        total * 2 / kept.max(1),
+        total / kept.max(1),
     );
     println!(
         "   rows kept {kept} (pruned {}), limit {}: {}",

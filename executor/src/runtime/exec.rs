@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::sys::{self, ChildSetup};
+use crate::sys::{self, ChildSetup, ProcessGroup};
 
 /// After the command's first process exits, how long background members may keep its
 /// pipes open before we stop reading (they keep running, tracked for executor exit).
@@ -20,21 +20,21 @@ const PIPE_LINGER: Duration = Duration::from_millis(500);
 /// Process groups started by this executor, killed when it exits.
 #[derive(Default)]
 pub struct ProcessGroups {
-    groups: Mutex<HashSet<i32>>,
+    groups: Mutex<HashSet<ProcessGroup>>,
 }
 
 impl ProcessGroups {
-    pub fn insert(&self, pgid: i32) {
+    pub fn insert(&self, group: ProcessGroup) {
         let mut g = self.groups.lock().unwrap_or_else(|p| p.into_inner());
         // Forget groups that have ended, so the set stays small.
-        g.retain(|&p| sys::group_alive(p));
-        g.insert(pgid);
+        g.retain(|p| p.alive());
+        g.insert(group);
     }
 
     /// Kill every group still alive (executor shutdown).
     pub fn kill_all(&self) -> usize {
         let g = self.groups.lock().unwrap_or_else(|p| p.into_inner());
-        g.iter().filter(|&&p| sys::kill_group(p)).count()
+        g.iter().filter(|p| p.kill()).count()
     }
 }
 
@@ -188,9 +188,12 @@ pub async fn run_command(
         program: program.clone(),
         source,
     })?;
-    // The child leads its own process group (setsid or setpgid): pgid == pid.
-    let pgid = child.id().map(|p| p as i32).unwrap_or(0);
-    groups.insert(pgid);
+    // The child leads its own process group (setsid or setpgid): pgid == pid. (No pid:
+    // it has been reaped already, and its group is empty or belongs to someone else.)
+    let group = child.id().and_then(ProcessGroup::led_by);
+    if let Some(group) = group {
+        groups.insert(group);
+    }
 
     if let (Some(mut stdin), Some(data)) = (child.stdin.take(), io.stdin) {
         tokio::spawn(async move {
@@ -220,7 +223,9 @@ pub async fn run_command(
             source,
         })?,
         None => {
-            sys::kill_group(pgid);
+            if let Some(group) = group {
+                group.kill();
+            }
             child.wait().await.map_err(|source| ExecError::Wait {
                 program: program.clone(),
                 source,
@@ -271,5 +276,24 @@ async fn read_bounded<R: AsyncRead + Unpin>(mut r: R, max: usize, into: Arc<Mute
                 c.dropped += (n - keep) as u64;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_group_is_never_ours_or_everyone() {
+        // kill(-0) is our own group and kill(-1) every process we may signal.
+        assert_eq!(ProcessGroup::led_by(0), None);
+        assert_eq!(ProcessGroup::led_by(1), None);
+        // A pid that does not fit a pid_t would wrap to a negative one.
+        assert_eq!(ProcessGroup::led_by(u32::MAX), None);
+        assert!(ProcessGroup::led_by(4242).is_some());
+        // A group that does not exist is neither alive nor killed.
+        let gone = ProcessGroup::led_by(i32::MAX as u32).unwrap();
+        assert!(!gone.alive());
+        assert!(!gone.kill());
     }
 }

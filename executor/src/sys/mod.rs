@@ -88,22 +88,29 @@ fn child_setup(setup: ChildSetup) -> io::Result<()> {
     Ok(())
 }
 
-/// SIGKILL every process of group `pgid`. Returns false when the group no longer exists.
-pub fn kill_group(pgid: i32) -> bool {
-    if pgid <= 1 {
-        return false;
-    }
-    // SAFETY: kill with integer arguments; a negative pid addresses the process group.
-    unsafe { libc::kill(-pgid, libc::SIGKILL) == 0 }
-}
+/// A process group this executor started: its leader's pid, always above 1, so that
+/// signalling it can never address our own group (0) or every process (-1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProcessGroup(i32);
 
-/// Does process group `pgid` still have members?
-pub fn group_alive(pgid: i32) -> bool {
-    if pgid <= 1 {
-        return false;
+impl ProcessGroup {
+    /// The group a child leads (it called setsid or setpgid: pgid == pid).
+    pub fn led_by(pid: u32) -> Option<Self> {
+        i32::try_from(pid).ok().filter(|&p| p > 1).map(Self)
     }
-    // SAFETY: signal 0 only checks for existence and permission.
-    unsafe { libc::kill(-pgid, 0) == 0 }
+
+    /// SIGKILL every process of the group. False when the group no longer exists.
+    pub fn kill(self) -> bool {
+        // SAFETY: kill with integer arguments; a negative pid (below -1, by construction)
+        // addresses exactly this process group.
+        unsafe { libc::kill(-self.0, libc::SIGKILL) == 0 }
+    }
+
+    /// Does the group still have members?
+    pub fn alive(self) -> bool {
+        // SAFETY: signal 0 only checks for existence and permission.
+        unsafe { libc::kill(-self.0, 0) == 0 }
+    }
 }
 
 pub mod sandbox;
