@@ -189,19 +189,9 @@ mod tests {
             parse_text("approval_timeout_secs = 1").unwrap().timeout,
             Duration::from_secs(1)
         );
-        for bad in [
-            "approval_policy = 'lenient'",
-            "approval_policy = 'Balanced'",
-            "approval_policy = 1",
-            "approval_timeout_secs = 0",
-            "approval_timeout_secs = -5",
-            "approval_timeout_secs = 1.5",
-            "approval_timeout_secs = '60'",
-            "approval_grants = 3",
-            "[approval_grants]\ntool = 'x'",
-        ] {
-            assert!(parse_text(bad).is_err(), "{bad}");
-        }
+        // Bad values are the shared parse's to refuse (nl2sh_proto::config's tests); here,
+        // only that approvald's reading refuses them too.
+        assert!(parse_text("approval_policy = 'lenient'").is_err());
     }
 
     #[test]

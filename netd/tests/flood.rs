@@ -96,22 +96,7 @@ impl Server {
 
     /// An authorized MCP POST on a fresh connection (`Connection: close`).
     async fn mcp(&self, body: &Value) -> common::Reply {
-        let host = self.addr.to_string();
-        let auth = format!("Bearer {TOKEN}");
-        send(
-            self.addr,
-            "POST",
-            "/mcp",
-            &[
-                ("Host", &host),
-                ("Authorization", &auth),
-                ("Accept", "application/json, text/event-stream"),
-                ("Content-Type", "application/json"),
-                ("MCP-Protocol-Version", "2025-11-25"),
-            ],
-            body.to_string().as_bytes(),
-        )
-        .await
+        common::mcp_post(self.addr, TOKEN, body).await
     }
 
     /// An authorized request head for a body of `len` bytes, keep-alive.

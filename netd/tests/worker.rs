@@ -144,24 +144,9 @@ impl Tree {
 }
 
 async fn inspect(addr: SocketAddr) -> common::Reply {
-    let host = addr.to_string();
-    let auth = format!("Bearer {TOKEN}");
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                       "params": {"name": "nl2sh_inspect"}});
-    common::send(
-        addr,
-        "POST",
-        "/mcp",
-        &[
-            ("Host", &host),
-            ("Authorization", &auth),
-            ("Accept", "application/json, text/event-stream"),
-            ("Content-Type", "application/json"),
-            ("MCP-Protocol-Version", "2025-11-25"),
-        ],
-        body.to_string().as_bytes(),
-    )
-    .await
+    common::mcp_post(addr, TOKEN, &body).await
 }
 
 #[tokio::test]

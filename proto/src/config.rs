@@ -677,24 +677,6 @@ mod tests {
         super::parse(Path::new("c.toml"), text, ParseMode::Running)
     }
 
-    fn tempdir(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "nl2sh-config-test-{tag}-{}-{}",
-            std::process::id(),
-            rand_suffix()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    fn rand_suffix() -> u64 {
-        use std::time::{SystemTime, UNIX_EPOCH};
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-    }
-
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let p = dir.join(name);
         std::fs::write(&p, text).unwrap();
@@ -942,7 +924,8 @@ netd_gid = 2001
 
     #[test]
     fn missing_file_is_its_own_error() {
-        let dir = tempdir("missing");
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let p = dir.join("nope.toml");
         let err = load(&p, ParseMode::Startup).unwrap_err();
         assert!(matches!(err, ConfigError::Missing { .. }), "{err:?}");
@@ -954,8 +937,9 @@ netd_gid = 2001
 
     #[test]
     fn non_regular_and_oversized_files_are_refused() {
-        let dir = tempdir("nonreg");
-        let err = load(&dir, ParseMode::Startup).unwrap_err();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let err = load(dir, ParseMode::Startup).unwrap_err();
         assert!(matches!(err, ConfigError::NotRegularFile { .. }), "{err:?}");
         assert_eq!(err.detail(), "it is not a regular file");
 
@@ -971,7 +955,7 @@ netd_gid = 2001
         assert!(matches!(err, ConfigError::TooLarge { .. }), "{err:?}");
         assert!(err.to_string().contains("big.toml"));
 
-        let bad = write(&dir, "bad.toml", "");
+        let bad = write(dir, "bad.toml", "");
         std::fs::write(&bad, [0xff, 0xfe, b'\n']).unwrap();
         assert!(matches!(
             load(&bad, ParseMode::Startup).unwrap_err(),
@@ -982,9 +966,10 @@ netd_gid = 2001
 
     #[test]
     fn load_reads_a_real_file_and_never_rewrites_it() {
-        let dir = tempdir("real");
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let text = "protocol_service_port = 9000\nbridge_auto_approve = true\n# comment\n";
-        let p = write(&dir, "config.toml", text);
+        let p = write(dir, "config.toml", text);
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         let before = std::fs::metadata(&p).unwrap().modified().unwrap();
         assert_eq!(load(&p, ParseMode::Startup).unwrap().service_port(), 9000);

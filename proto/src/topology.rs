@@ -291,67 +291,61 @@ fn to_tokio<C: Channel>(stream: StdStream) -> Result<UnixStream, EndError> {
     UnixStream::from_std(stream).map_err(io)
 }
 
-impl<C: Channel> Asker<C> {
-    /// The end this process inherited at `C::ASKER_FD`.
-    pub fn inherited() -> Result<Self, EndError> {
-        inherited::<C>(C::ASKER_FD).map(Self::from_std)
-    }
+/// The handshake of either end of channel `C`: we are `me`, the peer must be `peer`.
+async fn greet_as<C: Channel>(
+    stream: StdStream,
+    me: Role,
+    peer: Role,
+) -> Result<UnixStream, EndError> {
+    let mut stream = to_tokio::<C>(stream)?;
+    handshake(&mut stream, C::KIND, me, peer)
+        .await
+        .map_err(|source| EndError::Handshake {
+            kind: C::KIND,
+            source,
+        })?;
+    Ok(stream)
+}
 
-    /// An end connected (or accepted) at run time: approvals.sock.
-    pub fn connected(stream: UnixStream) -> io::Result<Self> {
-        // A socket tokio no longer watches; `greet` registers it again.
-        stream.into_std().map(Self::from_std)
-    }
+/// What both ends of a channel are built from: an inherited fd, or a socket connected
+/// at run time.
+macro_rules! end_constructors {
+    ($end:ident, $fd:ident) => {
+        impl<C: Channel> $end<C> {
+            #[doc = concat!("The end this process inherited at `C::", stringify!($fd), "`.")]
+            pub fn inherited() -> Result<Self, EndError> {
+                inherited::<C>(C::$fd).map(Self::from_std)
+            }
 
-    fn from_std(stream: StdStream) -> Self {
-        Self {
-            stream,
-            _channel: PhantomData,
+            /// An end connected (or accepted) at run time: approvals.sock.
+            pub fn connected(stream: UnixStream) -> io::Result<Self> {
+                // A socket tokio no longer watches; `greet` registers it again.
+                stream.into_std().map(Self::from_std)
+            }
+
+            fn from_std(stream: StdStream) -> Self {
+                Self {
+                    stream,
+                    _channel: PhantomData,
+                }
+            }
         }
-    }
+    };
+}
+end_constructors!(Asker, ASKER_FD);
+end_constructors!(Answerer, ANSWERER_FD);
 
+impl<C: Channel> Asker<C> {
     /// Say who we are and check who answers; the stream is then ready for requests.
     pub async fn greet(self) -> Result<UnixStream, EndError> {
-        let mut stream = to_tokio::<C>(self.stream)?;
-        handshake(&mut stream, C::KIND, C::ASKER, C::ANSWERER)
-            .await
-            .map_err(|source| EndError::Handshake {
-                kind: C::KIND,
-                source,
-            })?;
-        Ok(stream)
+        greet_as::<C>(self.stream, C::ASKER, C::ANSWERER).await
     }
 }
 
 impl<C: Channel> Answerer<C> {
-    /// The end this process inherited at `C::ANSWERER_FD`.
-    pub fn inherited() -> Result<Self, EndError> {
-        inherited::<C>(C::ANSWERER_FD).map(Self::from_std)
-    }
-
-    /// An end connected (or accepted) at run time: approvals.sock.
-    pub fn connected(stream: UnixStream) -> io::Result<Self> {
-        // A socket tokio no longer watches; `greet` registers it again.
-        stream.into_std().map(Self::from_std)
-    }
-
-    fn from_std(stream: StdStream) -> Self {
-        Self {
-            stream,
-            _channel: PhantomData,
-        }
-    }
-
     /// Say who we are and check who asks.
     pub async fn greet(self) -> Result<UnixStream, EndError> {
-        let mut stream = to_tokio::<C>(self.stream)?;
-        handshake(&mut stream, C::KIND, C::ANSWERER, C::ASKER)
-            .await
-            .map_err(|source| EndError::Handshake {
-                kind: C::KIND,
-                source,
-            })?;
-        Ok(stream)
+        greet_as::<C>(self.stream, C::ANSWERER, C::ASKER).await
     }
 
     /// The raw socket before the handshake (for tests that play a hostile peer).

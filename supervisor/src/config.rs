@@ -107,24 +107,6 @@ mod tests {
 
     // The parse's tests (keys, messages, limits) moved with it to nl2sh_proto::config.
 
-    fn tempdir(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "nl2sh-config-test-{tag}-{}-{}",
-            std::process::id(),
-            rand_suffix()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    fn rand_suffix() -> u64 {
-        use std::time::{SystemTime, UNIX_EPOCH};
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-    }
-
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let p = dir.join(name);
         std::fs::write(&p, text).unwrap();
@@ -133,9 +115,10 @@ mod tests {
 
     #[test]
     fn loading_never_rewrites_the_file() {
-        let dir = tempdir("norewrite");
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let text = "bridge_auto_approve = true\n# comment\n";
-        let p = write(&dir, "config.toml", text);
+        let p = write(dir, "config.toml", text);
         let before = std::fs::metadata(&p).unwrap().modified().unwrap();
         load(&p, true).unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), text);
@@ -145,7 +128,8 @@ mod tests {
 
     #[test]
     fn missing_file_default_vs_explicit() {
-        let dir = tempdir("missing");
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let p = dir.join("nope.toml");
         assert_eq!(load(&p, false).unwrap(), Config::default());
         let msg = load(&p, true).unwrap_err().to_string();
@@ -156,8 +140,9 @@ mod tests {
 
     #[test]
     fn load_reads_a_real_file() {
-        let dir = tempdir("real");
-        let p = write(&dir, "config.toml", "protocol_service_port = 9000\n");
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let p = write(dir, "config.toml", "protocol_service_port = 9000\n");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(load(&p, true).unwrap().service_port(), 9000);
         assert_eq!(load(&p, false).unwrap().service_port(), 9000);

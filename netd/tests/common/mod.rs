@@ -39,6 +39,27 @@ impl Reply {
     }
 }
 
+/// An authorized MCP POST (JSON-RPC `body`, protocol version 2025-11-25) on a fresh
+/// connection, with `token`.
+pub async fn mcp_post(addr: SocketAddr, token: &str, body: &Value) -> Reply {
+    let host = addr.to_string();
+    let auth = format!("Bearer {token}");
+    send(
+        addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Host", &host),
+            ("Authorization", &auth),
+            ("Accept", "application/json, text/event-stream"),
+            ("Content-Type", "application/json"),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        body.to_string().as_bytes(),
+    )
+    .await
+}
+
 /// One HTTP/1.1 request on a fresh connection (`Connection: close`), read to the end.
 pub async fn send(
     addr: SocketAddr,
