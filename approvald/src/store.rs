@@ -707,6 +707,19 @@ fn write_tail(path: &Path, temp: &Path, head: &Head) -> Result<(), StoreError> {
     })
 }
 
+/// [`write_tail`] for the writer's updates after a commit (in place, no rename).
+fn update_tail(path: &Path, temp: &Path, head: &Head) -> Result<(), StoreError> {
+    let t = tail::Tail {
+        id: head.id,
+        row_sha256: head.sha256.clone(),
+    };
+    tail::update(path, temp, &t).map_err(|source| StoreError::Io {
+        what: "cannot write",
+        path: path.to_owned(),
+        source,
+    })
+}
+
 struct Writer {
     conn: Connection,
     head: Head,
@@ -943,7 +956,7 @@ impl Writer {
     /// Record the new head in the tail file. A failure leaves the file behind the
     /// database, which `--verify` accepts; it is logged once until a write succeeds.
     fn update_tail(&mut self) {
-        match write_tail(&self.tail_path, &self.tail_temp, &self.head) {
+        match update_tail(&self.tail_path, &self.tail_temp, &self.head) {
             Ok(()) if self.tail_failing => {
                 self.tail_failing = false;
                 tracing::info!("audit tail file written again");
