@@ -468,6 +468,7 @@ fn reads_run_unasked(policy: &Policy, origin: CallOrigin) -> bool {
         .all(|(confinement, requires_root)| {
             let probe = ActionSummary {
                 call_id: CallId(0),
+                task: None,
                 origin,
                 tool: String::new(),
                 action: String::new(),
@@ -550,6 +551,7 @@ mod tests {
     fn summary(call_id: u64) -> ActionSummary {
         ActionSummary {
             call_id: CallId(call_id),
+            task: None,
             origin: CallOrigin::McpHttp,
             tool: "shell".into(),
             action: "true".into(),

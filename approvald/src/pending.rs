@@ -255,6 +255,7 @@ impl Approvals {
                 id: ApprovalId(e.id.clone()),
                 call_id: e.summary.call_id,
                 origin: e.summary.origin,
+                task: e.summary.task.clone(),
                 tool: e.summary.tool.clone(),
                 action: e.summary.action.clone(),
                 risk: e.summary.risk,

@@ -136,6 +136,7 @@ mod tests {
     fn summary(tool: &str, action: &str, risk: RiskLevel) -> ActionSummary {
         ActionSummary {
             call_id: nl2sh_proto::channels::CallId(1),
+            task: None,
             origin: CallOrigin::McpStdio,
             tool: tool.into(),
             action: action.into(),

@@ -69,6 +69,7 @@ async fn answer_read_screen(
     let call = InvokeRequest {
         correlation,
         origin,
+        task: None,
         tool: crate::tools::android::SCREEN_READ_TOOL.into(),
         arguments: "{}".into(),
     };

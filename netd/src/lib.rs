@@ -6,6 +6,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod agent;
 pub mod confine;
 pub mod connections;
 pub mod error;

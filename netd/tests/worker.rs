@@ -41,6 +41,7 @@ fn http_settings(addr: SocketAddr, token: &str) -> NetdSettings {
             advertised_origin: format!("http://{addr}"),
             local_authorities: vec![addr.to_string()],
         }),
+        model: nl2sh_proto::channels::ModelSetup::Unavailable("no model in this test".into()),
         #[cfg(debug_assertions)]
         test_violation: None,
     }
@@ -74,7 +75,7 @@ impl Tree {
         write_frame(
             &mut self.supervisor,
             7,
-            &ControlRequest::Start(WorkerSettings::Netd(settings)),
+            &ControlRequest::Start(Box::new(WorkerSettings::Netd(settings))),
         )
         .await
         .unwrap();
@@ -98,6 +99,9 @@ impl Tree {
                 let _ = rpc::serve(app, |req: StoreRequest| async move {
                     match req {
                         StoreRequest::Ping => Ok(StoreResponse::Pong),
+                        _ => Err(rpc::OutOfState(
+                            "this test's store only answers Ping".into(),
+                        )),
                     }
                 })
                 .await;
@@ -114,7 +118,8 @@ impl Tree {
         let (exe, app) = tokio::join!(exe.greet(), app.greet());
         let (exe, mut app) = (exe.unwrap(), app.unwrap());
         // Answer the one start-up ping by hand.
-        let (id, StoreRequest::Ping) = read_frame::<StoreRequest, _>(&mut app).await.unwrap();
+        let (id, req) = read_frame::<StoreRequest, _>(&mut app).await.unwrap();
+        assert!(matches!(req, StoreRequest::Ping), "{req:?}");
         write_frame(&mut app, id, &StoreResponse::Pong)
             .await
             .unwrap();
@@ -264,9 +269,13 @@ async fn only_start_with_netd_settings_is_accepted() {
         sandbox_uid: Uid(65534),
         sandbox_gid: Gid(65534),
     });
-    write_frame(&mut tree.supervisor, 1, &ControlRequest::Start(other))
-        .await
-        .unwrap();
+    write_frame(
+        &mut tree.supervisor,
+        1,
+        &ControlRequest::Start(Box::new(other)),
+    )
+    .await
+    .unwrap();
     assert!(matches!(tree.end().await, Err(NetdError::Protocol(_))));
 }
 

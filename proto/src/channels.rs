@@ -82,7 +82,7 @@ pub struct Gid(pub u32);
 #[derive(Debug, Serialize, Deserialize)]
 pub enum ControlRequest {
     /// Sent once, right after the handshake: what this worker needs to serve.
-    Start(WorkerSettings),
+    Start(Box<WorkerSettings>),
     /// Stop taking new work and let in-flight work settle within the grace.
     Drain { grace_ms: u64 },
 }
@@ -142,12 +142,38 @@ pub struct HttpSettings {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct NetdSettings {
     pub transport: NetdTransport,
+    /// The built-in Agent's model, or why there is none (tasks then fail saying so).
+    pub model: ModelSetup,
     /// TEST HOOK, debug builds only (absent from release builds): a confinement
     /// violation netd attempts right after it started (`execve`, `ptrace`,
     /// `open:<path>`), so tests can watch the kernel stop it. Filled by the supervisor
     /// from `NL2SH_TEST_NETD_VIOLATION`.
     #[cfg(debug_assertions)]
     pub test_violation: Option<String>,
+}
+
+/// The `[model]` section as netd needs it, with the key resolved by the supervisor.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ModelSetup {
+    Ready(ModelSettings),
+    /// No usable model: the reason a task's status message gives (no `[model]`, no key).
+    Unavailable(String),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ModelSettings {
+    /// OpenAI-compatible Chat Completions base URL (`…/v1`); `/chat/completions` is appended.
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Secret,
+    /// Model turns per task.
+    pub max_steps: u32,
+    pub request_timeout_secs: u64,
+    /// `HTTPS_PROXY` (or `https_proxy`) of the supervisor's environment; may hold
+    /// credentials, so it travels like the key.
+    pub https_proxy: Option<Secret>,
+    /// `NO_PROXY` (or `no_proxy`).
+    pub no_proxy: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -165,6 +191,9 @@ pub struct ExecutorSettings {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ApprovaldSettings {
     pub state_dir: String,
+    /// Secrets removed from task documents and sessions before they are stored: the
+    /// protocol token, the model key, configured credentials.
+    pub redact: Vec<Secret>,
     /// Re-read for each decision, so policy changes apply to the next call.
     pub config_path: String,
 }
@@ -202,6 +231,11 @@ pub enum CallOrigin {
     McpHttp,
     /// MCP over stdio (a local client launched by this user).
     McpStdio,
+    /// The built-in Agent, working a task delegated over HTTP (A2A, or MCP `nl2sh_ask`):
+    /// remote, like `McpHttp`.
+    AgentHttp,
+    /// The built-in Agent, working a task delegated over stdio MCP (`nl2sh_ask`).
+    AgentStdio,
 }
 
 impl CallOrigin {
@@ -209,7 +243,44 @@ impl CallOrigin {
         match self {
             CallOrigin::McpHttp => "mcp_http",
             CallOrigin::McpStdio => "mcp_stdio",
+            CallOrigin::AgentHttp => "agent_http",
+            CallOrigin::AgentStdio => "agent_stdio",
         }
+    }
+    /// A caller that reached the device over the network (policy raised to `balanced`).
+    pub fn is_remote(self) -> bool {
+        matches!(self, CallOrigin::McpHttp | CallOrigin::AgentHttp)
+    }
+    /// The origin of the Agent's tool calls for a task delegated from `self`.
+    pub fn agent(self) -> CallOrigin {
+        if self.is_remote() {
+            CallOrigin::AgentHttp
+        } else {
+            CallOrigin::AgentStdio
+        }
+    }
+}
+
+/// The id of a delegated task (A2A `Task.id`), at most `MAX_ID_BYTES`. Not a credential.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TaskId(pub String);
+
+impl std::fmt::Display for TaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The id of a conversation (A2A `contextId`): tasks in one context share Agent history
+/// and run one after another. At most `MAX_ID_BYTES`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ContextId(pub String);
+
+impl std::fmt::Display for ContextId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -293,6 +364,9 @@ pub struct InvokeRequest {
     /// approvald and the audit see.
     pub correlation: Correlation,
     pub origin: CallOrigin,
+    /// The delegated task this call is a step of (Agent origins only), shown to the
+    /// approver and recorded in the audit.
+    pub task: Option<TaskId>,
     pub tool: String,
     /// Arguments object as JSON text (at most `MAX_ARGUMENT_JSON_BYTES`).
     pub arguments: String,
@@ -334,18 +408,134 @@ pub enum ExecutorResponse {
 }
 wire!(ExecutorResponse, 0x0202);
 
-// ---- netd → approvald -----------------------------------------------------------------
+// ---- netd → approvald ----------------------------------------------------------------
+
+/// Lifecycle state of a task (A2A `TaskState`, the subset nl2sh uses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TaskState {
+    Submitted,
+    Working,
+    Completed,
+    Failed,
+    Canceled,
+}
+
+impl TaskState {
+    /// The A2A 1.0 ProtoJSON name.
+    pub fn as_a2a(self) -> &'static str {
+        match self {
+            TaskState::Submitted => "TASK_STATE_SUBMITTED",
+            TaskState::Working => "TASK_STATE_WORKING",
+            TaskState::Completed => "TASK_STATE_COMPLETED",
+            TaskState::Failed => "TASK_STATE_FAILED",
+            TaskState::Canceled => "TASK_STATE_CANCELED",
+        }
+    }
+    pub fn from_a2a(name: &str) -> Option<TaskState> {
+        [
+            TaskState::Submitted,
+            TaskState::Working,
+            TaskState::Completed,
+            TaskState::Failed,
+            TaskState::Canceled,
+        ]
+        .into_iter()
+        .find(|state| state.as_a2a() == name)
+    }
+    /// Completed, failed and canceled tasks never change again.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Completed | TaskState::Failed | TaskState::Canceled
+        )
+    }
+}
+
+/// One stored task: the columns approvald indexes, and the whole A2A `Task` object as JSON
+/// text (with complete history and artifacts), at most `MAX_TASK_DOCUMENT_BYTES`.
+/// approvald checks that the columns agree with the document and redacts secrets from it
+/// before storing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub id: TaskId,
+    pub context_id: ContextId,
+    pub state: TaskState,
+    /// `status.timestamp`, milliseconds since the Unix epoch (UTC).
+    pub updated_ms: i64,
+    pub document: String,
+}
+
+/// ListTasks filters and page (A2A `ListTasksRequest`, already validated by netd).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskQuery {
+    pub context_id: Option<ContextId>,
+    pub state: Option<TaskState>,
+    /// Only tasks whose status timestamp is after this (ms since the epoch).
+    pub updated_after_ms: Option<i64>,
+    /// 1..=100.
+    pub page_size: u32,
+    /// The opaque token of a previous page's `next_page_token`; `None` for the first page.
+    pub page_token: Option<String>,
+}
+
+/// One page of tasks, newest update first (update time, then id, descending).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskPage {
+    pub tasks: Vec<TaskRecord>,
+    /// Tasks matching the filters, over all pages.
+    pub total_size: u64,
+    /// `""` on the last page.
+    pub next_page_token: String,
+}
+
+/// Why the store did not do what was asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StoreErrorKind {
+    /// A document or session over its limit.
+    TooLarge,
+    /// A page token this store did not issue (or for other filters).
+    BadPageToken,
+    /// The request contradicts itself (columns disagree with the document, bad id).
+    Invalid,
+    /// Disk full, database broken.
+    Storage,
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum StoreRequest {
     /// Liveness: approvald answers once its store is open.
     Ping,
+    /// Insert or replace a task (retention prunes the oldest terminal tasks after it).
+    PutTask(TaskRecord),
+    GetTask {
+        id: TaskId,
+    },
+    ListTasks(TaskQuery),
+    /// The Agent history of a context: a JSON array of Chat Completions messages.
+    LoadSession {
+        context_id: ContextId,
+    },
+    /// Replace the history of a context with `messages_json` (a complete turn only).
+    SaveSession {
+        context_id: ContextId,
+        messages_json: String,
+    },
 }
 wire!(StoreRequest, 0x0301);
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum StoreResponse {
     Pong,
+    /// A task or session was stored (as redacted).
+    Stored,
+    Task(Option<TaskRecord>),
+    Tasks(TaskPage),
+    /// `None`: the context has no history yet.
+    Session(Option<String>),
+    Failed {
+        kind: StoreErrorKind,
+        message: String,
+    },
 }
 wire!(StoreResponse, 0x0302);
 
@@ -356,6 +546,8 @@ wire!(StoreResponse, 0x0302);
 pub struct ActionSummary {
     pub call_id: CallId,
     pub origin: CallOrigin,
+    /// The delegated task this call is a step of, if any.
+    pub task: Option<TaskId>,
     pub tool: String,
     /// The action as it will run (argv rendered, or an operation description).
     pub action: String,
@@ -477,6 +669,8 @@ pub struct PendingApproval {
     pub id: ApprovalId,
     pub call_id: CallId,
     pub origin: CallOrigin,
+    /// The delegated task this call is a step of, if any.
+    pub task: Option<TaskId>,
     pub tool: String,
     /// The action exactly as it will run.
     pub action: String,

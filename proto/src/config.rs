@@ -66,6 +66,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "approval_grants",
     "audit_max_rows",
     "audit_max_bytes",
+    "model",
 ];
 
 /// Top-level keys accepted with any value and ignored.
@@ -117,6 +118,8 @@ pub struct Config {
     /// Bytes the audit database and its WAL take at most (at least
     /// [`MIN_AUDIT_MAX_BYTES`], default [`DEFAULT_AUDIT_MAX_BYTES`]).
     pub audit_max_bytes: Option<u64>,
+    /// The built-in Agent's model (`[model]`); without it delegated tasks fail.
+    pub model: Option<ModelConfig>,
     /// Retired; accepted with any TOML type and ignored.
     #[serde(rename = "bridge_auto_approve")]
     retired_bridge_auto_approve: Option<IgnoredAny>,
@@ -145,6 +148,7 @@ impl std::fmt::Debug for Config {
             .field("approval_grants", &self.approval_grants)
             .field("audit_max_rows", &self.audit_max_rows)
             .field("audit_max_bytes", &self.audit_max_bytes)
+            .field("model", &self.model)
             .finish_non_exhaustive()
     }
 }
@@ -255,6 +259,9 @@ impl Config {
                 return Err((at(key), format!("{key} must be at least {min} ({why})")));
             }
         }
+        if let Some(model) = &self.model {
+            model.validate().map_err(|message| (at("model"), message))?;
+        }
         for (i, grant) in self.approval_grants.iter().enumerate() {
             if grant.tool.is_empty() {
                 let layout = layout.grants.get(i);
@@ -322,7 +329,7 @@ impl ApprovalPolicy {
     /// `balanced`.
     pub fn for_origin(self, origin: CallOrigin) -> ApprovalPolicy {
         match (self, origin) {
-            (ApprovalPolicy::Permissive, CallOrigin::McpHttp) => ApprovalPolicy::Balanced,
+            (ApprovalPolicy::Permissive, origin) if origin.is_remote() => ApprovalPolicy::Balanced,
             (policy, _) => policy,
         }
     }
@@ -337,6 +344,104 @@ impl ApprovalPolicy {
                 risk >= RiskLevel::Dangerous || (requires_root && mutation)
             }
         }
+    }
+}
+
+/// Default `[model]` values (the example configuration).
+pub const DEFAULT_MODEL_BASE_URL: &str = "https://api.openai.com/v1";
+pub const DEFAULT_MODEL_API_KEY_ENV: &str = "OPENAI_API_KEY";
+pub const DEFAULT_MODEL_MAX_STEPS: u32 = 24;
+pub const MAX_MODEL_MAX_STEPS: u32 = 200;
+pub const DEFAULT_MODEL_REQUEST_TIMEOUT_SECS: u64 = 120;
+pub const MAX_MODEL_REQUEST_TIMEOUT_SECS: u64 = 600;
+
+/// `[model]`: an OpenAI-compatible Chat Completions endpoint for the built-in Agent.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Base URL, `http(s)://host[:port]/path` (default [`DEFAULT_MODEL_BASE_URL`]).
+    pub base_url: Option<String>,
+    /// Model name (required).
+    pub model: String,
+    /// Environment variable of the supervisor holding the key (default
+    /// [`DEFAULT_MODEL_API_KEY_ENV`]); ignored when `api_key` is set.
+    pub api_key_env: Option<String>,
+    /// The key itself; the file must then be private (0600).
+    pub api_key: Option<String>,
+    /// Model turns per task (1–[`MAX_MODEL_MAX_STEPS`], default 24).
+    pub max_steps: Option<u32>,
+    /// Seconds one model request may take (1–[`MAX_MODEL_REQUEST_TIMEOUT_SECS`], default 120).
+    pub request_timeout_secs: Option<u64>,
+}
+
+impl std::fmt::Debug for ModelConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key_env", &self.api_key_env)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("max_steps", &self.max_steps)
+            .field("request_timeout_secs", &self.request_timeout_secs)
+            .finish()
+    }
+}
+
+impl ModelConfig {
+    pub fn base_url(&self) -> &str {
+        self.base_url.as_deref().unwrap_or(DEFAULT_MODEL_BASE_URL)
+    }
+    pub fn api_key_env(&self) -> &str {
+        self.api_key_env
+            .as_deref()
+            .unwrap_or(DEFAULT_MODEL_API_KEY_ENV)
+    }
+    pub fn max_steps(&self) -> u32 {
+        self.max_steps.unwrap_or(DEFAULT_MODEL_MAX_STEPS)
+    }
+    pub fn request_timeout_secs(&self) -> u64 {
+        self.request_timeout_secs
+            .unwrap_or(DEFAULT_MODEL_REQUEST_TIMEOUT_SECS)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let url = self.base_url();
+        let rest = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"));
+        match rest {
+            Some(rest) if !rest.is_empty() && !rest.starts_with('/') => {}
+            _ => {
+                return Err(format!(
+                    "model.base_url must be an http:// or https:// URL with a host, got {url:?}"
+                ))
+            }
+        }
+        if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err("model.base_url must not contain spaces or control characters".into());
+        }
+        if self.model.trim().is_empty() {
+            return Err("model.model must name the model (for example \"gpt-4.1-mini\")".into());
+        }
+        if self.api_key_env.as_deref().is_some_and(str::is_empty) {
+            return Err("model.api_key_env must not be empty".into());
+        }
+        if self.api_key.as_deref().is_some_and(str::is_empty) {
+            return Err(
+                "model.api_key must not be empty (or leave it out and use api_key_env)".into(),
+            );
+        }
+        if !(1..=MAX_MODEL_MAX_STEPS).contains(&self.max_steps()) {
+            return Err(format!(
+                "model.max_steps must be between 1 and {MAX_MODEL_MAX_STEPS}"
+            ));
+        }
+        if !(1..=MAX_MODEL_REQUEST_TIMEOUT_SECS).contains(&self.request_timeout_secs()) {
+            return Err(format!(
+                "model.request_timeout_secs must be between 1 and {MAX_MODEL_REQUEST_TIMEOUT_SECS}"
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -366,6 +471,8 @@ impl GrantRisk {
 pub enum GrantOrigin {
     McpHttp,
     McpStdio,
+    AgentHttp,
+    AgentStdio,
 }
 
 impl GrantOrigin {
@@ -373,6 +480,8 @@ impl GrantOrigin {
         match self {
             GrantOrigin::McpHttp => CallOrigin::McpHttp,
             GrantOrigin::McpStdio => CallOrigin::McpStdio,
+            GrantOrigin::AgentHttp => CallOrigin::AgentHttp,
+            GrantOrigin::AgentStdio => CallOrigin::AgentStdio,
         }
     }
 }
@@ -838,15 +947,68 @@ netd_gid = 2001
     }
 
     #[test]
+    fn model_section() {
+        let ok = parse(
+            Path::new("c.toml"),
+            "[model]\nmodel = \"gpt-4.1-mini\"\nmax_steps = 3\n",
+        )
+        .unwrap();
+        let model = ok.model.unwrap();
+        assert_eq!(model.base_url(), DEFAULT_MODEL_BASE_URL);
+        assert_eq!(model.api_key_env(), "OPENAI_API_KEY");
+        assert_eq!((model.max_steps(), model.request_timeout_secs()), (3, 120));
+        for (text, needle) in [
+            ("[model]\nmodel = \"m\"\nkey = 1\n", "unknown field `key`"),
+            ("[model]\nmax_steps = 3\n", "missing field `model`"),
+            (
+                "[model]\nmodel = \"m\"\nmax_steps = 0\n",
+                "max_steps must be between 1 and",
+            ),
+            (
+                "[model]\nmodel = \"m\"\nrequest_timeout_secs = 601\n",
+                "request_timeout_secs must be between 1 and 600",
+            ),
+            (
+                "[model]\nmodel = \"m\"\nbase_url = \"ftp://x\"\n",
+                "model.base_url must be",
+            ),
+            ("[model]\nmodel = \" \"\n", "model.model must name"),
+            (
+                "[model]\nmodel = \"m\"\napi_key = \"\"\n",
+                "model.api_key must not be empty",
+            ),
+        ] {
+            let msg = parse(Path::new("c.toml"), text).unwrap_err().to_string();
+            assert!(msg.contains(needle), "{text:?}: {msg}");
+        }
+        let msg = parse(
+            Path::new("c.toml"),
+            "[model]\nmodel = \"m\"\napi_key = \"sk-secret-value\"\nmax_steps = 0\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(!msg.contains("sk-secret-value"), "{msg}");
+        let debug = format!(
+            "{:?}",
+            parse(
+                Path::new("c.toml"),
+                "[model]\nmodel = \"m\"\napi_key = \"sk-secret-value\"\n"
+            )
+            .unwrap()
+        );
+        assert!(!debug.contains("sk-secret-value"), "{debug}");
+    }
+
+    #[test]
     fn unknown_table_is_rejected() {
-        let text = "protocol_service_port = 1\n[model]\nkey = 1\n";
+        let text = "protocol_service_port = 1\n[agent]\nkey = 1\n";
         let msg = parse(Path::new("c.toml"), text).unwrap_err().to_string();
         assert!(msg.contains("c.toml:"), "{msg}");
-        assert!(msg.contains("unknown field `model`"), "{msg}");
+        assert!(msg.contains("unknown field `agent`"), "{msg}");
         // A table after the grants is not blamed on the last grant.
-        let text = "[[approval_grants]]\ntool = 'x'\n[model]\nkey = 1\n";
+        let text = "[[approval_grants]]\ntool = 'x'\n[agent]\nkey = 1\n";
         let msg = parse(Path::new("c.toml"), text).unwrap_err().to_string();
-        assert!(msg.starts_with("c.toml:3: unknown field `model`"), "{msg}");
+        assert!(msg.starts_with("c.toml:3: unknown field `agent`"), "{msg}");
     }
 
     #[test]

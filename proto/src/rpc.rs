@@ -496,6 +496,7 @@ mod tests {
         tokio::spawn(serve(b, |req: StoreRequest| async move {
             match req {
                 StoreRequest::Ping => Ok(StoreResponse::Pong),
+                _ => Err(OutOfState("only Ping here".into())),
             }
         }));
         let (client, _) = RpcClient::start(a).await.unwrap();

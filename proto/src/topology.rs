@@ -204,7 +204,16 @@ channel!(
     /// netd → approvald: the store (tasks, sessions). Never approvals.
     NetdApprovald: Netd (Some(fds::NETD_APPROVALD)) -> Approvald (Some(fds::APPROVALD_NETD)),
     StoreRequest => StoreResponse, |q, r| {
-        matches!((q, r), (StoreRequest::Ping, StoreResponse::Pong))
+        use StoreRequest as Q;
+        use StoreResponse as A;
+        matches!(
+            (q, r),
+            (Q::Ping, A::Pong)
+                | (Q::PutTask(_) | Q::SaveSession { .. }, A::Stored | A::Failed { .. })
+                | (Q::GetTask { .. }, A::Task(_) | A::Failed { .. })
+                | (Q::ListTasks(_), A::Tasks(_) | A::Failed { .. })
+                | (Q::LoadSession { .. }, A::Session(_) | A::Failed { .. })
+        )
     }
 );
 channel!(

@@ -47,7 +47,7 @@ pub async fn accept_start<C: ControlChannel>(
                 start_id,
                 _channel: PhantomData,
             },
-            settings,
+            *settings,
         )),
         ControlRequest::Drain { .. } => Err(WorkerError::NotStarted("Drain")),
     }

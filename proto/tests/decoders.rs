@@ -65,6 +65,7 @@ fn every_decoder_survives_hostile_bytes() {
     let invoke = InvokeRequest {
         correlation: Correlation(9),
         origin: CallOrigin::McpHttp,
+        task: None,
         tool: "shell.exec".into(),
         arguments: r#"{"command":"ls"}"#.into(),
     };

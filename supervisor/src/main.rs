@@ -8,6 +8,7 @@ mod cli;
 mod config;
 mod local;
 mod logging;
+mod model;
 mod orphans;
 mod serve;
 mod spawn;

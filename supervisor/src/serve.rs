@@ -38,6 +38,8 @@ pub enum ServeError {
     Config(#[from] config::ConfigError),
     #[error("{0}")]
     Token(#[from] token::TokenError),
+    #[error("{0}")]
+    Model(#[from] crate::model::ModelConfigError),
     #[error("--advertised-url: {0}")]
     Advertise(#[from] advertise::AdvertiseError),
     #[error("{0}")]
@@ -137,6 +139,10 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         );
     }
     let state_dir = config::state_dir(&cfg, &config_path);
+    let model = crate::model::setup(&cfg, &config_path, |name| std::env::var(name).ok())?;
+    if let nl2sh_proto::channels::ModelSetup::Unavailable(why) = &model {
+        tracing::info!("delegated tasks will fail: {why}");
+    }
     let transport_name = match transport {
         Transport::Http(_) => "http",
         Transport::Stdio => "stdio",
@@ -148,6 +154,11 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         Transport::Stdio => None,
     };
     let lock = state::prepare(&state_dir, transport_name)?;
+    let redact = crate::model::secrets_to_redact(
+        &cfg,
+        http.as_ref().map(|(_, settings, _)| &settings.token),
+        &model,
+    );
 
     let (netd_io, netd_transport, announcement) = match http {
         Some((listener, settings, announcement)) => (
@@ -181,6 +192,7 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
     let starts = Starts {
         netd: Some(NetdSettings {
             transport: netd_transport,
+            model,
             // TEST HOOK (debug builds only; see NetdSettings::test_violation).
             #[cfg(debug_assertions)]
             test_violation: std::env::var("NL2SH_TEST_NETD_VIOLATION").ok().map(|v| {
@@ -199,6 +211,7 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         }),
         approvald: Some(ApprovaldSettings {
             state_dir: state_dir.display().to_string(),
+            redact,
             config_path: config_path.display().to_string(),
         }),
     };
@@ -355,7 +368,7 @@ async fn start_tree(tree: Tree, starts: Starts) -> Result<Running, ServeError> {
                 let settings = starts.take(*role).ok_or_else(|| {
                     nl2sh_proto::FrameError::OutOfPlace(format!("no settings for {role:?}"))
                 })?;
-                write_frame(stream, START_ID, &ControlRequest::Start(settings)).await?;
+                write_frame(stream, START_ID, &ControlRequest::Start(Box::new(settings))).await?;
                 Ok::<_, nl2sh_proto::FrameError>(())
             };
             if let Err(e) = step.await {

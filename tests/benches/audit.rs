@@ -67,6 +67,7 @@ fn main() {
 fn screen_dump(call_id: u64) -> ActionSummary {
     ActionSummary {
         call_id: CallId(call_id),
+        task: None,
         origin: CallOrigin::McpHttp,
         tool: "android.screen_dump".into(),
         action: format!(

@@ -62,6 +62,7 @@ fn stat(correlation: u64, path: &Path) -> ExecutorRequest {
     ExecutorRequest::Invoke(InvokeRequest {
         correlation: Correlation(correlation),
         origin: CallOrigin::McpHttp,
+        task: None,
         tool: "fs.stat".into(),
         arguments: serde_json::json!({ "path": path }).to_string(),
     })
@@ -180,6 +181,7 @@ async fn a_read_under_the_snapshot_is_one_row_and_an_edit_applies_to_the_next_ca
 fn read_only_summary(call_id: u64) -> ActionSummary {
     ActionSummary {
         call_id: CallId(call_id),
+        task: None,
         origin: CallOrigin::McpHttp,
         tool: "fs.stat".into(),
         action: "stat /".into(),

@@ -165,6 +165,7 @@ pub fn decided(resp: AuthorityResponse) -> (Decision, String) {
 pub fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
     ActionSummary {
         call_id: CallId(call_id),
+        task: None,
         origin: CallOrigin::McpHttp,
         tool: "shell".into(),
         action: "touch /tmp/x".into(),

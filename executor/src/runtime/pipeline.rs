@@ -22,7 +22,8 @@ use nl2sh_proto::channels::{
     RiskLevel, ToolOutcome, ToolSpec,
 };
 use nl2sh_proto::limits::{
-    MAX_ARGUMENT_JSON_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOL_OUTPUT_BYTES, RESOURCE_LOCK_WAIT,
+    MAX_ARGUMENT_JSON_BYTES, MAX_ID_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOL_OUTPUT_BYTES,
+    RESOURCE_LOCK_WAIT,
 };
 
 /// What the device offers right now: its profile and the tools that registered on it.
@@ -181,6 +182,25 @@ impl Pipeline {
 
     async fn invoke_inner(&self, req: InvokeRequest) -> Result<ToolOutput, ToolError> {
         // Registration: only what the catalog lists can run.
+        // The task id is netd's word, shown to the approver and audited; bound it, and only
+        // the Agent works tasks.
+        match (&req.task, req.origin) {
+            (
+                Some(task),
+                nl2sh_proto::channels::CallOrigin::AgentHttp
+                | nl2sh_proto::channels::CallOrigin::AgentStdio,
+            ) if !task.0.is_empty() && task.0.len() <= MAX_ID_BYTES => {}
+            (
+                None,
+                nl2sh_proto::channels::CallOrigin::McpHttp
+                | nl2sh_proto::channels::CallOrigin::McpStdio,
+            ) => {}
+            _ => {
+                return Err(ToolError::InvalidArguments(format!(
+                "an Agent call names its task (1-{MAX_ID_BYTES} bytes); a direct call names none"
+            )))
+            }
+        }
         if req.tool.len() > MAX_TOOL_NAME_BYTES {
             return Err(ToolError::InvalidArguments(format!(
                 "tool name is over {MAX_TOOL_NAME_BYTES} bytes"
@@ -225,6 +245,7 @@ impl Pipeline {
         let summary = ActionSummary {
             call_id,
             origin: req.origin,
+            task: req.task.clone(),
             tool: req.tool.clone(),
             action: prepared.action.clone(),
             arguments_sha256: hex::encode(Sha256::digest(req.arguments.as_bytes())),

@@ -82,6 +82,7 @@ pub async fn call(
     let request = InvokeRequest {
         correlation,
         origin,
+        task: None,
         tool: tool.clone(),
         arguments: args_text,
     };

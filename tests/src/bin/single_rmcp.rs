@@ -316,6 +316,7 @@ impl Single {
             .invoke(InvokeRequest {
                 correlation: Correlation(NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed)),
                 origin: CallOrigin::McpHttp,
+                task: None,
                 tool: tool.clone(),
                 arguments: args_text,
             })
