@@ -31,7 +31,7 @@ use nl2sh_proto::channels::{
     ActionSummary, ApprovalId, AuthorityResponse, CallId, CallOrigin, CallResult, CliErrorKind,
     ConfigVersion, Confinement, Decision, PendingApproval, PolicySnapshot, RanRecord, RiskLevel,
 };
-use nl2sh_proto::limits::MAX_TOOL_NAME_BYTES;
+use nl2sh_proto::limits::{MAX_ID_BYTES, MAX_TOOL_NAME_BYTES};
 use nl2sh_proto::rpc::OutOfState;
 
 use crate::pending::{Approvals, NotOpened};
@@ -494,6 +494,7 @@ fn describe_action(record: &mut AuditRecord, s: &ActionSummary) {
     record.risk = Some(s.risk.as_str().to_owned());
     record.requires_root = Some(s.requires_root);
     record.identity = Some(s.identity.as_str().to_owned());
+    record.task = s.task.as_ref().map(|t| t.0.clone());
 }
 
 fn check_call_id(call_id: CallId) -> Result<i64, String> {
@@ -517,6 +518,12 @@ fn check_action(s: &ActionSummary) -> Result<i64, String> {
         return Err("tool name is empty".into());
     }
     check_len("tool name", &s.tool, MAX_TOOL_NAME_BYTES)?;
+    if let Some(task) = &s.task {
+        if task.0.is_empty() {
+            return Err("task id is empty".into());
+        }
+        check_len("task id", &task.0, MAX_ID_BYTES)?;
+    }
     check_len("action", &s.action, MAX_ACTION_BYTES)?;
     if s.reasons.len() > MAX_REASONS {
         return Err(format!(
@@ -654,6 +661,13 @@ mod tests {
         assert!(check_action(&s).is_err());
         let mut s = summary(1);
         s.tool.clear();
+        assert!(check_action(&s).is_err());
+        let mut s = summary(1);
+        s.task = Some(nl2sh_proto::channels::TaskId("t".repeat(MAX_ID_BYTES)));
+        assert!(check_action(&s).is_ok());
+        s.task = Some(nl2sh_proto::channels::TaskId("t".repeat(MAX_ID_BYTES + 1)));
+        assert!(check_action(&s).is_err());
+        s.task = Some(nl2sh_proto::channels::TaskId(String::new()));
         assert!(check_action(&s).is_err());
         let r = CallResult {
             call_id: CallId(1),

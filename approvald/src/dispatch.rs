@@ -12,24 +12,52 @@ use nl2sh_proto::topology::{Answerer, CliApprovald, ExecutorApprovald, NetdAppro
 use nl2sh_proto::FrameError;
 
 use crate::authority::Authority;
+use crate::store::tasks::{TaskError, TaskStore};
 
-/// netd's store channel. Nothing here creates, lists or decides approvals.
-pub async fn serve_netd(end: Answerer<NetdApprovald>) -> Result<(), FrameError> {
-    rpc::serve(
-        end,
-        |req: StoreRequest| async move { Ok(answer_store(req)) },
-    )
+/// netd's store channel: tasks and sessions. Nothing here creates, lists or decides
+/// approvals.
+pub async fn serve_netd(
+    end: Answerer<NetdApprovald>,
+    tasks: Arc<TaskStore>,
+) -> Result<(), FrameError> {
+    rpc::serve(end, move |req: StoreRequest| {
+        let tasks = tasks.clone();
+        async move { Ok(answer_store(&tasks, req).await) }
+    })
     .await
 }
 
-pub fn answer_store(req: StoreRequest) -> StoreResponse {
+/// Every failure is an answer (`Failed`), never a closed channel: a bad document is
+/// netd's mistake to report, not a breach of the protocol.
+pub async fn answer_store(tasks: &TaskStore, req: StoreRequest) -> StoreResponse {
+    let failed = |e: TaskError| StoreResponse::Failed {
+        kind: e.kind,
+        message: e.message,
+    };
     match req {
         StoreRequest::Ping => StoreResponse::Pong,
-        // The task store is being built (issue 9); until then it stores nothing.
-        _ => StoreResponse::Failed {
-            kind: nl2sh_proto::channels::StoreErrorKind::Storage,
-            message: "the task store is not available in this build".into(),
-        },
+        StoreRequest::PutTask(record) => tasks
+            .put(record)
+            .await
+            .map_or_else(failed, |()| StoreResponse::Stored),
+        StoreRequest::GetTask { id } => {
+            tasks.get(id).await.map_or_else(failed, StoreResponse::Task)
+        }
+        StoreRequest::ListTasks(query) => tasks
+            .list(query)
+            .await
+            .map_or_else(failed, StoreResponse::Tasks),
+        StoreRequest::LoadSession { context_id } => tasks
+            .load_session(context_id)
+            .await
+            .map_or_else(failed, StoreResponse::Session),
+        StoreRequest::SaveSession {
+            context_id,
+            messages_json,
+        } => tasks
+            .save_session(context_id, messages_json)
+            .await
+            .map_or_else(failed, |()| StoreResponse::Stored),
     }
 }
 

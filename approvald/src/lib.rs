@@ -102,6 +102,15 @@ async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
             return Err(e.into());
         }
     };
+    let tasks = match store.tasks(&settings.redact) {
+        Ok(tasks) => Arc::new(tasks),
+        Err(e) => {
+            let _ = control
+                .refuse(format!("cannot open the task store: {e}"))
+                .await;
+            return Err(e.into());
+        }
+    };
     let authority = Arc::new(authority::Authority::new(store, &settings.config_path));
     let approvals_socket = match socket::ApprovalsSocket::bind(&state_dir) {
         Ok(s) => s,
@@ -121,7 +130,7 @@ async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
     // Serve each channel at once, each in its own task (the handshakes included): peers
     // may wait on an answer here before they complete their other handshakes.
     let mut executor_task = tokio::spawn(dispatch::serve_executor(executor, authority.clone()));
-    let mut netd_task = tokio::spawn(dispatch::serve_netd(netd));
+    let mut netd_task = tokio::spawn(dispatch::serve_netd(netd, tasks));
     control
         .started()
         .await

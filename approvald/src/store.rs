@@ -1,5 +1,6 @@
 //! The state directory's SQLite store, `<state>/protocol/tasks.sqlite3` (DESIGN.md §5):
-//! for now, the hash-chained audit trail.
+//! the hash-chained audit trail, and the delegated tasks ([`tasks`]; Agent sessions live
+//! beside it in `<state>/sessions/`, [`sessions`]).
 //!
 //! * Files: `protocol/` is 0700 and the database 0600, created with those modes before
 //!   SQLite opens it. SQLite gives the `-wal`/`-shm` files the database file's mode; a
@@ -7,7 +8,7 @@
 //!   with umask 077 besides (see `crate::run`).
 //! * Connection: WAL, `synchronous=NORMAL`, `foreign_keys=ON`, `trusted_schema=OFF`,
 //!   `auto_vacuum=INCREMENTAL` (set before anything else, so a new database gets it); the
-//!   schema is migrated by `PRAGMA user_version` (this build writes version 3 and refuses
+//!   schema is migrated by `PRAGMA user_version` (this build writes version 4 and refuses
 //!   a newer one).
 //! * Group commit: one writer thread owns the read-write connection. Callers queue
 //!   records on a bounded channel ([`QUEUE_CAPACITY`]; a full queue makes senders wait,
@@ -19,7 +20,9 @@
 //! * Chain: each row stores `prev_sha256`, the previous row's `row_sha256` (64 zeros for
 //!   the first row), and `row_sha256` = SHA-256 of [`canonical_row`] over every other
 //!   column; ids follow each other without gaps. Editing, deleting or inserting a row
-//!   breaks the chain at that row or the next one, which [`verify_path`] reports.
+//!   breaks the chain at that row or the next one, which [`verify_path`] reports. The
+//!   `task` column (version 4) is hashed after the others, and only when it is set, so
+//!   rows written before it existed keep their hashes.
 //! * Retention ([`retention`]): the writer prunes the oldest rows in its batches to keep
 //!   within `audit_max_rows` / `audit_max_bytes` ([`Store::set_limits`]), and records the
 //!   last pruned row's id and hash in `audit_anchor` in the same transaction; the chain
@@ -29,6 +32,8 @@
 //!   A database that does not match its tail file when it is opened is not repaired:
 //!   the writer logs the break and continues after it, leaving a gap in the ids that
 //!   [`verify_path`] keeps reporting until retention prunes past it.
+//! * Tasks share the writer: a task write is a job on the same queue, run between audit
+//!   batches on the same connection (see [`tasks`] for why).
 
 use std::fs::{File, OpenOptions, Permissions};
 use std::io;
@@ -47,8 +52,11 @@ use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMo
 
 use crate::clock;
 
+pub mod redact;
 pub mod retention;
+pub mod sessions;
 pub mod tail;
+pub mod tasks;
 
 pub use retention::{
     Anchor, AuditLimits, DEFAULT_AUDIT_MAX_BYTES, DEFAULT_AUDIT_MAX_ROWS, MIN_AUDIT_MAX_BYTES,
@@ -69,7 +77,7 @@ pub const LINGER: Duration = Duration::from_millis(5);
 /// Longest text a stored column may hold; a record with a longer one is refused.
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 /// `PRAGMA user_version` this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 /// The first schema version whose databases keep a tail file.
 const TAIL_SINCE_VERSION: i64 = 2;
 /// What a row is taken to cost until one is measured: a little more than the usual.
@@ -102,6 +110,11 @@ pub const HASHED_COLUMNS: [&str; 18] = [
     "summary",
     "prev_sha256",
 ];
+
+/// Columns hashed after [`HASHED_COLUMNS`], each only when it is not NULL: columns added
+/// after the chain's form was fixed, so that rows written before them (where they are
+/// NULL) hash exactly as they did.
+pub const OPTIONAL_HASHED_COLUMNS: [&str; 1] = ["task"];
 
 const SCHEMA_V1: &str = "
 CREATE TABLE audit (
@@ -165,6 +178,22 @@ ALTER TABLE audit_v3 RENAME TO audit;
 CREATE INDEX audit_call_id ON audit (call_id);
 ";
 
+/// Version 4: the task store, and the delegated task an audit row's call belongs to
+/// (`audit.task`, added by [`migrate`] when missing). `IF NOT EXISTS`: a database whose
+/// version was set back by hand (tests make older databases so) may have them already.
+const SCHEMA_V4_TASKS: &str = "
+CREATE TABLE IF NOT EXISTS tasks (
+    id          TEXT    PRIMARY KEY NOT NULL,
+    context_id  TEXT    NOT NULL,
+    state       TEXT    NOT NULL,
+    updated_ms  INTEGER NOT NULL,
+    bytes       INTEGER NOT NULL,
+    document    TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_by_update ON tasks (updated_ms DESC, id DESC);
+CREATE INDEX IF NOT EXISTS tasks_by_context ON tasks (context_id, updated_ms DESC, id DESC);
+";
+
 /// Version 2: the anchor of pruned rows. At most one row; none until something is pruned.
 const SCHEMA_V2: &str = "
 CREATE TABLE audit_anchor (
@@ -187,10 +216,10 @@ pub enum StoreError {
     Unsafe { path: PathBuf, why: String },
     #[error(transparent)]
     PrivateDir(#[from] PrivateDirError),
-    #[error("audit store: {0}")]
+    #[error("store database: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error(
-        "audit store {} has schema version {found}; this build knows up to {SCHEMA_VERSION}",
+        "store database {} has schema version {found}; this build knows up to {SCHEMA_VERSION}",
         .path.display()
     )]
     NewerSchema { path: PathBuf, found: i64 },
@@ -202,6 +231,8 @@ pub enum StoreError {
     Closed,
     #[error(transparent)]
     Tail(#[from] tail::TailError),
+    #[error("the OS random source failed: {0}")]
+    Random(String),
 }
 
 /// What one audit row says.
@@ -244,6 +275,8 @@ pub struct AuditRecord {
     pub exit_code: Option<i64>,
     pub duration_ms: Option<i64>,
     pub summary: Option<String>,
+    /// The delegated task the call is a step of (`ActionSummary.task`).
+    pub task: Option<String>,
 }
 
 impl AuditRecord {
@@ -265,6 +298,7 @@ impl AuditRecord {
             exit_code: None,
             duration_ms: None,
             summary: None,
+            task: None,
         }
     }
 
@@ -279,6 +313,7 @@ impl AuditRecord {
             ("decision", &self.decision),
             ("reason", &self.reason),
             ("summary", &self.summary),
+            ("task", &self.task),
         ];
         for (field, text) in texts {
             if let Some(text) = text {
@@ -408,24 +443,35 @@ enum Command {
     Settle(oneshot::Sender<()>),
     /// The limits changed: look at them, and prune while idle if they call for it.
     Wake,
+    /// A task store write ([`tasks`]): committed batches first, then this, on the
+    /// writer's connection. The job answers its own caller.
+    Task(TaskJob),
 }
+
+/// A write of the task store, run on the writer thread.
+pub(crate) type TaskJob = Box<dyn FnOnce(&mut Connection) + Send>;
 
 /// Handle to the store. Cheap to share behind an `Arc`; the writer thread stops after the
 /// last handle is dropped and the queue is empty.
 pub struct Store {
     path: PathBuf,
+    state_dir: PathBuf,
     queue: mpsc::Sender<Command>,
     counters: Arc<Counters>,
     /// The limits the writer prunes to; `None` until set, and nothing is pruned before.
     limits: Arc<Mutex<Option<AuditLimits>>>,
     /// The writer thread, woken early from its [`LINGER`] when someone waits.
     writer: std::thread::Thread,
+    /// About how many bytes of pages the task store holds: the audit's byte limit is
+    /// the audit's alone, so retention leaves these out (see [`tasks::TaskSpace`]).
+    task_bytes: Arc<AtomicU64>,
 }
 
 impl Store {
     /// Open (creating when missing) `<state_dir>/protocol/tasks.sqlite3`, migrate its
-    /// schema, compare it with its tail file and start the writer thread. Nothing is
-    /// pruned until [`Store::set_limits`] says how much to keep.
+    /// schema, compare it with its tail file, mark the tasks that were running when the
+    /// last approvald stopped as failed ([`tasks::fail_interrupted`]) and start the
+    /// writer thread. Nothing is pruned until [`Store::set_limits`] says how much to keep.
     pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
         let path = state_dir.join(DB_FILE);
         if let Some(dir) = path.parent() {
@@ -464,6 +510,16 @@ impl Store {
             write_tail(&tail_path, &tail_temp, &head)?;
         }
         migrate(&mut conn, &path)?;
+        let interrupted = tasks::fail_interrupted(&mut conn, clock::now_unix_ms())?;
+        if interrupted > 0 {
+            tracing::warn!(
+                tasks = interrupted,
+                "tasks that were running when nl2sh stopped are now failed; none is resumed or replayed"
+            );
+        }
+        let task_bytes = Arc::new(AtomicU64::new(
+            tasks::TaskSpace::measure(&conn)?.page_bytes(page_size_of(&conn)?),
+        ));
         for side in [
             suffixed(&path, "-wal"),
             suffixed(&path, "-shm"),
@@ -494,8 +550,7 @@ impl Store {
         }
         let rows: i64 = conn.query_row("SELECT count(*) FROM audit", [], |r| r.get(0))?;
         let rows = u64::try_from(rows).unwrap_or(0);
-        let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
-        let page_size = u64::try_from(page_size).unwrap_or(4096).max(512);
+        let page_size = page_size_of(&conn)?;
         let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
         let row_bytes = (u64::try_from(pages).unwrap_or(0) * page_size)
             .checked_div(rows)
@@ -519,6 +574,7 @@ impl Store {
             tail_temp,
             tail_failing: false,
             counters: counters.clone(),
+            task_bytes: task_bytes.clone(),
         };
         let writer = std::thread::Builder::new()
             .name("approvald-store".into())
@@ -532,15 +588,39 @@ impl Store {
             .clone();
         Ok(Store {
             path,
+            state_dir: state_dir.to_owned(),
             queue,
             counters,
             limits,
             writer,
+            task_bytes,
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The state directory the store lives in.
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// The task and session store over this database, redacting `redact` from what it
+    /// writes. It shares the writer thread (and keeps it running while it lives).
+    pub fn tasks(
+        &self,
+        redact: &[nl2sh_proto::secret::Secret],
+    ) -> Result<tasks::TaskStore, StoreError> {
+        tasks::TaskStore::new(self, redact)
+    }
+
+    pub(crate) fn writer_handle(&self) -> WriterHandle {
+        WriterHandle {
+            queue: self.queue.clone(),
+            writer: self.writer.clone(),
+            task_bytes: self.task_bytes.clone(),
+        }
     }
 
     /// How much to keep from now on. Cheap when nothing changed; a change wakes the
@@ -660,6 +740,47 @@ impl Store {
     }
 }
 
+/// What the task store keeps of the store: a way to queue jobs on the writer thread.
+#[derive(Clone)]
+pub(crate) struct WriterHandle {
+    queue: mpsc::Sender<Command>,
+    writer: std::thread::Thread,
+    pub(crate) task_bytes: Arc<AtomicU64>,
+}
+
+impl WriterHandle {
+    /// Run `job` on the writer thread, after everything queued before it, and return its
+    /// answer. Waits while the queue is full.
+    pub(crate) async fn run<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&mut Connection) -> T + Send + 'static,
+    ) -> Result<T, StoreError> {
+        run_job(&self.queue, &self.writer, job).await
+    }
+}
+
+async fn run_job<T: Send + 'static>(
+    queue: &mpsc::Sender<Command>,
+    writer: &std::thread::Thread,
+    job: impl FnOnce(&mut Connection) -> T + Send + 'static,
+) -> Result<T, StoreError> {
+    let (answer, answered) = oneshot::channel();
+    let job: TaskJob = Box::new(move |conn: &mut Connection| {
+        let _ = answer.send(job(conn));
+    });
+    queue
+        .send(Command::Task(job))
+        .await
+        .map_err(|_| StoreError::Closed)?;
+    writer.unpark();
+    answered.await.map_err(|_| StoreError::Closed)
+}
+
+fn page_size_of(conn: &Connection) -> Result<u64, StoreError> {
+    let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+    Ok(u64::try_from(page_size).unwrap_or(4096).max(512))
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Plain values: a panic elsewhere cannot leave them torn.
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -742,6 +863,8 @@ struct Writer {
     /// The last tail write failed (logged once until one succeeds).
     tail_failing: bool,
     counters: Arc<Counters>,
+    /// Bytes of pages the task store holds, which the audit's byte limit leaves out.
+    task_bytes: Arc<AtomicU64>,
 }
 
 impl Writer {
@@ -810,6 +933,13 @@ impl Writer {
                     waited_for = true;
                 }
                 Command::Wake => {}
+                // Audit records queued before it are committed first; the job commits
+                // its own transaction.
+                Command::Task(job) => {
+                    self.commit(std::mem::take(batch));
+                    job(&mut self.conn);
+                    waited_for = true;
+                }
             }
         }
         waited_for
@@ -860,6 +990,7 @@ impl Writer {
             rows,
             page_size: self.page_size,
             max: 2 * self.batch_cap() as u64,
+            other_bytes: self.task_bytes.load(Ordering::Relaxed),
         })
     }
 
@@ -979,6 +1110,8 @@ struct Pruning {
     page_size: u64,
     /// Most rows to prune.
     max: u64,
+    /// Bytes of pages that hold other tables (the tasks), left out of the audit's bytes.
+    other_bytes: u64,
 }
 
 /// What a pruning transaction did, and the bytes of pages in use it measured.
@@ -997,9 +1130,10 @@ fn write_batch(
     let mut head = head.clone();
     {
         let sql = format!(
-            "INSERT INTO audit ({}, row_sha256) VALUES ({})",
+            "INSERT INTO audit ({}, {}, row_sha256) VALUES ({})",
             HASHED_COLUMNS.join(", "),
-            vec!["?"; HASHED_COLUMNS.len() + 1].join(", ")
+            OPTIONAL_HASHED_COLUMNS.join(", "),
+            vec!["?"; HASHED_COLUMNS.len() + OPTIONAL_HASHED_COLUMNS.len() + 1].join(", ")
         );
         let mut insert = tx.prepare_cached(&sql)?;
         for record in records {
@@ -1017,7 +1151,7 @@ fn write_batch(
 }
 
 fn prune_in(tx: &Transaction<'_>, p: &Pruning) -> Result<PruneResult, rusqlite::Error> {
-    let done = retention::prune(tx, p.rows, &p.limits, p.page_size, p.max)?;
+    let done = retention::prune(tx, p.rows, &p.limits, p.page_size, p.max, p.other_bytes)?;
     if done.0.is_some() {
         retention::release_free_pages(tx, &p.limits, p.page_size)?;
     }
@@ -1060,7 +1194,8 @@ fn rebuild(conn: &Connection) {
     }
 }
 
-/// The values of [`HASHED_COLUMNS`] for a new row, in order.
+/// The values of [`HASHED_COLUMNS`] and then [`OPTIONAL_HASHED_COLUMNS`] for a new row,
+/// in order.
 fn hashed_values(id: i64, time: &str, r: &AuditRecord, prev: &str) -> Vec<Value> {
     let text = |s: &Option<String>| s.clone().map_or(Value::Null, Value::Text);
     let int = |i: Option<i64>| i.map_or(Value::Null, Value::Integer);
@@ -1084,18 +1219,27 @@ fn hashed_values(id: i64, time: &str, r: &AuditRecord, prev: &str) -> Vec<Value>
         int(r.duration_ms),
         text(&r.summary),
         Value::Text(prev.to_owned()),
+        text(&r.task),
     ]
 }
 
 /// The bytes `row_sha256` is computed over: [`ROW_DOMAIN`], then for each column of
 /// [`HASHED_COLUMNS`] in order its name, `=`, and its value as a type byte followed by
 /// `n` (NULL, nothing more), `i` + 8-byte big-endian two's complement, `r` + 8-byte
-/// big-endian IEEE-754 bits, `t`/`b` + 8-byte big-endian length + the UTF-8/blob bytes.
-/// Every value delimits itself, so distinct rows never serialise alike.
+/// big-endian IEEE-754 bits, `t`/`b` + 8-byte big-endian length + the UTF-8/blob bytes;
+/// then each column of [`OPTIONAL_HASHED_COLUMNS`] the same way, but only when it is not
+/// NULL (a NULL one adds nothing, so rows from before it hash as they did).
+/// Every value delimits itself and names its column, so distinct rows never serialise
+/// alike.
 pub fn canonical_row(values: &[Value]) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     out.extend_from_slice(ROW_DOMAIN);
-    for (name, value) in HASHED_COLUMNS.iter().zip(values) {
+    let fixed = HASHED_COLUMNS.len();
+    let names = HASHED_COLUMNS.iter().chain(OPTIONAL_HASHED_COLUMNS.iter());
+    for (i, (name, value)) in names.zip(values).enumerate() {
+        if i >= fixed && *value == Value::Null {
+            continue;
+        }
         out.extend_from_slice(name.as_bytes());
         out.push(b'=');
         match value {
@@ -1261,14 +1405,16 @@ fn walk_chain(conn: &Connection, anchor: &AnchorRead) -> Result<(u64, Option<Bad
     };
     let anchored = matches!(anchor, AnchorRead::One(_));
     let sql = format!(
-        "SELECT {}, row_sha256 FROM audit ORDER BY id",
-        HASHED_COLUMNS.join(", ")
+        "SELECT {}, {}, row_sha256 FROM audit ORDER BY id",
+        HASHED_COLUMNS.join(", "),
+        optional_columns(conn)?.join(", ")
     );
     let mut stmt = conn.prepare(&sql)?;
     let mut rows = stmt.query([])?;
     let mut last_id = i64::MIN;
     let mut checked = 0u64;
-    let n = HASHED_COLUMNS.len();
+    let fixed = HASHED_COLUMNS.len();
+    let n = fixed + OPTIONAL_HASHED_COLUMNS.len();
     while let Some(row) = rows.next()? {
         checked += 1;
         let first = checked == 1;
@@ -1280,7 +1426,7 @@ fn walk_chain(conn: &Connection, anchor: &AnchorRead) -> Result<(u64, Option<Bad
         // `id` is the INTEGER PRIMARY KEY (the rowid), so it is always an integer.
         let id: i64 = row.get(0)?;
         let bad = |problem| Ok((checked, Some(BadRow { id, problem })));
-        let (Value::Text(prev), Value::Text(stored)) = (&values[n - 1], &stored) else {
+        let (Value::Text(prev), Value::Text(stored)) = (&values[fixed - 1], &stored) else {
             return bad(ChainProblem::Malformed);
         };
         if !is_sha256_hex(prev) || !is_sha256_hex(stored) || id <= last_id {
@@ -1315,13 +1461,33 @@ fn walk_chain(conn: &Connection, anchor: &AnchorRead) -> Result<(u64, Option<Bad
     Ok((checked, None))
 }
 
+/// [`OPTIONAL_HASHED_COLUMNS`] as a query selects them: `NULL` for one a database from
+/// before it does not have (read-only readers, such as `audit --verify`, do not migrate).
+fn optional_columns(conn: &Connection) -> Result<Vec<&'static str>, StoreError> {
+    let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('audit')")?;
+    let present: Vec<String> = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    Ok(OPTIONAL_HASHED_COLUMNS
+        .iter()
+        .map(|c| {
+            if present.iter().any(|p| p == c) {
+                *c
+            } else {
+                "NULL"
+            }
+        })
+        .collect())
+}
+
 /// The last `limit` rows of the database at `path`, oldest first.
 pub fn recent_path(path: &Path, limit: usize) -> Result<Vec<AuditRow>, StoreError> {
     let conn = open_read_only(path)?;
     let columns = HASHED_COLUMNS.join(", ");
+    let optional = optional_columns(&conn)?.join(", ");
     let sql = format!(
-        "SELECT * FROM (SELECT {columns}, row_sha256 FROM audit ORDER BY id DESC LIMIT ?1) \
-         ORDER BY id"
+        "SELECT * FROM (SELECT {columns}, row_sha256, {optional} FROM audit \
+         ORDER BY id DESC LIMIT ?1) ORDER BY id"
     );
     let mut stmt = conn.prepare(&sql)?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -1351,6 +1517,7 @@ pub fn recent_path(path: &Path, limit: usize) -> Result<Vec<AuditRow>, StoreErro
                 exit_code: row.get(14)?,
                 duration_ms: row.get(15)?,
                 summary: row.get(16)?,
+                task: row.get(19)?,
             },
             prev_sha256: row.get(17)?,
             row_sha256: row.get(18)?,
@@ -1398,9 +1565,15 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     if version < 3 {
         tx.execute_batch(SCHEMA_V3)?;
     }
+    if version < 4 {
+        if optional_columns(&tx)?.contains(&"NULL") {
+            tx.execute_batch("ALTER TABLE audit ADD COLUMN task TEXT")?;
+        }
+        tx.execute_batch(SCHEMA_V4_TASKS)?;
+    }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
-    tracing::info!(path = %path.display(), from = version, to = SCHEMA_VERSION, "audit store migrated");
+    tracing::info!(path = %path.display(), from = version, to = SCHEMA_VERSION, "store database migrated");
     Ok(())
 }
 
@@ -1489,6 +1662,27 @@ mod tests {
         b = a.clone();
         b[2] = Value::Text("1".into());
         assert_ne!(canonical_row(&a), canonical_row(&b));
+    }
+
+    #[test]
+    fn a_null_optional_column_hashes_as_before_it_existed() {
+        let mut old = vec![Value::Null; HASHED_COLUMNS.len()];
+        old[0] = Value::Integer(1);
+        old[17] = Value::Text(GENESIS_SHA256.into());
+        let mut new = old.clone();
+        new.push(Value::Null);
+        assert_eq!(canonical_row(&old), canonical_row(&new));
+        let with_task = |t: &str| {
+            let mut v = old.clone();
+            v.push(Value::Text(t.into()));
+            canonical_row(&v)
+        };
+        assert_ne!(with_task(""), canonical_row(&old));
+        assert_ne!(with_task("a"), with_task("b"));
+        // The task cannot pose as the end of another column.
+        let mut shifted = old.clone();
+        shifted[17] = Value::Text(format!("{GENESIS_SHA256}x"));
+        assert_ne!(with_task("x"), canonical_row(&shifted));
     }
 
     #[test]

@@ -83,7 +83,8 @@ async fn creates_schema_with_private_modes() {
             "duration_ms",
             "summary",
             "prev_sha256",
-            "row_sha256"
+            "row_sha256",
+            "task"
         ]
     );
     let rows = store.recent(10).await.unwrap();
@@ -277,4 +278,45 @@ async fn oversized_text_is_refused_before_queueing() {
     ));
     store.flush().await.unwrap();
     assert!(store.recent(10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_trail_from_before_tasks_verifies_and_migrates_with_its_hashes() {
+    let (dir, store) = store_with(5).await;
+    store.flush().await.unwrap();
+    drop(store);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let db = dir.path().join(DB_FILE);
+    // What version 3 left: no task column, no tasks table.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "DROP TABLE tasks; ALTER TABLE audit DROP COLUMN task; PRAGMA user_version = 3;",
+    )
+    .unwrap();
+    drop(conn);
+    // A reader of this build (`audit --verify`, `audit`) reads it as it is.
+    let report = nl2sh_approvald::store::verify_path(&db).unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.rows_checked, 5);
+    let rows = nl2sh_approvald::store::recent_path(&db, 10).unwrap();
+    assert!(rows.iter().all(|r| r.record.task.is_none()));
+
+    let store = Store::open(dir.path()).unwrap();
+    let mut r = record(5);
+    r.task = Some("task-1".into());
+    store.append(r.clone()).await.unwrap();
+    let report = store.verify().await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.rows_checked, 6);
+    let rows = store.recent(10).await.unwrap();
+    assert_eq!(rows[5].record, r);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let tasks: i64 = conn
+        .query_row("SELECT count(*) FROM tasks", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(tasks, 0);
 }

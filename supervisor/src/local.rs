@@ -115,7 +115,8 @@ async fn pending(config_path: &Path, sock: &Path) -> Result<Vec<PendingApproval>
 
 fn pending_json(p: &PendingApproval) -> serde_json::Value {
     serde_json::json!({
-        "id": p.id, "call_id": p.call_id, "origin": p.origin.as_str(), "tool": p.tool,
+        "id": p.id, "call_id": p.call_id, "origin": p.origin.as_str(), "task": p.task,
+        "tool": p.tool,
         "action": p.action, "risk": p.risk.as_str(), "requires_root": p.requires_root,
         "identity": p.identity.as_str(), "reasons": p.reasons, "seconds_left": p.seconds_left,
         "phrase": p.phrase,
@@ -125,13 +126,20 @@ fn pending_json(p: &PendingApproval) -> serde_json::Value {
 /// Text a person reads before deciding; every field of the request, the action verbatim.
 fn describe(p: &PendingApproval) -> String {
     let mut s = format!(
-        "{id}  {tool}  risk {risk}{root}  as {identity}  from {origin}  {left}s left\n    action: {action}\n",
+        "{id}  {tool}  risk {risk}{root}  as {identity}  from {origin}{task}  {left}s left\n    action: {action}\n",
         id = p.id,
         tool = p.tool,
         risk = p.risk.as_str(),
         root = if p.requires_root { " (requires root)" } else { "" },
         identity = p.identity.as_str(),
         origin = p.origin.as_str(),
+        // A task id is the remote caller's text as far as this terminal knows: shown
+        // with control characters escaped, so it cannot rewrite what the person reads.
+        task = p
+            .task
+            .as_ref()
+            .map(|t| format!(" (task {})", t.0.escape_debug()))
+            .unwrap_or_default(),
         left = p.seconds_left,
         action = p.action,
     );
@@ -367,6 +375,7 @@ pub fn audit(
                     "requires_root": c.requires_root, "identity": c.identity,
                     "decision": c.decision, "reason": c.reason, "success": c.success,
                     "exit_code": c.exit_code, "duration_ms": c.duration_ms, "summary": c.summary,
+                    "task": c.task,
                 })
             })
             .collect();
@@ -420,6 +429,34 @@ pub fn audit(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pending_approval_shows_its_task_escaped() {
+        let mut p = PendingApproval {
+            id: ApprovalId("abc123".into()),
+            call_id: nl2sh_proto::channels::CallId(7),
+            origin: nl2sh_proto::channels::CallOrigin::AgentHttp,
+            task: Some(nl2sh_proto::channels::TaskId("t-1\u{1b}[2J".into())),
+            tool: "shell".into(),
+            action: "touch /tmp/x".into(),
+            risk: nl2sh_proto::channels::RiskLevel::Medium,
+            requires_root: false,
+            identity: nl2sh_proto::channels::Identity::Launching,
+            reasons: Vec::new(),
+            seconds_left: 100,
+            phrase: None,
+        };
+        let shown = describe(&p);
+        assert!(
+            shown.contains("from agent_http (task t-1\\u{1b}[2J)  100s left"),
+            "{shown}"
+        );
+        assert!(!shown.contains('\u{1b}'));
+        assert_eq!(pending_json(&p)["task"], "t-1\u{1b}[2J");
+        p.task = None;
+        assert!(describe(&p).contains("from agent_http  100s left"));
+        assert!(pending_json(&p)["task"].is_null());
+    }
 
     #[test]
     fn since_accepts_ages_and_rfc3339() {

@@ -37,7 +37,13 @@ async fn spawn_target(
         }
         Target::ApprovaldFromNetd => {
             let (asker, answerer) = pair::<NetdApprovald>().unwrap();
-            let task = tokio::spawn(nl2sh_approvald::dispatch::serve_netd(answerer));
+            let dir = tempfile::tempdir().unwrap();
+            let store = nl2sh_approvald::store::Store::open(dir.path()).unwrap();
+            let tasks = Arc::new(store.tasks(&[]).unwrap());
+            let task = tokio::spawn(async move {
+                let _dir = dir;
+                nl2sh_approvald::dispatch::serve_netd(answerer, tasks).await
+            });
             (asker.greet().await.unwrap(), task)
         }
         Target::ApprovaldFromExecutor => {

@@ -13,7 +13,9 @@
 //!   are kept under the limit less room for the WAL ([`AuditLimits::wal_budget`], where it
 //!   is checkpointed and cut back) and for free pages waiting for reuse
 //!   ([`AuditLimits::free_budget`], beyond which they are given back to the file system
-//!   with `incremental_vacuum`). Counting pages is two header reads per batch.
+//!   with `incremental_vacuum`). Counting pages is two header reads per batch. The task
+//!   store shares the file under limits of its own; its pages (as it estimates them) are
+//!   left out.
 //! * One transaction's pages pass through the WAL before they reach the database, so a
 //!   batch is capped to a quarter of the WAL's share ([`batch_rows`]): under the default
 //!   limits some 2,600 ordinary rows (a burst; a call is two rows), under a few MiB a few
@@ -142,16 +144,19 @@ pub(super) fn used_bytes(tx: &Transaction<'_>, page_size: u64) -> rusqlite::Resu
 }
 
 /// Prune the oldest rows `limits` call for (at most `max`) and move the anchor to the
-/// last of them, in `tx`. `rows` is how many rows the trail holds. Also returns the bytes
-/// of pages in use it measured before pruning.
+/// last of them, in `tx`. `rows` is how many rows the trail holds; `other_bytes` is what
+/// the pages of other tables in the file (the task store, which has limits of its own)
+/// take, left out of the trail's bytes. Also returns the bytes of pages in use by the
+/// trail it measured before pruning.
 pub(super) fn prune(
     tx: &Transaction<'_>,
     rows: u64,
     limits: &AuditLimits,
     page_size: u64,
     max: u64,
+    other_bytes: u64,
 ) -> rusqlite::Result<(Option<Pruned>, u64)> {
-    let used = used_bytes(tx, page_size)?;
+    let used = used_bytes(tx, page_size)?.saturating_sub(other_bytes);
     let due = rows_to_prune(rows, used, limits);
     if due == 0 {
         return Ok((None, used));
