@@ -11,9 +11,13 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from scripted_model import ScriptedModel
 
 NL2SH_BIN = os.environ.get("NL2SH_BIN") or str(Path(__file__).parents[2] / "target/debug/nl2sh")
 # Stand-in Android programs (screencap, uiautomator, input, ...) put first on PATH so the
@@ -59,8 +63,43 @@ def config_file(tmp_path: Path) -> Path:
 @pytest.fixture
 def server(nl2sh_bin: str, config_file: Path, tmp_path: Path):
     """Run `protocol serve` on 127.0.0.1:0 with a known token; SIGTERM it afterwards and require exit 0."""
+    with serve(nl2sh_bin, config_file, tmp_path) as running:
+        yield running
+
+
+@pytest.fixture
+def model():
+    """A scripted OpenAI-compatible model on 127.0.0.1 (see scripted_model.py)."""
+    scripted = ScriptedModel()
+    try:
+        yield scripted
+    finally:
+        scripted.close()
+
+
+@pytest.fixture
+def agent_server(nl2sh_bin: str, tmp_path: Path, model: ScriptedModel):
+    """A server whose built-in Agent asks the scripted model; its key comes from the environment."""
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        "approval_timeout_secs = 1\n"
+        "[model]\n"
+        f'base_url = "{model.base_url}"\n'
+        'model = "scripted"\n'
+        'api_key_env = "NL2SH_TEST_MODEL_KEY"\n'
+        "max_steps = 4\n"
+        "request_timeout_secs = 60\n"
+    )
+    with serve(nl2sh_bin, cfg, tmp_path, NL2SH_TEST_MODEL_KEY=model.key) as running:
+        yield running
+
+
+@contextmanager
+def serve(nl2sh_bin: str, config_file: Path, tmp_path: Path, **extra_env: str) -> Iterator[Server]:
+    """Run `protocol serve` for `config_file` on 127.0.0.1:0 with a known token; SIGTERM it
+    afterwards and require exit 0."""
     token = "py-test-token-" + secrets.token_hex(20)
-    env = android_env(NL2SH_PROTOCOL_TOKEN=token)
+    env = android_env(NL2SH_PROTOCOL_TOKEN=token, **extra_env)
     stderr_path = tmp_path / "serve.stderr"
     with stderr_path.open("wb") as stderr_file:
         proc = subprocess.Popen(

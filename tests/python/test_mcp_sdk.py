@@ -18,6 +18,7 @@ from conftest import android_env
 
 TOOL = "nl2sh_inspect"
 DIRECT_TOOLS = ["nl2sh_inspect", "nl2sh_tools", "nl2sh_invoke", "nl2sh_read_screen"]
+TASK_TOOLS = ["nl2sh_ask", "nl2sh_get_task", "nl2sh_cancel_task"]
 INSPECT_KEYS = {
     "os",
     "kernel",
@@ -72,9 +73,9 @@ def leaf_exceptions(exc: BaseException) -> list[BaseException]:
 
 
 async def assert_tools_and_inspect(client: Client) -> dict:
-    """tools/list is exactly the four direct tools; nl2sh_inspect yields matching structured and text content."""
+    """tools/list is exactly the spec's seven tools; nl2sh_inspect yields matching structured and text content."""
     tools = await client.list_tools()
-    assert [t.name for t in tools.tools] == DIRECT_TOOLS
+    assert [t.name for t in tools.tools] == DIRECT_TOOLS + TASK_TOOLS
 
     result = await client.call_tool(TOOL, {})
     assert result.is_error is False
@@ -199,3 +200,41 @@ async def test_stdio_direct_tools(nl2sh_bin, config_file):
     )
     async with Client(params, mode="legacy") as client:
         await assert_direct_tools(client)
+
+
+async def assert_task_tools(client: Client, model) -> None:
+    """nl2sh_ask runs the Agent and returns the A2A Task; get and cancel work on it."""
+    from scripted_model import answer
+
+    model.push(answer("All good."), answer("slow", delay=30))
+    asked = await client.call_tool("nl2sh_ask", {"message": "How is the device?"})
+    assert asked.is_error is False, asked
+    task = asked.structured_content
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    assert task["artifacts"][0]["parts"][0]["data"]["answer"] == "All good."
+    got = await client.call_tool("nl2sh_get_task", {"task_id": task["id"]})
+    assert got.is_error is False and got.structured_content["id"] == task["id"]
+    # A finished task cannot be cancelled: a tool error, not a protocol error.
+    again = await client.call_tool("nl2sh_cancel_task", {"task_id": task["id"]})
+    assert again.is_error is True
+    missing = await client.call_tool("nl2sh_get_task", {"task_id": "no-such-task"})
+    assert missing.is_error is True
+
+
+async def test_http_task_tools(agent_server, model):
+    async with http_mcp_client(agent_server, mode="legacy") as client:
+        await assert_task_tools(client, model)
+
+
+async def test_stdio_task_tools(nl2sh_bin, tmp_path, model):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        f'[model]\nbase_url = "{model.base_url}"\nmodel = "scripted"\napi_key_env = "NL2SH_TEST_MODEL_KEY"\n'
+    )
+    params = StdioServerParameters(
+        command=nl2sh_bin,
+        args=["--config", str(cfg), "protocol", "stdio"],
+        env=android_env(NL2SH_TEST_MODEL_KEY=model.key),
+    )
+    async with Client(params, mode="legacy") as client:
+        await assert_task_tools(client, model)
