@@ -5,12 +5,14 @@
 //!
 //! Inputs are read with `arbitrary::Unstructured`, and every choice's first option is the
 //! well-formed one (an exhausted input picks it), so most inputs are an authorized
-//! `POST /mcp` with a JSON-RPC body and reach rmcp and the tools.
+//! `POST /mcp` with a JSON-RPC body and reach rmcp and the tools; some are A2A requests
+//! on `/a2a` (served by the task service over a fake store, tasks failing at once).
 //!
 //! Properties: nothing panics; every response has a status and a body that ends; a
 //! request without the right bearer token never reaches the executor (the fake counts its
-//! calls) and is refused with 400/401/413 (401 with `WWW-Authenticate: Bearer`); any path
-//! but `/mcp` is 404 without reaching the executor.
+//! calls) and is refused with 400/401/413 (401 with `WWW-Authenticate: Bearer`); the
+//! public Agent Card answers 200/304/403/405 without reaching the executor; any other
+//! path but `/mcp`, `/a2a`, `/a2a/` is 404 without reaching the executor.
 #![no_main]
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,17 +25,21 @@ use axum::http::{header, HeaderName, HeaderValue, Method, Request, StatusCode, U
 use axum::Router;
 use libfuzzer_sys::fuzz_target;
 use nl2sh_netd::executor::ExecutorClient;
+use nl2sh_netd::store::StoreClient;
+use nl2sh_netd::tasks::{TaskService, Unavailable};
 use nl2sh_proto::channels::{
-    Attachment, ExecutorRequest, ExecutorResponse, HttpSettings, ToolOutcome, ToolSpec,
+    Attachment, ExecutorRequest, ExecutorResponse, HttpSettings, StoreRequest, StoreResponse,
+    TaskPage, ToolOutcome, ToolSpec,
 };
 use nl2sh_proto::rpc::{self, ChannelEnd};
-use nl2sh_proto::topology::{pair, NetdExecutor};
+use nl2sh_proto::topology::{pair, NetdApprovald, NetdExecutor};
 use nl2sh_proto::Secret;
 use serde_json::{json, Map, Value};
 use tower::ServiceExt;
 
 const TOKEN: &str = "nl2sh-fuzz-token-0123456789abcdefghijklmnop";
 const ADVERTISED_ORIGIN: &str = "http://phone.test:8765";
+const AGENT_CARD: &str = "/.well-known/agent-card.json";
 const ADVERTISED_AUTHORITY: &str = "phone.test:8765";
 const LOCAL_AUTHORITY: &str = "127.0.0.1:8765";
 const TOOLS: [&str; 4] = [
@@ -81,12 +87,22 @@ fn harness() -> &'static Harness {
                 Ok(answer(req))
             }));
             let (executor, channel) = ExecutorClient::start(ours).await.expect("handshake");
+            let (ours, theirs) = pair::<NetdApprovald>().expect("socketpair");
+            tokio::spawn(rpc::serve(theirs, |req: StoreRequest| async move {
+                Ok(store_answer(req))
+            }));
+            let (store, _) = StoreClient::start(ours).await.expect("handshake");
+            let runner = std::sync::Arc::new(Unavailable("no Agent while fuzzing".into()));
+            let backends = nl2sh_netd::Backends {
+                executor,
+                tasks: TaskService::new(store, runner),
+            };
             let settings = HttpSettings {
                 token: Secret::new(TOKEN.into()),
                 advertised_origin: ADVERTISED_ORIGIN.into(),
                 local_authorities: vec![LOCAL_AUTHORITY.into()],
             };
-            let router = nl2sh_netd::http::router_for(&settings, executor).expect("settings");
+            let router = nl2sh_netd::http::router_for(&settings, backends).expect("settings");
             (router, channel)
         });
         Harness {
@@ -119,6 +135,21 @@ fn answer(req: ExecutorRequest) -> ExecutorResponse {
             attachments: a.attachments,
         }),
         ExecutorRequest::Cancel { .. } => ExecutorResponse::Cancelled { found: a.success },
+    }
+}
+
+/// A store that keeps nothing: tasks are stored and never found again.
+fn store_answer(req: StoreRequest) -> StoreResponse {
+    match req {
+        StoreRequest::Ping => StoreResponse::Pong,
+        StoreRequest::PutTask(_) | StoreRequest::SaveSession { .. } => StoreResponse::Stored,
+        StoreRequest::GetTask { .. } => StoreResponse::Task(None),
+        StoreRequest::ListTasks(_) => StoreResponse::Tasks(TaskPage {
+            tasks: Vec::new(),
+            total_size: 0,
+            next_page_token: String::new(),
+        }),
+        StoreRequest::LoadSession { .. } => StoreResponse::Session(None),
     }
 }
 
@@ -236,9 +267,52 @@ fn request_id(u: &mut Unstructured) -> Value {
     }
 }
 
+/// The params of an A2A request (SendMessage's message and configuration, the task
+/// methods' id and list filters), mostly well-formed.
+fn a2a_params(u: &mut Unstructured) -> Value {
+    let mut message = json!({
+        "role": if flag(u) { json!("ROLE_AGENT") } else { json!("ROLE_USER") },
+        "messageId": text(u),
+        "parts": match pick(u, 4) {
+            0 | 1 => json!([{"text": text(u)}]),
+            2 => json!([{"data": value(u, 2)}, {"text": text(u)}]),
+            _ => value(u, 2),
+        },
+    });
+    if flag(u) {
+        message["contextId"] = value(u, 0);
+    }
+    if flag(u) {
+        message["taskId"] = value(u, 0);
+    }
+    let mut params = json!({ "message": message });
+    if flag(u) {
+        params["configuration"] = json!({
+            "returnImmediately": flag(u),
+            "historyLength": number(u),
+            "acceptedOutputModes": value(u, 1),
+        });
+    }
+    for key in [
+        "id",
+        "historyLength",
+        "pageSize",
+        "pageToken",
+        "status",
+        "contextId",
+        "includeArtifacts",
+        "statusTimestampAfter",
+    ] {
+        if flag(u) {
+            params[key] = value(u, 1);
+        }
+    }
+    params
+}
+
 /// One JSON-RPC message (or something shaped like one), and its method if it has one.
 fn message(u: &mut Unstructured, depth: u32) -> (Value, Option<String>) {
-    let (method, params, is_request) = match pick(u, 11) {
+    let (method, params, is_request) = match pick(u, 12) {
         0 => {
             let name = tool_name(u);
             let mut params = json!({ "name": name });
@@ -309,6 +383,19 @@ fn message(u: &mut Unstructured, depth: u32) -> (Value, Option<String>) {
             };
             let params = flag(u).then(|| value(u, 3));
             (method, params, flag(u))
+        }
+        10 => {
+            let method = match pick(u, 8) {
+                0 => "SendMessage".to_string(),
+                1 => "GetTask".into(),
+                2 => "ListTasks".into(),
+                3 => "CancelTask".into(),
+                4 => "SendStreamingMessage".into(),
+                5 => "CreateTaskPushNotificationConfig".into(),
+                6 => "message/send".into(),
+                _ => text(u),
+            };
+            (method, Some(a2a_params(u)), true)
         }
         _ => ("tools/list".into(), None, true),
     };
@@ -384,7 +471,7 @@ fn method(u: &mut Unstructured) -> Method {
 }
 
 fn target(u: &mut Unstructured) -> Uri {
-    let t = match pick(u, 9) {
+    let t = match pick(u, 12) {
         0 | 1 => "/mcp".to_string(),
         2 => format!("/mcp?{}", pick(u, 100)),
         3 => format!("http://{ADVERTISED_AUTHORITY}/mcp"),
@@ -392,6 +479,9 @@ fn target(u: &mut Unstructured) -> Uri {
         5 => "/".into(),
         6 => "/mcp/".into(),
         7 => "/%6Dcp".into(),
+        9 => "/a2a".into(),
+        10 => "/a2a/".into(),
+        11 => AGENT_CARD.into(),
         _ => text(u),
     };
     t.parse().unwrap_or_else(|_| Uri::from_static("/mcp"))
@@ -499,6 +589,11 @@ fn headers(u: &mut Unstructured, body: &[u8], rpc_method: Option<&str>) -> axum:
         ),
         4 => put(&mut h, header::CONTENT_LENGTH, b"nope"),
         _ => put(&mut h, header::CONTENT_LENGTH, raw(u)),
+    }
+    match pick(u, 4) {
+        0 | 1 => put(&mut h, HeaderName::from_static("a2a-version"), b"1.0"),
+        2 => {}
+        _ => put(&mut h, HeaderName::from_static("a2a-version"), raw(u)),
     }
     if pick(u, 3) == 0 {
         let v = protocol_version(u);
@@ -614,7 +709,8 @@ fuzz_target!(|data: &[u8]| {
     let headers = headers(&mut u, &body, rpc_method.as_deref());
     *ANSWERS.lock().unwrap_or_else(|p| p.into_inner()) = Some(answers(&mut u));
 
-    let protected = uri.path() == "/mcp";
+    let protected = matches!(uri.path(), "/mcp" | "/a2a" | "/a2a/");
+    let card = uri.path() == AGENT_CARD;
     let authorized = has_right_token(&headers);
     let mut request = Request::new(Body::from(body));
     *request.method_mut() = method;
@@ -641,7 +737,12 @@ fuzz_target!(|data: &[u8]| {
     });
     let calls = EXECUTOR_CALLS.load(Ordering::SeqCst) - before;
 
-    if !protected {
+    if card {
+        assert!(
+            matches!(status.as_u16(), 200 | 304 | 403 | 405),
+            "the Agent Card answered {status}"
+        );
+    } else if !protected {
         assert_eq!(status, StatusCode::NOT_FOUND);
     }
     if !protected || !authorized {

@@ -16,6 +16,8 @@ pub enum NetdError {
     #[error("rpc: {0}")]
     Rpc(#[from] RpcError),
     #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
     End(#[from] nl2sh_proto::topology::EndError),
     #[error(transparent)]
     Worker(#[from] nl2sh_proto::worker::WorkerError),

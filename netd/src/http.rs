@@ -1,6 +1,11 @@
-//! The front door: everything a request passes before MCP sees it.
+//! The front door: everything a request passes before MCP or A2A sees it.
 //!
-//! Order of the checks on a protected route (`/mcp`), first failure wins:
+//! Routes: `/mcp` (MCP, Streamable HTTP), `/a2a` and `/a2a/` (A2A JSON-RPC, see
+//! [`crate::a2a`]) are protected; `/.well-known/agent-card.json` is public (no token) but
+//! passes the same Host and Origin checks (3 and 4 below), so a page on another origin
+//! cannot read it through a rebound name either. Anything else is 404.
+//!
+//! Order of the checks on a protected route, first failure wins:
 //!
 //! 1. declared body size: `Content-Length` over [`MAX_HTTP_BODY_BYTES`] → 413;
 //! 2. `Authorization: Bearer <token>` missing or wrong → 401 with
@@ -27,6 +32,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, uri, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::Response;
+use axum::routing::{get, post};
 use axum::Router;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use nl2sh_proto::channels::{CallOrigin, HttpSettings};
@@ -36,10 +42,23 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::a2a::{self, card::Card, A2a};
 pub use crate::connections::HttpLimits;
 use crate::connections::{ConnHandle, BODY_READ_TIMEOUT};
 use crate::executor::ExecutorClient;
 use crate::mcp::McpServer;
+use crate::tasks::TaskService;
+
+/// Where the public Agent Card is served.
+pub const AGENT_CARD_PATH: &str = "/.well-known/agent-card.json";
+
+/// What the routes serve: the executor (direct tools) and the task service (A2A and the
+/// MCP task tools share it).
+#[derive(Clone)]
+pub struct Backends {
+    pub executor: ExecutorClient,
+    pub tasks: TaskService,
+}
 
 /// Serve HTTP on `listener` with the production [`HttpLimits`] until `shutdown`
 /// resolves, then stop accepting and wait for in-flight requests (the caller bounds that
@@ -47,14 +66,14 @@ use crate::mcp::McpServer;
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
     settings: HttpSettings,
-    executor: ExecutorClient,
+    backends: Backends,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     serve_http_with(
         listener,
         settings,
         HttpLimits::default(),
-        executor,
+        backends,
         shutdown,
     )
     .await
@@ -66,13 +85,13 @@ pub async fn serve_http_with(
     listener: tokio::net::TcpListener,
     settings: HttpSettings,
     limits: HttpLimits,
-    executor: ExecutorClient,
+    backends: Backends,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let mut gate = Gate::new(&settings)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     gate.body_read = limits.body_read;
-    let router = router(gate, executor);
+    let router = router(gate, &settings, backends);
     crate::connections::serve(
         listener,
         router,
@@ -92,11 +111,17 @@ pub fn check_settings(settings: &HttpSettings) -> Result<(), String> {
 /// The router [`serve_http`] serves, with the production body-read timeout but no
 /// listener, connection cap or connection timeouts: for driving requests in-process
 /// (used by the `netd_requests` fuzz target). Fails like [`check_settings`].
-pub fn router_for(settings: &HttpSettings, executor: ExecutorClient) -> Result<Router, String> {
-    Ok(router(Gate::new(settings)?, executor))
+pub fn router_for(settings: &HttpSettings, backends: Backends) -> Result<Router, String> {
+    Ok(router(Gate::new(settings)?, settings, backends))
 }
 
-fn router(gate: Gate, executor: ExecutorClient) -> Router {
+fn router(gate: Gate, settings: &HttpSettings, backends: Backends) -> Router {
+    let Backends { executor, tasks } = backends;
+    let card = Arc::new(Card::new(&settings.advertised_origin));
+    let gate = Arc::new(gate);
+    let a2a = A2a {
+        tasks: tasks.clone(),
+    };
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
@@ -104,14 +129,27 @@ fn router(gate: Gate, executor: ExecutorClient) -> Router {
         .disable_allowed_hosts()
         .with_max_request_body_bytes(MAX_HTTP_BODY_BYTES);
     let mcp = StreamableHttpService::new(
-        move || Ok(McpServer::new(executor.clone(), CallOrigin::McpHttp)),
+        move || {
+            Ok(McpServer::new(
+                executor.clone(),
+                tasks.clone(),
+                CallOrigin::McpHttp,
+            ))
+        },
         Arc::new(NeverSessionManager::default()),
         config,
     );
-    Router::new()
+    let protected = Router::new()
+        .route("/a2a", post(a2a::serve))
+        .route("/a2a/", post(a2a::serve))
+        .with_state(a2a)
         .route_service("/mcp", mcp)
-        .route_layer(middleware::from_fn_with_state(Arc::new(gate), guard))
-        .fallback(not_found)
+        .route_layer(middleware::from_fn_with_state(gate.clone(), guard));
+    let public = Router::new()
+        .route(AGENT_CARD_PATH, get(a2a::card::serve))
+        .with_state(card)
+        .route_layer(middleware::from_fn_with_state(gate, public_guard));
+    protected.merge(public).fallback(not_found)
 }
 
 async fn not_found() -> Response {
@@ -356,6 +394,26 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
     };
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// The public routes: no token, but Host and Origin as on protected routes (checks 3
+/// and 4); no body is ever read.
+async fn public_guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
+    if !gate.host_allowed(request.uri(), request.headers()) {
+        tracing::warn!(
+            path = request.uri().path(),
+            "refused: Host is not an allowed authority"
+        );
+        return error_response(StatusCode::FORBIDDEN, "Host is not allowed");
+    }
+    if !gate.origin_allowed(request.headers()) {
+        tracing::warn!(
+            path = request.uri().path(),
+            "refused: Origin is not the advertised origin"
+        );
+        return error_response(StatusCode::FORBIDDEN, "Origin is not allowed");
+    }
+    next.run(request).await
 }
 
 fn declared_length(headers: &HeaderMap) -> Result<Option<u64>, ()> {

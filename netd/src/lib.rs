@@ -1,11 +1,14 @@
 //! netd: the only nl2sh process that parses network bytes (DESIGN.md §1). It owns the
 //! inherited TCP listener (or stdin/stdout), checks limits, the bearer token, Host and
-//! Origin, speaks MCP with rmcp, and asks the executor for everything else over typed
-//! channels. It runs unprivileged and refuses to start otherwise, and confines itself
-//! (seccomp allow-list, Landlock) before it reads a single byte from anyone.
+//! Origin, speaks MCP with rmcp and A2A 1.0, runs delegated tasks with the built-in
+//! Agent (task state stored by approvald), and asks the executor for everything else
+//! over typed channels. It runs unprivileged and refuses to start otherwise, and
+//! confines itself (seccomp allow-list, Landlock) before it reads a single byte from
+//! anyone.
 
 #![deny(unsafe_code)]
 
+pub mod a2a;
 pub mod agent;
 pub mod confine;
 pub mod connections;
@@ -22,8 +25,10 @@ pub mod mcp;
     )
 ))]
 pub mod seccomp;
+pub mod store;
 #[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 mod sys;
+pub mod tasks;
 #[cfg(debug_assertions)]
 mod test_hook;
 pub mod tools;
@@ -33,7 +38,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 pub use error::NetdError;
-pub use http::{serve_http, serve_http_with, HttpLimits};
+pub use http::{serve_http, serve_http_with, Backends, HttpLimits};
 pub use mcp::McpServer;
 
 /// Entry point of the hidden `netd` role, on its ends of the tree's channels (inherited

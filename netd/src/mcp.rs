@@ -13,6 +13,7 @@ use std::borrow::Cow;
 use nl2sh_proto::channels::CallOrigin;
 
 use crate::executor::ExecutorClient;
+use crate::tasks::TaskService;
 use nl2sh_proto::limits::MAX_TOOL_NAME_BYTES;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
@@ -33,19 +34,28 @@ pub const SUPPORTED_PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
 const INSTRUCTIONS: &str = "nl2sh exposes this device through tools. Start with \
     nl2sh_inspect to learn the device, nl2sh_tools for the device tools and their \
     schemas, then nl2sh_invoke to run one, or nl2sh_read_screen for a screenshot. \
-    Mutations wait for approval by the device's owner and may be refused.";
+    To delegate a whole task to the device's own Agent, use nl2sh_ask (then \
+    nl2sh_get_task / nl2sh_cancel_task with the task's id). Mutations wait for approval \
+    by the device's owner and may be refused.";
 
 /// One MCP server. Cheap to clone: the stateless HTTP transport builds one per request.
 #[derive(Clone)]
 pub struct McpServer {
     executor: ExecutorClient,
+    /// The delegated tasks (`nl2sh_ask`, `nl2sh_get_task`, `nl2sh_cancel_task`), shared
+    /// with A2A.
+    tasks: TaskService,
     /// Which front door the calls came through (recorded in the audit trail).
     origin: CallOrigin,
 }
 
 impl McpServer {
-    pub fn new(executor: ExecutorClient, origin: CallOrigin) -> Self {
-        Self { executor, origin }
+    pub fn new(executor: ExecutorClient, tasks: TaskService, origin: CallOrigin) -> Self {
+        Self {
+            executor,
+            tasks,
+            origin,
+        }
     }
 }
 
@@ -99,6 +109,16 @@ impl ServerHandler for McpServer {
             tools::read_screen::NAME => {
                 let args = request.arguments.as_ref();
                 tools::read_screen::call(&self.executor, self.origin, args, &context.ct).await
+            }
+            tools::ask::NAME => {
+                let args = request.arguments.as_ref();
+                tools::ask::call(&self.tasks, self.origin, args, &context.ct).await
+            }
+            tools::get_task::NAME => {
+                tools::get_task::call(&self.tasks, request.arguments.as_ref()).await
+            }
+            tools::cancel_task::NAME => {
+                tools::cancel_task::call(&self.tasks, request.arguments.as_ref()).await
             }
             // rmcp's own tool router answers an unknown tool with invalid params.
             _ => {

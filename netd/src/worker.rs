@@ -1,13 +1,14 @@
-//! netd's life as a worker: supervisor handshake and `Start`, peer channels, serving,
-//! `Drain`. Any channel that ends or misbehaves ends netd with a failure; the supervisor
-//! then takes the tree down.
+//! netd's life as a worker: supervisor handshake and `Start`, peer channels, the Agent
+//! and the task service, serving, `Drain`. Any channel that ends or misbehaves ends netd
+//! with a failure; the supervisor then takes the tree down.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use nl2sh_proto::channels::{
-    fds, CallOrigin, NetdSettings, NetdTransport, StoreRequest, WorkerEvent, WorkerSettings,
+    fds, CallOrigin, NetdSettings, NetdTransport, WorkerEvent, WorkerSettings,
 };
-use nl2sh_proto::rpc::RpcClient;
+use nl2sh_proto::limits::SHUTDOWN_GRACE;
 use nl2sh_proto::sys::{take_inherited, Expect};
 use nl2sh_proto::topology::NetdEnds;
 use nl2sh_proto::worker::{accept_start, ControlEvent};
@@ -16,9 +17,13 @@ use rmcp::ServiceExt;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::agent::Agent;
 use crate::error::NetdError;
 use crate::executor::ExecutorClient;
+use crate::http::Backends;
 use crate::mcp::McpServer;
+use crate::store::StoreClient;
+use crate::tasks::{Runner, TaskService, Unavailable};
 
 /// How long approvald may take to answer the start-up ping.
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
@@ -77,19 +82,34 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
     // Anything that stops netd from serving is reported to the supervisor as Refused.
     let started = async {
         let (executor, executor_end) = ExecutorClient::start(executor).await?;
-        let (store, store_end) = RpcClient::start(approvald).await?;
-        // The channel itself refuses any answer but Pong.
-        match tokio::time::timeout(PING_TIMEOUT, store.call(&StoreRequest::Ping)).await {
-            Ok(Ok(_)) => {}
+        let (store, store_end) = StoreClient::start(approvald).await?;
+        match tokio::time::timeout(PING_TIMEOUT, store.ping()).await {
+            Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e.into()),
             Err(_) => return Err(NetdError::Timeout("approvald ping")),
         }
+        let runner: Arc<dyn Runner> = match Agent::new(executor.clone(), settings.model.clone()) {
+            Ok(agent) => agent,
+            // The direct tools still serve; every task fails saying why.
+            Err(why) => {
+                tracing::warn!(reason = %why, "the built-in Agent is unavailable");
+                Arc::new(Unavailable(format!(
+                    "the built-in Agent is unavailable: {why}"
+                )))
+            }
+        };
+        let tasks = TaskService::new(store, runner);
+        let backends = Backends {
+            executor,
+            tasks: tasks.clone(),
+        };
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let server = start_serving(listener, settings, executor, stop_rx)?;
-        Ok((store, executor_end, store_end, stop_tx, server))
+        let server = start_serving(listener, settings, backends, stop_rx)?;
+        Ok((tasks, executor_end, store_end, stop_tx, server))
     };
-    // `_store` stays alive while serving: dropping the last client closes the channel.
-    let (_store, mut executor_end, mut store_end, stop_tx, mut server) = match started.await {
+    // `tasks` holds the store client while serving: dropping the last one closes the
+    // channel.
+    let (tasks, mut executor_end, mut store_end, stop_tx, mut server) = match started.await {
         Ok(parts) => parts,
         Err(e) => {
             let _ = control.refuse(e.to_string()).await;
@@ -114,8 +134,14 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
             ControlEvent::Drain { id, grace } => {
                 let grace = grace.min(MAX_GRACE);
                 tracing::info!(grace_ms = grace.as_millis() as u64, "draining");
+                let deadline = tokio::time::Instant::now() + grace;
+                // Tasks first, through the same path as CancelTask (their tool calls
+                // stopped, approvals withdrawn, CANCELED stored), so that requests
+                // waiting on them (a blocking SendMessage) can answer before the
+                // transport stops.
+                tasks.drain(deadline).await;
                 let _ = stop_tx.send(());
-                match tokio::time::timeout(grace, &mut server).await {
+                match tokio::time::timeout_at(deadline, &mut server).await {
                     Ok(Ok(Ok(()))) => {}
                     Ok(Ok(Err(e))) => tracing::warn!(error = %e, "server ended with an error while draining"),
                     Ok(Err(e)) => tracing::warn!(error = %e, "server task failed while draining"),
@@ -133,6 +159,9 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
         end = &mut server => match end {
             Ok(Ok(())) => {
                 // Only stdio ends by itself (stdin closed); HTTP serves until drained.
+                // The tree stops next: tasks still running end CANCELED now rather
+                // than cut off with the process.
+                tasks.drain(tokio::time::Instant::now() + SHUTDOWN_GRACE).await;
                 // Say so, so the supervisor stops the tree as a clean end of session.
                 tracing::info!("transport closed");
                 control.event(WorkerEvent::SessionEnded).await?;
@@ -163,7 +192,7 @@ fn channel_ended(
 fn start_serving(
     listener: Listener,
     settings: NetdSettings,
-    executor: ExecutorClient,
+    backends: Backends,
     stop: oneshot::Receiver<()>,
 ) -> Result<JoinHandle<std::io::Result<()>>, NetdError> {
     let stop = async move {
@@ -174,22 +203,23 @@ fn start_serving(
             crate::http::check_settings(&http).map_err(NetdError::Settings)?;
             let listener = listener.take()?;
             Ok(tokio::spawn(crate::http::serve_http(
-                listener, http, executor, stop,
+                listener, http, backends, stop,
             )))
         }
-        NetdTransport::Stdio => Ok(tokio::spawn(serve_stdio(executor, stop))),
+        NetdTransport::Stdio => Ok(tokio::spawn(serve_stdio(backends, stop))),
     }
 }
 
 /// MCP over stdin/stdout: no token (the launching user is the caller). Ends at EOF.
 async fn serve_stdio(
-    executor: ExecutorClient,
+    backends: Backends,
     stop: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
     use rmcp::service::ServerInitializeError;
     tokio::pin!(stop);
+    let server = McpServer::new(backends.executor, backends.tasks, CallOrigin::McpStdio);
     let running = tokio::select! {
-        r = McpServer::new(executor, CallOrigin::McpStdio).serve(rmcp::transport::io::stdio()) => match r {
+        r = server.serve(rmcp::transport::io::stdio()) => match r {
             Ok(running) => running,
             // stdin closed before (or during) the handshake: the client went away; that is
             // a clean end of the session, not a failure.

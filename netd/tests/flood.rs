@@ -77,11 +77,12 @@ impl Server {
             local_authorities: vec![addr.to_string()],
         };
         let (stop, stopped) = oneshot::channel::<()>();
+        let backends = common::harness::backends(executor).await;
         let task = tokio::spawn(serve_http_with(
             listener,
             settings,
             limits,
-            executor,
+            backends,
             async move {
                 let _ = stopped.await;
             },

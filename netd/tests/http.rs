@@ -108,7 +108,8 @@ impl Server {
             local_authorities: vec![addr.to_string()],
         };
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve_http(listener, settings, executor, async move {
+        let backends = common::harness::backends(executor).await;
+        let task = tokio::spawn(serve_http(listener, settings, backends, async move {
             let _ = stopped.await;
         }));
         Self {
@@ -359,7 +360,7 @@ async fn good_token_host_and_origin_are_served() {
 async fn other_paths_are_404() {
     let s = Server::start(Fake::Device).await;
     let host = s.local_host();
-    for path in ["/", "/sse", "/mcp/", "/.well-known/agent-card.json"] {
+    for path in ["/", "/sse", "/mcp/", "/.well-known/agent.json", "/a2a/x"] {
         let r = send(s.addr, "GET", path, &[("Host", &host)], b"").await;
         r.assert_refusal(404);
     }
@@ -465,7 +466,7 @@ async fn server_discover_at_2026_07_28_is_refused_cleanly() {
 }
 
 #[tokio::test]
-async fn tools_list_shows_the_four_direct_tools() {
+async fn tools_list_shows_the_direct_and_the_task_tools() {
     let s = Server::start(Fake::Device).await;
     let r = s
         .mcp(
@@ -487,7 +488,10 @@ async fn tools_list_shows_the_four_direct_tools() {
             "nl2sh_inspect",
             "nl2sh_tools",
             "nl2sh_invoke",
-            "nl2sh_read_screen"
+            "nl2sh_read_screen",
+            "nl2sh_ask",
+            "nl2sh_get_task",
+            "nl2sh_cancel_task"
         ]
     );
     assert_eq!(

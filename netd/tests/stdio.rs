@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+mod common;
+
 use nl2sh_netd::executor::ExecutorClient;
 use nl2sh_netd::McpServer;
 use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse};
@@ -42,11 +44,13 @@ async fn initialize_then_inspect_then_eof_ends_the_server() {
         }
     }));
     let (executor, _end) = ExecutorClient::start(ours).await.unwrap();
+    let backends = common::harness::backends(executor.clone()).await;
 
     let (client, server) = tokio::io::duplex(64 * 1024);
     let (server_rd, server_wr) = tokio::io::split(server);
     let serving = tokio::spawn(async move {
-        let running = McpServer::new(executor, nl2sh_proto::channels::CallOrigin::McpStdio)
+        let tasks = backends.tasks;
+        let running = McpServer::new(executor, tasks, nl2sh_proto::channels::CallOrigin::McpStdio)
             .serve((server_rd, server_wr))
             .await
             .unwrap();

@@ -2,8 +2,11 @@
 //! schemas) and turns arguments into a typed request on a worker channel; it never runs
 //! anything itself (DESIGN.md §1).
 
+pub mod ask;
 pub mod call;
+pub mod cancel_task;
 pub mod catalog;
+pub mod get_task;
 pub mod inspect;
 pub mod invoke;
 pub mod read_screen;
@@ -17,7 +20,59 @@ pub fn all() -> Vec<rmcp::model::Tool> {
         catalog::tool(),
         invoke::tool(),
         read_screen::tool(),
+        ask::tool(),
+        get_task::tool(),
+        cancel_task::tool(),
     ]
+}
+
+/// A Task (A2A 1.0 JSON) as an MCP result: the object as text and as
+/// `structuredContent`. A task that failed is still a successful call: the Task says how
+/// it ended.
+pub(crate) fn task_result(task: serde_json::Value) -> CallToolResult {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(task.to_string())]);
+    result.structured_content = Some(task);
+    result
+}
+
+/// The argument schema of the tools that name one task.
+pub(crate) fn task_id_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "task_id": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": nl2sh_proto::limits::MAX_ID_BYTES,
+                "description": "The task's id (the `id` of the Task nl2sh_ask returned)"
+            }
+        },
+        "required": ["task_id"],
+        "additionalProperties": false
+    })
+}
+
+/// `task_id`, the only argument of the tools that name one task.
+pub(crate) fn task_id_argument<'a>(
+    tool: &str,
+    arguments: Option<&'a JsonObject>,
+) -> Result<&'a str, CallToolResult> {
+    let Some(arguments) = arguments else {
+        return Err(failure(format!("{tool}: `task_id` is required")));
+    };
+    if let Some(extra) = arguments.keys().find(|k| *k != "task_id") {
+        return Err(failure(format!(
+            "{tool}: unexpected field {}",
+            shorten(extra, 64)
+        )));
+    }
+    match arguments.get("task_id") {
+        Some(serde_json::Value::String(id)) if !id.is_empty() => Ok(id),
+        Some(_) => Err(failure(format!(
+            "{tool}: `task_id` must be a non-empty string"
+        ))),
+        None => Err(failure(format!("{tool}: `task_id` is required"))),
+    }
 }
 
 /// The argument schema of a tool that takes none: the empty object, nothing else.

@@ -2,6 +2,11 @@
 //! front door and JSON replies without pulling an HTTP client crate into the build.
 #![allow(dead_code)]
 
+pub mod harness;
+pub mod runner;
+pub mod schema;
+pub mod store;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
