@@ -19,11 +19,29 @@ from google.protobuf.json_format import MessageToDict
 
 from scripted_model import answer, call
 
-SCHEMA_PATH = Path(__file__).parents[3] / "shared" / "spec" / "a2a-1.0.schema.json"
+# The A2A 1.0 JSON schema (a2aproject/A2A, specification), as netd's tests keep it.
+SCHEMA_PATH = Path(__file__).parents[2] / "netd" / "tests" / "data" / "a2a-1.0.schema.json"
+
+
+def _local_refs(node, names: dict[str, str]):
+    """The schema's `$ref`s name per-message files (`lf.a2a.v1.Task.jsonschema.json`);
+    point them at the bundled definitions instead."""
+    if isinstance(node, dict):
+        out = {k: _local_refs(v, names) for k, v in node.items()}
+        ref = out.get("$ref")
+        if isinstance(ref, str) and ref.endswith(".jsonschema.json"):
+            short = ref.removesuffix(".jsonschema.json").rsplit(".", 1)[-1]
+            out["$ref"] = "#/definitions/" + quote(names[short])
+        return out
+    if isinstance(node, list):
+        return [_local_refs(v, names) for v in node]
+    return node
 
 
 def schema_validator(definition: str) -> jsonschema.Draft202012Validator:
     doc = json.loads(SCHEMA_PATH.read_text())
+    names = {key.replace(" ", ""): key for key in doc["definitions"]}
+    doc = _local_refs(doc, names)
     return jsonschema.Draft202012Validator({**doc, "$ref": "#/definitions/" + quote(definition)})
 
 
