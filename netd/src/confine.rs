@@ -4,8 +4,16 @@
 //! earlier steps need no rows of their own. Threads created later inherit all of it.
 //!
 //! What is active is kept for `nl2sh_inspect` (its `netd` object) and logged once.
+//!
+//! All of it is in place before netd reads its first frame, so no rule can depend on the
+//! settings that frame brings (the model's URL, its proxy): outbound connections are
+//! allowed to any address and port, and the settings decide where they go. What the
+//! rules do depend on is how this device resolves names ([`name_service`]), which is
+//! decided here, before the filter, once.
 
 use std::sync::OnceLock;
+
+use crate::agent::dns::{NameService, RESOLV_CONF};
 
 use serde_json::{json, Value};
 
@@ -22,6 +30,8 @@ pub struct Report {
     pub no_new_privs: bool,
     pub dumpable: bool,
     pub open_files: u64,
+    /// How the Agent's model client resolves names under these rules.
+    pub name_resolution: String,
 }
 
 impl Report {
@@ -34,11 +44,29 @@ impl Report {
             "no_new_privs": self.no_new_privs,
             "dumpable": self.dumpable,
             "open_files_limit": self.open_files,
+            "name_resolution": self.name_resolution,
         })
     }
 }
 
 static APPLIED: OnceLock<Report> = OnceLock::new();
+static NAMES: OnceLock<NameService> = OnceLock::new();
+
+/// How the Agent's model client resolves names: what confinement was set up for, or,
+/// when netd runs in-process without confinement, what this device offers.
+pub fn name_service() -> NameService {
+    NAMES.get().cloned().unwrap_or_else(NameService::detect)
+}
+
+/// The files glibc's `getaddrinfo` reads (found with `strace -f` on a confined netd):
+/// Landlock lets netd read these and nothing else.
+pub const RESOLVER_FILES: &[&str] = &[
+    RESOLV_CONF,
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+];
 
 /// The `netd` object of `nl2sh_inspect`: what [`apply`] did, or, when netd runs
 /// in-process (tests wiring workers together), that nothing was applied.
@@ -55,6 +83,7 @@ pub fn report_json() -> Value {
                 no_new_privs: state.no_new_privs,
                 dumpable: state.dumpable,
                 open_files: sys::open_file_limit(),
+                name_resolution: name_service().describe(),
             }
             .to_json()
         }
@@ -74,6 +103,12 @@ pub fn open_file_limit() -> u64 {
 /// among them, run without and say so); a seccomp filter that exists for this
 /// architecture and kernel but fails to install stops netd from starting.
 pub fn apply() -> Result<&'static Report, NetdError> {
+    apply_for(NameService::detect())
+}
+
+/// [`apply`], with name resolution through `names` (a way to confine netd for
+/// Android's resolver on any machine).
+pub fn apply_for(names: NameService) -> Result<&'static Report, NetdError> {
     let open_files = sys::raise_open_file_limit()?;
     // Landlock binds the calling thread and those it creates; a thread that already
     // existed would escape it (the filter is synchronized to every thread). Without
@@ -83,10 +118,24 @@ pub fn apply() -> Result<&'static Report, NetdError> {
             "confinement must come before any thread; {threads} exist"
         )));
     }
-    let landlock = landlock();
+    let (landlock, files_confined) = landlock(&names);
+    // seccomp cannot see paths: the resolver's files may be opened only where Landlock
+    // keeps every other path out of reach.
+    let names = match names {
+        NameService::System if !files_confined => NameService::SystemWithoutFiles,
+        other => other,
+    };
+    if names == NameService::SystemWithoutFiles {
+        tracing::warn!(
+            "no Landlock: netd may not read /etc/resolv.conf or /etc/hosts, so the model's \
+             host name resolves only through a name server on 127.0.0.1 (an IP address in \
+             model.base_url always works)"
+        );
+    }
+    let names = NAMES.get_or_init(|| names).clone();
     // Read before the filter: it refuses these prctl reads.
     let state = sys::process_state();
-    let (seccomp, filtered) = seccomp()?;
+    let (seccomp, filtered) = seccomp(&names)?;
     let report = Report {
         seccomp,
         landlock,
@@ -96,6 +145,7 @@ pub fn apply() -> Result<&'static Report, NetdError> {
         no_new_privs: state.no_new_privs || filtered,
         dumpable: state.dumpable,
         open_files,
+        name_resolution: names.describe(),
     };
     Ok(APPLIED.get_or_init(|| report))
 }
@@ -109,14 +159,19 @@ pub fn apply() -> Result<&'static Report, NetdError> {
     )
 ))]
 /// The filter's state for the report, and whether it is on.
-fn seccomp() -> Result<(String, bool), NetdError> {
+fn seccomp(names: &NameService) -> Result<(String, bool), NetdError> {
     use crate::seccomp;
     if !sys::kernel_has_seccomp() {
         return Ok(("off (kernel)".into(), false));
     }
-    match seccomp::install(std::process::id()) {
+    let dns = match names {
+        NameService::System => seccomp::Dns::System,
+        NameService::SystemWithoutFiles => seccomp::Dns::SystemWithoutFiles,
+        NameService::DnsProxyd(_) => seccomp::Dns::AndroidDnsProxy,
+    };
+    match seccomp::install(std::process::id(), dns) {
         Ok(()) => Ok((
-            format!("on ({} system calls allowed)", seccomp::allowed_count()),
+            format!("on ({} system calls allowed)", seccomp::allowed_count(dns)),
             true,
         )),
         Err(seccomp::SeccompError::Arch(arch)) => {
@@ -134,7 +189,7 @@ fn seccomp() -> Result<(String, bool), NetdError> {
         target_arch = "riscv64"
     )
 )))]
-fn seccomp() -> Result<(String, bool), NetdError> {
+fn seccomp(_names: &NameService) -> Result<(String, bool), NetdError> {
     // seccompiler builds filters for x86_64, aarch64 and riscv64 only.
     Ok((
         format!("off (no filter for {})", std::env::consts::ARCH),
@@ -145,22 +200,34 @@ fn seccomp() -> Result<(String, bool), NetdError> {
 /// The newest Landlock ABI this build knows; older kernels enforce what they have.
 const LANDLOCK_ABI: landlock::ABI = landlock::ABI::V10;
 
-/// Landlock with every filesystem right handled and no rule: once started netd opens,
-/// creates, executes nothing (its channels, listener and stdio are inherited). TCP and
-/// UDP bind/connect are handled with no rule: netd only accepts on its inherited listener.
-/// Signals and abstract Unix sockets are scoped to netd itself.
-fn landlock() -> String {
+/// Landlock with every filesystem right handled: once started netd creates, writes and
+/// executes nothing (its channels, listener and stdio are inherited) and reads only what
+/// name resolution needs: the resolver files with the system resolver (and, when
+/// `/etc/resolv.conf` is a link elsewhere, that directory: resolvers replace the file
+/// there by renaming), or connecting to Android's resolver socket. TCP bind is handled
+/// with no rule: netd only accepts on its inherited listener. TCP connect is not handled:
+/// the model's port is in the settings, which arrive after this. Signals and abstract
+/// Unix sockets are scoped to netd itself. Also says whether reads are confined to the
+/// rules (else netd must not open anything: see [`apply_for`]).
+fn landlock(names: &NameService) -> (String, bool) {
     use landlock::{
-        Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, RestrictionStatus,
-        Ruleset, RulesetAttr, RulesetStatus, Scope,
+        path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus,
+        RestrictionStatus, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    };
+    let (readable, sockets): (Vec<std::path::PathBuf>, Vec<std::path::PathBuf>) = match names {
+        NameService::System => (resolver_paths(), Vec::new()),
+        NameService::SystemWithoutFiles => (Vec::new(), Vec::new()),
+        NameService::DnsProxyd(socket) => (Vec::new(), vec![socket.clone()]),
     };
     let attempt = || -> Result<RestrictionStatus, landlock::RulesetError> {
         Ruleset::default()
             .set_compatibility(CompatLevel::BestEffort)
             .handle_access(AccessFs::from_all(LANDLOCK_ABI))?
-            .handle_access(AccessNet::from_all(LANDLOCK_ABI))?
+            .handle_access(AccessNet::BindTcp)?
             .scope(Scope::from_all(LANDLOCK_ABI))?
             .create()?
+            .add_rules(path_beneath_rules(&readable, AccessFs::ReadFile))?
+            .add_rules(path_beneath_rules(&sockets, AccessFs::ResolveUnix))?
             .restrict_self()
     };
     let newest = LANDLOCK_ABI as i32;
@@ -170,15 +237,42 @@ fn landlock() -> String {
                 LandlockStatus::Available { effective_abi, .. } => Some(effective_abi as i32),
                 _ => None,
             };
+            // Reading files is in every Landlock ABI: enforced at all means reads are
+            // limited to the rules.
             match (status.ruleset, kernel) {
-                (RulesetStatus::FullyEnforced, _) => "on".into(),
-                (RulesetStatus::PartiallyEnforced, Some(abi)) => format!(
-                    "partial (kernel ABI {abi} of {newest}: rights newer than the kernel are not enforced)"
+                (RulesetStatus::FullyEnforced, _) => ("on".into(), true),
+                (RulesetStatus::PartiallyEnforced, Some(abi)) => (
+                    format!(
+                        "partial (kernel ABI {abi} of {newest}: rights newer than the kernel are not enforced)"
+                    ),
+                    true,
                 ),
-                (RulesetStatus::PartiallyEnforced, None) => "partial".into(),
-                (RulesetStatus::NotEnforced, _) => "off (kernel)".into(),
+                (RulesetStatus::PartiallyEnforced, None) => ("partial".into(), true),
+                (RulesetStatus::NotEnforced, _) => ("off (kernel)".into(), false),
             }
         }
-        Err(e) => format!("off ({e})"),
+        Err(e) => (format!("off ({e})"), false),
     }
+}
+
+/// What the system resolver may read: [`RESOLVER_FILES`] that exist, and the directory
+/// `/etc/resolv.conf` links into when that is not `/etc` (systemd-resolved's
+/// `/run/systemd/resolve`, resolvconf's `/run/resolvconf`): the file there is replaced
+/// by renaming, and a rule on the file alone would not cover its successor. A plain
+/// `/etc/resolv.conf` that is replaced while netd runs becomes unreadable until netd
+/// restarts (glibc then falls back to its default name server).
+fn resolver_paths() -> Vec<std::path::PathBuf> {
+    let mut paths: Vec<std::path::PathBuf> = RESOLVER_FILES
+        .iter()
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.exists())
+        .collect();
+    if let Ok(real) = std::fs::canonicalize(RESOLV_CONF) {
+        if let Some(dir) = real.parent() {
+            if dir != std::path::Path::new("/etc") && dir != std::path::Path::new("/") {
+                paths.push(dir.to_path_buf());
+            }
+        }
+    }
+    paths
 }

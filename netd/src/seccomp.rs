@@ -4,7 +4,15 @@
 //!
 //! The list was found by tracing netd (`strace -f` on the whole test suite: HTTP and
 //! stdio, the Rust end-to-end tests and the official MCP Python SDK) after the point where
-//! the filter is installed, i.e. after start-up and before the runtime exists.
+//! the filter is installed, i.e. after start-up and before the runtime exists; the rows
+//! for the Agent's outbound model requests by tracing a confined netd making them (plain
+//! HTTP and HTTPS, names from `/etc/hosts`, from DNS and from Android's resolver socket).
+//!
+//! The filter is installed before netd reads its first frame, so it cannot know the
+//! model's URL (it arrives in the settings): the outbound rows allow connecting anywhere
+//! and leave the destination to the settings. Two rows depend on how this device
+//! resolves names ([`Dns`], decided before the filter): the system resolver reads a few
+//! files in `/etc`; Android's resolver is a Unix socket instead.
 //!
 //! Three filters are installed; the kernel applies the strictest answer of all of them:
 //! the errno refusals ([`Verdict::Refuse`], [`Verdict::AllowElseEperm`]), `clone3` →
@@ -28,6 +36,9 @@ pub enum Verdict {
     /// Allowed when any of the conditions holds; otherwise refused with `EPERM`, because
     /// libraries try other forms of the call and cope with a refusal.
     AllowElseEperm(&'static [Cond]),
+    /// Allowed, except refused with `EPERM` when any of the conditions holds (a library
+    /// tries it and copes with the refusal).
+    AllowUnlessEperm(&'static [Cond]),
     /// Always refused with this errno: a library probes the call and copes.
     Refuse(i32),
 }
@@ -65,7 +76,7 @@ macro_rules! row {
     };
 }
 
-use Verdict::{Allow, AllowElseEperm, AllowIf, Refuse};
+use Verdict::{Allow, AllowElseEperm, AllowIf, AllowUnlessEperm, Refuse};
 
 /// An ioctl request as the filter compares it (`Ioctl` is `c_ulong` on glibc and `c_int`
 /// on musl).
@@ -80,13 +91,17 @@ pub const COMMON: &[Row] = &[
     row!(SYS_brk, Allow, "malloc grows the heap"),
     row!(
         SYS_mmap,
-        AllowIf(&[Cond::LacksBits(2, libc::PROT_EXEC as u64)]),
-        "malloc arenas, large buffers and thread stacks; never executable memory"
+        AllowUnlessEperm(&[Cond::HasBits(2, libc::PROT_EXEC as u64)]),
+        "malloc arenas, large buffers and thread stacks; never executable memory. Refused \
+         (EPERM) rather than fatal: glibc's resolver may dlopen an NSS module named in \
+         nsswitch.conf (mdns, resolve, sss…), and must find it unloadable and go on \
+         without it (Landlock already refuses opening it where present)"
     ),
     row!(
         SYS_mprotect,
-        AllowIf(&[Cond::LacksBits(2, libc::PROT_EXEC as u64)]),
-        "guard pages of thread stacks, growing malloc arenas; never executable memory"
+        AllowUnlessEperm(&[Cond::HasBits(2, libc::PROT_EXEC as u64)]),
+        "guard pages of thread stacks, growing malloc arenas; never executable memory \
+         (refused like mmap's)"
     ),
     row!(SYS_munmap, Allow, "free of large buffers and thread stacks"),
     row!(
@@ -253,8 +268,10 @@ pub const COMMON: &[Row] = &[
         AllowIf(&[
             Cond::Eq(1, ioctl(libc::FIONBIO)),
             Cond::Eq(1, ioctl(libc::FIOCLEX)),
+            Cond::Eq(1, ioctl(libc::FIONREAD)),
         ]),
-        "non-blocking and close-on-exec only (never TIOCSTI or a device's ioctls)"
+        "non-blocking and close-on-exec; FIONREAD, with which glibc's resolver sizes a \
+         DNS answer before reading it. Never TIOCSTI or a device's ioctls"
     ),
     row!(
         SYS_newfstatat,
@@ -262,32 +279,155 @@ pub const COMMON: &[Row] = &[
         "fstat of an inherited descriptor (glibc)"
     ),
     row!(SYS_fstat, Allow, "fstat of an inherited descriptor (musl)"),
-    // ---- refused: netd opens nothing once started ---------------------------------------
-    row!(
-        SYS_openat,
-        Refuse(libc::EPERM),
-        "netd opens no file once started; libraries that try (glibc's CPU count, time \
-         zone, locale) cope with the refusal. Landlock refuses the same where present"
-    ),
+    // ---- refused: netd opens nothing but the resolver's files (see below) --------------
     row!(
         SYS_openat2,
         Refuse(libc::EPERM),
-        "refused like openat (same opens, newer call)"
+        "netd opens nothing but the system resolver's files, which glibc and musl open \
+         with openat; libraries that try this newer call cope with the refusal"
     ),
-    // ---- not yet: outbound model API connections (delegation issue) ---------------------
-    // When netd calls a model API itself, these rows come in, each with its argument
-    // restriction, and Landlock gets the matching rules (ConnectTcp on the model's port,
-    // read access to the resolver files):
-    //   socket      AF_INET / AF_INET6, SOCK_STREAM (and SOCK_DGRAM for DNS) only
-    //   connect     the model API, the resolver
-    //   getsockopt  SO_ERROR after a non-blocking connect (already allowed above)
-    //   setsockopt  TCP_NODELAY, keep-alive
-    //   getsockname, getpeername
-    //   DNS: openat of /etc/resolv.conf, /etc/hosts, /etc/nsswitch.conf, /etc/gai.conf
-    //   (read-only; Landlock read rules for exactly those), sendmmsg/recvfrom on UDP, poll.
-    //   glibc's NSS would dlopen libnss_* (executable mmap): resolve with a resolver that
-    //   does not load code, or resolve before the filter.
-    //   Android (static musl, no /etc/resolv.conf): its own resolver path (DESIGN.md §9).
+    // ---- outbound model requests (the Agent) and name resolution ------------------------
+    // Where to is not checked (the filter exists before the model URL is known).
+    row!(
+        SYS_connect,
+        Allow,
+        "TCP to the model API or its proxy; UDP to the DNS server (glibc connects its \
+         query socket); Android's resolver socket; glibc's nscd probe (AF_UNIX, refused \
+         at socket where the system resolver is used)"
+    ),
+    row!(
+        SYS_setsockopt,
+        AllowElseEperm(&[
+            Cond::Eq(2, libc::TCP_NODELAY as u64),
+            Cond::Eq(2, libc::SO_KEEPALIVE as u64),
+            Cond::Eq(2, libc::TCP_KEEPIDLE as u64),
+            Cond::Eq(2, libc::TCP_KEEPINTVL as u64),
+            Cond::Eq(2, libc::TCP_KEEPCNT as u64),
+            Cond::Eq(2, libc::TCP_USER_TIMEOUT as u64),
+            Cond::Eq(2, libc::IP_RECVERR as u64),
+            Cond::Eq(2, libc::IPV6_RECVERR as u64),
+        ]),
+        "TCP_NODELAY, keep-alive and the user timeout on model connections (hyper, \
+         reqwest); IP(V6)_RECVERR on glibc's DNS socket. By option number only (the \
+         level is not compared); others, socket filters above all, are refused and the \
+         libraries only warn"
+    ),
+    row!(
+        SYS_getsockname,
+        Allow,
+        "hyper notes a connection's local address; glibc learns the source address it \
+         sorts answers by"
+    ),
+    row!(
+        SYS_getpeername,
+        Allow,
+        "hyper notes a connection's remote address"
+    ),
+    row!(
+        SYS_bind,
+        Refuse(libc::EPERM),
+        "never granted: musl's resolver binds its UDP query socket and fails the lookup \
+         on the refusal instead of killing netd; glibc's does not bind. netd listens only \
+         on its inherited socket"
+    ),
+];
+
+/// How names are resolved on this device, which decides some rows of the filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dns {
+    /// The C library's `getaddrinfo`, reading its files: only where Landlock limits what
+    /// an open may reach to exactly those files (seccomp cannot see paths).
+    System,
+    /// The C library's `getaddrinfo` without its files (no Landlock here): every open
+    /// stays refused, so names resolve only through a name server on 127.0.0.1.
+    SystemWithoutFiles,
+    /// Android's resolver daemon over `/dev/socket/dnsproxyd`: no files to read.
+    AndroidDnsProxy,
+}
+
+/// Flags of the only opens the system resolver makes (`fopen(path, "rce")`); musl adds
+/// `O_LARGEFILE` itself.
+const RESOLVER_OPEN: u64 = (libc::O_RDONLY | libc::O_CLOEXEC) as u64;
+#[cfg(target_env = "musl")]
+const RESOLVER_OPEN_MUSL: u64 = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_LARGEFILE) as u64;
+#[cfg(not(target_env = "musl"))]
+const RESOLVER_OPEN_MUSL: u64 = RESOLVER_OPEN;
+
+/// Rows for the system resolver.
+pub const SYSTEM_RESOLVER: &[Row] = &[
+    row!(
+        SYS_socket,
+        AllowElseEperm(&[
+            Cond::Eq(0, libc::AF_INET as u64),
+            Cond::Eq(0, libc::AF_INET6 as u64),
+        ]),
+        "TCP to the model API, UDP (and TCP) to the DNS server. Others are refused and \
+         glibc copes: AF_NETLINK (its interface-address probe: answers are then sorted \
+         without it) and AF_UNIX (its nscd probe: no cache daemon then)"
+    ),
+    row!(
+        SYS_openat,
+        AllowElseEperm(&[Cond::Eq(2, RESOLVER_OPEN), Cond::Eq(2, RESOLVER_OPEN_MUSL),]),
+        "read-only, close-on-exec opens only: glibc's resolver reads /etc/resolv.conf, \
+         hosts, nsswitch.conf, host.conf and gai.conf when it resolves. Landlock allows \
+         reading exactly those files and nothing else (where the kernel has it); any other \
+         flags are refused as before (libraries cope: CPU count, time zone, locale)"
+    ),
+    row!(
+        SYS_sendmmsg,
+        Allow,
+        "glibc sends the A and AAAA queries in one call"
+    ),
+    row!(
+        SYS_ppoll,
+        Allow,
+        "glibc's resolver waits for DNS answers (its poll, on aarch64 and riscv64)"
+    ),
+    row!(
+        SYS_uname,
+        Allow,
+        "glibc's resolver takes the default search domain from the host name when \
+         resolv.conf names none"
+    ),
+    row!(
+        SYS_lseek,
+        Allow,
+        "glibc rewinds /etc/hosts before reading it"
+    ),
+];
+
+/// Rows for the system resolver where it may not read its files.
+pub const SYSTEM_RESOLVER_WITHOUT_FILES: &[Row] = &[
+    SYSTEM_RESOLVER[0],
+    NO_OPENS,
+    SYSTEM_RESOLVER[2],
+    SYSTEM_RESOLVER[3],
+    SYSTEM_RESOLVER[4],
+    SYSTEM_RESOLVER[5],
+];
+
+/// `openat` where netd reads no file.
+const NO_OPENS: Row = row!(
+    SYS_openat,
+    Refuse(libc::EPERM),
+    "netd opens no file once started (names are resolved over a socket, or Landlock is \
+     missing and cannot limit opens to the resolver's files); libraries that try (CPU \
+     count, time zone, locale, glibc's resolver) cope with the refusal"
+);
+
+/// Rows for Android's resolver daemon.
+pub const ANDROID_RESOLVER: &[Row] = &[
+    row!(
+        SYS_socket,
+        AllowElseEperm(&[
+            Cond::Eq(0, libc::AF_INET as u64),
+            Cond::Eq(0, libc::AF_INET6 as u64),
+            Cond::Eq(0, libc::AF_UNIX as u64),
+        ]),
+        "TCP to the model API; AF_UNIX to Android's resolver socket (dnsproxyd); \
+         anything else is refused"
+    ),
+    NO_OPENS,
 ];
 
 /// Rows for calls that exist only on x86_64 (aarch64 and riscv64 have the `*at` and
@@ -295,6 +435,7 @@ pub const COMMON: &[Row] = &[
 #[cfg(target_arch = "x86_64")]
 pub const ARCH: &[Row] = &[
     row!(SYS_epoll_wait, Allow, "waits for events (glibc)"),
+    row!(SYS_poll, Allow, "glibc's resolver waits for DNS answers"),
     row!(
         SYS_open,
         Refuse(libc::EPERM),
@@ -305,14 +446,19 @@ pub const ARCH: &[Row] = &[
 #[cfg(not(target_arch = "x86_64"))]
 pub const ARCH: &[Row] = &[];
 
-/// Every row, common ones first.
-pub fn table() -> impl Iterator<Item = &'static Row> {
-    COMMON.iter().chain(ARCH.iter())
+/// Every row for a device that resolves names with `dns`, common ones first.
+pub fn table(dns: Dns) -> impl Iterator<Item = &'static Row> {
+    let resolver = match dns {
+        Dns::System => SYSTEM_RESOLVER,
+        Dns::SystemWithoutFiles => SYSTEM_RESOLVER_WITHOUT_FILES,
+        Dns::AndroidDnsProxy => ANDROID_RESOLVER,
+    };
+    COMMON.iter().chain(resolver.iter()).chain(ARCH.iter())
 }
 
 /// How many system calls the table lets through (with or without conditions).
-pub fn allowed_count() -> usize {
-    table()
+pub fn allowed_count(dns: Dns) -> usize {
+    table(dns)
         .filter(|r| !matches!(r.verdict, Verdict::Refuse(_)))
         .count()
 }
@@ -382,12 +528,12 @@ fn key(nr: libc::c_long) -> i64 {
 }
 
 /// The filters in installation order (see the module comment), for netd's own pid.
-pub fn programs(own_pid: u32) -> Result<Vec<BpfProgram>, SeccompError> {
+pub fn programs(own_pid: u32, dns: Dns) -> Result<Vec<BpfProgram>, SeccompError> {
     let arch = arch()?;
     let mut allow: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let mut eperm: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let mut enosys: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for row in table() {
+    for row in table(dns) {
         let nr = key(row.nr);
         match row.verdict {
             Verdict::Allow => {
@@ -401,6 +547,11 @@ pub fn programs(own_pid: u32) -> Result<Vec<BpfProgram>, SeccompError> {
                 // forms outside `conds`.
                 allow.insert(nr, Vec::new());
                 eperm.insert(nr, none_of(conds)?);
+            }
+            Verdict::AllowUnlessEperm(conds) => {
+                // Likewise, refusing the forms that match `conds`.
+                allow.insert(nr, Vec::new());
+                eperm.insert(nr, any_of(conds, own_pid)?);
             }
             Verdict::Refuse(errno) => {
                 allow.insert(nr, Vec::new());
@@ -442,8 +593,8 @@ pub fn programs(own_pid: u32) -> Result<Vec<BpfProgram>, SeccompError> {
 
 /// Install the filters on every thread of the process (there is one when netd calls
 /// this; TSYNC makes sure of it). Sets no_new_privs, which netd already has.
-pub fn install(own_pid: u32) -> Result<(), SeccompError> {
-    for program in programs(own_pid)? {
+pub fn install(own_pid: u32, dns: Dns) -> Result<(), SeccompError> {
+    for program in programs(own_pid, dns)? {
         seccompiler::apply_filter_all_threads(&program)?;
     }
     Ok(())
@@ -453,36 +604,44 @@ pub fn install(own_pid: u32) -> Result<(), SeccompError> {
 mod tests {
     use super::*;
 
+    const ALL: [Dns; 3] = [Dns::System, Dns::SystemWithoutFiles, Dns::AndroidDnsProxy];
+
+    fn verdict(dns: Dns, nr: libc::c_long) -> Option<Verdict> {
+        table(dns).find(|r| r.nr == nr).map(|r| r.verdict)
+    }
+
     #[test]
     fn the_filters_build_for_this_architecture() {
-        let programs = programs(std::process::id()).unwrap();
-        assert_eq!(programs.len(), 3);
-        assert!(programs.iter().all(|p| !p.is_empty()));
+        for dns in ALL {
+            let programs = programs(std::process::id(), dns).unwrap();
+            assert_eq!(programs.len(), 3);
+            assert!(programs.iter().all(|p| !p.is_empty()));
+        }
     }
 
     #[test]
     fn every_row_is_listed_once_with_a_reason() {
-        let mut seen = std::collections::HashSet::new();
-        for row in table() {
-            assert!(seen.insert(row.nr), "{} listed twice", row.name);
-            assert!(row.name.starts_with("SYS_"), "{}", row.name);
-            assert!(row.why.trim().len() >= 10, "{} has no reason", row.name);
-            if let Verdict::Refuse(errno) = row.verdict {
-                assert!([libc::EPERM, libc::ENOSYS].contains(&errno), "{}", row.name);
+        for dns in ALL {
+            let mut seen = std::collections::HashSet::new();
+            for row in table(dns) {
+                assert!(seen.insert(row.nr), "{} listed twice", row.name);
+                assert!(row.name.starts_with("SYS_"), "{}", row.name);
+                assert!(row.why.trim().len() >= 10, "{} has no reason", row.name);
+                if let Verdict::Refuse(errno) = row.verdict {
+                    assert!([libc::EPERM, libc::ENOSYS].contains(&errno), "{}", row.name);
+                }
             }
         }
     }
 
     #[test]
-    fn what_netd_must_never_do_is_not_listed() {
+    fn what_netd_must_never_do_is_not_allowed() {
         let never = [
             libc::SYS_execve,
             libc::SYS_execveat,
             libc::SYS_ptrace,
             libc::SYS_process_vm_readv,
             libc::SYS_process_vm_writev,
-            libc::SYS_socket,
-            libc::SYS_connect,
             libc::SYS_bind,
             libc::SYS_listen,
             libc::SYS_kill,
@@ -491,17 +650,75 @@ mod tests {
             libc::SYS_mount,
             libc::SYS_bpf,
             libc::SYS_io_uring_setup,
+            libc::SYS_memfd_create,
         ];
-        for nr in never {
-            assert!(
-                table().all(|r| r.nr != nr),
-                "syscall {nr} must not be listed"
-            );
+        for dns in ALL {
+            for nr in never {
+                // Not listed (fatal), or listed only to be refused.
+                assert!(
+                    matches!(verdict(dns, nr), None | Some(Verdict::Refuse(_))),
+                    "syscall {nr} must not be allowed"
+                );
+            }
+            // The allowed count excludes the refusals.
+            let refused = table(dns)
+                .filter(|r| matches!(r.verdict, Verdict::Refuse(_)))
+                .count();
+            assert_eq!(allowed_count(dns) + refused, table(dns).count());
         }
-        // The allowed count excludes the refusals.
-        let refused = table()
-            .filter(|r| matches!(r.verdict, Verdict::Refuse(_)))
-            .count();
-        assert_eq!(allowed_count() + refused, table().count());
+    }
+
+    #[test]
+    fn sockets_and_opens_are_as_narrow_as_name_resolution_allows() {
+        let domains = |dns| match verdict(dns, libc::SYS_socket) {
+            Some(Verdict::AllowElseEperm(conds)) => conds
+                .iter()
+                .map(|c| match c {
+                    Cond::Eq(0, d) => *d as i32,
+                    other => panic!("{other:?}"),
+                })
+                .collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(domains(Dns::System), [libc::AF_INET, libc::AF_INET6]);
+        assert_eq!(
+            domains(Dns::AndroidDnsProxy),
+            [libc::AF_INET, libc::AF_INET6, libc::AF_UNIX]
+        );
+        assert_eq!(domains(Dns::SystemWithoutFiles), domains(Dns::System));
+        // Android's resolver needs no file, nor does netd without Landlock; the system
+        // resolver may read, never write.
+        for dns in [Dns::AndroidDnsProxy, Dns::SystemWithoutFiles] {
+            assert!(matches!(
+                verdict(dns, libc::SYS_openat),
+                Some(Verdict::Refuse(libc::EPERM))
+            ));
+        }
+        // Otherwise the system resolver's rows are the same with or without its files.
+        let names = |dns| table(dns).map(|r| r.name).collect::<Vec<_>>();
+        assert_eq!(names(Dns::System), names(Dns::SystemWithoutFiles));
+        match verdict(Dns::System, libc::SYS_openat) {
+            Some(Verdict::AllowElseEperm(conds)) => {
+                for c in conds {
+                    let Cond::Eq(2, flags) = c else {
+                        panic!("{c:?}")
+                    };
+                    let flags = *flags as i32;
+                    assert_eq!(flags & libc::O_ACCMODE, libc::O_RDONLY);
+                    assert_eq!(flags & (libc::O_CREAT | libc::O_TRUNC | libc::O_PATH), 0);
+                    assert_ne!(flags & libc::O_CLOEXEC, 0);
+                }
+            }
+            other => panic!("{other:?}"),
+        }
+        // Executable memory stays refused either way.
+        for dns in ALL {
+            for nr in [libc::SYS_mmap, libc::SYS_mprotect] {
+                assert!(matches!(
+                    verdict(dns, nr),
+                    Some(Verdict::AllowUnlessEperm([Cond::HasBits(2, bits)])) if *bits == libc::PROT_EXEC as u64
+                ));
+            }
+        }
     }
 }

@@ -2,6 +2,8 @@
 //! read its startup block, speak minimal HTTP to it, and inspect its process tree.
 //! Every server binds loopback and every request goes to loopback.
 
+pub mod scripted_model;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
