@@ -141,7 +141,7 @@ def test_card_is_public_and_valid(agent_server):
 
 
 def test_every_payload_validates(agent_server, model):
-    model.push(call("fs.stat", {"path": "/"}), answer("Root exists."))
+    model.push(call("fs__stat", {"path": "/"}), answer("Root exists."))  # fs.stat as the model sees it
     sent = rpc(agent_server, "SendMessage", {"message": user_message("Does / exist?")})
     check("Send Message Response", sent["result"])
     task = sent["result"]["task"]
