@@ -138,7 +138,7 @@ async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
     // A peer closing between frames is exiting; the supervisor judges why.
     let ended = |name: &'static str, r: Result<Result<(), FrameError>, tokio::task::JoinError>| {
         if let Ok(Ok(())) = r {
-            tracing::info!(channel = name, "peer closed its channel; stopping");
+            tracing::info!(channel = name, "peer closed its channel");
             return Ok(());
         }
         Err(ApprovaldError::Channel(
@@ -149,19 +149,29 @@ async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
             },
         ))
     };
-    let (drain_id, result) = tokio::select! {
-        event = control.next_event() => match event {
-            ControlEvent::Drain { id, .. } => (Some(id), Ok(())),
-            ControlEvent::Closed => (None, Ok(())),
-            ControlEvent::Hostile(e) => (None, Err(ApprovaldError::Channel("supervisor", e))),
-        },
-        r = &mut executor_task => (None, ended("executor", r)),
-        r = &mut netd_task => (None, ended("netd", r)),
-        r = &mut socket_task => (None, match r {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(e.into()),
-            Err(_) => Err(ApprovaldError::Channel("approvals socket", FrameError::Closed)),
-        }),
+    // netd is the first to go when the tree drains, while the executor may still have
+    // audit records to send: a clean end of netd's channel alone stops nothing.
+    let mut netd_open = true;
+    let (drain_id, result) = loop {
+        tokio::select! {
+            event = control.next_event() => break match event {
+                ControlEvent::Drain { id, .. } => (Some(id), Ok(())),
+                ControlEvent::Closed => (None, Ok(())),
+                ControlEvent::Hostile(e) => (None, Err(ApprovaldError::Channel("supervisor", e))),
+            },
+            r = &mut executor_task => break (None, ended("executor", r)),
+            r = &mut netd_task, if netd_open => {
+                netd_open = false;
+                if let Err(e) = ended("netd", r) {
+                    break (None, Err(e));
+                }
+            }
+            r = &mut socket_task => break (None, match r {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(e.into()),
+                Err(_) => Err(ApprovaldError::Channel("approvals socket", FrameError::Closed)),
+            }),
+        }
     };
     // Nothing pending outlives us, and nothing pending is approved: every pending request
     // is refused and recorded before the store is flushed.
