@@ -102,6 +102,7 @@ async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
             return Err(e.into());
         }
     };
+    store.redact_audit(&settings.redact);
     let tasks = match store.tasks(&settings.redact) {
         Ok(tasks) => Arc::new(tasks),
         Err(e) => {

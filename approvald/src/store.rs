@@ -465,6 +465,9 @@ pub struct Store {
     /// About how many bytes of pages the task store holds: the audit's byte limit is
     /// the audit's alone, so retention leaves these out (see [`tasks::TaskSpace`]).
     task_bytes: Arc<AtomicU64>,
+    /// Secrets removed from every audit row's text before it is hashed and written (an
+    /// action may quote the token if a caller or the model put it in a command line).
+    audit_redactor: Arc<std::sync::OnceLock<redact::Redactor>>,
 }
 
 impl Store {
@@ -587,6 +590,7 @@ impl Store {
             .thread()
             .clone();
         Ok(Store {
+            audit_redactor: Arc::new(std::sync::OnceLock::new()),
             path,
             state_dir: state_dir.to_owned(),
             queue,
@@ -642,8 +646,34 @@ impl Store {
         *lock(&self.limits)
     }
 
+    /// From now on, remove `secrets` from the text of every audit row appended (set once;
+    /// later calls are ignored).
+    pub fn redact_audit(&self, secrets: &[nl2sh_proto::secret::Secret]) {
+        let _ = self.audit_redactor.set(redact::Redactor::new(secrets));
+    }
+
+    fn redacted(&self, mut record: AuditRecord) -> AuditRecord {
+        if let Some(redactor) = self.audit_redactor.get().filter(|r| !r.is_empty()) {
+            for text in [
+                &mut record.origin,
+                &mut record.tool,
+                &mut record.action,
+                &mut record.reason,
+                &mut record.summary,
+                &mut record.task,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                redactor.redact_text(text);
+            }
+        }
+        record
+    }
+
     /// Queue `record` and resolve once the batch holding it is committed.
     pub async fn append(&self, record: AuditRecord) -> Result<(), StoreError> {
+        let record = self.redacted(record);
         record.check_bounds()?;
         let (ack, done) = oneshot::channel();
         self.queue
@@ -659,6 +689,7 @@ impl Store {
 
     /// Queue `records` in order and resolve once every one of them is committed.
     pub async fn append_all(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
+        let records: Vec<AuditRecord> = records.into_iter().map(|r| self.redacted(r)).collect();
         for record in &records {
             record.check_bounds()?;
         }
@@ -684,6 +715,7 @@ impl Store {
     /// Queue `record` without waiting for its commit (it is still committed in queue
     /// order). Waits only while the queue is full.
     pub async fn append_nowait(&self, record: AuditRecord) -> Result<(), StoreError> {
+        let record = self.redacted(record);
         record.check_bounds()?;
         self.queue
             .send(Command::Append {

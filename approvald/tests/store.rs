@@ -320,3 +320,40 @@ async fn a_trail_from_before_tasks_verifies_and_migrates_with_its_hashes() {
         .unwrap();
     assert_eq!(tasks, 0);
 }
+
+#[tokio::test]
+async fn secrets_never_reach_an_audit_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let token = "audit-token-0123456789abcdef0123456789";
+    store.redact_audit(&[nl2sh_proto::secret::Secret::new(token.into())]);
+    let mut r = record(1);
+    r.action = Some(format!(
+        "curl -H 'Authorization: Bearer {token}' http://127.0.0.1"
+    ));
+    r.reason = Some(format!("quoted {token} twice: {token}"));
+    r.task = Some("task-1".into());
+    store.append(r.clone()).await.unwrap();
+    store.append_nowait(r.clone()).await.unwrap();
+    store.append_all(vec![r]).await.unwrap();
+    store.flush().await.unwrap();
+    let rows = store.recent(10).await.unwrap();
+    assert_eq!(rows.len(), 3);
+    for row in &rows {
+        let action = row.record.action.as_deref().unwrap();
+        assert!(action.contains("Bearer [REDACTED]"), "{action}");
+        assert!(!row.record.reason.as_deref().unwrap().contains(token));
+    }
+    assert!(store.verify().await.unwrap().is_intact());
+    drop(store);
+    for file in ["tasks.sqlite3", "tasks.sqlite3-wal"] {
+        let path = dir.path().join("protocol").join(file);
+        if let Ok(bytes) = std::fs::read(&path) {
+            assert!(
+                !bytes.windows(token.len()).any(|w| w == token.as_bytes()),
+                "the token is in {}",
+                path.display()
+            );
+        }
+    }
+}

@@ -146,6 +146,11 @@ impl Redactor {
         }
     }
 
+    /// Replace every secret in plain text (audit columns); whether anything changed.
+    pub fn redact_text(&self, s: &mut String) -> bool {
+        self.redact_str(s)
+    }
+
     fn redact_str(&self, s: &mut String) -> bool {
         let mut changed = false;
         for p in &self.patterns {
