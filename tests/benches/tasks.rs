@@ -7,7 +7,7 @@
 //! round trip on loopback.
 //!
 //! Run: `cargo build --release --locked && cargo bench -p nl2sh-tests --bench tasks`
-//! (uses target/release/nl2sh, or $NL2SH_BIN). About 15 s.
+//! (uses target/release/nl2sh, or $NL2SH_BIN). About 5 s.
 //!
 //! * round trips: SendMessage with `returnImmediately`, then GetTask every millisecond
 //!   until the task is COMPLETED, one client, then [`CLIENTS`] clients at once (each its
