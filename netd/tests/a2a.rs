@@ -571,6 +571,13 @@ async fn continuing_a_task_is_unsupported() {
         .await;
     assert_eq!(a2a_reason(&e), "UNSUPPORTED_OPERATION");
     assert!(e["message"].as_str().unwrap().contains("contextId"), "{e}");
+    // A taskId nobody knows is TaskNotFound (A2A 1.0), and nothing runs.
+    let mut message = user_message("again");
+    message["taskId"] = json!("no-such-task");
+    let e = h
+        .err("SendMessage", json!({ "message": message }), -32001)
+        .await;
+    assert_eq!(a2a_reason(&e), "TASK_NOT_FOUND");
 }
 
 #[tokio::test]
@@ -727,7 +734,7 @@ async fn cancel_a_running_task() {
     );
     assert_eq!(
         canceled["status"]["message"]["parts"][0]["text"],
-        "stopped: the current step was cancelled"
+        "canceled by request (stopped: the current step was cancelled)"
     );
     assert_eq!(
         h.store.states_of(&id).last(),

@@ -68,8 +68,6 @@ KNOWN = {
     "data model), where nl2sh's result uses tool_calls, failed_tools, ...",
     "CORE-SEND-003": "TCK bug: nl2sh answers -32005 ContentTypeNotSupportedError as required, but "
     "the requirement declares no expected_error, so any error counts as a failure",
-    "CORE-MULTI-004": "nl2sh bug: a message naming an unknown taskId gets -32004 (continuation is "
-    "unsupported) instead of -32001 TaskNotFoundError",
     "CORE-HIST-002": "TCK scenario: needs its SUT's INPUT_REQUIRED task (skipped, but recorded as a "
     "failure in the compatibility report); nl2sh never asks for input",
     "CORE-CANCEL-001": "TCK scenario: needs its SUT's INPUT_REQUIRED task to cancel (skipped, "

@@ -181,7 +181,7 @@ def test_every_payload_validates(agent_server, model):
         ("ListTasks", {"pageSize": 0}, None, -32602),
         ("ListTasks", {"pageSize": 101}, None, -32602),
         ("ListTasks", {"pageToken": "not-a-token"}, None, -32602),
-        ("SendMessage", {"message": {**user_message("x"), "taskId": "old"}}, None, -32004),
+        ("SendMessage", {"message": {**user_message("x"), "taskId": "no-such-task"}}, None, -32001),
         ("SendMessage", {"message": {**user_message("x"), "parts": [{"data": {"a": 1}}]}}, None, -32005),
         ("SendMessage", {"message": user_message("x" * 8193)}, None, -32602),
         ("GetTask", {"id": "x"}, {"A2A-Version": "0.3"}, -32009),

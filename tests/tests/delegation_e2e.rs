@@ -267,8 +267,12 @@ fn sigterm_cancels_a_running_task_drains_and_exits_zero() {
     let server = start(&fx);
     let after = get(&server, &task_id);
     assert_eq!(state(&after), "TASK_STATE_CANCELED", "{after}");
-    // Stored by the drain, not failed by the restart.
+    // Stored by the drain, not failed by the restart, and it says so.
     assert!(!status_text(&after).contains(RESTART_TEXT), "{after}");
+    assert!(
+        status_text(&after).contains("the service is shutting down"),
+        "{after}"
+    );
     assert_eq!(model.requests().len(), 1, "the model was asked again");
     stop(server);
     assert_no_secrets(&fx.state_dir(), &[KEY, &token]);

@@ -216,6 +216,16 @@ async fn send_message(
     params: &serde_json::Map<String, Value>,
 ) -> Result<Value, A2aError> {
     let send = params::send(params)?;
+    if let Some(task_id) = &send.continues {
+        // A2A: an unknown taskId is TaskNotFound; a known one would continue a task,
+        // which nl2sh does not do (every message makes a new task).
+        a2a.tasks.get(task_id).await?;
+        return Err(A2aError::UnsupportedOperation(
+            "continuing a task is not supported: every message starts a new task; reuse \
+             contextId to continue the conversation"
+                .into(),
+        ));
+    }
     let handle = a2a
         .tasks
         .submit(NewTask {

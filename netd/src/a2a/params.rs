@@ -109,6 +109,9 @@ pub struct Send {
     /// the task service sets).
     pub message: Obj,
     pub context: Option<ContextId>,
+    /// `message.taskId`: a task this message claims to continue (nl2sh does not continue
+    /// tasks; the caller answers -32001 for an unknown one and -32004 otherwise).
+    pub continues: Option<String>,
     pub return_immediately: bool,
     pub view: View,
 }
@@ -189,13 +192,9 @@ pub fn send(params: &Obj) -> Result<Send, A2aError> {
             format!("message.messageId is over {MAX_ID_BYTES} bytes"),
         ));
     }
-    if string(message, "taskId", "message.taskId")?.is_some_and(|t| !t.is_empty()) {
-        return Err(A2aError::UnsupportedOperation(
-            "continuing a task is not supported: every message starts a new task; reuse \
-             contextId to continue the conversation"
-                .into(),
-        ));
-    }
+    let continues = string(message, "taskId", "message.taskId")?
+        .filter(|t| !t.is_empty())
+        .map(str::to_string);
     let context = match string(message, "contextId", "message.contextId")? {
         Some(c) if c.len() > MAX_ID_BYTES => {
             return Err(A2aError::invalid(
@@ -233,6 +232,7 @@ pub fn send(params: &Obj) -> Result<Send, A2aError> {
         text,
         message: normalized,
         context,
+        continues,
         return_immediately,
         view: View {
             history_length: history,

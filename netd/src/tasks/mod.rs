@@ -513,7 +513,9 @@ impl Task {
                 }
             }
         }
-        let text = if state == TaskState::Canceled && run.end != AgentEnd::Canceled {
+        // A cancelled task says who cancelled it (a request, or the service stopping),
+        // with what the Agent reported.
+        let text = if state == TaskState::Canceled {
             self.cancelled_text(Some(run.status_text))
         } else {
             run.status_text
