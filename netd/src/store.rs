@@ -52,13 +52,8 @@ fn unreachable_answer(resp: StoreResponse) -> StoreError {
 
 fn failed(kind: StoreErrorKind, mut message: String) -> StoreError {
     // approvald's text goes into logs and error answers: keep it short.
-    if message.len() > 512 {
-        let mut end = 512;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-    }
+    let kept = nl2sh_proto::text::prefix(&message, 512).len();
+    message.truncate(kept);
     StoreError::Failed { kind, message }
 }
 

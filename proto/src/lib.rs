@@ -20,6 +20,7 @@ pub mod secret;
 pub mod snapshot;
 #[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 pub mod sys;
+pub mod text;
 pub mod topology;
 pub mod worker;
 

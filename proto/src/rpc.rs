@@ -470,15 +470,7 @@ where
 
 /// A message in a log line, without flooding it.
 fn bounded(text: &str) -> &str {
-    const MAX: usize = 300;
-    if text.len() <= MAX {
-        return text;
-    }
-    let mut end = MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    crate::text::prefix(text, 300)
 }
 
 #[cfg(test)]

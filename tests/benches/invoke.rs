@@ -28,7 +28,6 @@
 //! per call of every server process (from /proc/<pid>/task/*/{schedstat,status}), which
 //! is where a call's time goes when everything shares one core.
 
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -318,7 +317,7 @@ fn main() {
         "nl2sh_invoke fs.stat: tree vs single process (`single_rmcp --authority bare`: same rmcp \
          config, netd's tool glue, the executor Pipeline in process, no approvald)"
     );
-    print_table(
+    nl2sh_tests::print_table(
         &[
             "measure",
             "tree",
@@ -331,7 +330,7 @@ fn main() {
     );
     println!();
     println!("breakdown (single process with approvald's Authority + SQLite audit in process):");
-    print_table(
+    nl2sh_tests::print_table(
         &["measure", "tree", "single+audit", "single", "", ""],
         &[
             [
@@ -384,30 +383,6 @@ fn print_cpu(what: &str, r: &LoadResult) {
         "       per call ({what}): {}; total {total:.1} µs CPU, {switches:.1} context switches",
         list.join(", ")
     );
-}
-
-fn print_table(header: &[&str; 6], rows: &[[String; 6]]) {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut out = String::from("|");
-        for (cell, w) in cells.iter().zip(&widths) {
-            let pad = w - cell.chars().count();
-            out.push_str(&format!(" {cell}{} |", " ".repeat(pad)));
-        }
-        out
-    };
-    println!("{}", line(header.to_vec()));
-    let sep: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    println!("{}", line(sep.iter().map(String::as_str).collect()));
-    for row in rows {
-        println!("{}", line(row.iter().map(String::as_str).collect()));
-    }
-    let _ = std::io::stdout().flush();
 }
 
 fn invoke_body(tool: &str, arguments: Value) -> String {

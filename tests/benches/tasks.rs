@@ -169,7 +169,7 @@ fn main() {
     println!(
         "delegated tasks over A2A JSON-RPC (scripted model answering at once; {requests} model requests)"
     );
-    print_table(&["measure", "rate", "median", "p99", ""], &rows);
+    nl2sh_tests::print_table(&["measure", "rate", "median", "p99", ""], &rows);
 }
 
 /// One task from SendMessage to the GetTask that saw it COMPLETED.
@@ -326,28 +326,4 @@ impl Stats {
         let sum: f64 = self.sorted.iter().map(Duration::as_secs_f64).sum();
         sum * 1000.0 / self.sorted.len() as f64
     }
-}
-
-fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut out = String::from("|");
-        for (cell, w) in cells.iter().zip(&widths) {
-            let pad = w - cell.chars().count();
-            out.push_str(&format!(" {cell}{} |", " ".repeat(pad)));
-        }
-        out
-    };
-    println!("{}", line(header.to_vec()));
-    let sep: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    println!("{}", line(sep.iter().map(String::as_str).collect()));
-    for row in rows {
-        println!("{}", line(row.iter().map(String::as_str).collect()));
-    }
-    let _ = std::io::stdout().flush();
 }

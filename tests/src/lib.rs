@@ -2,6 +2,7 @@
 //! read its startup block, speak minimal HTTP to it, and inspect its process tree.
 //! Every server binds loopback and every request goes to loopback.
 
+pub mod in_process;
 pub mod scripted_model;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -719,4 +720,29 @@ impl StdioClient {
             self.early.borrow_mut().push(v);
         }
     }
+}
+
+/// Print a Markdown table (the benches' output), columns padded to their widest cell.
+pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::from("|");
+        for (cell, w) in cells.iter().zip(&widths) {
+            let pad = w - cell.chars().count();
+            out.push_str(&format!(" {cell}{} |", " ".repeat(pad)));
+        }
+        out
+    };
+    println!("{}", line(header.to_vec()));
+    let sep: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    println!("{}", line(sep.iter().map(String::as_str).collect()));
+    for row in rows {
+        println!("{}", line(row.iter().map(String::as_str).collect()));
+    }
+    let _ = std::io::stdout().flush();
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nl2sh_approvald::authority::Authority;
-use nl2sh_approvald::store::{AuditRow, Store};
+use nl2sh_approvald::store::AuditRow;
 use nl2sh_executor::runtime::authority::Authority as ExecutorAuthority;
 use nl2sh_netd::agent::dns::NameService;
 use nl2sh_netd::agent::{Agent, AgentEnd, AgentJob, AgentRun, SYSTEM_PROMPT};
@@ -18,8 +18,8 @@ use nl2sh_proto::channels::{
     ApprovalId, CallOrigin, ContextId, ExecutorRequest, InvokeRequest, ModelSettings, ModelSetup,
     PendingApproval, TaskId,
 };
-use nl2sh_proto::rpc::{self, OutOfState, RpcClient};
-use nl2sh_proto::topology::{pair, ExecutorApprovald, NetdExecutor};
+use nl2sh_proto::rpc::{self, OutOfState};
+use nl2sh_proto::topology::{pair, NetdExecutor};
 use nl2sh_proto::Secret;
 use nl2sh_tests::scripted_model::{Reply, Request, ScriptedModel, ToolCall};
 use nl2sh_tests::{is_root, processes_with};
@@ -40,27 +40,8 @@ struct Wired {
 }
 
 async fn wire() -> Wired {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(&config, "").unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    let authority = Arc::new(Authority::new(store, &config));
-    let (asker, answerer) = pair::<ExecutorApprovald>().unwrap();
-    tokio::spawn(nl2sh_approvald::dispatch::serve_executor(
-        answerer,
-        authority.clone(),
-    ));
-    let (client, _) = RpcClient::start(asker).await.unwrap();
-    let link = ExecutorAuthority::new(client, &config);
-    let runtime = Arc::new(nl2sh_executor::Runtime::new(
-        std::env::var("PATH").ok().as_deref(),
-        Some(link.clone()),
-        None,
-        Default::default(),
-    ));
-    let (asker, answerer) = pair::<NetdExecutor>().unwrap();
-    tokio::spawn(nl2sh_executor::dispatch::serve_netd(answerer, runtime));
-    let (real, _) = RpcClient::start(asker).await.unwrap();
+    let base = nl2sh_tests::in_process::wire(Some("")).await;
+    let real = base.executor;
     let invoked = Arc::new(Mutex::new(Vec::new()));
     let (asker, answerer) = pair::<NetdExecutor>().unwrap();
     let seen = invoked.clone();
@@ -73,9 +54,9 @@ async fn wire() -> Wired {
     }));
     let (executor, _) = ExecutorClient::start(asker).await.unwrap();
     Wired {
-        dir,
-        authority,
-        link,
+        dir: base.dir,
+        authority: base.authority,
+        link: base.link,
         executor,
         invoked,
     }

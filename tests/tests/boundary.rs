@@ -3,59 +3,24 @@
 //! decided from approvald's policy snapshot are recorded once, and an edit to the
 //! configuration applies to the very next call.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use nl2sh_approvald::authority::{Authority, REASON_CONFIG_UNREADABLE, REASON_READ_ONLY};
 use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
-use nl2sh_executor::runtime::authority::Authority as ExecutorAuthority;
 use nl2sh_proto::channels::{
     ActionSummary, AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CallResult,
     ConfigVersion, Confinement, Correlation, ExecutorRequest, ExecutorResponse, Identity,
     InvokeRequest, RanRecord, RiskLevel, ToolOutcome,
 };
 use nl2sh_proto::rpc::RpcClient;
-use nl2sh_proto::topology::{pair, ExecutorApprovald, NetdExecutor};
+use nl2sh_proto::topology::{pair, ExecutorApprovald};
 use nl2sh_proto::FrameError;
 
-/// approvald's authority and the executor, wired as in the tree (no sandbox: only
-/// fixed reads such as `fs.stat` run unasked).
-struct Wired {
-    _dir: tempfile::TempDir,
-    config: PathBuf,
-    authority: Arc<Authority>,
-    link: Arc<ExecutorAuthority>,
-    executor: RpcClient<NetdExecutor>,
-}
+use nl2sh_tests::in_process::{wire as wire_in, Wired};
 
 async fn wire() -> Wired {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    let store = Store::open(dir.path()).unwrap();
-    let authority = Arc::new(Authority::new(store, &config));
-    let (asker, answerer) = pair::<ExecutorApprovald>().unwrap();
-    tokio::spawn(nl2sh_approvald::dispatch::serve_executor(
-        answerer,
-        authority.clone(),
-    ));
-    let (client, _) = RpcClient::start(asker).await.unwrap();
-    let link = ExecutorAuthority::new(client, &config);
-    let runtime = Arc::new(nl2sh_executor::Runtime::new(
-        std::env::var("PATH").ok().as_deref(),
-        Some(link.clone()),
-        None,
-        Default::default(),
-    ));
-    let (asker, answerer) = pair::<NetdExecutor>().unwrap();
-    tokio::spawn(nl2sh_executor::dispatch::serve_netd(answerer, runtime));
-    let (executor, _) = RpcClient::start(asker).await.unwrap();
-    Wired {
-        _dir: dir,
-        config,
-        authority,
-        link,
-        executor,
-    }
+    wire_in(None).await
 }
 
 fn stat(correlation: u64, path: &Path) -> ExecutorRequest {

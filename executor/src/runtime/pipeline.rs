@@ -441,14 +441,7 @@ fn first_call_id() -> u64 {
 }
 
 fn bounded(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
+    nl2sh_proto::text::shortened(s, max)
 }
 
 fn outcome(tool: &str, out: ToolOutput) -> ToolOutcome {

@@ -186,11 +186,7 @@ fn message(out: &CommandOutput) -> String {
     if text.is_empty() {
         return "no output".into();
     }
-    let mut end = text.len().min(MAX_ERROR_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_string()
+    nl2sh_proto::text::prefix(text, MAX_ERROR_BYTES).to_string()
 }
 
 /// `input` for `/system/bin/input`.

@@ -136,14 +136,7 @@ pub fn process_entry(pid: u32) -> Option<Value> {
         .replace('\0', " ")
         .trim()
         .to_string();
-    if cmdline.len() > 256 {
-        let mut end = 256;
-        while !cmdline.is_char_boundary(end) {
-            end -= 1;
-        }
-        cmdline.truncate(end);
-        cmdline.push('…');
-    }
+    cmdline = nl2sh_proto::text::shortened(&cmdline, 256);
     Some(json!({
         "pid": pid, "ppid": ppid, "uid": uid, "state": state, "name": name,
         "cmdline": cmdline, "rss_kib": rss_kib,

@@ -268,13 +268,5 @@ async fn list_tasks(a2a: &A2a, params: &serde_json::Map<String, Value>) -> Resul
 
 /// Client text in messages and logs, bounded.
 fn bounded(text: &str) -> &str {
-    const MAX: usize = 64;
-    if text.len() <= MAX {
-        return text;
-    }
-    let mut end = MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    nl2sh_proto::text::prefix(text, 64)
 }

@@ -15,17 +15,7 @@ pub const MAX_FAILED_TOOL_ERROR_BYTES: usize = 512;
 /// Bytes of a tool name or call id kept (the model chooses both).
 const MAX_LABEL_BYTES: usize = 128;
 
-/// `s` cut to at most `max` bytes on a char boundary.
-pub fn prefix(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
+pub use nl2sh_proto::text::prefix;
 
 /// A result's output as the evidence keeps it: at most the bound, and whether more
 /// was cut.

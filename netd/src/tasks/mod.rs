@@ -372,15 +372,7 @@ impl TaskService {
 
 /// An id as error messages show it: bounded.
 fn shown(id: &str) -> String {
-    const MAX: usize = 64;
-    if id.len() <= MAX {
-        return id.to_string();
-    }
-    let mut end = MAX;
-    while !id.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &id[..end])
+    nl2sh_proto::text::shortened(id, 64)
 }
 
 fn parse_document(text: &str) -> Result<Value, TaskError> {

@@ -122,12 +122,5 @@ pub(crate) fn expect_no_arguments(
 
 /// `s` cut to at most `max` bytes on a char boundary, marked when cut.
 pub(crate) fn shorten(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return format!("`{s}`");
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("`{}…`", &s[..end])
+    format!("`{}`", nl2sh_proto::text::shortened(s, max))
 }

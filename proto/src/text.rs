@@ -1,0 +1,40 @@
+//! Cutting text that ends up in messages, logs and results to a byte bound without
+//! splitting a UTF-8 character.
+
+/// `s` cut to at most `max` bytes on a char boundary.
+pub fn prefix(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// `s` cut to at most `max` bytes, with `…` appended when anything was cut.
+pub fn shortened(s: &str, max: usize) -> String {
+    let kept = prefix(s, max);
+    if kept.len() == s.len() {
+        kept.to_string()
+    } else {
+        format!("{kept}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_on_char_boundaries() {
+        assert_eq!(prefix("abc", 5), "abc");
+        assert_eq!(prefix("abc", 2), "ab");
+        // "é" is two bytes: a cut inside it keeps neither half.
+        assert_eq!(prefix("aé", 2), "a");
+        assert_eq!(prefix("é", 0), "");
+        assert_eq!(shortened("aé", 2), "a…");
+        assert_eq!(shortened("ab", 2), "ab");
+    }
+}

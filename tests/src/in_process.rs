@@ -1,0 +1,58 @@
+//! approvald's authority and the executor wired in this process exactly as the tree wires
+//! them (over `ExecutorApprovald` and `NetdExecutor` socketpairs), for tests that drive
+//! the privileged side without the binary. No sandbox: only fixed reads such as `fs.stat`
+//! run unasked.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use nl2sh_approvald::authority::Authority;
+use nl2sh_approvald::store::Store;
+use nl2sh_executor::runtime::authority::Authority as ExecutorAuthority;
+use nl2sh_proto::rpc::RpcClient;
+use nl2sh_proto::topology::{pair, ExecutorApprovald, NetdExecutor};
+
+pub struct Wired {
+    /// The state directory (and the configuration's directory).
+    pub dir: tempfile::TempDir,
+    pub config: PathBuf,
+    pub authority: Arc<Authority>,
+    pub link: Arc<ExecutorAuthority>,
+    /// netd's end of the executor channel.
+    pub executor: RpcClient<NetdExecutor>,
+}
+
+/// Wire them in a fresh directory; `config` is the configuration file's text (`None`:
+/// no file, the defaults).
+pub async fn wire(config: Option<&str>) -> Wired {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let config_path = dir.path().join("config.toml");
+    if let Some(text) = config {
+        std::fs::write(&config_path, text).expect("write the configuration");
+    }
+    let store = Store::open(dir.path()).expect("open the store");
+    let authority = Arc::new(Authority::new(store, &config_path));
+    let (asker, answerer) = pair::<ExecutorApprovald>().expect("socketpair");
+    tokio::spawn(nl2sh_approvald::dispatch::serve_executor(
+        answerer,
+        authority.clone(),
+    ));
+    let (client, _) = RpcClient::start(asker).await.expect("approvald handshake");
+    let link = ExecutorAuthority::new(client, &config_path);
+    let runtime = Arc::new(nl2sh_executor::Runtime::new(
+        std::env::var("PATH").ok().as_deref(),
+        Some(link.clone()),
+        None,
+        Default::default(),
+    ));
+    let (asker, answerer) = pair::<NetdExecutor>().expect("socketpair");
+    tokio::spawn(nl2sh_executor::dispatch::serve_netd(answerer, runtime));
+    let (executor, _) = RpcClient::start(asker).await.expect("executor handshake");
+    Wired {
+        dir,
+        config: config_path,
+        authority,
+        link,
+        executor,
+    }
+}
