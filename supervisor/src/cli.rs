@@ -29,6 +29,78 @@ pub enum Command {
     /// The MCP/A2A protocol service.
     #[command(subcommand)]
     Protocol(ProtocolCommand),
+    /// The managed background service of this configuration (MCP/A2A on
+    /// 0.0.0.0:protocol_service_port, started only when protocol_start_with_service = true).
+    #[command(subcommand, after_help = SERVICE_EXIT_CODES)]
+    Service(ServiceCommand),
+    /// Read and edit the configuration file, keeping its comments and order.
+    #[command(subcommand, after_help = CONFIG_HELP)]
+    Config(ConfigCommand),
+}
+
+const SERVICE_EXIT_CODES: &str = "\
+Exit codes:
+  status   0 running (the managed service, or a standalone `protocol serve`/`stdio` for
+           this configuration: see Transport); 1 not running, a stale record of a process
+           that died is left; 3 not running; 4 cannot tell (starting, stopping, the state
+           directory used by another configuration, or discovery unreadable)
+  start    0 started, or already running as the managed service; 1 failed (the log's last
+           lines are shown; nothing is left running); 6 not configured
+           (protocol_start_with_service is not true, or the configuration is missing)
+  stop     0 stopped, or was not running; 1 failed, or the running process is a standalone
+           `protocol serve`/`stdio` (left alone)
+  restart  as stop, then as start
+The service's output, including a generated token, goes to <config dir>/<stem>.service/service.log
+(private, 0600); status and start never print the token.";
+
+const CONFIG_HELP: &str = "\
+Keys: every top-level key of the configuration, and model.<key> for the [model] table.
+protocol_token and model.api_key are never printed, and never taken from the command line:
+give `-` to read the value from stdin (one line), or --from-env VAR.
+Exit codes: 0 done; 1 refused or failed (the file is left as it was); 2 usage.";
+
+#[derive(Debug, Subcommand)]
+pub enum ServiceCommand {
+    /// Start the managed service in the background (detached, output to service.log), or
+    /// report it when it already runs.
+    #[command(after_help = SERVICE_EXIT_CODES)]
+    Start,
+    /// Stop the managed service: cancel its tasks, close its listeners, wait for it to exit.
+    #[command(after_help = SERVICE_EXIT_CODES)]
+    Stop,
+    /// Stop the managed service if it runs, then start it (picks up configuration changes).
+    #[command(after_help = SERVICE_EXIT_CODES)]
+    Restart,
+    /// Show what runs for this configuration (from discovery; starts nothing, never shows
+    /// the token).
+    #[command(after_help = SERVICE_EXIT_CODES)]
+    Status {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the configuration file's path.
+    Path,
+    /// Print a key's value (the default when it is not set; credentials print set/not set).
+    Get {
+        /// A top-level key or model.<key>.
+        key: String,
+    },
+    /// Set a key, validate the result as loading does, and save it atomically (mode 0600).
+    Set {
+        /// A top-level key or model.<key>.
+        key: String,
+        /// The value: true/false, a number, or text; `-` reads one line from stdin.
+        #[arg(allow_negative_numbers = true, required_unless_present = "from_env")]
+        value: Option<String>,
+        /// Take the value from this environment variable instead.
+        #[arg(long, value_name = "VAR", conflicts_with = "value")]
+        from_env: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -107,6 +179,11 @@ pub struct ServeArgs {
         action = clap::ArgAction::Set
     )]
     pub allow_insecure_http: bool,
+
+    /// Set by `nl2sh service start` for the process it starts: announces the transport as
+    /// "service" so `service stop` knows the process is its own to stop.
+    #[arg(long, hide = true)]
+    pub managed_service: bool,
 }
 
 #[cfg(test)]
@@ -137,5 +214,48 @@ mod tests {
         assert!(parse(&["protocol", "serve", "--allow-insecure-http=maybe"]).is_err());
         assert_eq!(serve(&["protocol", "serve"]).port, 8765);
         assert!(parse(&["protocol", "serve", "--port", "70000"]).is_err());
+        assert!(!serve(&["protocol", "serve"]).managed_service);
+        assert!(serve(&["protocol", "serve", "--managed-service"]).managed_service);
+    }
+
+    #[test]
+    fn service_and_config_commands() {
+        let cmd = |args: &[&str]| parse(args).unwrap().command;
+        assert!(matches!(
+            cmd(&["service", "status", "--json"]),
+            Command::Service(ServiceCommand::Status { json: true })
+        ));
+        assert!(matches!(
+            cmd(&["--config", "/c.toml", "service", "restart"]),
+            Command::Service(ServiceCommand::Restart)
+        ));
+        assert!(parse(&["service", "start", "--json"]).is_err());
+        match cmd(&["config", "set", "netd_uid", "-5"]) {
+            Command::Config(ConfigCommand::Set {
+                key,
+                value,
+                from_env,
+            }) => {
+                assert_eq!(
+                    (key.as_str(), value.as_deref(), from_env),
+                    ("netd_uid", Some("-5"), None)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        match cmd(&["config", "set", "protocol_token", "--from-env", "T"]) {
+            Command::Config(ConfigCommand::Set {
+                value, from_env, ..
+            }) => {
+                assert_eq!((value, from_env.as_deref()), (None, Some("T")));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["config", "set", "protocol_token"]).is_err());
+        assert!(parse(&["config", "set", "k", "v", "--from-env", "T"]).is_err());
+        let help = Cli::try_parse_from(["nl2sh", "service", "--help"])
+            .unwrap_err()
+            .to_string();
+        assert!(help.contains("Exit codes:"), "{help}");
     }
 }

@@ -100,6 +100,53 @@ pub fn state_dir(config: &Config, config_path: &Path) -> PathBuf {
     }
 }
 
+/// `path` made absolute against the working directory (without touching the file system
+/// beyond reading the working directory), so a background process started elsewhere finds
+/// the same file and state directory.
+pub fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
+
+/// The identity of the configuration at `path` for discovery: its canonical path when it
+/// exists (so a symlink or a relative path finds the same process), else the absolute path.
+pub fn identity(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| absolute(path))
+}
+
+/// The managed service's directory beside the configuration: `<config dir>/<stem>.service`,
+/// holding `service.log`.
+pub fn service_dir(config_path: &Path) -> PathBuf {
+    let config_dir = config_path.parent().unwrap_or(Path::new(""));
+    let mut name = config_path
+        .file_stem()
+        .filter(|s| !s.is_empty())
+        .map(|s| s.to_os_string())
+        .unwrap_or_else(|| OsString::from("nl2sh"));
+    name.push(".service");
+    config_dir.join(name)
+}
+
+/// The configuration for finding and stopping what runs, which must work even when the
+/// file was edited into something that no longer loads: the strict load, else only its
+/// `state_dir` string (read leniently), else the defaults. The second value says why the
+/// strict load failed.
+pub fn load_for_discovery(path: &Path) -> (Config, Option<ConfigError>) {
+    match nl2sh_proto::config::load(path, ParseMode::Startup) {
+        Ok(config) => (config, None),
+        Err(ConfigError::Missing { .. }) => (Config::default(), None),
+        Err(e) => {
+            let state_dir = nl2sh_proto::config::read_bounded(path)
+                .ok()
+                .and_then(|text| text.parse::<toml_edit::DocumentMut>().ok())
+                .and_then(|doc| doc.get("state_dir")?.as_str().map(PathBuf::from))
+                .filter(|dir| !dir.as_os_str().is_empty());
+            let mut config = Config::default();
+            config.state_dir = state_dir;
+            (config, Some(e))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +218,53 @@ mod tests {
             default_config_path_for(false, None, Some("".into())),
             PathBuf::from("/etc/nl2sh/config.toml")
         );
+    }
+
+    #[test]
+    fn service_dir_is_beside_the_configuration() {
+        assert_eq!(
+            service_dir(Path::new("/data/adb/nl2sh/config.toml")),
+            PathBuf::from("/data/adb/nl2sh/config.service")
+        );
+        assert_eq!(
+            service_dir(Path::new("/tmp/t/other.conf.toml")),
+            PathBuf::from("/tmp/t/other.conf.service")
+        );
+    }
+
+    #[test]
+    fn identity_resolves_symlinks_and_relative_paths() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = std::fs::canonicalize(tmp.path()).unwrap();
+        let real = write(&dir, "config.toml", "");
+        let link = dir.join("link.toml");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert_eq!(identity(&link), real);
+        assert_eq!(identity(&real), real);
+        let missing = dir.join("missing.toml");
+        assert_eq!(identity(&missing), missing);
+        assert!(identity(Path::new("rel.toml")).is_absolute());
+    }
+
+    #[test]
+    fn discovery_finds_the_state_dir_of_a_file_that_no_longer_loads() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let p = write(
+            dir,
+            "config.toml",
+            "state_dir = \"elsewhere\"\nunknown_key = 1\n",
+        );
+        let (cfg, why) = load_for_discovery(&p);
+        assert_eq!(state_dir(&cfg, &p), dir.join("elsewhere"));
+        assert!(why.unwrap().to_string().contains("unknown_key"));
+        let p = write(dir, "broken.toml", "state_dir = \"x\"\n[[[\n");
+        let (cfg, why) = load_for_discovery(&p);
+        assert_eq!(state_dir(&cfg, &p), dir.join("broken.state"));
+        assert!(why.is_some());
+        let (cfg, why) = load_for_discovery(&dir.join("absent.toml"));
+        assert_eq!(cfg, Config::default());
+        assert!(why.is_none());
     }
 
     #[test]

@@ -6,11 +6,13 @@
 mod advertise;
 mod cli;
 mod config;
+mod config_edit;
 mod local;
 mod logging;
 mod model;
 mod orphans;
 mod serve;
+mod service;
 mod spawn;
 mod startup;
 mod state;
@@ -87,6 +89,21 @@ fn main() -> ExitCode {
             json,
             verify,
         }) => local::audit(cli.config, since, limit, json, verify),
+        cli::Command::Service(cli::ServiceCommand::Start) => service::start(cli.config),
+        cli::Command::Service(cli::ServiceCommand::Stop) => service::stop(cli.config),
+        cli::Command::Service(cli::ServiceCommand::Restart) => service::restart(cli.config),
+        cli::Command::Service(cli::ServiceCommand::Status { json }) => {
+            service::status(cli.config, json)
+        }
+        cli::Command::Config(cli::ConfigCommand::Path) => config_edit::path_command(cli.config),
+        cli::Command::Config(cli::ConfigCommand::Get { key }) => {
+            config_edit::get_command(cli.config, &key)
+        }
+        cli::Command::Config(cli::ConfigCommand::Set {
+            key,
+            value,
+            from_env,
+        }) => config_edit::set_command(cli.config, &key, value, from_env),
     }
 }
 

@@ -143,7 +143,8 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
     if let nl2sh_proto::channels::ModelSetup::Unavailable(why) = &model {
         tracing::info!("delegated tasks will fail: {why}");
     }
-    let transport_name = match transport {
+    let transport_name = match &transport {
+        Transport::Http(args) if args.managed_service => "service",
         Transport::Http(_) => "http",
         Transport::Stdio => "stdio",
     };
@@ -219,8 +220,10 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         let mut running = start_tree(tree, starts).await?;
         let worker_pids: Vec<u32> = running.workers.iter().map(|w| w.child.id()).collect();
         let reaper = tokio::spawn(crate::orphans::reap(worker_pids.clone()));
-        let mut info = ConnectionInfo::for_this_process(&config_path, transport_name)?;
+        let mut info =
+            ConnectionInfo::for_this_process(&config::identity(&config_path), transport_name)?;
         if let Some(a) = &announcement {
+            info.listen = Some(a.listening.to_string());
             info.mcp_url = Some(a.origin.mcp_url());
             info.a2a_url = Some(a.origin.a2a_url());
             info.agent_card_url = Some(a.origin.agent_card_url());

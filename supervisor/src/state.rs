@@ -15,13 +15,12 @@ use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMo
 
 const FILE_MODE: u32 = 0o600;
 /// Largest connection.json we read back.
-#[allow(
-    dead_code,
-    reason = "used by discovery (service status), not wired yet"
-)]
 const MAX_CONNECTION_BYTES: u64 = 64 * 1024;
 /// Largest lock-file content we read back ("pid transport\n").
 const MAX_LOCK_NOTE_BYTES: u64 = 128;
+/// Retries of a lock found held, and the pause between them (see [`prepare`]).
+const LOCK_ATTEMPTS: u32 = 5;
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Where everything lives inside one state directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,16 +136,26 @@ pub fn prepare(state_dir: &Path, transport: &str) -> Result<StateLock, StateErro
     open_private_dir(&paths.root, Create::WithParents, WideMode::Tighten)?;
     open_private_dir(&paths.protocol_dir, Create::IfMissing, WideMode::Tighten)?;
 
-    let file = open_private_file(&paths.lock)?;
-    let lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(lock) => lock,
-        Err((file, Errno::EWOULDBLOCK)) => return Err(held_error(&paths.root, &file)),
-        Err((_, errno)) => {
-            return Err(StateError::Io {
-                what: "cannot lock",
-                path: paths.lock.clone(),
-                source: io::Error::from(errno),
-            })
+    let mut file = open_private_file(&paths.lock)?;
+    // A discovery probe ([`lock_is_held`]) holds a shared lock for microseconds; a few
+    // short retries tell it apart from a real holder, which keeps the lock for its life.
+    let mut attempts = 0;
+    let lock = loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => break lock,
+            Err((back, Errno::EWOULDBLOCK)) if attempts < LOCK_ATTEMPTS => {
+                attempts += 1;
+                file = back;
+                std::thread::sleep(LOCK_RETRY);
+            }
+            Err((file, Errno::EWOULDBLOCK)) => return Err(held_error(&paths.root, &file)),
+            Err((_, errno)) => {
+                return Err(StateError::Io {
+                    what: "cannot lock",
+                    path: paths.lock.clone(),
+                    source: io::Error::from(errno),
+                })
+            }
         }
     };
     let note = format!("{} {}\n", std::process::id(), transport);
@@ -199,7 +208,7 @@ fn open_private_file(path: &Path) -> Result<File, StateError> {
     Ok(file)
 }
 
-fn check_private_file(path: &Path, file: &File) -> Result<(), StateError> {
+pub fn check_private_file(path: &Path, file: &File) -> Result<(), StateError> {
     let meta = file.metadata().map_err(io_err("cannot inspect", path))?;
     if !meta.file_type().is_file() {
         return Err(StateError::WrongType {
@@ -231,13 +240,24 @@ pub struct ConnectionInfo {
     /// process even after the pid is reused.
     pub start_time: u64,
     pub uid: u32,
+    /// The configuration's identity ([`crate::config::identity`]): discovery for another
+    /// path naming the same file finds this process.
     pub config_path: String,
-    /// "http" or "stdio".
+    /// "http" (standalone `protocol serve`), "service" (the managed service) or "stdio".
     pub transport: String,
     pub mcp_url: Option<String>,
     pub a2a_url: Option<String>,
     pub agent_card_url: Option<String>,
     pub token: Option<String>,
+    /// Version of the running binary (it may differ from the CLI's after an upgrade).
+    #[serde(default)]
+    pub version: Option<String>,
+    /// When the process announced itself, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub started_at_ms: Option<i64>,
+    /// The bound listener ("0.0.0.0:8765"); none for stdio.
+    #[serde(default)]
+    pub listen: Option<String>,
 }
 
 impl std::fmt::Debug for ConnectionInfo {
@@ -252,6 +272,9 @@ impl std::fmt::Debug for ConnectionInfo {
             .field("a2a_url", &self.a2a_url)
             .field("agent_card_url", &self.agent_card_url)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("version", &self.version)
+            .field("started_at_ms", &self.started_at_ms)
+            .field("listen", &self.listen)
             .finish()
     }
 }
@@ -274,6 +297,9 @@ impl ConnectionInfo {
             a2a_url: None,
             agent_card_url: None,
             token: None,
+            version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+            started_at_ms: Some(nl2sh_approvald::clock::now_unix_ms()),
+            listen: None,
         })
     }
 }
@@ -367,10 +393,6 @@ pub fn write_connection(
 
 /// Read `protocol/connection.json` as written, without any liveness check. `Ok(None)` when
 /// there is none. See [`discover`] for the verified form.
-#[allow(
-    dead_code,
-    reason = "used by discovery (service status), not wired yet"
-)]
 pub fn read_connection(paths: &StatePaths) -> Result<Option<ConnectionInfo>, StateError> {
     let path = &paths.connection_json;
     let file = match OpenOptions::new()
@@ -407,36 +429,74 @@ pub fn read_connection(paths: &StatePaths) -> Result<Option<ConnectionInfo>, Sta
         })
 }
 
-/// The announcement of a live protocol process for `config_path`, or `None`: the record
-/// must exist, its lock must be held, and its pid, start time and uid must match a running
-/// process of our uid that uses the same configuration. Sends nothing to the advertised
-/// URL; does not prove remote reachability.
-#[allow(
-    dead_code,
-    reason = "used by discovery (service status), not wired yet"
-)]
-pub fn discover(
-    paths: &StatePaths,
-    config_path: &Path,
-) -> Result<Option<ConnectionInfo>, StateError> {
-    let Some(info) = read_connection(paths)? else {
-        return Ok(None);
-    };
-    if !lock_is_held(paths)? {
-        return Ok(None);
+/// What discovery finds for one configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Discovered {
+    /// A live process of our uid serving this configuration holds the lock and announced
+    /// itself.
+    Live(ConnectionInfo),
+    /// The lock is held but no announcement verifies: a process starting or stopping, or
+    /// one serving another configuration from the same state directory. `holder` is the
+    /// lock note ("pid transport"), unverified.
+    Busy { holder: Option<(u32, String)> },
+    /// An announcement is left but nothing holds the lock: its process died without
+    /// cleaning up (SIGKILL, power loss). Nothing is running.
+    Stale(ConnectionInfo),
+    /// No announcement and no holder.
+    Stopped,
+}
+
+/// Discovery for the configuration whose identity is `config_identity`: the record must
+/// exist, the lock must be held, and the record's pid, start time and uid must match a
+/// live (not zombie) process of our uid that serves the same configuration. Reads only;
+/// creates nothing and sends nothing to the advertised URL, so it does not prove remote
+/// reachability.
+pub fn discover(paths: &StatePaths, config_identity: &Path) -> Result<Discovered, StateError> {
+    let record = read_connection(paths)?;
+    let held = lock_is_held(paths)?;
+    match (record, held) {
+        (None, false) => Ok(Discovered::Stopped),
+        (None, true) => Ok(Discovered::Busy {
+            holder: lock_holder(paths),
+        }),
+        (Some(info), true) => {
+            let ours = info.uid == euid()
+                && info.config_path == config_identity.to_string_lossy()
+                && process_is_live(info.pid, info.start_time)
+                && process_uid(info.pid) == Some(info.uid);
+            Ok(if ours {
+                Discovered::Live(info)
+            } else {
+                Discovered::Busy {
+                    holder: lock_holder(paths),
+                }
+            })
+        }
+        // The holder may have exited cleanly between the two reads (it removes the
+        // record before releasing the lock): only a record still there is stale.
+        (Some(info), false) => Ok(match read_connection(paths)? {
+            Some(_) => Discovered::Stale(info),
+            None => Discovered::Stopped,
+        }),
     }
-    let live = info.uid == euid()
-        && info.config_path == config_path.to_string_lossy()
-        && process_start_time(info.pid) == Some(info.start_time)
-        && process_uid(info.pid) == Some(info.uid);
-    Ok(live.then_some(info))
+}
+
+/// The lock file's note ("pid transport") if it has a well-formed one. Unverified: the
+/// note of a holder that was killed stays behind.
+pub fn lock_holder(paths: &StatePaths) -> Option<(u32, String)> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&paths.lock)
+        .ok()?;
+    let mut text = String::new();
+    file.take(MAX_LOCK_NOTE_BYTES)
+        .read_to_string(&mut text)
+        .ok()?;
+    parse_lock_note(&text)
 }
 
 /// Whether some process holds the state directory's lock. Does not create anything.
-#[allow(
-    dead_code,
-    reason = "used by discovery (service status), not wired yet"
-)]
 pub fn lock_is_held(paths: &StatePaths) -> Result<bool, StateError> {
     let file = match OpenOptions::new()
         .read(true)
@@ -458,6 +518,18 @@ pub fn lock_is_held(paths: &StatePaths) -> Result<bool, StateError> {
     }
 }
 
+/// Whether `pid` is the process that started at `start_time` and has not exited (a
+/// zombie waiting for its parent has exited).
+pub fn process_is_live(pid: u32, start_time: u64) -> bool {
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = text
+        .rfind(')')
+        .and_then(|i| text[i + 1..].split_whitespace().next());
+    parse_stat_start_time(&text) == Some(start_time) && !matches!(state, Some("Z" | "X") | None)
+}
+
 /// Start time (field 22 of `/proc/<pid>/stat`, clock ticks since boot) of `pid`.
 pub fn process_start_time(pid: u32) -> Option<u64> {
     let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -472,10 +544,6 @@ pub fn parse_stat_start_time(stat: &str) -> Option<u64> {
     after_comm.split_whitespace().nth(22 - 3)?.parse().ok()
 }
 
-#[allow(
-    dead_code,
-    reason = "used by discovery (service status), not wired yet"
-)]
 fn process_uid(pid: u32) -> Option<u32> {
     let meta = fs::metadata(format!("/proc/{pid}")).ok()?;
     Some(meta.uid())
@@ -672,19 +740,28 @@ mod tests {
 
         // Live, locked, same uid and configuration: discovered.
         assert_eq!(
-            discover(lock.paths(), &config).unwrap().as_ref(),
-            Some(&info)
+            discover(lock.paths(), &config).unwrap(),
+            Discovered::Live(info.clone())
         );
-        // Another configuration: not ours.
+        let holder = Some((std::process::id(), "http".to_owned()));
+        assert_eq!(lock_holder(lock.paths()), holder);
+        // Another configuration: not ours, but the directory is in use.
         assert_eq!(
             discover(lock.paths(), &base.join("other.toml")).unwrap(),
-            None
+            Discovered::Busy {
+                holder: holder.clone()
+            }
         );
         // A stale start time (pid reused): not live.
         let mut stale = info.clone();
         stale.start_time += 1;
         let f2 = write_connection(lock.paths(), &stale).unwrap();
-        assert_eq!(discover(lock.paths(), &config).unwrap(), None);
+        assert_eq!(
+            discover(lock.paths(), &config).unwrap(),
+            Discovered::Busy {
+                holder: holder.clone()
+            }
+        );
         std::mem::forget(f2); // same path as `file`; removed below
 
         // Overwrite is atomic and keeps 0600.
@@ -696,6 +773,13 @@ mod tests {
         file.remove();
         assert!(!path.exists());
         assert_eq!(read_connection(lock.paths()).unwrap(), None);
+        // Locked without a record: starting or stopping.
+        assert_eq!(
+            discover(lock.paths(), &config).unwrap(),
+            Discovered::Busy {
+                holder: holder.clone()
+            }
+        );
 
         // Dropping also removes it.
         let paths = lock.paths().clone();
@@ -705,11 +789,19 @@ mod tests {
         }
         assert!(!paths.connection_json.exists());
 
-        // Lock released: a leftover record is not reported as running.
+        // Lock released: a leftover record is stale, not running.
         let leftover = write_connection(&paths, &info).unwrap();
         drop(lock);
-        assert_eq!(discover(&paths, &config).unwrap(), None);
+        assert_eq!(
+            discover(&paths, &config).unwrap(),
+            Discovered::Stale(info.clone())
+        );
         drop(leftover);
+        assert_eq!(discover(&paths, &config).unwrap(), Discovered::Stopped);
+        // Discovery of a directory that does not exist creates nothing.
+        let never = state_paths(&base.join("never"));
+        assert_eq!(discover(&never, &config).unwrap(), Discovered::Stopped);
+        assert!(!never.root.exists());
         fs::remove_dir_all(base).unwrap();
     }
 
@@ -739,5 +831,23 @@ mod tests {
         let me = process_start_time(std::process::id()).unwrap();
         assert!(me > 0);
         assert_eq!(process_start_time(std::process::id()), Some(me));
+        assert!(process_is_live(std::process::id(), me));
+        assert!(!process_is_live(std::process::id(), me + 1));
+    }
+
+    #[test]
+    fn an_exited_child_is_not_live_even_before_it_is_reaped() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let start = process_start_time(pid).unwrap();
+        // Wait for it to become a zombie without reaping it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while process_is_live(pid, start) {
+            assert!(std::time::Instant::now() < deadline, "child never exited");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(process_start_time(pid), Some(start), "reaped too early");
+        child.wait().unwrap();
+        assert!(!process_is_live(pid, start));
     }
 }

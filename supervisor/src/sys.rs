@@ -1,6 +1,6 @@
-//! The supervisor's only `unsafe`: what runs in a freshly forked worker before `exec`.
-//! Everything here is async-signal-safe: raw syscalls on data prepared before `fork`, no
-//! allocation, no locks.
+//! The supervisor's only `unsafe`: what runs in a freshly forked worker or managed service
+//! before `exec` (async-signal-safe: raw syscalls on data prepared before `fork`, no
+//! allocation, no locks), and the pidfd calls `service stop` signals through.
 
 use std::io;
 use std::os::unix::process::CommandExt;
@@ -203,4 +203,87 @@ pub fn set_process_name(role: &str) {
     buf[..n].copy_from_slice(&name.as_bytes()[..n]);
     // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes from `buf`.
     unsafe { libc::prctl(libc::PR_SET_NAME, buf.as_ptr() as libc::c_ulong, 0, 0, 0) };
+}
+
+/// `close_range` flag: mark instead of close (Linux 5.11). Not in every libc target module.
+const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+
+/// Make the command's child a background service: a session of its own (no controlling
+/// terminal, so a closing terminal's SIGHUP never reaches it) and every inherited
+/// descriptor above stderr closed at exec (a root manager's script may leave some open).
+/// The umask is left as the caller's, so tools behave as under `protocol serve` from the
+/// same shell; the service's own files get explicit modes.
+pub fn detach(cmd: &mut Command) {
+    // SAFETY: `detach_setup` makes only async-signal-safe system calls with integer
+    // arguments; it allocates nothing and takes no locks.
+    unsafe {
+        cmd.pre_exec(detach_setup);
+    }
+}
+
+fn detach_setup() -> io::Result<()> {
+    // SAFETY: setsid has no arguments; a forked child is never a group leader, so it
+    // succeeds.
+    check(unsafe { libc::setsid() } as libc::c_long)?;
+    // Marked close-on-exec rather than closed: std's exec-error pipe must stay usable.
+    // SAFETY: close_range with integer arguments, on this child's descriptor table.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if rc != 0 {
+        // Kernels before 5.11: one by one up to the descriptor limit.
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into `lim`, which lives on this stack.
+        let max = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+            lim.rlim_cur.min(1 << 16) as libc::c_int
+        } else {
+            4096
+        };
+        for fd in 3..max {
+            // SAFETY: setting a descriptor flag by number; EBADF for unused numbers.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
+    }
+    Ok(())
+}
+
+/// A descriptor for process `pid` (Linux 5.3). Signals sent through it reach that process
+/// or fail, never a later process that reused the number.
+pub fn pidfd_open(pid: u32) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    // SAFETY: pidfd_open with integer arguments; it returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) };
+    check(fd)?;
+    let fd = libc::c_int::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: the kernel just returned `fd` as a new descriptor that nothing else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Send `signal` to the process behind `pidfd`.
+pub fn pidfd_send_signal(
+    pidfd: std::os::fd::BorrowedFd<'_>,
+    signal: libc::c_int,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: pidfd_send_signal with a live descriptor, a signal number, no siginfo (null)
+    // and no flags.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signal,
+            std::ptr::null::<libc::siginfo_t>(),
+            0 as libc::c_uint,
+        )
+    };
+    check(rc)
 }

@@ -1,0 +1,1095 @@
+//! `nl2sh config path|get|set`: read and edit the configuration file in place.
+//!
+//! Edits go through `toml_edit`, so comments, blank lines and key order stay as the owner
+//! wrote them. The edited text is validated by the same parse the supervisor loads with
+//! ([`ParseMode::Startup`]) — plus the token rules `protocol serve` applies — before anything
+//! is written; a refused edit leaves the file untouched. Saving writes a 0600 temporary
+//! file in the same directory, syncs it and renames it over the file, and drops the
+//! retired `bridge_auto_approve`.
+//!
+//! Credentials (`protocol_token`, `model.api_key`) are never printed and never taken from
+//! the command line, where they would stay in shell history and the process list: they
+//! come from stdin (`-`) or a named environment variable.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, BufRead, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use nl2sh_proto::config::{self as schema, ConfigError, ParseMode};
+use toml_edit::{DocumentMut, Item, Table, Value};
+
+use crate::config;
+use crate::state;
+
+/// The retired key every save removes.
+const RETIRED_KEY: &str = "bridge_auto_approve";
+/// Longest credential line read from stdin.
+const MAX_INPUT_BYTES: u64 = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Bool,
+    Integer,
+    Text,
+    /// A string that is never printed nor taken from the command line.
+    Credential,
+    /// `approval_grants`: a TOML array of tables.
+    Grants,
+    /// `model`: set its keys one by one.
+    Table,
+}
+
+struct Key {
+    name: &'static str,
+    kind: Kind,
+    /// approvald re-reads it for every decision, so a running service uses it at once.
+    live: bool,
+}
+
+const fn key(name: &'static str, kind: Kind, live: bool) -> Key {
+    Key { name, kind, live }
+}
+
+/// Every top-level key of the schema ([`schema::KNOWN_KEYS`], checked by a test).
+const TOP_KEYS: &[Key] = &[
+    key("protocol_token", Kind::Credential, false),
+    key("protocol_auto_approve", Kind::Bool, true),
+    key("protocol_start_with_service", Kind::Bool, false),
+    key("protocol_service_port", Kind::Integer, false),
+    key("state_dir", Kind::Text, false),
+    key("netd_uid", Kind::Integer, false),
+    key("netd_gid", Kind::Integer, false),
+    key("sandbox_uid", Kind::Integer, false),
+    key("sandbox_gid", Kind::Integer, false),
+    key("approval_policy", Kind::Text, true),
+    key("approval_timeout_secs", Kind::Integer, true),
+    key("approval_grants", Kind::Grants, true),
+    key("audit_max_rows", Kind::Integer, true),
+    key("audit_max_bytes", Kind::Integer, true),
+    key("model", Kind::Table, false),
+];
+
+/// The keys of `[model]`, as `model.<key>`.
+const MODEL_KEYS: &[Key] = &[
+    key("base_url", Kind::Text, false),
+    key("model", Kind::Text, false),
+    key("api_key_env", Kind::Text, false),
+    key("api_key", Kind::Credential, false),
+    key("max_steps", Kind::Integer, false),
+    key("request_timeout_secs", Kind::Integer, false),
+];
+
+/// A key named on the command line: top-level, or `model.<key>`.
+struct Named {
+    spec: &'static Key,
+    /// `Some("model")` for a `[model]` key.
+    table: Option<&'static str>,
+}
+
+impl Named {
+    fn full(&self) -> String {
+        match self.table {
+            Some(t) => format!("{t}.{}", self.spec.name),
+            None => self.spec.name.to_owned(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    #[error("unknown key `{key}`; known keys: {}", known_keys())]
+    UnknownKey { key: String },
+    #[error(
+        "{RETIRED_KEY} is retired: it is ignored, and removed whenever the file is saved; it \
+         never enabled protocol_auto_approve (set that explicitly if you mean it)"
+    )]
+    Retired,
+    #[error(
+        "{0} is a credential and is not taken from the command line (it would stay in shell \
+         history and the process list): use `nl2sh config set {0} -` and type or pipe it on \
+         stdin (one line), or `nl2sh config set {0} --from-env VAR`"
+    )]
+    CredentialOnCommandLine(String),
+    #[error("`model` is a table: set its keys one by one ({})", model_keys())]
+    Table,
+    #[error("{key} takes {want}, not {got:?}")]
+    BadValue {
+        key: String,
+        want: &'static str,
+        got: String,
+    },
+    #[error("{key}: the value is not valid ({why})")]
+    BadCredential { key: String, why: String },
+    #[error("{}{}: not valid TOML ({message}); fix it by hand", .path.display(), line_suffix(*.line))]
+    NotToml {
+        path: PathBuf,
+        line: Option<usize>,
+        message: String,
+    },
+    #[error("{} has `{key}` but it is not a table; fix it by hand", .path.display())]
+    NotATable { path: PathBuf, key: String },
+    #[error("refusing to save, the result would not load: {0}")]
+    Invalid(ConfigError),
+    #[error("{0}")]
+    Read(ConfigError),
+    #[error("{what} {}: {source}", .path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("no value on stdin")]
+    NoInput,
+    #[error("the value on stdin is longer than {MAX_INPUT_BYTES} bytes")]
+    InputTooLong,
+    #[error("environment variable {0} is not set")]
+    EnvUnset(String),
+    #[error("environment variable {0} is not valid UTF-8")]
+    EnvNotUtf8(String),
+    #[error("{0} is not set and has no default")]
+    NotSet(String),
+}
+
+fn line_suffix(line: Option<usize>) -> String {
+    line.map(|l| format!(":{l}")).unwrap_or_default()
+}
+
+fn known_keys() -> String {
+    let mut names: Vec<String> = TOP_KEYS
+        .iter()
+        .filter(|k| k.kind != Kind::Table)
+        .map(|k| k.name.to_owned())
+        .collect();
+    names.extend(MODEL_KEYS.iter().map(|k| format!("model.{}", k.name)));
+    names.join(", ")
+}
+
+fn model_keys() -> String {
+    MODEL_KEYS
+        .iter()
+        .map(|k| format!("model.{}", k.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn lookup(name: &str) -> Result<Named, EditError> {
+    if name == RETIRED_KEY {
+        return Err(EditError::Retired);
+    }
+    let unknown = || EditError::UnknownKey {
+        key: name.to_owned(),
+    };
+    match name.split_once('.') {
+        Some(("model", sub)) => MODEL_KEYS
+            .iter()
+            .find(|k| k.name == sub)
+            .map(|spec| Named {
+                spec,
+                table: Some("model"),
+            })
+            .ok_or_else(unknown),
+        Some(_) => Err(unknown()),
+        None => TOP_KEYS
+            .iter()
+            .find(|k| k.name == name)
+            .map(|spec| Named { spec, table: None })
+            .ok_or_else(unknown),
+    }
+}
+
+fn line_at(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+fn parse_document(path: &Path, text: &str) -> Result<DocumentMut, EditError> {
+    text.parse::<DocumentMut>().map_err(|e| EditError::NotToml {
+        path: path.to_owned(),
+        line: e.span().map(|s| line_at(text, s.start)),
+        // The parser's message only: its excerpt of the source could show a credential.
+        message: e.message().trim().to_owned(),
+    })
+}
+
+/// The new value of `named` from the text given.
+fn new_item(named: &Named, input: &str) -> Result<Item, EditError> {
+    let bad = |want: &'static str| EditError::BadValue {
+        key: named.full(),
+        want,
+        got: input.to_owned(),
+    };
+    Ok(match named.spec.kind {
+        Kind::Bool => match input.trim() {
+            "true" => toml_edit::value(true),
+            "false" => toml_edit::value(false),
+            _ => return Err(bad("true or false")),
+        },
+        Kind::Integer => {
+            let n: i64 = input.trim().parse().map_err(|_| bad("a whole number"))?;
+            toml_edit::value(n)
+        }
+        Kind::Text | Kind::Credential => toml_edit::value(input),
+        Kind::Grants => {
+            let value: Value = input
+                .trim()
+                .parse()
+                .map_err(|_| bad("a TOML array of tables, e.g. [{ tool = \"fs.stat\" }]"))?;
+            if !value.is_array() {
+                return Err(bad("a TOML array of tables, e.g. [{ tool = \"fs.stat\" }]"));
+            }
+            // A non-empty array of inline tables reads better as [[approval_grants]].
+            match Item::Value(value).into_array_of_tables() {
+                Ok(tables) if !tables.is_empty() => Item::ArrayOfTables(tables),
+                Ok(_) => toml_edit::value(toml_edit::Array::new()),
+                Err(item) => item,
+            }
+        }
+        Kind::Table => return Err(EditError::Table),
+    })
+}
+
+/// Put `item` under `name` in `table`, keeping an existing value's surrounding comments
+/// and spacing.
+fn put(table: &mut dyn toml_edit::TableLike, name: &str, item: Item) {
+    match table.get_mut(name) {
+        Some(existing) if existing.is_value() && item.is_value() => {
+            let decor = existing.as_value().map(|v| v.decor().clone());
+            if let Ok(mut value) = item.into_value() {
+                if let Some(decor) = decor {
+                    *value.decor_mut() = decor;
+                }
+                *existing = Item::Value(value);
+            }
+        }
+        // A value replacing a table (or the reverse) is a new entry: the key's old
+        // formatting belongs to the other form.
+        Some(_) => {
+            table.remove(name);
+            table.insert(name, item);
+        }
+        None => {
+            table.insert(name, item);
+        }
+    }
+}
+
+/// The edited text: `key` set from `input` in `text` (the file at `path`, for messages),
+/// the retired key removed, and the result validated as loading validates it.
+pub fn edit(path: &Path, text: &str, key: &str, input: &str) -> Result<String, EditError> {
+    let named = lookup(key)?;
+    let item = new_item(&named, input)?;
+    if named.spec.kind == Kind::Credential && !input.is_empty() && named.table.is_none() {
+        // protocol_token: `protocol serve` refuses a configured token that breaks these
+        // rules (empty means "generate one at each start").
+        crate::token::check(input).map_err(|problem| EditError::BadCredential {
+            key: named.full(),
+            why: problem.to_string(),
+        })?;
+    }
+    let mut doc = parse_document(path, text)?;
+    match named.table {
+        None => put(doc.as_table_mut(), named.spec.name, item),
+        Some(table) => {
+            if doc.get(table).is_none() {
+                doc.insert(table, Item::Table(Table::new()));
+            }
+            let sub = doc
+                .get_mut(table)
+                .and_then(Item::as_table_like_mut)
+                .ok_or_else(|| EditError::NotATable {
+                    path: path.to_owned(),
+                    key: table.to_owned(),
+                })?;
+            let added = !sub.contains_key(named.spec.name);
+            put(sub, named.spec.name, item);
+            // An inline table's spacing is all on one line: lay it out again after an
+            // addition (a `[model]` table keeps its own, comments included).
+            if let (true, Some(inline)) = (
+                added,
+                doc.get_mut(table).and_then(Item::as_inline_table_mut),
+            ) {
+                inline.fmt();
+            }
+        }
+    }
+    doc.remove(RETIRED_KEY);
+    let edited = doc.to_string();
+    schema::parse(path, &edited, ParseMode::Startup).map_err(EditError::Invalid)?;
+    Ok(edited)
+}
+
+/// What `get` prints.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Got {
+    /// Set in the file.
+    Value(String),
+    /// Not in the file: the value the program uses.
+    Default(String),
+    /// A credential: whether it is set (never its value).
+    Credential(bool),
+}
+
+/// `key`'s value in `text` (the file at `path`).
+pub fn get(path: &Path, text: &str, key: &str) -> Result<Got, EditError> {
+    let named = lookup(key)?;
+    let doc = parse_document(path, text)?;
+    let item = match named.table {
+        None => doc.get(named.spec.name),
+        Some(table) => doc
+            .get(table)
+            .and_then(Item::as_table_like)
+            .and_then(|t| t.get(named.spec.name)),
+    };
+    let item = item.filter(|i| !i.is_none());
+    if named.spec.kind == Kind::Credential {
+        let set = item.and_then(Item::as_str).is_some_and(|s| !s.is_empty());
+        return Ok(Got::Credential(set));
+    }
+    match item {
+        Some(item) => Ok(Got::Value(render(named.spec.name, item))),
+        None => default_of(&named, path)
+            .map(Got::Default)
+            .ok_or_else(|| EditError::NotSet(named.full())),
+    }
+}
+
+/// A value as a script wants it: strings bare, everything else as TOML; a table without
+/// its credential.
+fn render(name: &str, item: &Item) -> String {
+    if let Some(s) = item.as_str() {
+        return s.to_owned();
+    }
+    if let Some(value) = item.as_value() {
+        return value.clone().decorated("", "").to_string();
+    }
+    let mut item = item.clone();
+    let mut hidden = false;
+    if let Some(table) = item.as_table_like_mut() {
+        hidden = table.remove("api_key").is_some();
+    }
+    let mut doc = DocumentMut::new();
+    doc.insert(name, item);
+    let mut out = doc.to_string().trim_end().to_owned();
+    if hidden {
+        out.push_str("\n# api_key: set (not shown)");
+    }
+    out
+}
+
+/// The value the program uses when `named` is absent.
+fn default_of(named: &Named, path: &Path) -> Option<String> {
+    use schema::*;
+    let defaults = Config::default();
+    Some(match (named.table, named.spec.name) {
+        (None, "protocol_auto_approve" | "protocol_start_with_service") => "false".into(),
+        (None, "protocol_service_port") => DEFAULT_PROTOCOL_PORT.to_string(),
+        (None, "state_dir") => config::state_dir(&defaults, &config::absolute(path))
+            .display()
+            .to_string(),
+        (None, "netd_uid") => defaults.netd_ids().0.to_string(),
+        (None, "netd_gid") => defaults.netd_ids().1.to_string(),
+        (None, "sandbox_uid") => defaults.sandbox_ids().0.to_string(),
+        (None, "sandbox_gid") => defaults.sandbox_ids().1.to_string(),
+        (None, "approval_policy") => ApprovalPolicy::default().as_str().into(),
+        (None, "approval_timeout_secs") => defaults.approval_timeout().as_secs().to_string(),
+        (None, "approval_grants") => "[]".into(),
+        (None, "audit_max_rows") => DEFAULT_AUDIT_MAX_ROWS.to_string(),
+        (None, "audit_max_bytes") => DEFAULT_AUDIT_MAX_BYTES.to_string(),
+        (Some(_), "base_url") => DEFAULT_MODEL_BASE_URL.into(),
+        (Some(_), "api_key_env") => DEFAULT_MODEL_API_KEY_ENV.into(),
+        (Some(_), "max_steps") => DEFAULT_MODEL_MAX_STEPS.to_string(),
+        (Some(_), "request_timeout_secs") => DEFAULT_MODEL_REQUEST_TIMEOUT_SECS.to_string(),
+        _ => return None,
+    })
+}
+
+/// The file's text, or "" when it does not exist yet.
+fn read_text(path: &Path) -> Result<String, EditError> {
+    match schema::read_bounded(path) {
+        Ok(text) => Ok(text),
+        Err(ConfigError::Missing { .. }) => Ok(String::new()),
+        Err(e) => Err(EditError::Read(e)),
+    }
+}
+
+/// The file an edit replaces: a symlinked configuration is edited where it points, so
+/// the link stays a link.
+fn write_target(path: &Path) -> PathBuf {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+        }
+        _ => path.to_owned(),
+    }
+}
+
+/// Replace `path` with `text` atomically: a 0600 temporary file beside it, fsync, rename,
+/// fsync of the directory. Creates the directory (0700) when missing. The owner of a file
+/// root edits for another uid stays that uid.
+pub fn save(path: &Path, text: &str) -> Result<(), EditError> {
+    let io_err = |what: &'static str, path: &Path| {
+        let path = path.to_owned();
+        move |source| EditError::Io { what, path, source }
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.exists() {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(io_err("cannot create directory", &dir))?;
+    }
+    let previous = fs::metadata(path).ok();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "config.toml".into());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    let written = (|| {
+        let mut file: File = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+            .map_err(io_err("cannot create", &tmp))?;
+        // The umask can only have removed bits; make it exactly 0600.
+        file.set_permissions(fs::Permissions::from_mode(0o600))
+            .map_err(io_err("cannot chmod", &tmp))?;
+        if let Some(meta) = &previous {
+            let me = nix::unistd::geteuid().as_raw();
+            if me == 0 && meta.uid() != me {
+                std::os::unix::fs::fchown(&file, Some(meta.uid()), Some(meta.gid()))
+                    .map_err(io_err("cannot chown", &tmp))?;
+            }
+        }
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(io_err("cannot write", &tmp))?;
+        fs::rename(&tmp, path).map_err(io_err("cannot replace", path))
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written?;
+    if let Ok(d) = File::open(&dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// One line of stdin, without echo when it is a terminal.
+fn read_stdin_line(prompt_name: &str) -> Result<String, EditError> {
+    use nix::sys::termios::{tcgetattr, tcsetattr, LocalFlags, SetArg};
+    let stdin = io::stdin();
+    let terminal = nix::unistd::isatty(&stdin).unwrap_or(false);
+    let saved = if terminal {
+        eprint!("{prompt_name} (not echoed): ");
+        let _ = io::stderr().flush();
+        tcgetattr(&stdin).ok().inspect(|attrs| {
+            let mut quiet = attrs.clone();
+            quiet.local_flags.remove(LocalFlags::ECHO);
+            let _ = tcsetattr(&stdin, SetArg::TCSANOW, &quiet);
+        })
+    } else {
+        None
+    };
+    let mut bytes = Vec::new();
+    let read = stdin
+        .lock()
+        .take(MAX_INPUT_BYTES + 1)
+        .read_until(b'\n', &mut bytes);
+    if let Some(attrs) = saved {
+        let _ = tcsetattr(&stdin, SetArg::TCSANOW, &attrs);
+        eprintln!();
+    }
+    read.map_err(|source| EditError::Io {
+        what: "cannot read",
+        path: PathBuf::from("stdin"),
+        source,
+    })?;
+    if bytes.is_empty() {
+        return Err(EditError::NoInput);
+    }
+    if bytes.last() == Some(&b'\n') {
+        bytes.pop();
+        if bytes.last() == Some(&b'\r') {
+            bytes.pop();
+        }
+    } else if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(EditError::InputTooLong);
+    }
+    String::from_utf8(bytes).map_err(|_| EditError::BadValue {
+        key: prompt_name.to_owned(),
+        want: "UTF-8 text",
+        got: String::new(),
+    })
+}
+
+fn config_path(config_arg: Option<PathBuf>) -> PathBuf {
+    config::absolute(&config_arg.unwrap_or_else(config::default_config_path))
+}
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("nl2sh: {e}");
+    ExitCode::FAILURE
+}
+
+pub fn path_command(config_arg: Option<PathBuf>) -> ExitCode {
+    let path = config_path(config_arg);
+    println!("{}", path.display());
+    if !path.exists() {
+        eprintln!(
+            "nl2sh: {} does not exist yet; `config set` creates it",
+            path.display()
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+pub fn get_command(config_arg: Option<PathBuf>, key: &str) -> ExitCode {
+    let path = config_path(config_arg);
+    let got = read_text(&path).and_then(|text| get(&path, &text, key));
+    match got {
+        Ok(Got::Value(v)) => println!("{v}"),
+        Ok(Got::Default(v)) => {
+            println!("{v}");
+            eprintln!(
+                "nl2sh: {key} is not set in {}; this is the default",
+                path.display()
+            );
+        }
+        Ok(Got::Credential(set)) => println!("{}", if set { "set" } else { "not set" }),
+        Err(e) => return fail(e),
+    }
+    ExitCode::SUCCESS
+}
+
+pub fn set_command(
+    config_arg: Option<PathBuf>,
+    key: &str,
+    value: Option<String>,
+    from_env: Option<String>,
+) -> ExitCode {
+    let path = config_path(config_arg);
+    match set(&path, key, value, from_env, &|var| std::env::var_os(var)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+fn set(
+    path: &Path,
+    key: &str,
+    value: Option<String>,
+    from_env: Option<String>,
+    env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<(), EditError> {
+    let named = lookup(key)?;
+    if named.spec.kind == Kind::Table {
+        return Err(EditError::Table);
+    }
+    let credential = named.spec.kind == Kind::Credential;
+    let input = match (value.as_deref(), from_env) {
+        (_, Some(var)) => match env(&var).map(std::ffi::OsString::into_string) {
+            Some(Ok(v)) => v,
+            None => return Err(EditError::EnvUnset(var)),
+            Some(Err(_)) => return Err(EditError::EnvNotUtf8(var)),
+        },
+        (Some("-"), None) => read_stdin_line(&named.full())?,
+        (Some(_), None) if credential => {
+            return Err(EditError::CredentialOnCommandLine(named.full()))
+        }
+        (Some(v), None) => v.to_owned(),
+        (None, None) => return Err(EditError::NoInput),
+    };
+    let target = write_target(path);
+    let before = read_text(&target)?;
+    let after = edit(&target, &before, key, &input)?;
+    save(&target, &after)?;
+    if credential {
+        println!(
+            "Saved {} in {} (value not shown).",
+            named.full(),
+            target.display()
+        );
+    } else {
+        println!(
+            "Saved {} = {} in {}.",
+            named.full(),
+            input.trim(),
+            target.display()
+        );
+    }
+    if before
+        .parse::<DocumentMut>()
+        .is_ok_and(|d| d.contains_key(RETIRED_KEY))
+    {
+        println!("Removed the retired {RETIRED_KEY} (it was ignored).");
+    }
+    println!("{}", restart_note(path, named.spec.live));
+    Ok(())
+}
+
+/// What a running service does with the change (it is told nothing).
+fn restart_note(path: &Path, live: bool) -> String {
+    let (cfg, _) = config::load_for_discovery(path);
+    let state = state::state_paths(&config::state_dir(&cfg, path));
+    let running = match state::discover(&state, &config::identity(path)) {
+        Ok(state::Discovered::Live(info)) => Some(info),
+        _ => None,
+    };
+    match (running, live) {
+        (Some(info), true) => format!(
+            "The running protocol process (pid {}) applies it from its next approval decision.",
+            info.pid
+        ),
+        (Some(info), false) => format!(
+            "The running protocol process (pid {}, transport {}) keeps the old value until it \
+             restarts: nl2sh --config {} service restart",
+            info.pid,
+            info.transport,
+            path.display()
+        ),
+        (None, _) => "It applies when the service next starts (a running service needs \
+                      `nl2sh service restart`)."
+            .to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    const P: &str = "/etc/nl2sh/config.toml";
+
+    fn no_env(_: &str) -> Option<std::ffi::OsString> {
+        None
+    }
+
+    fn ed(text: &str, key: &str, input: &str) -> Result<String, EditError> {
+        edit(Path::new(P), text, key, input)
+    }
+
+    #[test]
+    fn every_schema_key_is_editable_and_nothing_else() {
+        for name in schema::KNOWN_KEYS {
+            assert!(lookup(name).is_ok(), "{name}");
+        }
+        assert_eq!(TOP_KEYS.len(), schema::KNOWN_KEYS.len());
+        // Each model key is one the schema accepts, with a value of the kind we write.
+        for k in MODEL_KEYS {
+            let sample = match k.kind {
+                Kind::Integer => "3",
+                Kind::Text if k.name == "base_url" => "http://127.0.0.1:9/v1",
+                _ => "x",
+            };
+            let mut text = String::from("[model]\nmodel = \"m\"\n");
+            if k.name != "model" {
+                text = ed(&text, &format!("model.{}", k.name), sample)
+                    .unwrap_or_else(|e| panic!("{}: {e}", k.name));
+            }
+            assert!(schema::parse(Path::new(P), &text, ParseMode::Startup).is_ok());
+        }
+        let msg = ed("", "protocl_token", "x").unwrap_err().to_string();
+        assert!(
+            msg.starts_with(
+                "unknown key `protocl_token`; known keys: protocol_token, protocol_auto_approve"
+            ),
+            "{msg}"
+        );
+        assert!(msg.contains("model.request_timeout_secs"), "{msg}");
+        assert!(matches!(
+            ed("", "model.nope", "1"),
+            Err(EditError::UnknownKey { .. })
+        ));
+        assert!(matches!(
+            ed("", "agent.x", "1"),
+            Err(EditError::UnknownKey { .. })
+        ));
+        assert!(matches!(ed("", "model", "x"), Err(EditError::Table)));
+        assert!(matches!(
+            ed("", "bridge_auto_approve", "true"),
+            Err(EditError::Retired)
+        ));
+    }
+
+    #[test]
+    fn round_trip_keeps_comments_and_order() {
+        let text = "\
+# nl2sh configuration
+# (kept)
+
+protocol_service_port = 8765 # the port
+# auto-approve is dangerous
+protocol_auto_approve = false
+
+[model]
+# which model
+model = \"m\"
+";
+        let out = ed(text, "protocol_service_port", "9000").unwrap();
+        assert_eq!(out, text.replace("8765 # the port", "9000 # the port"));
+        let out = ed(&out, "protocol_start_with_service", "true").unwrap();
+        assert!(
+            out.contains("protocol_auto_approve = false\nprotocol_start_with_service = true\n"),
+            "{out}"
+        );
+        // The new key goes with the top-level keys, before [model].
+        assert!(out.find("protocol_start_with_service").unwrap() < out.find("[model]").unwrap());
+        let out = ed(&out, "model.max_steps", "7").unwrap();
+        assert!(
+            out.ends_with("# which model\nmodel = \"m\"\nmax_steps = 7\n"),
+            "{out}"
+        );
+        let out = ed(&out, "state_dir", "st ate \"quoted\"").unwrap();
+        assert!(
+            out.contains(r#"state_dir = 'st ate "quoted"'"#)
+                || out.contains(r#"state_dir = "st ate \"quoted\"""#),
+            "{out}"
+        );
+        for (key, want) in [
+            ("protocol_service_port", "9000"),
+            ("protocol_start_with_service", "true"),
+            ("model.max_steps", "7"),
+            ("state_dir", "st ate \"quoted\""),
+            ("model.model", "m"),
+        ] {
+            assert_eq!(
+                get(Path::new(P), &out, key).unwrap(),
+                Got::Value(want.into()),
+                "{key}"
+            );
+        }
+        assert!(
+            out.starts_with("# nl2sh configuration\n# (kept)\n\n"),
+            "{out}"
+        );
+        assert!(out.contains("# auto-approve is dangerous\n"), "{out}");
+    }
+
+    #[test]
+    fn model_table_is_created_and_validated_whole() {
+        // [model] needs model.model: setting another key first is refused.
+        let msg = ed("", "model.max_steps", "3").unwrap_err().to_string();
+        assert!(
+            msg.starts_with("refusing to save, the result would not load: /etc/nl2sh/config.toml"),
+            "{msg}"
+        );
+        assert!(msg.contains("missing field `model`"), "{msg}");
+        let out = ed(
+            "protocol_auto_approve = true\n",
+            "model.model",
+            "gpt-4.1-mini",
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "protocol_auto_approve = true\n\n[model]\nmodel = \"gpt-4.1-mini\"\n"
+        );
+        let out = ed(&out, "model.base_url", "http://127.0.0.1:8080/v1").unwrap();
+        assert!(ed(&out, "model.base_url", "ftp://x").is_err());
+        assert!(ed(&out, "model.max_steps", "0").is_err());
+        // An inline or dotted [model] is edited where it is.
+        let out = ed("model = { model = \"m\" }\n", "model.max_steps", "2").unwrap();
+        assert_eq!(out, "model = { model = \"m\", max_steps = 2 }\n");
+        let msg = ed("model = 3\n", "model.max_steps", "2")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("is not a table"), "{msg}");
+    }
+
+    #[test]
+    fn values_are_typed_by_the_schema() {
+        assert!(matches!(
+            ed("", "protocol_start_with_service", "yes"),
+            Err(EditError::BadValue {
+                want: "true or false",
+                ..
+            })
+        ));
+        assert!(matches!(
+            ed("", "protocol_service_port", "80x"),
+            Err(EditError::BadValue {
+                want: "a whole number",
+                ..
+            })
+        ));
+        let msg = ed("", "protocol_service_port", "70000")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("`protocol_service_port`"), "{msg}");
+        assert!(ed("", "netd_uid", "0")
+            .unwrap_err()
+            .to_string()
+            .contains("netd_uid must not be 0"));
+        assert!(ed("", "approval_policy", "lenient").is_err());
+        assert_eq!(
+            ed("", "approval_policy", "strict").unwrap(),
+            "approval_policy = \"strict\"\n"
+        );
+        assert_eq!(
+            ed("", "protocol_service_port", " 0 ").unwrap(),
+            "protocol_service_port = 0\n"
+        );
+        let out = ed(
+            "",
+            "approval_grants",
+            r#"[{ tool = "fs.stat" }, { tool = "shell.exec", action_prefix = "ls " }]"#,
+        )
+        .unwrap();
+        assert!(
+            out.contains("[[approval_grants]]\ntool = \"fs.stat\"\n"),
+            "{out}"
+        );
+        assert_eq!(
+            schema::parse(Path::new(P), &out, ParseMode::Startup)
+                .unwrap()
+                .approval_grants
+                .len(),
+            2
+        );
+        assert!(ed(
+            "",
+            "approval_grants",
+            r#"[{ tool = "x", max_risk = "critical" }]"#
+        )
+        .is_err());
+        assert!(ed("", "approval_grants", "3").is_err());
+        assert_eq!(
+            ed(&out, "approval_grants", "[]").unwrap(),
+            "approval_grants = []\n"
+        );
+    }
+
+    #[test]
+    fn retired_key_is_removed_by_any_save() {
+        let text = "bridge_auto_approve = true\nprotocol_service_port = 1\n";
+        let out = ed(text, "protocol_service_port", "2").unwrap();
+        assert_eq!(out, "protocol_service_port = 2\n");
+        assert!(
+            !schema::parse(Path::new(P), &out, ParseMode::Startup)
+                .unwrap()
+                .protocol_auto_approve
+        );
+    }
+
+    #[test]
+    fn credentials_are_checked_and_never_shown() {
+        let token = "tok-0123456789-abcdefghijklmnopqrstuvwxyz";
+        let out = ed("", "protocol_token", token).unwrap();
+        assert_eq!(
+            get(Path::new(P), &out, "protocol_token").unwrap(),
+            Got::Credential(true)
+        );
+        assert_eq!(
+            get(Path::new(P), "", "protocol_token").unwrap(),
+            Got::Credential(false)
+        );
+        assert_eq!(
+            get(Path::new(P), "protocol_token = \"\"\n", "protocol_token").unwrap(),
+            Got::Credential(false)
+        );
+        // Empty means "generate at each start"; a short one would refuse startup.
+        assert!(ed("", "protocol_token", "").is_ok());
+        let msg = ed("", "protocol_token", "short-secret")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("too short"), "{msg}");
+        assert!(!msg.contains("short-secret"), "{msg}");
+        let out = ed("[model]\nmodel = \"m\"\n", "model.api_key", "sk-abc").unwrap();
+        assert_eq!(
+            get(Path::new(P), &out, "model.api_key").unwrap(),
+            Got::Credential(true)
+        );
+        let model = get(Path::new(P), &out, "model").unwrap();
+        let Got::Value(text) = model else {
+            panic!("{model:?}")
+        };
+        assert!(!text.contains("sk-abc"), "{text}");
+        assert!(text.contains("# api_key: set (not shown)"), "{text}");
+        let msg = ed("[model]\nmodel = \"m\"\n", "model.api_key", "")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("model.api_key must not be empty"), "{msg}");
+        // A literal on the command line is refused before anything is read or written.
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("config.toml");
+        let err = set(&path, "protocol_token", Some(token.into()), None, &no_env).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("config set protocol_token -"), "{msg}");
+        assert!(msg.contains("--from-env VAR"), "{msg}");
+        assert!(!msg.contains(token), "{msg}");
+        assert!(!path.exists());
+        assert!(matches!(
+            set(&path, "model.api_key", Some("sk".into()), None, &no_env),
+            Err(EditError::CredentialOnCommandLine(_))
+        ));
+        // From the environment.
+        let env = |var: &str| (var == "TOKEN_VAR").then(|| token.into());
+        set(
+            &path,
+            "protocol_token",
+            None,
+            Some("TOKEN_VAR".into()),
+            &env,
+        )
+        .unwrap();
+        assert!(fs::read_to_string(&path).unwrap().contains(token));
+        assert_eq!(mode(&path), 0o600);
+        assert!(matches!(
+            set(
+                &path,
+                "protocol_token",
+                None,
+                Some("OTHER_VAR".into()),
+                &env
+            ),
+            Err(EditError::EnvUnset(_))
+        ));
+    }
+
+    #[test]
+    fn defaults_for_unset_keys() {
+        let get = |key| get(Path::new(P), "", key).unwrap();
+        assert_eq!(get("protocol_service_port"), Got::Default("8765".into()));
+        assert_eq!(
+            get("protocol_start_with_service"),
+            Got::Default("false".into())
+        );
+        assert_eq!(get("approval_policy"), Got::Default("balanced".into()));
+        assert_eq!(
+            get("state_dir"),
+            Got::Default("/etc/nl2sh/config.state".into())
+        );
+        assert_eq!(get("model.max_steps"), Got::Default("24".into()));
+        assert!(matches!(
+            super::get(Path::new(P), "", "model.model"),
+            Err(EditError::NotSet(_))
+        ));
+    }
+
+    #[test]
+    fn invalid_toml_is_reported_without_its_text() {
+        let text = "protocol_token = \"secret-in-a-broken-file-0123456789\"\nport = [\n";
+        let msg = ed(text, "protocol_service_port", "1")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.starts_with("/etc/nl2sh/config.toml:"), "{msg}");
+        assert!(msg.contains("not valid TOML"), "{msg}");
+        assert!(!msg.contains("secret-in"), "{msg}");
+    }
+
+    fn mode(p: &Path) -> u32 {
+        fs::metadata(p).unwrap().mode() & 0o7777
+    }
+
+    #[test]
+    fn save_is_atomic_private_and_creates_the_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("new/dir/config.toml");
+        set(
+            &path,
+            "protocol_service_port",
+            Some("9000".into()),
+            None,
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "protocol_service_port = 9000\n"
+        );
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        assert_eq!(mode(&tmp.path().join("new")), 0o700);
+
+        // A wide existing file comes back 0600; no temporary file is left.
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        set(
+            &path,
+            "protocol_start_with_service",
+            Some("true".into()),
+            None,
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(mode(&path), 0o600);
+        let names: Vec<_> = fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, vec!["config.toml".to_owned()]);
+
+        // A refused edit leaves the file exactly as it was (content and inode).
+        let before = fs::read_to_string(&path).unwrap();
+        let inode = fs::metadata(&path).unwrap().ino();
+        assert!(set(
+            &path,
+            "protocol_service_port",
+            Some("70000".into()),
+            None,
+            &no_env
+        )
+        .is_err());
+        assert!(set(
+            &path,
+            "approval_timeout_secs",
+            Some("0".into()),
+            None,
+            &no_env
+        )
+        .is_err());
+        assert_eq!(fs::read_to_string(&path).unwrap(), before);
+        assert_eq!(fs::metadata(&path).unwrap().ino(), inode);
+
+        // A symlinked configuration is edited where it points; the link stays.
+        let real = tmp.path().join("real.toml");
+        fs::write(&real, "# mine\nprotocol_service_port = 0\n").unwrap();
+        let link = tmp.path().join("link.toml");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        set(
+            &link,
+            "protocol_service_port",
+            Some("1".into()),
+            None,
+            &no_env,
+        )
+        .unwrap();
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(
+            fs::read_to_string(&real).unwrap(),
+            "# mine\nprotocol_service_port = 1\n"
+        );
+    }
+
+    #[test]
+    fn a_file_that_does_not_load_can_be_repaired_but_not_made_worse() {
+        // The broken value is the key being set: the result loads, so it is saved.
+        let out = ed(
+            "protocol_service_port = \"x\"\n",
+            "protocol_service_port",
+            "9000",
+        )
+        .unwrap();
+        assert_eq!(out, "protocol_service_port = 9000\n");
+        // Another key broken: refused, naming it.
+        let msg = ed("protocol_service_port = \"x\"\n", "netd_uid", "5")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("protocol_service_port"), "{msg}");
+    }
+}

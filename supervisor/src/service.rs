@@ -1,0 +1,981 @@
+//! `nl2sh service start|stop|restart|status`: one managed background process per
+//! configuration.
+//!
+//! `start` re-executes this binary as `protocol serve --host 0.0.0.0 --port
+//! <protocol_service_port> --managed-service`, detached (a session of its own, stdin
+//! /dev/null, stdout and stderr appended to the private `<stem>.service/service.log` beside
+//! the configuration), and waits until discovery shows that very process announced, or it
+//! exited. The process is an ordinary `protocol serve` in every other way: the same lock,
+//! the same port fallback, the same drain on SIGTERM. Its transport is announced as
+//! "service", which is how `stop` tells it from a standalone `protocol serve` (never
+//! stopped, never adopted).
+//!
+//! Everything here reads discovery (`state::discover`): `protocol/connection.json`, the
+//! process start identity and the state directory's lock. `status` reads only; no command
+//! prints the token.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::json;
+
+use nl2sh_proto::config::DEFAULT_PROTOCOL_PORT;
+use nl2sh_proto::limits::SHUTDOWN_GRACE;
+use nl2sh_proto::private_dir::{open_private_dir, Create, WideMode};
+
+use crate::config::{self, Config, ConfigError};
+use crate::state::{self, ConnectionInfo, Discovered, StatePaths};
+
+/// The transport a managed service announces.
+pub const SERVICE_TRANSPORT: &str = "service";
+/// The configuration switch `start` requires.
+const SWITCH: &str = "protocol_start_with_service";
+
+/// How long `start` waits for the new process to announce itself. A worker has 15 s to
+/// start inside `protocol serve`; this leaves room for that to fail and be reported.
+const START_WAIT: Duration = Duration::from_secs(30);
+/// How long `stop` waits for the process to exit: the supervisor drains netd, the executor
+/// and approvald one after the other, each within the grace period plus two seconds.
+const STOP_WAIT: Duration = Duration::from_secs(3 * (SHUTDOWN_GRACE.as_secs() + 2) + 5);
+/// Discovery polling interval while waiting.
+const POLL: Duration = Duration::from_millis(50);
+/// A log larger than this is moved to `service.log.1` at the next start.
+const LOG_ROTATE_BYTES: u64 = 1024 * 1024;
+/// Lines of the log shown when a start fails.
+const LOG_TAIL_LINES: usize = 20;
+/// Bytes of the log read for those lines.
+const LOG_TAIL_BYTES: u64 = 16 * 1024;
+
+/// Exit codes (see `nl2sh service --help`).
+const EXIT_FAILURE: u8 = 1;
+/// `status`: not running, but a record of a process that died is left (LSB 1).
+const EXIT_STALE: u8 = 1;
+/// `status`: not running (LSB 3).
+const EXIT_NOT_RUNNING: u8 = 3;
+/// `status`: cannot tell (LSB 4).
+const EXIT_UNKNOWN: u8 = 4;
+/// `start`/`restart`: the configuration does not enable the managed service (LSB 6).
+const EXIT_NOT_CONFIGURED: u8 = 6;
+
+/// A failed command: its exit code and message.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+fn failure(code: u8, message: impl Into<String>) -> Failure {
+    Failure {
+        code,
+        message: message.into(),
+    }
+}
+
+fn finish(result: Result<(), Failure>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("nl2sh: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// The configuration a command works on, and where its files are.
+struct Target {
+    /// As given (made absolute): what the started process is told, so it computes the
+    /// same state directory.
+    config_path: PathBuf,
+    /// What announcements name ([`config::identity`]).
+    identity: PathBuf,
+    state: StatePaths,
+    service_dir: PathBuf,
+    log: PathBuf,
+}
+
+impl Target {
+    fn new(config_path: PathBuf, cfg: &Config) -> Self {
+        let config_path = config::absolute(&config_path);
+        let service_dir = config::service_dir(&config_path);
+        Target {
+            identity: config::identity(&config_path),
+            state: state::state_paths(&config::state_dir(cfg, &config_path)),
+            log: service_dir.join("service.log"),
+            service_dir,
+            config_path,
+        }
+    }
+
+    /// `nl2sh --config <path>` for messages.
+    fn command(&self, rest: &str) -> String {
+        format!(
+            "nl2sh --config {} {rest}",
+            shell_word(&self.config_path.to_string_lossy())
+        )
+    }
+
+    fn discover(&self) -> Result<Discovered, state::StateError> {
+        state::discover(&self.state, &self.identity)
+    }
+}
+
+/// `s` quoted for a POSIX shell when it needs it.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:,@%=".contains(&b));
+    if plain {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// For status and stop: the configuration as far as it can be read (see
+/// [`config::load_for_discovery`]); a file that no longer loads is reported, not fatal.
+fn locate_leniently(config_arg: Option<PathBuf>) -> (Target, Config) {
+    let path = config_arg.unwrap_or_else(config::default_config_path);
+    let (cfg, why) = config::load_for_discovery(&path);
+    if let Some(e) = why {
+        eprintln!("nl2sh: warning: {e} (looking for the service in the state directory it names, or the default)");
+    }
+    (Target::new(path, &cfg), cfg)
+}
+
+/// For start and restart: the configuration must load, and enable the service.
+fn locate_for_start(config_arg: Option<PathBuf>) -> Result<(Target, Config), Failure> {
+    let explicit = config_arg.is_some();
+    let path = config_arg.unwrap_or_else(config::default_config_path);
+    let cfg = match config::load(&path, explicit) {
+        Ok(cfg) => cfg,
+        Err(ConfigError::Missing { .. }) => {
+            let abs = config::absolute(&path);
+            return Err(failure(
+                EXIT_NOT_CONFIGURED,
+                format!(
+                    "configuration file {} does not exist; create it with the managed service \
+                     switched on: nl2sh --config {} config set {SWITCH} true",
+                    abs.display(),
+                    shell_word(&abs.to_string_lossy()),
+                ),
+            ));
+        }
+        Err(e) => return Err(failure(EXIT_FAILURE, e.to_string())),
+    };
+    let target = Target::new(path, &cfg);
+    if !cfg.protocol_start_with_service {
+        return Err(failure(
+            EXIT_NOT_CONFIGURED,
+            format!(
+                "the managed service is off for {}: {SWITCH} is not true. Turn it on with `{}` \
+                 (or set `{SWITCH} = true` in the file), or run `{}` in a terminal instead",
+                target.config_path.display(),
+                target.command(&format!("config set {SWITCH} true")),
+                target.command("protocol serve"),
+            ),
+        ));
+    }
+    Ok((target, cfg))
+}
+
+// ---------------------------------------------------------------------------------------
+// status
+
+pub fn status(config_arg: Option<PathBuf>, json: bool) -> ExitCode {
+    let (target, cfg) = locate_leniently(config_arg);
+    let found = target.discover();
+    let code = match &found {
+        Ok(Discovered::Live(_)) => 0,
+        Ok(Discovered::Stale(_)) => EXIT_STALE,
+        Ok(Discovered::Stopped) => EXIT_NOT_RUNNING,
+        Ok(Discovered::Busy { .. }) | Err(_) => EXIT_UNKNOWN,
+    };
+    if json {
+        println!("{}", status_json(&target, &found));
+    } else {
+        print!("{}", status_text(&target, &cfg, &found));
+    }
+    if let Err(e) = &found {
+        eprintln!("nl2sh: cannot read discovery: {e}");
+    }
+    ExitCode::from(code)
+}
+
+fn since(info: &ConnectionInfo) -> Option<String> {
+    info.started_at_ms
+        .map(nl2sh_approvald::clock::rfc3339_millis)
+}
+
+fn connection_json(info: &ConnectionInfo) -> serde_json::Value {
+    // Never the token: ordinary status omits credentials.
+    json!({
+        "transport": info.transport,
+        "mcp_url": info.mcp_url,
+        "a2a_url": info.a2a_url,
+        "card_url": info.agent_card_url,
+        "listen": info.listen,
+        "pid": info.pid,
+        "version": info.version,
+        "since": since(info),
+    })
+}
+
+fn status_json(
+    target: &Target,
+    found: &Result<Discovered, state::StateError>,
+) -> serde_json::Value {
+    let holder = |h: &Option<(u32, String)>| {
+        h.as_ref()
+            .map(|(pid, transport)| json!({"pid": pid, "transport": transport}))
+    };
+    let (state_word, connections, stale_record, lock_holder, error) = match found {
+        Ok(Discovered::Live(info)) => ("running", vec![connection_json(info)], None, None, None),
+        Ok(Discovered::Stale(info)) => (
+            "stale",
+            vec![],
+            Some(json!({"pid": info.pid, "transport": info.transport})),
+            None,
+            None,
+        ),
+        Ok(Discovered::Stopped) => ("stopped", vec![], None, None, None),
+        Ok(Discovered::Busy { holder: h }) => ("unknown", vec![], None, holder(h), None),
+        Err(e) => ("unknown", vec![], None, None, Some(e.to_string())),
+    };
+    let managed =
+        matches!(found, Ok(Discovered::Live(info)) if info.transport == SERVICE_TRANSPORT);
+    json!({
+        "running": matches!(found, Ok(Discovered::Live(_))),
+        "stale": matches!(found, Ok(Discovered::Stale(_))),
+        "managed": managed,
+        "state": state_word,
+        "connections": connections,
+        "stale_record": stale_record,
+        "lock_holder": lock_holder,
+        "error": error,
+        "config_path": target.config_path,
+        "state_dir": target.state.root,
+        "log": target.log,
+    })
+}
+
+fn status_text(
+    target: &Target,
+    cfg: &Config,
+    found: &Result<Discovered, state::StateError>,
+) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    // `write!` into a String cannot fail.
+    let mut line = |label: &str, value: &str| {
+        let _ = writeln!(out, "{:<12}{value}", format!("{label}:"));
+    };
+    match found {
+        Ok(Discovered::Live(info)) => {
+            let what = match info.transport.as_str() {
+                SERVICE_TRANSPORT => "running (managed service)",
+                "stdio" => "running (protocol stdio: a local MCP client's process; no HTTP)",
+                _ => "running (standalone protocol serve; not managed by `nl2sh service`)",
+            };
+            line("Status", what);
+            line("Transport", &info.transport);
+            if let Some(url) = &info.mcp_url {
+                line("MCP URL", url);
+            }
+            if let Some(url) = &info.a2a_url {
+                line("A2A URL", url);
+            }
+            if let Some(url) = &info.agent_card_url {
+                line("Agent Card", url);
+            }
+            if let Some(listen) = &info.listen {
+                line("Listening", listen);
+            }
+            line("PID", &info.pid.to_string());
+            line("Version", info.version.as_deref().unwrap_or("unknown"));
+            line("Since", since(info).as_deref().unwrap_or("unknown"));
+            if info.mcp_url.is_some() {
+                let generated = if info.transport == SERVICE_TRANSPORT {
+                    "the generated token in the service log"
+                } else {
+                    "the generated token its startup printed"
+                };
+                line(
+                    "Token",
+                    &format!(
+                        "not shown; clients need the configured protocol_token or \
+                         NL2SH_PROTOCOL_TOKEN, or {generated}"
+                    ),
+                );
+            }
+        }
+        Ok(Discovered::Stale(info)) => {
+            line(
+                "Status",
+                &format!(
+                    "not running (stale record: pid {}, transport {}, ended without cleaning \
+                     up; the next start replaces it)",
+                    info.pid, info.transport
+                ),
+            );
+        }
+        Ok(Discovered::Stopped) => line("Status", "not running"),
+        Ok(Discovered::Busy { holder }) => {
+            let who = holder.as_ref().map_or_else(
+                || "a process".to_owned(),
+                |(pid, transport)| format!("pid {pid} (transport {transport})"),
+            );
+            line(
+                "Status",
+                &format!(
+                    "unknown: {who} holds the state directory without a verified record \
+                     (starting, stopping, or serving another configuration)"
+                ),
+            );
+        }
+        Err(e) => line("Status", &format!("unknown: {e}")),
+    }
+    line("Config", &target.config_path.display().to_string());
+    line("State", &target.state.root.display().to_string());
+    line(
+        "Log",
+        &format!(
+            "{} (private; holds a generated token)",
+            target.log.display()
+        ),
+    );
+    if matches!(found, Ok(Discovered::Stopped | Discovered::Stale(_))) {
+        let start = if cfg.protocol_start_with_service {
+            target.command("service start")
+        } else {
+            format!(
+                "{} first ({SWITCH} is off), then {}",
+                target.command(&format!("config set {SWITCH} true")),
+                target.command("service start")
+            )
+        };
+        line("Start", &start);
+        let port = match cfg.service_port() {
+            0 => "<port>".to_owned(),
+            p => p.to_string(),
+        };
+        line(
+            "Example",
+            &format!(
+                "http://127.0.0.1:{port}/mcp (default loopback example, on this device once \
+                 running; default port {DEFAULT_PROTOCOL_PORT})"
+            ),
+        );
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// start / stop / restart
+
+pub fn start(config_arg: Option<PathBuf>) -> ExitCode {
+    finish((|| {
+        let (target, cfg) = locate_for_start(config_arg)?;
+        let _control = control_lock(&target)?;
+        start_locked(&target, &cfg)
+    })())
+}
+
+pub fn stop(config_arg: Option<PathBuf>) -> ExitCode {
+    finish((|| {
+        let (target, _cfg) = locate_leniently(config_arg);
+        // Serialise with a start in progress when there can be one (the directory exists).
+        let _control = if target.service_dir.exists() {
+            Some(control_lock(&target)?)
+        } else {
+            None
+        };
+        stop_locked(&target)
+    })())
+}
+
+pub fn restart(config_arg: Option<PathBuf>) -> ExitCode {
+    finish((|| {
+        // Refuse before stopping anything: a restart that cannot start must not stop.
+        let (target, cfg) = locate_for_start(config_arg)?;
+        let _control = control_lock(&target)?;
+        stop_locked(&target)?;
+        start_locked(&target, &cfg)
+    })())
+}
+
+/// `<service dir>/control.lock`, held by start, stop and restart so two of them for one
+/// configuration never interleave (for example a boot script and a person).
+fn control_lock(target: &Target) -> Result<Flock<File>, Failure> {
+    open_private_dir(&target.service_dir, Create::IfMissing, WideMode::Tighten)
+        .map_err(|e| failure(EXIT_FAILURE, e.to_string()))?;
+    let path = target.service_dir.join("control.lock");
+    let mut file = open_private(&path, false)?;
+    let deadline = Instant::now() + START_WAIT + STOP_WAIT;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(lock),
+            Err((back, Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
+                file = back;
+                std::thread::sleep(POLL);
+            }
+            Err((_, Errno::EWOULDBLOCK)) => {
+                return Err(failure(
+                    EXIT_FAILURE,
+                    format!(
+                        "another `nl2sh service` command for {} is still running",
+                        target.config_path.display()
+                    ),
+                ))
+            }
+            Err((_, errno)) => {
+                return Err(failure(
+                    EXIT_FAILURE,
+                    format!("cannot lock {}: {errno}", path.display()),
+                ))
+            }
+        }
+    }
+}
+
+/// Open (create 0600) a private regular file of ours without following a symlink.
+fn open_private(path: &Path, append: bool) -> Result<File, Failure> {
+    let file = OpenOptions::new()
+        .read(!append)
+        .write(!append)
+        .append(append)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| failure(EXIT_FAILURE, format!("cannot open {}: {e}", path.display())))?;
+    state::check_private_file(path, &file).map_err(|e| failure(EXIT_FAILURE, e.to_string()))?;
+    Ok(file)
+}
+
+/// Discovery, waiting (within `limit`) while the state directory is held by a managed
+/// service that is starting or stopping.
+fn settle(target: &Target, limit: Duration) -> Result<Discovered, Failure> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let found = target
+            .discover()
+            .map_err(|e| failure(EXIT_FAILURE, format!("cannot read discovery: {e}")))?;
+        let transitional =
+            matches!(&found, Discovered::Busy { holder: Some((_, t)) } if t == SERVICE_TRANSPORT);
+        if !transitional || Instant::now() >= deadline {
+            return Ok(found);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+fn standalone_conflict(target: &Target, info: &ConnectionInfo, action: &str) -> Failure {
+    let what = if info.transport == "stdio" {
+        "`protocol stdio`"
+    } else {
+        "a standalone `protocol serve`"
+    };
+    failure(
+        EXIT_FAILURE,
+        format!(
+            "{what} (pid {}, transport {}) is serving {}; {action}. It is not managed by \
+             `nl2sh service` and is left running: stop it where it was started (Ctrl-C, or \
+             `kill -TERM {}`), then use `{}`",
+            info.pid,
+            info.transport,
+            target.config_path.display(),
+            info.pid,
+            target.command("service start"),
+        ),
+    )
+}
+
+fn busy_failure(target: &Target, holder: &Option<(u32, String)>) -> Failure {
+    let who = holder.as_ref().map_or_else(
+        || "another process".to_owned(),
+        |(pid, transport)| format!("pid {pid} (transport {transport})"),
+    );
+    failure(
+        EXIT_FAILURE,
+        format!(
+            "state directory {} is held by {who} without a verified record for {}; it may \
+             serve another configuration with the same state_dir. Nothing was changed",
+            target.state.root.display(),
+            target.config_path.display()
+        ),
+    )
+}
+
+fn start_locked(target: &Target, cfg: &Config) -> Result<(), Failure> {
+    match settle(target, START_WAIT)? {
+        Discovered::Live(info) if info.transport == SERVICE_TRANSPORT => {
+            println!("The managed service is already running; nothing was started.");
+            print!("{}", status_text(target, cfg, &Ok(Discovered::Live(info))));
+            return Ok(());
+        }
+        Discovered::Live(info) => {
+            return Err(standalone_conflict(
+                target,
+                &info,
+                "the managed service was not started",
+            ))
+        }
+        Discovered::Busy { holder } => return Err(busy_failure(target, &holder)),
+        Discovered::Stale(_) | Discovered::Stopped => {}
+    }
+    let (log, offset) = open_log(target)?;
+    let mut child = spawn_service(target, cfg, log)?;
+    let pid = child.id();
+    let deadline = Instant::now() + START_WAIT;
+    loop {
+        let exited = child
+            .try_wait()
+            .map_err(|e| failure(EXIT_FAILURE, format!("cannot wait for pid {pid}: {e}")))?;
+        let found = target.discover().ok();
+        match (&found, exited) {
+            (Some(Discovered::Live(info)), _) if info.pid == pid => {
+                println!("Started the managed service.");
+                print!(
+                    "{}",
+                    status_text(target, cfg, &Ok(Discovered::Live(info.clone())))
+                );
+                return Ok(());
+            }
+            // Another start won the state directory at the same moment: it runs.
+            (Some(Discovered::Live(info)), Some(_)) if info.transport == SERVICE_TRANSPORT => {
+                println!("The managed service is already running; nothing was started.");
+                print!(
+                    "{}",
+                    status_text(target, cfg, &Ok(Discovered::Live(info.clone())))
+                );
+                return Ok(());
+            }
+            (_, Some(status)) => {
+                remove_own_record(target, pid);
+                return Err(failure(
+                    EXIT_FAILURE,
+                    format!(
+                        "the managed service exited during startup ({status}); nothing is left \
+                         running. The end of {}:\n{}",
+                        target.log.display(),
+                        log_tail(&target.log, offset)
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        if Instant::now() >= deadline {
+            terminate(&mut child);
+            remove_own_record(target, pid);
+            return Err(failure(
+                EXIT_FAILURE,
+                format!(
+                    "the managed service (pid {pid}) did not announce itself within {} s and was \
+                     stopped. The end of {}:\n{}",
+                    START_WAIT.as_secs(),
+                    target.log.display(),
+                    log_tail(&target.log, offset)
+                ),
+            ));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The service log, opened for appending (rotated first when large), with a line marking
+/// this start; the offset where this start's output begins.
+fn open_log(target: &Target) -> Result<(File, u64), Failure> {
+    if fs::symlink_metadata(&target.log).is_ok_and(|m| m.is_file() && m.len() > LOG_ROTATE_BYTES) {
+        let old = target.service_dir.join("service.log.1");
+        fs::rename(&target.log, &old).map_err(|e| {
+            failure(
+                EXIT_FAILURE,
+                format!("cannot rotate {}: {e}", target.log.display()),
+            )
+        })?;
+        // It may hold a token: private, whatever its mode had become.
+        let _ = fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o600));
+    }
+    let mut log = open_private(&target.log, true)?;
+    let offset = log.seek(SeekFrom::End(0)).map_err(|e| {
+        failure(
+            EXIT_FAILURE,
+            format!("cannot use {}: {e}", target.log.display()),
+        )
+    })?;
+    let stamp = nl2sh_approvald::clock::rfc3339_millis(nl2sh_approvald::clock::now_unix_ms());
+    let _ = writeln!(
+        log,
+        "--- {stamp} nl2sh {} service start for {} ---",
+        env!("CARGO_PKG_VERSION"),
+        target.config_path.display()
+    );
+    Ok((log, offset))
+}
+
+/// This binary as `protocol serve` on 0.0.0.0:<protocol_service_port>, detached.
+fn spawn_service(target: &Target, cfg: &Config, log: File) -> Result<Child, Failure> {
+    let err_log = log.try_clone().map_err(|e| {
+        failure(
+            EXIT_FAILURE,
+            format!("cannot use {}: {e}", target.log.display()),
+        )
+    })?;
+    // This binary by its path, so the process is named nl2sh; /proc/self/exe if that path
+    // is gone (replaced on disk while this command ran).
+    let exe = std::env::current_exe()
+        .ok()
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
+    let mut cmd = Command::new(exe);
+    cmd.arg0("nl2sh")
+        .arg("--config")
+        .arg(&target.config_path)
+        .args(["protocol", "serve", "--host", "0.0.0.0", "--port"])
+        .arg(cfg.service_port().to_string())
+        .arg("--managed-service")
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(err_log))
+        // Holds no mount busy; every path it uses is absolute.
+        .current_dir("/");
+    crate::sys::detach(&mut cmd);
+    cmd.spawn().map_err(|e| {
+        failure(
+            EXIT_FAILURE,
+            format!("cannot start the managed service: {e}"),
+        )
+    })
+}
+
+/// End a child that did not come up: SIGTERM (it drains), then its whole group.
+fn terminate(child: &mut Child) {
+    let Ok(pid) = i32::try_from(child.id()) else {
+        return;
+    };
+    let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    let deadline = Instant::now() + STOP_WAIT;
+    while Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_)) | Err(_)) {
+            return;
+        }
+        std::thread::sleep(POLL);
+    }
+    // It leads its own session and group; its workers are in that group.
+    let _ = kill(Pid::from_raw(-pid), Signal::SIGKILL);
+    let _ = child.wait();
+}
+
+/// After a failed start: a record our child left (it was killed) goes too. Only when it
+/// names that child and nothing holds the lock.
+fn remove_own_record(target: &Target, pid: u32) {
+    if let Ok(Discovered::Stale(info)) = target.discover() {
+        if info.pid == pid {
+            let _ = fs::remove_file(&target.state.connection_json);
+        }
+    }
+}
+
+/// The last lines this start wrote to the log. Lines that can carry a generated token
+/// are left out: `start` never prints the token.
+fn log_tail(log: &Path, offset: u64) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = File::open(log) {
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let from = offset.max(len.saturating_sub(LOG_TAIL_BYTES));
+        if file.seek(SeekFrom::Start(from)).is_ok() {
+            let mut bytes = Vec::new();
+            let _ = file.take(LOG_TAIL_BYTES).read_to_end(&mut bytes);
+            text = String::from_utf8_lossy(&bytes).into_owned();
+        }
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let keep = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
+    let mut out = String::new();
+    for l in keep {
+        if may_hold_token(l) {
+            out.push_str("  [a line that may hold the token is not shown; see the log]\n");
+        } else {
+            out.push_str("  ");
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    if out.is_empty() {
+        out.push_str("  (nothing)\n");
+    }
+    out
+}
+
+fn may_hold_token(line: &str) -> bool {
+    line.contains("Token:")
+        || line.contains("NL2SH_PROTOCOL_TOKEN=")
+        || line.contains("Bearer ")
+        || line
+            .split(|c: char| !c.is_ascii_hexdigit())
+            .any(|word| word.len() >= 32)
+}
+
+fn stop_locked(target: &Target) -> Result<(), Failure> {
+    match settle(target, STOP_WAIT)? {
+        Discovered::Live(info) if info.transport == SERVICE_TRANSPORT => {
+            signal_and_wait(target, &info)?;
+            println!("Stopped the managed service (pid {}).", info.pid);
+            Ok(())
+        }
+        Discovered::Live(info) => Err(standalone_conflict(
+            target,
+            &info,
+            "`service stop` stops only the managed service",
+        )),
+        Discovered::Busy { holder } => Err(busy_failure(target, &holder)),
+        Discovered::Stale(info) => {
+            println!(
+                "The managed service is not running (a stale record of pid {} is left; the \
+                 next start replaces it).",
+                info.pid
+            );
+            Ok(())
+        }
+        Discovered::Stopped => {
+            println!("The managed service is not running.");
+            Ok(())
+        }
+    }
+}
+
+/// SIGTERM to the announced process (it cancels its tasks, drains and closes its
+/// listeners), then wait for it to exit and release the state directory.
+fn signal_and_wait(target: &Target, info: &ConnectionInfo) -> Result<(), Failure> {
+    // A pidfd names one process; verified after opening it, the signal can only reach
+    // the verified process, never a later one that reused the pid.
+    let pidfd = crate::sys::pidfd_open(info.pid);
+    if !state::process_is_live(info.pid, info.start_time) {
+        return Ok(()); // it ended on its own meanwhile
+    }
+    let sent = match &pidfd {
+        Ok(fd) => crate::sys::pidfd_send_signal(fd.as_fd(), libc::SIGTERM),
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(()),
+        // No pidfd here (kernels before 5.3, or a seccomp filter that refuses it): the
+        // identity was verified just now.
+        Err(_) => i32::try_from(info.pid)
+            .map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))
+            .and_then(|pid| kill(Pid::from_raw(pid), Signal::SIGTERM).map_err(io::Error::from)),
+    };
+    match sent {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(()),
+        Err(e) => {
+            return Err(failure(
+                EXIT_FAILURE,
+                format!("cannot signal the managed service (pid {}): {e}", info.pid),
+            ))
+        }
+    }
+    let deadline = Instant::now() + STOP_WAIT;
+    loop {
+        let gone = !state::process_is_live(info.pid, info.start_time)
+            && !state::lock_is_held(&target.state).unwrap_or(true);
+        if gone {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(failure(
+                EXIT_FAILURE,
+                format!(
+                    "the managed service (pid {}) did not exit within {} s of SIGTERM; it is \
+                     still draining or stuck. `kill -KILL {}` ends it without draining",
+                    info.pid,
+                    STOP_WAIT.as_secs(),
+                    info.pid
+                ),
+            ));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_words() {
+        assert_eq!(
+            shell_word("/data/adb/nl2sh/config.toml"),
+            "/data/adb/nl2sh/config.toml"
+        );
+        assert_eq!(shell_word("/tmp/my config.toml"), "'/tmp/my config.toml'");
+        assert_eq!(shell_word("/tmp/it's"), r"'/tmp/it'\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
+
+    #[test]
+    fn token_lines_are_left_out_of_the_tail() {
+        let token = "0123456789abcdef".repeat(4);
+        assert!(may_hold_token(&format!("Token:      {token} (generated)")));
+        assert!(may_hold_token(&format!(
+            "export NL2SH_PROTOCOL_TOKEN='{token}'"
+        )));
+        assert!(may_hold_token(&format!("something {token} else")));
+        assert!(!may_hold_token(
+            "2026-01-01T00:00:00Z ERROR nl2sh-supervisor[12]: cannot listen"
+        ));
+
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("service.log");
+        fs::write(&log, format!("old run\nToken: {token}\n")).unwrap();
+        let offset = fs::metadata(&log).unwrap().len();
+        let mut f = OpenOptions::new().append(true).open(&log).unwrap();
+        writeln!(
+            f,
+            "starting\nexport NL2SH_PROTOCOL_TOKEN='{token}'\nnl2sh: it failed"
+        )
+        .unwrap();
+        let tail = log_tail(&log, offset);
+        assert!(!tail.contains(&token), "{tail}");
+        assert!(!tail.contains("old run"), "{tail}");
+        assert!(tail.contains("nl2sh: it failed"), "{tail}");
+        assert!(tail.contains("starting"), "{tail}");
+        assert_eq!(log_tail(&tmp.path().join("none"), 0), "  (nothing)\n");
+    }
+
+    #[test]
+    fn a_large_log_is_rotated_at_start_and_the_new_one_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let t = Target::new(tmp.path().join("config.toml"), &Config::default());
+        fs::create_dir(&t.service_dir).unwrap();
+        fs::write(&t.log, vec![b'x'; LOG_ROTATE_BYTES as usize + 1]).unwrap();
+        fs::set_permissions(&t.log, fs::Permissions::from_mode(0o644)).unwrap();
+        let (_, offset) = open_log(&t).unwrap_or_else(|f| panic!("{}", f.message));
+        assert_eq!(offset, 0);
+        let rotated = t.service_dir.join("service.log.1");
+        assert_eq!(fs::metadata(&rotated).unwrap().len(), LOG_ROTATE_BYTES + 1);
+        assert_eq!(
+            fs::metadata(&rotated).unwrap().permissions().mode() & 0o7777,
+            0o600
+        );
+        let text = fs::read_to_string(&t.log).unwrap();
+        assert!(
+            text.starts_with("--- ") && text.contains(" service start for "),
+            "{text}"
+        );
+        assert_eq!(
+            fs::metadata(&t.log).unwrap().permissions().mode() & 0o7777,
+            0o600
+        );
+        // A small log is appended to.
+        let (_, offset) = open_log(&t).unwrap_or_else(|f| panic!("{}", f.message));
+        assert_eq!(offset, text.len() as u64);
+        // A symlink in the log's place is refused, not followed.
+        fs::remove_file(&t.log).unwrap();
+        std::os::unix::fs::symlink(&rotated, &t.log).unwrap();
+        assert!(open_log(&t).is_err());
+    }
+
+    fn info(transport: &str) -> ConnectionInfo {
+        ConnectionInfo {
+            pid: 4242,
+            start_time: 1,
+            uid: 0,
+            config_path: "/c/config.toml".into(),
+            transport: transport.into(),
+            mcp_url: Some("http://192.0.2.7:8765/mcp".into()),
+            a2a_url: Some("http://192.0.2.7:8765/a2a".into()),
+            agent_card_url: Some("http://192.0.2.7:8765/.well-known/agent-card.json".into()),
+            token: Some("secret-token-value-0123456789abcdef".into()),
+            version: Some("9.9.9".into()),
+            started_at_ms: Some(0),
+            listen: Some("0.0.0.0:8765".into()),
+        }
+    }
+
+    fn target() -> Target {
+        Target::new(PathBuf::from("/c/config.toml"), &Config::default())
+    }
+
+    #[test]
+    fn status_output_never_holds_the_token() {
+        let t = target();
+        let live = Ok(Discovered::Live(info(SERVICE_TRANSPORT)));
+        let text = status_text(&t, &Config::default(), &live);
+        let json = status_json(&t, &live).to_string();
+        for out in [&text, &json] {
+            assert!(!out.contains("secret-token-value"), "{out}");
+        }
+        assert!(
+            text.contains("Status:     running (managed service)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("MCP URL:    http://192.0.2.7:8765/mcp"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Since:      1970-01-01T00:00:00.000Z"),
+            "{text}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["running"], true);
+        assert_eq!(v["managed"], true);
+        assert_eq!(
+            v["connections"][0]["card_url"],
+            "http://192.0.2.7:8765/.well-known/agent-card.json"
+        );
+        assert_eq!(v["connections"][0]["pid"], 4242);
+        assert_eq!(v["connections"][0]["version"], "9.9.9");
+        assert_eq!(t.log, PathBuf::from("/c/config.service/service.log"));
+    }
+
+    #[test]
+    fn stdio_claims_no_http_and_stale_is_not_running() {
+        let t = target();
+        let mut stdio = info("stdio");
+        stdio.mcp_url = None;
+        stdio.a2a_url = None;
+        stdio.agent_card_url = None;
+        stdio.listen = None;
+        let found = Ok(Discovered::Live(stdio));
+        let text = status_text(&t, &Config::default(), &found);
+        assert!(!text.contains("http://"), "{text}");
+        assert!(text.contains("no HTTP"), "{text}");
+        let v = status_json(&t, &found);
+        assert_eq!(v["connections"][0]["transport"], "stdio");
+        assert!(v["connections"][0]["mcp_url"].is_null());
+        assert_eq!(v["managed"], false);
+
+        let stale = Ok(Discovered::Stale(info(SERVICE_TRANSPORT)));
+        let v = status_json(&t, &stale);
+        assert_eq!(
+            (v["running"].as_bool(), v["stale"].as_bool()),
+            (Some(false), Some(true))
+        );
+        assert_eq!(v["connections"].as_array().map(Vec::len), Some(0));
+        let text = status_text(&t, &Config::default(), &stale);
+        assert!(
+            text.contains("not running (stale record: pid 4242"),
+            "{text}"
+        );
+        // Stopped: a clearly labelled loopback example, and how to turn the switch on.
+        let text = status_text(&t, &Config::default(), &Ok(Discovered::Stopped));
+        assert!(
+            text.contains("http://127.0.0.1:8765/mcp (default loopback example"),
+            "{text}"
+        );
+        assert!(
+            text.contains("config set protocol_start_with_service true"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,693 @@
+//! The managed service over the real binary: `nl2sh service start|stop|restart|status` and
+//! `nl2sh config get|set` as a user (or the Magisk module's scripts) runs them.
+//!
+//! The managed service binds 0.0.0.0 — that is what the product does — but every
+//! connection a test makes goes to 127.0.0.1. Each test's [`Managed`] guard ends whatever
+//! still runs for its configuration, so a failing test leaves no background process.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nl2sh_tests::scripted_model::{Reply, ScriptedModel};
+use nl2sh_tests::{
+    alive, children_of, http, initialize_body, mcp_post, processes_with, run_without_terminal,
+    wait_gone, Fixture, Server, StdioClient,
+};
+use serde_json::{json, Value};
+
+const SWITCHED_ON: &str = "protocol_start_with_service = true\nprotocol_service_port = 0\n";
+
+/// A configuration whose managed service is ended when the test ends, however it ends.
+struct Managed {
+    fx: Fixture,
+}
+
+impl Managed {
+    fn new(config: &str) -> Self {
+        Managed {
+            fx: Fixture::new(config),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        run_without_terminal(&self.fx, args)
+    }
+
+    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+        let mut cmd = self.fx.command(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.stdin(Stdio::null()).output().expect("run nl2sh");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// `service start`, required to succeed; the service's pid.
+    fn start(&self) -> i32 {
+        let (code, out, err) = self.run(&["service", "start"]);
+        assert_eq!(
+            code,
+            Some(0),
+            "service start failed:\n{out}\n{err}\nlog:\n{}",
+            self.log()
+        );
+        self.status().1["connections"][0]["pid"]
+            .as_i64()
+            .expect("a running service has a pid") as i32
+    }
+
+    /// `service status --json`: exit code and document.
+    fn status(&self) -> (Option<i32>, Value) {
+        let (code, out, err) = self.run(&["service", "status", "--json"]);
+        let v = serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("status --json is not JSON ({e}): {out}\n{err}"));
+        (code, v)
+    }
+
+    /// 127.0.0.1 and the port the running service listens on.
+    fn addr(&self) -> SocketAddr {
+        let (_, v) = self.status();
+        let listen = v["connections"][0]["listen"].as_str().expect("listen");
+        let port: u16 = listen.rsplit_once(':').unwrap().1.parse().unwrap();
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    fn service_dir(&self) -> PathBuf {
+        self.fx.config().with_file_name("config.service")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.service_dir().join("service.log")).unwrap_or_default()
+    }
+
+    /// The generated token of the latest start, from the service log (where a user finds it).
+    fn log_token(&self) -> String {
+        self.log()
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("export NL2SH_PROTOCOL_TOKEN="))
+            .map(|t| t.trim_matches('\'').to_string())
+            .expect("a generated token in the service log")
+    }
+
+    fn connection_json(&self) -> PathBuf {
+        self.fx.state_dir().join("protocol/connection.json")
+    }
+}
+
+impl Drop for Managed {
+    fn drop(&mut self) {
+        // Everything started for this configuration has its path on its command line
+        // (workers die with their supervisor).
+        let needle = self.fx.config().display().to_string();
+        let pids = processes_with(&needle);
+        for &pid in &pids {
+            // SAFETY: kill with integer arguments.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        if wait_gone(std::slice::from_ref(&needle), Duration::from_secs(30)).is_err() {
+            for pid in processes_with(&needle) {
+                // SAFETY: kill with integer arguments; the service leads its own group.
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+fn mode(p: &std::path::Path) -> u32 {
+    std::fs::metadata(p).unwrap().mode() & 0o7777
+}
+
+fn wait_dead(pid: i32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while alive(pid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+fn initialize(addr: SocketAddr, token: &str) -> u16 {
+    mcp_post(addr, token, &initialize_body("2025-11-25")).status
+}
+
+/// Processes started as the managed service of `fx`.
+fn managed_processes(fx: &Fixture) -> Vec<i32> {
+    let config = fx.config().display().to_string();
+    processes_with("--managed-service")
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&config))
+        })
+        .collect()
+}
+
+#[test]
+fn start_status_repeated_start_restart_and_stop() {
+    let m = Managed::new(SWITCHED_ON);
+    let (code, out, err) = m.run(&["service", "start"]);
+    assert_eq!(code, Some(0), "{out}\n{err}\n{}", m.log());
+    assert!(out.starts_with("Started the managed service.\n"), "{out}");
+    let token = m.log_token();
+    assert!(
+        !out.contains(&token) && !err.contains(&token),
+        "start printed the token"
+    );
+    assert_eq!(mode(&m.service_dir()), 0o700);
+    assert_eq!(mode(&m.service_dir().join("service.log")), 0o600);
+
+    // Status as JSON: one connection, the managed service, never the token.
+    let (code, v) = m.status();
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(
+        (v["running"].as_bool(), v["stale"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert_eq!(v["managed"], true);
+    let c = &v["connections"][0];
+    assert_eq!(v["connections"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(c["transport"], "service");
+    let pid = c["pid"].as_i64().unwrap() as i32;
+    let port = m.addr().port();
+    assert_ne!(port, 0);
+    assert_eq!(c["listen"], format!("0.0.0.0:{port}"));
+    for (field, path) in [
+        ("mcp_url", "/mcp"),
+        ("a2a_url", "/a2a"),
+        ("card_url", "/.well-known/agent-card.json"),
+    ] {
+        let url = c[field].as_str().unwrap_or_else(|| panic!("{field}: {v}"));
+        assert!(
+            url.starts_with("http://") && url.ends_with(&format!(":{port}{path}")),
+            "{url}"
+        );
+        assert!(!url.contains("0.0.0.0"), "{url}");
+    }
+    assert_eq!(c["version"], env!("CARGO_PKG_VERSION"));
+    assert!(c["since"].as_str().is_some_and(|s| s.ends_with('Z')), "{v}");
+    assert!(!v.to_string().contains(&token));
+
+    // Status as text: the same facts for a person.
+    let (code, text, _) = m.run(&["service", "status"]);
+    assert_eq!(code, Some(0));
+    for needle in [
+        "Status:     running (managed service)\n".to_string(),
+        "Transport:  service\n".into(),
+        format!("PID:        {pid}\n"),
+        format!("Version:    {}\n", env!("CARGO_PKG_VERSION")),
+        format!("MCP URL:    {}\n", c["mcp_url"].as_str().unwrap()),
+        format!("A2A URL:    {}\n", c["a2a_url"].as_str().unwrap()),
+        format!("Agent Card: {}\n", c["card_url"].as_str().unwrap()),
+        "Since:      ".into(),
+    ] {
+        assert!(text.contains(&needle), "{needle:?} missing in:\n{text}");
+    }
+    assert!(!text.contains(&token));
+
+    // It serves for real, with the token from its log.
+    assert_eq!(initialize(m.addr(), &token), 200);
+    assert_eq!(
+        initialize(m.addr(), "wrong-token-wrong-token-wrong-token"),
+        401
+    );
+    // Detached: a session of its own, stdin /dev/null, output in the log.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!(fields[3], pid.to_string(), "not its own session: {stat}");
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{pid}/fd/0")).unwrap(),
+        PathBuf::from("/dev/null")
+    );
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{pid}/fd/1")).unwrap(),
+        m.service_dir().join("service.log")
+    );
+
+    // A repeated start keeps the running process.
+    let (code, out, _) = m.run(&["service", "start"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("already running; nothing was started"),
+        "{out}"
+    );
+    assert_eq!(m.status().1["connections"][0]["pid"], pid);
+    assert_eq!(managed_processes(&m.fx), vec![pid]);
+
+    // Restart: a new process, the old one gone, a fresh generated token.
+    let (code, out, err) = m.run(&["service", "restart"]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(
+        out.contains(&format!("Stopped the managed service (pid {pid}).")),
+        "{out}"
+    );
+    assert!(!alive(pid), "the old service survived the restart");
+    let (_, v) = m.status();
+    let new_pid = v["connections"][0]["pid"].as_i64().unwrap() as i32;
+    assert_ne!(new_pid, pid);
+    let new_token = m.log_token();
+    assert_ne!(new_token, token);
+    assert_eq!(initialize(m.addr(), &new_token), 200);
+
+    // Stop: the whole tree exits and the record goes.
+    let workers = children_of(new_pid);
+    assert_eq!(workers.len(), 3, "{workers:?}");
+    let (code, out, err) = m.run(&["service", "stop"]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(
+        out.contains(&format!("Stopped the managed service (pid {new_pid}).")),
+        "{out}"
+    );
+    assert!(!alive(new_pid));
+    for w in workers {
+        assert!(
+            wait_dead(w, Duration::from_secs(5)),
+            "worker {w} outlived the service"
+        );
+    }
+    assert!(!m.connection_json().exists());
+    let (code, v) = m.status();
+    assert_eq!(code, Some(3), "{v}");
+    assert_eq!(
+        (v["running"].as_bool(), v["stale"].as_bool()),
+        (Some(false), Some(false))
+    );
+    let (code, text, _) = m.run(&["service", "status"]);
+    assert_eq!(code, Some(3));
+    assert!(text.starts_with("Status:     not running\n"), "{text}");
+    assert!(text.contains("(default loopback example"), "{text}");
+
+    // Stop when stopped says so and succeeds.
+    let (code, out, _) = m.run(&["service", "stop"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("not running"), "{out}");
+}
+
+/// One A2A JSON-RPC call to `addr`; the whole answer.
+fn a2a(addr: SocketAddr, token: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": "svc", "method": method, "params": params});
+    let r = http(
+        addr,
+        "POST",
+        "/a2a",
+        &[
+            ("Host", &addr.to_string()),
+            ("Authorization", &format!("Bearer {token}")),
+            ("Content-Type", "application/json"),
+            ("A2A-Version", "1.0"),
+        ],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    r.json()
+}
+
+#[test]
+fn stop_cancels_an_in_flight_task_answers_its_caller_and_waits_for_the_tree() {
+    const KEY_ENV: &str = "NL2SH_SERVICE_E2E_MODEL_KEY";
+    let model = ScriptedModel::start([Reply::Hang]);
+    let m = Managed::new(&format!(
+        "{SWITCHED_ON}[model]\nbase_url = \"{}\"\nmodel = \"scripted\"\napi_key_env = \"{KEY_ENV}\"\n",
+        model.base_url()
+    ));
+    // The service gets its environment from `service start` (here: the model key).
+    let (code, out, err) = m.run_env(&["service", "start"], &[(KEY_ENV, "sk-service-e2e-key")]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let pid = m.status().1["connections"][0]["pid"].as_i64().unwrap() as i32;
+    let workers = children_of(pid);
+    let (addr, token) = (m.addr(), m.log_token());
+    // A blocking SendMessage whose task is working (the model never answers).
+    let caller = {
+        let token = token.clone();
+        std::thread::spawn(move || {
+            a2a(
+                addr,
+                &token,
+                "SendMessage",
+                json!({"message": {
+                "messageId": "svc-e2e-1", "role": "ROLE_USER",
+                "parts": [{"text": "Keep working until told."}]}}),
+            )
+        })
+    };
+    model.wait_requests(1, Duration::from_secs(20));
+
+    let (code, out, err) = m.run(&["service", "stop"]);
+    assert_eq!(code, Some(0), "{out}\n{err}\n{}", m.log());
+    assert!(
+        out.contains(&format!("Stopped the managed service (pid {pid}).")),
+        "{out}"
+    );
+    // The caller was answered before the listener closed: its task was cancelled by the
+    // shutdown, not cut off.
+    let answer = caller.join().expect("caller thread");
+    let task = &answer["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED", "{answer}");
+    assert!(
+        answer.to_string().contains("the service is shutting down"),
+        "{answer}"
+    );
+    // The whole tree is gone, and the listener with it.
+    assert!(!alive(pid));
+    for w in workers {
+        assert!(
+            wait_dead(w, Duration::from_secs(5)),
+            "worker {w} outlived the service"
+        );
+    }
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "the listener is still open"
+    );
+    assert!(
+        m.log().contains("stopping: draining in-flight requests"),
+        "{}",
+        m.log()
+    );
+    assert!(!m.connection_json().exists());
+    assert!(!m.log().contains("sk-service-e2e-key"));
+
+    // The cancellation was stored: after a new start the task reads CANCELED.
+    let (code, out, err) = m.run_env(&["service", "start"], &[(KEY_ENV, "sk-service-e2e-key")]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let id = task["id"].as_str().unwrap();
+    let got = a2a(m.addr(), &m.log_token(), "GetTask", json!({"id": id}));
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{got}"
+    );
+    assert_eq!(model.requests().len(), 1, "the model was asked again");
+}
+
+#[test]
+fn two_starts_at_once_run_one_service() {
+    let m = Managed::new(SWITCHED_ON);
+    let spawn = || {
+        m.fx.command(&["service", "start"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let outs: Vec<String> = [a, b]
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(
+                out.status.success(),
+                "{text}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            text
+        })
+        .collect();
+    let started = outs.iter().filter(|o| o.starts_with("Started")).count();
+    let kept = outs
+        .iter()
+        .filter(|o| o.contains("already running"))
+        .count();
+    assert_eq!((started, kept), (1, 1), "{outs:?}");
+    let running = managed_processes(&m.fx);
+    assert_eq!(running.len(), 1, "{running:?}");
+    assert_eq!(m.status().1["connections"][0]["pid"], running[0]);
+}
+
+#[test]
+fn status_after_sigkill_reports_a_stale_record_and_a_new_start_works() {
+    let m = Managed::new(SWITCHED_ON);
+    let pid = m.start();
+    let workers = children_of(pid);
+    // SAFETY: kill with integer arguments, on the service this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert!(wait_dead(pid, Duration::from_secs(5)));
+    for w in workers {
+        assert!(
+            wait_dead(w, Duration::from_secs(5)),
+            "worker {w} outlived its supervisor"
+        );
+    }
+    assert!(
+        m.connection_json().exists(),
+        "a SIGKILL leaves the record behind"
+    );
+
+    let (code, v) = m.status();
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(
+        (v["running"].as_bool(), v["stale"].as_bool()),
+        (Some(false), Some(true))
+    );
+    assert_eq!(v["connections"].as_array().unwrap().len(), 0, "{v}");
+    assert_eq!(v["stale_record"]["pid"], pid);
+    let (code, text, _) = m.run(&["service", "status"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        text.contains(&format!("not running (stale record: pid {pid}")),
+        "{text}"
+    );
+    assert!(!text.contains("MCP URL"), "{text}");
+
+    // Stop has nothing to stop; start replaces the record.
+    let (code, out, _) = m.run(&["service", "stop"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("stale record"), "{out}");
+    let new_pid = m.start();
+    assert_ne!(new_pid, pid);
+    assert_eq!(m.status().0, Some(0));
+    assert_eq!(initialize(m.addr(), &m.log_token()), 200);
+}
+
+#[test]
+fn an_occupied_port_falls_back_to_a_free_one_and_status_shows_it() {
+    let occupied = TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = occupied.local_addr().unwrap().port();
+    let m = Managed::new(&format!(
+        "protocol_start_with_service = true\nprotocol_service_port = {taken}\n"
+    ));
+    m.start();
+    let (_, v) = m.status();
+    let actual = m.addr().port();
+    assert_ne!(actual, taken, "{v}");
+    let mcp = v["connections"][0]["mcp_url"].as_str().unwrap();
+    assert!(mcp.ends_with(&format!(":{actual}/mcp")), "{mcp}");
+    assert!(
+        m.log().contains("port is in use; using an available port"),
+        "{}",
+        m.log()
+    );
+    assert_eq!(initialize(m.addr(), &m.log_token()), 200);
+    // The card is public and names the actual port too.
+    let card = http(
+        m.addr(),
+        "GET",
+        "/.well-known/agent-card.json",
+        &[("Host", &m.addr().to_string())],
+        b"",
+    );
+    assert_eq!(card.status, 200, "{card:?}");
+    assert!(
+        card.body.contains(&format!(":{actual}/a2a")),
+        "{}",
+        card.body
+    );
+    drop(occupied);
+}
+
+#[test]
+fn a_standalone_serve_makes_managed_start_fail_and_is_left_alone() {
+    let m = Managed::new(SWITCHED_ON);
+    let standalone = Server::start(&m.fx, &[], &[]);
+    let spid = standalone.pid();
+
+    let (code, v) = m.status();
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["managed"], false);
+    assert_eq!(v["connections"][0]["transport"], "http");
+    assert_eq!(v["connections"][0]["pid"], spid);
+
+    for command in ["start", "restart", "stop"] {
+        let (code, out, err) = m.run(&["service", command]);
+        assert_eq!(code, Some(1), "{command}: {out}\n{err}");
+        assert!(
+            err.contains(&format!(
+                "a standalone `protocol serve` (pid {spid}, transport http)"
+            )),
+            "{command}: {err}"
+        );
+        assert!(err.contains("left running"), "{command}: {err}");
+        assert!(
+            managed_processes(&m.fx).is_empty(),
+            "{command} started a process"
+        );
+        assert!(alive(spid), "{command} stopped the standalone process");
+        assert_eq!(standalone.mcp(&initialize_body("2025-11-25")).status, 200);
+    }
+    assert_eq!(m.status().1["connections"][0]["pid"], spid);
+}
+
+#[test]
+fn active_stdio_shows_a_local_process_without_http() {
+    let m = Managed::new(SWITCHED_ON);
+    let stdio = StdioClient::start(&m.fx);
+    // stdio answers as soon as its tree is up, a moment before it announces itself;
+    // meanwhile status says it cannot tell (4), never "running" without a record.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (code, v) = loop {
+        let (code, v) = m.status();
+        if code != Some(4) || Instant::now() > deadline {
+            break (code, v);
+        }
+        assert_eq!(v["running"], false, "{v}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(0), "{v}");
+    let c = &v["connections"][0];
+    assert_eq!(c["transport"], "stdio");
+    assert_eq!(c["pid"], stdio.child.id());
+    for field in ["mcp_url", "a2a_url", "card_url", "listen"] {
+        assert!(c[field].is_null(), "{field}: {v}");
+    }
+    let (_, text, _) = m.run(&["service", "status"]);
+    assert!(!text.contains("http"), "{text}");
+    let (code, _, err) = m.run(&["service", "start"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("`protocol stdio`"), "{err}");
+    drop(stdio);
+}
+
+#[test]
+fn with_the_switch_off_start_is_refused_naming_it_and_nothing_is_created() {
+    for config in ["", "protocol_start_with_service = false\n"] {
+        let m = Managed::new(config);
+        for command in ["start", "restart"] {
+            let (code, out, err) = m.run(&["service", command]);
+            assert_eq!(code, Some(6), "{command}: {out}\n{err}");
+            assert!(
+                err.contains("protocol_start_with_service is not true"),
+                "{err}"
+            );
+            assert!(
+                err.contains("config set protocol_start_with_service true"),
+                "{err}"
+            );
+        }
+        // Status and stop read only.
+        assert_eq!(m.status().0, Some(3));
+        let (code, out, _) = m.run(&["service", "stop"]);
+        assert_eq!((code, out.contains("not running")), (Some(0), true));
+        assert!(!m.service_dir().exists());
+        assert!(!m.fx.state_dir().exists());
+    }
+    // A missing configuration file is not configured either.
+    let m = Managed::new("");
+    std::fs::remove_file(m.fx.config()).unwrap();
+    let (code, _, err) = m.run(&["service", "start"]);
+    assert_eq!(code, Some(6));
+    assert!(err.contains("does not exist"), "{err}");
+}
+
+#[test]
+fn a_start_that_fails_leaves_nothing_running_and_shows_the_log() {
+    let m = Managed::new(SWITCHED_ON);
+    let (code, out, err) = m.run_env(
+        &["service", "start"],
+        &[("NL2SH_PROTOCOL_TOKEN", "too-short-token")],
+    );
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    assert!(err.contains("exited during startup"), "{err}");
+    assert!(
+        err.contains("invalid protocol token from the NL2SH_PROTOCOL_TOKEN"),
+        "{err}"
+    );
+    assert!(!err.contains("too-short-token"), "{err}");
+    assert!(managed_processes(&m.fx).is_empty());
+    assert!(!m.connection_json().exists());
+    assert_eq!(m.status().0, Some(3));
+    // Fixed, it starts.
+    m.start();
+}
+
+#[test]
+fn config_set_and_get_drive_the_service_and_keep_credentials_off_the_command_line() {
+    let m = Managed::new("# my device\nprotocol_service_port = 0 # any free port\n");
+    let token = "cfg-token-0123456789-abcdefghijklmnopqrstuvwxyz";
+    // A literal credential is refused; the file is untouched.
+    let before = std::fs::read_to_string(m.fx.config()).unwrap();
+    let (code, _, err) = m.run(&["config", "set", "protocol_token", token]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("config set protocol_token -"), "{err}");
+    assert_eq!(std::fs::read_to_string(m.fx.config()).unwrap(), before);
+    // From stdin.
+    let mut child =
+        m.fx.command(&["config", "set", "protocol_token", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{token}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(token));
+    let (code, out, _) = m.run(&["config", "get", "protocol_token"]);
+    assert_eq!((code, out.as_str()), (Some(0), "set\n"));
+    let (code, _, _) = m.run(&["config", "set", "protocol_start_with_service", "true"]);
+    assert_eq!(code, Some(0));
+    let (_, out, _) = m.run(&["config", "get", "protocol_start_with_service"]);
+    assert_eq!(out, "true\n");
+    let text = std::fs::read_to_string(m.fx.config()).unwrap();
+    assert!(
+        text.starts_with("# my device\nprotocol_service_port = 0 # any free port\n"),
+        "{text}"
+    );
+    assert_eq!(mode(&m.fx.config()), 0o600);
+    let (_, out, _) = m.run(&["config", "path"]);
+    assert_eq!(out.trim(), m.fx.config().display().to_string());
+
+    m.start();
+    assert_eq!(initialize(m.addr(), token), 200);
+    // A configured token is never written to the log.
+    assert!(!m.log().contains(token));
+    // A running service is told nothing; set says it needs a restart.
+    let (code, out, _) = m.run(&["config", "set", "netd_uid", "65534"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        out.contains("keeps the old value until it restarts"),
+        "{out}"
+    );
+    assert!(out.contains("service restart"), "{out}");
+    // An invalid value is refused naming the key, and the file stays as it was.
+    let before = std::fs::read_to_string(m.fx.config()).unwrap();
+    let (code, _, err) = m.run(&["config", "set", "protocol_service_port", "70000"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("protocol_service_port"), "{err}");
+    assert_eq!(std::fs::read_to_string(m.fx.config()).unwrap(), before);
+    let (code, _, err) = m.run(&["config", "set", "no_such_key", "1"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("known keys: protocol_token"), "{err}");
+}
