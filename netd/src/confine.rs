@@ -110,15 +110,20 @@ pub fn apply() -> Result<&'static Report, NetdError> {
 /// Android's resolver on any machine).
 pub fn apply_for(names: NameService) -> Result<&'static Report, NetdError> {
     let open_files = sys::raise_open_file_limit()?;
+    let threads = sys::process_state().threads;
+    let (landlock, files_confined) = landlock(&names);
     // Landlock binds the calling thread and those it creates; a thread that already
     // existed would escape it (the filter is synchronized to every thread). Without
-    // /proc the count is unknown; netd has started no thread of its own by here.
-    if let Some(threads) = sys::process_state().threads.filter(|&n| n != 1) {
-        return Err(NetdError::Privileges(format!(
-            "confinement must come before any thread; {threads} exist"
-        )));
+    // /proc the count is unknown; netd has started no thread of its own by here. Where
+    // Landlock enforces nothing there is nothing to escape, and a thread netd did not
+    // start may be its host's: qemu-user keeps one of its own in every process.
+    if files_confined {
+        if let Some(threads) = threads.filter(|&n| n != 1) {
+            return Err(NetdError::Privileges(format!(
+                "confinement must come before any thread; {threads} exist"
+            )));
+        }
     }
-    let (landlock, files_confined) = landlock(&names);
     // seccomp cannot see paths: the resolver's files may be opened only where Landlock
     // keeps every other path out of reach.
     let names = match names {

@@ -10,6 +10,13 @@ use seccompiler::{
     SeccompRule, TargetArch,
 };
 
+/// `kexec_file_load`: the libc crate names it for every target this filter covers but
+/// aarch64 musl (the static phone build); arm64 takes the generic number.
+#[cfg(all(target_arch = "aarch64", target_env = "musl"))]
+const SYS_KEXEC_FILE_LOAD: libc::c_long = 294;
+#[cfg(not(all(target_arch = "aarch64", target_env = "musl")))]
+const SYS_KEXEC_FILE_LOAD: libc::c_long = libc::SYS_kexec_file_load;
+
 /// (system call, why a sandboxed reader is refused it)
 pub const REFUSED: &[(libc::c_long, &str)] = &[
     // CAP_DAC_READ_SEARCH would let these open any file by handle, masks or not.
@@ -57,7 +64,7 @@ pub const REFUSED: &[(libc::c_long, &str)] = &[
         "observes the kernel and other processes",
     ),
     (libc::SYS_kexec_load, "replaces the kernel"),
-    (libc::SYS_kexec_file_load, "replaces the kernel"),
+    (SYS_KEXEC_FILE_LOAD, "replaces the kernel"),
     (libc::SYS_init_module, "loads kernel modules"),
     (libc::SYS_finit_module, "loads kernel modules"),
     (libc::SYS_delete_module, "unloads kernel modules"),
