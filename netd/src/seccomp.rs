@@ -323,14 +323,45 @@ pub const COMMON: &[Row] = &[
         Allow,
         "hyper notes a connection's remote address"
     ),
-    row!(
-        SYS_bind,
-        Refuse(libc::EPERM),
-        "never granted: musl's resolver binds its UDP query socket and fails the lookup \
-         on the refusal instead of killing netd; glibc's does not bind. netd listens only \
-         on its inherited socket"
-    ),
 ];
+
+/// `bind` where nothing netd runs needs it: netd listens only on its inherited socket.
+const NO_BIND: Row = row!(
+    SYS_bind,
+    Refuse(libc::EPERM),
+    "never granted: netd listens only on its inherited socket (glibc's resolver does not \
+     bind; Android's resolver is a Unix socket)"
+);
+
+/// `bind` for musl's resolver, which binds its UDP query socket to an ephemeral port and
+/// fails every lookup when refused. A bound socket gains netd nothing: `listen` stays
+/// unlisted (fatal), so a TCP socket bound this way accepts no one, and Landlock refuses
+/// TCP binds where the kernel has it.
+#[cfg(target_env = "musl")]
+const RESOLVER_BIND: Row = row!(
+    SYS_bind,
+    Allow,
+    "musl's resolver binds its UDP query socket (port 0); listen stays fatal"
+);
+#[cfg(not(target_env = "musl"))]
+const RESOLVER_BIND: Row = NO_BIND;
+
+/// `open` (x86_64 only) for the system resolver: musl's `fopen` there uses `open`, with
+/// the flags in the second argument; the same read-only opens as `openat`, which
+/// Landlock limits to the resolver's files.
+#[cfg(target_arch = "x86_64")]
+const RESOLVER_OPEN_X86: Row = row!(
+    SYS_open,
+    AllowElseEperm(&[Cond::Eq(1, RESOLVER_OPEN), Cond::Eq(1, RESOLVER_OPEN_MUSL)]),
+    "musl on x86_64 opens the resolver's files with open, not openat: read-only, \
+     close-on-exec only, and Landlock allows exactly those files"
+);
+#[cfg(target_arch = "x86_64")]
+const NO_OPEN_X86: Row = row!(
+    SYS_open,
+    Refuse(libc::EPERM),
+    "refused like openat where netd reads no file"
+);
 
 /// How names are resolved on this device, which decides some rows of the filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -394,6 +425,7 @@ pub const SYSTEM_RESOLVER: &[Row] = &[
         Allow,
         "glibc rewinds /etc/hosts before reading it"
     ),
+    RESOLVER_BIND,
 ];
 
 /// Rows for the system resolver where it may not read its files.
@@ -404,6 +436,7 @@ pub const SYSTEM_RESOLVER_WITHOUT_FILES: &[Row] = &[
     SYSTEM_RESOLVER[3],
     SYSTEM_RESOLVER[4],
     SYSTEM_RESOLVER[5],
+    RESOLVER_BIND,
 ];
 
 /// `openat` where netd reads no file.
@@ -428,6 +461,7 @@ pub const ANDROID_RESOLVER: &[Row] = &[
          anything else is refused"
     ),
     NO_OPENS,
+    NO_BIND,
 ];
 
 /// Rows for calls that exist only on x86_64 (aarch64 and riscv64 have the `*at` and
@@ -436,12 +470,21 @@ pub const ANDROID_RESOLVER: &[Row] = &[
 pub const ARCH: &[Row] = &[
     row!(SYS_epoll_wait, Allow, "waits for events (glibc)"),
     row!(SYS_poll, Allow, "glibc's resolver waits for DNS answers"),
-    row!(
-        SYS_open,
-        Refuse(libc::EPERM),
-        "refused like openat (glibc and musl use openat)"
-    ),
 ];
+
+/// The x86_64 `open` row for each way of resolving names.
+#[cfg(target_arch = "x86_64")]
+fn arch_open(dns: Dns) -> &'static [Row] {
+    match dns {
+        Dns::System => std::slice::from_ref(&RESOLVER_OPEN_X86),
+        Dns::SystemWithoutFiles | Dns::AndroidDnsProxy => std::slice::from_ref(&NO_OPEN_X86),
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn arch_open(_dns: Dns) -> &'static [Row] {
+    &[]
+}
 
 #[cfg(not(target_arch = "x86_64"))]
 pub const ARCH: &[Row] = &[];
@@ -453,7 +496,11 @@ pub fn table(dns: Dns) -> impl Iterator<Item = &'static Row> {
         Dns::SystemWithoutFiles => SYSTEM_RESOLVER_WITHOUT_FILES,
         Dns::AndroidDnsProxy => ANDROID_RESOLVER,
     };
-    COMMON.iter().chain(resolver.iter()).chain(ARCH.iter())
+    COMMON
+        .iter()
+        .chain(resolver.iter())
+        .chain(ARCH.iter())
+        .chain(arch_open(dns).iter())
 }
 
 /// How many system calls the table lets through (with or without conditions).
@@ -642,7 +689,6 @@ mod tests {
             libc::SYS_ptrace,
             libc::SYS_process_vm_readv,
             libc::SYS_process_vm_writev,
-            libc::SYS_bind,
             libc::SYS_listen,
             libc::SYS_kill,
             libc::SYS_setuid,
@@ -665,6 +711,15 @@ mod tests {
                 .filter(|r| matches!(r.verdict, Verdict::Refuse(_)))
                 .count();
             assert_eq!(allowed_count(dns) + refused, table(dns).count());
+        }
+    }
+
+    #[test]
+    fn bind_only_for_musl_resolver() {
+        for dns in ALL {
+            let allowed = matches!(verdict(dns, libc::SYS_bind), Some(Verdict::Allow));
+            let expected = cfg!(target_env = "musl") && dns != Dns::AndroidDnsProxy;
+            assert_eq!(allowed, expected, "{dns:?}");
         }
     }
 
