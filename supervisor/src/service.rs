@@ -891,9 +891,9 @@ mod tests {
             uid: 0,
             config_path: "/c/config.toml".into(),
             transport: transport.into(),
-            mcp_url: Some("http://192.0.2.7:8765/mcp".into()),
-            a2a_url: Some("http://192.0.2.7:8765/a2a".into()),
-            agent_card_url: Some("http://192.0.2.7:8765/.well-known/agent-card.json".into()),
+            mcp_url: Some("http://127.0.0.7:8765/mcp".into()),
+            a2a_url: Some("http://127.0.0.7:8765/a2a".into()),
+            agent_card_url: Some("http://127.0.0.7:8765/.well-known/agent-card.json".into()),
             token: Some("secret-token-value-0123456789abcdef".into()),
             version: Some("9.9.9".into()),
             started_at_ms: Some(0),
@@ -919,7 +919,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("MCP URL:    http://192.0.2.7:8765/mcp"),
+            text.contains("MCP URL:    http://127.0.0.7:8765/mcp"),
             "{text}"
         );
         assert!(
@@ -931,7 +931,7 @@ mod tests {
         assert_eq!(v["managed"], true);
         assert_eq!(
             v["connections"][0]["card_url"],
-            "http://192.0.2.7:8765/.well-known/agent-card.json"
+            "http://127.0.0.7:8765/.well-known/agent-card.json"
         );
         assert_eq!(v["connections"][0]["pid"], 4242);
         assert_eq!(v["connections"][0]["version"], "9.9.9");

@@ -25,9 +25,9 @@ const TOKEN: &str = "5f0c6a2e9b1d4f7a8c3e6b0d2a9f1e4c7b5d8a0e3f6c9b2d5a8e1f4c7b0
 const OWNER_TOKEN: &str = "owner-chosen-token-that-must-never-be-printed-0123456789";
 /// No script may take longer (they all end within seconds with the fake `sleep`).
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(60);
-const MCP_URL: &str = "http://192.168.7.20:8765/mcp";
-const A2A_URL: &str = "http://192.168.7.20:8765/a2a";
-const CARD_URL: &str = "http://192.168.7.20:8765/.well-known/agent-card.json";
+const MCP_URL: &str = "http://127.0.0.20:8765/mcp";
+const A2A_URL: &str = "http://127.0.0.20:8765/a2a";
+const CARD_URL: &str = "http://127.0.0.20:8765/.well-known/agent-card.json";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -845,13 +845,13 @@ fn action_sh_redacts_a_token_even_if_status_printed_one() {
             &format!(r#""token": "{TOKEN}",\n      "pid": 4242,"#),
         );
         write_executable(&sim.binary_path(), &leaky);
-        let mcp_with_token = format!("http://192.168.7.20:8765/mcp?t={TOKEN}");
+        let mcp_with_token = format!("http://127.0.0.20:8765/mcp?t={TOKEN}");
         let run = sim.script("action.sh", &[("FAKE_MCP_URL", &mcp_with_token)]);
         run.assert_ok(shell.name);
         assert!(!run.all().contains(TOKEN), "{}:\n{}", shell.name, run.all());
         assert!(run
             .stdout
-            .contains("MCP:        http://192.168.7.20:8765/mcp?t=[redacted]"));
+            .contains("MCP:        http://127.0.0.20:8765/mcp?t=[redacted]"));
     }
 }
 
