@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::send;
 use nl2sh_netd::executor::ExecutorClient;
 use nl2sh_netd::{serve_http_with, HttpLimits};
 use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse, HttpSettings, ToolOutcome};
@@ -210,23 +209,8 @@ async fn an_idle_flood_over_the_cap_leaves_authorized_requests_answering() {
 async fn a_request_in_flight_survives_a_flood() {
     let s = Server::start(limits()).await;
     let addr = s.addr;
-    let call = tokio::spawn(async move {
-        let host = addr.to_string();
-        let auth = format!("Bearer {TOKEN}");
-        send(
-            addr,
-            "POST",
-            "/mcp",
-            &[
-                ("Host", &host),
-                ("Authorization", &auth),
-                ("Accept", "application/json, text/event-stream"),
-                ("Content-Type", "application/json"),
-            ],
-            invoke("slow.tool").to_string().as_bytes(),
-        )
-        .await
-    });
+    let call =
+        tokio::spawn(async move { common::mcp_post(addr, TOKEN, &invoke("slow.tool")).await });
     // Let the call reach the executor, then flood well past the cap.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let _flood = idle_connections(s.addr, 4 * CAP).await;

@@ -384,8 +384,10 @@ pub fn audit(
     }
     for r in &rows {
         let c = &r.record;
-        let what = match c.kind.as_str() {
-            "decision" => format!(
+        // A decision row says what was decided; an outcome row how it ended; a `call` row
+        // (decided from the policy snapshot) both, in that order.
+        let decided = || {
+            format!(
                 "{} {} risk={} as={} from={}: {}",
                 c.decision.as_deref().unwrap_or("?"),
                 c.tool.as_deref().unwrap_or("?"),
@@ -393,15 +395,11 @@ pub fn audit(
                 c.identity.as_deref().unwrap_or("?"),
                 c.origin.as_deref().unwrap_or("?"),
                 c.action.as_deref().unwrap_or(""),
-            ),
-            "call" => format!(
-                "{} {} risk={} as={} from={}: {} -> {} in {}ms: {}",
-                c.decision.as_deref().unwrap_or("?"),
-                c.tool.as_deref().unwrap_or("?"),
-                c.risk.as_deref().unwrap_or("?"),
-                c.identity.as_deref().unwrap_or("?"),
-                c.origin.as_deref().unwrap_or("?"),
-                c.action.as_deref().unwrap_or(""),
+            )
+        };
+        let ended = || {
+            format!(
+                "{} in {}ms: {}",
                 if c.success == Some(true) {
                     "ok"
                 } else {
@@ -409,17 +407,12 @@ pub fn audit(
                 },
                 c.duration_ms.unwrap_or(0),
                 c.summary.as_deref().unwrap_or(""),
-            ),
-            _ => format!(
-                "outcome {} in {}ms: {}",
-                if c.success == Some(true) {
-                    "ok"
-                } else {
-                    "failed"
-                },
-                c.duration_ms.unwrap_or(0),
-                c.summary.as_deref().unwrap_or(""),
-            ),
+            )
+        };
+        let what = match c.kind.as_str() {
+            "decision" => decided(),
+            "call" => format!("{} -> {}", decided(), ended()),
+            _ => format!("outcome {}", ended()),
         };
         println!("{:>6} {} call {} {what}", r.id, r.time, c.call_id);
     }
