@@ -124,15 +124,13 @@ fn wait_state(server: &Server, task: &str, want: &str, limit: Duration) -> Value
 }
 
 /// SIGTERM and require the drained exit 0.
-fn stop(mut server: Server) {
+/// SIGTERM, exit 0; the service's whole log (stderr).
+fn stop(mut server: Server) -> String {
     server.signal(libc::SIGTERM);
     let status = server.wait(Duration::from_secs(30));
-    assert_eq!(
-        status.code(),
-        Some(0),
-        "exit after SIGTERM; stderr:\n{}",
-        server.stderr()
-    );
+    let log = server.stderr();
+    assert_eq!(status.code(), Some(0), "exit after SIGTERM; stderr:\n{log}");
+    log
 }
 
 /// Every file under the state directory but `connection.json` (which holds the token for
@@ -440,6 +438,13 @@ fn a_mutation_the_agent_asks_for_waits_for_the_owner_who_rejects_it() {
     // Redacted in what the client reads back.
     let shown = done.to_string();
     assert!(!shown.contains(KEY) && !shown.contains(&token), "{shown}");
-    stop(server);
+    // Nor in the service's log, though the user's text and the model's answer held both.
+    let log = stop(server);
+    assert!(
+        log.contains("task ended"),
+        "the log was not captured:\n{log}"
+    );
+    assert!(!log.contains(KEY), "the model key is in the log");
+    assert!(!log.contains(&token), "the token is in the log");
     assert_no_secrets(&fx.state_dir(), &[KEY, &token]);
 }
