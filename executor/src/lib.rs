@@ -47,10 +47,11 @@ impl Runtime {
 }
 
 /// nl2sh's own files as the executor protects them: the configuration file, the state
-/// directory and the running executable (where it really is).
-pub fn own_files(config_path: &str, state_dir: &str) -> Vec<std::path::PathBuf> {
+/// directory, the managed service's directory (its log holds the token) and the running
+/// executable (where it really is). The executable comes last.
+pub fn own_files(paths: &[&str]) -> Vec<std::path::PathBuf> {
     let mut files = Vec::new();
-    for p in [config_path, state_dir] {
+    for p in paths {
         let p = std::path::PathBuf::from(p);
         if let Ok(real) = std::fs::canonicalize(&p) {
             if real != p {
@@ -137,16 +138,20 @@ async fn serve(ends: ExecutorEnds) -> Result<(), ExecutorError> {
     let link = runtime::authority::Authority::new(authority, &settings.config_path);
     // The first snapshot, so read-only calls stop asking approvald as soon as it is here.
     link.refresh().await;
-    let own = own_files(&settings.config_path, &settings.state_dir);
-    // The masks hide the configuration and state, under the names the paths had and the
-    // ones they resolve to.
+    let own = own_files(&[
+        &settings.config_path,
+        &settings.state_dir,
+        &settings.service_dir,
+    ]);
+    // The masks hide the configuration, state and service log, under the names the paths
+    // had and the ones they resolve to (not the executable, which is last).
     let masked: Vec<String> = own
         .iter()
         .take(own.len().saturating_sub(1))
         .map(|p| p.display().to_string())
         .collect();
     let sandbox = Arc::new(sandbox::Sandbox::new(
-        sandbox::SandboxSettings::for_executor(settings.sandbox_uid, settings.sandbox_gid, masked),
+        sandbox::SandboxSettings::for_executor(settings.sandbox_uids, masked),
     ));
     let runtime = Arc::new(Runtime::new(
         std::env::var("PATH").ok().as_deref(),

@@ -10,7 +10,7 @@ use nl2sh_netd::worker::{self, Listener};
 use nl2sh_netd::NetdError;
 use nl2sh_proto::channels::{
     ControlRequest, ControlResponse, ExecutorRequest, ExecutorResponse, ExecutorSettings,
-    FromWorker, Gid, HttpSettings, NetdSettings, NetdTransport, StoreRequest, StoreResponse, Uid,
+    FromWorker, HttpSettings, NetdSettings, NetdTransport, StoreRequest, StoreResponse,
     WorkerSettings,
 };
 use nl2sh_proto::frame::{read_frame, write_frame};
@@ -266,8 +266,11 @@ async fn only_start_with_netd_settings_is_accepted() {
     let other = WorkerSettings::Executor(ExecutorSettings {
         config_path: "/x".into(),
         state_dir: "/y".into(),
-        sandbox_uid: Uid(65534),
-        sandbox_gid: Gid(65534),
+        sandbox_uids: nl2sh_proto::channels::UidRange {
+            first: 0x9000_0000,
+            count: 64,
+        },
+        service_dir: "/nonexistent/config.service".into(),
     });
     write_frame(
         &mut tree.supervisor,

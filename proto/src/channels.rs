@@ -183,9 +183,25 @@ pub struct ExecutorSettings {
     pub config_path: String,
     /// The state directory (approvald's); masked and protected like the configuration.
     pub state_dir: String,
-    /// Identity of the read-only sandbox (`sandbox_uid` / `sandbox_gid`).
-    pub sandbox_uid: Uid,
-    pub sandbox_gid: Gid,
+    /// The uids sandboxed calls run as, one per running call (gid = uid).
+    pub sandbox_uids: UidRange,
+    /// The managed service's directory beside the configuration (`<stem>.service`: its
+    /// log holds the token); masked and protected like the state directory.
+    pub service_dir: String,
+}
+
+/// `count` uids from `first`: the sandbox's identities, one per concurrent call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UidRange {
+    pub first: u32,
+    pub count: u32,
+}
+
+impl UidRange {
+    /// Whether `uid` lies in the range.
+    pub fn contains(self, uid: u32) -> bool {
+        uid >= self.first && uid - self.first < self.count
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -59,8 +59,8 @@ pub const KNOWN_KEYS: &[&str] = &[
     "state_dir",
     "netd_uid",
     "netd_gid",
-    "sandbox_uid",
-    "sandbox_gid",
+    "sandbox_uid_base",
+    "sandbox_uid_count",
     "approval_policy",
     "approval_timeout_secs",
     "approval_grants",
@@ -71,6 +71,22 @@ pub const KNOWN_KEYS: &[&str] = &[
 
 /// Top-level keys accepted with any value and ignored.
 const RETIRED_KEYS: &[&str] = &["bridge_auto_approve"];
+
+/// Keys whose meaning changed: refused at startup with the replacement named (ignored
+/// while running, like any key this build does not know).
+const REPLACED_KEYS: &[(&str, &str)] = &[
+    (
+        "sandbox_uid",
+        "`sandbox_uid` is retired: each sandboxed call now runs as a uid of its own, taken \
+         from the range `sandbox_uid_base` .. + `sandbox_uid_count` (gid = uid); remove it, \
+         or set `sandbox_uid_base` to a range nothing else on the device uses",
+    ),
+    (
+        "sandbox_gid",
+        "`sandbox_gid` is retired: each sandboxed call's gid equals its uid, from the range \
+         `sandbox_uid_base` .. + `sandbox_uid_count`; remove it",
+    ),
+];
 
 /// Who reads the file, and so how strict the parse is (see the module comment).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,9 +116,12 @@ pub struct Config {
     pub netd_uid: Option<u32>,
     /// Unprivileged gid for netd (default: [`default_netd_ids`]).
     pub netd_gid: Option<u32>,
-    /// Identity of the read-only sandbox (default: [`default_sandbox_ids`]).
-    pub sandbox_uid: Option<u32>,
-    pub sandbox_gid: Option<u32>,
+    /// First uid of the range sandboxed calls run as, one uid (and gid) per concurrent
+    /// call (default [`DEFAULT_SANDBOX_UID_BASE`]).
+    pub sandbox_uid_base: Option<u32>,
+    /// How many uids the range holds: the most sandboxed calls running at once (default
+    /// [`DEFAULT_SANDBOX_UID_COUNT`], at most [`MAX_SANDBOX_UID_COUNT`]).
+    pub sandbox_uid_count: Option<u32>,
     /// Which actions ask for local approval (default `balanced`; remote callers get at
     /// least `balanced`).
     pub approval_policy: Option<ApprovalPolicy>,
@@ -141,8 +160,8 @@ impl std::fmt::Debug for Config {
             .field("state_dir", &self.state_dir)
             .field("netd_uid", &self.netd_uid)
             .field("netd_gid", &self.netd_gid)
-            .field("sandbox_uid", &self.sandbox_uid)
-            .field("sandbox_gid", &self.sandbox_gid)
+            .field("sandbox_uid_base", &self.sandbox_uid_base)
+            .field("sandbox_uid_count", &self.sandbox_uid_count)
             .field("approval_policy", &self.approval_policy)
             .field("approval_timeout_secs", &self.approval_timeout_secs)
             .field("approval_grants", &self.approval_grants)
@@ -176,13 +195,11 @@ impl Config {
         )
     }
 
-    /// (uid, gid) of the read-only sandbox: the platform defaults with the
-    /// `sandbox_uid` / `sandbox_gid` overrides applied.
-    pub fn sandbox_ids(&self) -> (u32, u32) {
-        let (uid, gid) = default_sandbox_ids();
+    /// (first uid, count) of the sandbox's uid range, defaults applied.
+    pub fn sandbox_uids(&self) -> (u32, u32) {
         (
-            self.sandbox_uid.unwrap_or(uid),
-            self.sandbox_gid.unwrap_or(gid),
+            self.sandbox_uid_base.unwrap_or(DEFAULT_SANDBOX_UID_BASE),
+            self.sandbox_uid_count.unwrap_or(DEFAULT_SANDBOX_UID_COUNT),
         )
     }
 
@@ -207,16 +224,37 @@ impl Config {
                 ));
             }
         }
-        for (key, value) in [
-            ("sandbox_uid", self.sandbox_uid),
-            ("sandbox_gid", self.sandbox_gid),
-        ] {
-            if value == Some(0) {
+        let (base, count) = self.sandbox_uids();
+        if !(1..=MAX_SANDBOX_UID_COUNT).contains(&count) {
+            return Err((
+                at("sandbox_uid_count"),
+                format!("sandbox_uid_count must be between 1 and {MAX_SANDBOX_UID_COUNT}"),
+            ));
+        }
+        let Some(last) = base.checked_add(count - 1).filter(|l| *l < u32::MAX) else {
+            return Err((
+                at("sandbox_uid_base"),
+                "sandbox_uid_base + sandbox_uid_count goes past the largest uid".into(),
+            ));
+        };
+        if base < MIN_SANDBOX_UID_BASE {
+            return Err((
+                at("sandbox_uid_base"),
+                format!(
+                    "sandbox_uid_base must be at least {MIN_SANDBOX_UID_BASE}: below it are \
+                     root, system users and (on Android) the platform's and apps' uids, \
+                     which services trust or files belong to"
+                ),
+            ));
+        }
+        let (netd_uid, netd_gid, _) = self.netd_ids();
+        for (key, id) in [("netd_uid", netd_uid), ("netd_gid", netd_gid)] {
+            if (base..=last).contains(&id) {
                 return Err((
-                    at(key),
+                    at(key).or(at("sandbox_uid_base")),
                     format!(
-                        "{key} must not be 0: the read-only sandbox never runs as root \
-                         (systemd, polkit, su and Android's services trust uid 0)"
+                        "{key} {id} lies in the sandbox's uid range {base}..={last}: netd \
+                         must never share an identity with a sandboxed command"
                     ),
                 ));
             }
@@ -289,16 +327,17 @@ fn netd_ids_for(android: bool) -> (u32, u32, Vec<u32>) {
     }
 }
 
-/// The read-only sandbox's identity when the configuration does not set one: `nobody`
-/// (65534) on Linux, AID_NOBODY (9999) on Android — never shell (2000), which Android's
-/// services trust to inject input and change settings.
-pub fn default_sandbox_ids() -> (u32, u32) {
-    if crate::platform::is_android() {
-        (9999, 9999)
-    } else {
-        (65534, 65534)
-    }
-}
+/// First uid of the sandbox's range by default, on Linux and Android alike: 0x9000_0000.
+/// Nothing allocates there: systemd leaves uids from 2^31 up unassigned (its container
+/// and foreign ranges end below), and an Android uid is `user id × 100000 + app id` with
+/// user ids of at most 21473, so every Android uid is below 2,147,400,000.
+pub const DEFAULT_SANDBOX_UID_BASE: u32 = 0x9000_0000;
+/// Uids in the range by default: sandboxed calls that may run at once.
+pub const DEFAULT_SANDBOX_UID_COUNT: u32 = 64;
+pub const MAX_SANDBOX_UID_COUNT: u32 = 65536;
+/// The lowest allowed base: above Linux's regular users (60000) and Android's per-app
+/// range of user 0 (10000–19999) and isolated processes (90000–99999).
+pub const MIN_SANDBOX_UID_BASE: u32 = 100_000;
 
 /// `approval_policy`: which actions ask for a local decision.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -581,6 +620,14 @@ pub fn parse(path: &Path, text: &str, mode: ParseMode) -> Result<Config, ConfigE
         invalid(at, describe_toml_error(e.message(), key, None))
     })?;
     let layout = Layout::of(doc.get_ref());
+    if mode == ParseMode::Startup {
+        if let Some((key, message)) = REPLACED_KEYS
+            .iter()
+            .find(|(key, _)| doc.get_ref().get(*key).is_some())
+        {
+            return Err(invalid(layout.key_at(key), (*message).to_string()));
+        }
+    }
     if mode == ParseMode::Running {
         let unknown: Vec<String> = doc
             .get_ref()
@@ -1075,13 +1122,53 @@ netd_gid = 2001
         assert!(msg.starts_with("c.toml:2: netd_uid must not be 0"), "{msg}");
         assert!(parse(Path::new("c.toml"), "netd_gid = 0\n").is_err());
         assert!(parse(Path::new("c.toml"), "state_dir = \"\"\n").is_err());
-        let msg = parse(Path::new("c.toml"), "\n\nsandbox_gid = 0\n")
-            .unwrap_err()
-            .to_string();
+    }
+
+    #[test]
+    fn the_sandbox_uid_range_is_checked() {
+        let err = |text: &str| parse(Path::new("c.toml"), text).unwrap_err().to_string();
+        let c = parse(Path::new("c.toml"), "").unwrap();
+        assert_eq!(
+            c.sandbox_uids(),
+            (DEFAULT_SANDBOX_UID_BASE, DEFAULT_SANDBOX_UID_COUNT)
+        );
+        let c = parse(
+            Path::new("c.toml"),
+            "sandbox_uid_base = 200000\nsandbox_uid_count = 8\n",
+        )
+        .unwrap();
+        assert_eq!(c.sandbox_uids(), (200_000, 8));
+        // The retired single identity names its replacement at startup.
+        let msg = err("\n\nsandbox_gid = 65534\n");
         assert!(
-            msg.starts_with("c.toml:3: sandbox_gid must not be 0"),
+            msg.starts_with("c.toml:3: `sandbox_gid` is retired")
+                && msg.contains("sandbox_uid_base"),
             "{msg}"
         );
+        assert!(err("sandbox_uid = 65534\n").contains("sandbox_uid_base"));
+        // Running readers ignore it, like any key this build does not know.
+        assert!(config_running("sandbox_uid = 65534\n").is_ok());
+        let msg = err("\nsandbox_uid_base = 0\n");
+        assert!(
+            msg.starts_with("c.toml:2: sandbox_uid_base must be at least"),
+            "{msg}"
+        );
+        assert!(err("sandbox_uid_base = 65534\n").contains("at least 100000"));
+        assert!(err("sandbox_uid_count = 0\n").contains("between 1 and 65536"));
+        assert!(err("sandbox_uid_count = 65537\n").contains("between 1 and 65536"));
+        assert!(
+            err("sandbox_uid_base = 4294967290\nsandbox_uid_count = 8\n")
+                .contains("past the largest uid")
+        );
+        let msg = err("netd_uid = 200003\nsandbox_uid_base = 200000\nsandbox_uid_count = 8\n");
+        assert!(
+            msg.starts_with("c.toml:1: netd_uid 200003 lies in the sandbox"),
+            "{msg}"
+        );
+    }
+
+    fn config_running(text: &str) -> Result<Config, ConfigError> {
+        super::parse(Path::new("c.toml"), text, ParseMode::Running)
     }
 
     #[test]

@@ -12,8 +12,8 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 use nl2sh_proto::channels::{
-    ApprovaldSettings, ControlRequest, ControlResponse, ExecutorSettings, FromWorker, Gid,
-    HttpSettings, NetdSettings, NetdTransport, Uid, WorkerEvent, WorkerSettings,
+    ApprovaldSettings, ControlRequest, ControlResponse, ExecutorSettings, FromWorker, HttpSettings,
+    NetdSettings, NetdTransport, UidRange, WorkerEvent, WorkerSettings,
 };
 use nl2sh_proto::frame::{read_frame, write_frame};
 use nl2sh_proto::handshake::{handshake, Role};
@@ -171,7 +171,7 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
     };
     let (uid, gid, groups) = cfg.netd_ids();
     let identity = NetdIdentity { uid, gid, groups };
-    let (sandbox_uid, sandbox_gid) = cfg.sandbox_ids();
+    let (sandbox_first, sandbox_count) = cfg.sandbox_uids();
     let log_filter =
         std::env::var("NL2SH_LOG").unwrap_or_else(|_| crate::DEFAULT_LOG_FILTER.into());
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -207,8 +207,13 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         executor: Some(ExecutorSettings {
             config_path: config_path.display().to_string(),
             state_dir: state_dir.display().to_string(),
-            sandbox_uid: Uid(sandbox_uid),
-            sandbox_gid: Gid(sandbox_gid),
+            sandbox_uids: UidRange {
+                first: sandbox_first,
+                count: sandbox_count,
+            },
+            service_dir: crate::config::service_dir(&config_path)
+                .display()
+                .to_string(),
         }),
         approvald: Some(ApprovaldSettings {
             state_dir: state_dir.display().to_string(),

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use nl2sh_executor::runtime::exec::{CommandOutput, ProcessGroups};
 use nl2sh_executor::sandbox::{Run, Sandbox, SandboxSettings, HELPER_ARG};
-use nl2sh_proto::channels::SandboxPayload;
+use nl2sh_proto::channels::{SandboxPayload, UidRange};
 use nl2sh_tests::{alive, is_root, nl2sh_bin};
 use tokio_util::sync::CancellationToken;
 
@@ -36,13 +36,21 @@ impl Rig {
             .prefix("nl2sh-sandbox-")
             .tempdir()
             .unwrap();
+        // Readable by anyone, so what hides nl2sh's files below is the masks alone.
+        set_mode(dir.path(), 0o755);
         std::fs::write(dir.path().join("config.toml"), SECRET).unwrap();
         std::fs::create_dir(dir.path().join("config.state")).unwrap();
         std::fs::write(dir.path().join("config.state/audit"), SECRET).unwrap();
+        std::fs::create_dir(dir.path().join("config.service")).unwrap();
+        std::fs::write(dir.path().join("config.service/service.log"), SECRET).unwrap();
         std::fs::write(dir.path().join("victim"), "original\n").unwrap();
+        for entry in walk(dir.path()) {
+            set_mode(&entry, if entry.is_dir() { 0o755 } else { 0o644 });
+        }
         let own = vec![
             dir.path().join("config.toml").display().to_string(),
             dir.path().join("config.state").display().to_string(),
+            dir.path().join("config.service").display().to_string(),
         ];
         let helper = |prefix: &[&str]| {
             let mut argv: Vec<OsString> = prefix.iter().map(OsString::from).collect();
@@ -50,8 +58,7 @@ impl Rig {
             argv.push(HELPER_ARG.into());
             Sandbox::new(SandboxSettings {
                 helper: argv,
-                uid: nl2sh_proto::channels::Uid(65534),
-                gid: nl2sh_proto::channels::Gid(65534),
+                uids: RANGE,
                 own_files: own.clone(),
                 scratch_bytes: 8 * 1024 * 1024,
             })
@@ -66,6 +73,31 @@ impl Rig {
     fn path(&self, name: &str) -> String {
         self.dir.path().join(name).display().to_string()
     }
+}
+
+/// The uids of this file's sandboxes: the tree's default range, shared by every test here
+/// (they run at once and claim uids device-wide, as trees do).
+const RANGE: UidRange = UidRange {
+    first: nl2sh_proto::config::DEFAULT_SANDBOX_UID_BASE,
+    count: nl2sh_proto::config::DEFAULT_SANDBOX_UID_COUNT,
+};
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Every path below `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
 }
 
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
@@ -133,6 +165,9 @@ fn the_sandbox_is_active_and_reports_its_parts() {
         "pid_namespace",
         "seccomp",
         "landlock",
+        "ipc_namespace",
+        "host_sockets",
+        "file_locks",
     ] {
         assert!(parts.get(key).is_some(), "{key} missing: {parts}");
     }
@@ -143,12 +178,16 @@ fn the_sandbox_is_active_and_reports_its_parts() {
     assert!(out.success(), "{}", text(&out));
     let o = out.stdout.text();
     let lines: Vec<&str> = o.lines().collect();
-    assert_eq!(lines[0], "65534", "{o}");
-    assert_eq!(lines[1], "65534", "no supplementary groups: {o}");
-    // CAP_DAC_READ_SEARCH is bit 2: 0x4, and nothing else, in every set.
+    let uid: u32 = lines[0].parse().unwrap();
+    assert!(RANGE.contains(uid), "a uid of the range: {o}");
+    assert_eq!(
+        lines[1], lines[0],
+        "gid = uid, no supplementary groups: {o}"
+    );
+    // No capability in any set.
     for set in ["CapEff", "CapPrm", "CapBnd", "CapAmb"] {
         assert!(
-            o.contains(&format!("{set}:\t0000000000000004")),
+            o.contains(&format!("{set}:\t0000000000000000")),
             "{set}: {o}"
         );
     }
@@ -159,8 +198,8 @@ fn the_sandbox_is_active_and_reports_its_parts() {
     let out = sh(&rig.plain, "grep 'Max processes' /proc/self/limits");
     let text = out.stdout.text();
     let limits: Vec<&str> = text.split_whitespace().collect();
-    // "Max processes 1024 1024 processes": a fork bomb stops at the sandbox's limit.
-    assert_eq!(limits.get(2..4), Some(&["1024", "1024"][..]), "{text}");
+    // "Max processes 256 256 processes": a fork bomb stops at the call's limit.
+    assert_eq!(limits.get(2..4), Some(&["256", "256"][..]), "{text}");
 }
 
 #[test]
@@ -209,7 +248,10 @@ fn masked_secrets_cannot_be_read_by_any_path() {
     let Some(rig) = Rig::new() else { return };
     let config = rig.path("config.toml");
     let state = rig.path("config.state");
+    let log = rig.path("config.service/service.log");
     for line in [
+        format!("cat {log}"),
+        format!("grep -a Token {log}"),
         format!("cat {config}"),
         format!("cat /proc/self/root{config}"),
         format!("cd {} && cat config.toml", rig.dir.path().display()),
@@ -236,7 +278,7 @@ fn masked_secrets_cannot_be_read_by_any_path() {
         refused(&sh(&rig.plain, "cat /etc/shadow"), &[EACCES]);
         refused(&sh(&rig.plain, "head -c1 /etc/shadow"), &[EACCES]);
     }
-    // Files outside the masks read as they would for root.
+    // World-readable files outside the masks read as they would for anyone.
     let out = sh(&rig.plain, &format!("cat {}", rig.path("victim")));
     assert_eq!(out.stdout.text(), "original\n");
 }
@@ -420,4 +462,331 @@ fn nothing_leaves_the_device_over_the_network() {
         "{}",
         out.stdout.text()
     );
+}
+
+#[test]
+fn private_files_nobody_listed_cannot_be_read() {
+    let Some(rig) = Rig::new() else { return };
+    // A private key in a place no mask names, as a user would leave one.
+    let keys = rig.path("srv/deploy/.ssh");
+    std::fs::create_dir_all(&keys).unwrap();
+    for d in ["srv", "srv/deploy", "srv/deploy/.ssh"] {
+        set_mode(&rig.dir.path().join(d), 0o755);
+    }
+    let key = format!("{keys}/id_ed25519");
+    std::fs::write(&key, "PRIVATE-KEY-sandbox-test-secret").unwrap();
+    set_mode(Path::new(&key), 0o600);
+    let db = rig.path("srv/deploy/app.db");
+    std::fs::write(&db, "db-sandbox-test-secret").unwrap();
+    set_mode(Path::new(&db), 0o640);
+    for line in [
+        format!("cat {key}"),
+        format!("grep -r sandbox-test-secret {}", rig.path("srv")),
+        format!("cat {db}"),
+        format!("cat /proc/self/root{key}"),
+        format!("find {} -type f -exec cat {{}} +", rig.path("srv")),
+    ] {
+        let out = sh(&rig.plain, &line);
+        assert!(
+            !text(&out).contains("sandbox-test-secret"),
+            "{line} read a private file: {}",
+            text(&out)
+        );
+        assert!(text(&out).contains(EACCES), "{line}: {}", text(&out));
+    }
+    // A private directory cannot even be listed.
+    let out = sh(&rig.plain, "ls /root");
+    refused(&out, &[EACCES]);
+    // What anyone may read still answers.
+    let out = sh(
+        &rig.plain,
+        &format!("ls {keys} && cat /etc/hostname >/dev/null && echo ok"),
+    );
+    assert!(out.stdout.text().contains("id_ed25519"), "{}", text(&out));
+    assert!(out.stdout.text().contains("ok"), "{}", text(&out));
+}
+
+#[test]
+fn ipc_objects_are_private_to_the_call() {
+    let Some(rig) = Rig::new() else { return };
+    if !Path::new("/proc/sysvipc/shm").exists() {
+        eprintln!("skipped: no System V IPC in this kernel");
+        return;
+    }
+    // A segment of the device's: invisible inside.
+    let host = std::process::Command::new("ipcmk")
+        .args(["-M", "4096"])
+        .output()
+        .expect("ipcmk (util-linux)");
+    let host_id: String = String::from_utf8_lossy(&host.stdout)
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .to_string();
+    let out = sh(
+        &rig.plain,
+        "ipcs -m; ipcmk -M 65536 && ipcmk -Q && ipcmk -S 1 && echo made",
+    );
+    let _ = std::process::Command::new("ipcrm")
+        .args(["-m", &host_id])
+        .status();
+    assert!(out.stdout.text().contains("made"), "{}", text(&out));
+    let inside = out.stdout.text();
+    assert!(
+        !inside
+            .lines()
+            .any(|l| l.split_whitespace().nth(1) == Some(host_id.as_str())),
+        "the device's segment {host_id} is visible: {inside}"
+    );
+    // What the call made died with it.
+    let shm = std::fs::read_to_string("/proc/sysvipc/shm").unwrap();
+    assert!(
+        !shm.lines().any(|l| l
+            .split_whitespace()
+            .nth(7)
+            .and_then(|uid| uid.parse().ok())
+            .is_some_and(|uid| RANGE.contains(uid))),
+        "a segment of a sandboxed call outlived it: {shm}"
+    );
+}
+
+#[test]
+fn file_locks_are_refused() {
+    let Some(rig) = Rig::new() else { return };
+    let victim = rig.path("victim");
+    for line in [
+        format!("flock -s {victim} true"),
+        format!("flock -x -n {victim} true"),
+        format!("python3 -c 'import fcntl; f = open(\"{victim}\"); fcntl.lockf(f, fcntl.LOCK_SH)'"),
+        format!(
+            "python3 -c 'import fcntl, struct; f = open(\"{victim}\"); \
+             fcntl.fcntl(f, 37, struct.pack(\"hhqqi\", 0, 0, 0, 0, 0))'"
+        ),
+    ] {
+        refused(&sh(&rig.plain, &line), &["No locks available"]);
+    }
+    // Asking whether a lock is held still works.
+    let out = sh(
+        &rig.plain,
+        &format!(
+            "python3 -c 'import fcntl, struct; f = open(\"{victim}\"); \
+             fcntl.fcntl(f, fcntl.F_GETLK, struct.pack(\"hhqqi\", 0, 0, 0, 0, 0)); print(\"ok\")'"
+        ),
+    );
+    assert_eq!(out.stdout.text().trim(), "ok", "{}", text(&out));
+}
+
+#[test]
+fn host_services_cannot_be_reached_over_unix_sockets() {
+    let Some(rig) = Rig::new() else { return };
+    use std::os::linux::net::SocketAddrExt;
+    // A world-writable named socket, as journald's and D-Bus's are, and an abstract one.
+    let path = rig.path("service.sock");
+    let named = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    named.set_nonblocking(true).unwrap();
+    set_mode(Path::new(&path), 0o777);
+    let name = format!("nl2sh-test-service-{}", std::process::id());
+    let abstract_addr = std::os::unix::net::SocketAddr::from_abstract_name(&name).unwrap();
+    let abstract_listener = std::os::unix::net::UnixListener::bind_addr(&abstract_addr).unwrap();
+    abstract_listener.set_nonblocking(true).unwrap();
+    let dgram = rig.path("log.sock");
+    let log = std::os::unix::net::UnixDatagram::bind(&dgram).unwrap();
+    log.set_nonblocking(true).unwrap();
+    set_mode(Path::new(&dgram), 0o777);
+    for line in [
+        format!("python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"{path}\")'"),
+        format!("python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"\\0{name}\")'"),
+        format!(
+            "python3 -c 'import socket; socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\
+             .sendto(b\"x\", \"{dgram}\")'"
+        ),
+        // A datagram pair can send to any named socket: refused as a pair too.
+        format!(
+            "python3 -c 'import socket; a, b = socket.socketpair(socket.AF_UNIX, \
+             socket.SOCK_DGRAM); a.sendto(b\"x\", \"{dgram}\")'"
+        ),
+    ] {
+        let out = sh(&rig.plain, &line);
+        assert!(!out.success(), "{line} succeeded: {}", text(&out));
+    }
+    refused(
+        &sh(
+            &rig.plain,
+            &format!(
+                "python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"{path}\")'"
+            ),
+        ),
+        &[EPERM],
+    );
+    for listener in [&named, &abstract_listener] {
+        assert!(
+            matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "a connection reached the service"
+        );
+    }
+    let mut buf = [0u8; 16];
+    assert!(
+        log.recv(&mut buf).is_err(),
+        "a datagram reached the service"
+    );
+    // The command's own plumbing still works: pipes and stream socketpairs.
+    let out = sh(
+        &rig.plain,
+        "echo piped | cat; python3 -c 'import socket; a, b = socket.socketpair(); \
+         a.sendall(b\"paired\"); print(b.recv(6).decode())'",
+    );
+    assert_eq!(out.stdout.text(), "piped\npaired\n", "{}", text(&out));
+}
+
+/// Run `line` in `sandbox` on a thread of its own; cancelled by `cancel`.
+fn sh_in_background(
+    sandbox: std::sync::Arc<Sandbox>,
+    line: String,
+    cancel: CancellationToken,
+) -> std::thread::JoinHandle<CommandOutput> {
+    std::thread::spawn(move || {
+        block_on(async {
+            let groups = ProcessGroups::default();
+            let path = std::env::var("PATH").ok();
+            let run = Run {
+                cwd: None,
+                stdin: None,
+                max_stdout: 64 * 1024,
+                max_stderr: 64 * 1024,
+                deadline: Instant::now() + Duration::from_secs(30),
+                cancel: &cancel,
+                groups: &groups,
+                path_var: path.as_deref(),
+            };
+            let argv = vec!["/bin/sh".into(), "-c".into(), line];
+            sandbox
+                .run(SandboxPayload::Exec { argv }, run)
+                .await
+                .unwrap()
+        })
+    })
+}
+
+/// The pid and uid of the process whose command line is `cmdline` (space-separated).
+fn find_process(cmdline: &str, within: Duration) -> Option<(u32, u32)> {
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        for (pid, ids) in nl2sh_executor::sandbox::processes_in(RANGE) {
+            let line = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&line).replace('\0', " ").trim() == cmdline {
+                return Some((pid, ids[0]));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn each_call_runs_as_its_own_uid_with_its_own_process_limit() {
+    let Some(rig) = Rig::new() else { return };
+    let sandbox = std::sync::Arc::new(rig.plain);
+    let tag = format!("{}.{}", 20 + std::process::id() % 10, std::process::id());
+    let cancel = CancellationToken::new();
+    let first = sh_in_background(sandbox.clone(), format!("exec sleep {tag}"), cancel.clone());
+    let (pid, uid) = find_process(&format!("sleep {tag}"), Duration::from_secs(10))
+        .expect("the first call's sleep is running");
+    assert!(RANGE.contains(uid));
+    // Another call: another uid, and the first call's process is out of its reach.
+    let out = sh(&sandbox, &format!("id -u; kill -9 {pid}"));
+    let other: u32 = out.stdout.text().trim().parse().unwrap();
+    assert_ne!(other, uid, "two running calls share a uid");
+    assert!(RANGE.contains(other));
+    refused(&out, &[EPERM, "No such process"]);
+    assert!(alive(pid as i32), "one call killed another's process");
+    cancel.cancel();
+    let _ = first.join();
+
+    // A call that takes every process it may have starves nobody else.
+    let cancel = CancellationToken::new();
+    let bomb = sh_in_background(
+        sandbox.clone(),
+        // Keeps going past failed forks (a shell would give up at the first).
+        "python3 -c 'import os, time\n\
+         for i in range(400):\n    \
+         try:\n        \
+         if os.fork() == 0: time.sleep(30); os._exit(0)\n    \
+         except OSError: pass\n\
+         time.sleep(30)'"
+            .into(),
+        cancel.clone(),
+    );
+    let until = Instant::now() + Duration::from_secs(20);
+    let mut held = 0;
+    while Instant::now() < until && held < 250 {
+        held = nl2sh_executor::sandbox::processes_in(RANGE).len();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if held < 250 {
+        cancel.cancel();
+        let out = bomb.join().unwrap();
+        panic!("the bomb reached only {held} processes: {}", text(&out));
+    }
+    let out = sh(&sandbox, "ls / | head -1 >/dev/null && echo still-works");
+    assert_eq!(out.stdout.text().trim(), "still-works", "{}", text(&out));
+    let below = nl2sh_executor::sandbox::processes_in(RANGE).len();
+    assert!(
+        below <= 256 + 2,
+        "{below} processes: the per-call limit did not hold"
+    );
+    cancel.cancel();
+    let _ = bomb.join();
+}
+
+#[test]
+fn a_process_of_another_program_in_the_range_disables_the_sandbox() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    // A range of this test's own, so no other test's sandbox sees the stranger.
+    let range = UidRange {
+        first: 0x9200_0000 + (std::process::id() % 1000) * 16,
+        count: 4,
+    };
+    let stranger_uid = range.first + 2;
+    let mut stranger = std::process::Command::new("setpriv")
+        .args([
+            &format!("--reuid={stranger_uid}"),
+            &format!("--regid={stranger_uid}"),
+            "--clear-groups",
+            "sleep",
+            "60",
+        ])
+        .spawn()
+        .expect("setpriv (util-linux)");
+    let settings = |uids| SandboxSettings {
+        helper: vec![nl2sh_bin().into(), HELPER_ARG.into()],
+        uids,
+        own_files: Vec::new(),
+        scratch_bytes: 8 * 1024 * 1024,
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut status = None;
+    while Instant::now() < deadline {
+        let found = block_on(async { Sandbox::new(settings(range)).availability().await.clone() });
+        if !found.is_ready() {
+            status = Some(found);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = stranger.kill();
+    let _ = stranger.wait();
+    let status = status.expect("the sandbox stayed available with a stranger in its range");
+    let shown = status.to_json();
+    assert_eq!(shown["active"], false);
+    let reason = shown["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&stranger.id().to_string()) && reason.contains("sandbox_uid_base"),
+        "{reason}"
+    );
+    // Once it is gone, the range is usable.
+    let again = block_on(async { Sandbox::new(settings(range)).availability().await.clone() });
+    assert!(again.is_ready(), "{}", again.to_json());
 }

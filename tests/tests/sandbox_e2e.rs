@@ -94,9 +94,13 @@ fn everyday_read_only_commands_answer_without_a_prompt() {
         ("ip addr".into(), "127.0.0.1".into()),
         ("getprop ro.product.model".into(), "Pixel 7".into()),
         (
-            format!("find {d} -name hello.txt"),
+            format!("find {d} -maxdepth 1 -name hello.txt"),
             format!("{d}/hello.txt"),
         ),
+        ("ls /".into(), "usr".into()),
+        ("uname -a".into(), "Linux".into()),
+        ("df -h".into(), "Filesystem".into()),
+        ("find /usr -maxdepth 1 -name bin".into(), "/usr/bin".into()),
         (
             format!("grep -n second {d}/hello.txt"),
             "2:second line".into(),
@@ -112,6 +116,18 @@ fn everyday_read_only_commands_answer_without_a_prompt() {
             "{command}: expected {expect:?} in {out}"
         );
     }
+    // grep -r over /etc reads everything anyone may read, and says which files it could
+    // not (exit status 2), as it would for any unprivileged user.
+    let r = server.invoke("shell.exec", json!({ "command": "grep -rs '^root:' /etc" }));
+    let out = r.output();
+    assert_eq!(out["sandboxed"], true, "{out}");
+    assert!(
+        out["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("/etc/passwd:root:"),
+        "{out}"
+    );
     let r = server.invoke("fs.read", json!({"path": dir.join("hello.txt")}));
     assert!(!r.is_error, "{r:?}");
     assert_eq!(r.output()["content"], "hello, sandbox\nsecond line\n");
@@ -572,7 +588,7 @@ fn a_killed_executor_leaves_no_command_behind() {
 }
 
 #[test]
-fn netd_shares_the_sandbox_uid_but_cannot_be_inspected_from_it() {
+fn netd_and_sandboxed_commands_never_share_a_uid() {
     if skip_unless_root() {
         return;
     }
@@ -580,16 +596,30 @@ fn netd_shares_the_sandbox_uid_but_cannot_be_inspected_from_it() {
     let fx = Fixture::new(&format!("approval_timeout_secs = 1\n# {SECRET}\n"));
     let server = Server::start(&fx, &[], &[]);
     let netd = server.worker("netd");
-    // netd runs as nobody like the sandbox, but is not dumpable: its /proc entries are
-    // root's, so its memory, descriptors and its view of the host's mount namespace (where
-    // no mask applies) stay out of reach. (CAP_DAC_READ_SEARCH still lists the numbers of
-    // its descriptors; following one needs ptrace access, which the sandbox lacks.)
+    let netd_uid = std::fs::read_to_string(format!("/proc/{netd}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    let r = server.invoke("shell.exec", json!({ "command": "id -u" }));
+    let uid = r.output()["stdout"].as_str().unwrap().trim().to_string();
+    assert_ne!(uid, netd_uid, "a sandboxed command runs as netd's uid");
+    let uid: u32 = uid.parse().unwrap();
+    assert!(
+        (nl2sh_proto::config::DEFAULT_SANDBOX_UID_BASE..).contains(&uid),
+        "{uid}"
+    );
+    // netd's memory, descriptors and its view of the device's mount namespace (where no
+    // mask applies) are out of reach: another uid, and its /proc entries are root's.
     for command in [
         format!("ls -l /proc/{netd}/fd/"),
         format!("cat /proc/{netd}/fd/3"),
         format!("cat /proc/{netd}/environ"),
         format!("cat /proc/{netd}/root{}", fx.config().display()),
         format!("head -c 64 /proc/{netd}/mem"),
+        format!("kill -STOP {netd}"),
     ] {
         let r = server.invoke("shell.exec", json!({ "command": command }));
         let out = r.output();
@@ -597,32 +627,45 @@ fn netd_shares_the_sandbox_uid_but_cannot_be_inspected_from_it() {
         assert!(!out.to_string().contains(SECRET), "{command}: {out}");
         if out["sandboxed"] == true {
             let err = out["stderr"].as_str().unwrap();
-            assert!(err.contains("Permission denied"), "{command}: {out}");
+            assert!(
+                err.contains("Permission denied") || err.contains("Operation not permitted"),
+                "{command}: {out}"
+            );
         }
     }
 }
 
 #[test]
-fn inspect_warns_when_another_process_shares_the_sandbox_uid() {
+fn a_stranger_in_the_sandbox_uid_range_turns_the_sandbox_off() {
     if skip_unless_root() {
         return;
     }
     use std::os::unix::process::CommandExt;
-    // A dumpable process of nobody's that nl2sh did not start.
+    // A range of this test's own (other tests' trees run at the same time), and a process
+    // nl2sh did not start running as one of its uids.
+    let base = 0x9300_0000 + (std::process::id() % 1000) * 16;
     let mut other = std::process::Command::new("sleep")
         .arg("60")
-        .uid(65534)
-        .gid(65534)
+        .uid(base + 3)
+        .gid(base + 3)
         .spawn()
         .unwrap();
-    let fx = Fixture::new("");
+    let fx = Fixture::new(&format!(
+        "approval_timeout_secs = 1\nsandbox_uid_base = {base}\nsandbox_uid_count = 8\n"
+    ));
     let server = Server::start(&fx, &[], &[]);
     let r = server.call_tool("nl2sh_inspect", json!({}));
+    let sandbox = r.structured["sandbox"].clone();
+    // Fails closed: the read-only command waits for a person (and expires here).
+    let ls = server.invoke("shell.exec", json!({ "command": "ls /" }));
     let _ = other.kill();
     let _ = other.wait();
-    let warning = r.structured["sandbox"]["shared_uid"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(warning.contains("uid 65534"), "{}", r.structured["sandbox"]);
-    assert!(warning.contains("sandbox_uid"), "{warning}");
+    assert_eq!(sandbox["active"], false, "{sandbox}");
+    let reason = sandbox["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&other.id().to_string()) && reason.contains("sandbox_uid_base"),
+        "{reason}"
+    );
+    assert!(ls.is_error, "{:?}", ls.output());
+    assert_ne!(ls.output()["sandboxed"], true, "{:?}", ls.output());
 }

@@ -1,23 +1,23 @@
 //! The payload's identity and restrictions, applied in the forked child of the helper
 //! (pid 1 of the sandbox's PID namespace) before it runs anything the caller chose.
-//! Order: capability bounding set (needs CAP_SETPCAP, so while root) → groups → gid →
-//! uid keeping capabilities → only CAP_DAC_READ_SEARCH left (ambient too, so it survives
-//! exec) → parent-death signal → no_new_privs → checks → Landlock → seccomp.
+//! Order: capability bounding and inheritable sets emptied (needs CAP_SETPCAP, so while
+//! root) → process limit → groups → gid → uid (which empties the permitted, effective and
+//! ambient sets) → parent-death signal → no_new_privs → checks → Landlock → seccomp.
+//!
+//! No capability is kept: a sandboxed command reads what a stranger to the device reads
+//! (world-readable files), so a secret in a place nobody listed is out of its reach as
+//! long as its file is private. Privileged read-only diagnostics are fixed tools instead.
 
-use caps::{CapSet, Capability, CapsHashSet};
+use caps::CapSet;
 use nl2sh_proto::channels::{Gid, Uid};
 use serde_json::{json, Value};
 
 use super::seccomp;
 
-/// Processes the sandbox identity may have at once (across concurrent sandboxed calls):
-/// plenty for pipelines and scripts, and a fork bomb stops here instead of at the
-/// device's limit. The call's timeout ends whatever it did start.
-pub const MAX_PROCESSES: u64 = 1024;
-
-/// The one capability the sandbox keeps: read and search everything root could, so
-/// reads answer the way they would for root, minus what the masks hide.
-pub const KEPT: Capability = Capability::CAP_DAC_READ_SEARCH;
+/// Processes one sandboxed call may have at once. The limit counts the processes of a
+/// uid, and each running call has a uid of its own, so it is per call: a fork bomb stops
+/// here, and other callers' commands still start. The call's timeout ends the rest.
+pub const MAX_PROCESSES: u64 = 256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfineError {
@@ -44,7 +44,7 @@ impl Applied {
     pub fn to_json(&self) -> Value {
         json!({
             "identity": format!("uid {} gid {}, no supplementary groups", self.uid.0, self.gid.0),
-            "capabilities": "CAP_DAC_READ_SEARCH only (bounding, permitted, effective, ambient)",
+            "capabilities": "none (bounding, permitted, effective, inheritable, ambient)",
             "no_new_privs": true,
             "seccomp": match &self.seccomp {
                 Ok(()) => "on".to_string(),
@@ -63,7 +63,7 @@ fn sys_step(what: &'static str) -> impl FnOnce(nix::Error) -> ConfineError {
     move |e| ConfineError::Sys(what, e)
 }
 
-/// Become `uid`/`gid` with only [`KEPT`], no_new_privs, die with `parent` (0: the parent
+/// Become `uid`/`gid` with no capability, no_new_privs, die with `parent` (0: the parent
 /// is outside our PID namespace and cannot be named). Nothing here is best-effort: an
 /// error means the payload must not run.
 pub fn drop_identity(uid: Uid, gid: Gid, parent: libc::pid_t) -> Result<(), ConfineError> {
@@ -74,11 +74,10 @@ pub fn drop_identity(uid: Uid, gid: Gid, parent: libc::pid_t) -> Result<(), Conf
         ));
     }
     for cap in caps::runtime::thread_all_supported() {
-        if cap != KEPT {
-            caps::drop(None, CapSet::Bounding, cap)
-                .map_err(caps_step("clearing the bounding set"))?;
-        }
+        caps::drop(None, CapSet::Bounding, cap).map_err(caps_step("clearing the bounding set"))?;
     }
+    caps::clear(None, CapSet::Inheritable).map_err(caps_step("clearing inheritable"))?;
+    caps::clear(None, CapSet::Ambient).map_err(caps_step("clearing ambient"))?;
     nix::sys::resource::setrlimit(
         nix::sys::resource::Resource::RLIMIT_NPROC,
         MAX_PROCESSES,
@@ -91,14 +90,9 @@ pub fn drop_identity(uid: Uid, gid: Gid, parent: libc::pid_t) -> Result<(), Conf
         nix::unistd::Gid::from_raw(gid),
     );
     nix::unistd::setresgid(gid, gid, gid).map_err(sys_step("setting the gid"))?;
-    nix::sys::prctl::set_keepcaps(true).map_err(sys_step("keeping capabilities"))?;
-    nix::unistd::setresuid(uid, uid, uid).map_err(sys_step("setting the uid"))?;
-    let kept: CapsHashSet = [KEPT].into_iter().collect();
-    caps::set(None, CapSet::Permitted, &kept).map_err(caps_step("setting permitted"))?;
-    caps::set(None, CapSet::Inheritable, &kept).map_err(caps_step("setting inheritable"))?;
-    caps::set(None, CapSet::Effective, &kept).map_err(caps_step("setting effective"))?;
-    caps::raise(None, CapSet::Ambient, KEPT).map_err(caps_step("raising ambient"))?;
+    // Without keepcaps, leaving uid 0 empties the permitted and effective sets.
     nix::sys::prctl::set_keepcaps(false).map_err(sys_step("resetting keepcaps"))?;
+    nix::unistd::setresuid(uid, uid, uid).map_err(sys_step("setting the uid"))?;
     // Cleared by the uid change, so set now; then make sure the parent did not die
     // before it was set.
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
@@ -110,8 +104,8 @@ pub fn drop_identity(uid: Uid, gid: Gid, parent: libc::pid_t) -> Result<(), Conf
     check_dropped(uid, gid)
 }
 
-/// The drop is asserted, not assumed: root cannot be regained and nothing but
-/// [`KEPT`] is held in any set.
+/// The drop is asserted, not assumed: root cannot be regained and no set holds any
+/// capability.
 fn check_dropped(uid: nix::unistd::Uid, gid: nix::unistd::Gid) -> Result<(), ConfineError> {
     use nix::unistd::{Gid, Uid};
     if nix::unistd::setuid(Uid::from_raw(0)).is_ok()
@@ -132,17 +126,17 @@ fn check_dropped(uid: nix::unistd::Uid, gid: nix::unistd::Gid) -> Result<(), Con
     {
         return Err(ConfineError::Check("supplementary groups remain".into()));
     }
-    let kept: CapsHashSet = [KEPT].into_iter().collect();
     for set in [
         CapSet::Permitted,
         CapSet::Effective,
+        CapSet::Inheritable,
         CapSet::Ambient,
         CapSet::Bounding,
     ] {
         let held = caps::read(None, set).map_err(caps_step("reading capabilities"))?;
-        if !held.is_subset(&kept) {
+        if !held.is_empty() {
             return Err(ConfineError::Check(format!(
-                "capabilities beyond CAP_DAC_READ_SEARCH remain in {set:?}"
+                "capabilities remain in {set:?}: {held:?}"
             )));
         }
     }
@@ -185,8 +179,8 @@ pub fn landlock(scratch: &str) -> String {
 
 /// Install the seccomp filter, the last step before the payload runs. An architecture
 /// without a filter reports it; a filter that fails to install is an error.
-pub fn seccomp() -> Result<Result<(), String>, ConfineError> {
-    match seccomp::install() {
+pub fn seccomp(ipc_namespace: bool) -> Result<Result<(), String>, ConfineError> {
+    match seccomp::install(ipc_namespace) {
         Ok(()) => Ok(Ok(())),
         Err(seccomp::SeccompError::Arch(arch)) => Ok(Err(format!("no filter for {arch}"))),
         Err(e) => Err(e.into()),

@@ -101,12 +101,15 @@ fn run() -> Result<ExitCode, HelperError> {
         // Orphans of the payload come to us, and are killed when it ends.
         nix::sys::prctl::set_child_subreaper(true).map_err(HelperError::Namespace)?;
     }
+    // An IPC namespace of its own where the kernel has them (it dies with the call, and
+    // what was made in it); without one, seccomp refuses System V IPC instead.
+    let ipc_namespace = unshare(CloneFlags::CLONE_NEWIPC).is_ok();
     let view = mounts::build(&plan.masks, plan.scratch_bytes)?;
     let helper = nix::unistd::getpid().as_raw();
     match fork_single_threaded().map_err(HelperError::Fork)? {
         Forked::Child => {
             // Any error from here on is the child's; it never returns to the helper.
-            let code = match payload(&plan, helper, pid_namespace, &view) {
+            let code = match payload(&plan, helper, pid_namespace, ipc_namespace, &view) {
                 Ok(code) => code,
                 Err(e) => {
                     report(&e);
@@ -200,6 +203,7 @@ fn payload(
     plan: &SandboxPlan,
     helper: libc::pid_t,
     pid_namespace: bool,
+    ipc_namespace: bool,
     view: &mounts::View,
 ) -> Result<u8, HelperError> {
     // In a PID namespace the helper is outside it and the payload sees parent pid 0.
@@ -209,7 +213,7 @@ fn payload(
     if let Some(cwd) = &plan.cwd {
         nix::unistd::chdir(cwd.as_str()).map_err(|e| HelperError::Cwd(cwd.clone(), e))?;
     }
-    let seccomp = confine::seccomp()?;
+    let seccomp = confine::seccomp(ipc_namespace)?;
     let applied = confine::Applied {
         uid: plan.uid,
         gid: plan.gid,
@@ -234,6 +238,14 @@ fn payload(
             } else {
                 "off (kernel): leftover processes are killed when the call ends"
             });
+            parts["ipc_namespace"] = json!(if ipc_namespace {
+                "on"
+            } else {
+                "off (kernel): System V IPC and POSIX message queues are refused"
+            });
+            parts["host_sockets"] =
+                json!("refused: no Unix or IP sockets (socketpairs and netlink queries only)");
+            parts["file_locks"] = json!("refused (ENOLCK)");
             parts["tmpdir"] = json!(mounts::SCRATCH_DIR);
             println!("{parts}");
             Ok(0)

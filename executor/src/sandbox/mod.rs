@@ -5,10 +5,15 @@
 //! * its own mount namespace with every mount read-only, a minimal `/dev`, a throwaway
 //!   scratch tmpfs as `TMPDIR`, and nl2sh's own files plus [`masks::SECRET_LOCATIONS`]
 //!   masked ([`mounts`]);
-//! * an unprivileged identity (`sandbox_uid`/`sandbox_gid`) with no groups,
-//!   no_new_privs and only `CAP_DAC_READ_SEARCH` ([`confine`]);
-//! * a seccomp filter ([`seccomp`]) and Landlock where the kernel has it;
-//! * its own PID namespace, so nothing it starts outlives it.
+//! * an unprivileged identity of its own: each running call takes a uid (and the same
+//!   gid) from the reserved range `sandbox_uid_base` .. + `sandbox_uid_count`, never
+//!   netd's or another call's, with no groups, no capability at all and no_new_privs
+//!   ([`confine`]), so it reads what a stranger to the device reads, and calls cannot
+//!   see, signal or exhaust each other (the process limit is per uid);
+//! * a seccomp filter ([`seccomp`]): no IP sockets, no Unix sockets but socketpairs (no
+//!   host service is reachable), no file locks, no kernel or mount changes; Landlock
+//!   where the kernel has it;
+//! * its own PID namespace, so nothing it starts outlives it, and its own IPC namespace.
 //!
 //! Every sandboxed action is one run of the helper (`nl2sh __nl2sh-sandbox`,
 //! [`helper`]), a fresh exec of nl2sh that sets all this up and then runs the payload.
@@ -29,7 +34,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use nl2sh_proto::channels::{Gid, SandboxPayload, SandboxPlan, Uid};
+use nl2sh_proto::channels::{Gid, SandboxPayload, SandboxPlan, Uid, UidRange};
 
 use crate::runtime::exec::{self, CommandOutput, ExecError, ProcessGroups};
 
@@ -50,8 +55,8 @@ pub struct SandboxSettings {
     /// The command that starts the helper: nl2sh's executable and [`HELPER_ARG`]. Tests
     /// put it inside namespaces they own (`unshare --net --uts …`).
     pub helper: Vec<OsString>,
-    pub uid: Uid,
-    pub gid: Gid,
+    /// The uids sandboxed calls run as, one per running call (gid = uid).
+    pub uids: UidRange,
     /// nl2sh's own files (configuration, state directory), masked besides the table.
     pub own_files: Vec<String>,
     pub scratch_bytes: u64,
@@ -59,11 +64,10 @@ pub struct SandboxSettings {
 
 impl SandboxSettings {
     /// The executor's settings: the helper is the executor's own executable.
-    pub fn for_executor(uid: Uid, gid: Gid, own_files: Vec<String>) -> Self {
+    pub fn for_executor(uids: UidRange, own_files: Vec<String>) -> Self {
         Self {
             helper: vec!["/proc/self/exe".into(), HELPER_ARG.into()],
-            uid,
-            gid,
+            uids,
             own_files,
             scratch_bytes: DEFAULT_SCRATCH_BYTES,
         }
@@ -107,6 +111,13 @@ pub enum SandboxError {
     Unavailable(String),
     #[error("the read-only sandbox could not be set up, so nothing ran: {0}")]
     Setup(String),
+    #[error(
+        "all {0} sandbox identities are taken by running calls until the deadline; \
+         nothing ran (try again, or raise sandbox_uid_count)"
+    )]
+    Busy(u32),
+    #[error("cancelled while waiting for a sandbox identity; nothing ran")]
+    Cancelled,
     #[error(transparent)]
     Exec(#[from] ExecError),
 }
@@ -125,15 +136,153 @@ pub struct Run<'a> {
 
 pub struct Sandbox {
     settings: SandboxSettings,
+    identities: Identities,
     availability: tokio::sync::OnceCell<Availability>,
+}
+
+/// The free uids of the range; a call holds one ([`Lease`]) from before its helper starts
+/// until the helper has exited (and with it, every process of the call's PID namespace).
+/// Other nl2sh trees on the device may use the same range (two configurations on the
+/// defaults): a uid is also claimed device-wide ([`claim`]) while a call runs as it.
+struct Identities {
+    free: std::sync::Mutex<Vec<u32>>,
+    available: tokio::sync::Semaphore,
+}
+
+/// One uid of the range, given back when dropped.
+struct Lease<'a> {
+    identities: &'a Identities,
+    uid: u32,
+    /// Processes of the uid outlived the call: never hand it out again.
+    quarantined: bool,
+    // Fields drop in order: the claim ends before the permit lets the next caller in.
+    _claim: std::os::unix::net::UnixDatagram,
+    _permit: tokio::sync::SemaphorePermit<'a>,
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if self.quarantined {
+            tracing::error!(
+                uid = self.uid,
+                "processes of a finished sandboxed call did not end: its uid stays unused"
+            );
+            return;
+        }
+        if let Ok(mut free) = self.identities.free.lock() {
+            free.push(self.uid);
+        }
+    }
+}
+
+/// How long a killed call's processes may take to die before its uid is set aside.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Lease<'_> {
+    /// Wait until no process runs with this lease's uid; if some still do after
+    /// [`SETTLE_TIMEOUT`], the uid is never handed out again by this tree.
+    async fn settle(&mut self) {
+        let only = UidRange {
+            first: self.uid,
+            count: 1,
+        };
+        let until = Instant::now() + SETTLE_TIMEOUT;
+        while !processes_in(only).is_empty() {
+            if Instant::now() >= until {
+                self.quarantined = true;
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// How long a caller waits before looking again when every free uid of the range is
+/// claimed by another tree.
+const CLAIM_RETRY: Duration = Duration::from_millis(50);
+
+/// Claim `uid` for one call, device-wide: bind the abstract Unix socket name
+/// `nl2sh-sandbox-uid-<uid>`. The kernel releases it when the socket closes or its
+/// process dies, so a crashed tree leaves no stale claim. Sandboxed commands cannot
+/// create Unix sockets, so they cannot claim or hold a name.
+fn claim(uid: u32) -> Option<std::os::unix::net::UnixDatagram> {
+    use std::os::linux::net::SocketAddrExt;
+    let addr =
+        std::os::unix::net::SocketAddr::from_abstract_name(format!("nl2sh-sandbox-uid-{uid}"))
+            .ok()?;
+    std::os::unix::net::UnixDatagram::bind_addr(&addr).ok()
+}
+
+impl Identities {
+    fn new(range: UidRange) -> Self {
+        // Lowest uids first (popped from the end), so a quiet device reuses a few.
+        let free: Vec<u32> = (0..range.count)
+            .rev()
+            .filter_map(|i| range.first.checked_add(i))
+            .collect();
+        let available = tokio::sync::Semaphore::new(free.len());
+        Identities {
+            free: std::sync::Mutex::new(free),
+            available,
+        }
+    }
+
+    async fn lease(
+        &self,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        count: u32,
+    ) -> Result<Lease<'_>, SandboxError> {
+        loop {
+            let permit = tokio::select! {
+                permit = self.available.acquire() => {
+                    permit.map_err(|_| SandboxError::Busy(count))?
+                }
+                () = tokio::time::sleep_until(deadline.into()) => {
+                    return Err(SandboxError::Busy(count))
+                }
+                () = cancel.cancelled() => return Err(SandboxError::Cancelled),
+            };
+            let claimed = self.free.lock().ok().and_then(|mut free| {
+                let at = (0..free.len())
+                    .rev()
+                    .find_map(|i| Some((i, claim(free[i])?)))?;
+                Some((free.remove(at.0), at.1))
+            });
+            if let Some((uid, claim)) = claimed {
+                return Ok(Lease {
+                    identities: self,
+                    uid,
+                    quarantined: false,
+                    _claim: claim,
+                    _permit: permit,
+                });
+            }
+            // Every uid this tree has free runs another tree's call: wait for one.
+            drop(permit);
+            tokio::select! {
+                () = tokio::time::sleep(CLAIM_RETRY) => {}
+                () = tokio::time::sleep_until(deadline.into()) => {
+                    return Err(SandboxError::Busy(count))
+                }
+                () = cancel.cancelled() => return Err(SandboxError::Cancelled),
+            }
+        }
+    }
 }
 
 impl Sandbox {
     pub fn new(settings: SandboxSettings) -> Self {
         Self {
+            identities: Identities::new(settings.uids),
             settings,
             availability: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// The uid range sandboxed calls run as.
+    pub fn uids(&self) -> UidRange {
+        self.settings.uids
     }
 
     /// Probe once (the first caller waits for it), then answer from memory.
@@ -147,8 +296,8 @@ impl Sandbox {
             Availability::Unavailable(format!(
                 "nl2sh runs as uid {euid}, not root, so it cannot switch to the sandbox identity"
             ))
-        } else if self.settings.uid.0 == 0 || self.settings.gid.0 == 0 {
-            Availability::Unavailable("sandbox_uid and sandbox_gid must not be 0".into())
+        } else if let Some(why) = range_problem(self.settings.uids) {
+            Availability::Unavailable(why)
         } else {
             let cancel = CancellationToken::new();
             let groups = ProcessGroups::default();
@@ -166,18 +315,14 @@ impl Sandbox {
                 Ok(out) if out.success() => {
                     match serde_json::from_slice::<Value>(&out.stdout.bytes) {
                         Ok(mut parts) if parts.is_object() => {
-                            let exposed = dumpable_processes_of(self.settings.uid);
-                            if !exposed.is_empty() {
-                                parts["shared_uid"] = serde_json::json!(format!(
-                                    "{} other process(es) run as uid {} and can be inspected \
-                                     by it (pids {:?}): through their /proc/<pid>/root a \
-                                     sandboxed command reads the device's files without the \
-                                     masks; set sandbox_uid to a uid nothing else uses",
-                                    exposed.len(),
-                                    self.settings.uid.0,
-                                    exposed
-                                ));
-                            }
+                            let r = self.settings.uids;
+                            parts["identity"] = serde_json::json!(format!(
+                                "a uid of its own per running call, from {} to {} ({} at \
+                                 once; gid = uid), no supplementary groups",
+                                r.first,
+                                u64::from(r.first) + u64::from(r.count) - 1,
+                                r.count
+                            ));
                             Availability::Ready(parts)
                         }
                         _ => Availability::Unavailable(format!(
@@ -206,11 +351,11 @@ impl Sandbox {
         found
     }
 
-    /// The plan for one action.
-    fn plan(&self, payload: SandboxPayload, cwd: Option<&Path>) -> SandboxPlan {
+    /// The plan for one action, run as `uid`.
+    fn plan(&self, uid: u32, payload: SandboxPayload, cwd: Option<&Path>) -> SandboxPlan {
         SandboxPlan {
-            uid: self.settings.uid,
-            gid: self.settings.gid,
+            uid: Uid(uid),
+            gid: Gid(uid),
             masks: masks::patterns(&self.settings.own_files),
             scratch_bytes: self.settings.scratch_bytes,
             cwd: cwd.map(|c| c.display().to_string()),
@@ -228,7 +373,11 @@ impl Sandbox {
         let Some((program, args)) = self.settings.helper.split_first() else {
             return Err(SandboxError::Unavailable("no helper configured".into()));
         };
-        let frame = nl2sh_proto::frame::encode(0, &self.plan(payload, run.cwd))
+        let mut lease = self
+            .identities
+            .lease(run.deadline, run.cancel, self.settings.uids.count)
+            .await?;
+        let frame = nl2sh_proto::frame::encode(0, &self.plan(lease.uid, payload, run.cwd))
             .map_err(|e| SandboxError::Setup(format!("encoding the plan: {e}")))?;
         let mut stdin = frame;
         stdin.extend(run.stdin.unwrap_or_default());
@@ -247,7 +396,17 @@ impl Sandbox {
             run.cancel,
             run.groups,
         )
-        .await?;
+        .await;
+        // A helper that exited by itself waited for the payload, whose PID namespace
+        // was torn down before it could exit. One that was killed (timeout,
+        // cancellation) or died of a signal did not: the payload's processes may still be
+        // dying, and the uid is free again only once they are gone.
+        if out.as_ref().map_or(true, |o| {
+            o.exit_code.is_none() || o.timed_out || o.cancelled
+        }) {
+            lease.settle().await;
+        }
+        let out = out?;
         if out.exit_code == Some(i32::from(SETUP_FAILED)) {
             if let Some(why) = String::from_utf8_lossy(&out.stderr.bytes)
                 .lines()
@@ -260,19 +419,75 @@ impl Sandbox {
     }
 }
 
-/// Processes (at most 16 named) running as `uid` whose `/proc` entries that uid can open
-/// (they are dumpable, so owned by `uid`): another process of the sandbox identity could
-/// reach into them, and through `/proc/<pid>/root` into the unmasked mount namespace.
-pub fn dumpable_processes_of(uid: Uid) -> Vec<u32> {
-    use std::os::unix::fs::MetadataExt;
+/// Why the uid range cannot be the sandbox's, if it cannot: uid 0 in it, or a process
+/// already running with a uid or gid in it that no nl2sh tree's running call claims (it
+/// could signal or inspect a sandboxed call, and reach the device's unmasked files
+/// through that call's `/proc/<pid>/root`).
+pub fn range_problem(range: UidRange) -> Option<String> {
+    if range.count == 0
+        || range.contains(0)
+        || range
+            .first
+            .checked_add(range.count - 1)
+            .is_none_or(|l| l == u32::MAX)
+    {
+        return Some(format!(
+            "the sandbox uid range {}+{} is empty, holds root or wraps around",
+            range.first, range.count
+        ));
+    }
+    let strangers: Vec<u32> = processes_in(range)
+        .into_iter()
+        .filter(|(pid, ids)| {
+            // A call of this or another tree holds its uid's claim while it runs; a
+            // process whose uid is unclaimed is not one (unless it just ended).
+            ids.iter().any(|id| claim(*id).is_some()) && process_ids(*pid).is_some()
+        })
+        .map(|(pid, _)| pid)
+        .take(16)
+        .collect();
+    if strangers.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} process(es) not started by nl2sh run with an id in the sandbox's uid range \
+         {}..={} (pids {:?}); set sandbox_uid_base to a range nothing else on the device uses",
+        strangers.len(),
+        range.first,
+        u64::from(range.first) + u64::from(range.count) - 1,
+        strangers
+    ))
+}
+
+/// Processes whose real, effective, saved or file-system uid or gid lies in `range`, from
+/// `/proc/<pid>/status`, with those ids.
+pub fn processes_in(range: UidRange) -> Vec<(u32, Vec<u32>)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == uid.0))
-        .take(16)
+        .filter_map(|pid| {
+            let ids: Vec<u32> = process_ids(pid)?
+                .into_iter()
+                .filter(|id| range.contains(*id))
+                .collect();
+            (!ids.is_empty()).then_some((pid, ids))
+        })
         .collect()
+}
+
+/// Every uid and gid of `pid` (real, effective, saved, file system), if it still exists.
+fn process_ids(pid: u32) -> Option<Vec<u32>> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    Some(
+        status
+            .lines()
+            .filter_map(|l| l.strip_prefix("Uid:").or_else(|| l.strip_prefix("Gid:")))
+            .flat_map(str::split_whitespace)
+            .filter_map(|id| id.parse::<u32>().ok())
+            .collect(),
+    )
 }
 
 fn describe_status(out: &CommandOutput) -> String {

@@ -19,7 +19,8 @@ const SYS_KEXEC_FILE_LOAD: libc::c_long = libc::SYS_kexec_file_load;
 
 /// (system call, why a sandboxed reader is refused it)
 pub const REFUSED: &[(libc::c_long, &str)] = &[
-    // CAP_DAC_READ_SEARCH would let these open any file by handle, masks or not.
+    // With CAP_DAC_READ_SEARCH these open any file by handle, masks or not; the sandbox
+    // holds no capability, but the refusal must not rest on that alone.
     (
         libc::SYS_open_by_handle_at,
         "opens files by handle, around the masks",
@@ -101,12 +102,45 @@ pub const REFUSED: &[(libc::c_long, &str)] = &[
     (libc::SYS_userfaultfd, "a classic kernel exploit primitive"),
 ];
 
-/// Socket families a sandboxed reader may open: local (Unix) sockets and netlink, so
-/// `ip addr` and `ss` still answer. Every other family (IPv4, IPv6, packet, Bluetooth,
-/// vsock, …) is refused, so nothing leaves the device unasked.
-pub const SOCKET_FAMILIES: &[(libc::c_int, &str)] = &[
-    (libc::AF_UNIX, "local sockets"),
-    (libc::AF_NETLINK, "kernel queries (ip, ss)"),
+/// Refused only where the kernel could not give the call an IPC namespace of its own:
+/// System V IPC and POSIX message queues would be the device's, and what a call made
+/// there would outlive it (and pin memory).
+pub const REFUSED_WITHOUT_IPC_NAMESPACE: &[(libc::c_long, &str)] = &[
+    (
+        libc::SYS_shmget,
+        "creates shared memory that outlives the call",
+    ),
+    (
+        libc::SYS_msgget,
+        "creates message queues that outlive the call",
+    ),
+    (libc::SYS_semget, "creates semaphores that outlive the call"),
+    (libc::SYS_mq_open, "opens the device's POSIX message queues"),
+];
+
+/// File locks block the device's own writers (a lock on any readable file is held for
+/// the whole call). Refused with `ENOLCK` ("No locks available"), which programs that
+/// lock treat as a lock failure: `flock(1)`, SQLite opening a database, anything that
+/// serializes through `lockf`. Only `flock` and the locking `fcntl` commands; `F_GETLK`
+/// and every other `fcntl` command work.
+pub const LOCK_CALL: (libc::c_long, &str) = (libc::SYS_flock, "locks files");
+/// `fcntl` commands refused like `flock`: `F_SETLK`, `F_SETLKW`, their 64-bit
+/// compatibility numbers (x32), the open-file-description locks and leases.
+pub const LOCK_FCNTL_COMMANDS: &[u64] = &[6, 7, 13, 14, 37, 38, 1024];
+
+/// The one socket family a sandboxed reader may open: netlink, for kernel queries, and
+/// only in [`NETLINK_PROTOCOLS`]. Every other family is refused: IP (nothing leaves the
+/// device unasked), packet, Bluetooth, vsock, … and Unix sockets, through which a command
+/// would reach the device's services (journald, syslog, D-Bus, a root manager's daemon);
+/// `socketpair` keeps pipes between a command's own processes working.
+pub const SOCKET_FAMILIES: &[(libc::c_int, &str)] =
+    &[(libc::AF_NETLINK, "kernel queries (ip, ss)")];
+
+/// Netlink protocols allowed: routing (`ip addr`, `ip route`) and socket diagnostics
+/// (`ss`). Not the ones that reach user-space daemons (`NETLINK_USERSOCK`, uevents).
+pub const NETLINK_PROTOCOLS: &[(libc::c_int, &str)] = &[
+    (libc::NETLINK_ROUTE, "ip addr, ip route"),
+    (libc::NETLINK_SOCK_DIAG, "ss"),
 ];
 
 /// `clone` flags that create namespaces (refused like `unshare`).
@@ -155,24 +189,57 @@ fn with_x32(nr: libc::c_long) -> Vec<i64> {
     out
 }
 
-/// The filters, in the order they are installed: the refusals with `EPERM`, then
-/// `clone3` with `ENOSYS` (its flags are behind a pointer a filter cannot read; C
-/// libraries fall back to `clone`, whose flags the first filter checks).
-pub fn programs() -> Result<Vec<BpfProgram>, SeccompError> {
+/// The filters, in the order they are installed: the refusals with `EPERM`, the locks
+/// with `ENOLCK`, then `clone3` with `ENOSYS` (its flags are behind a pointer a filter
+/// cannot read; C libraries fall back to `clone`, whose flags the first filter checks).
+/// Without an IPC namespace (`ipc_namespace` false) System V IPC is refused too.
+pub fn programs(ipc_namespace: bool) -> Result<Vec<BpfProgram>, SeccompError> {
     let arch = arch()?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for (nr, _) in REFUSED {
+    let without_ns: &[(libc::c_long, &str)] = if ipc_namespace {
+        &[]
+    } else {
+        REFUSED_WITHOUT_IPC_NAMESPACE
+    };
+    for (nr, _) in REFUSED.iter().chain(without_ns) {
         for n in with_x32(*nr) {
             rules.insert(n, Vec::new());
         }
     }
-    // socket(domain, …): refused unless the domain is one of SOCKET_FAMILIES.
-    let allowed: Vec<SeccompCondition> = SOCKET_FAMILIES
+    // socket(domain, type, protocol): refused unless the domain is one of SOCKET_FAMILIES
+    // and, for netlink, the protocol one of NETLINK_PROTOCOLS.
+    let other_family: Vec<SeccompCondition> = SOCKET_FAMILIES
         .iter()
         .map(|(family, _)| condition(0, SeccompCmpOp::Ne, *family as u64))
         .collect::<Result<_, _>>()?;
+    let mut other_netlink = vec![condition(0, SeccompCmpOp::Eq, libc::AF_NETLINK as u64)?];
+    for (protocol, _) in NETLINK_PROTOCOLS {
+        other_netlink.push(condition(2, SeccompCmpOp::Ne, *protocol as u64)?);
+    }
     for n in with_x32(libc::SYS_socket) {
-        rules.insert(n, vec![SeccompRule::new(allowed.clone())?]);
+        rules.insert(
+            n,
+            vec![
+                SeccompRule::new(other_family.clone())?,
+                SeccompRule::new(other_netlink.clone())?,
+            ],
+        );
+    }
+    // socketpair(domain, type, …): Unix stream and seqpacket pairs only. A datagram
+    // socket can send to any named socket on the device whatever it is connected to.
+    const SOCK_TYPE_MASK: u64 = 0xf;
+    for n in with_x32(libc::SYS_socketpair) {
+        rules.insert(
+            n,
+            vec![
+                SeccompRule::new(vec![condition(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?])?,
+                SeccompRule::new(vec![condition(
+                    1,
+                    SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
+                    libc::SOCK_DGRAM as u64,
+                )?])?,
+            ],
+        );
     }
     // clone(flags, …) with any namespace flag.
     let namespaces: Vec<SeccompRule> = NAMESPACE_FLAGS
@@ -195,6 +262,29 @@ pub fn programs() -> Result<Vec<BpfProgram>, SeccompError> {
         SeccompAction::Errno(libc::EPERM as u32),
         arch,
     )?;
+    let mut locks: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for n in with_x32(LOCK_CALL.0) {
+        locks.insert(n, Vec::new());
+    }
+    let lock_commands: Vec<SeccompRule> = LOCK_FCNTL_COMMANDS
+        .iter()
+        .map(|cmd| {
+            Ok(SeccompRule::new(vec![condition(
+                1,
+                SeccompCmpOp::Eq,
+                *cmd,
+            )?])?)
+        })
+        .collect::<Result<_, SeccompError>>()?;
+    for n in with_x32(libc::SYS_fcntl) {
+        locks.insert(n, lock_commands.clone());
+    }
+    let locks = SeccompFilter::new(
+        locks,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOLCK as u32),
+        arch,
+    )?;
     let mut clone3 = BTreeMap::new();
     for n in with_x32(libc::SYS_clone3) {
         clone3.insert(n, Vec::new());
@@ -205,12 +295,16 @@ pub fn programs() -> Result<Vec<BpfProgram>, SeccompError> {
         SeccompAction::Errno(libc::ENOSYS as u32),
         arch,
     )?;
-    Ok(vec![refusals.try_into()?, clone3.try_into()?])
+    Ok(vec![
+        refusals.try_into()?,
+        locks.try_into()?,
+        clone3.try_into()?,
+    ])
 }
 
 /// Install the filters on the calling thread (which sets no_new_privs first).
-pub fn install() -> Result<(), SeccompError> {
-    for program in programs()? {
+pub fn install(ipc_namespace: bool) -> Result<(), SeccompError> {
+    for program in programs(ipc_namespace)? {
         seccompiler::apply_filter(&program)?;
     }
     Ok(())
@@ -222,19 +316,24 @@ mod tests {
 
     #[test]
     fn the_filters_compile_for_this_machine() {
-        let programs = programs().unwrap();
-        assert_eq!(programs.len(), 2);
+        for ipc_namespace in [true, false] {
+            let programs = programs(ipc_namespace).unwrap();
+            assert_eq!(programs.len(), 3);
+            assert!(programs.iter().all(|p| !p.is_empty()));
+        }
+        let programs = programs(true).unwrap();
         assert!(programs.iter().all(|p| !p.is_empty()));
     }
 
     #[test]
     fn every_refusal_is_explained_once() {
         let mut seen = std::collections::HashSet::new();
-        for (nr, why) in REFUSED {
+        for (nr, why) in REFUSED.iter().chain(REFUSED_WITHOUT_IPC_NAMESPACE) {
             assert!(seen.insert(*nr), "syscall {nr} listed twice");
             assert!(!why.is_empty());
         }
         assert!(!SOCKET_FAMILIES.iter().any(|(f, _)| *f == libc::AF_INET));
         assert!(!SOCKET_FAMILIES.iter().any(|(f, _)| *f == libc::AF_INET6));
+        assert!(!SOCKET_FAMILIES.iter().any(|(f, _)| *f == libc::AF_UNIX));
     }
 }

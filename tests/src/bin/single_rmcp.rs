@@ -135,11 +135,14 @@ async fn serve(opts: Options) -> Result<(), String> {
         }
     };
     let device = DeviceEnv::probe(std::env::var("PATH").ok());
-    // The same read-only sandbox the tree uses (nobody's identity, nothing else masked).
+    // The same read-only sandbox the tree uses (its default uid range, nothing else
+    // masked).
     let sandbox = nl2sh_executor::sandbox::Sandbox::new(
         nl2sh_executor::sandbox::SandboxSettings::for_executor(
-            nl2sh_proto::channels::Uid(65534),
-            nl2sh_proto::channels::Gid(65534),
+            nl2sh_proto::channels::UidRange {
+                first: nl2sh_proto::config::DEFAULT_SANDBOX_UID_BASE,
+                count: nl2sh_proto::config::DEFAULT_SANDBOX_UID_COUNT,
+            },
             Vec::new(),
         ),
     );
