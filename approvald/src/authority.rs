@@ -31,6 +31,7 @@ use nl2sh_proto::channels::{
     ActionSummary, ApprovalId, AuthorityResponse, CallId, CallOrigin, CallResult, CliErrorKind,
     ConfigVersion, Confinement, Decision, PendingApproval, PolicySnapshot, RanRecord, RiskLevel,
 };
+pub use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_REASONS, MAX_REASON_BYTES, MAX_SUMMARY_BYTES};
 use nl2sh_proto::limits::{MAX_ID_BYTES, MAX_TOOL_NAME_BYTES};
 use nl2sh_proto::rpc::OutOfState;
 
@@ -38,19 +39,12 @@ use crate::pending::{Approvals, NotOpened};
 use crate::policy::{self, Policy};
 use crate::store::{AuditKind, AuditRecord, Store};
 
-/// Rendered action text.
-pub const MAX_ACTION_BYTES: usize = 16 * 1024;
-/// Outcome summary text.
-pub const MAX_SUMMARY_BYTES: usize = 4 * 1024;
 /// Calls let run and not finished yet, at most. The executor runs far fewer at once
 /// (its channel carries at most `MAX_IN_FLIGHT_PER_CHANNEL` requests); more means it
 /// is not asking the way it should, which is fatal to its channel.
 pub const MAX_RUNNING_CALLS: usize = 4096;
 /// Decided call ids remembered to refuse a second decision for one call.
 pub const MAX_RECENT_DECISIONS: usize = 4096;
-/// Assessment reasons kept per action, and bytes of each.
-pub const MAX_REASONS: usize = 16;
-pub const MAX_REASON_BYTES: usize = 1024;
 /// Policy snapshots remembered (a configuration edited in a burst gives several; the
 /// executor reports calls under the newest or one just before it).
 pub const MAX_ISSUED_SNAPSHOTS: usize = 8;

@@ -33,6 +33,21 @@ pub const MAX_FAILED_TOOLS: usize = 8;
 pub const MAX_EVIDENCE_ENTRIES: usize = 64;
 pub const MAX_EVIDENCE_OUTPUT_BYTES: usize = 4096;
 
+// ---- What crosses a channel ------------------------------------------------------------
+// One table for the bounds of the fields the workers send each other. The sender keeps to
+// each (cutting with a visible marker, or refusing the call with a clear error before
+// anything is sent); the receiver checks the same bound and treats a violation as a
+// hostile peer, fatal to that channel.
+
+/// The rendered action of an approval request or audit row: what the owner approves, so
+/// never cut; a longer action is refused before it is sent.
+pub const MAX_ACTION_BYTES: usize = 16 * 1024;
+/// Outcome summary of an audited call.
+pub const MAX_SUMMARY_BYTES: usize = 4 * 1024;
+/// Assessment reasons per action, and bytes of each.
+pub const MAX_REASONS: usize = 16;
+pub const MAX_REASON_BYTES: usize = 1024;
+
 /// Explicit protocol tokens: printable ASCII without spaces, this many characters.
 pub const TOKEN_MIN_CHARS: usize = 32;
 pub const TOKEN_MAX_CHARS: usize = 256;

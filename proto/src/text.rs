@@ -23,6 +23,21 @@ pub fn shortened(s: &str, max: usize) -> String {
     }
 }
 
+/// `s` made to fit in `max` bytes: unchanged if it does, else cut on a char boundary with
+/// `…` appended, the whole at most `max` bytes (what a sender keeps to before a
+/// receiver that checks the same bound).
+pub fn fit(s: &str, max: usize) -> String {
+    const MARK: &str = "…";
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut kept = prefix(s, max.saturating_sub(MARK.len())).to_string();
+    if kept.len() + MARK.len() <= max {
+        kept.push_str(MARK);
+    }
+    kept
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -36,5 +51,11 @@ mod tests {
         assert_eq!(prefix("é", 0), "");
         assert_eq!(shortened("aé", 2), "a…");
         assert_eq!(shortened("ab", 2), "ab");
+        assert_eq!(fit("abcdef", 6), "abcdef");
+        assert_eq!(fit("abcdef", 5), "ab…");
+        assert_eq!(fit("abcdef", 2), "ab");
+        for max in 0..12 {
+            assert!(fit("aé€😀xyz", max).len() <= max);
+        }
     }
 }

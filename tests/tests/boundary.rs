@@ -236,3 +236,43 @@ async fn a_call_no_snapshot_lets_run_closes_the_channel_and_records_nothing() {
     let why = hostile_ran(strict, |v| ran(read_only_summary(1), v)).await;
     assert!(why.contains("did not give"), "{why}");
 }
+
+/// The sender keeps to the channel's limits: a shell line whose quoted action is longer
+/// than the approval channel carries (6,000 `'` become 24,000 bytes once quoted) is
+/// refused with a clear error, and both channels stay up for the next call.
+#[tokio::test]
+async fn an_action_over_the_channel_limit_is_refused_and_the_channel_stays_up() {
+    // Everything is asked of approvald (strict) and auto-approved: a decision row proves
+    // the channel answered, and the oversize call would have run had it been sent.
+    let w = wire_in(Some(
+        "approval_policy = \"strict\"\nprotocol_auto_approve = true\n",
+    ))
+    .await;
+    let proof = w.dir.path().join("ran");
+    let command = format!("touch {} #{}", proof.display(), "'".repeat(6000));
+    let req = ExecutorRequest::Invoke(InvokeRequest {
+        correlation: Correlation(1),
+        origin: CallOrigin::McpHttp,
+        task: None,
+        tool: "shell.exec".into(),
+        arguments: serde_json::json!({ "command": command }).to_string(),
+    });
+    let o = outcome(&w, &req).await;
+    assert!(!o.success, "{o:?}");
+    assert!(
+        o.output.contains("the limit is 16384") && o.output.contains("shorten it"),
+        "{}",
+        o.output
+    );
+    assert!(!proof.exists());
+    // The executor → approvald channel still answers: the next call is decided there.
+    let o = outcome(&w, &stat(2, Path::new("/"))).await;
+    assert!(o.success, "{o:?}");
+    let rows = rows(&w).await;
+    let decided: Vec<_> = rows
+        .iter()
+        .filter(|r| r.record.kind == AuditKind::Decision)
+        .collect();
+    assert_eq!(decided.len(), 1, "{rows:?}");
+    assert_eq!(decided[0].record.tool.as_deref(), Some("fs.stat"));
+}

@@ -22,9 +22,10 @@ use nl2sh_proto::channels::{
     RiskLevel, ToolOutcome, ToolSpec,
 };
 use nl2sh_proto::limits::{
-    MAX_ARGUMENT_JSON_BYTES, MAX_ID_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOL_OUTPUT_BYTES,
-    RESOURCE_LOCK_WAIT,
+    MAX_ACTION_BYTES, MAX_ARGUMENT_JSON_BYTES, MAX_ID_BYTES, MAX_REASONS, MAX_REASON_BYTES,
+    MAX_SUMMARY_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOL_OUTPUT_BYTES, RESOURCE_LOCK_WAIT,
 };
+use nl2sh_proto::text::fit;
 
 /// What the device offers right now: its profile and the tools that registered on it.
 pub struct Registry {
@@ -230,6 +231,16 @@ impl Pipeline {
         };
         // Preparation and risk assessment, then where it would run unasked.
         let mut prepared = tool.prepare(&args, &device)?;
+        // What the owner approves is never cut: an action longer than the approval channel
+        // carries is refused here, before anything is sent (approvald would take it for a
+        // hostile peer).
+        if prepared.action.len() > MAX_ACTION_BYTES {
+            return Err(ToolError::InvalidArguments(format!(
+                "the action, as the owner would be shown it, is {} bytes; the limit is \
+                 {MAX_ACTION_BYTES}: shorten it",
+                prepared.action.len()
+            )));
+        }
         let sandbox = self.confinement(&mut prepared).await;
         let cancel = CancellationToken::new();
         let registered = self.register(req.correlation, cancel.clone());
@@ -257,8 +268,8 @@ impl Pipeline {
                 .assessment
                 .reasons
                 .iter()
-                .take(8)
-                .map(|r| bounded(r, 256))
+                .take(MAX_REASONS)
+                .map(|r| fit(r, MAX_REASON_BYTES))
                 .collect(),
         };
         // A confined read-only call that approvald's policy snapshot lets run needs no
@@ -402,7 +413,7 @@ fn call_result(
                 Some(code) => format!("failed with exit status {code}"),
                 None => "failed".into(),
             },
-            Err(e) => bounded(&e.to_string(), 512),
+            Err(e) => fit(&e.to_string(), MAX_SUMMARY_BYTES),
         },
     }
 }
