@@ -170,8 +170,33 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
             Ok(Err(e)) => Err(e.into()),
             Err(e) => Err(NetdError::Protocol(format!("server task failed: {e}"))),
         },
-        end = &mut executor_end => Err(channel_ended("executor", end)),
-        end = &mut store_end => Err(channel_ended("approvald", end)),
+        end = &mut executor_end => {
+            let e = channel_ended("executor", end);
+            answer_in_flight(stop_tx, &mut server).await;
+            Err(e)
+        }
+        end = &mut store_end => {
+            let e = channel_ended("approvald", end);
+            answer_in_flight(stop_tx, &mut server).await;
+            Err(e)
+        }
+    }
+}
+
+/// How long requests in flight may take to be answered once a peer is gone (their calls
+/// to it fail at once, so this is only the time to write the answers).
+const PEER_GONE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A peer worker is gone and the supervisor will restart the tree: stop accepting, and let
+/// the requests in flight answer (with errors in their protocol's form, as their calls to
+/// the gone peer fail) instead of dropping their connections.
+async fn answer_in_flight(stop: oneshot::Sender<()>, server: &mut JoinHandle<std::io::Result<()>>) {
+    let _ = stop.send(());
+    if tokio::time::timeout(PEER_GONE_GRACE, &mut *server)
+        .await
+        .is_err()
+    {
+        server.abort();
     }
 }
 

@@ -113,7 +113,7 @@ pub enum FromWorker {
 }
 wire!(FromWorker, 0x0102);
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum WorkerSettings {
     Netd(NetdSettings),
     Executor(ExecutorSettings),
@@ -139,7 +139,7 @@ pub struct HttpSettings {
     pub local_authorities: Vec<String>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NetdSettings {
     pub transport: NetdTransport,
     /// The built-in Agent's model, or why there is none (tasks then fail saying so).
@@ -176,7 +176,7 @@ pub struct ModelSettings {
     pub no_proxy: Option<String>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExecutorSettings {
     /// Path of the configuration file this tree serves. Masked in the read-only sandbox,
     /// and anything that touches it is at least `dangerous`.
@@ -204,7 +204,7 @@ impl UidRange {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ApprovaldSettings {
     pub state_dir: String,
     /// Secrets removed from task documents and sessions before they are stored: the

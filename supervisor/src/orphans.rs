@@ -37,7 +37,7 @@ fn parent_of(pid: u32) -> Option<u32> {
 
 /// Reap orphans that have exited, whenever a child changes state. Runs for the life of
 /// the tree.
-pub async fn reap(workers: Vec<u32>) {
+pub async fn reap(workers: std::sync::Arc<std::sync::Mutex<Vec<u32>>>) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut chld = match signal(SignalKind::child()) {
         Ok(s) => s,
@@ -49,6 +49,8 @@ pub async fn reap(workers: Vec<u32>) {
     loop {
         // Also every few seconds: a SIGCHLD can be merged with another.
         let _ = tokio::time::timeout(Duration::from_secs(5), chld.recv()).await;
+        // The workers of the moment (a restart replaces them).
+        let workers = workers.lock().map(|w| w.clone()).unwrap_or_default();
         for pid in orphans(&workers) {
             let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
         }

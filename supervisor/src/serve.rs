@@ -2,10 +2,12 @@
 //! take the state lock, bind the listener, start the tree, announce it, then supervise
 //! until a signal or a worker's death.
 
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::UnixStream;
@@ -189,7 +191,7 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
     if let Err(e) = crate::orphans::become_subreaper() {
         tracing::warn!(error = %e, "cannot become a child subreaper");
     }
-    let tree = Tree::spawn(netd_io, &identity, &log_filter).map_err(ServeError::Spawn)?;
+    let tree = Tree::spawn(&netd_io, &identity, &log_filter).map_err(ServeError::Spawn)?;
     let starts = Starts {
         netd: Some(NetdSettings {
             transport: netd_transport,
@@ -222,8 +224,8 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         }),
     };
     rt.block_on(async move {
-        let mut running = start_tree(tree, starts).await?;
-        let worker_pids: Vec<u32> = running.workers.iter().map(|w| w.child.id()).collect();
+        let mut running = start_tree(tree, starts.clone()).await?;
+        let worker_pids = Arc::new(Mutex::new(running.pids()));
         let reaper = tokio::spawn(crate::orphans::reap(worker_pids.clone()));
         let mut info =
             ConnectionInfo::for_this_process(&config::identity(&config_path), transport_name)?;
@@ -235,6 +237,7 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
             info.token = Some(a.token.expose().to_string());
         }
         let connection = state::write_connection(lock.paths(), &info)?;
+        state::clear_failure(lock.paths());
         if let Some(a) = &announcement {
             let generated = matches!(a.token_source, token::TokenSource::Generated);
             let block = startup::startup_block(
@@ -251,18 +254,32 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         } else {
             tracing::info!("serving MCP on stdin/stdout");
         }
-        let outcome = supervise(&mut running, &mut signals, announcement.is_none()).await;
+        let mut restart = Restart {
+            netd_io,
+            identity,
+            log_filter,
+            starts: starts.for_restart(),
+            worker_pids: worker_pids.clone(),
+            paths: lock.paths().clone(),
+            info,
+            connection,
+            deaths: VecDeque::new(),
+            stdio: announcement.is_none(),
+        };
+        let outcome = supervise(&mut running, &mut signals, &mut restart).await;
         reaper.abort();
-        let orphans = crate::orphans::kill_all(&worker_pids);
+        let pids = worker_pids.lock().map(|p| p.clone()).unwrap_or_default();
+        let orphans = crate::orphans::kill_all(&pids);
         if orphans > 0 {
             tracing::info!(processes = orphans, "ended processes the tree left behind");
         }
-        connection.remove();
+        restart.connection.remove();
         drop(lock);
         Ok(outcome)
     })
 }
 
+#[derive(Clone)]
 struct Starts {
     netd: Option<NetdSettings>,
     executor: Option<ExecutorSettings>,
@@ -270,6 +287,18 @@ struct Starts {
 }
 
 impl Starts {
+    /// The settings every later start gets: the same, without the debug builds' one-shot
+    /// test violation (it would kill each restarted netd).
+    fn for_restart(&self) -> Starts {
+        #[allow(unused_mut)]
+        let mut starts = self.clone();
+        #[cfg(debug_assertions)]
+        if let Some(netd) = starts.netd.as_mut() {
+            netd.test_violation = None;
+        }
+        starts
+    }
+
     /// The `Start` settings of `role`, once.
     fn take(&mut self, role: Role) -> Option<WorkerSettings> {
         match role {
@@ -340,6 +369,12 @@ struct Running {
     workers: Vec<Worker>,
     writers: Vec<tokio::net::unix::OwnedWriteHalf>,
     events: mpsc::UnboundedReceiver<(usize, Result<FromWorker, nl2sh_proto::FrameError>)>,
+}
+
+impl Running {
+    fn pids(&self) -> Vec<u32> {
+        self.workers.iter().map(|w| w.child.id()).collect()
+    }
 }
 
 async fn start_tree(tree: Tree, starts: Starts) -> Result<Running, ServeError> {
@@ -461,66 +496,232 @@ impl StopSignals {
     }
 }
 
-/// Wait for SIGINT/SIGTERM (drain, stop, exit 0) or a worker's end (stop all, exit 1).
-/// In stdio mode, netd's `SessionEnded` event (stdin closed) ends the session cleanly.
-async fn supervise(running: &mut Running, signals: &mut StopSignals, stdio: bool) -> ExitCode {
-    let first = tokio::select! {
-        () = signals.recv() => None,
-        ev = running.events.recv() => Some(ev),
-    };
-    match first {
-        None => {
-            tracing::info!("stopping: draining in-flight requests");
-            drain(running).await;
-            ExitCode::SUCCESS
+/// Worker deaths within [`CRASH_WINDOW`] the supervisor restarts; one more is a crash loop,
+/// and the service stops.
+const MAX_RESTARTS_IN_WINDOW: usize = 5;
+const CRASH_WINDOW: Duration = Duration::from_secs(60);
+/// The wait before each restart within the window: the first is immediate, so one
+/// crash costs a client one failed call, not a pause.
+const RESTART_BACKOFF: [Duration; MAX_RESTARTS_IN_WINDOW] = [
+    Duration::ZERO,
+    Duration::from_millis(250),
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+];
+/// How long netd may take, once a peer died, to answer the requests it has in flight
+/// (with errors) before the old workers are ended.
+const PEER_DEATH_GRACE: Duration = Duration::from_secs(3);
+
+/// What a restart of the worker set needs, and what it has done so far.
+struct Restart {
+    /// The listener (or stdio) every netd gets: clients keep the same URL.
+    netd_io: NetdIo,
+    identity: NetdIdentity,
+    log_filter: String,
+    /// The same settings (token, model, paths) as the first start.
+    starts: Starts,
+    worker_pids: Arc<Mutex<Vec<u32>>>,
+    paths: state::StatePaths,
+    info: ConnectionInfo,
+    connection: state::ConnectionFile,
+    /// When workers died, within the crash window.
+    deaths: VecDeque<std::time::Instant>,
+    stdio: bool,
+}
+
+impl Restart {
+    /// Count a death; false when it makes a crash loop.
+    fn may_restart(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        self.deaths.push_back(now);
+        while self
+            .deaths
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW)
+        {
+            self.deaths.pop_front();
         }
-        Some(event) => {
-            // One death usually ends its peers' channels too; let them settle, then
-            // report every worker that ended, the one killed by a signal first, so the
-            // message names the cause rather than whoever noticed first.
-            tokio::time::sleep(Duration::from_millis(150)).await;
-            let mut events = vec![event];
-            while let Ok(ev) = running.events.try_recv() {
-                events.push(Some(ev));
-            }
-            let netd = running.workers.iter().position(|w| w.role == Role::Netd);
-            let session_over = events.iter().flatten().any(|(i, r)| {
-                Some(*i) == netd && matches!(r, Ok(FromWorker::Event(WorkerEvent::SessionEnded)))
-            });
-            if stdio && session_over {
-                tracing::info!("stdin closed; stopping");
-                drain(running).await;
-                return ExitCode::SUCCESS;
-            }
-            let first = events
-                .first()
-                .and_then(Option::as_ref)
-                .map_or(0, |(i, _)| *i);
-            let mut ended = Vec::new();
-            for (i, w) in running.workers.iter_mut().enumerate() {
-                let status = if i == first {
-                    Some(wait_briefly(&mut w.child).await)
-                } else {
-                    w.child.try_wait().ok().flatten()
-                };
-                if let Some(status) = status {
-                    ended.push((w.role, w.child.id(), status));
-                }
-            }
-            use std::os::unix::process::ExitStatusExt;
-            ended.sort_by_key(|(_, _, status)| status.signal().is_none());
-            for (role, pid, status) in &ended {
-                let status = describe(*status);
-                tracing::error!(worker = role.as_str(), pid, status = %status, "worker exited unexpectedly; stopping the service");
-                eprintln!(
-                    "nl2sh: worker {} (pid {pid}) exited unexpectedly: {status}",
-                    role.as_str()
-                );
-            }
-            kill_all(&mut running.workers);
-            ExitCode::FAILURE
+        self.deaths.len() <= MAX_RESTARTS_IN_WINDOW
+    }
+
+    fn backoff(&self) -> Duration {
+        let n = self.deaths.len().saturating_sub(1);
+        RESTART_BACKOFF[n.min(RESTART_BACKOFF.len() - 1)]
+    }
+
+    /// A new worker set on the same listener with the same settings.
+    async fn start(&self) -> Result<Running, ServeError> {
+        let tree = Tree::spawn(&self.netd_io, &self.identity, &self.log_filter)
+            .map_err(ServeError::Spawn)?;
+        start_tree(tree, self.starts.clone()).await
+    }
+
+    /// The new set runs: record it for the reaper and in connection.json.
+    fn started(&mut self, running: &Running, cause: &str) {
+        if let Ok(mut pids) = self.worker_pids.lock() {
+            *pids = running.pids();
+        }
+        self.info.restarts = self.info.restarts.saturating_add(1);
+        self.info.last_restart_cause = Some(cause.to_string());
+        if let Err(e) = self.connection.update(&self.paths, &self.info) {
+            tracing::warn!(error = %e, "cannot update connection.json");
         }
     }
+
+    /// The crash loop's record, for `service status`.
+    fn failed(&self, cause: &str) {
+        let record = state::FailureRecord {
+            at_ms: nl2sh_approvald::clock::now_unix_ms(),
+            pid: std::process::id(),
+            restarts: self.info.restarts,
+            cause: cause.to_string(),
+        };
+        if let Err(e) = state::write_failure(&self.paths, &record) {
+            tracing::warn!(error = %e, "cannot record the failure");
+        }
+    }
+}
+
+/// Wait for SIGINT/SIGTERM (drain, stop, exit 0) or a worker's end. A worker's death ends
+/// its channels and itself, not the service: the whole worker set is restarted on the same
+/// listener with the same token (see `restart_after`), until deaths come too fast (a crash
+/// loop: stop, exit 1). In stdio mode netd's `SessionEnded` event (stdin closed) ends the
+/// session cleanly, and a death stops the process (its client starts it again).
+async fn supervise(
+    running: &mut Running,
+    signals: &mut StopSignals,
+    restart: &mut Restart,
+) -> ExitCode {
+    loop {
+        let first = tokio::select! {
+            () = signals.recv() => None,
+            ev = running.events.recv() => Some(ev),
+        };
+        let Some(event) = first else {
+            tracing::info!("stopping: draining in-flight requests");
+            drain(running).await;
+            return ExitCode::SUCCESS;
+        };
+        // One death usually ends its peers' channels too; let them settle, then report
+        // every worker that ended, the one killed by a signal first, so the message names
+        // the cause rather than whoever noticed first.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut events = vec![event];
+        while let Ok(ev) = running.events.try_recv() {
+            events.push(Some(ev));
+        }
+        let netd = running.workers.iter().position(|w| w.role == Role::Netd);
+        let session_over = events.iter().flatten().any(|(i, r)| {
+            Some(*i) == netd && matches!(r, Ok(FromWorker::Event(WorkerEvent::SessionEnded)))
+        });
+        if restart.stdio && session_over {
+            tracing::info!("stdin closed; stopping");
+            drain(running).await;
+            return ExitCode::SUCCESS;
+        }
+        let first = events
+            .first()
+            .and_then(Option::as_ref)
+            .map_or(0, |(i, _)| *i);
+        let cause = end_workers(running, first).await;
+        if restart.stdio {
+            tracing::error!(cause = %cause, "a worker ended; stopping (stdio)");
+            return ExitCode::FAILURE;
+        }
+        loop {
+            if !restart.may_restart() {
+                tracing::error!(
+                    deaths = restart.deaths.len(),
+                    window_secs = CRASH_WINDOW.as_secs(),
+                    last = %cause,
+                    "workers keep dying (a crash loop); stopping the service"
+                );
+                eprintln!(
+                    "nl2sh: stopping: {} worker deaths within {}s (last: {cause})",
+                    restart.deaths.len(),
+                    CRASH_WINDOW.as_secs()
+                );
+                restart.failed(&cause);
+                return ExitCode::FAILURE;
+            }
+            let wait = restart.backoff();
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = signals.recv() => {
+                    tracing::info!("stopping while restarting workers");
+                    return ExitCode::SUCCESS;
+                }
+            }
+            match restart.start().await {
+                Ok(new) => {
+                    *running = new;
+                    restart.started(running, &cause);
+                    tracing::warn!(
+                        restarts = restart.info.restarts,
+                        cause = %cause,
+                        "workers restarted on the same listener"
+                    );
+                    break;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "restarting the workers failed");
+                }
+            }
+        }
+    }
+}
+
+/// A worker ended: let netd answer what it has in flight (its peer channel is gone, so
+/// with errors), end the rest of the set, and say what happened. Returns the cause.
+async fn end_workers(running: &mut Running, first: usize) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let mut ended = Vec::new();
+    for (i, w) in running.workers.iter_mut().enumerate() {
+        let status = if i == first {
+            Some(wait_briefly(&mut w.child).await)
+        } else {
+            w.child.try_wait().ok().flatten()
+        };
+        if let Some(status) = status {
+            ended.push((w.role, w.child.id(), status));
+        }
+    }
+    ended.sort_by_key(|(_, _, status)| status.signal().is_none());
+    for (role, pid, status) in &ended {
+        let status = describe(*status);
+        tracing::error!(worker = role.as_str(), pid, status = %status, "worker exited unexpectedly");
+        eprintln!(
+            "nl2sh: worker {} (pid {pid}) exited unexpectedly: {status}",
+            role.as_str()
+        );
+    }
+    let cause = ended.first().map_or_else(
+        || "a worker's channel ended".to_string(),
+        |(role, pid, status)| format!("{} (pid {pid}) {}", role.as_str(), describe(*status)),
+    );
+    // netd, if alive, stops accepting and answers its in-flight requests once its peer
+    // channel ends; give it that long.
+    if let Some(netd) = running.workers.iter_mut().find(|w| w.role == Role::Netd) {
+        let deadline = std::time::Instant::now() + PEER_DEATH_GRACE;
+        while std::time::Instant::now() < deadline {
+            match netd.child.try_wait() {
+                Ok(None) => tokio::time::sleep(Duration::from_millis(10)).await,
+                _ => break,
+            }
+        }
+    }
+    kill_all(&mut running.workers);
+    // What the old set left running (a killed executor's commands come back to us, the
+    // subreaper) ends with it: nothing of the old tree outlives a restart.
+    let left = crate::orphans::kill_all(&[]);
+    if left > 0 {
+        tracing::info!(
+            processes = left,
+            "ended processes the old workers left behind"
+        );
+    }
+    cause
 }
 
 /// Wait up to a second for a child whose channel closed; its status, or an error.

@@ -226,7 +226,19 @@ fn connection_json(info: &ConnectionInfo) -> serde_json::Value {
         "pid": info.pid,
         "version": info.version,
         "since": since(info),
+        "restarts": info.restarts,
+        "last_restart_cause": info.last_restart_cause,
     })
+}
+
+/// The crash loop that stopped the service, when nothing runs now.
+fn failure_of(
+    target: &Target,
+    found: &Result<Discovered, state::StateError>,
+) -> Option<state::FailureRecord> {
+    matches!(found, Ok(Discovered::Stopped))
+        .then(|| state::read_failure(&target.state))
+        .flatten()
 }
 
 fn status_json(
@@ -237,8 +249,10 @@ fn status_json(
         h.as_ref()
             .map(|(pid, transport)| json!({"pid": pid, "transport": transport}))
     };
+    let failure = failure_of(target, found);
     let (state_word, connections, stale_record, lock_holder, error) = match found {
         Ok(Discovered::Live(info)) => ("running", vec![connection_json(info)], None, None, None),
+        Ok(Discovered::Stopped) if failure.is_some() => ("failed", vec![], None, None, None),
         Ok(Discovered::Stale(info)) => (
             "stale",
             vec![],
@@ -257,6 +271,12 @@ fn status_json(
         "stale": matches!(found, Ok(Discovered::Stale(_))),
         "managed": managed,
         "state": state_word,
+        "failure": failure.map(|f| json!({
+            "cause": f.cause,
+            "restarts": f.restarts,
+            "pid": f.pid,
+            "at": nl2sh_approvald::clock::rfc3339_millis(f.at_ms),
+        })),
         "connections": connections,
         "stale_record": stale_record,
         "lock_holder": lock_holder,
@@ -300,6 +320,16 @@ fn status_text(
                 line("Listening", listen);
             }
             line("PID", &info.pid.to_string());
+            if info.restarts > 0 {
+                line(
+                    "Restarts",
+                    &format!(
+                        "{} (workers restarted; last: {})",
+                        info.restarts,
+                        info.last_restart_cause.as_deref().unwrap_or("unknown")
+                    ),
+                );
+            }
             line("Version", info.version.as_deref().unwrap_or("unknown"));
             line("Since", since(info).as_deref().unwrap_or("unknown"));
             if info.mcp_url.is_some() {
@@ -327,7 +357,19 @@ fn status_text(
                 ),
             );
         }
-        Ok(Discovered::Stopped) => line("Status", "not running"),
+        Ok(Discovered::Stopped) => match failure_of(target, found) {
+            Some(f) => line(
+                "Status",
+                &format!(
+                    "failed: the workers kept dying and the service stopped itself at {} \
+                     after {} restarts (last: {})",
+                    nl2sh_approvald::clock::rfc3339_millis(f.at_ms),
+                    f.restarts,
+                    f.cause
+                ),
+            ),
+            None => line("Status", "not running"),
+        },
         Ok(Discovered::Busy { holder }) => {
             let who = holder.as_ref().map_or_else(
                 || "a process".to_owned(),
@@ -898,6 +940,8 @@ mod tests {
             version: Some("9.9.9".into()),
             started_at_ms: Some(0),
             listen: Some("0.0.0.0:8765".into()),
+            restarts: 2,
+            last_restart_cause: Some("executor (pid 7) killed by signal 9".into()),
         }
     }
 

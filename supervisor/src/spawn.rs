@@ -83,8 +83,10 @@ pub enum NetdIo {
 }
 
 impl Tree {
+    /// Start the workers. `netd_io` stays the caller's: a restarted tree gets the same
+    /// listener.
     pub fn spawn(
-        netd_io: NetdIo,
+        netd_io: &NetdIo,
         netd_identity: &NetdIdentity,
         log_filter: &str,
     ) -> io::Result<Self> {
@@ -130,7 +132,7 @@ impl Tree {
             Ok(controls.swap_remove(at).1)
         };
         let mut netd_fds = fds_of(Role::Netd);
-        if let NetdIo::Listener(l) = &netd_io {
+        if let NetdIo::Listener(l) = netd_io {
             netd_fds.push((l.as_raw_fd(), fds::NETD_LISTENER));
         }
         let specs = [
@@ -176,8 +178,8 @@ impl Tree {
                 }
             }
         }
-        // The workers' ends of the channels and the listener close when this returns:
-        // from now on only the workers hold them.
+        // The workers' ends of the channels close when this returns: from now on only the
+        // workers hold them (and the caller the listener, for a restart).
         Ok(Self { workers })
     }
 }

@@ -29,6 +29,8 @@ pub struct StatePaths {
     pub protocol_dir: PathBuf,
     pub lock: PathBuf,
     pub connection_json: PathBuf,
+    /// Why the last service stopped after a crash loop (removed by the next start).
+    pub failure_json: PathBuf,
     pub tasks_db: PathBuf,
     pub approvals_sock: PathBuf,
     pub sessions_dir: PathBuf,
@@ -40,6 +42,7 @@ pub fn state_paths(state_dir: &Path) -> StatePaths {
         root: state_dir.to_owned(),
         lock: protocol_dir.join("lock"),
         connection_json: protocol_dir.join("connection.json"),
+        failure_json: protocol_dir.join("failure.json"),
         tasks_db: protocol_dir.join("tasks.sqlite3"),
         approvals_sock: protocol_dir.join("approvals.sock"),
         sessions_dir: state_dir.join("sessions"),
@@ -258,6 +261,23 @@ pub struct ConnectionInfo {
     /// The bound listener ("0.0.0.0:8765"); none for stdio.
     #[serde(default)]
     pub listen: Option<String>,
+    /// How often the supervisor restarted its workers since it started.
+    #[serde(default)]
+    pub restarts: u32,
+    /// Why it last did (the worker and how it ended), if it did.
+    #[serde(default)]
+    pub last_restart_cause: Option<String>,
+}
+
+/// `protocol/failure.json`: the service stopped itself after its workers kept dying.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FailureRecord {
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    pub pid: u32,
+    pub restarts: u32,
+    /// The last worker death, as the log line says it.
+    pub cause: String,
 }
 
 impl std::fmt::Debug for ConnectionInfo {
@@ -275,6 +295,8 @@ impl std::fmt::Debug for ConnectionInfo {
             .field("version", &self.version)
             .field("started_at_ms", &self.started_at_ms)
             .field("listen", &self.listen)
+            .field("restarts", &self.restarts)
+            .field("last_restart_cause", &self.last_restart_cause)
             .finish()
     }
 }
@@ -300,6 +322,8 @@ impl ConnectionInfo {
             version: Some(env!("CARGO_PKG_VERSION").to_owned()),
             started_at_ms: Some(nl2sh_approvald::clock::now_unix_ms()),
             listen: None,
+            restarts: 0,
+            last_restart_cause: None,
         })
     }
 }
@@ -315,6 +339,11 @@ impl ConnectionFile {
     #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Replace the record with `info` (atomically, as it was written).
+    pub fn update(&mut self, paths: &StatePaths, info: &ConnectionInfo) -> Result<(), StateError> {
+        write_private_json(paths, &paths.connection_json, info)
     }
 
     /// Delete the file now (at shutdown, before releasing the lock). A failure is logged;
@@ -342,20 +371,57 @@ impl Drop for ConnectionFile {
     }
 }
 
-/// Write `info` to `protocol/connection.json` atomically: a 0600 temporary file in the
-/// same directory, fsync, rename, fsync of the directory. Call only while holding the
-/// [`StateLock`].
+/// Write `info` to `protocol/connection.json` atomically (see [`write_private_json`]).
+/// Call only while holding the [`StateLock`].
 pub fn write_connection(
     paths: &StatePaths,
     info: &ConnectionInfo,
 ) -> Result<ConnectionFile, StateError> {
-    let json = serde_json::to_vec_pretty(info).map_err(|e| StateError::Malformed {
+    write_private_json(paths, &paths.connection_json, info)?;
+    Ok(ConnectionFile {
         path: paths.connection_json.clone(),
+        removed: false,
+    })
+}
+
+/// Record why the service stopped itself (a crash loop). Call only while holding the
+/// [`StateLock`].
+pub fn write_failure(paths: &StatePaths, record: &FailureRecord) -> Result<(), StateError> {
+    write_private_json(paths, &paths.failure_json, record)
+}
+
+/// The last crash loop's record, if one is left. A malformed record reads as none.
+pub fn read_failure(paths: &StatePaths) -> Option<FailureRecord> {
+    read_private_json(&paths.failure_json).ok().flatten()
+}
+
+/// Forget the last crash loop (a new start).
+pub fn clear_failure(paths: &StatePaths) {
+    match fs::remove_file(&paths.failure_json) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!(path = %paths.failure_json.display(), "cannot remove: {e}"),
+    }
+}
+
+/// Write `value` as JSON to `path` in the protocol directory atomically: a 0600 temporary
+/// file in the same directory, fsync, rename, fsync of the directory.
+fn write_private_json(
+    paths: &StatePaths,
+    path: &Path,
+    value: &impl serde::Serialize,
+) -> Result<(), StateError> {
+    let json = serde_json::to_vec_pretty(value).map_err(|e| StateError::Malformed {
+        path: path.to_owned(),
         reason: e.to_string(),
     })?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = paths
         .protocol_dir
-        .join(format!(".connection.json.{}.tmp", std::process::id()));
+        .join(format!(".{name}.{}.tmp", std::process::id()));
     match fs::remove_file(&tmp) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -375,8 +441,7 @@ pub fn write_connection(
             .and_then(|()| file.write_all(b"\n"))
             .and_then(|()| file.sync_all())
             .map_err(io_err("cannot write", &tmp))?;
-        fs::rename(&tmp, &paths.connection_json)
-            .map_err(io_err("cannot rename into place", &paths.connection_json))
+        fs::rename(&tmp, path).map_err(io_err("cannot rename into place", path))
     })();
     if let Err(e) = result {
         let _ = fs::remove_file(&tmp);
@@ -385,16 +450,18 @@ pub fn write_connection(
     if let Ok(dir) = File::open(&paths.protocol_dir) {
         let _ = dir.sync_all();
     }
-    Ok(ConnectionFile {
-        path: paths.connection_json.clone(),
-        removed: false,
-    })
+    Ok(())
 }
 
 /// Read `protocol/connection.json` as written, without any liveness check. `Ok(None)` when
 /// there is none. See [`discover`] for the verified form.
 pub fn read_connection(paths: &StatePaths) -> Result<Option<ConnectionInfo>, StateError> {
-    let path = &paths.connection_json;
+    read_private_json(&paths.connection_json)
+}
+
+/// A bounded JSON record of the protocol directory; `Ok(None)` when there is none.
+fn read_private_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, StateError> {
+    let path = &path.to_path_buf();
     let file = match OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)

@@ -101,29 +101,143 @@ fn sigint_also_stops_cleanly() {
     assert!(workers.iter().all(|(_, pid)| !alive(*pid)));
 }
 
+/// A new worker set, all three running, none of them in `old`.
+fn wait_new_workers(server: &Server, old: &[(String, i32)]) -> Vec<(String, i32)> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = server.workers();
+        let fresh = now.len() == 3 && now.iter().all(|(_, p)| !old.iter().any(|(_, o)| o == p));
+        if fresh {
+            return now;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no new worker set; have {now:?}; stderr:\n{}",
+            server.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// An MCP initialize on the URL and token the service started with, retried briefly
+/// while the new set comes up (the listener stays open: connections wait in its queue).
+fn answers_again(server: &Server) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let resp = server.mcp(&initialize_body("2025-11-25"));
+        if resp.status == 200 {
+            assert!(resp.json()["result"]["protocolVersion"].is_string());
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no answer after the restart: {resp:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn connection_record(fx: &Fixture) -> serde_json::Value {
+    let text = std::fs::read_to_string(fx.state_dir().join("protocol/connection.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
 #[test]
-fn killing_any_worker_takes_the_whole_tree_down_with_a_named_error() {
-    for role in ["netd", "executor", "approvald"] {
-        let fx = Fixture::new("");
-        let mut server = Server::start(&fx, &[], &[]);
+fn killing_any_worker_restarts_the_workers_on_the_same_url() {
+    let fx = Fixture::new("");
+    let mut server = Server::start(&fx, &[], &[]);
+    for (n, role) in ["netd", "executor", "approvald"].into_iter().enumerate() {
         let workers = server.workers();
         let victim = server.worker(role);
         // SAFETY: kill with integer arguments.
         unsafe { libc::kill(victim, libc::SIGKILL) };
-        let status = server.wait(Duration::from_secs(20));
-        assert_ne!(status.code(), Some(0), "{role}: supervisor exited 0");
+        let fresh = wait_new_workers(&server, &workers);
+        for (r, pid) in &workers {
+            assert!(
+                !alive(*pid),
+                "{r} ({pid}) of the old set survived {role}'s death"
+            );
+        }
+        answers_again(&server);
         let err = server.stderr();
         assert!(
             err.contains(&format!("worker {role} (pid {victim}) exited unexpectedly")),
             "{role}: {err}"
         );
         assert!(err.contains("signal 9"), "{role}: {err}");
-        std::thread::sleep(Duration::from_millis(100));
-        for (r, pid) in &workers {
-            assert!(!alive(*pid), "{r} ({pid}) survived after {role} was killed");
+        // Written once the new set has started (it may answer a moment before).
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let mut record = connection_record(&fx);
+        while record["restarts"] != n + 1 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            record = connection_record(&fx);
         }
-        assert!(!fx.state_dir().join("protocol/connection.json").exists());
+        assert_eq!(record["restarts"], n + 1, "{record}");
+        assert!(
+            record["last_restart_cause"]
+                .as_str()
+                .is_some_and(|c| c.contains(role)),
+            "{record}"
+        );
+        assert_eq!(fresh.len(), 3);
     }
+    server.signal(libc::SIGTERM);
+    assert_eq!(server.wait(Duration::from_secs(20)).code(), Some(0));
+    assert!(!fx.state_dir().join("protocol/connection.json").exists());
+}
+
+#[test]
+fn a_crash_loop_stops_the_service_and_says_why() {
+    let fx = Fixture::new("");
+    let mut server = Server::start(&fx, &[], &[]);
+    let mut last = 0;
+    for n in 0..6 {
+        let workers = server.workers();
+        last = server.worker("executor");
+        // SAFETY: kill with integer arguments.
+        unsafe { libc::kill(last, libc::SIGKILL) };
+        // Five deaths in a minute are restarted (each set serves before the next death);
+        // the sixth is a crash loop.
+        if n < 5 {
+            wait_new_workers(&server, &workers);
+            answers_again(&server);
+        }
+    }
+    let status = server.wait(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(1), "{}", server.stderr());
+    let err = server.stderr();
+    assert!(
+        err.contains("nl2sh: stopping: 6 worker deaths within 60s (last: executor (pid"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("pid {last}")), "{err}");
+    // `service status` says it failed, and why.
+    let out = fx
+        .command(&["service", "status", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["state"], "failed", "{v}");
+    assert_eq!(v["failure"]["restarts"], 5, "{v}");
+    assert!(
+        v["failure"]["cause"]
+            .as_str()
+            .is_some_and(|c| c.contains("executor") && c.contains("signal 9")),
+        "{v}"
+    );
+    let out = fx.command(&["service", "status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("failed: the workers kept dying"), "{text}");
+    // A new start clears it.
+    let mut again = Server::start(&fx, &[], &[]);
+    let out = fx
+        .command(&["service", "status", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["state"], "running", "{v}");
+    again.signal(libc::SIGTERM);
+    assert_eq!(again.wait(Duration::from_secs(20)).code(), Some(0));
 }
 
 #[test]
