@@ -11,27 +11,31 @@ use serde_json::json;
 
 use nl2sh_tests::{nl2sh_bin, run_without_terminal, wait_pending, Fixture, Server};
 
-/// A tmux server of this test's own (its own socket), killed when dropped.
+/// A tmux server of this test's own, on a socket in a private directory (so nothing is
+/// left in tmux's shared one), killed when dropped.
 struct Tmux {
-    socket: String,
+    dir: tempfile::TempDir,
 }
 
 impl Tmux {
     /// None (the reason printed) where tmux is not installed.
-    fn start(name: &str) -> Option<Tmux> {
+    fn start() -> Option<Tmux> {
         if Command::new("tmux").arg("-V").output().is_err() {
             eprintln!("skipped: tmux is not installed (scripts/test installs it)");
             return None;
         }
-        Some(Tmux {
-            socket: format!("nl2sh-{name}-{}", std::process::id()),
-        })
+        let dir = tempfile::Builder::new()
+            .prefix("nl2sh-tmux-")
+            .tempdir()
+            .expect("tempdir");
+        Some(Tmux { dir })
     }
 
     fn tmux(&self) -> Command {
         let mut cmd = Command::new("tmux");
         // No user configuration: the screen is tmux's defaults, 200x50.
-        cmd.args(["-f", "/dev/null", "-L", &self.socket]);
+        cmd.args(["-f", "/dev/null", "-S"])
+            .arg(self.dir.path().join("socket"));
         cmd
     }
 
@@ -96,7 +100,7 @@ fn sq(s: &str) -> String {
 
 #[test]
 fn a_spoofing_action_is_shown_escaped_on_a_terminal_and_before_approve_acts() {
-    let Some(tmux) = Tmux::start("display") else {
+    let Some(tmux) = Tmux::start() else {
         return;
     };
     let fx = Fixture::new("approval_timeout_secs = 60\n");
