@@ -31,6 +31,7 @@ use nl2sh_proto::channels::{
     ActionSummary, ApprovalId, AuthorityResponse, CallId, CallOrigin, CallResult, CliErrorKind,
     ConfigVersion, Confinement, Decision, PendingApproval, PolicySnapshot, RanRecord, RiskLevel,
 };
+use nl2sh_proto::display::Shown;
 pub use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_REASONS, MAX_REASON_BYTES, MAX_SUMMARY_BYTES};
 use nl2sh_proto::limits::{MAX_ID_BYTES, MAX_TOOL_NAME_BYTES};
 use nl2sh_proto::rpc::OutOfState;
@@ -191,11 +192,16 @@ impl Authority {
         // The audit row is the record; the log line is for people watching, who want the
         // decisions that mattered, not one line per read.
         if decision == Decision::Allowed {
-            tracing::debug!(call_id, tool = %summary.tool, decision = decision.as_str(), "decided");
+            tracing::debug!(
+                call_id,
+                tool = %Shown::new(&summary.tool),
+                decision = decision.as_str(),
+                "decided"
+            );
         } else {
             tracing::info!(
                 call_id,
-                tool = %summary.tool,
+                tool = %Shown::new(&summary.tool),
                 risk = summary.risk.as_str(),
                 decision = decision.as_str(),
                 "decided"

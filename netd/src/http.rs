@@ -36,6 +36,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use nl2sh_proto::channels::{CallOrigin, HttpSettings};
+use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::{MAX_HTTP_BODY_BYTES, TOKEN_MAX_CHARS, TOKEN_MIN_CHARS};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -345,7 +346,7 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
     }
     if !gate.authorized(&parts.headers) {
         tracing::info!(
-            path = parts.uri.path(),
+            path = %Shown::new(parts.uri.path()),
             "refused: missing or invalid bearer token"
         );
         let mut response =
@@ -357,14 +358,14 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
     }
     if !gate.host_allowed(&parts.uri, &parts.headers) {
         tracing::warn!(
-            path = parts.uri.path(),
+            path = %Shown::new(parts.uri.path()),
             "refused: Host is not an allowed authority"
         );
         return error_response(StatusCode::FORBIDDEN, "Host is not allowed");
     }
     if !gate.origin_allowed(&parts.headers) {
         tracing::warn!(
-            path = parts.uri.path(),
+            path = %Shown::new(parts.uri.path()),
             "refused: Origin is not the advertised origin"
         );
         return error_response(StatusCode::FORBIDDEN, "Origin is not allowed");
@@ -401,14 +402,14 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
 async fn public_guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
     if !gate.host_allowed(request.uri(), request.headers()) {
         tracing::warn!(
-            path = request.uri().path(),
+            path = %Shown::new(request.uri().path()),
             "refused: Host is not an allowed authority"
         );
         return error_response(StatusCode::FORBIDDEN, "Host is not allowed");
     }
     if !gate.origin_allowed(request.headers()) {
         tracing::warn!(
-            path = request.uri().path(),
+            path = %Shown::new(request.uri().path()),
             "refused: Origin is not the advertised origin"
         );
         return error_response(StatusCode::FORBIDDEN, "Origin is not allowed");

@@ -10,6 +10,7 @@
 
 pub mod channels;
 pub mod config;
+pub mod display;
 pub mod frame;
 pub mod handshake;
 pub mod limits;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use nl2sh_proto::channels::{ApprovalId, CliErrorKind, CliRequest, CliResponse, PendingApproval};
+use nl2sh_proto::display::Shown;
 use nl2sh_proto::rpc::RpcClient;
 use nl2sh_proto::topology::{Asker, CliApprovald};
 
@@ -102,7 +103,8 @@ fn cli_error(kind: CliErrorKind, message: String) -> (Exit, String) {
         CliErrorKind::PhraseRequired | CliErrorKind::WrongPhrase => Exit::Phrase,
         CliErrorKind::InvalidRequest => Exit::Failure,
     };
-    (code, message)
+    // It may quote what was asked for.
+    (code, Shown::new(&message).to_string())
 }
 
 async fn pending(config_path: &Path, sock: &Path) -> Result<Vec<PendingApproval>, (Exit, String)> {
@@ -123,33 +125,53 @@ fn pending_json(p: &PendingApproval) -> serde_json::Value {
     })
 }
 
-/// Text a person reads before deciding; every field of the request, the action verbatim.
+/// An action is shown whole: it comes from at most 16 KiB of arguments, and quoting can
+/// make it a few times longer. Past this the cut is marked.
+const ACTION_MAX_BYTES: usize = 128 * 1024;
+
+/// Text a person reads before deciding: every field of the request, each through the one
+/// escaping function, so no control, bidi or invisible character in a caller's text can
+/// change what the terminal shows (the action is what runs, byte for byte otherwise).
 fn describe(p: &PendingApproval) -> String {
     let mut s = format!(
         "{id}  {tool}  risk {risk}{root}  as {identity}  from {origin}{task}  {left}s left\n    action: {action}\n",
-        id = p.id,
-        tool = p.tool,
+        id = Shown::new(&p.id.0),
+        tool = Shown::new(&p.tool),
         risk = p.risk.as_str(),
         root = if p.requires_root { " (requires root)" } else { "" },
         identity = p.identity.as_str(),
         origin = p.origin.as_str(),
-        // A task id is the remote caller's text as far as this terminal knows: shown
-        // with control characters escaped, so it cannot rewrite what the person reads.
         task = p
             .task
             .as_ref()
-            .map(|t| format!(" (task {})", t.0.escape_debug()))
+            .map(|t| format!(" (task {})", Shown::new(&t.0)))
             .unwrap_or_default(),
         left = p.seconds_left,
-        action = p.action,
+        action = Shown::new(&p.action).max_bytes(ACTION_MAX_BYTES),
     );
     for r in &p.reasons {
-        s.push_str(&format!("    why: {r}\n"));
+        s.push_str(&format!("    why: {}\n", Shown::new(r)));
     }
     if let Some(phrase) = &p.phrase {
-        s.push_str(&format!("    approve with: --phrase \"{phrase}\"\n"));
+        s.push_str(&format!(
+            "    approve with: --phrase \"{}\"\n",
+            Shown::new(phrase)
+        ));
     }
     s
+}
+
+/// What `approve`/`reject` prints before it sends the decision: the request as
+/// `approvals` shows it.
+fn deciding(p: &PendingApproval, approve: bool) -> String {
+    let verb = if approve { "Approving:" } else { "Rejecting:" };
+    format!("{verb} {}", describe(p))
+}
+
+/// What it prints once approvald has taken the decision.
+fn decided(id: &str, approve: bool) -> String {
+    let verb = if approve { "Approved" } else { "Rejected" };
+    format!("{verb} {}.", Shown::new(id))
 }
 
 /// `nl2sh protocol approvals [--json]`
@@ -207,15 +229,20 @@ pub fn decide(
     };
     let sock = paths.approvals_sock;
     let result = rt.block_on(async {
-        // Show exactly what is being decided.
         let list = pending(&config_path, &sock).await?;
         let Some(p) = list.iter().find(|p| p.id.0 == id) else {
             return Err((
                 Exit::NoSuchRequest,
-                format!("no pending request {id:?} (see `nl2sh protocol approvals`)"),
+                format!(
+                    "no pending request {} (see `nl2sh protocol approvals`)",
+                    Shown::new(&id)
+                ),
             ));
         };
-        let shown = describe(p);
+        // What is decided is on the screen before the decision is sent, so the person
+        // sees it even when the decision then fails or runs something at once.
+        print!("{}", deciding(p, approve));
+        let _ = std::io::Write::flush(&mut std::io::stdout());
         let req = if approve {
             CliRequest::Approve {
                 id: ApprovalId(id.clone()),
@@ -227,7 +254,7 @@ pub fn decide(
             }
         };
         match ask(&config_path, &sock, req).await? {
-            CliResponse::Done => Ok(shown),
+            CliResponse::Done => Ok(()),
             CliResponse::Error { kind, message } => Err(cli_error(kind, message)),
             CliResponse::Pending(_) => {
                 Err((Exit::Failure, "approvald answered out of place".into()))
@@ -235,8 +262,8 @@ pub fn decide(
         }
     });
     match result {
-        Ok(shown) => {
-            print!("{} {shown}", if approve { "Approved" } else { "Rejected" });
+        Ok(()) => {
+            println!("{}", decided(&id, approve));
             ExitCode::SUCCESS
         }
         Err((code, msg)) => fail(code, msg),
@@ -383,49 +410,61 @@ pub fn audit(
         return ExitCode::SUCCESS;
     }
     for r in &rows {
-        let c = &r.record;
-        // A decision row says what was decided; an outcome row how it ended; a `call` row
-        // (decided from the policy snapshot) both, in that order.
-        let decided = || {
-            format!(
-                "{} {} risk={} as={} from={}: {}",
-                c.decision.as_deref().unwrap_or("?"),
-                c.tool.as_deref().unwrap_or("?"),
-                c.risk.as_deref().unwrap_or("?"),
-                c.identity.as_deref().unwrap_or("?"),
-                c.origin.as_deref().unwrap_or("?"),
-                c.action.as_deref().unwrap_or(""),
-            )
-        };
-        let ended = || {
-            format!(
-                "{} in {}ms: {}",
-                if c.success == Some(true) {
-                    "ok"
-                } else {
-                    "failed"
-                },
-                c.duration_ms.unwrap_or(0),
-                c.summary.as_deref().unwrap_or(""),
-            )
-        };
-        let what = match c.kind.as_str() {
-            "decision" => decided(),
-            "call" => format!("{} -> {}", decided(), ended()),
-            _ => format!("outcome {}", ended()),
-        };
-        println!("{:>6} {} call {} {what}", r.id, r.time, c.call_id);
+        println!("{}", audit_line(r));
     }
     ExitCode::SUCCESS
+}
+
+/// One row of `audit` as text, on one line: every stored text through the one escaping
+/// function (the action whole, as `approvals` shows it).
+fn audit_line(r: &nl2sh_approvald::store::AuditRow) -> String {
+    let c = &r.record;
+    let text =
+        |t: &Option<String>, missing| Shown::new(t.as_deref().unwrap_or(missing)).to_string();
+    // A decision row says what was decided; an outcome row how it ended; a `call` row
+    // (decided from the policy snapshot) both, in that order.
+    let decided = || {
+        format!(
+            "{} {} risk={} as={} from={}: {}",
+            text(&c.decision, "?"),
+            text(&c.tool, "?"),
+            text(&c.risk, "?"),
+            text(&c.identity, "?"),
+            text(&c.origin, "?"),
+            Shown::new(c.action.as_deref().unwrap_or("")).max_bytes(ACTION_MAX_BYTES),
+        )
+    };
+    let ended = || {
+        format!(
+            "{} in {}ms: {}",
+            if c.success == Some(true) {
+                "ok"
+            } else {
+                "failed"
+            },
+            c.duration_ms.unwrap_or(0),
+            text(&c.summary, ""),
+        )
+    };
+    let what = match c.kind.as_str() {
+        "decision" => decided(),
+        "call" => format!("{} -> {}", decided(), ended()),
+        _ => format!("outcome {}", ended()),
+    };
+    format!(
+        "{:>6} {} call {} {what}",
+        r.id,
+        Shown::new(&r.time),
+        c.call_id
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_pending_approval_shows_its_task_escaped() {
-        let mut p = PendingApproval {
+    fn request() -> PendingApproval {
+        PendingApproval {
             id: ApprovalId("abc123".into()),
             call_id: nl2sh_proto::channels::CallId(7),
             origin: nl2sh_proto::channels::CallOrigin::AgentHttp,
@@ -438,17 +477,121 @@ mod tests {
             reasons: Vec::new(),
             seconds_left: 100,
             phrase: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_pending_approval_shows_its_task_escaped() {
+        let mut p = request();
         let shown = describe(&p);
         assert!(
-            shown.contains("from agent_http (task t-1\\u{1b}[2J)  100s left"),
+            shown.contains(r"from agent_http (task t-1\x1b[2J)  100s left"),
             "{shown}"
         );
         assert!(!shown.contains('\u{1b}'));
+        // `--json` keeps the exact text.
         assert_eq!(pending_json(&p)["task"], "t-1\u{1b}[2J");
         p.task = None;
         assert!(describe(&p).contains("from agent_http  100s left"));
         assert!(pending_json(&p)["task"].is_null());
+    }
+
+    /// The attack: a CR and an erase-line paint a fake `action:` line, a newline and a
+    /// fake `why:` line follow, and SGR 8 conceals the real reasons.
+    const SPOOF: &str = "/bin/sh -c 'touch F # \r\u{1b}[2K    action: /bin/sh -c ls\n    why: \
+                         read_only: ls\u{1b}[8m'";
+
+    #[test]
+    fn every_field_of_a_request_is_shown_escaped_on_its_own_line() {
+        let mut p = request();
+        p.tool = "shell\u{202e}exec".into();
+        p.action = SPOOF.into();
+        p.reasons = vec![
+            "low: touch\u{85}writes F".into(),
+            "medium: \u{200b}why:".into(),
+        ];
+        p.phrase = Some("approve dangerous abc123".into());
+        p.id = ApprovalId("abc\u{7}123".into());
+        let shown = describe(&p);
+        assert_eq!(
+            shown,
+            concat!(
+                r"abc\x07123  shell\u{202e}exec  risk medium  as launching_user  from agent_http (task t-1\x1b[2J)  100s left",
+                "\n",
+                r"    action: /bin/sh -c 'touch F # \r\x1b[2K    action: /bin/sh -c ls\n    why: read_only: ls\x1b[8m'",
+                "\n",
+                r"    why: low: touch\u{85}writes F",
+                "\n",
+                r"    why: medium: \u{200b}why:",
+                "\n",
+                "    approve with: --phrase \"approve dangerous abc123\"\n",
+            )
+        );
+        assert_eq!(pending_json(&p)["action"], SPOOF);
+    }
+
+    #[test]
+    fn an_action_is_shown_whole_up_to_its_bound() {
+        let mut p = request();
+        p.action = format!("echo {}", "x".repeat(20_000));
+        assert!(describe(&p).contains(&p.action));
+        p.action = "y".repeat(ACTION_MAX_BYTES + 1);
+        let shown = describe(&p);
+        assert!(
+            shown.contains(&format!(
+                " … [cut: {} bytes in all]\n",
+                ACTION_MAX_BYTES + 1
+            )),
+            "{}",
+            &shown[shown.len() - 200..]
+        );
+    }
+
+    #[test]
+    fn approve_and_reject_say_what_they_decide_then_that_it_is_done() {
+        let mut p = request();
+        p.action = SPOOF.into();
+        let before = deciding(&p, true);
+        assert!(
+            before.starts_with("Approving: abc123  shell  risk medium  "),
+            "{before}"
+        );
+        assert!(before.ends_with(&describe(&p)), "{before}");
+        assert!(before.contains(r"\r\x1b[2K"), "{before}");
+        assert!(!before.contains(['\r', '\u{1b}']), "{before}");
+        assert!(deciding(&p, false).starts_with("Rejecting: abc123  "));
+        assert_eq!(decided("abc123", true), "Approved abc123.");
+        assert_eq!(decided("abc\u{1b}", false), r"Rejected abc\x1b.");
+    }
+
+    #[test]
+    fn an_audit_row_is_one_line_with_its_texts_escaped() {
+        use nl2sh_approvald::store::{AuditKind, AuditRecord, AuditRow};
+        let mut record = AuditRecord::new(AuditKind::Call, 3);
+        record.decision = Some("allowed".into());
+        record.tool = Some("shell\u{2028}.exec".into());
+        record.risk = Some("read_only".into());
+        record.identity = Some("launching_user".into());
+        record.origin = Some("mcp_http".into());
+        record.action = Some(SPOOF.into());
+        record.success = Some(true);
+        record.duration_ms = Some(2);
+        record.summary = Some("exit 0\n\u{1b}]0;owned\u{7}".into());
+        let row = AuditRow {
+            id: 9,
+            time: "2026-11-30T01:51:43.245Z".into(),
+            record,
+            prev_sha256: String::new(),
+            row_sha256: String::new(),
+        };
+        assert_eq!(
+            audit_line(&row),
+            concat!(
+                r"     9 2026-11-30T01:51:43.245Z call 3 allowed shell\u{2028}.exec risk=read_only ",
+                r"as=launching_user from=mcp_http: /bin/sh -c 'touch F # \r\x1b[2K    action: ",
+                r"/bin/sh -c ls\n    why: read_only: ls\x1b[8m' -> ok in 2ms: exit 0\n\x1b]0;owned\x07"
+            )
+        );
     }
 
     #[test]

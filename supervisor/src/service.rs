@@ -30,6 +30,7 @@ use nix::unistd::Pid;
 use serde_json::json;
 
 use nl2sh_proto::config::DEFAULT_PROTOCOL_PORT;
+use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::SHUTDOWN_GRACE;
 use nl2sh_proto::private_dir::{open_private_dir, Create, WideMode};
 
@@ -306,18 +307,21 @@ fn status_text(
                 _ => "running (standalone protocol serve; not managed by `nl2sh service`)",
             };
             line("Status", what);
-            line("Transport", &info.transport);
+            // What discovery read from connection.json goes through the one escaping
+            // function: a file in the state directory is not trusted to be plain text.
+            let shown = |s: &str| Shown::new(s).to_string();
+            line("Transport", &shown(&info.transport));
             if let Some(url) = &info.mcp_url {
-                line("MCP URL", url);
+                line("MCP URL", &shown(url));
             }
             if let Some(url) = &info.a2a_url {
-                line("A2A URL", url);
+                line("A2A URL", &shown(url));
             }
             if let Some(url) = &info.agent_card_url {
-                line("Agent Card", url);
+                line("Agent Card", &shown(url));
             }
             if let Some(listen) = &info.listen {
-                line("Listening", listen);
+                line("Listening", &shown(listen));
             }
             line("PID", &info.pid.to_string());
             if info.restarts > 0 {
@@ -326,11 +330,14 @@ fn status_text(
                     &format!(
                         "{} (workers restarted; last: {})",
                         info.restarts,
-                        info.last_restart_cause.as_deref().unwrap_or("unknown")
+                        shown(info.last_restart_cause.as_deref().unwrap_or("unknown"))
                     ),
                 );
             }
-            line("Version", info.version.as_deref().unwrap_or("unknown"));
+            line(
+                "Version",
+                &shown(info.version.as_deref().unwrap_or("unknown")),
+            );
             line("Since", since(info).as_deref().unwrap_or("unknown"));
             if info.mcp_url.is_some() {
                 let generated = if info.transport == SERVICE_TRANSPORT {
@@ -353,7 +360,8 @@ fn status_text(
                 &format!(
                     "not running (stale record: pid {}, transport {}, ended without cleaning \
                      up; the next start replaces it)",
-                    info.pid, info.transport
+                    info.pid,
+                    Shown::new(&info.transport)
                 ),
             );
         }
@@ -365,7 +373,7 @@ fn status_text(
                      after {} restarts (last: {})",
                     nl2sh_approvald::clock::rfc3339_millis(f.at_ms),
                     f.restarts,
-                    f.cause
+                    Shown::new(&f.cause)
                 ),
             ),
             None => line("Status", "not running"),
@@ -373,7 +381,7 @@ fn status_text(
         Ok(Discovered::Busy { holder }) => {
             let who = holder.as_ref().map_or_else(
                 || "a process".to_owned(),
-                |(pid, transport)| format!("pid {pid} (transport {transport})"),
+                |(pid, transport)| format!("pid {pid} (transport {})", Shown::new(transport)),
             );
             line(
                 "Status",
@@ -534,7 +542,7 @@ fn standalone_conflict(target: &Target, info: &ConnectionInfo, action: &str) -> 
              `nl2sh service` and is left running: stop it where it was started (Ctrl-C, or \
              `kill -TERM {}`), then use `{}`",
             info.pid,
-            info.transport,
+            Shown::new(&info.transport),
             target.config_path.display(),
             info.pid,
             target.command("service start"),
@@ -545,7 +553,7 @@ fn standalone_conflict(target: &Target, info: &ConnectionInfo, action: &str) -> 
 fn busy_failure(target: &Target, holder: &Option<(u32, String)>) -> Failure {
     let who = holder.as_ref().map_or_else(
         || "another process".to_owned(),
-        |(pid, transport)| format!("pid {pid} (transport {transport})"),
+        |(pid, transport)| format!("pid {pid} (transport {})", Shown::new(transport)),
     );
     failure(
         EXIT_FAILURE,
@@ -729,28 +737,30 @@ fn remove_own_record(target: &Target, pid: u32) {
 }
 
 /// The last lines this start wrote to the log. Lines that can carry a generated token
-/// are left out: `start` never prints the token.
+/// are left out: `start` never prints the token. The log holds what the service and
+/// anything it ran wrote, so each line is shown through the one escaping function (its
+/// bytes as they are, invalid UTF-8 as `\xNN`).
 fn log_tail(log: &Path, offset: u64) -> String {
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     if let Ok(mut file) = File::open(log) {
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);
         let from = offset.max(len.saturating_sub(LOG_TAIL_BYTES));
         if file.seek(SeekFrom::Start(from)).is_ok() {
-            let mut bytes = Vec::new();
             let _ = file.take(LOG_TAIL_BYTES).read_to_end(&mut bytes);
-            text = String::from_utf8_lossy(&bytes).into_owned();
         }
     }
-    let lines: Vec<&str> = text.lines().collect();
+    let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    // The text after the last newline, if any, is a line; the empty rest after it is not.
+    if lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    }
     let keep = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
     let mut out = String::new();
     for l in keep {
-        if may_hold_token(l) {
+        if may_hold_token(&String::from_utf8_lossy(l)) {
             out.push_str("  [a line that may hold the token is not shown; see the log]\n");
         } else {
-            out.push_str("  ");
-            out.push_str(l);
-            out.push('\n');
+            out.push_str(&format!("  {}\n", Shown::lossy(l)));
         }
     }
     if out.is_empty() {
@@ -890,6 +900,14 @@ mod tests {
         assert!(tail.contains("nl2sh: it failed"), "{tail}");
         assert!(tail.contains("starting"), "{tail}");
         assert_eq!(log_tail(&tmp.path().join("none"), 0), "  (nothing)\n");
+
+        // Whatever a line holds is shown escaped, on its own line.
+        let offset = fs::metadata(&log).unwrap().len();
+        f.write_all(b"bad \x1b[2J\rname \xff\xfe\r\nlast").unwrap();
+        assert_eq!(
+            log_tail(&log, offset),
+            "  bad \\x1b[2J\\rname \\xff\\xfe\\r\n  last\n"
+        );
     }
 
     #[test]

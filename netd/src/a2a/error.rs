@@ -11,6 +11,7 @@
 //! its message; a code of A2A's reserved band (-32001 … -32099) could collide with a
 //! later A2A error, and -32000 falls outside the ranges conformance suites accept.
 
+use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::MAX_ACTIVE_TASKS;
 use serde_json::{json, Value};
 
@@ -138,7 +139,7 @@ impl From<TaskError> for A2aError {
             | TaskError::Store(_)
             | TaskError::Randomness
             | TaskError::Unreadable => {
-                tracing::warn!(error = %text, "A2A request failed");
+                tracing::warn!(error = %Shown::new(&text), "A2A request failed");
                 A2aError::Internal(text)
             }
         }

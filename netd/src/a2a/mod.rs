@@ -28,6 +28,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
 use nl2sh_proto::channels::{CallOrigin, StoreErrorKind};
+use nl2sh_proto::display::Shown;
 use serde_json::{json, Value};
 
 pub use error::A2aError;
@@ -88,7 +89,7 @@ async fn answer(a2a: &A2a, headers: &HeaderMap, body: &[u8]) -> (Value, Result<V
     }
     let outcome = dispatch(a2a, method, params).await;
     if let Err(e) = &outcome {
-        tracing::debug!(method = bounded(method), code = e.code(), "A2A error");
+        tracing::debug!(method = %Shown::new(method).max_bytes(64), code = e.code(), "A2A error");
     }
     (id, outcome)
 }

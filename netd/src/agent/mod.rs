@@ -18,6 +18,7 @@ use std::time::Duration;
 use nl2sh_proto::channels::{
     CallOrigin, ContextId, Correlation, InvokeRequest, ModelSetup, TaskId, ToolOutcome,
 };
+use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::MAX_ARGUMENT_JSON_BYTES;
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -118,7 +119,10 @@ impl Agent {
         };
         if let (ModelSetup::Ready(_), Err(why)) = (&model, &client) {
             // Tasks fail saying so; netd itself serves on.
-            tracing::error!(error = %why, "the built-in Agent has no usable model client");
+            tracing::error!(
+                error = %Shown::new(why),
+                "the built-in Agent has no usable model client"
+            );
         }
         Ok(Arc::new(Self {
             executor,
@@ -144,7 +148,7 @@ impl Agent {
         let mut turn = Turn::new(&job);
         let run = self.converse(&mut turn, client, max_steps, &cancel).await;
         tracing::info!(
-            task = %job.task,
+            task = %Shown::new(&job.task.0),
             end = ?run.end,
             steps = turn.steps,
             tool_calls = turn.ledger.total(),
@@ -224,12 +228,22 @@ impl Agent {
                 arguments,
             },
             Err(error) => {
-                tracing::debug!(task = %turn.task, call = %call.id, %error, "tool call refused before the executor");
+                tracing::debug!(
+                    task = %Shown::new(&turn.task.0),
+                    call = %Shown::new(&call.id),
+                    error = %Shown::new(&error),
+                    "tool call refused before the executor"
+                );
                 turn.answer_tool(at, &call.id, false, &error, 0);
                 return Ok(());
             }
         };
-        tracing::debug!(task = %turn.task, call = %call.id, tool = %request.tool, "agent tool call");
+        tracing::debug!(
+            task = %Shown::new(&turn.task.0),
+            call = %Shown::new(&call.id),
+            tool = %Shown::new(&request.tool),
+            "agent tool call"
+        );
         let correlation = request.correlation;
         let invoke = self.executor.invoke(request);
         tokio::pin!(invoke);

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nl2sh_proto::channels::{CallOrigin, ContextId, TaskId, TaskQuery, TaskState};
+use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::{MAX_ACTIVE_TASKS, MAX_ID_BYTES, MAX_TASK_DOCUMENT_BYTES};
 use serde_json::{Map, Value};
 use tokio::sync::{oneshot, watch};
@@ -317,7 +318,7 @@ impl TaskService {
             .get(&id)
             .map(|a| (a.cancel.clone(), a.snapshot.clone()));
         if let Some((cancel, snapshot)) = active {
-            tracing::info!(task = %id, "cancel requested");
+            tracing::info!(task = %Shown::new(&id.0), "cancel requested");
             cancel.cancel();
             let mut settled = snapshot.clone();
             let waited = tokio::time::timeout(
@@ -326,7 +327,10 @@ impl TaskService {
             )
             .await;
             if waited.is_err() {
-                tracing::warn!(task = %id, "a cancelled task did not settle in time");
+                tracing::warn!(
+                    task = %Shown::new(&id.0),
+                    "a cancelled task did not settle in time"
+                );
             }
             let doc = (*snapshot.borrow().doc).clone();
             return Ok(doc);
@@ -395,7 +399,11 @@ struct Task {
 impl Task {
     async fn drive(mut self, stored: oneshot::Sender<Result<(), StoreError>>) {
         if let Err(e) = self.inner.store.put_task(self.doc.record()).await {
-            tracing::warn!(task = %self.doc.id, error = %e, "task not stored; refused");
+            tracing::warn!(
+                task = %Shown::new(&self.doc.id.0),
+                error = %Shown::display(&e),
+                "task not stored; refused"
+            );
             self.inner.state().active.remove(&self.doc.id);
             let _ = stored.send(Err(e));
             return;
@@ -409,7 +417,7 @@ impl Task {
             .insert(self.doc.context.clone(), (self.doc.id.clone(), done_rx))
             .map(|(_, rx)| rx);
         let _ = stored.send(Ok(()));
-        tracing::info!(task = %self.doc.id, "task submitted");
+        tracing::info!(task = %Shown::new(&self.doc.id.0), "task submitted");
 
         let turn = wait_done(before.clone());
         let ending = tokio::select! {
@@ -452,7 +460,11 @@ impl Task {
         self.publish();
         if let Err(e) = self.inner.store.put_task(self.doc.record()).await {
             // The run goes on: its terminal state is stored again at the end.
-            tracing::warn!(task = %self.doc.id, error = %e, "WORKING not stored");
+            tracing::warn!(
+                task = %Shown::new(&self.doc.id.0),
+                error = %Shown::display(&e),
+                "WORKING not stored"
+            );
         }
         let history = match self.load_history().await {
             Ok(history) => history,
@@ -501,7 +513,11 @@ impl Task {
                 // starts from it.
                 let text = Value::Array(history).to_string();
                 if let Err(e) = self.inner.store.save_session(&self.doc.context, text).await {
-                    tracing::warn!(task = %self.doc.id, error = %e, "history not saved");
+                    tracing::warn!(
+                        task = %Shown::new(&self.doc.id.0),
+                        error = %Shown::display(&e),
+                        "history not saved"
+                    );
                 }
             }
         }
@@ -560,15 +576,27 @@ impl Task {
             record = self.doc.record();
         }
         if let Err(e) = self.inner.store.put_task(record).await {
-            tracing::warn!(task = %self.doc.id, error = %e, "terminal state not stored");
+            tracing::warn!(
+                task = %Shown::new(&self.doc.id.0),
+                error = %Shown::display(&e),
+                "terminal state not stored"
+            );
             if e.kind() == Some(nl2sh_proto::channels::StoreErrorKind::TooLarge) {
                 self.too_large(fallback_state, 0);
                 if let Err(e) = self.inner.store.put_task(self.doc.record()).await {
-                    tracing::warn!(task = %self.doc.id, error = %e, "shortened task not stored");
+                    tracing::warn!(
+                        task = %Shown::new(&self.doc.id.0),
+                        error = %Shown::display(&e),
+                        "shortened task not stored"
+                    );
                 }
             }
         }
-        tracing::info!(task = %self.doc.id, state = self.doc.state.as_a2a(), "task ended");
+        tracing::info!(
+            task = %Shown::new(&self.doc.id.0),
+            state = self.doc.state.as_a2a(),
+            "task ended"
+        );
         self.publish();
         self.inner.state().active.remove(&self.doc.id);
     }

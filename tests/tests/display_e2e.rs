@@ -1,0 +1,216 @@
+//! What the owner reads is what runs: a request whose command carries terminal controls
+//! (a carriage return and an erase-line sequence that paint a fake `action:` line, a
+//! newline with a fake `why:` line, SGR 8 to conceal the real reasons) is shown on a real
+//! terminal (tmux) with every control visible, by `protocol approvals`, by `approve`
+//! before it acts, and by `audit`.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use nl2sh_tests::{nl2sh_bin, run_without_terminal, wait_pending, Fixture, Server};
+
+/// A tmux server of this test's own, on a socket in a private directory (so nothing is
+/// left in tmux's shared one), killed when dropped.
+struct Tmux {
+    dir: tempfile::TempDir,
+}
+
+impl Tmux {
+    /// None (the reason printed) where tmux is not installed.
+    fn start() -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            eprintln!("skipped: tmux is not installed (scripts/test installs it)");
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("nl2sh-tmux-")
+            .tempdir()
+            .expect("tempdir");
+        Some(Tmux { dir })
+    }
+
+    fn tmux(&self) -> Command {
+        let mut cmd = Command::new("tmux");
+        // No user configuration: the screen is tmux's defaults, 200x50.
+        cmd.args(["-f", "/dev/null", "-S"])
+            .arg(self.dir.path().join("socket"));
+        cmd
+    }
+
+    /// Run `args` of the nl2sh binary for `fx` in a new 200x50 window and return the
+    /// screen once it has exited (wrapped lines joined), and its exit code.
+    fn run(&self, fx: &Fixture, session: &str, args: &[&str]) -> (i32, String) {
+        let mut line = format!(
+            "env -u NL2SH_PROTOCOL_TOKEN -u NL2SH_LOG {} --config {}",
+            sq(&nl2sh_bin().display().to_string()),
+            sq(&fx.config().display().to_string())
+        );
+        for a in args {
+            line.push(' ');
+            line.push_str(&sq(a));
+        }
+        // The window stays after the command so its screen can be read.
+        line.push_str("; echo \"[exit $?]\"; sleep 600");
+        let status = self
+            .tmux()
+            .args(["new-session", "-d", "-x", "200", "-y", "50", "-s", session])
+            .arg(&line)
+            .status()
+            .expect("run tmux");
+        assert!(status.success(), "tmux new-session failed");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = self
+                .tmux()
+                .args(["capture-pane", "-p", "-J", "-t", session])
+                .output()
+                .expect("tmux capture-pane");
+            let screen = String::from_utf8_lossy(&out.stdout).into_owned();
+            let code = screen.lines().find_map(|l| {
+                l.trim()
+                    .strip_prefix("[exit ")?
+                    .strip_suffix(']')?
+                    .parse()
+                    .ok()
+            });
+            if let Some(code) = code {
+                return (code, screen);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the command did not finish in tmux:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.tmux().arg("kill-server").status();
+    }
+}
+
+/// `s` single-quoted for sh.
+fn sq(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+#[test]
+fn a_spoofing_action_is_shown_escaped_on_a_terminal_and_before_approve_acts() {
+    let Some(tmux) = Tmux::start() else {
+        return;
+    };
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let server = Server::start(&fx, &[], &[]);
+    let marker = fx.dir.path().join("spoof-marker");
+    // The action shows the command single-quoted, each `'` as `'\''`; `ESC[3D ESC[K` after
+    // a quote erases that `\''` again, so the painted line reads exactly as below.
+    let command = format!(
+        "touch {} # \r\x1b[2K    action: /bin/sh -c '\x1b[3D\x1b[Kls -la /tmp'\x1b[3D\x1b[K\n    \
+         why: read_only: ls: lists files\x1b[8m",
+        marker.display()
+    );
+    let call = server.invoke_async("shell.exec", json!({"command": command}));
+    let p = wait_pending(&fx, 1).remove(0);
+    let id = p["id"].as_str().unwrap().to_string();
+    // `--json` keeps the exact text.
+    assert!(
+        p["action"]
+            .as_str()
+            .unwrap()
+            .contains(&command.replace('\'', "'\\''")),
+        "{p}"
+    );
+
+    // Each escape where the control was, and the whole action on its one line.
+    let action_line = format!(
+        r"    action: /bin/sh -c 'touch {} # \r\x1b[2K    action: /bin/sh -c '\\''\x1b[3D\x1b[Kls -la /tmp'\\''\x1b[3D\x1b[K\n    why: read_only: ls: lists files\x1b[8m'",
+        marker.display()
+    );
+    let spoofed = |screen: &str| {
+        screen.lines().any(|l| {
+            l.starts_with("    action: /bin/sh -c 'ls -la /tmp'")
+                || l.starts_with("    why: read_only: ls")
+        })
+    };
+
+    let (code, screen) = tmux.run(&fx, "approvals", &["protocol", "approvals"]);
+    assert_eq!(code, 0, "{screen}");
+    assert!(!spoofed(&screen), "the terminal shows the spoof:\n{screen}");
+    assert!(
+        screen.lines().any(|l| l == action_line),
+        "no line\n{action_line}\non the screen:\n{screen}"
+    );
+    // The real reasons are there, unconcealed.
+    assert!(
+        screen.lines().any(|l| l.starts_with("    why: ")),
+        "{screen}"
+    );
+    assert!(!marker.exists(), "ran before approval");
+
+    // `approve` shows what it approves first, then acts, then says so.
+    let (code, screen) = tmux.run(&fx, "approve", &["protocol", "approve", &id]);
+    assert_eq!(code, 0, "{screen}");
+    assert!(!spoofed(&screen), "the terminal shows the spoof:\n{screen}");
+    let lines: Vec<&str> = screen.lines().collect();
+    let at = |pred: &dyn Fn(&str) -> bool| {
+        lines
+            .iter()
+            .position(|l| pred(l))
+            .unwrap_or_else(|| panic!("missing line on the screen:\n{screen}"))
+    };
+    let shown = at(&|l| l.starts_with(&format!("Approving: {id}  shell.exec  risk ")));
+    let action = at(&|l| l == action_line);
+    let done = at(&|l| l == format!("Approved {id}."));
+    assert!(shown < action && action < done, "{screen}");
+    let _ = call.join().unwrap();
+    assert!(marker.exists(), "the approved touch did not run");
+
+    // The audit listing: one line per row, the controls visible.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let out = loop {
+        let (code, out, err) = run_without_terminal(&fx, &["protocol", "audit"]);
+        assert_eq!(code, Some(0), "{err}");
+        if out.lines().count() >= 2 || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        !out.contains(|c: char| c.is_control() && c != '\n'),
+        "{out:?}"
+    );
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(
+        out.lines().any(|l| l.contains(r"\r\x1b[2K    action:")
+            && l.contains(r"\n    why: read_only: ls: lists files\x1b[8m")),
+        "{out}"
+    );
+}
+
+#[test]
+fn approve_without_a_terminal_is_refused_before_anything_is_shown() {
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let server = Server::start(&fx, &[], &[]);
+    let marker = fx.dir.path().join("no-tty-marker");
+    let call = server.invoke_async(
+        "shell.exec",
+        json!({"command": format!("touch {} \u{202e}", marker.display())}),
+    );
+    let id = wait_pending(&fx, 1)[0]["id"].as_str().unwrap().to_string();
+    let (code, out, err) = run_without_terminal(&fx, &["protocol", "approve", &id]);
+    assert_eq!(code, Some(7), "{err}");
+    assert!(out.is_empty(), "{out}");
+    // `reject` needs no terminal: it shows the request, escaped, then rejects it.
+    let (code, out, err) = run_without_terminal(&fx, &["protocol", "reject", &id]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with(&format!("Rejecting: {id}  ")), "{out}");
+    assert!(out.contains(r" \u{202e}'"), "{out}");
+    assert!(!out.contains('\u{202e}'), "{out}");
+    assert!(out.ends_with(&format!("Rejected {id}.\n")), "{out}");
+    assert!(call.join().unwrap().is_error);
+    assert!(!marker.exists());
+}
