@@ -1,4 +1,4 @@
-//! Android tools (screen, input, apps); registered only where their programs exist.
+//! Android tools (screen, input, apps, diagnostics); registered only where their programs exist.
 //!
 //! Each tool execs one Android program directly (never through a shell), found on PATH
 //! by capability discovery, as `DeviceEnv::ui_identity()` (shell when nl2sh is root) and
@@ -8,6 +8,7 @@
 //! screen that no longer exists. Results are JSON objects kept under the output bound.
 
 mod apps;
+mod diagnostics;
 mod image;
 mod input;
 mod screen;
@@ -78,6 +79,8 @@ fn all() -> Vec<AndroidTool> {
         apps::launch(),
         apps::packages(),
         apps::current_app(),
+        diagnostics::logcat(),
+        diagnostics::dumpsys(),
     ]
 }
 

@@ -102,3 +102,47 @@ pub fn discover(env: &DeviceEnv) -> Vec<Box<dyn Tool>> {
     android::register(env, &mut tools);
     tools
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn text_is_cut_where_its_json_string_reaches_the_budget() {
+        for text in [
+            "plain text",
+            "quote \" back\\slash\n",
+            "ctl \u{1}\u{1f} é ✓",
+            "",
+        ] {
+            let full = Value::String(text.into()).to_string().len();
+            assert_eq!(text_within_budget(text, full), (text, false));
+            for budget in 2..full {
+                let (kept, cut) = text_within_budget(text, budget);
+                assert!(cut && text.starts_with(kept));
+                assert!(
+                    Value::String(kept.into()).to_string().len() <= budget,
+                    "{text:?} {budget}"
+                );
+                // The next character would not have fitted.
+                let next = text[kept.len()..].chars().next().unwrap();
+                let longer = format!("{kept}{next}");
+                assert!(
+                    Value::String(longer).to_string().len() > budget,
+                    "{text:?} {budget}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_newest_items_are_kept() {
+        let items: Vec<Value> = (0..10).map(|i| json!(i)).collect();
+        assert_eq!(
+            newest_within_budget(items.clone(), 6),
+            (vec![json!(7), json!(8), json!(9)], true)
+        );
+        assert_eq!(newest_within_budget(items.clone(), 100), (items, false));
+    }
+}
