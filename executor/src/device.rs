@@ -16,6 +16,7 @@ pub const ANDROID_PROGRAMS: &[&str] = &[
     "dumpsys",
     "getprop",
     "wm",
+    "logcat",
 ];
 
 #[derive(Debug, Clone)]

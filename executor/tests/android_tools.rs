@@ -11,12 +11,12 @@ use serde_json::{json, Map, Value};
 
 use nl2sh_executor::device::DeviceEnv;
 use nl2sh_executor::runtime::locks::Resource;
-use nl2sh_executor::runtime::schema::KNOWN_KEYWORDS;
+use nl2sh_executor::runtime::schema::unknown_keywords;
 use nl2sh_executor::runtime::{Prepared, Tool, ToolError};
 use nl2sh_executor::tools::android::{register, SCREEN_READ_TOOL};
-use nl2sh_proto::channels::RiskLevel;
+use nl2sh_proto::channels::{Confinement, RiskLevel};
 
-const ALL: [&str; 9] = [
+const ALL: [&str; 11] = [
     "android.screen_dump",
     "android.screenshot",
     "android.tap",
@@ -26,6 +26,8 @@ const ALL: [&str; 9] = [
     "android.launch",
     "android.packages",
     "android.current_app",
+    "android.logcat",
+    "android.dumpsys",
 ];
 
 fn standins() -> PathBuf {
@@ -62,27 +64,6 @@ fn valid_tool_name(name: &str) -> bool {
         })
 }
 
-/// Every keyword in `schema` (property names excluded) is one the validator knows.
-fn unknown_keywords(schema: &Value, out: &mut Vec<String>) {
-    let Some(obj) = schema.as_object() else {
-        return;
-    };
-    for (k, v) in obj {
-        if !KNOWN_KEYWORDS.contains(&k.as_str()) {
-            out.push(k.clone());
-        }
-        match k.as_str() {
-            "properties" => v
-                .as_object()
-                .into_iter()
-                .flatten()
-                .for_each(|(_, s)| unknown_keywords(s, out)),
-            "items" => unknown_keywords(v, out),
-            _ => {}
-        }
-    }
-}
-
 #[test]
 fn every_android_tool_registers_with_the_standins_on_path() {
     let env = probe(&standins());
@@ -93,8 +74,7 @@ fn every_android_tool_registers_with_the_standins_on_path() {
     for t in &tools {
         let d = t.def();
         assert!(valid_tool_name(d.name), "{}", d.name);
-        let mut unknown = Vec::new();
-        unknown_keywords(&d.schema, &mut unknown);
+        let unknown = unknown_keywords(&d.schema);
         assert!(unknown.is_empty(), "{}: {unknown:?}", d.name);
         assert_eq!(d.schema["type"], "object", "{}", d.name);
         assert_eq!(d.schema["additionalProperties"], false, "{}", d.name);
@@ -206,6 +186,22 @@ fn prepared_actions_say_exactly_what_will_run() {
         ),
         "am start -n com.a/com.a.Main"
     );
+    assert_eq!(
+        d.action("android.logcat", json!({})),
+        "logcat -d -v threadtime -t 200"
+    );
+    // `*:W` is quoted: a shell would expand it.
+    assert_eq!(
+        d.action(
+            "android.logcat",
+            json!({"lines": 50, "buffer": "radio", "priority": "W", "tag": "RILJ", "contains": "x"})
+        ),
+        "logcat -d -v threadtime -t 50 -b radio '*:W'"
+    );
+    assert_eq!(
+        d.action("android.dumpsys", json!({"service": "battery"})),
+        "dumpsys battery"
+    );
     let dump = d.action("android.screen_dump", json!({}));
     assert!(
         dump.starts_with("uiautomator dump /") && dump.ends_with(".xml"),
@@ -236,12 +232,21 @@ fn assessments_identities_and_locks() {
         ),
         ("android.packages", json!({}), RiskLevel::ReadOnly, false),
         ("android.current_app", json!({}), RiskLevel::ReadOnly, false),
+        ("android.logcat", json!({}), RiskLevel::ReadOnly, false),
+        (
+            "android.dumpsys",
+            json!({"service": "power"}),
+            RiskLevel::ReadOnly,
+            false,
+        ),
     ];
     for (name, args, level, screen) in cases {
         let p = d.prepare(name, args).unwrap();
         assert_eq!(p.assessment.level, level, "{name}");
         assert!(!p.assessment.requires_root, "{name}");
         assert_eq!(p.identity, d.env.ui_identity(), "{name}");
+        // The tool chose the command line: it runs outside the sandbox.
+        assert_eq!(p.confinement, Confinement::Fixed, "{name}");
         assert_eq!(p.resources.contains(&Resource::Screen), screen, "{name}");
         assert!(p.timeout.as_secs() <= 60, "{name}");
     }
@@ -266,4 +271,6 @@ fn arguments_input_cannot_carry_are_refused() {
     )
     .contains("class name"));
     assert!(refused("android.tap", json!({"x": 70000, "y": 1})).contains("over"));
+    assert!(refused("android.dumpsys", json!({"service": "-l"})).contains("service name"));
+    assert!(refused("android.dumpsys", json!({"service": "clipboard"})).contains("unconfined"));
 }

@@ -59,6 +59,7 @@ fn the_catalog_lists_the_linux_tools_and_no_android_tool_without_its_programs() 
         "fs.write",
         "device.info",
         "process.list",
+        "device.kernel_log",
     ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
@@ -139,6 +140,26 @@ fn read_only_tools_run_without_approval() {
             .any(|p| p["pid"] == json!(server.worker("netd"))),
         "{procs:?}"
     );
+
+    // The kernel log, read by the tool as the executor (root here, when the tests are).
+    let r = server.invoke(
+        "device.kernel_log",
+        json!({"lines": 5, "min_level": "debug"}),
+    );
+    if std::fs::File::open("/dev/kmsg").is_ok() {
+        assert!(!r.is_error, "{r:?}");
+        let records = r.output()["records"].as_array().unwrap().clone();
+        assert!(!records.is_empty() && records.len() <= 5, "{records:?}");
+    } else {
+        assert!(r.is_error, "{r:?}");
+        assert!(
+            r.structured["output"]
+                .as_str()
+                .unwrap()
+                .contains("cannot read the kernel log"),
+            "{r:?}"
+        );
+    }
 }
 
 #[test]
@@ -434,9 +455,24 @@ fn the_catalog_is_discovered_again_on_demand() {
         let entry = entry.unwrap();
         std::os::unix::fs::symlink(entry.path(), bin.join(entry.file_name())).unwrap();
     }
-    assert!(android(&server) >= 9, "android tools did not appear");
+    assert!(android(&server) >= 11, "android tools did not appear");
     let r = server.invoke("android.packages", json!({}));
     assert!(!r.is_error, "{r:?}");
+    // Privileged diagnostics with a fixed command line answer without a prompt; a
+    // service whose dump is private is refused with the way to ask for it.
+    let r = server.invoke("android.logcat", json!({"lines": 5, "buffer": "crash"}));
+    assert!(!r.is_error, "{r:?}");
+    assert_eq!(r.output()["count"], 4, "{r:?}");
+    let r = server.invoke("android.dumpsys", json!({"service": "battery"}));
+    assert!(!r.is_error, "{r:?}");
+    assert!(r.output()["text"].as_str().unwrap().contains("level: 87"));
+    let r = server.invoke("android.dumpsys", json!({"service": "clipboard"}));
+    assert!(r.is_error, "{r:?}");
+    let said = r.structured["output"].as_str().unwrap();
+    assert!(
+        said.contains("unconfined") && said.contains("approval"),
+        "{said}"
+    );
 }
 
 #[test]

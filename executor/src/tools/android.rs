@@ -1,4 +1,4 @@
-//! Android tools (screen, input, apps); registered only where their programs exist.
+//! Android tools (screen, input, apps, diagnostics); registered only where their programs exist.
 //!
 //! Each tool execs one Android program directly (never through a shell), found on PATH
 //! by capability discovery, as `DeviceEnv::ui_identity()` (shell when nl2sh is root) and
@@ -8,6 +8,7 @@
 //! screen that no longer exists. Results are JSON objects kept under the output bound.
 
 mod apps;
+mod diagnostics;
 mod image;
 mod input;
 mod screen;
@@ -23,6 +24,7 @@ use serde_json::{Map, Value};
 
 use nl2sh_proto::channels::{Confinement, RiskLevel};
 
+use super::{within_budget, OUTPUT_BUDGET};
 use crate::device::DeviceEnv;
 use crate::risk::Assessment;
 use crate::runtime::exec::{CommandOutput, CommandSpec};
@@ -34,9 +36,6 @@ pub const SCREEN_READ_TOOL: &str = "android.screenshot";
 
 /// How long one Android command may run.
 const ANDROID_TIMEOUT: Duration = Duration::from_secs(30);
-/// Budget for a result's JSON text, under the pipeline's `MAX_TOOL_OUTPUT_BYTES` cut (a
-/// cut would leave invalid JSON, so lists stop early and say `truncated`).
-const OUTPUT_BUDGET: usize = 56 * 1024;
 /// Bytes of a failing command's message kept in the error.
 const MAX_ERROR_BYTES: usize = 1024;
 
@@ -80,6 +79,8 @@ fn all() -> Vec<AndroidTool> {
         apps::launch(),
         apps::packages(),
         apps::current_app(),
+        diagnostics::logcat(),
+        diagnostics::dumpsys(),
     ]
 }
 
@@ -192,20 +193,4 @@ fn message(out: &CommandOutput) -> String {
 /// `input` for `/system/bin/input`.
 fn short_name(path: &str) -> String {
     path.rsplit('/').next().unwrap_or(path).to_string()
-}
-
-/// Push `items` (already JSON) while the serialized list stays within `budget` bytes;
-/// returns the kept items and whether any were left out.
-fn within_budget(items: impl IntoIterator<Item = Value>, budget: usize) -> (Vec<Value>, bool) {
-    let mut kept = Vec::new();
-    let mut used = 0usize;
-    for item in items {
-        let len = item.to_string().len() + 1;
-        if used + len > budget {
-            return (kept, true);
-        }
-        used += len;
-        kept.push(item);
-    }
-    (kept, false)
 }

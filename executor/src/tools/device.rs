@@ -14,7 +14,8 @@ use crate::runtime::{Args, Prepared, ToolDef, ToolError, ToolOutput};
 
 const PROC_TIMEOUT: Duration = Duration::from_secs(20);
 
-fn read_only(
+/// A read of the tool's own choosing, as the executor, off the async threads.
+pub(super) fn read_only(
     action: &str,
     run: impl FnOnce() -> Result<ToolOutput, ToolError> + Send + 'static,
 ) -> Prepared {

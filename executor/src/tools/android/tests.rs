@@ -578,3 +578,270 @@ async fn a_cancelled_call_stops() {
     let err = (prepared.run)(ctx).await.unwrap_err().to_string();
     assert!(err.contains("cancelled"), "{err}");
 }
+
+/// Every line the stand-ins recorded, joined, for "this text never reached a program".
+fn ran_text(rig: &Rig) -> String {
+    rig.ran().join("\n")
+}
+
+fn lines_of(v: &Value) -> Vec<String> {
+    serde_json::from_value(v["lines"].clone()).expect("lines")
+}
+
+#[tokio::test]
+async fn logcat_runs_a_fixed_command_and_filters_its_output() {
+    let rig = Rig::new(&[]);
+    let (v, _) = rig.ok("android.logcat", json!({})).await;
+    let lines = lines_of(&v);
+    // main, system and crash, in time order, without logcat's buffer separators.
+    assert_eq!((lines.len(), v["count"].clone()), (14, json!(14)), "{v}");
+    assert_eq!(v["truncated"], false);
+    assert!(lines[0].contains("FATAL EXCEPTION"), "{lines:?}");
+    assert!(lines.iter().all(|l| !l.starts_with("---------")));
+    assert!(lines.last().unwrap().contains("Slow operation"));
+
+    let (v, _) = rig
+        .ok(
+            "android.logcat",
+            json!({"lines": 3, "buffer": "crash", "priority": "E"}),
+        )
+        .await;
+    let lines = lines_of(&v);
+    assert_eq!(lines.len(), 3, "{v}");
+    assert!(
+        lines[2].contains(" F libc    : Fatal signal 6"),
+        "{lines:?}"
+    );
+
+    let (v, _) = rig
+        .ok(
+            "android.logcat",
+            json!({"tag": "ActivityManager", "contains": "SLOW OPERATION"}),
+        )
+        .await;
+    let lines = lines_of(&v);
+    assert_eq!(lines.len(), 1, "{v}");
+    assert!(lines[0].ends_with("now at startProcess: done updating pids map"));
+
+    let (v, _) = rig
+        .ok(
+            "android.logcat",
+            json!({"buffer": "events", "priority": "V", "tag": "am_proc_start"}),
+        )
+        .await;
+    assert_eq!(v["count"], 1, "{v}");
+
+    // Hostile filter text is applied to the output and reaches no program.
+    let (v, _) = rig
+        .ok(
+            "android.logcat",
+            json!({"tag": "*:S -f /data/x", "contains": "; rm -rf /"}),
+        )
+        .await;
+    assert_eq!(
+        (v["count"].clone(), v["lines"].clone()),
+        (json!(0), json!([]))
+    );
+
+    assert_eq!(
+        rig.ran(),
+        [
+            "logcat -d -v threadtime -t 200",
+            "logcat -d -v threadtime -t 3 -b crash *:E",
+            "logcat -d -v threadtime -t 200",
+            "logcat -d -v threadtime -t 200 -b events *:V",
+            "logcat -d -v threadtime -t 200",
+        ]
+    );
+    let ran = ran_text(&rig);
+    for caller_text in [
+        "rm -rf",
+        "SLOW",
+        "ActivityManager",
+        "am_proc_start",
+        "-f /data/x",
+    ] {
+        assert!(
+            !ran.contains(caller_text),
+            "{caller_text:?} reached argv: {ran}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn logcat_keeps_the_newest_lines_within_the_budget() {
+    let rig = Rig::new(&[("NL2SH_STANDIN_LOGCAT_SPAM", "3000")]);
+    let (v, out) = rig.ok("android.logcat", json!({"lines": 2000})).await;
+    assert!(
+        out.output.len() <= crate::tools::OUTPUT_BUDGET,
+        "{}",
+        out.output.len()
+    );
+    let lines = lines_of(&v);
+    assert_eq!(v["truncated"], true);
+    assert!(lines.len() < 2000 && lines.len() > 100, "{}", lines.len());
+    assert_eq!(v["count"], json!(lines.len()));
+    assert!(
+        lines.last().unwrap().contains("Slow operation"),
+        "newest kept last"
+    );
+    assert_eq!(rig.ran(), ["logcat -d -v threadtime -t 2000"]);
+}
+
+#[tokio::test]
+async fn logcat_arguments_outside_the_schema_run_nothing() {
+    let rig = Rig::new(&[]);
+    for args in [
+        json!({"buffer": "all"}),
+        json!({"buffer": "kernel"}),
+        json!({"buffer": "main -c"}),
+        json!({"priority": "S"}),
+        json!({"priority": "X"}),
+        json!({"priority": "*:V"}),
+        json!({"priority": "w"}),
+        json!({"lines": 0}),
+        json!({"lines": 2001}),
+        json!({"lines": "5"}),
+        json!({"tag": ""}),
+        json!({"contains": "x".repeat(257)}),
+        json!({"args": ["-c"]}),
+    ] {
+        let err = rig.run("android.logcat", args.clone()).await.unwrap_err();
+        assert!(
+            matches!(err, ToolError::InvalidArguments(_)),
+            "{args}: {err}"
+        );
+    }
+    assert!(rig.ran().is_empty(), "{:?}", rig.ran());
+}
+
+#[tokio::test]
+async fn dumpsys_dumps_one_named_service() {
+    let rig = Rig::new(&[]);
+    let (v, _) = rig
+        .ok("android.dumpsys", json!({"service": "battery"}))
+        .await;
+    assert_eq!(
+        (v["service"].clone(), v["truncated"].clone()),
+        (json!("battery"), json!(false))
+    );
+    let text = v["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Current Battery Service state:") && text.contains("  level: 87"),
+        "{text}"
+    );
+    let (v, _) = rig
+        .ok("android.dumpsys", json!({"service": "media.audio_flinger"}))
+        .await;
+    assert!(v["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("media.audio_flinger state"));
+    let err = rig
+        .run("android.dumpsys", json!({"service": "missing.service"}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no service named `missing.service`"), "{err}");
+    assert_eq!(
+        rig.ran(),
+        [
+            "dumpsys battery",
+            "dumpsys media.audio_flinger",
+            "dumpsys missing.service"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_long_dump_is_cut_to_the_budget() {
+    let rig = Rig::new(&[("NL2SH_STANDIN_DUMP_LINES", "20000")]);
+    let (v, out) = rig
+        .ok("android.dumpsys", json!({"service": "meminfo"}))
+        .await;
+    assert!(
+        out.output.len() <= crate::tools::OUTPUT_BUDGET,
+        "{}",
+        out.output.len()
+    );
+    assert_eq!(v["truncated"], true);
+    let text = v["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("meminfo state") && text.len() > 40_000,
+        "{}",
+        text.len()
+    );
+}
+
+#[tokio::test]
+async fn dumpsys_refuses_names_that_are_not_one_service() {
+    let rig = Rig::new(&[]);
+    for service in [
+        json!("-l"),
+        json!("--help"),
+        json!("-a"),
+        json!("battery unplug"),
+        json!("battery\nunplug"),
+        json!("x;reboot"),
+        json!("a/b"),
+        json!(""),
+        json!("a".repeat(65)),
+        json!(7),
+    ] {
+        let err = rig
+            .run("android.dumpsys", json!({ "service": service }))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ToolError::InvalidArguments(_)),
+            "{service}: {err}"
+        );
+    }
+    assert!(rig.run("android.dumpsys", json!({})).await.is_err());
+    let err = rig
+        .run(
+            "android.dumpsys",
+            json!({"service": "battery", "args": ["unplug"]}),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::InvalidArguments(_)), "{err}");
+    // The tool checks again without the schema's help.
+    let tool = rig.tool("android.dumpsys");
+    for service in ["-l", "battery unplug", "--", "-"] {
+        let args = json!({ "service": service });
+        match tool.prepare(args.as_object().unwrap(), &rig.env) {
+            Err(ToolError::InvalidArguments(m)) => assert!(m.contains("not a service name"), "{m}"),
+            Err(e) => panic!("{service}: {e}"),
+            Ok(p) => panic!("{service}: prepared {}", p.action),
+        }
+    }
+    assert!(rig.ran().is_empty(), "{:?}", rig.ran());
+}
+
+#[tokio::test]
+async fn dumpsys_refuses_every_service_on_the_deny_table() {
+    use super::diagnostics::DENIED_SERVICES;
+    let rig = Rig::new(&[]);
+    for (service, why) in DENIED_SERVICES {
+        for name in [service.to_string(), service.to_ascii_uppercase()] {
+            let err = rig
+                .run("android.dumpsys", json!({ "service": name }))
+                .await
+                .unwrap_err();
+            let msg = err.to_string();
+            assert!(
+                matches!(err, ToolError::InvalidArguments(_)),
+                "{name}: {msg}"
+            );
+            assert!(
+                msg.contains(why)
+                    && msg.contains("shell.exec")
+                    && msg.contains("\"unconfined\": true")
+                    && msg.contains("approval"),
+                "{name}: {msg}"
+            );
+        }
+    }
+    assert!(rig.ran().is_empty(), "{:?}", rig.ran());
+}
