@@ -151,7 +151,11 @@ async fn serve(ends: ExecutorEnds) -> Result<(), ExecutorError> {
         .map(|p| p.display().to_string())
         .collect();
     let sandbox = Arc::new(sandbox::Sandbox::new(
-        sandbox::SandboxSettings::for_executor(settings.sandbox_uids, masked),
+        sandbox::SandboxSettings::for_executor(
+            settings.sandbox_uids,
+            settings.sandbox_limits,
+            masked,
+        ),
     ));
     let runtime = Arc::new(Runtime::new(
         std::env::var("PATH").ok().as_deref(),

@@ -270,6 +270,7 @@ async fn only_start_with_netd_settings_is_accepted() {
             first: 0x9000_0000,
             count: 64,
         },
+        sandbox_limits: nl2sh_proto::config::Config::default().sandbox_limits(),
         service_dir: "/nonexistent/config.service".into(),
     });
     write_frame(

@@ -185,9 +185,21 @@ pub struct ExecutorSettings {
     pub state_dir: String,
     /// The uids sandboxed calls run as, one per running call (gid = uid).
     pub sandbox_uids: UidRange,
+    /// What each sandboxed call may use.
+    pub sandbox_limits: SandboxLimits,
     /// The managed service's directory beside the configuration (`<stem>.service`: its
     /// log holds the token); masked and protected like the state directory.
     pub service_dir: String,
+}
+
+/// What one sandboxed call may use. The process count is per call (each call has a uid
+/// of its own and the limit counts a uid's processes); memory and CPU time are per
+/// process of the call (rlimits: `RLIMIT_DATA`, `RLIMIT_CPU`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxLimits {
+    pub processes: u32,
+    pub memory_bytes: u64,
+    pub cpu_secs: u64,
 }
 
 /// `count` uids from `first`: the sandbox's identities, one per concurrent call.
@@ -748,6 +760,7 @@ pub struct SandboxPlan {
     pub masks: Vec<String>,
     /// Size of the private scratch tmpfs that is `TMPDIR`.
     pub scratch_bytes: u64,
+    pub limits: SandboxLimits,
     /// Working directory of the payload.
     pub cwd: Option<String>,
     pub payload: SandboxPayload,

@@ -61,6 +61,9 @@ pub const KNOWN_KEYS: &[&str] = &[
     "netd_gid",
     "sandbox_uid_base",
     "sandbox_uid_count",
+    "sandbox_max_processes",
+    "sandbox_memory_mib",
+    "sandbox_cpu_secs",
     "approval_policy",
     "approval_timeout_secs",
     "approval_grants",
@@ -122,6 +125,15 @@ pub struct Config {
     /// How many uids the range holds: the most sandboxed calls running at once (default
     /// [`DEFAULT_SANDBOX_UID_COUNT`], at most [`MAX_SANDBOX_UID_COUNT`]).
     pub sandbox_uid_count: Option<u32>,
+    /// Processes one sandboxed call may have at once (default
+    /// [`DEFAULT_SANDBOX_MAX_PROCESSES`]).
+    pub sandbox_max_processes: Option<u32>,
+    /// Memory (data: heap and private mappings) of each process of a sandboxed call, in
+    /// MiB (default [`DEFAULT_SANDBOX_MEMORY_MIB`]).
+    pub sandbox_memory_mib: Option<u64>,
+    /// CPU seconds of each process of a sandboxed call (default
+    /// [`DEFAULT_SANDBOX_CPU_SECS`]).
+    pub sandbox_cpu_secs: Option<u64>,
     /// Which actions ask for local approval (default `balanced`; remote callers get at
     /// least `balanced`).
     pub approval_policy: Option<ApprovalPolicy>,
@@ -162,6 +174,9 @@ impl std::fmt::Debug for Config {
             .field("netd_gid", &self.netd_gid)
             .field("sandbox_uid_base", &self.sandbox_uid_base)
             .field("sandbox_uid_count", &self.sandbox_uid_count)
+            .field("sandbox_max_processes", &self.sandbox_max_processes)
+            .field("sandbox_memory_mib", &self.sandbox_memory_mib)
+            .field("sandbox_cpu_secs", &self.sandbox_cpu_secs)
             .field("approval_policy", &self.approval_policy)
             .field("approval_timeout_secs", &self.approval_timeout_secs)
             .field("approval_grants", &self.approval_grants)
@@ -201,6 +216,20 @@ impl Config {
             self.sandbox_uid_base.unwrap_or(DEFAULT_SANDBOX_UID_BASE),
             self.sandbox_uid_count.unwrap_or(DEFAULT_SANDBOX_UID_COUNT),
         )
+    }
+
+    /// What each sandboxed call may use, defaults applied.
+    pub fn sandbox_limits(&self) -> crate::channels::SandboxLimits {
+        crate::channels::SandboxLimits {
+            processes: self
+                .sandbox_max_processes
+                .unwrap_or(DEFAULT_SANDBOX_MAX_PROCESSES),
+            memory_bytes: self
+                .sandbox_memory_mib
+                .unwrap_or(DEFAULT_SANDBOX_MEMORY_MIB)
+                .saturating_mul(1024 * 1024),
+            cpu_secs: self.sandbox_cpu_secs.unwrap_or(DEFAULT_SANDBOX_CPU_SECS),
+        }
     }
 
     /// How long a pending approval waits: `approval_timeout_secs`, never longer than
@@ -246,6 +275,34 @@ impl Config {
                      which services trust or files belong to"
                 ),
             ));
+        }
+        for (key, value, range) in [
+            (
+                "sandbox_max_processes",
+                self.sandbox_max_processes.map(u64::from),
+                SANDBOX_MAX_PROCESSES_RANGE,
+            ),
+            (
+                "sandbox_memory_mib",
+                self.sandbox_memory_mib,
+                SANDBOX_MEMORY_MIB_RANGE,
+            ),
+            (
+                "sandbox_cpu_secs",
+                self.sandbox_cpu_secs,
+                SANDBOX_CPU_SECS_RANGE,
+            ),
+        ] {
+            if value.is_some_and(|v| !range.contains(&v)) {
+                return Err((
+                    at(key),
+                    format!(
+                        "{key} must be between {} and {}",
+                        range.start(),
+                        range.end()
+                    ),
+                ));
+            }
         }
         let (netd_uid, netd_gid, _) = self.netd_ids();
         for (key, id) in [("netd_uid", netd_uid), ("netd_gid", netd_gid)] {
@@ -335,6 +392,14 @@ pub const DEFAULT_SANDBOX_UID_BASE: u32 = 0x9000_0000;
 /// Uids in the range by default: sandboxed calls that may run at once.
 pub const DEFAULT_SANDBOX_UID_COUNT: u32 = 64;
 pub const MAX_SANDBOX_UID_COUNT: u32 = 65536;
+/// What one sandboxed call may use by default: enough for pipelines and scripts, little
+/// enough that a phone carries several at once.
+pub const DEFAULT_SANDBOX_MAX_PROCESSES: u32 = 256;
+pub const DEFAULT_SANDBOX_MEMORY_MIB: u64 = 512;
+pub const DEFAULT_SANDBOX_CPU_SECS: u64 = 300;
+const SANDBOX_MAX_PROCESSES_RANGE: std::ops::RangeInclusive<u64> = 8..=4096;
+const SANDBOX_MEMORY_MIB_RANGE: std::ops::RangeInclusive<u64> = 16..=65536;
+const SANDBOX_CPU_SECS_RANGE: std::ops::RangeInclusive<u64> = 1..=3600;
 /// The lowest allowed base: above Linux's regular users (60000) and Android's per-app
 /// range of user 0 (10000–19999) and isolated processes (90000–99999).
 pub const MIN_SANDBOX_UID_BASE: u32 = 100_000;
@@ -1155,6 +1220,19 @@ netd_gid = 2001
         );
         assert!(err("sandbox_uid_base = 65534\n").contains("at least 100000"));
         assert!(err("sandbox_uid_count = 0\n").contains("between 1 and 65536"));
+        assert!(err("sandbox_max_processes = 4\n").contains("between 8 and 4096"));
+        assert!(err("sandbox_memory_mib = 0\n").contains("between 16 and 65536"));
+        assert!(err("sandbox_cpu_secs = 0\n").contains("between 1 and 3600"));
+        let c = parse(
+            Path::new("c.toml"),
+            "sandbox_max_processes = 64\nsandbox_memory_mib = 100\nsandbox_cpu_secs = 7\n",
+        )
+        .unwrap();
+        let l = c.sandbox_limits();
+        assert_eq!(
+            (l.processes, l.memory_bytes, l.cpu_secs),
+            (64, 100 << 20, 7)
+        );
         assert!(err("sandbox_uid_count = 65537\n").contains("between 1 and 65536"));
         assert!(
             err("sandbox_uid_base = 4294967290\nsandbox_uid_count = 8\n")

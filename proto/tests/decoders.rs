@@ -116,6 +116,7 @@ fn every_decoder_survives_hostile_bytes() {
                 gid: nl2sh_proto::channels::Gid(65534),
                 masks: vec!["/etc/shadow".into()],
                 scratch_bytes: 1 << 20,
+                limits: nl2sh_proto::config::Config::default().sandbox_limits(),
                 cwd: None,
                 payload: SandboxPayload::Exec {
                     argv: vec!["/bin/sh".into(), "-c".into(), "true".into()],

@@ -120,6 +120,9 @@ fn run_worker(role: &str, filter: &str) -> ExitCode {
     };
     sys::set_process_name(name);
     nl2sh_proto::sys::limit_heap_arenas();
+    // Back from the supervisor's protected score to a moderate one (raising needs no
+    // privilege, so netd can too); sandboxed commands raise theirs to the most.
+    let _ = std::fs::write("/proc/self/oom_score_adj", serve::WORKER_OOM_SCORE_ADJ);
     init_logging(filter, name);
     // Each role runs on its ends of the channels the topology table gives it.
     let ran: Result<ExitCode, EndError> = match name {

@@ -31,6 +31,12 @@ use crate::state::{self, ConnectionInfo};
 use crate::token;
 use nl2sh_proto::Secret;
 
+/// When memory runs out the kernel should end a sandboxed command first (they set 1000),
+/// then a worker (the supervisor restarts it), and the supervisor last: without it
+/// nothing restarts.
+const SUPERVISOR_OOM_SCORE_ADJ: &str = "-900";
+pub const WORKER_OOM_SCORE_ADJ: &str = "0";
+
 /// How long a worker may take from exec to `Started`.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -186,6 +192,10 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         let _ctx = rt.enter();
         StopSignals::install().map_err(ServeError::Runtime)?
     };
+    // Lowering the score needs privilege; without it the supervisor keeps its own.
+    if let Err(e) = std::fs::write("/proc/self/oom_score_adj", SUPERVISOR_OOM_SCORE_ADJ) {
+        tracing::debug!(error = %e, "cannot protect the supervisor from the OOM killer");
+    }
     // Orphans of the tree (daemonized tool commands) come back to us, so they still
     // descend from the supervisor and end with it.
     if let Err(e) = crate::orphans::become_subreaper() {
@@ -213,6 +223,7 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
                 first: sandbox_first,
                 count: sandbox_count,
             },
+            sandbox_limits: cfg.sandbox_limits(),
             service_dir: crate::config::service_dir(&config_path)
                 .display()
                 .to_string(),

@@ -59,6 +59,7 @@ impl Rig {
             Sandbox::new(SandboxSettings {
                 helper: argv,
                 uids: RANGE,
+                limits: nl2sh_proto::config::Config::default().sandbox_limits(),
                 own_files: own.clone(),
                 scratch_bytes: 8 * 1024 * 1024,
             })
@@ -763,6 +764,7 @@ fn a_process_of_another_program_in_the_range_disables_the_sandbox() {
     let settings = |uids| SandboxSettings {
         helper: vec![nl2sh_bin().into(), HELPER_ARG.into()],
         uids,
+        limits: nl2sh_proto::config::Config::default().sandbox_limits(),
         own_files: Vec::new(),
         scratch_bytes: 8 * 1024 * 1024,
     };

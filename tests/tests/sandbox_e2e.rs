@@ -582,9 +582,14 @@ fn a_killed_executor_leaves_no_command_behind() {
     if let Err(left) = wait_gone(&tags, Duration::from_secs(2)) {
         panic!("commands outlived the killed executor by 2 s: {left:?}");
     }
-    server.wait(Duration::from_secs(20));
-    let _ = approved.join();
-    let _ = sandboxed.join();
+    // The calls in flight were answered (netd survived the executor and answered them
+    // with errors before the workers were restarted), not cut off.
+    for call in [approved, sandboxed] {
+        let r = call.join().expect("the call got an HTTP answer");
+        assert!(r.is_error, "{:?}", r.output());
+    }
+    server.signal(libc::SIGTERM);
+    assert_eq!(server.wait(Duration::from_secs(20)).code(), Some(0));
 }
 
 #[test]
@@ -668,4 +673,43 @@ fn a_stranger_in_the_sandbox_uid_range_turns_the_sandbox_off() {
     );
     assert!(ls.is_error, "{:?}", ls.output());
     assert_ne!(ls.output()["sandboxed"], true, "{:?}", ls.output());
+}
+
+#[test]
+fn a_sandboxed_call_cannot_take_the_devices_memory_and_says_which_limit_ended_it() {
+    if skip_unless_root() {
+        return;
+    }
+    let fx = Fixture::new("approval_timeout_secs = 1\nsandbox_memory_mib = 64\n");
+    let server = Server::start(&fx, &[], &[]);
+    // tail keeps the whole (endless) line in memory: the attacker's `tail -n 1 /dev/zero`,
+    // bounded here so a broken limit cannot take the test machine's memory either.
+    let r = server.invoke(
+        "shell.exec",
+        json!({ "command": "head -c 1500000000 /dev/zero | tail -n 1 | wc -c", "timeout": 60 }),
+    );
+    let out = r.output();
+    assert_eq!(out["sandboxed"], true, "{out}");
+    assert!(
+        out["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("tail: memory exhausted"),
+        "{out}"
+    );
+    assert!(
+        out["limit"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("memory:") && l.contains("64 MiB")),
+        "{out}"
+    );
+    // And the limits are the configured ones.
+    let r = server.invoke(
+        "shell.exec",
+        json!({ "command": "grep -E 'Max (data size|cpu time|processes)' /proc/self/limits" }),
+    );
+    let text = r.output()["stdout"].as_str().unwrap().to_string();
+    assert!(text.contains("67108864"), "{text}");
+    assert!(text.contains("300"), "{text}");
+    assert!(text.contains("256"), "{text}");
 }

@@ -271,3 +271,39 @@ fn workers_refuse_to_run_outside_the_tree() {
         "{err}"
     );
 }
+
+#[test]
+fn the_oom_killer_takes_a_sandboxed_command_first_and_the_supervisor_last() {
+    if !is_root() {
+        eprintln!("skipped: lowering a score needs root");
+        return;
+    }
+    let fx = Fixture::new("");
+    let mut server = Server::start(&fx, &[], &[]);
+    let score = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    // Lowering a score needs CAP_SYS_RESOURCE, which some containers withhold even from
+    // root; the supervisor then keeps the score it was started with.
+    let cap_eff =
+        u64::from_str_radix(&proc_status(std::process::id() as i32, "CapEff"), 16).unwrap();
+    const CAP_SYS_RESOURCE: u32 = 24;
+    let can_lower = cap_eff & (1 << CAP_SYS_RESOURCE) != 0;
+    assert_eq!(score(server.pid()), if can_lower { "-900" } else { "0" });
+    for role in ["netd", "executor", "approvald"] {
+        assert_eq!(score(server.worker(role)), "0", "{role}");
+    }
+    let r = server.call_tool(
+        "nl2sh_invoke",
+        serde_json::json!({"tool": "shell.exec", "arguments": {"command": "cat /proc/self/oom_score_adj"}}),
+    );
+    let out = r.output();
+    if out["sandboxed"] == true {
+        assert_eq!(out["stdout"].as_str().unwrap().trim(), "1000", "{out}");
+    }
+    server.signal(libc::SIGTERM);
+    assert_eq!(server.wait(Duration::from_secs(20)).code(), Some(0));
+}

@@ -9,15 +9,13 @@
 //! long as its file is private. Privileged read-only diagnostics are fixed tools instead.
 
 use caps::CapSet;
-use nl2sh_proto::channels::{Gid, Uid};
+use nl2sh_proto::channels::{Gid, SandboxLimits, Uid};
 use serde_json::{json, Value};
 
 use super::seccomp;
 
-/// Processes one sandboxed call may have at once. The limit counts the processes of a
-/// uid, and each running call has a uid of its own, so it is per call: a fork bomb stops
-/// here, and other callers' commands still start. The call's timeout ends the rest.
-pub const MAX_PROCESSES: u64 = 256;
+/// Seconds between the CPU limit's SIGXCPU and its SIGKILL.
+const CPU_KILL_AFTER: u64 = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfineError {
@@ -66,7 +64,12 @@ fn sys_step(what: &'static str) -> impl FnOnce(nix::Error) -> ConfineError {
 /// Become `uid`/`gid` with no capability, no_new_privs, die with `parent` (0: the parent
 /// is outside our PID namespace and cannot be named). Nothing here is best-effort: an
 /// error means the payload must not run.
-pub fn drop_identity(uid: Uid, gid: Gid, parent: libc::pid_t) -> Result<(), ConfineError> {
+pub fn drop_identity(
+    uid: Uid,
+    gid: Gid,
+    parent: libc::pid_t,
+    limits: SandboxLimits,
+) -> Result<(), ConfineError> {
     let (uid, gid) = (uid.0, gid.0);
     if uid == 0 || gid == 0 {
         return Err(ConfineError::Check(
@@ -78,12 +81,25 @@ pub fn drop_identity(uid: Uid, gid: Gid, parent: libc::pid_t) -> Result<(), Conf
     }
     caps::clear(None, CapSet::Inheritable).map_err(caps_step("clearing inheritable"))?;
     caps::clear(None, CapSet::Ambient).map_err(caps_step("clearing ambient"))?;
-    nix::sys::resource::setrlimit(
-        nix::sys::resource::Resource::RLIMIT_NPROC,
-        MAX_PROCESSES,
-        MAX_PROCESSES,
+    // The process limit counts the processes of a uid, and each running call has a uid
+    // of its own, so it is per call: a fork bomb stops here, and other callers' commands
+    // still start. Memory and CPU time are per process; the call's timeout ends the rest.
+    use nix::sys::resource::{setrlimit, Resource};
+    let processes = u64::from(limits.processes);
+    setrlimit(Resource::RLIMIT_NPROC, processes, processes)
+        .map_err(sys_step("limiting the number of processes"))?;
+    setrlimit(
+        Resource::RLIMIT_DATA,
+        limits.memory_bytes,
+        limits.memory_bytes,
     )
-    .map_err(sys_step("limiting the number of processes"))?;
+    .map_err(sys_step("limiting memory"))?;
+    setrlimit(
+        Resource::RLIMIT_CPU,
+        limits.cpu_secs,
+        limits.cpu_secs.saturating_add(CPU_KILL_AFTER),
+    )
+    .map_err(sys_step("limiting CPU time"))?;
     nix::unistd::setgroups(&[]).map_err(sys_step("clearing supplementary groups"))?;
     let (uid, gid) = (
         nix::unistd::Uid::from_raw(uid),

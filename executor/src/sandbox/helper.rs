@@ -22,6 +22,7 @@ use nl2sh_proto::channels::{SandboxPayload, SandboxPlan};
 use super::{confine, mounts, SETUP_FAILED, SETUP_MARKER};
 use crate::sys::sandbox::{die_of, fork_single_threaded, Forked};
 
+const OOM_SCORE_ADJ: &str = "1000";
 /// Largest plan accepted on stdin.
 const MAX_PLAN_BYTES: usize = 256 * 1024;
 
@@ -94,6 +95,10 @@ fn run() -> Result<ExitCode, HelperError> {
     if euid != 0 {
         return Err(HelperError::NotRoot(euid));
     }
+    // What the kernel should kill first when memory runs out: the sandboxed command (it
+    // inherits this), before any of nl2sh's own processes or the device's. Set before the
+    // view makes /proc read-only; best effort.
+    let _ = std::fs::write("/proc/self/oom_score_adj", OOM_SCORE_ADJ);
     // A PID namespace where the kernel has one; the mount namespace is essential.
     let pid_namespace = unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID).is_ok();
     if !pid_namespace {
@@ -208,7 +213,7 @@ fn payload(
 ) -> Result<u8, HelperError> {
     // In a PID namespace the helper is outside it and the payload sees parent pid 0.
     let parent = if pid_namespace { 0 } else { helper };
-    confine::drop_identity(plan.uid, plan.gid, parent)?;
+    confine::drop_identity(plan.uid, plan.gid, parent, plan.limits)?;
     let landlock = confine::landlock(mounts::SCRATCH_DIR);
     if let Some(cwd) = &plan.cwd {
         nix::unistd::chdir(cwd.as_str()).map_err(|e| HelperError::Cwd(cwd.clone(), e))?;

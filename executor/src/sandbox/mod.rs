@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use nl2sh_proto::channels::{Gid, SandboxPayload, SandboxPlan, Uid, UidRange};
+use nl2sh_proto::channels::{Gid, SandboxLimits, SandboxPayload, SandboxPlan, Uid, UidRange};
 
 use crate::runtime::exec::{self, CommandOutput, ExecError, ProcessGroups};
 
@@ -57,6 +57,8 @@ pub struct SandboxSettings {
     pub helper: Vec<OsString>,
     /// The uids sandboxed calls run as, one per running call (gid = uid).
     pub uids: UidRange,
+    /// What each call may use.
+    pub limits: SandboxLimits,
     /// nl2sh's own files (configuration, state directory), masked besides the table.
     pub own_files: Vec<String>,
     pub scratch_bytes: u64,
@@ -64,10 +66,11 @@ pub struct SandboxSettings {
 
 impl SandboxSettings {
     /// The executor's settings: the helper is the executor's own executable.
-    pub fn for_executor(uids: UidRange, own_files: Vec<String>) -> Self {
+    pub fn for_executor(uids: UidRange, limits: SandboxLimits, own_files: Vec<String>) -> Self {
         Self {
             helper: vec!["/proc/self/exe".into(), HELPER_ARG.into()],
             uids,
+            limits,
             own_files,
             scratch_bytes: DEFAULT_SCRATCH_BYTES,
         }
@@ -285,6 +288,11 @@ impl Sandbox {
         self.settings.uids
     }
 
+    /// What each call may use.
+    pub fn limits(&self) -> SandboxLimits {
+        self.settings.limits
+    }
+
     /// Probe once (the first caller waits for it), then answer from memory.
     pub async fn availability(&self) -> &Availability {
         self.availability.get_or_init(|| self.probe()).await
@@ -358,6 +366,7 @@ impl Sandbox {
             gid: Gid(uid),
             masks: masks::patterns(&self.settings.own_files),
             scratch_bytes: self.settings.scratch_bytes,
+            limits: self.settings.limits,
             cwd: cwd.map(|c| c.display().to_string()),
             payload,
         }
@@ -497,4 +506,42 @@ fn describe_status(out: &CommandOutput) -> String {
         _ if out.timed_out => "timed out".into(),
         _ => "no status".into(),
     }
+}
+
+/// Which of a call's limits most likely ended a failed command, in words for its result:
+/// the kernel's signal for CPU time, the program's own complaint for memory and processes
+/// (an allocation or a fork that failed).
+pub fn limit_hit(out: &CommandOutput, limits: SandboxLimits) -> Option<String> {
+    let stderr = out.stderr.text().to_ascii_lowercase();
+    if out.signal == Some(libc::SIGXCPU) {
+        return Some(format!(
+            "cpu: a process used its {} s of CPU time (sandbox_cpu_secs)",
+            limits.cpu_secs
+        ));
+    }
+    let says = |needles: &[&str]| needles.iter().any(|n| stderr.contains(n));
+    if says(&[
+        "cannot allocate memory",
+        "memory exhausted",
+        "out of memory",
+        "memoryerror",
+        "bad_alloc",
+    ]) {
+        return Some(format!(
+            "memory: a process reached its {} MiB (sandbox_memory_mib)",
+            limits.memory_bytes >> 20
+        ));
+    }
+    if says(&[
+        "cannot fork",
+        "fork: resource temporarily unavailable",
+        "fork failed",
+        "resource temporarily unavailable",
+    ]) {
+        return Some(format!(
+            "processes: the call reached its {} processes (sandbox_max_processes)",
+            limits.processes
+        ));
+    }
+    None
 }

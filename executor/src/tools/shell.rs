@@ -84,8 +84,11 @@ fn prepare_exec(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepa
                 spec.cwd = cwd;
                 let out = ctx.run(spec).await?;
                 let mut result = command_result(&out);
-                if ctx.sandboxed() {
-                    mark_sandboxed(&mut result);
+                if let Some(sandbox) = &ctx.sandbox {
+                    // Also when the line as a whole succeeded: a pipeline's status is its
+                    // last command's, and an earlier one may be what a limit ended.
+                    let limit = crate::sandbox::limit_hit(&out, sandbox.limits());
+                    mark_sandboxed(&mut result, limit);
                 }
                 Ok(result)
             })
@@ -115,13 +118,16 @@ pub fn command_result(out: &CommandOutput) -> ToolOutput {
 
 /// Say in the result that the command ran in the read-only sandbox, and when it failed,
 /// how to run it for real.
-fn mark_sandboxed(result: &mut ToolOutput) {
+fn mark_sandboxed(result: &mut ToolOutput, limit: Option<String>) {
     let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(&result.output) else {
         return;
     };
     obj.insert("sandboxed".into(), Value::Bool(true));
     if !result.success {
         obj.insert("note".into(), Value::String(SANDBOX_NOTE.into()));
+    }
+    if let Some(limit) = limit {
+        obj.insert("limit".into(), Value::String(limit));
     }
     result.output = Value::Object(obj).to_string();
 }

@@ -143,6 +143,7 @@ async fn serve(opts: Options) -> Result<(), String> {
                 first: nl2sh_proto::config::DEFAULT_SANDBOX_UID_BASE,
                 count: nl2sh_proto::config::DEFAULT_SANDBOX_UID_COUNT,
             },
+            nl2sh_proto::config::Config::default().sandbox_limits(),
             Vec::new(),
         ),
     );
