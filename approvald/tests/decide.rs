@@ -108,6 +108,7 @@ fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
         identity: Identity::Launching,
         confinement: Confinement::Fixed,
         reasons: Vec::new(),
+        commands: None,
     }
 }
 
