@@ -159,6 +159,9 @@ pub(super) struct HereBody {
 #[derive(Debug, Default)]
 pub(super) struct Word {
     pub pieces: Vec<Piece>,
+    /// It holds `$'…'` or `$"…"`, read here as bash and mksh read them; dash reads a `$`
+    /// and a quoted string, so its text depends on the shell.
+    pub dollar_quotes: bool,
 }
 
 #[derive(Debug)]

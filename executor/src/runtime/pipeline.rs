@@ -260,7 +260,7 @@ impl Pipeline {
                 .take(8)
                 .map(|r| bounded(r, 256))
                 .collect(),
-            commands: None,
+            commands: prepared.commands.clone(),
         };
         // A confined read-only call that approvald's policy snapshot lets run needs no
         // round trip; it is reported with its outcome. Everything else asks.

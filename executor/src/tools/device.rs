@@ -26,6 +26,7 @@ fn read_only(
         confinement: Confinement::Fixed,
         resources: Vec::new(),
         timeout: PROC_TIMEOUT,
+        commands: None,
         run: Box::new(move |ctx| Box::pin(async move { ctx.blocking(run).await })),
     }
 }
