@@ -1,0 +1,264 @@
+//! Scoped grants on real command lines: the executor's parse of a line (the commands it
+//! sends with the approval request) against approvald's matching and decision order, as
+//! an attacker holding a grant would try them. Nothing runs here; `approvals_e2e.rs` runs
+//! a granted command through the real binaries.
+
+use std::path::Path;
+
+use nl2sh_approvald::authority::settle_without_asking;
+use nl2sh_approvald::policy::{self, Policy};
+use nl2sh_executor::risk::{assess_shell_commands, Protected};
+use nl2sh_proto::channels::{
+    ActionSummary, CallId, CallOrigin, Confinement, Decision, Identity, RiskLevel,
+};
+
+/// What approvald decides without a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// A grant covers it: it runs with real privileges, unasked.
+    Granted,
+    /// Read-only: it runs in the read-only sandbox, unasked.
+    Sandboxed,
+    /// It waits for a person.
+    Asks,
+}
+use Outcome::{Asks, Granted, Sandboxed};
+
+fn policy(grant: &str) -> Policy {
+    let text = format!("[[approval_grants]]\ntool = \"shell.exec\"\n{grant}\n");
+    policy::parse(Path::new("c.toml"), &text).unwrap()
+}
+
+/// The summary the executor sends for `shell.exec` of `line`.
+fn summary(line: &str, confinement: Confinement) -> ActionSummary {
+    let (a, commands) = assess_shell_commands(line, None, &Protected::default());
+    ActionSummary {
+        call_id: CallId(1),
+        origin: CallOrigin::McpHttp,
+        task: None,
+        tool: "shell.exec".into(),
+        action: format!("/bin/sh -c '{}'", line.replace('\'', "'\\''")),
+        arguments_sha256: "0".repeat(64),
+        risk: a.level,
+        requires_root: a.requires_root,
+        identity: Identity::Launching,
+        confinement,
+        reasons: a.reasons,
+        commands,
+    }
+}
+
+fn outcome(policy: &Policy, line: &str, confinement: Confinement) -> (Outcome, RiskLevel) {
+    let s = summary(line, confinement);
+    let outcome = match settle_without_asking(policy, &s).map(|(d, _)| d) {
+        Some(Decision::Granted) => Granted,
+        Some(Decision::Allowed) => Sandboxed,
+        None => Asks,
+        Some(other) => panic!("{line:?}: {other:?}"),
+    };
+    (outcome, s.risk)
+}
+
+fn check(policy: &Policy, rows: &[(&str, Outcome)], confinement: Confinement) {
+    let mut failures = Vec::new();
+    for (line, want) in rows {
+        let (got, risk) = outcome(policy, line, confinement);
+        if got != *want {
+            let s = summary(line, confinement);
+            failures.push(format!(
+                "{line:?}: want {want:?}, got {got:?} (risk {risk:?}, commands {:?})",
+                s.commands
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The attack that retired `action_prefix`, against its replacement.
+#[test]
+fn a_grant_for_ls_covers_ls_and_nothing_that_rides_along() {
+    for max_risk in ["low", "high"] {
+        let ls = policy(&format!(
+            "command = [\"ls\", \"**\"]\nmax_risk = \"{max_risk}\""
+        ));
+        check(
+            &ls,
+            &[
+                ("ls /tmp; touch F", Asks),
+                ("ls /tmp; mkdir d", Asks),
+                ("ls /tmp; cp a b", Asks),
+                ("ls /tmp; ln -s /etc/passwd F", Asks),
+                ("ls && mkdir d", Asks),
+                ("ls || cp a b", Asks),
+                ("ls\ntouch F", Asks),
+                ("ls | tee F", Asks),
+                ("ls & touch F", Asks),
+                ("ls > F", Asks),
+                ("ls >> F", Asks),
+                ("ls $(touch F)", Asks),
+                ("ls `touch F`", Asks),
+                ("ls <(touch F)", Asks),
+                ("sh <<EOF\ntouch F\nEOF", Asks),
+                ("ls <<EOF\n$(touch F)\nEOF", Asks),
+                ("(touch F)", Asks),
+                ("{ touch F; }", Asks),
+                ("for f in a; do touch $f; done", Asks),
+                ("for f in a; do ls; done > F", Asks),
+                ("LD_PRELOAD=x ls", Asks),
+                ("$PROG", Asks),
+                ("PROG=touch; $PROG F", Asks),
+                ("eval touch F", Asks),
+                ("eval ls", Sandboxed),
+                ("sh -c 'ls; touch F'", Asks),
+                ("ls() { touch F; }; ls", Asks),
+                ("alias ls='touch F'\nls", Asks),
+                ("cd /etc && ls", Sandboxed),
+                ("ls /tmp\r; touch F", Asks),
+                // Read-only lines run in the sandbox as always: no grant needed.
+                ("ls /tmp", Sandboxed),
+                ("ls /tmp/*", Sandboxed),
+                ("ls /tmp; cat /etc/hostname", Sandboxed),
+            ],
+            Confinement::Sandbox,
+        );
+    }
+}
+
+/// A read asked to run outside the sandbox waits for a person unless the grant names
+/// what it runs; read-only commands may ride along with a command the grant names.
+#[test]
+fn unconfined_reads_need_the_grants_command() {
+    let ls = policy("command = [\"ls\", \"**\"]\nmax_risk = \"high\"");
+    check(
+        &ls,
+        &[
+            ("ls /tmp", Granted),
+            ("ls -la /tmp /data", Granted),
+            ("ls /tmp; cat /etc/hostname", Granted),
+            ("ls /tmp | head -n 3", Granted),
+            ("cat /etc/hostname", Asks),
+            // A glob's words are decided when the line runs (a file named `-exec` is an
+            // option too): never matched, not even by `**`.
+            ("ls /tmp/*", Asks),
+            ("ls ~", Asks),
+            ("ls $HOME", Asks),
+            ("/bin/ls /tmp", Asks),
+            ("command ls /tmp", Asks),
+            ("cd /data && ls", Asks),
+            ("export LS_COLORS=x; ls", Asks),
+            ("ls > /dev/null", Granted),
+            ("ls 2>&1", Granted),
+            ("ls < /etc/hostname", Granted),
+            ("ls < /etc/shadow", Asks),
+        ],
+        Confinement::Unconfined,
+    );
+}
+
+#[test]
+fn an_exact_command_grant_covers_that_command_only() {
+    let am = policy("command = [\"am\", \"start\", \"-n\", \"com.example/.Main\"]");
+    check(
+        &am,
+        &[
+            ("am start -n com.example/.Main", Granted),
+            ("am  'start' -n \"com.example/.Main\"", Granted),
+            ("\\am st\\art -n com.''example/.Main", Granted),
+            ("am start -n com.example/.Main 2>/dev/null", Granted),
+            (
+                "am start -n com.example/.Main; am start -n com.example/.Main",
+                Granted,
+            ),
+            (
+                "am start -n com.example/.Main && sleep 1 && dumpsys activity top | grep -c Main",
+                Granted,
+            ),
+            ("am start -n com.example/.Main --user 0", Asks),
+            ("am start -n com.other/.Main", Asks),
+            ("am start -n 'com.example/.Main --user 0'", Asks),
+            ("am start -n com.example/.Main*", Asks),
+            ("am start -n $'com.example/.Main'", Asks),
+            ("/tmp/am start -n com.example/.Main", Asks),
+            ("/system/bin/am start -n com.example/.Main", Asks),
+            ("exec am start -n com.example/.Main", Asks),
+            ("nohup am start -n com.example/.Main", Asks),
+            ("am start -n com.example/.Main &", Asks),
+            ("am start -n com.example/.Main > /sdcard/out", Asks),
+            (
+                "am start -n com.example/.Main; am force-stop com.example",
+                Asks,
+            ),
+            ("am start -n com.example/.Main; rm -f /sdcard/x", Asks),
+            // The program's environment and directory are the executor's, not the caller's.
+            (
+                "LD_PRELOAD=/sdcard/x.so am start -n com.example/.Main",
+                Asks,
+            ),
+            (
+                "CLASSPATH=/sdcard/x.jar am start -n com.example/.Main",
+                Asks,
+            ),
+            (
+                "BOOTCLASSPATH=/sdcard/x.jar; export BOOTCLASSPATH; am start -n com.example/.Main",
+                Asks,
+            ),
+            (
+                "export ANDROID_DATA=/sdcard; am start -n com.example/.Main",
+                Asks,
+            ),
+            ("set -a; X=1; am start -n com.example/.Main", Asks),
+            ("cd /sdcard; am start -n com.example/.Main", Asks),
+            ("umask 0; am start -n com.example/.Main", Asks),
+            ("PATH=/sdcard:$PATH; am start -n com.example/.Main", Asks),
+            (
+                "am() { rm -rf /sdcard; }; am start -n com.example/.Main",
+                Asks,
+            ),
+            ("hash -p /sdcard/am am; am start -n com.example/.Main", Asks),
+            (
+                "trap 'rm -f /sdcard/x' EXIT; am start -n com.example/.Main",
+                Asks,
+            ),
+            ("eval 'am start -n com.example/.Main'", Asks),
+        ],
+        Confinement::Sandbox,
+    );
+}
+
+#[test]
+fn a_pattern_stays_where_it_says() {
+    let rm = policy("command = [\"rm\", \"/sdcard/Download/*.tmp\"]\nmax_risk = \"high\"");
+    check(
+        &rm,
+        &[
+            ("rm /sdcard/Download/a.tmp", Granted),
+            (
+                "rm /sdcard/Download/a.tmp; rm /sdcard/Download/b.tmp",
+                Granted,
+            ),
+            ("rm /sdcard/Download/../../data/x.tmp", Asks),
+            ("rm /sdcard/Download/x/y.tmp", Asks),
+            ("rm /sdcard/Download/a.tmp /etc/x.tmp", Asks),
+            ("rm -rf /sdcard/Download/a.tmp", Asks),
+            ("rm /sdcard/Download/*.tmp", Asks),
+            ("rm '/sdcard/Download/*.tmp'", Granted),
+        ],
+        Confinement::Sandbox,
+    );
+}
+
+/// Whatever the grant says, what needs root, dangerous and critical actions wait.
+#[test]
+fn never_root_dangerous_or_critical() {
+    let rm = policy("command = [\"rm\", \"**\"]\nmax_risk = \"high\"");
+    for line in ["rm -rf /", "rm -rf /system", "rm -rf /data"] {
+        let (got, risk) = outcome(&rm, line, Confinement::Sandbox);
+        assert_eq!(got, Asks, "{line:?} ({risk:?})");
+        assert!(risk >= RiskLevel::Dangerous, "{line:?} ({risk:?})");
+    }
+    let su = policy("command = [\"su\", \"**\"]\nmax_risk = \"high\"");
+    let line = "su -c 'touch /sdcard/x'";
+    let s = summary(line, Confinement::Sandbox);
+    assert!(s.requires_root && s.risk > RiskLevel::ReadOnly, "{s:?}");
+    assert_eq!(outcome(&su, line, Confinement::Sandbox).0, Asks);
+}
