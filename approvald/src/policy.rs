@@ -100,7 +100,7 @@ pub fn covers(grant: &Grant, s: &ActionSummary) -> bool {
 }
 
 /// Whether a `command` pattern covers a shell line's parsed commands: each one is matched
-/// by the pattern or is read-only, and at least one is matched (a grant for `am start`
+/// by the pattern or [`rides_along`], and at least one is matched (a grant for `am start`
 /// says nothing about a line that only reads: such a line asks only when it is to run
 /// unconfined or the policy is `strict`, and then it is the owner's to allow). A line the
 /// executor could not take apart (`None`) is never covered.
@@ -112,12 +112,134 @@ pub fn covers_commands(pattern: &ArgvPattern, commands: Option<&[ParsedCommand]>
     for command in commands {
         match &command.argv {
             Some(argv) if pattern.matches(argv) => matched = true,
-            _ if command.read_only => {}
+            _ if rides_along(command) => {}
             _ => return false,
         }
     }
     matched
 }
+
+/// Whether a command the grant does not name may run in a line it covers. It runs with
+/// the grant's real privileges, outside the sandbox, on the strength of the assessment
+/// alone, so only the plainest commands may: read-only by their own assessment, with fixed
+/// words (nothing the shell expands, nothing earlier in the line that changes what they
+/// mean), and ordinary programs. Shell builtins may not: they can evaluate their
+/// arguments (mksh's `test`, `[`, `let`, `ulimit` and `shift` read `a[$(…)]` as
+/// arithmetic and run the substitution; bash's `let` and `typeset -i` too).
+pub fn rides_along(command: &ParsedCommand) -> bool {
+    let program = command.argv.as_deref().and_then(<[String]>::first);
+    command.read_only
+        && program.is_some_and(|p| {
+            PLAIN_BUILTINS.contains(&p.as_str()) || !SHELL_BUILTINS.contains(&p.as_str())
+        })
+}
+
+/// Builtins and keywords of dash, bash and mksh (Android's `sh`), and the names mksh
+/// predefines as aliases.
+const SHELL_BUILTINS: &[&str] = &[
+    ".",
+    ":",
+    "[",
+    "[[",
+    "]]",
+    "((",
+    "!",
+    "{",
+    "}",
+    "alias",
+    "autoload",
+    "bg",
+    "bind",
+    "break",
+    "builtin",
+    "caller",
+    "case",
+    "cd",
+    "chdir",
+    "command",
+    "compgen",
+    "complete",
+    "compopt",
+    "continue",
+    "coproc",
+    "declare",
+    "dirs",
+    "disown",
+    "do",
+    "done",
+    "echo",
+    "elif",
+    "else",
+    "enable",
+    "esac",
+    "eval",
+    "exec",
+    "exit",
+    "export",
+    "false",
+    "fc",
+    "fg",
+    "fi",
+    "for",
+    "function",
+    "functions",
+    "getopts",
+    "global",
+    "hash",
+    "help",
+    "history",
+    "if",
+    "in",
+    "integer",
+    "jobs",
+    "kill",
+    "let",
+    "local",
+    "login",
+    "logout",
+    "mapfile",
+    "mknod",
+    "nameref",
+    "popd",
+    "print",
+    "printf",
+    "pushd",
+    "pwd",
+    "r",
+    "read",
+    "readarray",
+    "readonly",
+    "realpath",
+    "rename",
+    "return",
+    "select",
+    "set",
+    "setenv",
+    "shift",
+    "shopt",
+    "source",
+    "stop",
+    "suspend",
+    "test",
+    "then",
+    "time",
+    "times",
+    "trap",
+    "true",
+    "type",
+    "typeset",
+    "ulimit",
+    "umask",
+    "unalias",
+    "unset",
+    "until",
+    "wait",
+    "whence",
+    "while",
+];
+
+/// Builtins that only print or do nothing with their words.
+const PLAIN_BUILTINS: &[&str] = &["echo", "true", "false", ":", "pwd"];
 
 /// The policy in the file at `path`. A missing file means the defaults; anything
 /// unreadable or invalid is an error (callers fail closed).
@@ -438,6 +560,62 @@ mod tests {
         assert!(covers(&exact, &s));
         s.action.push(' ');
         assert!(!covers(&exact, &s));
+    }
+
+    #[test]
+    fn only_plain_read_only_commands_ride_along() {
+        let am = grant("command = ['am', 'start', '**']");
+        let low = RiskLevel::Low;
+        let with = |rider: ParsedCommand| {
+            covers(
+                &am,
+                &shell("am start; …", low, vec![cmd(&["am", "start"]), rider]),
+            )
+        };
+        for rider in [
+            read(&["cat", "/etc/hostname"]),
+            read(&["sleep", "1"]),
+            read(&["dumpsys", "activity", "top"]),
+            read(&["grep", "-c", "Main"]),
+            read(&["echo", "a[$(touch F)]"]),
+            read(&["true"]),
+            read(&[":"]),
+            read(&["pwd"]),
+        ] {
+            assert!(with(rider.clone()), "{rider:?}");
+        }
+        for rider in [
+            // Not read-only, or words not fixed.
+            cmd(&["cat", "/etc/hostname"]),
+            opaque(true),
+            // Builtins may evaluate their words: mksh's `test` and `let` run the `$(…)` of
+            // an array subscript in arithmetic.
+            read(&["[", "a[$(touch F)]", "-eq", "0", "]"]),
+            read(&["test", "a[$(touch F)]", "-eq", "0"]),
+            read(&["let", "a[$(touch F)]"]),
+            read(&["ulimit", "-t", "a[$(touch F)]"]),
+            read(&["shift", "a[$(touch F)]"]),
+            read(&["typeset", "-i", "x=a[$(touch F)]"]),
+            read(&["printf", "%d", "1"]),
+            read(&["read", "x"]),
+            read(&["cd", "/"]),
+            read(&["export", "X=1"]),
+            read(&["eval", "ls"]),
+            read(&["command", "ls"]),
+            read(&["type", "ls"]),
+        ] {
+            assert!(!with(rider.clone()), "{rider:?}");
+        }
+        // What the grant names is matched whatever it is.
+        let test = grant("command = ['test', '-e', '/sdcard/x']");
+        assert!(covers(
+            &test,
+            &shell(
+                "test -e /sdcard/x",
+                low,
+                vec![cmd(&["test", "-e", "/sdcard/x"])]
+            )
+        ));
     }
 
     #[test]

@@ -561,14 +561,15 @@ pub struct ActionSummary {
     /// Why the assessment chose this level (shown to the approver), bounded.
     pub reasons: Vec<String>,
     /// For `shell.exec`: every command the line may run, as parsed, for scoped grants
-    /// to match (each must be covered or read-only). `None` for other tools, and for a
-    /// line that could not be taken apart fully (no command grant covers it). At most
-    /// [`MAX_ACTION_COMMANDS`](crate::limits::MAX_ACTION_COMMANDS).
+    /// to match (each must be matched, or be a plain read-only command). `None` for other
+    /// tools, and for a line that could not be taken apart fully (no command grant covers
+    /// it). At most [`MAX_ACTION_COMMANDS`](crate::limits::MAX_ACTION_COMMANDS).
     pub commands: Option<Vec<ParsedCommand>>,
 }
 
 /// One command a shell line may run (a simple command, wherever it sits: a list, a
-/// pipeline, a substitution, a nested `sh -c` script, a loop or function body).
+/// pipeline, a substitution, a nested `sh -c` script, a loop or function body; and the
+/// words of a `case`, `for` or `[[`, which the shell evaluates itself, with no argv).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParsedCommand {
     /// The program and its arguments, exactly as they reach it. `None` when a grant may

@@ -220,6 +220,43 @@ fn an_exact_command_grant_covers_that_command_only() {
                 Asks,
             ),
             ("eval 'am start -n com.example/.Main'", Asks),
+            // mksh (Android's sh) and bash read `a[$(…)]` in arithmetic and run it, also
+            // from fixed words and from a file's contents: builtins and computed words
+            // never ride along.
+            (
+                "am start -n com.example/.Main; [ 'a[$(touch F)]' -eq 0 ]",
+                Asks,
+            ),
+            (
+                "am start -n com.example/.Main; test 'a[$(touch F)]' -lt 0",
+                Asks,
+            ),
+            ("am start -n com.example/.Main; let 'a[$(touch F)]'", Asks),
+            (
+                "am start -n com.example/.Main; ulimit -t 'a[$(touch F)]'",
+                Asks,
+            ),
+            (
+                "am start -n com.example/.Main; [ \"$(cat /sdcard/x)\" -eq 0 ]",
+                Asks,
+            ),
+            (
+                "am start -n com.example/.Main; echo $(( $(cat /sdcard/x) ))",
+                Asks,
+            ),
+            (
+                "am start -n com.example/.Main; x=$(cat /sdcard/x); [[ $x -eq 0 ]]",
+                Asks,
+            ),
+            (
+                "am start -n com.example/.Main; case $(( $(cat /sdcard/x) )) in *) ;; esac",
+                Asks,
+            ),
+            (
+                "am start -n com.example/.Main; sh -c 'echo $(($1))' s \"$(cat /sdcard/x)\"",
+                Asks,
+            ),
+            ("am start -n com.example/.Main; echo done", Granted),
         ],
         Confinement::Sandbox,
     );
@@ -262,3 +299,219 @@ fn never_root_dangerous_or_critical() {
     assert!(s.requires_root && s.risk > RiskLevel::ReadOnly, "{s:?}");
     assert_eq!(outcome(&su, line, Confinement::Sandbox).0, Asks);
 }
+
+/// The commands the executor lists for a line against what real shells run for it, with
+/// stand-in programs that only log their words: a command that ran but is not listed
+/// (and no listed command stands for unknown words) would run unseen under a grant.
+#[test]
+fn the_listed_commands_are_what_shells_run() {
+    // dash is Debian's sh, mksh Android's, bash some distributions'.
+    let mut shells: Vec<std::path::PathBuf> = ["dash", "bash", "mksh"]
+        .into_iter()
+        .flat_map(|name| ["/bin", "/usr/bin"].map(|dir| Path::new(dir).join(name)))
+        .filter_map(|p| p.canonicalize().ok())
+        .collect();
+    shells.dedup();
+    if shells.is_empty() {
+        eprintln!("skipped: no shell to compare with");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    let work = dir.path().join("work");
+    let log = dir.path().join("log");
+    for d in [&bin, &work, &log] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    for program in STAND_INS {
+        let path = bin.join(program);
+        // One file per run (pipelines run at once): the name and the words, NUL-ended.
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\nprintf '%s\\0' {program} \"$@\" > '{}/'$$\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    for line in TRICKY_LINES {
+        let (_, commands) = assess_shell_commands(line, None, &Protected::default());
+        let Some(commands) = commands else { continue };
+        compared += 1;
+        let unknown_words = commands.iter().any(|c| c.argv.is_none());
+        // A command a wrapper runs is listed as the wrapper's words.
+        let listed = |argv: &[String]| {
+            commands.iter().filter_map(|c| c.argv.as_deref()).any(|l| {
+                l == argv
+                    || l.split_first().is_some_and(|(w, rest)| {
+                        WRAPPER_WORDS.contains(&w.as_str()) && rest == argv
+                    })
+            })
+        };
+        for shell in &shells {
+            for entry in std::fs::read_dir(&log).unwrap() {
+                std::fs::remove_file(entry.unwrap().path()).unwrap();
+            }
+            std::os::unix::fs::symlink(shell, bin.join("sh")).unwrap();
+            let mut child = std::process::Command::new(shell)
+                .args(["-c", line])
+                .current_dir(&work)
+                .env_clear()
+                .env("PATH", &bin)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while child.try_wait().unwrap().is_none() {
+                if std::time::Instant::now() > deadline {
+                    let _ = child.kill();
+                    failures.push(format!("{} -c {line:?} did not finish", shell.display()));
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            let _ = child.wait();
+            if line.contains('&') || line.contains("coproc") {
+                // Background jobs may still be writing.
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            std::fs::remove_file(bin.join("sh")).unwrap();
+            for entry in std::fs::read_dir(&log).unwrap() {
+                let run = std::fs::read(entry.unwrap().path()).unwrap();
+                let argv: Vec<String> = run
+                    .strip_suffix(b"\0")
+                    .unwrap_or(&run)
+                    .split(|&b| b == 0)
+                    .map(|w| String::from_utf8_lossy(w).into_owned())
+                    .collect();
+                if !listed(&argv) && !unknown_words {
+                    failures.push(format!(
+                        "{} -c {line:?} ran {argv:?}, listed {commands:?}",
+                        shell.display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(compared > 50, "only {compared} lines had commands");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Words that run the command after them (listed with it, so a grant has to name them).
+const WRAPPER_WORDS: &[&str] = &["exec", "command", "builtin", "time", "coproc", "!", "nohup"];
+
+/// Programs the lines below run, replaced by stand-ins that only log.
+const STAND_INS: &[&str] = &[
+    "ls", "touch", "cat", "mkdir", "cp", "tee", "am", "rm", "ln", "head", "grep", "sleep",
+];
+
+/// Lines where a shell and a parser may disagree on what runs.
+const TRICKY_LINES: &[&str] = &[
+    "ls /tmp; touch F",
+    "ls &>/dev/null touch F",
+    "ls &>>/dev/null touch F",
+    "ls; ((touch F))",
+    "ls; (( touch F ))",
+    "ls; ( (touch F) )",
+    "ls; echo $((touch F) )",
+    "ls; echo $( (touch F) )",
+    "ls # x \\\ntouch F",
+    "ls # <<EOF\ntouch F\nEOF",
+    "ls#; touch F",
+    "ls <<<x touch F",
+    "ls <<EOF\nx\n EOF\ntouch F\nEOF",
+    "ls <<-EOF\n\tx\n\tEOF\ntouch F",
+    "ls <<EOF; touch F\nbody\nEOF",
+    "ls <<'EOF'\n$(touch F)\nEOF",
+    "ls <<EOF\n$(touch F)\nEOF",
+    "ls <<E\\OF\nx\nEOF\ntouch F",
+    "ls <<EOF\nEOF \ntouch F\nEOF",
+    "ls <<EOF\n\\EOF\ntouch F\nEOF",
+    "ls <<\"\"\ntouch F\n\n",
+    "ls $(cat <<EOF\n)\nEOF\n); touch F",
+    "ls `echo \\`touch F\\``",
+    "ls \"`touch F`\"",
+    "ls '`touch F`'",
+    "ls \\`touch F\\`",
+    "case x in (x) touch F;; esac; ls",
+    "ls $(case x in x) touch F;; esac)",
+    "ls $(case x in (x) echo;; esac); touch F",
+    "ls ${x:-$(touch F)}",
+    "ls ${x#$(touch F)}",
+    "ls \"${x:-\"$(touch F)\"}\"",
+    "ls \\\n; touch F",
+    "ls |& touch F",
+    "ls 2>&1 | touch F",
+    "ls >&- touch F",
+    "ls <&- touch F",
+    "ls >&2 touch F",
+    "ls\\;touch F",
+    "l\\\ns /tmp; touch F",
+    "ls `#`; touch F",
+    "ls $(#); touch F",
+    "ls $(: ')'); touch F",
+    "ls $(echo ')'; touch F)",
+    "ls \"$(echo \")\"; touch F)\"",
+    "ls $((`touch F`))",
+    "ls $'\\'' ; touch F'",
+    "ls \"$'\" ; touch F\"",
+    "ls x\\\n\\\n; touch F",
+    "ls && ! touch F",
+    "ls | ! touch F",
+    "{ ls; touch F; }",
+    "ls\ttouch F",
+    "ls\u{a0}; touch F",
+    "ls\u{b}; touch F",
+    "ls\u{c}; touch F",
+    "f() (touch F); ls",
+    "ls; exec touch F",
+    "ls; command touch F",
+    "ls; eval 'touch F'",
+    "ls; . /dev/stdin <<EOF\ntouch F\nEOF",
+    "ls; trap 'touch F' EXIT",
+    "ls; sh -c 'touch F'",
+    "ls\n#\\\ntouch F",
+    "ls; : $(touch F)",
+    "ls; : \"${x:=$(touch F)}\"",
+    "ls; x=$(touch F)",
+    "ls; x=`touch F` ls",
+    "ls; for i in $(touch F); do :; done",
+    "ls; while false; do :; done; touch F",
+    "ls </dev/null; touch F",
+    "ls; [ x = x ] || touch F",
+    "ls; ls >/dev/null; touch F",
+    "ls a\\ b 'c d' \"e f\" g\\\"h",
+    "ls -- --x -",
+    "ls '' \"\"",
+    "ls $'\\x41' a$'b'",
+    "am start -n com.example/.Main",
+    "ls\n\n;touch F",
+    "ls; if touch F; then :; fi",
+    "ls; until touch F; do :; done",
+    "ls; case $(touch F) in *) ;; esac",
+    "ls; [[ $(touch F) ]]",
+    "ls; { touch F; } 2>/dev/null",
+    "ls; ( touch F ) </dev/null",
+    "ls; echo ${x[$(touch F)]}",
+    "ls; echo $(( $(touch F) ))",
+    "ls; echo \"$( touch F )\"",
+    "ls; cat <<EOF | sh\ntouch F\nEOF",
+    "ls; echo touch F | sh",
+    "ls; sh <<EOF\ntouch F\nEOF",
+    "ls; sh -c \"touch F\"",
+    "ls; sh -c 'sh -c \"touch F\"'",
+    "ls <<EOF\n$(\ntouch F\n)\nEOF",
+    "ls <<EOF1; ls <<EOF2\na\nEOF1\ntouch F\nEOF2",
+    "ls <<EOF1 <<EOF2\na\nEOF1\nb\nEOF2\ntouch F",
+    "ls; function f { touch F; }",
+    "ls; coproc touch F",
+    "ls; time touch F",
+    "ls; select x in a; do touch F; break; done </dev/null",
+];

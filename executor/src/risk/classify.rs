@@ -181,6 +181,10 @@ impl Walker {
             a.raise(Low, "runs in the background, may outlive the call");
             self.commands.unresolve("runs in the background");
         }
+        if p.pipe_all {
+            self.commands
+                .unresolve("`|&` starts a co-process in mksh (in the background)");
+        }
         // The commands of a pipeline, and a background one, run in subshells.
         let apart = p.background || p.commands.len() > 1;
         let mut input = stdin.clone();
@@ -215,9 +219,17 @@ impl Walker {
                     self.commands
                         .unresolve("a redirection of a compound command writes");
                 }
+                let mut worded = Assessment::read_only();
                 for w in words {
-                    a.merge(self.substitutions(w, depth));
+                    worded.merge(self.substitutions(w, depth));
                 }
+                if !words.is_empty() {
+                    // `case`, `[[`, `for`: the shell evaluates these words itself (`[[ $x
+                    // -eq 1 ]]` reads `$x` as arithmetic), so they are a command of their
+                    // own, one no grant matches.
+                    self.commands.record(None, &worded);
+                }
+                a.merge(worded);
                 let passes = match kind {
                     Kind::Group => 1,
                     Kind::Subshell => {
@@ -393,6 +405,11 @@ impl Walker {
     ) -> Stdin {
         let mut input = stdin.clone();
         for r in redirs {
+            if matches!(r.op, RedirOp::WriteBoth | RedirOp::AppendBoth) {
+                // dash reads `ls &>F touch G` as `ls &` and `>F touch G`.
+                self.commands
+                    .unresolve("`&>` is a background job and a redirection in dash");
+            }
             a.merge(self.substitutions(&r.target, depth));
             let mut target = Arg::from_word(&r.target);
             let known = self.known(&r.target);

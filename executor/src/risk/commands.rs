@@ -3,10 +3,12 @@
 //!
 //! Every simple command the walk reaches is one entry, wherever it sits (a list, a
 //! pipeline, a subshell, a loop or function body, a substitution, a here-document or
-//! `sh -c`/`su -c`/`eval` script), with its own assessment: a grant covers the line only
-//! if each entry is matched by it or read-only. An entry's `argv` is what a grant may
-//! match, and it is withheld (`None`) whenever the words are not what reaches the
-//! program or the command may not mean what its words say:
+//! `sh -c`/`su -c`/`eval` script), with its own assessment; so are the words of a `case`,
+//! `for` or `[[` (the shell evaluates them itself: `[[ $x -eq 1 ]]` reads `$x` as
+//! arithmetic), never matched. A grant covers the line only if each entry is matched by
+//! it or is a plain read-only command (approvald's `rides_along`). An entry's `argv` is
+//! what a grant may match, and it is withheld (`None`) whenever the words are not what
+//! reaches the program or the command may not mean what its words say:
 //!
 //! * a word the shell expands (parameters, substitutions, arithmetic, unquoted glob
 //!   characters, `~`, braces) or whose text depends on the shell (`$'…'`, `$"…"`);
@@ -22,9 +24,10 @@
 //!
 //! What the walk cannot account for makes the whole list unresolved (`None`): the parser
 //! did not understand something, nesting or work past the limits, a background job, a
-//! redirection of a compound command that writes, more than [`MAX_ACTION_COMMANDS`]
-//! distinct commands, and — checked at the end — any risk in the line's assessment that
-//! no entry carries.
+//! redirection of a compound command that writes, what shells read differently (`&>`,
+//! which dash reads as `&` and `>`; `|&`, a co-process in mksh; a carriage return, which
+//! the lexer takes for a blank), more than [`MAX_ACTION_COMMANDS`] distinct commands, and
+//! — checked at the end — any risk in the line's assessment that no entry carries.
 
 use nl2sh_proto::channels::{ParsedCommand, RiskLevel};
 use nl2sh_proto::limits::{MAX_ACTION_COMMANDS, MAX_COMMAND_ARGV_BYTES};

@@ -90,8 +90,17 @@ fn every_command_of_a_compound_line_is_listed() {
         ("{ ls; touch F; }", Some(vec![ls(), touch()])),
         ("if ls; then touch F; fi", Some(vec![ls(), touch()])),
         ("while ls; do touch F; done", Some(vec![ls(), touch()])),
-        ("case x in x) touch F;; esac", Some(vec![touch()])),
-        ("for f in a; do touch $f; done", Some(vec![opaque(false)])),
+        // The words of `case`, `for` and `[[` are the shell's to evaluate: an entry of
+        // their own, never matched.
+        (
+            "case x in x) touch F;; esac",
+            Some(vec![opaque(true), touch()]),
+        ),
+        (
+            "for f in a; do touch $f; done",
+            Some(vec![opaque(true), opaque(false)]),
+        ),
+        ("[[ -e F ]] || touch F", Some(vec![opaque(true), touch()])),
         // Here-document bodies' substitutions run when the redirection is set up.
         (
             "cat <<EOF\n$(touch F)\nEOF",
