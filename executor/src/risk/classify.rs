@@ -410,6 +410,11 @@ impl Walker {
                 self.commands
                     .unresolve("`&>` is a background job and a redirection in dash");
             }
+            if r.fd.is_some_and(|fd| fd > 9) {
+                // dash and mksh take one digit: `ls 10>F` gives ls the argument `10`.
+                self.commands
+                    .unresolve("a descriptor above 9 is an argument in dash and mksh");
+            }
             a.merge(self.substitutions(&r.target, depth));
             let mut target = Arg::from_word(&r.target);
             let known = self.known(&r.target);

@@ -25,8 +25,9 @@
 //! What the walk cannot account for makes the whole list unresolved (`None`): the parser
 //! did not understand something, nesting or work past the limits, a background job, a
 //! redirection of a compound command that writes, what shells read differently (`&>`,
-//! which dash reads as `&` and `>`; `|&`, a co-process in mksh; a carriage return, which
-//! the lexer takes for a blank), more than [`MAX_ACTION_COMMANDS`] distinct commands, and
+//! which dash reads as `&` and `>`; `|&`, a co-process in mksh; `10>`, an argument and a
+//! redirection in dash and mksh; a carriage return, which the lexer takes for a blank),
+//! more than [`MAX_ACTION_COMMANDS`] distinct commands, and
 //! — checked at the end — any risk in the line's assessment that no entry carries.
 
 use nl2sh_proto::channels::{ParsedCommand, RiskLevel};

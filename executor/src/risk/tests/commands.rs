@@ -257,6 +257,12 @@ fn lines_that_cannot_be_taken_apart_give_no_commands() {
         "ls\0x",
         // The lexer splits words at a carriage return; the shell does not.
         "ls /tmp\r/x",
+        // Shells read these differently: `ls &` in dash, a co-process in mksh, an
+        // argument `10` in dash and mksh.
+        "ls &>/dev/null",
+        "ls &>>/dev/null",
+        "ls |& cat",
+        "ls 10>/dev/null",
         // It may outlive the call.
         "ls &",
         "ls & touch F",
