@@ -9,7 +9,8 @@
 //! * each following element matches exactly one argument: literally, or with `*`
 //!   standing for one or more characters other than `/` within that argument (the text
 //!   a `*` stands for is never `.` or `..`, so `/sdcard/Download/*` stays in that
-//!   directory);
+//!   directory, and a `*` that starts an element never stands for text starting with
+//!   `-`, so `["rm", "*.tmp"]` does not match `rm -rf.tmp`: write `-*` for options);
 //! * a last element `**` matches any further arguments, none included.
 //!
 //! Matching is on the words as they reach the program; the executor sends only words the
@@ -140,6 +141,10 @@ impl fmt::Display for ArgvPattern {
 fn word_matches(pattern: &str, arg: &str) -> bool {
     if !pattern.contains('*') {
         return pattern == arg;
+    }
+    if pattern.starts_with('*') && arg.starts_with('-') {
+        // The program would read the argument as an option, which the pattern never says.
+        return false;
     }
     let mut patterns = pattern.split('/');
     let mut components = arg.split('/');
@@ -319,6 +324,13 @@ mod tests {
         assert!(covers(&["x", "a*b*c"], &["x", "abbbc"]));
         assert!(!covers(&["x", "a*b*c"], &["x", "abc"]));
         assert!(covers(&["x", "*"], &["x", "é"]));
+        // A leading `*` is never an option; `-*` is.
+        assert!(!covers(&["rm", "*.tmp"], &["rm", "-rf.tmp"]));
+        assert!(!covers(&["cp", "*", "/sdcard/b"], &["cp", "-t.", "/sdcard/b"]));
+        assert!(!covers(&["x", "*"], &["x", "-"]));
+        assert!(covers(&["x", "-*"], &["x", "-la"]));
+        assert!(covers(&["x", "a*"], &["x", "a-b"]));
+        assert!(covers(&["x", "/a/*"], &["x", "/a/-b"]));
         assert!(covers(&["x", "é*é"], &["x", "ééé"]));
         assert!(!covers(&["x", "*"], &["x", ""]));
         // Long arguments stay cheap: one pass per literal segment.
