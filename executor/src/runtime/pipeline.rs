@@ -279,7 +279,15 @@ impl Pipeline {
             Some((authority, version)) => (
                 Decision::Allowed,
                 String::new(),
-                Some((authority, version, summary)),
+                // Only grants read the commands, and no grant decides this call.
+                Some((
+                    authority,
+                    version,
+                    ActionSummary {
+                        commands: None,
+                        ..summary
+                    },
+                )),
             ),
             None => {
                 let (decision, reason) = tokio::select! {
