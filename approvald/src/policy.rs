@@ -100,10 +100,9 @@ pub fn covers(grant: &Grant, s: &ActionSummary) -> bool {
 }
 
 /// Whether a `command` pattern covers a shell line's parsed commands: each one is matched
-/// by the pattern or [`rides_along`], and at least one is matched (a grant for `am start`
-/// says nothing about a line that only reads: such a line asks only when it is to run
-/// unconfined or the policy is `strict`, and then it is the owner's to allow). A line the
-/// executor could not take apart (`None`) is never covered.
+/// by the pattern or is [`inert`], and at least one is matched (a grant for `am start`
+/// says nothing about a line that does nothing else). A line the executor could not take
+/// apart (`None`) is never covered.
 pub fn covers_commands(pattern: &ArgvPattern, commands: Option<&[ParsedCommand]>) -> bool {
     let Some(commands) = commands else {
         return false;
@@ -112,134 +111,29 @@ pub fn covers_commands(pattern: &ArgvPattern, commands: Option<&[ParsedCommand]>
     for command in commands {
         match &command.argv {
             Some(argv) if pattern.matches(argv) => matched = true,
-            _ if rides_along(command) => {}
+            _ if inert(command) => {}
             _ => return false,
         }
     }
     matched
 }
 
-/// Whether a command the grant does not name may run in a line it covers. It runs with
-/// the grant's real privileges, outside the sandbox, on the strength of the assessment
-/// alone, so only the plainest commands may: read-only by their own assessment, with fixed
-/// words (nothing the shell expands, nothing earlier in the line that changes what they
-/// mean), and ordinary programs. Shell builtins may not: they can evaluate their
-/// arguments (mksh's `test`, `[`, `let`, `ulimit` and `shift` read `a[$(…)]` as
-/// arithmetic and run the substitution; bash's `let` and `typeset -i` too).
-pub fn rides_along(command: &ParsedCommand) -> bool {
+/// Whether a command a grant does not name may run in a line it covers: one that touches
+/// nothing (`sleep 1`, `echo done`), read-only by its assessment and with fixed words.
+///
+/// Not every read-only command: a granted line runs outside the sandbox with real
+/// privileges, where a read is no longer harmless. `content query --uri content://sms`,
+/// `grep -r … /data`, `screencap -p` and `logcat -d` are read-only, and as root they read
+/// what the sandbox keeps from them. Nor every builtin: mksh's `test`, `[`, `let`,
+/// `ulimit` and `shift` read `a[$(…)]` in their words as arithmetic and run it.
+pub fn inert(command: &ParsedCommand) -> bool {
     let program = command.argv.as_deref().and_then(<[String]>::first);
-    command.read_only
-        && program.is_some_and(|p| {
-            PLAIN_BUILTINS.contains(&p.as_str()) || !SHELL_BUILTINS.contains(&p.as_str())
-        })
+    command.read_only && program.is_some_and(|p| INERT_PROGRAMS.contains(&p.as_str()))
 }
 
-/// Builtins and keywords of dash, bash and mksh (Android's `sh`), and the names mksh
-/// predefines as aliases.
-const SHELL_BUILTINS: &[&str] = &[
-    ".",
-    ":",
-    "[",
-    "[[",
-    "]]",
-    "((",
-    "!",
-    "{",
-    "}",
-    "alias",
-    "autoload",
-    "bg",
-    "bind",
-    "break",
-    "builtin",
-    "caller",
-    "case",
-    "cd",
-    "chdir",
-    "command",
-    "compgen",
-    "complete",
-    "compopt",
-    "continue",
-    "coproc",
-    "declare",
-    "dirs",
-    "disown",
-    "do",
-    "done",
-    "echo",
-    "elif",
-    "else",
-    "enable",
-    "esac",
-    "eval",
-    "exec",
-    "exit",
-    "export",
-    "false",
-    "fc",
-    "fg",
-    "fi",
-    "for",
-    "function",
-    "functions",
-    "getopts",
-    "global",
-    "hash",
-    "help",
-    "history",
-    "if",
-    "in",
-    "integer",
-    "jobs",
-    "kill",
-    "let",
-    "local",
-    "login",
-    "logout",
-    "mapfile",
-    "mknod",
-    "nameref",
-    "popd",
-    "print",
-    "printf",
-    "pushd",
-    "pwd",
-    "r",
-    "read",
-    "readarray",
-    "readonly",
-    "realpath",
-    "rename",
-    "return",
-    "select",
-    "set",
-    "setenv",
-    "shift",
-    "shopt",
-    "source",
-    "stop",
-    "suspend",
-    "test",
-    "then",
-    "time",
-    "times",
-    "trap",
-    "true",
-    "type",
-    "typeset",
-    "ulimit",
-    "umask",
-    "unalias",
-    "unset",
-    "until",
-    "wait",
-    "whence",
-    "while",
-];
-
-/// Builtins that only print or do nothing with their words.
-const PLAIN_BUILTINS: &[&str] = &["echo", "true", "false", ":", "pwd"];
+/// Programs that print their words, wait, or do nothing. (`sleep` parses a plain number,
+/// also as mksh's builtin; `echo` only prints, also in mksh.)
+const INERT_PROGRAMS: &[&str] = &["sleep", "echo", "true", "false", ":", "pwd"];
 
 /// The policy in the file at `path`. A missing file means the defaults; anything
 /// unreadable or invalid is an error (callers fail closed).
@@ -465,8 +359,12 @@ mod tests {
             ("ls /tmp", vec![cmd(&["ls", "/tmp"])]),
             ("ls", vec![cmd(&["ls"])]),
             (
-                "ls /tmp; cat /etc/hostname",
-                vec![cmd(&["ls", "/tmp"]), read(&["cat", "/etc/hostname"])],
+                "ls /tmp && sleep 1 && echo done",
+                vec![
+                    cmd(&["ls", "/tmp"]),
+                    read(&["sleep", "1"]),
+                    read(&["echo", "done"]),
+                ],
             ),
             (
                 "ls -la /tmp && ls /",
@@ -493,6 +391,11 @@ mod tests {
             // Nothing in it is matched: a grant for `ls` says nothing about a line that
             // only reads with other programs, even when it is to run unconfined.
             ("cat /etc/hostname", vec![read(&["cat", "/etc/hostname"])]),
+            // A read the grant does not name: it would run as root, outside the sandbox.
+            (
+                "ls /tmp; cat /etc/hostname",
+                vec![cmd(&["ls", "/tmp"]), read(&["cat", "/etc/hostname"])],
+            ),
             ("ls /tmp/*", vec![opaque(true)]),
             ("", vec![]),
             // The name, exactly.
@@ -563,48 +466,53 @@ mod tests {
     }
 
     #[test]
-    fn only_plain_read_only_commands_ride_along() {
+    fn only_inert_commands_come_along_unnamed() {
         let am = grant("command = ['am', 'start', '**']");
         let low = RiskLevel::Low;
-        let with = |rider: ParsedCommand| {
+        let with = |other: ParsedCommand| {
             covers(
                 &am,
-                &shell("am start; …", low, vec![cmd(&["am", "start"]), rider]),
+                &shell("am start; …", low, vec![cmd(&["am", "start"]), other]),
             )
         };
-        for rider in [
-            read(&["cat", "/etc/hostname"]),
+        for other in [
             read(&["sleep", "1"]),
-            read(&["dumpsys", "activity", "top"]),
-            read(&["grep", "-c", "Main"]),
+            read(&["echo", "done"]),
             read(&["echo", "a[$(touch F)]"]),
             read(&["true"]),
+            read(&["false"]),
             read(&[":"]),
             read(&["pwd"]),
         ] {
-            assert!(with(rider.clone()), "{rider:?}");
+            assert!(with(other.clone()), "{other:?}");
         }
-        for rider in [
-            // Not read-only, or words not fixed.
-            cmd(&["cat", "/etc/hostname"]),
+        for other in [
+            // Not read-only, or its words not fixed.
+            cmd(&["sleep", "1"]),
             opaque(true),
-            // Builtins may evaluate their words: mksh's `test` and `let` run the `$(…)` of
-            // an array subscript in arithmetic.
+            // Read-only in the sandbox, and reading what the sandbox hides as root.
+            read(&["cat", "/etc/hostname"]),
+            read(&["content", "query", "--uri", "content://sms"]),
+            read(&["grep", "-r", "pass", "/data"]),
+            read(&["screencap", "-p"]),
+            read(&["logcat", "-d"]),
+            read(&["dumpsys", "account"]),
+            read(&["ls", "/data/data"]),
+            // Builtins that evaluate their words: mksh's `test` and `let` run the `$(…)`
+            // of an array subscript in arithmetic.
             read(&["[", "a[$(touch F)]", "-eq", "0", "]"]),
             read(&["test", "a[$(touch F)]", "-eq", "0"]),
             read(&["let", "a[$(touch F)]"]),
             read(&["ulimit", "-t", "a[$(touch F)]"]),
-            read(&["shift", "a[$(touch F)]"]),
             read(&["typeset", "-i", "x=a[$(touch F)]"]),
-            read(&["printf", "%d", "1"]),
             read(&["read", "x"]),
             read(&["cd", "/"]),
             read(&["export", "X=1"]),
             read(&["eval", "ls"]),
             read(&["command", "ls"]),
-            read(&["type", "ls"]),
+            read(&["/bin/sleep", "1"]),
         ] {
-            assert!(!with(rider.clone()), "{rider:?}");
+            assert!(!with(other.clone()), "{other:?}");
         }
         // What the grant names is matched whatever it is.
         let test = grant("command = ['test', '-e', '/sdcard/x']");

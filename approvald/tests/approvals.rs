@@ -191,12 +191,22 @@ origin = "mcp_http"
         ),
         (
             line(
-                &[(rm, false), (&["cat", "/etc/hostname"], true)],
+                &[(rm, false), (&["sleep", "1"], true)],
                 Medium,
                 Stdio,
                 false,
             ),
             Some(2),
+        ),
+        // A read the grant does not name runs as root outside the sandbox: it waits.
+        (
+            line(
+                &[(rm, false), (&["cat", "/etc/hostname"], true)],
+                Medium,
+                Stdio,
+                false,
+            ),
+            None,
         ),
         (line(&[(rm, false)], High, Http, false), None),
         (

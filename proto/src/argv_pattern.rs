@@ -326,7 +326,10 @@ mod tests {
         assert!(covers(&["x", "*"], &["x", "é"]));
         // A leading `*` is never an option; `-*` is.
         assert!(!covers(&["rm", "*.tmp"], &["rm", "-rf.tmp"]));
-        assert!(!covers(&["cp", "*", "/sdcard/b"], &["cp", "-t.", "/sdcard/b"]));
+        assert!(!covers(
+            &["cp", "*", "/sdcard/b"],
+            &["cp", "-t.", "/sdcard/b"]
+        ));
         assert!(!covers(&["x", "*"], &["x", "-"]));
         assert!(covers(&["x", "-*"], &["x", "-la"]));
         assert!(covers(&["x", "a*"], &["x", "a-b"]));

@@ -561,7 +561,7 @@ pub struct ActionSummary {
     /// Why the assessment chose this level (shown to the approver), bounded.
     pub reasons: Vec<String>,
     /// For `shell.exec`: every command the line may run, as parsed, for scoped grants
-    /// to match (each must be matched, or be a plain read-only command). `None` for other
+    /// to match (each must be matched, or be inert: `sleep 1`, `echo`). `None` for other
     /// tools, and for a line that could not be taken apart fully (no command grant covers
     /// it). At most [`MAX_ACTION_COMMANDS`](crate::limits::MAX_ACTION_COMMANDS).
     pub commands: Option<Vec<ParsedCommand>>,

@@ -501,8 +501,8 @@ pub struct ApprovalGrant {
     pub tool: String,
     /// Exact action text.
     pub action: Option<String>,
-    /// `shell.exec` only: the program and arguments of every command the line runs that
-    /// is not read-only.
+    /// `shell.exec` only: the program and arguments of every command the line runs (but
+    /// inert ones such as `sleep 1`).
     pub command: Option<ArgvPattern>,
     /// The highest risk covered (default `low`).
     #[serde(default)]

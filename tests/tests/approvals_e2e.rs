@@ -230,7 +230,11 @@ fn grants_cover_their_commands_only_never_dangerous_and_follow_config_edits() {
     let two = [dir.join("one"), dir.join("two")];
     let r = server.invoke(
         "shell.exec",
-        json!({"command": format!("touch {} && touch {}", two[0].display(), two[1].display())}),
+        json!({"command": format!(
+            "touch {} && sleep 0 && touch {}; echo done",
+            two[0].display(),
+            two[1].display()
+        )}),
     );
     assert!(!r.is_error, "{r:?}");
     assert!(two.iter().all(|m| m.exists()));
@@ -256,6 +260,8 @@ fn grants_cover_their_commands_only_never_dangerous_and_follow_config_edits() {
         ),
         format!("touch {} > {}", dir.join("d").display(), rider.display()),
         format!("X=1; export X; touch {}", dir.join("e").display()),
+        // Read-only, but it would read as root, outside the sandbox.
+        format!("touch {}; cat /etc/hostname", dir.join("f").display()),
     ];
     let calls: Vec<_> = lines
         .iter()
@@ -269,7 +275,7 @@ fn grants_cover_their_commands_only_never_dangerous_and_follow_config_edits() {
         assert!(call.join().unwrap().is_error);
     }
     assert!(!rider.exists());
-    for name in ["a", "b", "c", "d", "e"] {
+    for name in ["a", "b", "c", "d", "e", "f"] {
         assert!(!dir.join(name).exists(), "{name}");
     }
 

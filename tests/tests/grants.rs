@@ -125,7 +125,7 @@ fn a_grant_for_ls_covers_ls_and_nothing_that_rides_along() {
 }
 
 /// A read asked to run outside the sandbox waits for a person unless the grant names
-/// what it runs; read-only commands may ride along with a command the grant names.
+/// what it runs; only inert commands come along unnamed.
 #[test]
 fn unconfined_reads_need_the_grants_command() {
     let ls = policy("command = [\"ls\", \"**\"]\nmax_risk = \"high\"");
@@ -134,8 +134,11 @@ fn unconfined_reads_need_the_grants_command() {
         &[
             ("ls /tmp", Granted),
             ("ls -la /tmp /data", Granted),
-            ("ls /tmp; cat /etc/hostname", Granted),
-            ("ls /tmp | head -n 3", Granted),
+            ("ls /tmp && sleep 1 && echo done", Granted),
+            ("ls /tmp; ls /data", Granted),
+            // Read-only, but not the grant's: it would read as root.
+            ("ls /tmp; cat /etc/hostname", Asks),
+            ("ls /tmp | head -n 3", Asks),
             ("cat /etc/hostname", Asks),
             // A glob's words are decided when the line runs (a file named `-exec` is an
             // option too): never matched, not even by `**`.
@@ -169,10 +172,21 @@ fn an_exact_command_grant_covers_that_command_only() {
                 "am start -n com.example/.Main; am start -n com.example/.Main",
                 Granted,
             ),
+            ("am start -n com.example/.Main && sleep 1", Granted),
+            ("am start -n com.example/.Main; echo started", Granted),
+            // Read-only in the sandbox; as root, outside it, they read what it hides.
             (
                 "am start -n com.example/.Main && sleep 1 && dumpsys activity top | grep -c Main",
-                Granted,
+                Asks,
             ),
+            (
+                "am start -n com.example/.Main; content query --uri content://sms",
+                Asks,
+            ),
+            ("am start -n com.example/.Main; grep -r pass /data", Asks),
+            ("am start -n com.example/.Main; screencap -p", Asks),
+            ("am start -n com.example/.Main; logcat -d", Asks),
+            ("am start -n com.example/.Main; cat /etc/hostname", Asks),
             ("am start -n com.example/.Main --user 0", Asks),
             ("am start -n com.other/.Main", Asks),
             ("am start -n 'com.example/.Main --user 0'", Asks),
@@ -222,7 +236,7 @@ fn an_exact_command_grant_covers_that_command_only() {
             ("eval 'am start -n com.example/.Main'", Asks),
             // mksh (Android's sh) and bash read `a[$(…)]` in arithmetic and run it, also
             // from fixed words and from a file's contents: builtins and computed words
-            // never ride along.
+            // never come along unnamed.
             (
                 "am start -n com.example/.Main; [ 'a[$(touch F)]' -eq 0 ]",
                 Asks,

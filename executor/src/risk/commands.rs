@@ -6,7 +6,7 @@
 //! `sh -c`/`su -c`/`eval` script), with its own assessment; so are the words of a `case`,
 //! `for` or `[[` (the shell evaluates them itself: `[[ $x -eq 1 ]]` reads `$x` as
 //! arithmetic), never matched. A grant covers the line only if each entry is matched by
-//! it or is a plain read-only command (approvald's `rides_along`). An entry's `argv` is
+//! it or is inert (approvald's `policy::inert`: `sleep 1`, `echo`). An entry's `argv` is
 //! what a grant may match, and it is withheld (`None`) whenever the words are not what
 //! reaches the program or the command may not mean what its words say:
 //!
