@@ -29,11 +29,14 @@ use std::time::Duration;
 
 use nl2sh_proto::channels::{
     ActionSummary, ApprovalId, AuthorityResponse, CallId, CallOrigin, CallResult, CliErrorKind,
-    ConfigVersion, Confinement, Decision, PendingApproval, PolicySnapshot, RanRecord, RiskLevel,
+    ConfigVersion, Confinement, Decision, ParsedCommand, PendingApproval, PolicySnapshot,
+    RanRecord, RiskLevel,
 };
 use nl2sh_proto::display::Shown;
+use nl2sh_proto::limits::{
+    MAX_ACTION_COMMANDS, MAX_COMMAND_ARGV_BYTES, MAX_ID_BYTES, MAX_TOOL_NAME_BYTES,
+};
 pub use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_REASONS, MAX_REASON_BYTES, MAX_SUMMARY_BYTES};
-use nl2sh_proto::limits::{MAX_ID_BYTES, MAX_TOOL_NAME_BYTES};
 use nl2sh_proto::rpc::OutOfState;
 
 use crate::pending::{Approvals, NotOpened};
@@ -478,6 +481,7 @@ fn reads_run_unasked(policy: &Policy, origin: CallOrigin) -> bool {
                 identity: nl2sh_proto::channels::Identity::Launching,
                 confinement,
                 reasons: Vec::new(),
+                commands: None,
             };
             matches!(
                 settle_without_asking(policy, &probe),
@@ -534,6 +538,23 @@ fn check_action(s: &ActionSummary) -> Result<i64, String> {
     for reason in &s.reasons {
         check_len("an assessment reason", reason, MAX_REASON_BYTES)?;
     }
+    // The executor keeps these limits when it sends the commands; more is not its doing.
+    if let Some(commands) = &s.commands {
+        if commands.len() > MAX_ACTION_COMMANDS {
+            return Err(format!(
+                "{} parsed commands; the limit is {MAX_ACTION_COMMANDS}",
+                commands.len()
+            ));
+        }
+        for argv in commands.iter().filter_map(|c| c.argv.as_deref()) {
+            let bytes = ParsedCommand::argv_bytes(argv);
+            if bytes > MAX_COMMAND_ARGV_BYTES {
+                return Err(format!(
+                    "a parsed command is {bytes} bytes; the limit is {MAX_COMMAND_ARGV_BYTES}"
+                ));
+            }
+        }
+    }
     if s.arguments_sha256.len() != 64 || !s.arguments_sha256.bytes().all(|b| b.is_ascii_hexdigit())
     {
         return Err("arguments_sha256 must be 64 hexadecimal characters".into());
@@ -568,6 +589,7 @@ mod tests {
             identity: Identity::Launching,
             confinement: Confinement::Sandbox,
             reasons: Vec::new(),
+            commands: None,
         }
     }
 
@@ -668,6 +690,24 @@ mod tests {
         s.task = Some(nl2sh_proto::channels::TaskId("t".repeat(MAX_ID_BYTES + 1)));
         assert!(check_action(&s).is_err());
         s.task = Some(nl2sh_proto::channels::TaskId(String::new()));
+        assert!(check_action(&s).is_err());
+        // Parsed commands: as many and as long as the executor sends, never more.
+        let command = |bytes: usize| ParsedCommand {
+            argv: Some(vec!["x".repeat(bytes - 1)]),
+            read_only: false,
+        };
+        let mut s = summary(1);
+        s.commands = Some(vec![command(MAX_COMMAND_ARGV_BYTES); MAX_ACTION_COMMANDS]);
+        assert!(check_action(&s).is_ok());
+        s.commands = Some(vec![command(MAX_COMMAND_ARGV_BYTES + 1)]);
+        assert!(check_action(&s).is_err());
+        s.commands = Some(vec![command(8); MAX_ACTION_COMMANDS + 1]);
+        assert!(check_action(&s).is_err());
+        // Many empty words count too.
+        s.commands = Some(vec![ParsedCommand {
+            argv: Some(vec![String::new(); MAX_COMMAND_ARGV_BYTES + 1]),
+            read_only: true,
+        }]);
         assert!(check_action(&s).is_err());
         let r = CallResult {
             call_id: CallId(1),

@@ -10,8 +10,8 @@ use common::{summary, Rig};
 use nl2sh_approvald::authority::{REASON_AUTO_APPROVED, REASON_CONFIG_UNREADABLE};
 use nl2sh_approvald::store::AuditKind;
 use nl2sh_proto::channels::{
-    AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CallResult, CliErrorKind, Decision,
-    RiskLevel,
+    AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CallResult, CliErrorKind, Confinement,
+    Decision, ParsedCommand, RiskLevel,
 };
 use nl2sh_proto::limits::MAX_PENDING_APPROVALS;
 
@@ -118,8 +118,8 @@ tool = "shell"
 action = "touch /tmp/x"
 
 [[approval_grants]]
-tool = "shell"
-action_prefix = "rm /tmp/scratch/"
+tool = "shell.exec"
+command = ["rm", "/tmp/scratch/*"]
 max_risk = "high"
 origin = "mcp_stdio"
 
@@ -129,19 +129,45 @@ max_risk = "medium"
 origin = "mcp_http"
 "#,
     );
-    let mut next = 0;
-    let mut decide = |tool: &str, action: &str, risk, origin, root| {
-        next += 1;
-        let mut s = summary(next, risk);
+    let next = std::cell::Cell::new(0);
+    let decide = |tool: &str, action: &str, risk, origin, root| {
+        next.set(next.get() + 1);
+        let mut s = summary(next.get(), risk);
         s.tool = tool.into();
         s.action = action.into();
         s.origin = origin;
         s.requires_root = root;
         s
     };
+    // A shell line with the commands the executor parsed out of it.
+    let line = |commands: &[(&[&str], bool)], risk, origin, root| {
+        let action = commands
+            .iter()
+            .map(|(argv, _)| argv.join(" "))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mut s = decide(
+            "shell.exec",
+            &format!("/bin/sh -c '{action}'"),
+            risk,
+            origin,
+            root,
+        );
+        s.commands = Some(
+            commands
+                .iter()
+                .map(|(argv, read_only)| ParsedCommand {
+                    argv: Some(argv.iter().map(|w| w.to_string()).collect()),
+                    read_only: *read_only,
+                })
+                .collect(),
+        );
+        s
+    };
     use CallOrigin::{McpHttp as Http, McpStdio as Stdio};
     use RiskLevel::*;
-    let cases = [
+    let rm: &[&str] = &["rm", "/tmp/scratch/a"];
+    let mut cases = vec![
         // Grant 1: exact action, default max_risk low, any origin.
         (decide("shell", "touch /tmp/x", Low, Http, false), Some(1)),
         (decide("shell", "touch /tmp/x", Low, Stdio, false), Some(1)),
@@ -149,38 +175,101 @@ origin = "mcp_http"
         (decide("shell", "touch /tmp/xy", Low, Http, false), None),
         (decide("shell", "touch /tmp/x", Low, Http, true), None),
         (decide("Shell", "touch /tmp/x", Low, Http, false), None),
-        // Grant 2: prefix, up to high, stdio only.
+    ];
+    cases.extend([
+        // Grant 2: a command pattern, up to high, stdio only.
+        (line(&[(rm, false)], High, Stdio, false), Some(2)),
+        (line(&[(rm, false)], Medium, Stdio, false), Some(2)),
         (
-            decide("shell", "rm /tmp/scratch/a", High, Stdio, false),
+            line(
+                &[(rm, false), (&["rm", "/tmp/scratch/b"], false)],
+                Medium,
+                Stdio,
+                false,
+            ),
             Some(2),
         ),
         (
-            decide("shell", "rm /tmp/scratch/a", Medium, Stdio, false),
+            line(
+                &[(rm, false), (&["sleep", "1"], true)],
+                Medium,
+                Stdio,
+                false,
+            ),
             Some(2),
         ),
+        // A read the grant does not name runs as root outside the sandbox: it waits.
         (
-            decide("shell", "rm /tmp/scratch/a", High, Http, false),
+            line(
+                &[(rm, false), (&["cat", "/etc/hostname"], true)],
+                Medium,
+                Stdio,
+                false,
+            ),
             None,
         ),
-        (decide("shell", "rm /tmp/other", Low, Stdio, false), None),
+        (line(&[(rm, false)], High, Http, false), None),
         (
-            decide("shell", "rm /tmp/scratch/a", Dangerous, Stdio, false),
+            line(&[(&["rm", "/tmp/other"], false)], Low, Stdio, false),
             None,
         ),
         (
-            decide("shell", "rm /tmp/scratch/a", Critical, Stdio, false),
+            line(&[(&["rm", "/tmp/scratch/a/b"], false)], Low, Stdio, false),
             None,
         ),
-        (decide("shell", "rm /tmp/scratch/a", Low, Stdio, true), None),
+        (
+            line(&[(&["rm", "/tmp/scratch/.."], false)], Low, Stdio, false),
+            None,
+        ),
+        (
+            line(
+                &[(&["rm", "-rf", "/tmp/scratch/a"], false)],
+                Low,
+                Stdio,
+                false,
+            ),
+            None,
+        ),
+        (
+            line(
+                &[(rm, false), (&["touch", "/tmp/scratch/a"], false)],
+                Low,
+                Stdio,
+                false,
+            ),
+            None,
+        ),
+        (line(&[(rm, false)], Dangerous, Stdio, false), None),
+        (line(&[(rm, false)], Critical, Stdio, false), None),
+        (line(&[(rm, false)], Low, Stdio, true), None),
+    ]);
+    // A read asked to run unconfined: nothing in it is the grant's command.
+    let mut unconfined = line(&[(&["cat", "/etc/hostname"], true)], ReadOnly, Stdio, false);
+    unconfined.confinement = Confinement::Unconfined;
+    cases.push((unconfined, None));
+    // The executor could not take the line apart: nothing to match.
+    let mut unparsed = line(&[(rm, false)], Low, Stdio, false);
+    unparsed.commands = None;
+    cases.push((unparsed, None));
+    // A command the executor would not let a grant match (expanded, redirected…).
+    let mut opaque = line(&[(rm, false)], Low, Stdio, false);
+    if let Some(commands) = opaque.commands.as_mut() {
+        commands.push(ParsedCommand {
+            argv: None,
+            read_only: false,
+        });
+    }
+    cases.push((opaque, None));
+    cases.extend([
         // Grant 3: any action of the tool, up to medium, http only.
         (decide("fs.write", "write /a", Medium, Http, false), Some(3)),
         (decide("fs.write", "write /a", High, Http, false), None),
         (decide("fs.write", "write /a", Low, Stdio, false), None),
-    ];
+    ]);
     for (s, grant) in cases {
         let what = format!(
-            "{} {:?} {:?} root {}",
-            s.action, s.risk, s.origin, s.requires_root
+            "{} {:?} {:?} {:?} root {}",
+            s.action, s.commands, s.risk, s.origin, s.requires_root
         );
         let (decision, reason) = rig.decide(s).await;
         match grant {
@@ -194,6 +283,36 @@ origin = "mcp_http"
             // Not covered: it asked, and nobody answered.
             None => assert_eq!(decision, Decision::Expired, "{what}: {reason}"),
         }
+    }
+    rig.assert_one_row_per_call().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn retired_and_unscoped_shell_grants_refuse_every_decision() {
+    let rig = Rig::new().await;
+    let s = |id| summary(id, RiskLevel::Low);
+    // A running service reads an edited file before each decision: a grant it can no
+    // longer read the way it was meant is refused, never read wider.
+    for (id, (text, needle)) in (1..).zip([
+        (
+            "[[approval_grants]]\ntool = 'shell'\naction_prefix = 'touch '\n",
+            "`action_prefix` is retired",
+        ),
+        (
+            "[[approval_grants]]\ntool = 'shell.exec'\nmax_risk = 'high'\n",
+            "a `shell.exec` grant must say which commands it covers",
+        ),
+        (
+            "[[approval_grants]]\ntool = 'shell.exec'\ncommand = ['ls', '**', '-l']\n",
+            "`**` may only be the last element",
+        ),
+    ]) {
+        rig.write_config(text);
+        let (decision, reason) = rig.decide(s(id)).await;
+        assert_eq!(decision, Decision::Refused, "{text}");
+        assert!(reason.starts_with(REASON_CONFIG_UNREADABLE), "{reason}");
+        assert!(reason.contains("approval grant 1"), "{reason}");
+        assert!(reason.contains(needle), "{reason}");
     }
     rig.assert_one_row_per_call().await;
 }

@@ -12,8 +12,9 @@ use nl2sh_approvald::dispatch::serve_executor;
 use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
 use nl2sh_proto::channels::{
     ActionSummary, AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CallResult, CliRequest,
-    CliResponse, Confinement, Decision, Identity, RiskLevel,
+    CliResponse, Confinement, Decision, Identity, ParsedCommand, RiskLevel,
 };
+use nl2sh_proto::limits::{MAX_ACTION_COMMANDS, MAX_COMMAND_ARGV_BYTES};
 use nl2sh_proto::rpc::{RpcClient, RpcError};
 use nl2sh_proto::topology::{pair, ExecutorApprovald};
 
@@ -108,6 +109,7 @@ fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
         identity: Identity::Launching,
         confinement: Confinement::Fixed,
         reasons: Vec::new(),
+        commands: None,
     }
 }
 
@@ -349,6 +351,20 @@ async fn hostile_fields_are_refused_and_leave_no_row() {
     s.tool = String::new();
     cases.push(s);
     cases.push(summary(u64::MAX, RiskLevel::ReadOnly));
+    // Parsed commands past the executor's own limits: more of them, or a longer one.
+    let command = |argv: Vec<String>| ParsedCommand {
+        argv: Some(argv),
+        read_only: true,
+    };
+    let mut s = summary(7, RiskLevel::ReadOnly);
+    s.commands = Some(vec![command(vec!["ls".into()]); MAX_ACTION_COMMANDS + 1]);
+    cases.push(s);
+    let mut s = summary(8, RiskLevel::ReadOnly);
+    s.commands = Some(vec![command(vec!["x".repeat(MAX_COMMAND_ARGV_BYTES)])]);
+    cases.push(s);
+    let mut s = summary(9, RiskLevel::ReadOnly);
+    s.commands = Some(vec![command(vec![String::new(); 64 * 1024])]);
+    cases.push(s);
     for s in cases {
         let rig = Rig::new().await;
         rig.write_config("protocol_auto_approve = true\n");
@@ -398,6 +414,13 @@ async fn the_limits_themselves_are_accepted() {
     s.tool = "t".repeat(128);
     s.action = "a".repeat(16 * 1024);
     s.arguments_sha256 = "ABCDEF0123456789".repeat(4);
+    s.commands = Some(vec![
+        ParsedCommand {
+            argv: Some(vec!["x".repeat(MAX_COMMAND_ARGV_BYTES - 1)]),
+            read_only: true,
+        };
+        MAX_ACTION_COMMANDS
+    ]);
     let (decision, _) = rig.decide(s).await;
     assert_eq!(decision, Decision::Allowed);
     let rows = rig.rows().await;

@@ -588,6 +588,35 @@ pub struct ActionSummary {
     pub confinement: Confinement,
     /// Why the assessment chose this level (shown to the approver), bounded.
     pub reasons: Vec<String>,
+    /// For `shell.exec`: every command the line may run, as parsed, for scoped grants
+    /// to match (each must be matched, or be inert: `sleep 1`, `echo`). `None` for other
+    /// tools, and for a line that could not be taken apart fully (no command grant covers
+    /// it). At most [`MAX_ACTION_COMMANDS`](crate::limits::MAX_ACTION_COMMANDS).
+    pub commands: Option<Vec<ParsedCommand>>,
+}
+
+/// One command a shell line may run (a simple command, wherever it sits: a list, a
+/// pipeline, a substitution, a nested `sh -c` script, a loop or function body; and the
+/// words of a `case`, `for` or `[[`, which the shell evaluates itself, with no argv).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParsedCommand {
+    /// The program and its arguments, exactly as they reach it. `None` when a grant may
+    /// not match it: a word the shell expands (variables, substitutions, globs, `~`,
+    /// braces), variable assignments before it, a redirection that writes, or anything
+    /// earlier in the line that changes what it means (a `cd`, an `export`, an alias or
+    /// function). At most
+    /// [`MAX_COMMAND_ARGV_BYTES`](crate::limits::MAX_COMMAND_ARGV_BYTES).
+    pub argv: Option<Vec<String>>,
+    /// Its own assessment (with what runs inside it) is read-only and needs no root.
+    pub read_only: bool,
+}
+
+impl ParsedCommand {
+    /// The bytes [`MAX_COMMAND_ARGV_BYTES`](crate::limits::MAX_COMMAND_ARGV_BYTES)
+    /// bounds: each word and one more for its end.
+    pub fn argv_bytes(argv: &[String]) -> usize {
+        argv.iter().map(|word| word.len() + 1).sum()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

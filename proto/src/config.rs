@@ -15,7 +15,9 @@
 //!   which only shortens the wait.
 //!
 //! The retired top-level `bridge_auto_approve` is accepted with any value and ignored (it
-//! never enables `protocol_auto_approve`). Reading never modifies the file. Messages carry
+//! never enables `protocol_auto_approve`). A grant's retired `action_prefix` is an error in
+//! both modes: ignoring it would widen the grant, and a prefix of a shell line covers
+//! whatever follows it. Reading never modifies the file. Messages carry
 //! the parser's message without the source excerpt, so a value such as the protocol token
 //! never reaches a log line or an audit row.
 
@@ -32,6 +34,11 @@ use toml::de::{DeTable, DeValue};
 
 use crate::channels::{CallOrigin, RiskLevel};
 use crate::limits::APPROVAL_TIMEOUT;
+
+pub use crate::argv_pattern::{ArgvPattern, PatternError};
+
+/// The tool whose actions are command lines: its grants name the commands they cover.
+pub const SHELL_TOOL: &str = "shell.exec";
 
 /// Largest configuration file read.
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
@@ -358,13 +365,11 @@ impl Config {
             model.validate().map_err(|message| (at("model"), message))?;
         }
         for (i, grant) in self.approval_grants.iter().enumerate() {
-            if grant.tool.is_empty() {
-                let layout = layout.grants.get(i);
-                return Err((
-                    layout.and_then(|g| g.tool_at.or(Some(g.extent.start))),
-                    format!("approval grant {}: `tool` must not be empty", i + 1),
-                ));
-            }
+            let layout = layout.grants.get(i);
+            let at = |key: &str| layout.and_then(|g| g.key_at(key).or(Some(g.extent.start)));
+            grant.validate().map_err(|(key, message)| {
+                (at(key), format!("approval grant {}: {message}", i + 1))
+            })?;
         }
         Ok(())
     }
@@ -591,7 +596,8 @@ impl GrantOrigin {
 }
 
 /// One `[[approval_grants]]` table. Any other key makes the grant invalid, in both modes:
-/// a misspelt limit must not widen a grant.
+/// a misspelt limit must not widen a grant. Every key given must match (see
+/// `nl2sh_approvald::policy::covers` for what a grant covers).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalGrant {
@@ -599,12 +605,60 @@ pub struct ApprovalGrant {
     pub tool: String,
     /// Exact action text.
     pub action: Option<String>,
-    /// The action starts with this.
-    pub action_prefix: Option<String>,
+    /// `shell.exec` only: the program and arguments of every command the line runs (but
+    /// inert ones such as `sleep 1`).
+    pub command: Option<ArgvPattern>,
     /// The highest risk covered (default `low`).
     #[serde(default)]
     pub max_risk: GrantRisk,
     pub origin: Option<GrantOrigin>,
+    /// The retired `action_prefix`, with any value: present means refused.
+    #[serde(rename = "action_prefix", default, deserialize_with = "present")]
+    retired_action_prefix: bool,
+}
+
+impl ApprovalGrant {
+    /// Checks serde cannot express: `Err((the key at fault, message))`.
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.retired_action_prefix {
+            return Err((
+                "action_prefix",
+                "`action_prefix` is retired: a prefix of a shell line can cover more than it \
+                 says (`ls /tmp; touch F` starts with `ls `); use `command = [\"ls\", \"**\"]` \
+                 (the program and its arguments) or an exact `action`"
+                    .into(),
+            ));
+        }
+        if self.tool.is_empty() {
+            return Err(("tool", "`tool` must not be empty".into()));
+        }
+        if self.command.is_some() && self.tool != SHELL_TOOL {
+            return Err((
+                "command",
+                format!(
+                    "`command` applies only to `tool = \"{SHELL_TOOL}\"` (other tools' actions \
+                     are not command lines; name them with `action`)"
+                ),
+            ));
+        }
+        if self.tool == SHELL_TOOL && self.command.is_none() && self.action.is_none() {
+            return Err((
+                "tool",
+                format!(
+                    "a `{SHELL_TOOL}` grant must say which commands it covers: \
+                     `command = [\"ls\", \"**\"]` (the program and its arguments) or an exact \
+                     `action`; by tool alone it would run any command line the assessment \
+                     rates low enough"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `true` for a key that is there, whatever its value.
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    IgnoredAny::deserialize(deserializer).map(|_| true)
 }
 
 /// Why a configuration could not be read. Every message names the file.
@@ -779,8 +833,14 @@ struct Layout {
 struct GrantLayout {
     /// From the grant's `[[approval_grants]]` header (or `{`) to the end of its last value.
     extent: Range<usize>,
-    /// Where its `tool` key is.
-    tool_at: Option<usize>,
+    /// Its keys with the byte offset of each.
+    keys: Vec<(String, usize)>,
+}
+
+impl GrantLayout {
+    fn key_at(&self, key: &str) -> Option<usize> {
+        self.keys.iter().find(|(k, _)| k == key).map(|(_, at)| *at)
+    }
 }
 
 impl Layout {
@@ -796,17 +856,15 @@ impl Layout {
                     // An array-of-tables element's span is only its header: widen it to
                     // its keys and values.
                     let mut extent = grant.span();
-                    let mut tool_at = None;
+                    let mut keys = Vec::new();
                     if let DeValue::Table(table) = grant.get_ref() {
                         for (key, value) in table.iter() {
                             extent.start = extent.start.min(key.span().start);
                             extent.end = extent.end.max(key.span().end).max(value.span().end);
-                            if key.get_ref() == "tool" {
-                                tool_at = Some(key.span().start);
-                            }
+                            keys.push((key.get_ref().to_string(), key.span().start));
                         }
                     }
-                    GrantLayout { extent, tool_at }
+                    GrantLayout { extent, keys }
                 })
                 .collect(),
             _ => Vec::new(),
@@ -924,7 +982,7 @@ approval_timeout_secs = 30
 
 [[approval_grants]]
 tool = "shell.exec"
-action_prefix = "/bin/sh -c 'touch /tmp/"
+command = ["touch", "/tmp/*"]
 max_risk = "medium"
 origin = "mcp_stdio"
 "#;
@@ -933,6 +991,10 @@ origin = "mcp_stdio"
         assert_eq!(c.approval_timeout_secs, Some(30));
         assert_eq!(c.approval_grants.len(), 1);
         assert_eq!(c.approval_grants[0].max_risk, GrantRisk::Medium);
+        assert_eq!(
+            c.approval_grants[0].command.as_ref().map(|p| p.to_string()),
+            Some(r#"["touch", "/tmp/*"]"#.to_string())
+        );
         let bad = [
             ("approval_timeout_secs = 121\n", "approval_timeout_secs", 1),
             ("approval_timeout_secs = 0\n", "approval_timeout_secs", 1),
@@ -1424,6 +1486,135 @@ netd_gid = 2001
             e.starts_with("c.toml:6: approval grant 2: `max_risk`: unknown variant `critical`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn action_prefix_is_retired_with_the_replacement_named() {
+        for value in ["\"/bin/sh -c 'ls \"", "\"\"", "3", "[\"x\"]"] {
+            let text = format!(
+                "approval_timeout_secs = 5\n\n[[approval_grants]]\ntool = \"shell.exec\"\n\
+                 action_prefix = {value}\nmax_risk = \"low\"\n"
+            );
+            let startup = parse(Path::new("c.toml"), &text).unwrap_err().to_string();
+            assert!(
+                startup.starts_with(
+                    "c.toml:5: approval grant 1: `action_prefix` is retired: a prefix of a \
+                     shell line can cover more than it says"
+                ),
+                "{startup}"
+            );
+            assert!(
+                startup.contains("use `command = [\"ls\", \"**\"]` (the program and its arguments) or an exact `action`"),
+                "{startup}"
+            );
+            // The same while running: a running service never reads it as a wider grant.
+            assert_eq!(running(&text).unwrap_err().to_string(), startup);
+        }
+        // Beside a `command` or an `action` it is refused all the same.
+        for with in ["command = ['ls', '**']", "action = 'x'"] {
+            let text = format!(
+                "[[approval_grants]]\ntool = 'shell.exec'\n{with}\naction_prefix = 'ls '\n"
+            );
+            let e = running(&text).unwrap_err().to_string();
+            assert!(
+                e.starts_with("c.toml:4: approval grant 1: `action_prefix` is retired"),
+                "{e}"
+            );
+        }
+        let e = running(
+            "approval_grants = [{ tool = 'fs.write' }, { tool = 'x', action_prefix = 'a' }]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("c.toml:1: approval grant 2: `action_prefix` is retired"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn shell_grants_name_their_commands() {
+        // By tool alone a shell grant would let the assessment decide what runs.
+        let text = "[[approval_grants]]\ntool = 'fs.write'\n\n[[approval_grants]]\n\
+                    tool = 'shell.exec'\nmax_risk = 'high'\n";
+        for e in [
+            parse(Path::new("c.toml"), text).unwrap_err(),
+            running(text).unwrap_err(),
+        ] {
+            let e = e.to_string();
+            assert!(
+                e.starts_with(
+                    "c.toml:5: approval grant 2: a `shell.exec` grant must say which commands it covers"
+                ),
+                "{e}"
+            );
+            assert!(e.contains("`command = [\"ls\", \"**\"]`"), "{e}");
+        }
+        // `command` is for command lines only.
+        let e = running("[[approval_grants]]\ntool = 'fs.write'\ncommand = ['ls']\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(
+                "c.toml:3: approval grant 1: `command` applies only to `tool = \"shell.exec\"`"
+            ),
+            "{e}"
+        );
+        // What is accepted.
+        let c = running(
+            "[[approval_grants]]\ntool = 'shell.exec'\naction = \"/bin/sh -c 'ls'\"\n\
+             [[approval_grants]]\ntool = 'shell.exec'\ncommand = ['am', 'start', '-n', 'com.example/.Main']\n\
+             [[approval_grants]]\ntool = 'shell.exec'\ncommand = [\n  'ls',\n  '**',\n]\naction = 'x'\n\
+             [[approval_grants]]\ntool = 'fs.write'\nmax_risk = 'high'\n",
+        )
+        .unwrap();
+        assert_eq!(c.approval_grants.len(), 4);
+        assert_eq!(
+            c.approval_grants[1]
+                .command
+                .as_ref()
+                .map(ArgvPattern::program),
+            Some("am")
+        );
+    }
+
+    #[test]
+    fn bad_command_patterns_are_refused_naming_the_grant_and_line() {
+        for (pattern, needle) in [
+            ("[]", "`command` is empty"),
+            (
+                "['']",
+                "the program (the first element of `command`) is empty",
+            ),
+            ("['*', 'x']", "cannot hold `*`"),
+            ("['**']", "cannot hold `*`"),
+            ("['ls', '**', '-l']", "`**` may only be the last element"),
+            (
+                "['ls', '/a/**']",
+                "element 2 of `command` holds `**` within other text",
+            ),
+            (
+                "['ls', \"a\\u0000b\"]",
+                "element 2 of `command` holds a NUL",
+            ),
+            ("'ls **'", "invalid type"),
+            ("['ls', 3]", "invalid type"),
+        ] {
+            let text = format!(
+                "[[approval_grants]]\ntool = 'fs.stat'\n\n[[approval_grants]]\ntool = 'shell.exec'\n\
+                 command = {pattern}\n"
+            );
+            let e = running(&text).unwrap_err().to_string();
+            assert!(
+                e.starts_with("c.toml:6: approval grant 2: `command`: "),
+                "{pattern}: {e}"
+            );
+            assert!(e.contains(needle), "{pattern}: {e}");
+            assert_eq!(
+                parse(Path::new("c.toml"), &text).unwrap_err().to_string(),
+                e
+            );
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod argv_pattern;
 pub mod channels;
 pub mod config;
 pub mod display;

@@ -71,6 +71,14 @@ pub const MAX_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
 /// Longest wait for a resource lock (the screen, a path being written).
 pub const RESOURCE_LOCK_WAIT: Duration = Duration::from_secs(30);
 
+/// Commands of one shell action sent with its approval request for grant matching
+/// (`ActionSummary.commands`); a line that runs more is sent without them, and no
+/// command grant covers it.
+pub const MAX_ACTION_COMMANDS: usize = 64;
+/// Bytes of one such command's argv (each word plus one for its end); a longer command
+/// is sent without its argv, and no grant matches it.
+pub const MAX_COMMAND_ARGV_BYTES: usize = 4096;
+
 /// Grace for in-flight requests when the service is asked to stop.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -80,4 +88,6 @@ const _: () = {
     assert!(MAX_FRAME_BYTES > MAX_SCREEN_BASE64_BYTES);
     assert!(MAX_JSON_TEXT_BYTES < MAX_FRAME_BYTES);
     assert!(MAX_ARGUMENT_JSON_BYTES < MAX_HTTP_BODY_BYTES);
+    // An approval request's parsed commands fit a frame beside everything else in it.
+    assert!(MAX_ACTION_COMMANDS * (MAX_COMMAND_ARGV_BYTES + 16) < MAX_FRAME_BYTES / 4);
 };

@@ -851,7 +851,7 @@ model = \"m\"
         let out = ed(
             "",
             "approval_grants",
-            r#"[{ tool = "fs.stat" }, { tool = "shell.exec", action_prefix = "ls " }]"#,
+            r#"[{ tool = "fs.stat" }, { tool = "shell.exec", command = ["ls", "**"] }]"#,
         )
         .unwrap();
         assert!(
@@ -872,6 +872,47 @@ model = \"m\"
         )
         .is_err());
         assert!(ed("", "approval_grants", "3").is_err());
+        assert!(out.contains("command = [\"ls\", \"**\"]"), "{out}");
+        // Never written: a retired `action_prefix`, a shell grant by tool alone, a bad
+        // pattern (the message says why and what to write instead).
+        for (grants, needle) in [
+            (
+                r#"[{ tool = "shell.exec", action_prefix = "/bin/sh -c 'ls " }]"#,
+                "`action_prefix` is retired",
+            ),
+            (
+                r#"[{ tool = "shell.exec", command = ["ls"], action_prefix = "x" }]"#,
+                "`action_prefix` is retired",
+            ),
+            (
+                r#"[{ tool = "shell.exec", max_risk = "high" }]"#,
+                "must say which commands it covers",
+            ),
+            (
+                r#"[{ tool = "shell.exec", command = ["ls", "**", "-l"] }]"#,
+                "`**` may only be the last element",
+            ),
+            (
+                r#"[{ tool = "fs.write", command = ["ls"] }]"#,
+                "`command` applies only",
+            ),
+        ] {
+            let msg = ed("", "approval_grants", grants).unwrap_err().to_string();
+            assert!(msg.contains(needle), "{grants}: {msg}");
+        }
+        // A file with one is repaired by setting the grants again, and only so.
+        let old = "[[approval_grants]]\ntool = \"shell.exec\"\naction_prefix = \"ls \"\n";
+        let msg = ed(old, "approval_timeout_secs", "30")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("`action_prefix` is retired"), "{msg}");
+        let fixed = ed(
+            old,
+            "approval_grants",
+            r#"[{ tool = "shell.exec", command = ["ls", "**"] }]"#,
+        )
+        .unwrap();
+        assert!(!fixed.contains("action_prefix"), "{fixed}");
         assert_eq!(
             ed(&out, "approval_grants", "[]").unwrap(),
             "approval_grants = []\n"

@@ -79,6 +79,7 @@ fn screen_dump(call_id: u64) -> ActionSummary {
         identity: Identity::Shell,
         confinement: Confinement::Fixed,
         reasons: Vec::new(),
+        commands: None,
     }
 }
 

@@ -215,22 +215,74 @@ fn a_client_that_disconnects_leaves_its_request_pending_and_unrun() {
 }
 
 #[test]
-fn grants_cover_matching_actions_but_never_dangerous_and_follow_config_edits() {
-    let grant = "approval_timeout_secs = 60\n\n[[approval_grants]]\ntool = \"shell.exec\"\naction_prefix = \"/bin/sh -c 'touch \"\nmax_risk = \"high\"\n";
+fn grants_cover_their_commands_only_never_dangerous_and_follow_config_edits() {
+    let grant = "approval_timeout_secs = 60\n\n[[approval_grants]]\ntool = \"shell.exec\"\ncommand = [\"touch\", \"**\"]\nmax_risk = \"high\"\n";
     let fx = Fixture::new(grant);
     let server = Server::start(&fx, &[], &[]);
-    let marker = fx.dir.path().join("granted-marker");
+    let dir = fx.dir.path();
+    let marker = dir.join("granted-marker");
     let r = server.invoke("shell.exec", touch(&marker));
     assert!(!r.is_error, "{r:?}");
     assert!(
         marker.exists(),
         "a matching grant must run without a prompt"
     );
+    let two = [dir.join("one"), dir.join("two")];
+    let r = server.invoke(
+        "shell.exec",
+        json!({"command": format!(
+            "touch {} && sleep 0 && touch {}; echo done",
+            two[0].display(),
+            two[1].display()
+        )}),
+    );
+    assert!(!r.is_error, "{r:?}");
+    assert!(two.iter().all(|m| m.exists()));
+
+    // What rides along with a granted command waits for a person, as the attack on the
+    // retired `action_prefix` did not.
+    let rider = dir.join("rider");
+    let lines = [
+        format!(
+            "touch {}; mkdir {}",
+            dir.join("a").display(),
+            rider.display()
+        ),
+        format!(
+            "touch {} && ln -s /etc/passwd {}",
+            dir.join("b").display(),
+            rider.display()
+        ),
+        format!(
+            "touch {} $(mkdir {})",
+            dir.join("c").display(),
+            rider.display()
+        ),
+        format!("touch {} > {}", dir.join("d").display(), rider.display()),
+        format!("X=1; export X; touch {}", dir.join("e").display()),
+        // Read-only, but it would read as root, outside the sandbox.
+        format!("touch {}; cat /etc/hostname", dir.join("f").display()),
+    ];
+    let calls: Vec<_> = lines
+        .iter()
+        .map(|line| server.invoke_async("shell.exec", json!({ "command": line })))
+        .collect();
+    let pending = wait_pending(&fx, lines.len());
+    for p in &pending {
+        run_without_terminal(&fx, &["protocol", "reject", p["id"].as_str().unwrap()]);
+    }
+    for call in calls {
+        assert!(call.join().unwrap().is_error);
+    }
+    assert!(!rider.exists());
+    for name in ["a", "b", "c", "d", "e", "f"] {
+        assert!(!dir.join(name).exists(), "{name}");
+    }
 
     // Dangerous is never covered, whatever the grant says.
-    let victim = fx.dir.path().join("victim");
+    let victim = dir.join("victim");
     std::fs::create_dir_all(&victim).unwrap();
-    let text = grant.replace("'touch \"", "'\"");
+    let text = grant.replace("[\"touch\", \"**\"]", "[\"rm\", \"**\"]");
     std::fs::write(fx.config(), &text).unwrap();
     let call = server.invoke_async(
         "shell.exec",
@@ -244,12 +296,43 @@ fn grants_cover_matching_actions_but_never_dangerous_and_follow_config_edits() {
 
     // Editing the configuration changes the next decision without a restart.
     std::fs::write(fx.config(), "approval_timeout_secs = 60\n").unwrap();
-    let second = fx.dir.path().join("second-marker");
+    let second = dir.join("second-marker");
     let call = server.invoke_async("shell.exec", touch(&second));
     let p = wait_pending(&fx, 1).remove(0);
     run_without_terminal(&fx, &["protocol", "reject", p["id"].as_str().unwrap()]);
     assert!(call.join().unwrap().is_error);
     assert!(!second.exists());
+
+    // A retired `action_prefix` written into the running service's file is refused, never
+    // read as a wider grant: nothing runs until the file is fixed.
+    std::fs::write(
+        fx.config(),
+        "[[approval_grants]]\ntool = \"shell.exec\"\naction_prefix = \"/bin/sh -c 'touch \"\n",
+    )
+    .unwrap();
+    let third = dir.join("third-marker");
+    let r = server.invoke("shell.exec", touch(&third));
+    assert!(r.is_error);
+    let said = format!("{} {:?}", r.structured, r.content);
+    assert!(said.contains("`action_prefix` is retired"), "{said}");
+    assert!(!third.exists());
+}
+
+#[test]
+fn a_retired_action_prefix_refuses_startup() {
+    let fx = Fixture::new(
+        "[[approval_grants]]\ntool = \"shell.exec\"\naction_prefix = \"/bin/sh -c 'am start \"\n",
+    );
+    let err = Server::start_args(&fx, &["protocol", "serve", "--port", "0"], &[])
+        .err()
+        .unwrap();
+    assert!(
+        err.1
+            .contains("config.toml:3: approval grant 1: `action_prefix` is retired"),
+        "{}",
+        err.1
+    );
+    assert!(err.1.contains("command = [\"ls\", \"**\"]"), "{}", err.1);
 }
 
 #[test]

@@ -156,6 +156,7 @@ fn read_only_summary(call_id: u64) -> ActionSummary {
         identity: Identity::Launching,
         confinement: Confinement::Fixed,
         reasons: Vec::new(),
+        commands: None,
     }
 }
 

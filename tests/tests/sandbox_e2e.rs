@@ -227,7 +227,7 @@ fn a_tool_command_cannot_approve_its_own_request() {
     let grant = "approval_timeout_secs = 60\n\
         [[approval_grants]]\n\
         tool = \"shell.exec\"\n\
-        action_prefix = \"/bin/sh -c 'XDG_CONFIG_HOME=\"\n\
+        command = [\"env\", \"**\"]\n\
         max_risk = \"high\"\n";
     let fx = Fixture::with_config_at("nl2sh/config.toml", grant);
     let dir = fx.dir.path().to_path_buf();
@@ -245,7 +245,7 @@ fn a_tool_command_cannot_approve_its_own_request() {
     let approver = dir.join("approver");
     std::fs::copy(nl2sh_bin(), &approver).unwrap();
     let attack = format!(
-        "XDG_CONFIG_HOME={} script -qec \"{} protocol approve {id} --phrase '{phrase}'\" /dev/null",
+        "env XDG_CONFIG_HOME={} script -qec \"{} protocol approve {id} --phrase '{phrase}'\" /dev/null",
         dir.display(),
         approver.display()
     );

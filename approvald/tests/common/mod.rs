@@ -175,5 +175,6 @@ pub fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
         identity: Identity::Launching,
         confinement: Confinement::Fixed,
         reasons: Vec::new(),
+        commands: None,
     }
 }

@@ -18,6 +18,7 @@ impl Script {
             pipelines: vec![Pipeline {
                 commands: vec![command],
                 background: false,
+                pipe_all: false,
             }],
         }
     }
@@ -29,6 +30,9 @@ pub(super) struct Pipeline {
     pub commands: Vec<Command>,
     /// Started with `&`: it runs in the background and may outlive the line.
     pub background: bool,
+    /// Joined by `|&` somewhere: bash pipes standard error too, mksh starts what is left
+    /// of it as a co-process, in the background.
+    pub pipe_all: bool,
 }
 
 #[derive(Debug)]
@@ -159,6 +163,9 @@ pub(super) struct HereBody {
 #[derive(Debug, Default)]
 pub(super) struct Word {
     pub pieces: Vec<Piece>,
+    /// It holds `$'…'` or `$"…"`, read here as bash and mksh read them; dash reads a `$`
+    /// and a quoted string, so its text depends on the shell.
+    pub dollar_quotes: bool,
 }
 
 #[derive(Debug)]

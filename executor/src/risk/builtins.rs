@@ -158,6 +158,8 @@ impl Walker {
             self.set_taint(*why);
         }
         for name in taint::builtin_names(key, cli) {
+            // `printf -v X`, `wait -p X`: a variable changes, perhaps an exported one.
+            self.state_changed = true;
             if let Some(why) = taint::name_taints(&name) {
                 self.set_taint(why);
             }

@@ -4,10 +4,11 @@
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-use nl2sh_proto::channels::RiskLevel::{Critical, High, Low, Medium};
+use nl2sh_proto::channels::RiskLevel::{self, Critical, High, Low, Medium};
 
 use super::args::{args_of, Arg};
 use super::ast::{Command, Kind, Piece, Pipeline, RedirOp, Script, Simple, Word};
+use super::commands::{self, Commands, STATE_BUILTINS};
 use super::exec_table::{ENV_COMMANDS, ENV_PREFIXES, ENV_VARS};
 use super::parser::parse;
 use super::paths::Cwd;
@@ -54,6 +55,11 @@ pub(super) struct Walker {
     pub taint: Option<String>,
     /// A `trap` was set: its action runs at the end, after everything else.
     pub trapped: bool,
+    /// Something changed the shell's variables, environment or settings: later
+    /// commands may not be what their words say (see [`commands`]).
+    pub state_changed: bool,
+    /// Every command the line runs, for scoped grants.
+    pub commands: Commands,
 }
 
 impl Walker {
@@ -67,6 +73,8 @@ impl Walker {
             protected: protected.clone(),
             taint: None,
             trapped: false,
+            state_changed: false,
+            commands: Commands::default(),
         }
     }
 
@@ -75,6 +83,8 @@ impl Walker {
         let mut a = self.shell_text(line, 0, &Stdin::Inherited);
         if let (true, Some(why)) = (self.trapped, &self.taint) {
             a.raise(Medium, format!("a trap action runs after {why}"));
+            self.commands
+                .unresolve("a trap action runs after the line changed");
         }
         a
     }
@@ -117,17 +127,25 @@ impl Walker {
         let mut a = Assessment::read_only();
         if depth > MAX_DEPTH {
             a.raise(Critical, TOO_DEEP);
+            self.commands.unresolve(TOO_DEEP);
             return a;
         }
         if !self.step() {
             a.raise(High, "too complex to assess");
+            self.commands.unresolve("too complex to assess");
             return a;
         }
         if text.contains('\0') {
             a.raise(Medium, "contains a NUL character");
+            self.commands.unresolve("contains a NUL character");
+        }
+        if text.contains('\r') {
+            // The lexer splits words at it; the shell does not.
+            self.commands.unresolve("contains a carriage return");
         }
         let parsed = parse(text, depth);
         for (level, problem) in parsed.problems {
+            self.commands.unresolve(problem.as_str());
             a.raise(level, problem);
         }
         a.merge(self.script(&parsed.script, depth, stdin));
@@ -149,6 +167,7 @@ impl Walker {
             if self.steps == 0 {
                 // Loops are walked twice: the budget also bounds nested ones.
                 a.raise(High, "too complex to assess");
+                self.commands.unresolve("too complex to assess");
                 break;
             }
             a.merge(self.pipeline(p, depth, stdin));
@@ -160,6 +179,11 @@ impl Walker {
         let mut a = Assessment::read_only();
         if p.background {
             a.raise(Low, "runs in the background, may outlive the call");
+            self.commands.unresolve("runs in the background");
+        }
+        if p.pipe_all {
+            self.commands
+                .unresolve("`|&` starts a co-process in mksh (in the background)");
         }
         // The commands of a pipeline, and a background one, run in subshells.
         let apart = p.background || p.commands.len() > 1;
@@ -187,9 +211,25 @@ impl Walker {
             } => {
                 let mut a = Assessment::read_only();
                 let stdin = self.redirections(redirs, depth, stdin, &mut a);
-                for w in words {
-                    a.merge(self.substitutions(w, depth));
+                if a.level > RiskLevel::ReadOnly
+                    || a.requires_root
+                    || !redirs.iter().all(commands::redirection_keeps_files)
+                {
+                    // What they write is no command's doing.
+                    self.commands
+                        .unresolve("a redirection of a compound command writes");
                 }
+                let mut worded = Assessment::read_only();
+                for w in words {
+                    worded.merge(self.substitutions(w, depth));
+                }
+                if !words.is_empty() {
+                    // `case`, `[[`, `for`: the shell evaluates these words itself (`[[ $x
+                    // -eq 1 ]]` reads `$x` as arithmetic), so they are a command of their
+                    // own, one no grant matches.
+                    self.commands.record(None, &worded);
+                }
+                a.merge(worded);
                 let passes = match kind {
                     Kind::Group => 1,
                     Kind::Subshell => {
@@ -209,6 +249,7 @@ impl Walker {
                             self.set_taint(why);
                         }
                         if let Some(var) = var {
+                            self.state_changed = true;
                             self.remember(var, None);
                         }
                         // A second pass sees what the first iteration changed.
@@ -226,7 +267,17 @@ impl Walker {
     }
 
     fn simple(&mut self, s: &Simple, depth: usize, stdin: &Stdin) -> Assessment {
+        // Whether a grant may match this command is decided by what ran before it.
+        let unchanged = self.taint.is_none()
+            && !self.state_changed
+            && self.cwd == Cwd::Start
+            && self.cwd_before.is_empty();
         let mut a = Assessment::read_only();
+        if !s.assigns.is_empty() {
+            // Even before a program, an assignment may last (POSIX special builtins) or
+            // change an exported variable.
+            self.state_changed = true;
+        }
         for w in &s.assigns {
             a.merge(self.substitutions(w, depth));
             let value = w.assignment_value();
@@ -244,7 +295,19 @@ impl Walker {
                 }
             }
         }
-        let stdin = self.redirections(&s.redirs, depth, stdin, &mut a);
+        let mut redirected = Assessment::read_only();
+        let stdin = self.redirections(&s.redirs, depth, stdin, &mut redirected);
+        let redirections_keep_files = redirected.level == RiskLevel::ReadOnly
+            && !redirected.requires_root
+            && s.redirs.iter().all(commands::redirection_keeps_files);
+        a.merge(redirected);
+        if s.words
+            .first()
+            .and_then(Word::literal)
+            .is_some_and(|program| STATE_BUILTINS.contains(&program.as_str()))
+        {
+            self.state_changed = true;
+        }
         let mut args = Vec::new();
         for w in &s.words {
             a.merge(self.substitutions(w, depth));
@@ -257,6 +320,12 @@ impl Walker {
             args.extend(expanded);
         }
         a.merge(self.invoke(&args, depth, &stdin));
+        if !s.is_empty() {
+            let argv = (unchanged && s.assigns.is_empty() && redirections_keep_files)
+                .then(|| commands::literal_argv(&s.words))
+                .flatten();
+            self.commands.record(argv, &a);
+        }
         a
     }
 
@@ -309,6 +378,9 @@ impl Walker {
         if let Some(why) = taint::in_word(w) {
             self.set_taint(why);
         }
+        if commands::word_assigns(w) {
+            self.state_changed = true;
+        }
         let mut nested = Vec::new();
         w.nested(&mut nested);
         let mut a = Assessment::read_only();
@@ -333,6 +405,16 @@ impl Walker {
     ) -> Stdin {
         let mut input = stdin.clone();
         for r in redirs {
+            if matches!(r.op, RedirOp::WriteBoth | RedirOp::AppendBoth) {
+                // dash reads `ls &>F touch G` as `ls &` and `>F touch G`.
+                self.commands
+                    .unresolve("`&>` is a background job and a redirection in dash");
+            }
+            if r.fd.is_some_and(|fd| fd > 9) {
+                // dash and mksh take one digit: `ls 10>F` gives ls the argument `10`.
+                self.commands
+                    .unresolve("a descriptor above 9 is an argument in dash and mksh");
+            }
             a.merge(self.substitutions(&r.target, depth));
             let mut target = Arg::from_word(&r.target);
             let known = self.known(&r.target);

@@ -20,10 +20,12 @@ impl Walker {
         };
         if depth > MAX_DEPTH {
             a.raise(Critical, TOO_DEEP);
+            self.commands.unresolve(TOO_DEEP);
             return a;
         }
         if !self.step() {
             a.raise(High, "too complex to assess");
+            self.commands.unresolve("too complex to assess");
             return a;
         }
         for arg in args {

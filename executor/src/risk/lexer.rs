@@ -241,10 +241,12 @@ impl Parser {
             }
             Some('\'') if !quoted => {
                 self.pos += 2;
+                w.dollar_quotes = true;
                 self.ansi_c(w);
             }
             Some('"') if !quoted => {
                 self.pos += 2;
+                w.dollar_quotes = true;
                 self.quoted(w, true);
             }
             Some(c) if c == '_' || c.is_ascii_alphabetic() => {

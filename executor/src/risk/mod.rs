@@ -15,13 +15,15 @@
 //! `options` reads command lines with the option grammars of `spec` (`spec_text`,
 //! `spec_sys`, `spec_modes`, `spec_android`); `taint` notices what makes later commands
 //! unknowable (aliases, functions, `PATH`); `paths` resolves and matches paths and
-//! `protect` guards nl2sh's own files.
+//! `protect` guards nl2sh's own files. The same walk collects the commands a line runs
+//! (`commands`), which scoped grants match.
 
 mod access;
 mod args;
 mod ast;
 mod builtins;
 mod classify;
+mod commands;
 mod exec_table;
 mod find_table;
 mod invoke;
@@ -53,7 +55,7 @@ mod tests;
 
 use std::path::Path;
 
-use nl2sh_proto::channels::RiskLevel;
+use nl2sh_proto::channels::{ParsedCommand, RiskLevel};
 
 pub use protect::Protected;
 
@@ -139,10 +141,24 @@ pub fn assess_shell_protected(line: &str, protected: &Protected) -> Assessment {
 /// Assess a shell command line that starts in `cwd` (absolute) when it is known, so its
 /// relative paths are judged where they point.
 pub fn assess_shell_in(line: &str, cwd: Option<&Path>, protected: &Protected) -> Assessment {
+    assess_shell_commands(line, cwd, protected).0
+}
+
+/// Assess a shell command line (as [`assess_shell_in`]) and take it apart into the
+/// commands it runs, each with its own assessment, for scoped grants to match
+/// (`ActionSummary.commands`; see `commands.rs` for what a grant may match). `None` when
+/// the line cannot be taken apart fully, and when it starts in a `cwd` of the caller's
+/// choosing: a relative path, or a relative `PATH` entry, would then name another file
+/// than the grant does.
+pub fn assess_shell_commands(
+    line: &str,
+    cwd: Option<&Path>,
+    protected: &Protected,
+) -> (Assessment, Option<Vec<ParsedCommand>>) {
     if line.len() > MAX_LINE {
         let mut a = Assessment::read_only();
         a.raise(RiskLevel::High, "command line too long to assess");
-        return a;
+        return (a, None);
     }
     let mut walker = classify::Walker::new(protected);
     if let Some(dir) = cwd
@@ -151,7 +167,9 @@ pub fn assess_shell_in(line: &str, cwd: Option<&Path>, protected: &Protected) ->
     {
         walker.cwd = paths::Cwd::Known(paths::normalize(&dir));
     }
-    walker.line(line)
+    let a = walker.line(line);
+    let commands = std::mem::take(&mut walker.commands).finish(&a);
+    (a, commands.filter(|_| cwd.is_none()))
 }
 
 /// Assess writing (create/overwrite/append/chmod) the file at `path` (absolute, already

@@ -291,7 +291,8 @@ impl Parser {
         loop {
             p.commands.push(self.parse_command());
             match self.look() {
-                Look::Op(Op::Pipe | Op::PipeAll) => {
+                Look::Op(op @ (Op::Pipe | Op::PipeAll)) => {
+                    p.pipe_all |= op == Op::PipeAll;
                     self.take();
                     self.skip_newlines();
                 }

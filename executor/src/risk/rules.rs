@@ -7,6 +7,7 @@ use nl2sh_proto::channels::RiskLevel::{Critical, Dangerous, High, Medium};
 use super::args::Arg;
 use super::ast::is_name;
 use super::classify::{Stdin, Walker};
+use super::commands::STATE_BUILTINS;
 use super::exec_table::{AM_ACTIONS, CORE_PROCESSES};
 use super::lexer::shorten;
 use super::options::{
@@ -22,6 +23,10 @@ impl Walker {
     /// Rules for `key` beyond the tables.
     pub fn rules(&mut self, key: &str, cli: &Cli, depth: usize, stdin: &Stdin) -> Assessment {
         let mut a = Assessment::read_only();
+        // Also when a wrapper (`command`, `builtin`, `eval`) runs it.
+        if STATE_BUILTINS.contains(&key) {
+            self.state_changed = true;
+        }
         self.builtin_taints(key, cli, &mut a);
         match key {
             "rm" => self.rm(cli, &mut a),

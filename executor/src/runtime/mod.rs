@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use nl2sh_proto::channels::{Attachment, Confinement, Identity, SandboxPayload};
+use nl2sh_proto::channels::{Attachment, Confinement, Identity, ParsedCommand, SandboxPayload};
 
 use crate::device::DeviceEnv;
 use crate::risk::Assessment;
@@ -59,6 +59,9 @@ pub struct Prepared {
     pub confinement: Confinement,
     pub resources: Vec<locks::Resource>,
     pub timeout: Duration,
+    /// For a command line: the commands it runs, for scoped grants to match
+    /// ([`crate::risk::assess_shell_commands`]); `None` for every other action.
+    pub commands: Option<Vec<ParsedCommand>>,
     pub run: RunFn,
 }
 

@@ -271,6 +271,7 @@ impl Pipeline {
                 .take(MAX_REASONS)
                 .map(|r| fit(r, MAX_REASON_BYTES))
                 .collect(),
+            commands: prepared.commands.clone(),
         };
         // A confined read-only call that approvald's policy snapshot lets run needs no
         // round trip; it is reported with its outcome. Everything else asks.
@@ -289,7 +290,15 @@ impl Pipeline {
             Some((authority, version)) => (
                 Decision::Allowed,
                 String::new(),
-                Some((authority, version, summary)),
+                // Only grants read the commands, and no grant decides this call.
+                Some((
+                    authority,
+                    version,
+                    ActionSummary {
+                        commands: None,
+                        ..summary
+                    },
+                )),
             ),
             None => {
                 let (decision, reason) = tokio::select! {

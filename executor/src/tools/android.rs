@@ -142,6 +142,7 @@ fn command_action(
             Vec::new()
         },
         timeout: ANDROID_TIMEOUT,
+        commands: None,
         run: Box::new(move |ctx| {
             Box::pin(async move {
                 let out = run_checked(&ctx, spec).await?;

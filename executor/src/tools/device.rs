@@ -27,6 +27,7 @@ pub(super) fn read_only(
         confinement: Confinement::Fixed,
         resources: Vec::new(),
         timeout: PROC_TIMEOUT,
+        commands: None,
         run: Box::new(move |ctx| Box::pin(async move { ctx.blocking(run).await })),
     }
 }

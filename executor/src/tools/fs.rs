@@ -80,6 +80,7 @@ fn read_prepared(
         confinement: Confinement::Sandbox,
         resources: Vec::new(),
         timeout: FS_TIMEOUT,
+        commands: None,
         run: Box::new(move |ctx| {
             Box::pin(async move {
                 let value = match ctx.sandbox.clone() {
@@ -273,6 +274,7 @@ fn prepare_stat(args: &Map<String, Value>, _env: &Arc<DeviceEnv>) -> Result<Prep
         confinement: Confinement::Fixed,
         resources: Vec::new(),
         timeout: FS_TIMEOUT,
+        commands: None,
         run: Box::new(move |ctx| {
             Box::pin(async move {
                 ctx.blocking(move || {
@@ -391,6 +393,7 @@ fn prepare_write(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prep
         confinement: Confinement::Sandbox,
         resources: vec![Resource::Path(path)],
         timeout: FS_TIMEOUT,
+        commands: None,
         run: Box::new(move |ctx| {
             Box::pin(async move {
                 ctx.blocking(move || write_file(&target, &bytes, mode, permissions))

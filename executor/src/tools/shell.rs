@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use nl2sh_proto::channels::{Confinement, Identity};
+use nl2sh_proto::config::SHELL_TOOL;
 
 use super::TableTool;
 use crate::device::DeviceEnv;
@@ -15,7 +16,7 @@ use crate::runtime::{normalize_path, Args, Prepared, ToolDef, ToolError, ToolOut
 pub fn exec() -> TableTool {
     TableTool {
         def: ToolDef {
-            name: "shell.exec",
+            name: SHELL_TOOL,
             description: "Run a command line with the device's shell (sh -c), without a \
                 terminal. Returns exit_code, stdout, stderr (bounded, truncation marked), \
                 duration_ms, timed_out and sandboxed. Read-only commands run at once in a \
@@ -51,7 +52,8 @@ fn prepare_exec(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepa
         .transpose()?;
     let timeout = a.timeout("timeout")?;
     let unconfined = a.opt_bool("unconfined")?.unwrap_or(false);
-    let mut assessment = risk::assess_shell_in(&command, cwd.as_deref(), &env.protected);
+    let (mut assessment, commands) =
+        risk::assess_shell_commands(&command, cwd.as_deref(), &env.protected);
     if let Some(c) = &cwd {
         assessment.merge(risk::assess_path_read_protected(c, &env.protected));
     }
@@ -78,6 +80,7 @@ fn prepare_exec(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepa
         },
         resources: Vec::new(),
         timeout,
+        commands,
         run: Box::new(move |ctx| {
             Box::pin(async move {
                 let mut spec = CommandSpec::new(argv);

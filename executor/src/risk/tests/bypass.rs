@@ -419,6 +419,20 @@ const BACKGROUND: &[(&str, Want)] = &[
     ("tmux new -d ls", Min(Medium)),
 ];
 
+/// Every table above, for checks that hold for any line.
+pub(super) const ALL: &[&[(&str, Want)]] = &[
+    ABBREVIATIONS,
+    UNKNOWN_OPTIONS,
+    RUNNERS,
+    HERE_DOCUMENTS,
+    UNKNOWABLE,
+    FLAG_IN_VALUE,
+    SUBCOMMANDS,
+    WRITERS,
+    SECRETS,
+    BACKGROUND,
+];
+
 #[test]
 fn abbreviations() {
     check_rows(ABBREVIATIONS, &Protected::default());

@@ -2,7 +2,9 @@
 
 use nl2sh_proto::channels::RiskLevel::{High, ReadOnly};
 
-use super::super::{assess_path_read, assess_path_write, assess_shell};
+use super::super::{
+    assess_path_read, assess_path_write, assess_shell, assess_shell_commands, Protected,
+};
 
 /// A small deterministic generator (xorshift64*), so failures reproduce.
 struct Rng(u64);
@@ -140,6 +142,17 @@ fn random_lines_do_not_panic() {
         let line = rng.string(META, 60);
         let a = assess_shell(&line);
         assert!(a.reasons.len() <= 33);
+        // The commands collected for grants agree with the assessment.
+        let (same, commands) = assess_shell_commands(&line, None, &Protected::default());
+        assert_eq!(same, a, "{line:?}");
+        if let Some(commands) = commands {
+            let line_read_only = a.level == ReadOnly && !a.requires_root;
+            assert_eq!(
+                commands.iter().all(|c| c.read_only),
+                line_read_only,
+                "{line:?}: {a:?} {commands:?}"
+            );
+        }
         let _ = assess_path_write(std::path::Path::new(&line));
         let _ = assess_path_read(std::path::Path::new(&line));
     }

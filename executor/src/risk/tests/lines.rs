@@ -6,14 +6,14 @@ use nl2sh_proto::channels::RiskLevel::{self, Critical, Dangerous, High, Low, Med
 use super::super::assess_shell;
 
 #[derive(Debug, Clone, Copy)]
-enum Want {
+pub(super) enum Want {
     Min(RiskLevel),
     Is(RiskLevel),
 }
 use Want::{Is, Min};
 
 /// (line, level, requires_root)
-const LINES: &[(&str, Want, bool)] = &[
+pub(super) const LINES: &[(&str, Want, bool)] = &[
     // --- Bypass shapes (spec/MCP-NOTES.md: quoting, substitution, newlines, paths).
     ("rm -rf /", Is(Critical), false),
     ("$(echo rm) -rf /", Min(High), false),

@@ -3,6 +3,7 @@
 //! nl2sh's own files (`protected`) and robustness against arbitrary input (`fuzz`).
 
 mod bypass;
+mod commands;
 mod fuzz;
 mod grammar;
 mod lines;

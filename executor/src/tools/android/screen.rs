@@ -72,6 +72,7 @@ fn prepare_dump(_args: &Args<'_>, env: &DeviceEnv, program: &str) -> Result<Prep
         confinement: Confinement::Fixed,
         resources: vec![Resource::Screen],
         timeout: ANDROID_TIMEOUT,
+        commands: None,
         run: Box::new(move |ctx| {
             Box::pin(async move {
                 let file = DumpFile::create(path, chown_to_shell)?;
@@ -225,6 +226,7 @@ fn prepare_screenshot(
         confinement: Confinement::Fixed,
         resources: vec![Resource::Screen],
         timeout: ANDROID_TIMEOUT,
+        commands: None,
         run: Box::new(move |ctx| {
             Box::pin(async move {
                 let out = run_checked(&ctx, spec).await?;
