@@ -33,10 +33,10 @@ use nl2sh_proto::channels::{
     RanRecord, RiskLevel,
 };
 use nl2sh_proto::display::Shown;
+pub use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_REASONS, MAX_REASON_BYTES, MAX_SUMMARY_BYTES};
 use nl2sh_proto::limits::{
     MAX_ACTION_COMMANDS, MAX_COMMAND_ARGV_BYTES, MAX_ID_BYTES, MAX_TOOL_NAME_BYTES,
 };
-pub use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_REASONS, MAX_REASON_BYTES, MAX_SUMMARY_BYTES};
 use nl2sh_proto::rpc::OutOfState;
 
 use crate::pending::{Approvals, NotOpened};
@@ -214,7 +214,8 @@ impl Authority {
         Ok(AuthorityResponse::Decided { decision, reason })
     }
 
-    /// Queue the outcome row (committed in order, not awaited) and answer `Recorded`. An
+    /// Record the outcome row and answer `Recorded` once it is committed (the call's answer
+    /// waits for it: nothing answered is missing from the audit). An
     /// outcome for a call that was not let run (never decided, refused, or finished
     /// already) is out of state.
     pub async fn finished(&self, result: CallResult) -> Result<AuthorityResponse, OutOfState> {
@@ -232,13 +233,18 @@ impl Authority {
         record.exit_code = result.exit_code.map(i64::from);
         record.duration_ms = Some(duration_ms);
         record.summary = Some(result.summary);
-        Ok(match self.store.append_nowait(record).await {
+        Ok(self.commit(record, call_id).await)
+    }
+
+    /// Append `record` and answer once it is committed (a batch shares one commit).
+    async fn commit(&self, record: AuditRecord, call_id: i64) -> AuthorityResponse {
+        match self.store.append(record).await {
             Ok(()) => AuthorityResponse::Recorded,
             Err(e) => {
-                tracing::error!(error = %e, call_id, "outcome not recorded");
-                AuthorityResponse::NotRecorded("the outcome could not be recorded".into())
+                tracing::error!(error = %e, call_id, "audit row not recorded");
+                AuthorityResponse::NotRecorded("the audit row could not be recorded".into())
             }
-        })
+        }
     }
 
     /// The executor cancelled `call_id`: its pending approval (if any, now or about to
@@ -334,9 +340,9 @@ impl Authority {
     }
 
     /// Record a confined read-only call the executor let run under a snapshot we gave it,
-    /// decision and outcome in one row (queued, not awaited). A call that is not one a
-    /// snapshot lets run, or an id already decided, is out of state.
-    pub async fn ran(&self, ran: RanRecord) -> Result<(), OutOfState> {
+    /// decision and outcome in one row, answered once it is committed. A call that is not
+    /// one a snapshot lets run, or an id already decided, is out of state.
+    pub async fn ran(&self, ran: RanRecord) -> Result<AuthorityResponse, OutOfState> {
         let RanRecord {
             summary,
             result,
@@ -385,10 +391,7 @@ impl Authority {
         record.exit_code = result.exit_code.map(i64::from);
         record.duration_ms = Some(duration_ms);
         record.summary = Some(result.summary);
-        if let Err(e) = self.store.append_nowait(record).await {
-            tracing::error!(error = %e, call_id, "call not recorded");
-        }
-        Ok(())
+        Ok(self.commit(record, call_id).await)
     }
 
     async fn judge(&self, summary: &ActionSummary) -> (Decision, String) {

@@ -85,11 +85,7 @@ pub async fn answer_authority(
         AuthorityRequest::Policy => {
             Ok(AuthorityResponse::Policy(authority.policy_snapshot().await))
         }
-        // A notice: the answer goes nowhere.
-        AuthorityRequest::Ran(ran) => authority
-            .ran(ran)
-            .await
-            .map(|()| AuthorityResponse::Recorded),
+        AuthorityRequest::Ran(ran) => authority.ran(ran).await,
     }
 }
 

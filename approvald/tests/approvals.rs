@@ -668,7 +668,7 @@ async fn every_call_has_one_decision_and_one_outcome() {
         rig.decide(summary(1, RiskLevel::ReadOnly)).await.0,
         Decision::Allowed
     );
-    rig.notify(finished(1)).await;
+    rig.record(finished(1)).await;
     // Rejected: the executor does not run it.
     let waiting = rig.decide_later(summary(2, RiskLevel::Medium));
     let id = rig.wait_pending(1).await[0].id.clone();

@@ -52,13 +52,10 @@ impl Rig {
         self.client.call(&req).await.unwrap()
     }
 
-    /// Send a notice and return once approvald has handled it (a ping after it proves it).
-    async fn notify(&self, req: AuthorityRequest) {
-        self.client.notify(&req).await.unwrap();
-        assert!(matches!(
-            self.call(AuthorityRequest::Ping).await,
-            AuthorityResponse::Pong
-        ));
+    /// Send an audit row; approvald answers once it is committed.
+    async fn record(&self, req: AuthorityRequest) {
+        let answer = self.call(req).await;
+        assert!(matches!(answer, AuthorityResponse::Recorded), "{answer:?}");
     }
 
     /// A request (or notice) approvald must find out of state: the channel closes,
@@ -260,7 +257,7 @@ async fn finished_records_an_outcome_with_what_ran() {
         rig.decide(summary(9, RiskLevel::ReadOnly)).await.0,
         Decision::Allowed
     );
-    rig.notify(AuthorityRequest::Finished(CallResult {
+    rig.record(AuthorityRequest::Finished(CallResult {
         call_id: CallId(9),
         success: true,
         exit_code: Some(0),
@@ -306,7 +303,7 @@ async fn out_of_state_messages_close_the_executor_channel_and_record_nothing() {
         rig.decide(summary(9, RiskLevel::ReadOnly)).await.0,
         Decision::Allowed
     );
-    rig.notify(finished(9)).await;
+    rig.record(finished(9)).await;
     rig.call_out_of_state(finished(9)).await;
     assert_eq!(rig.rows().await.len(), 2);
     // An outcome for a call that was refused (its outcome was recorded with it).

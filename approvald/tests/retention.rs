@@ -571,7 +571,7 @@ async fn the_limits_come_from_the_configuration_file() {
     for id in 1..=700u64 {
         let (decision, _) = rig.decide(read_only_call(id)).await;
         assert_eq!(decision, Decision::Allowed);
-        rig.notify(AuthorityRequest::Finished(CallResult {
+        rig.record(AuthorityRequest::Finished(CallResult {
             call_id: CallId(id),
             success: true,
             exit_code: Some(0),

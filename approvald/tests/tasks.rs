@@ -985,7 +985,7 @@ async fn audit_rows_record_the_task_of_a_call() {
     let mut s = common::summary(1, RiskLevel::Medium);
     s.task = Some(task_id("task-7"));
     assert_eq!(rig.decide(s).await.0, Decision::AutoApproved);
-    rig.notify(AuthorityRequest::Finished(CallResult {
+    rig.record(AuthorityRequest::Finished(CallResult {
         call_id: CallId(1),
         success: true,
         exit_code: Some(0),
@@ -1000,7 +1000,7 @@ async fn audit_rows_record_the_task_of_a_call() {
     let mut read = common::summary(2, RiskLevel::ReadOnly);
     read.confinement = Confinement::Sandbox;
     read.task = Some(task_id("task-8"));
-    rig.notify(AuthorityRequest::Ran(RanRecord {
+    rig.record(AuthorityRequest::Ran(RanRecord {
         summary: read,
         result: CallResult {
             call_id: CallId(2),

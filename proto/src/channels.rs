@@ -689,14 +689,14 @@ pub enum AuthorityRequest {
     Ping,
     /// Decide whether `action` may run, and record the decision before answering.
     Decide(ActionSummary),
-    /// Notice (no answer): how a call approvald decided ended.
+    /// How a call approvald decided ended; answered once its outcome row is committed.
     Finished(CallResult),
     /// The call was cancelled: drop its pending approval (it is then `Withdrawn`).
     Withdraw { call_id: CallId },
     /// The policy snapshot for the configuration file as approvald reads it now.
     Policy,
-    /// Notice (no answer): a confined read-only call the executor let run under snapshot
-    /// `policy`, and how it ended; approvald records both in one audit row.
+    /// A confined read-only call the executor let run under snapshot `policy`, and how it
+    /// ended; approvald records both in one audit row and answers once it is committed.
     Ran(RanRecord),
 }
 wire!(AuthorityRequest, 0x0401);

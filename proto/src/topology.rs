@@ -217,8 +217,9 @@ channel!(
     }
 );
 channel!(
-    /// executor → approvald: decide, withdraw, the policy snapshot; outcomes and calls
-    /// run under the snapshot as notices.
+    /// executor → approvald: decide, withdraw, the policy snapshot, and outcomes and calls
+    /// run under the snapshot, each answered once its audit row is committed (a call's
+    /// answer leaves the executor only after that).
     ExecutorApprovald: Executor (Some(fds::EXECUTOR_APPROVALD)) -> Approvald (Some(fds::APPROVALD_EXECUTOR)),
     AuthorityRequest => AuthorityResponse, |q, r| {
         use AuthorityRequest as Q;
@@ -228,10 +229,10 @@ channel!(
             (Q::Ping, A::Pong)
                 | (Q::Decide(_), A::Decided { .. } | A::NotRecorded(_))
                 | (Q::Withdraw { .. }, A::Recorded)
+                | (Q::Finished(_) | Q::Ran(_), A::Recorded | A::NotRecorded(_))
                 | (Q::Policy, A::Policy(_))
         )
-    },
-    notices |q| matches!(q, AuthorityRequest::Finished(_) | AuthorityRequest::Ran(_))
+    }
 );
 channel!(
     /// Local CLI → approvald over `protocol/approvals.sock` (same uid, not from the tree).

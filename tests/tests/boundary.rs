@@ -194,7 +194,8 @@ async fn hostile_ran(
         Ok(AuthorityResponse::Policy(s)) => s.version,
         other => panic!("{other:?}"),
     };
-    client.notify(&req(version)).await.unwrap();
+    // Out of state: the channel closes instead of answering.
+    assert!(client.call(&req(version)).await.is_err());
     let end = server.await.unwrap();
     authority.store().flush().await.unwrap();
     assert!(
@@ -276,4 +277,39 @@ async fn an_action_over_the_channel_limit_is_refused_and_the_channel_stays_up() 
         .collect();
     assert_eq!(decided.len(), 1, "{rows:?}");
     assert_eq!(decided[0].record.tool.as_deref(), Some("fs.stat"));
+}
+
+/// Nothing answered is missing from the audit: the moment 40 concurrent calls have their
+/// answers, every one of them is in the database (read from the file, not through the
+/// writer), both the read-only calls decided from the snapshot and those approvald
+/// decided.
+#[tokio::test]
+async fn every_answered_call_is_already_in_the_audit() {
+    for with_snapshot in [true, false] {
+        let w = wire().await;
+        if with_snapshot {
+            w.link.refresh().await;
+        }
+        let root = Path::new("/");
+        let mut running = tokio::task::JoinSet::new();
+        for i in 0..40 {
+            let executor = w.executor.clone();
+            let req = stat(100 + i, root);
+            running.spawn(async move { executor.call(&req).await });
+        }
+        while let Some(answer) = running.join_next().await {
+            match answer.unwrap() {
+                Ok(ExecutorResponse::Outcome(o)) => assert!(o.success, "{o:?}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        // No flush: what the answers promised is already committed.
+        let rows = w.authority.store().recent(500).await.unwrap();
+        let finished = ids_of(&rows, &[AuditKind::Outcome, AuditKind::Call]);
+        assert_eq!(
+            finished.len(),
+            40,
+            "with snapshot {with_snapshot}: {rows:?}"
+        );
+    }
 }

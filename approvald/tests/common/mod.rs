@@ -53,14 +53,13 @@ impl Rig {
         self.client.call(&req).await.unwrap()
     }
 
-    /// Send a notice (`Finished`, `Ran`), and return once approvald has handled it
-    /// (notices are handled before the next frame is read: a ping after it proves it).
-    pub async fn notify(&self, req: AuthorityRequest) {
-        self.client.notify(&req).await.unwrap();
-        assert!(matches!(
-            self.client.call(&AuthorityRequest::Ping).await,
-            Ok(AuthorityResponse::Pong)
-        ));
+    /// Send an audit row (`Finished`, `Ran`); approvald answers once it is committed.
+    pub async fn record(&self, req: AuthorityRequest) {
+        let answer = self.client.call(&req).await;
+        assert!(
+            matches!(answer, Ok(AuthorityResponse::Recorded)),
+            "{answer:?}"
+        );
     }
 
     pub async fn decide(&self, summary: ActionSummary) -> (Decision, String) {

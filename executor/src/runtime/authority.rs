@@ -114,15 +114,10 @@ impl Authority {
         }
     }
 
-    /// How a call approvald decided ended (a notice: nothing waits for its row).
-    pub async fn finished(&self, result: CallResult) {
-        if let Err(e) = self
-            .client
-            .notify(&AuthorityRequest::Finished(result))
-            .await
-        {
-            tracing::warn!(error = %e, "audit outcome not recorded");
-        }
+    /// How a call approvald decided ended; returns once its row is committed, or why it
+    /// could not be.
+    pub async fn finished(&self, result: CallResult) -> Result<(), String> {
+        recorded(self.client.call(&AuthorityRequest::Finished(result)).await)
     }
 
     /// Send every record held back for company ([`nl2sh_proto::rpc::NOTICE_LINGER`]) now,
@@ -138,15 +133,30 @@ impl Authority {
         }
     }
 
-    /// A call let run under the snapshot of `policy`, and how it ended (a notice).
-    pub async fn ran(&self, summary: ActionSummary, result: CallResult, policy: ConfigVersion) {
+    /// A call let run under the snapshot of `policy`, and how it ended; returns once its
+    /// row is committed, or why it could not be.
+    pub async fn ran(
+        &self,
+        summary: ActionSummary,
+        result: CallResult,
+        policy: ConfigVersion,
+    ) -> Result<(), String> {
         let record = RanRecord {
             summary,
             result,
             policy,
         };
-        if let Err(e) = self.client.notify(&AuthorityRequest::Ran(record)).await {
-            tracing::warn!(error = %e, "audit record of a read-only call not sent");
-        }
+        recorded(self.client.call(&AuthorityRequest::Ran(record)).await)
+    }
+}
+
+/// What approvald said to an audit row.
+fn recorded(answer: Result<AuthorityResponse, nl2sh_proto::rpc::RpcError>) -> Result<(), String> {
+    match answer {
+        Ok(AuthorityResponse::Recorded) => Ok(()),
+        Ok(AuthorityResponse::NotRecorded(why)) => Err(why),
+        // Any other answer closed the channel (and ends the executor).
+        Ok(_) => Err("approvald answered out of place".into()),
+        Err(e) => Err(e.to_string()),
     }
 }

@@ -363,14 +363,22 @@ impl Pipeline {
                 (prepared.run)(ctx).await
             }
         };
-        // Audit the outcome; the call does not wait for it to be written.
+        // Audit the outcome; the answer leaves only once its row is committed, so nothing
+        // answered is missing from the audit, whatever dies next.
         let record = call_result(call_id, &result, started);
-        match (snapshot, &self.authority) {
+        let audited = match (snapshot, &self.authority) {
             (Some((authority, version, summary)), _) => {
                 authority.ran(summary, record, version).await
             }
             (None, Some(authority)) => authority.finished(record).await,
-            (None, None) => {}
+            (None, None) => Ok(()),
+        };
+        if let Err(why) = audited {
+            tracing::error!(%call_id, error = %why, "a finished call's audit row was not recorded");
+            return Err(ToolError::Failed(format!(
+                "the call ran, but its audit row could not be recorded ({why}), so its result \
+                 is withheld"
+            )));
         }
         result
     }
