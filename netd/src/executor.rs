@@ -2,7 +2,9 @@
 //! executor's `answer_x` it pairs with (`executor/src/dispatch.rs`). The channel accepts
 //! exactly the answer each request may get; any other closes it, which ends netd.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use nl2sh_proto::channels::{
     CallOrigin, Correlation, ExecutorRequest, ExecutorResponse, InvokeRequest, ToolOutcome,
@@ -22,6 +24,22 @@ pub fn next_correlation() -> Correlation {
 #[derive(Clone)]
 pub struct ExecutorClient {
     rpc: RpcClient<NetdExecutor>,
+    /// Calls running now, so a stop can cancel them ([`ExecutorClient::cancel_all`]).
+    running: Arc<Mutex<HashSet<Correlation>>>,
+}
+
+/// One running call, forgotten when its answer (or failure) is in.
+struct Running<'a> {
+    running: &'a Mutex<HashSet<Correlation>>,
+    correlation: Correlation,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut running) = self.running.lock() {
+            running.remove(&self.correlation);
+        }
+    }
 }
 
 /// The channel already refuses a wrong answer (and closes); this only names the case for
@@ -34,7 +52,39 @@ impl ExecutorClient {
     /// Handshake with the executor and start the channel.
     pub async fn start(end: Asker<NetdExecutor>) -> Result<(Self, ChannelEnd), EndError> {
         let (rpc, ended) = RpcClient::start(end).await?;
-        Ok((Self { rpc }, ended))
+        Ok((
+            Self {
+                rpc,
+                running: Arc::default(),
+            },
+            ended,
+        ))
+    }
+
+    fn running(&self, correlation: Correlation) -> Running<'_> {
+        if let Ok(mut running) = self.running.lock() {
+            running.insert(correlation);
+        }
+        Running {
+            running: &self.running,
+            correlation,
+        }
+    }
+
+    /// Cancel every call running now (a stop whose grace is running out): each then
+    /// answers its caller with an error instead of being cut off. How many were asked.
+    pub async fn cancel_all(&self) -> usize {
+        let running: Vec<Correlation> = self
+            .running
+            .lock()
+            .map(|r| r.iter().copied().collect())
+            .unwrap_or_default();
+        for correlation in &running {
+            if let Err(e) = self.cancel(*correlation).await {
+                tracing::warn!(error = %e, "could not cancel a running call");
+            }
+        }
+        running.len()
     }
 
     /// The device environment object, as JSON text (`answer_inspect`).
@@ -55,6 +105,7 @@ impl ExecutorClient {
 
     /// Run one tool through the executor's pipeline (`answer_invoke`).
     pub async fn invoke(&self, call: InvokeRequest) -> Result<ToolOutcome, RpcError> {
+        let _running = self.running(call.correlation);
         match self.rpc.call(&ExecutorRequest::Invoke(call)).await? {
             ExecutorResponse::Outcome(outcome) => Ok(outcome),
             other => Err(unreachable_answer(other)),
@@ -67,6 +118,7 @@ impl ExecutorClient {
         correlation: Correlation,
         origin: CallOrigin,
     ) -> Result<ToolOutcome, RpcError> {
+        let _running = self.running(correlation);
         let req = ExecutorRequest::ReadScreen {
             correlation,
             origin,

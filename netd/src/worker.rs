@@ -29,6 +29,9 @@ use crate::tasks::{Runner, TaskService, Unavailable};
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
 /// Upper bound on a drain grace, whatever the supervisor asks.
 const MAX_GRACE: Duration = Duration::from_secs(60);
+/// How long before the end of a stop's grace the calls still running are cancelled, so
+/// their errors reach their callers in time.
+const CANCEL_BEFORE_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Where the HTTP listener comes from: the fd the supervisor placed (`nl2sh` binary), or
 /// one handed over in process (tests). stdio needs none.
@@ -99,23 +102,25 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
             }
         };
         let tasks = TaskService::new(store, runner);
+        let stopping = executor.clone();
         let backends = Backends {
             executor,
             tasks: tasks.clone(),
         };
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let server = start_serving(listener, settings, backends, stop_rx)?;
-        Ok((tasks, executor_end, store_end, stop_tx, server))
+        Ok((tasks, stopping, executor_end, store_end, stop_tx, server))
     };
     // `tasks` holds the store client while serving: dropping the last one closes the
     // channel.
-    let (tasks, mut executor_end, mut store_end, stop_tx, mut server) = match started.await {
-        Ok(parts) => parts,
-        Err(e) => {
-            let _ = control.refuse(e.to_string()).await;
-            return Err(e);
-        }
-    };
+    let (tasks, stopping, mut executor_end, mut store_end, stop_tx, mut server) =
+        match started.await {
+            Ok(parts) => parts,
+            Err(e) => {
+                let _ = control.refuse(e.to_string()).await;
+                return Err(e);
+            }
+        };
 
     control.started().await?;
     // TEST HOOK (debug builds only): right after Started, before any request is served.
@@ -141,7 +146,26 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
                 // transport stops.
                 tasks.drain(deadline).await;
                 let _ = stop_tx.send(());
-                match tokio::time::timeout_at(deadline, &mut server).await {
+                // Direct calls still running when the grace is nearly out are cancelled
+                // (their commands killed, pending approvals withdrawn), so each answers
+                // its caller with an error instead of having its connection cut.
+                let margin = (grace / 2).min(CANCEL_BEFORE_DEADLINE);
+                let cancel_at = deadline - margin;
+                let ended = tokio::select! {
+                    end = &mut server => Some(end),
+                    () = tokio::time::sleep_until(cancel_at) => None,
+                };
+                let ended = match ended {
+                    Some(end) => Ok(end),
+                    None => {
+                        let cancelled = stopping.cancel_all().await;
+                        if cancelled > 0 {
+                            tracing::info!(calls = cancelled, "cancelled calls still running at the end of the grace");
+                        }
+                        tokio::time::timeout_at(deadline, &mut server).await
+                    }
+                };
+                match ended {
                     Ok(Ok(Ok(()))) => {}
                     Ok(Ok(Err(e))) => tracing::warn!(error = %e, "server ended with an error while draining"),
                     Ok(Err(e)) => tracing::warn!(error = %e, "server task failed while draining"),
