@@ -395,14 +395,46 @@ pub fn http(
 pub fn read_response(s: &mut TcpStream) -> HttpResponse {
     let mut raw = Vec::new();
     let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).to_string();
+    parse_response(&raw).unwrap_or_else(|| {
+        panic!(
+            "no HTTP status in {:?}",
+            String::from_utf8_lossy(&raw).to_string()
+        )
+    })
+}
+
+/// An MCP POST that may fail (a service restarting, a connection reset): the response, or
+/// `None` when none came within `limit`.
+pub fn try_mcp_post(
+    addr: SocketAddr,
+    token: &str,
+    body: &str,
+    limit: Duration,
+) -> Option<HttpResponse> {
+    let mut s = TcpStream::connect_timeout(&addr, limit).ok()?;
+    s.set_read_timeout(Some(limit)).ok()?;
+    s.set_write_timeout(Some(limit)).ok()?;
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    parse_response(&raw)
+}
+
+/// An HTTP/1.1 response as read off a closed connection; `None` without a status line.
+pub fn parse_response(raw: &[u8]) -> Option<HttpResponse> {
+    let text = String::from_utf8_lossy(raw).to_string();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let mut lines = head.lines();
     let status = lines
         .next()
         .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+        .and_then(|c| c.parse().ok())?;
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| {
             l.split_once(':')
@@ -417,11 +449,11 @@ pub fn read_response(s: &mut TcpStream) -> HttpResponse {
     } else {
         body.to_string()
     };
-    HttpResponse {
+    Some(HttpResponse {
         status,
         headers,
         body,
-    }
+    })
 }
 
 fn dechunk(mut s: &str) -> String {
