@@ -411,26 +411,31 @@ fn refusal_answer(max_connections: usize) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Answer a newcomer there is no room for, without ever waiting: one non-blocking write
-/// of `answer`. Closing a socket whose request is still unread makes the kernel reset the
-/// connection, which can reach the client before it has read the answer; so, while few
-/// are lingering, the refused connection is half-closed and its request read and dropped
-/// for a moment (bounded in time and bytes) before it is closed.
+/// Answer a newcomer there is no room for, without ever waiting in the accept loop: one
+/// non-blocking write of `answer` (tokio takes an accepted socket as writable, and its
+/// send buffer is empty). Closing a socket whose request is still unread makes the kernel
+/// reset the connection, which can reach the client before it has read the answer; so,
+/// while few are lingering, the refused connection is half-closed in a task of its own
+/// and its request read and dropped for a moment (bounded in time and bytes) before it is
+/// closed. That task also finishes the answer if the first write could not.
 fn refuse(stream: TcpStream, answer: Arc<[u8]>, lingering: &mut JoinSet<()>) {
-    match stream.try_write(&answer) {
-        Ok(n) if n == answer.len() => {}
-        // Not even a fresh socket's buffer took it: nothing more to try.
-        _ => return,
-    }
+    let written = match stream.try_write(&answer) {
+        Ok(n) => n,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+        Err(_) => return,
+    };
     if lingering.len() >= MAX_LINGERING_REFUSALS {
         return;
     }
     lingering.spawn(async move {
         let mut stream = stream;
-        let _ = stream.shutdown().await;
-        let mut sink = [0u8; 4096];
-        let mut left = REFUSAL_DISCARD_BYTES;
         let _ = tokio::time::timeout(REFUSAL_LINGER, async {
+            let rest = answer.get(written..).unwrap_or_default();
+            if stream.write_all(rest).await.is_err() || stream.shutdown().await.is_err() {
+                return;
+            }
+            let mut sink = [0u8; 4096];
+            let mut left = REFUSAL_DISCARD_BYTES;
             while left > 0 {
                 match stream.read(&mut sink).await {
                     Ok(0) | Err(_) => break,
@@ -571,14 +576,18 @@ impl<S> Watched<S> {
     }
 
     /// What a write that got `polled` from the stream answers: the same, unless it has
-    /// been waiting for `write_stall`.
+    /// been waiting for `write_stall`. Only a finished write (`wrote`) is progress: a
+    /// TCP flush or shutdown is ready at once whatever the peer does.
     fn progress<T>(
         &mut self,
         cx: &mut Context<'_>,
         polled: Poll<io::Result<T>>,
+        wrote: bool,
     ) -> Poll<io::Result<T>> {
         if polled.is_ready() {
-            self.stalled = None;
+            if wrote {
+                self.stalled = None;
+            }
             return polled;
         }
         let stall = self.write_stall;
@@ -623,7 +632,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.stream).poll_write(cx, buf);
-        this.progress(cx, polled)
+        this.progress(cx, polled, true)
     }
 
     fn poll_write_vectored(
@@ -633,7 +642,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
-        this.progress(cx, polled)
+        this.progress(cx, polled, true)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -643,13 +652,13 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.stream).poll_flush(cx);
-        this.progress(cx, polled)
+        this.progress(cx, polled, false)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.stream).poll_shutdown(cx);
-        this.progress(cx, polled)
+        this.progress(cx, polled, false)
     }
 }
 
