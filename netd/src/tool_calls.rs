@@ -147,9 +147,10 @@ struct ProbeParams {
     name: String,
 }
 
-/// The `id` of `body` if it is a JSON-RPC `tools/call` request of a [`counted`] tool.
-/// Anything else (another method, a notification, a batch, malformed JSON) is `None` and
-/// left to rmcp, whose handler still takes a slot for a counted call it runs. `body` is
+/// The `id` of `body` if it is a JSON-RPC `tools/call` request of a [`counted`] tool
+/// with a string or number id (the only ids rmcp accepts, so the only ones a refusal
+/// echoes). Anything else (another method, a notification, a batch, malformed JSON) is
+/// `None` and left to rmcp, whose handler still takes a slot for a counted call it runs. `body` is
 /// at most 32 KiB (the front door's bound), so parsing it twice costs little.
 pub(crate) fn counted_request_id(body: &[u8]) -> Option<Value> {
     let probe: Probe = serde_json::from_slice(body).ok()?;
@@ -157,6 +158,7 @@ pub(crate) fn counted_request_id(body: &[u8]) -> Option<Value> {
     (probe.method == "tools/call" && counted(&name))
         .then_some(probe.id)
         .flatten()
+        .filter(|id| id.is_string() || id.is_number())
 }
 
 #[cfg(test)]
@@ -192,6 +194,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"nl2sh_invoke"}}"#,
             r#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nl2sh_invoke"}}]"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5}}"#,
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"tools/call","params":{"name":"nl2sh_invoke"}}"#,
             "not json",
         ] {
             assert_eq!(counted_request_id(other.as_bytes()), None, "{other}");
