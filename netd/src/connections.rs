@@ -9,17 +9,25 @@
 //! * an authorized request's body within [`HttpLimits::body_read`] (checked in
 //!   `http::guard`; unauthenticated bodies are never read);
 //! * a connection with no request in flight and no byte received for
-//!   [`HttpLimits::idle`] is closed (idle keep-alive, or connected and silent).
+//!   [`HttpLimits::idle`] is closed (idle keep-alive, or connected and silent);
+//! * a write that makes no progress for [`HttpLimits::write_stall`] closes the connection
+//!   (a client that sends requests and stops reading the answers: its receive window is
+//!   full, and it would otherwise hold its slot and its request in flight for ever);
+//! * [`HttpLimits::lifetime`] after accept no further request is read: responses in
+//!   flight are finished, then the connection closes (the client reconnects).
 //!
 //! Across connections: at most [`HttpLimits::max_connections`], of which
 //! [`HttpLimits::reserved_for_authorized`] only connections that already carried an
 //! authorized request may hold. When a newcomer needs room, an idle connection is closed:
 //! one that never carried an authorized request first, from the peer address holding the
 //! most connections, oldest first. A connection with a request in flight is never closed
-//! for room; if every one is busy, the newcomer is closed instead.
+//! for room; if every one is busy, the newcomer is answered `503 Service Unavailable`
+//! with `Retry-After` and closed (a bare close would reach the client as a reset, with no
+//! reason). That answer is one non-blocking write, never a wait in the accept loop.
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
+use std::future::Future;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -33,10 +41,12 @@ use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use nl2sh_proto::limits::{BUSY_RETRY_AFTER, MAX_ACTIVE_TASKS, MAX_CONCURRENT_TOOL_CALLS};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
+use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
 
 /// Slow-header bound: a phone on a LAN sends a request head in milliseconds; ten seconds
@@ -52,9 +62,24 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_CONNECTIONS: usize = 256;
 /// Slots a flood of unauthenticated connections can never take.
 pub const RESERVED_FOR_AUTHORIZED: usize = 32;
-/// Descriptors netd keeps for itself (channels, listener, stdio, the runtime's own) when
-/// the cap is fitted to the open-file limit.
-const DESCRIPTORS_KEPT: u64 = 32;
+/// A response write that makes no progress this long closes its connection. A client
+/// that reads at all drains a socket buffer in far less; one that stopped reading would
+/// otherwise hold its slot for ever.
+pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// No new request is read on a connection this long after accept. Longer than any
+/// single call may take (tool timeout 600 s at most), so only a client that keeps one
+/// connection for ever notices: it reconnects.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(10 * 60);
+/// Newcomers refused for want of room whose connection is kept open a moment after the
+/// 503 (see [`refuse`]); beyond this many, a refusal closes at once.
+const MAX_LINGERING_REFUSALS: usize = 16;
+/// How long a refused connection lingers for its request to be read and dropped, and
+/// how much of it is read at most.
+const REFUSAL_LINGER: Duration = Duration::from_secs(2);
+const REFUSAL_DISCARD_BYTES: usize = 128 * 1024;
+/// Descriptors netd keeps for itself (channels, listener, stdio, the runtime's own, the
+/// lingering refusals) when the cap is fitted to the open-file limit.
+const DESCRIPTORS_KEPT: u64 = 32 + MAX_LINGERING_REFUSALS as u64;
 /// A connection's read buffer, and so its largest request head (hyper answers 431
 /// beyond it). hyper's minimum is 8 KiB; its default (~400 KiB) is far more than an MCP
 /// request head needs.
@@ -64,6 +89,12 @@ const MAX_READ_BUFFER: usize = 64 * 1024;
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 /// At most one warning per this interval while the cap is being enforced.
 const CAP_WARNING_INTERVAL: Duration = Duration::from_secs(10);
+
+// Long tool calls and running tasks together can hold at most this many connections,
+// leaving the reserve and more for everyone else.
+const _: () = assert!(
+    MAX_CONCURRENT_TOOL_CALLS + MAX_ACTIVE_TASKS + RESERVED_FOR_AUTHORIZED < MAX_CONNECTIONS
+);
 
 /// The limits above, as one value; tests pass shorter ones.
 #[derive(Debug, Clone, Copy)]
@@ -78,6 +109,13 @@ pub struct HttpLimits {
     pub max_connections: usize,
     /// Slots only connections that carried an authorized request may hold.
     pub reserved_for_authorized: usize,
+    /// A response write making no progress this long closes the connection.
+    pub write_stall: Duration,
+    /// No new request is read on a connection this long after accept.
+    pub lifetime: Duration,
+    /// MCP tool calls that reach the executor at once (see [`crate::tool_calls`]);
+    /// lowered to a quarter of the connection cap if that is less.
+    pub max_tool_calls: usize,
 }
 
 impl Default for HttpLimits {
@@ -88,14 +126,18 @@ impl Default for HttpLimits {
             idle: IDLE_TIMEOUT,
             max_connections: MAX_CONNECTIONS,
             reserved_for_authorized: RESERVED_FOR_AUTHORIZED,
+            write_stall: WRITE_STALL_TIMEOUT,
+            lifetime: CONNECTION_LIFETIME,
+            max_tool_calls: MAX_CONCURRENT_TOOL_CALLS,
         }
     }
 }
 
 impl HttpLimits {
     /// The cap fitted to `open_files` (the soft limit; 0 if unknown), with at least one
-    /// slot for newcomers and the reserve at most half the cap.
-    fn fitted(mut self, open_files: u64) -> Self {
+    /// slot for newcomers and the reserve at most half the cap; the tool-call cap at most
+    /// a quarter of the connection cap (at least one).
+    pub(crate) fn fitted(mut self, open_files: u64) -> Self {
         if open_files > 0 {
             let budget =
                 usize::try_from(open_files.saturating_sub(DESCRIPTORS_KEPT)).unwrap_or(usize::MAX);
@@ -103,6 +145,7 @@ impl HttpLimits {
         }
         self.max_connections = self.max_connections.max(2);
         self.reserved_for_authorized = self.reserved_for_authorized.min(self.max_connections / 2);
+        self.max_tool_calls = self.max_tool_calls.min(self.max_connections / 4).max(1);
         self
     }
 }
@@ -248,6 +291,23 @@ impl Registry {
         Some(conn)
     }
 
+    /// Every connection is busy and a newcomer is being refused: say so, at most once per
+    /// [`CAP_WARNING_INTERVAL`].
+    fn warn_full(&self) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        if inner
+            .last_warning
+            .is_none_or(|t| now.duration_since(t) >= CAP_WARNING_INTERVAL)
+        {
+            inner.last_warning = Some(now);
+            tracing::warn!(
+                max_connections = self.limits.max_connections,
+                "every connection is busy; answering new ones 503"
+            );
+        }
+    }
+
     fn remove(&self, id: u64) {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner.open.remove(&id);
@@ -272,17 +332,17 @@ fn pick_victim(open: &BTreeMap<u64, Arc<Conn>>, eligible: impl Fn(&Conn) -> bool
     best.map(|(_, id)| id)
 }
 
-/// Serve `router` on `listener` within `limits` until `shutdown` resolves; then stop
-/// accepting, let every connection finish its requests in flight, and return.
-pub async fn serve(
+/// Serve `router` on `listener` within `limits` (already [`HttpLimits::fitted`]) until
+/// `shutdown` resolves; then stop accepting, let every connection finish its requests in
+/// flight, and return.
+pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
     limits: HttpLimits,
-    open_files: u64,
-    shutdown: impl std::future::Future<Output = ()>,
+    shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let limits = limits.fitted(open_files);
     let registry = Arc::new(Registry::new(limits));
+    let refusal: Arc<[u8]> = refusal_answer(limits.max_connections).into();
     let mut http1 = hyper::server::conn::http1::Builder::new();
     http1
         .timer(TokioTimer::new())
@@ -292,15 +352,19 @@ pub async fn serve(
     let http1 = Arc::new(http1);
     let draining = CancellationToken::new();
     let mut tasks = JoinSet::new();
+    // Dropped (so aborted) at the end: a refusal has nothing left to finish.
+    let mut lingering = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             () = &mut shutdown => break,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            Some(_) = lingering.join_next(), if !lingering.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let Some(conn) = registry.admit(peer.ip()) else {
-                        tracing::debug!("every connection is busy; closing a new one");
+                        registry.warn_full();
+                        refuse(stream, refusal.clone(), &mut lingering);
                         continue;
                     };
                     tasks.spawn(serve_connection(
@@ -308,7 +372,7 @@ pub async fn serve(
                         conn,
                         router.clone(),
                         http1.clone(),
-                        limits.idle,
+                        limits,
                         registry.clone(),
                         draining.clone(),
                     ));
@@ -328,6 +392,61 @@ pub async fn serve(
     Ok(())
 }
 
+/// The whole answer to a newcomer there is no room for: small enough for one write into
+/// a fresh socket's empty send buffer.
+fn refusal_answer(max_connections: usize) -> Vec<u8> {
+    let body = serde_json::json!({
+        "error": format!(
+            "nl2sh is busy: all {max_connections} connections are in use; retry shortly"
+        )
+    })
+    .to_string();
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        BUSY_RETRY_AFTER.as_secs(),
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Answer a newcomer there is no room for, without ever waiting in the accept loop: one
+/// non-blocking write of `answer` (tokio takes an accepted socket as writable, and its
+/// send buffer is empty). Closing a socket whose request is still unread makes the kernel
+/// reset the connection, which can reach the client before it has read the answer; so,
+/// while few are lingering, the refused connection is half-closed in a task of its own
+/// and its request read and dropped for a moment (bounded in time and bytes) before it is
+/// closed. That task also finishes the answer if the first write could not.
+fn refuse(stream: TcpStream, answer: Arc<[u8]>, lingering: &mut JoinSet<()>) {
+    let written = match stream.try_write(&answer) {
+        Ok(n) => n,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+        Err(_) => return,
+    };
+    if lingering.len() >= MAX_LINGERING_REFUSALS {
+        return;
+    }
+    lingering.spawn(async move {
+        let mut stream = stream;
+        let _ = tokio::time::timeout(REFUSAL_LINGER, async {
+            let rest = answer.get(written..).unwrap_or_default();
+            if stream.write_all(rest).await.is_err() || stream.shutdown().await.is_err() {
+                return;
+            }
+            let mut sink = [0u8; 4096];
+            let mut left = REFUSAL_DISCARD_BYTES;
+            while left > 0 {
+                match stream.read(&mut sink).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => left = left.saturating_sub(n),
+                }
+            }
+        })
+        .await;
+    });
+}
+
 /// Errors about one connection that went away before it was accepted.
 fn is_connection_error(e: &io::Error) -> bool {
     matches!(
@@ -343,10 +462,13 @@ async fn serve_connection(
     conn: Arc<Conn>,
     router: Router,
     http1: Arc<hyper::server::conn::http1::Builder>,
-    idle: Duration,
+    limits: HttpLimits,
     registry: Arc<Registry>,
     draining: CancellationToken,
 ) {
+    let idle = limits.idle;
+    let end_of_life = tokio::time::sleep(limits.lifetime);
+    tokio::pin!(end_of_life);
     let inner = TowerToHyperService::new(router);
     let for_requests = conn.clone();
     let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
@@ -366,10 +488,7 @@ async fn serve_connection(
             }))
         }
     });
-    let io = TokioIo::new(Watched {
-        stream,
-        conn: conn.clone(),
-    });
+    let io = TokioIo::new(Watched::new(stream, conn.clone(), limits.write_stall));
     let connection = http1.serve_connection(io, service);
     tokio::pin!(connection);
     let mut shutting_down = false;
@@ -387,6 +506,12 @@ async fn serve_connection(
                 break;
             }
             () = draining.cancelled(), if !shutting_down => {
+                shutting_down = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            // Responses in flight are finished; no further request is read.
+            () = &mut end_of_life, if !shutting_down => {
+                tracing::debug!("lifetime reached; closing after the requests in flight");
                 shutting_down = true;
                 connection.as_mut().graceful_shutdown();
             }
@@ -429,13 +554,61 @@ impl http_body::Body for TrackedBody {
     }
 }
 
-/// The TCP stream, noting when bytes arrive (for the idle timer).
-struct Watched {
-    stream: TcpStream,
+/// The TCP stream, noting when bytes arrive (for the idle timer) and closing the
+/// connection when a write makes no progress for `write_stall` (the peer stopped reading:
+/// the write waits on its full receive window). Generic for the unit tests.
+struct Watched<S = TcpStream> {
+    stream: S,
     conn: Arc<Conn>,
+    write_stall: Duration,
+    /// Armed when a write first has to wait; cleared by any progress.
+    stalled: Option<Pin<Box<Sleep>>>,
 }
 
-impl AsyncRead for Watched {
+impl<S> Watched<S> {
+    fn new(stream: S, conn: Arc<Conn>, write_stall: Duration) -> Self {
+        Self {
+            stream,
+            conn,
+            write_stall,
+            stalled: None,
+        }
+    }
+
+    /// What a write that got `polled` from the stream answers: the same, unless it has
+    /// been waiting for `write_stall`. Only a finished write (`wrote`) is progress: a
+    /// TCP flush or shutdown is ready at once whatever the peer does.
+    fn progress<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+        wrote: bool,
+    ) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            if wrote {
+                self.stalled = None;
+            }
+            return polled;
+        }
+        let stall = self.write_stall;
+        let timer = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(stall)));
+        // Polled with the writer's waker, so the connection wakes when time is up.
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                tracing::debug!("closed: the client stopped reading");
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no write progress: the client stopped reading",
+                )))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -451,13 +624,15 @@ impl AsyncRead for Watched {
     }
 }
 
-impl AsyncWrite for Watched {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.progress(cx, polled, true)
     }
 
     fn poll_write_vectored(
@@ -465,7 +640,9 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.progress(cx, polled, true)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -473,11 +650,15 @@ impl AsyncWrite for Watched {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_flush(cx);
+        this.progress(cx, polled, false)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_shutdown(cx);
+        this.progress(cx, polled, false)
     }
 }
 
@@ -555,5 +736,78 @@ mod tests {
         assert_eq!(inner.open.len(), 2);
         assert!(!inner.open.contains_key(&a.id), "the oldest gave way");
         assert!(inner.open.contains_key(&b.id) && inner.open.contains_key(&c.id));
+    }
+
+    #[test]
+    fn the_tool_call_cap_stays_below_the_connection_cap() {
+        assert_eq!(
+            HttpLimits::default().fitted(0).max_tool_calls,
+            MAX_CONCURRENT_TOOL_CALLS
+        );
+        let small = HttpLimits::default().fitted(DESCRIPTORS_KEPT + 40);
+        assert_eq!(small.max_connections, 40);
+        assert_eq!(small.max_tool_calls, 10);
+        assert_eq!(HttpLimits::default().fitted(1).max_tool_calls, 1);
+    }
+
+    #[test]
+    fn the_refusal_is_a_complete_503() {
+        let answer = String::from_utf8(refusal_answer(256)).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+        assert!(head.contains("\r\nRetry-After: 1\r\n"), "{head}");
+        assert!(head.contains(&format!("\r\nContent-Length: {}\r\n", body.len())));
+        let error: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert!(error["error"].as_str().unwrap().contains("256 connections"));
+    }
+
+    fn watched(
+        stream: tokio::io::DuplexStream,
+        stall: Duration,
+    ) -> Watched<tokio::io::DuplexStream> {
+        let registry = Registry::new(limits(4, 1));
+        let conn = registry.admit(ip(1)).unwrap();
+        Watched::new(stream, conn, stall)
+    }
+
+    // Paused time: the runtime advances the clock whenever every task waits, so these
+    // measure the timer, not the machine.
+    #[tokio::test(start_paused = true)]
+    async fn a_write_the_peer_never_reads_fails_after_the_stall_timeout() {
+        let (server, _client) = tokio::io::duplex(64);
+        let mut server = watched(server, WRITE_STALL_TIMEOUT);
+        let start = tokio::time::Instant::now();
+        let err = server.write_all(&[0u8; 4096]).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        let waited = start.elapsed();
+        assert!(
+            waited >= WRITE_STALL_TIMEOUT && waited < WRITE_STALL_TIMEOUT + Duration::from_secs(1),
+            "{waited:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_reader_that_keeps_reading_is_not_cut() {
+        let (server, mut client) = tokio::io::duplex(64);
+        let mut server = watched(server, WRITE_STALL_TIMEOUT);
+        let pause = WRITE_STALL_TIMEOUT * 2 / 3;
+        let reader = tokio::spawn(async move {
+            let mut buf = [0u8; 64];
+            let mut total = 0;
+            loop {
+                tokio::time::sleep(pause).await;
+                match client.read(&mut buf).await {
+                    Ok(0) | Err(_) => return total,
+                    Ok(n) => total += n,
+                }
+            }
+        });
+        let start = tokio::time::Instant::now();
+        // Four buffers' worth: four pauses, each shorter than the stall timeout, together
+        // far longer.
+        server.write_all(&[1u8; 256]).await.unwrap();
+        assert!(start.elapsed() > WRITE_STALL_TIMEOUT);
+        drop(server);
+        assert_eq!(reader.await.unwrap(), 256);
     }
 }

@@ -16,7 +16,10 @@
 //! 4. `Origin` present and not the advertised origin → 403;
 //! 5. the body is read, bounded by [`MAX_HTTP_BODY_BYTES`] while streaming (chunked
 //!    bodies have no Content-Length) → 413, and by [`HttpLimits::body_read`] in time →
-//!    408. Only authenticated requests get their body read at all.
+//!    408. Only authenticated requests get their body read at all;
+//! 6. on `/mcp` only: a `tools/call` of a tool that reaches the executor while
+//!    [`HttpLimits::max_tool_calls`] such calls run → 503 with `Retry-After` and a
+//!    JSON-RPC error (see [`crate::tool_calls`]).
 //!
 //! Connections (the cap, header and idle timeouts) are [`crate::connections`]'s.
 //!
@@ -29,7 +32,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, uri, HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::http::{header, uri, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -37,7 +40,9 @@ use axum::Router;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use nl2sh_proto::channels::{CallOrigin, HttpSettings};
 use nl2sh_proto::display::Shown;
-use nl2sh_proto::limits::{MAX_HTTP_BODY_BYTES, TOKEN_MAX_CHARS, TOKEN_MIN_CHARS};
+use nl2sh_proto::limits::{
+    BUSY_RETRY_AFTER, MAX_HTTP_BODY_BYTES, TOKEN_MAX_CHARS, TOKEN_MIN_CHARS,
+};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::{Digest, Sha256};
@@ -49,6 +54,7 @@ use crate::connections::{ConnHandle, BODY_READ_TIMEOUT};
 use crate::executor::ExecutorClient;
 use crate::mcp::McpServer;
 use crate::tasks::TaskService;
+use crate::tool_calls::ToolCalls;
 
 /// Where the public Agent Card is served.
 pub const AGENT_CARD_PATH: &str = "/.well-known/agent-card.json";
@@ -80,8 +86,8 @@ pub async fn serve_http(
     .await
 }
 
-/// [`serve_http`] with other limits (tests use short ones). The connection cap is
-/// lowered to fit the open-file limit if needed.
+/// [`serve_http`] with other limits (tests use short ones or low caps). The connection
+/// cap is lowered to fit the open-file limit if needed, and the tool-call cap with it.
 pub async fn serve_http_with(
     listener: tokio::net::TcpListener,
     settings: HttpSettings,
@@ -92,15 +98,10 @@ pub async fn serve_http_with(
     let mut gate = Gate::new(&settings)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     gate.body_read = limits.body_read;
-    let router = router(gate, &settings, backends);
-    crate::connections::serve(
-        listener,
-        router,
-        limits,
-        crate::confine::open_file_limit(),
-        shutdown,
-    )
-    .await
+    let limits = limits.fitted(crate::confine::open_file_limit());
+    let calls = ToolCalls::new(limits.max_tool_calls);
+    let router = router(gate, &settings, backends, calls);
+    crate::connections::serve(listener, router, limits, shutdown).await
 }
 
 /// Would [`serve_http`] accept these settings? (Token length, advertised origin, local
@@ -109,14 +110,20 @@ pub fn check_settings(settings: &HttpSettings) -> Result<(), String> {
     Gate::new(settings).map(|_| ())
 }
 
-/// The router [`serve_http`] serves, with the production body-read timeout but no
-/// listener, connection cap or connection timeouts: for driving requests in-process
-/// (used by the `netd_requests` fuzz target). Fails like [`check_settings`].
+/// The router [`serve_http`] serves, with the production body-read timeout and
+/// tool-call cap but no listener, connection cap or connection timeouts: for driving
+/// requests in-process (used by the `netd_requests` fuzz target). Fails like
+/// [`check_settings`].
 pub fn router_for(settings: &HttpSettings, backends: Backends) -> Result<Router, String> {
-    Ok(router(Gate::new(settings)?, settings, backends))
+    Ok(router(
+        Gate::new(settings)?,
+        settings,
+        backends,
+        ToolCalls::default(),
+    ))
 }
 
-fn router(gate: Gate, settings: &HttpSettings, backends: Backends) -> Router {
+fn router(gate: Gate, settings: &HttpSettings, backends: Backends, calls: ToolCalls) -> Router {
     let Backends { executor, tasks } = backends;
     let card = Arc::new(Card::new(&settings.advertised_origin));
     let gate = Arc::new(gate);
@@ -129,22 +136,25 @@ fn router(gate: Gate, settings: &HttpSettings, backends: Backends) -> Router {
         // Host and Origin are checked by `guard`, with nl2sh's stricter rule.
         .disable_allowed_hosts()
         .with_max_request_body_bytes(MAX_HTTP_BODY_BYTES);
+    let for_servers = calls.clone();
     let mcp = StreamableHttpService::new(
         move || {
-            Ok(McpServer::new(
-                executor.clone(),
-                tasks.clone(),
-                CallOrigin::McpHttp,
-            ))
+            Ok(
+                McpServer::new(executor.clone(), tasks.clone(), CallOrigin::McpHttp)
+                    .with_tool_calls(for_servers.clone()),
+            )
         },
         Arc::new(NeverSessionManager::default()),
         config,
     );
+    let mcp = Router::new()
+        .route_service("/mcp", mcp)
+        .route_layer(middleware::from_fn_with_state(calls, cap_tool_calls));
     let protected = Router::new()
         .route("/a2a", post(a2a::serve))
         .route("/a2a/", post(a2a::serve))
         .with_state(a2a)
-        .route_service("/mcp", mcp)
+        .merge(mcp)
         .route_layer(middleware::from_fn_with_state(gate.clone(), guard));
     let public = Router::new()
         .route(AGENT_CARD_PATH, get(a2a::card::serve))
@@ -395,6 +405,48 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
     };
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// Check 6: a counted tool call over the cap is refused here with HTTP 503, since inside
+/// rmcp's handler the status is always 200; an admitted one carries its slot to the
+/// handler in the request's extensions. Runs after `guard`, so the body is authorized
+/// and already in memory (at most 32 KiB).
+async fn cap_tool_calls(State(calls): State<ToolCalls>, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (mut parts, body) = request.into_parts();
+    let bytes = match Limited::new(body, MAX_HTTP_BODY_BYTES).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => return too_large(),
+    };
+    if let Some(id) = crate::tool_calls::counted_request_id(&bytes) {
+        match calls.try_start() {
+            Some(slot) => {
+                parts.extensions.insert(slot);
+            }
+            None => return busy(id, &calls),
+        }
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// 503, `Retry-After`, and the JSON-RPC error of a call refused by the tool-call cap.
+fn busy(id: serde_json::Value, calls: &ToolCalls) -> Response {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": calls.busy_error()});
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(BUSY_RETRY_AFTER.as_secs()),
+    );
+    response
 }
 
 /// The public routes: no token, but Host and Origin as on protected routes (checks 3

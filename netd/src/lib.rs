@@ -31,6 +31,7 @@ mod sys;
 pub mod tasks;
 #[cfg(debug_assertions)]
 mod test_hook;
+pub mod tool_calls;
 pub mod tools;
 pub mod worker;
 

@@ -22,6 +22,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
+use crate::tool_calls::{ToolCallSlot, ToolCalls};
 use crate::tools;
 
 /// Exactly the versions nl2sh serves (spec/protocol-reference.txt), newest first.
@@ -47,14 +48,38 @@ pub struct McpServer {
     tasks: TaskService,
     /// Which front door the calls came through (recorded in the audit trail).
     origin: CallOrigin,
+    /// The cap on calls that reach the executor (see [`crate::tool_calls`]).
+    calls: ToolCalls,
 }
 
 impl McpServer {
+    /// A server with its own tool-call cap of the default size: for a transport that
+    /// builds one server for its whole life (stdio).
     pub fn new(executor: ExecutorClient, tasks: TaskService, origin: CallOrigin) -> Self {
         Self {
             executor,
             tasks,
             origin,
+            calls: ToolCalls::default(),
+        }
+    }
+
+    /// Share `calls` instead: HTTP builds a server per request, and they share one cap.
+    pub fn with_tool_calls(mut self, calls: ToolCalls) -> Self {
+        self.calls = calls;
+        self
+    }
+
+    /// The slot the HTTP front door took for this call, or a new one; `None` when the cap
+    /// is reached.
+    fn slot(&self, context: &RequestContext<RoleServer>) -> Option<ToolCallSlot> {
+        let taken = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<ToolCallSlot>());
+        match taken {
+            Some(slot) => Some(slot.clone()),
+            None => self.calls.try_start(),
         }
     }
 }
@@ -95,6 +120,15 @@ impl ServerHandler for McpServer {
                 None,
             ));
         }
+        // Held until the call has answered.
+        let _slot = if crate::tool_calls::counted(name) {
+            match self.slot(&context) {
+                Some(slot) => Some(slot),
+                None => return Ok(self.calls.busy_result().into()),
+            }
+        } else {
+            None
+        };
         let result = match name {
             tools::inspect::NAME => {
                 tools::inspect::call(&self.executor, request.arguments.as_ref()).await

@@ -35,6 +35,7 @@ fn limits() -> HttpLimits {
         idle: Duration::from_secs(1),
         max_connections: CAP,
         reserved_for_authorized: 4,
+        ..HttpLimits::default()
     }
 }
 

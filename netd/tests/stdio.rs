@@ -6,6 +6,7 @@ use std::time::Duration;
 mod common;
 
 use nl2sh_netd::executor::ExecutorClient;
+use nl2sh_netd::tool_calls::ToolCalls;
 use nl2sh_netd::McpServer;
 use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse};
 use nl2sh_proto::rpc;
@@ -98,4 +99,109 @@ async fn initialize_then_inspect_then_eof_ends_the_server() {
         .await
         .expect("EOF did not end the server")
         .unwrap();
+}
+
+#[tokio::test]
+async fn over_stdio_a_call_over_the_cap_is_a_tool_error() {
+    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let started = std::sync::Arc::new(tokio::sync::Notify::new());
+    let gate = release.clone();
+    let reached = started.clone();
+    let (ours, theirs) = pair::<NetdExecutor>().unwrap();
+    tokio::spawn(rpc::serve(theirs, move |req: ExecutorRequest| {
+        let gate = gate.clone();
+        let reached = reached.clone();
+        async move {
+            match req {
+                ExecutorRequest::Invoke(call) => {
+                    reached.notify_one();
+                    gate.acquire().await.unwrap().forget();
+                    Ok(ExecutorResponse::Outcome(
+                        nl2sh_proto::channels::ToolOutcome {
+                            tool: call.tool,
+                            success: true,
+                            output: "released".into(),
+                            attachments: Vec::new(),
+                        },
+                    ))
+                }
+                ExecutorRequest::Inspect => Ok(ExecutorResponse::Inspect {
+                    json: r#"{"os":{"name":"stdio"}}"#.into(),
+                }),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }));
+    let (executor, _end) = ExecutorClient::start(ours).await.unwrap();
+    let backends = common::harness::backends(executor.clone()).await;
+    let (client, server) = tokio::io::duplex(64 * 1024);
+    let (server_rd, server_wr) = tokio::io::split(server);
+    tokio::spawn(async move {
+        let running = McpServer::new(
+            executor,
+            backends.tasks,
+            nl2sh_proto::channels::CallOrigin::McpStdio,
+        )
+        .with_tool_calls(ToolCalls::new(1))
+        .serve((server_rd, server_wr))
+        .await
+        .unwrap();
+        let _ = running.waiting().await;
+    });
+    let (client_rd, mut client_wr) = tokio::io::split(client);
+    let mut lines = BufReader::new(client_rd).lines();
+    ask(
+        &mut client_wr,
+        &mut lines,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}}),
+    )
+    .await
+    .unwrap();
+    ask(
+        &mut client_wr,
+        &mut lines,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    let invoke = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "nl2sh_invoke", "arguments": {"tool": "hold"}}})
+    };
+    // The first call holds the only slot (its answer comes after the release).
+    client_wr
+        .write_all(format!("{}\n", invoke(2)).as_bytes())
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), started.notified())
+        .await
+        .expect("the first call did not reach the executor");
+    let refused = ask(&mut client_wr, &mut lines, invoke(3)).await.unwrap();
+    assert_eq!(refused["id"], 3, "{refused}");
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let text = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("nl2sh is busy: 1 tool calls are running"),
+        "{text}"
+    );
+    // Cheap calls still answer.
+    let inspect = ask(
+        &mut client_wr,
+        &mut lines,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+               "params": {"name": "nl2sh_inspect"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(inspect["result"]["isError"], false, "{inspect}");
+    release.add_permits(1);
+    let held = tokio::time::timeout(Duration::from_secs(5), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let held: Value = serde_json::from_str(&held).unwrap();
+    assert_eq!(held["id"], 2, "{held}");
+    assert_eq!(held["result"]["isError"], false, "{held}");
 }

@@ -15,6 +15,12 @@ pub const MAX_TOOL_NAME_BYTES: usize = 128;
 pub const MAX_ID_BYTES: usize = 256;
 /// Active tasks, including those waiting for a context or an approval.
 pub const MAX_ACTIVE_TASKS: usize = 16;
+/// MCP tool calls that reach the executor (`nl2sh_invoke`, `nl2sh_read_screen`) running at
+/// once. One more is refused at once as busy, so long calls cannot take every connection
+/// netd has (256): cheap requests and the task tools always find room.
+pub const MAX_CONCURRENT_TOOL_CALLS: usize = 64;
+/// What a caller refused as busy is told to wait before retrying (`Retry-After`).
+pub const BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Pending local approvals.
 pub const MAX_PENDING_APPROVALS: usize = 8;
 /// How long a pending approval waits; configurable downward only.
@@ -90,4 +96,6 @@ const _: () = {
     assert!(MAX_ARGUMENT_JSON_BYTES < MAX_HTTP_BODY_BYTES);
     // An approval request's parsed commands fit a frame beside everything else in it.
     assert!(MAX_ACTION_COMMANDS * (MAX_COMMAND_ARGV_BYTES + 16) < MAX_FRAME_BYTES / 4);
+    // Direct calls and the Agents' calls together never queue on the executor channel.
+    assert!(MAX_CONCURRENT_TOOL_CALLS + MAX_ACTIVE_TASKS < MAX_IN_FLIGHT_PER_CHANNEL);
 };

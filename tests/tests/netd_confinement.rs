@@ -211,3 +211,117 @@ fn an_idle_flood_over_the_cap_leaves_the_owner_answering() {
         other => panic!("the oldest idle connection is still open: {other:?}"),
     }
 }
+
+/// What one connection got: nothing yet, an answer, or an end without one.
+#[derive(Debug, PartialEq)]
+enum Heard {
+    Nothing,
+    Answer(String),
+    ClosedSilently(String),
+}
+
+/// Read what `stream` has for us now, without waiting for more than `settle`.
+fn heard(stream: &mut TcpStream, settle: Duration) -> Heard {
+    stream.set_read_timeout(Some(settle)).unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                if raw.is_empty() {
+                    return Heard::Nothing;
+                }
+                break;
+            }
+            // A reset after the answer still leaves the answer.
+            Err(e) if raw.is_empty() => return Heard::ClosedSilently(e.to_string()),
+            Err(_) => break,
+        }
+    }
+    if raw.is_empty() {
+        return Heard::ClosedSilently("end of stream".into());
+    }
+    Heard::Answer(String::from_utf8_lossy(&raw).into_owned())
+}
+
+#[test]
+fn a_full_table_of_busy_connections_answers_newcomers_503_not_a_reset() {
+    use std::io::Write;
+    let fx = Fixture::new("");
+    let server = Server::start(&fx, &[], &[]);
+    // Busy, authorized connections: a request head whose body never comes keeps its
+    // request in flight until the body timeout (10 s). More than the cap (256), in
+    // batches, so netd has read each batch's heads before the next arrives.
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: 100\r\n\r\n",
+        server.host_header(),
+        server.token()
+    );
+    let total = nl2sh_netd::connections::MAX_CONNECTIONS + 44;
+    let mut streams = Vec::with_capacity(total);
+    for batch in 0..total.div_ceil(32) {
+        for _ in 0..32.min(total - batch * 32) {
+            let mut s = TcpStream::connect(server.addr).expect("connect");
+            // A refused connection may already be closed; what it heard is checked below.
+            let _ = s.write_all(head.as_bytes());
+            streams.push(s);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+
+    let mut busy = 0;
+    let mut refused = 0;
+    for (i, s) in streams.iter_mut().enumerate() {
+        match heard(s, Duration::from_millis(1)) {
+            Heard::Nothing => busy += 1,
+            Heard::Answer(text) => {
+                assert!(text.starts_with("HTTP/1.1 503 "), "connection {i}: {text}");
+                assert!(
+                    text.contains("Retry-After: 1\r\n"),
+                    "connection {i}: {text}"
+                );
+                assert!(text.contains("connections are in use"), "{text}");
+                refused += 1;
+            }
+            Heard::ClosedSilently(why) => panic!("connection {i} closed with no answer: {why}"),
+        }
+    }
+    eprintln!("{busy} busy, {refused} refused with 503");
+    assert!(busy <= nl2sh_netd::connections::MAX_CONNECTIONS, "{busy}");
+    assert!(
+        refused >= 1,
+        "nothing was refused: is the cap above {total}?"
+    );
+
+    // An owner arriving now is answered too, not reset.
+    let r = nl2sh_tests::mcp_post(server.addr, server.token(), &initialize_body("2025-11-25"));
+    assert_eq!(r.status, 503, "{r:?}");
+    assert_eq!(r.header("retry-after"), Some("1"), "{r:?}");
+
+    // Once the table empties, requests are served again.
+    drop(streams);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = server.mcp(&initialize_body("2025-11-25"));
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.status, 503, "{r:?}");
+        assert!(Instant::now() < deadline, "no room after the table emptied");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // netd was never killed (by its filter or otherwise) along the way.
+    assert!(
+        !server.stderr().contains("workers restarted"),
+        "{}",
+        server.stderr()
+    );
+}
