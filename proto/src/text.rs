@@ -31,10 +31,11 @@ pub fn fit(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
-    let mut kept = prefix(s, max.saturating_sub(MARK.len())).to_string();
-    if kept.len() + MARK.len() <= max {
-        kept.push_str(MARK);
+    if max < MARK.len() {
+        return prefix(s, max).to_string();
     }
+    let mut kept = prefix(s, max - MARK.len()).to_string();
+    kept.push_str(MARK);
     kept
 }
 

@@ -713,3 +713,52 @@ fn a_sandboxed_call_cannot_take_the_devices_memory_and_says_which_limit_ended_it
     assert!(text.contains("300"), "{text}");
     assert!(text.contains("256"), "{text}");
 }
+
+#[test]
+fn a_private_file_is_read_only_with_the_owners_approval() {
+    if skip_unless_root() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new("approval_timeout_secs = 2\n");
+    let dir = fx.dir.path().join("srv");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(fx.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let key = dir.join("id_ed25519");
+    std::fs::write(&key, "PRIVATE-KEY-e2e-secret").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let server = Server::start(&fx, &[], &[]);
+    // Unasked: refused by the kernel, nothing of it in the answer, nobody asked.
+    let r = server.invoke("fs.read", json!({ "path": key }));
+    assert!(r.is_error, "{:?}", r.output());
+    let text = r.output().to_string();
+    assert!(
+        !text.contains("e2e-secret") && text.contains("Permission denied"),
+        "{text}"
+    );
+    for command in [
+        format!("cat {}", key.display()),
+        format!("grep -r e2e-secret {}", dir.display()),
+    ] {
+        let r = server.invoke("shell.exec", json!({ "command": command }));
+        assert!(
+            !r.output().to_string().contains("PRIVATE-KEY"),
+            "{command}: {:?}",
+            r.output()
+        );
+    }
+    assert!(pending_approvals(&fx).is_empty());
+    // Unconfined: the owner is asked (and here lets it expire, so nothing is read).
+    let call = server.invoke_async("fs.read", json!({ "path": key, "unconfined": true }));
+    let pending = wait_pending(&fx, 1);
+    assert!(
+        pending[0]["action"]
+            .as_str()
+            .unwrap()
+            .contains("(unconfined)"),
+        "{pending:?}"
+    );
+    let r = call.join().unwrap();
+    assert!(r.is_error && !r.output().to_string().contains("e2e-secret"));
+}

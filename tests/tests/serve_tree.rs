@@ -312,14 +312,21 @@ fn the_oom_killer_takes_a_sandboxed_command_first_and_the_supervisor_last() {
 fn sigterm_answers_a_long_call_in_flight_with_an_error() {
     let fx = Fixture::new("");
     let mut server = Server::start(&fx, &[], &[]);
-    let tag = format!("{}.{}", 40 + std::process::id() % 10, std::process::id() % 1000);
+    let tag = format!(
+        "{}.{}",
+        40 + std::process::id() % 10,
+        std::process::id() % 1000
+    );
     let call = server.invoke_async(
         "shell.exec",
         serde_json::json!({"command": format!("sleep {tag}"), "timeout": 600}),
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while nl2sh_tests::processes_with(&format!("sleep {tag}")).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "the call did not start");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call did not start"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     server.signal(libc::SIGTERM);

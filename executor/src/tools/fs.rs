@@ -67,17 +67,28 @@ fn mtime(meta: &fs::Metadata) -> i64 {
 
 /// A read of what the caller named: in the read-only sandbox when nobody was asked (so
 /// masked secrets stay unreadable), else in process with the bound identity.
+/// A read that runs in the sandbox unasked (what a stranger may read), or, asked for
+/// `unconfined`, as the launching identity once the owner approves it (a private file).
 fn read_prepared(
     action: String,
     assessment: Assessment,
+    unconfined: bool,
     payload: SandboxPayload,
     local: impl FnOnce() -> Result<Value, String> + Send + 'static,
 ) -> Prepared {
     Prepared {
-        action,
+        action: if unconfined {
+            format!("{action} (unconfined)")
+        } else {
+            action
+        },
         assessment,
         identity: Identity::Launching,
-        confinement: Confinement::Sandbox,
+        confinement: if unconfined {
+            Confinement::Unconfined
+        } else {
+            Confinement::Sandbox
+        },
         resources: Vec::new(),
         timeout: FS_TIMEOUT,
         commands: None,
@@ -164,13 +175,17 @@ pub fn read() -> TableTool {
         def: ToolDef {
             name: "fs.read",
             description: "Read part of a file: up to 32 KiB from an offset. Text comes back \
-                as utf-8, anything else as base64; size and eof tell whether to read on.",
+                as utf-8, anything else as base64; size and eof tell whether to read on. \
+                Unasked it reads what any user may (a private file is refused); \
+                `unconfined: true` reads with nl2sh's own rights after the owner approves.",
             schema: json!({
                 "type": "object",
                 "properties": {
                     "path": {"type": "string", "minLength": 1, "description": "Absolute path"},
                     "offset": {"type": "integer", "minimum": 0},
-                    "length": {"type": "integer", "minimum": 1, "maximum": MAX_READ_BYTES}
+                    "length": {"type": "integer", "minimum": 1, "maximum": MAX_READ_BYTES},
+                    "unconfined": {"type": "boolean",
+                        "description": "Read with nl2sh's rights; waits for the owner's approval"}
                 },
                 "required": ["path"],
                 "additionalProperties": false
@@ -198,9 +213,14 @@ fn prepare_read(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepa
         offset,
         length,
     };
-    Ok(read_prepared(action, assessment, payload, move || {
-        read_file(&path, offset, length)
-    }))
+    let unconfined = a.opt_bool("unconfined")?.unwrap_or(false);
+    Ok(read_prepared(
+        action,
+        assessment,
+        unconfined,
+        payload,
+        move || read_file(&path, offset, length),
+    ))
 }
 
 // ---- fs.list ----------------------------------------------------------------------------
@@ -216,7 +236,9 @@ pub fn list() -> TableTool {
                 "properties": {
                     "path": {"type": "string", "minLength": 1, "description": "Absolute path"},
                     "hidden": {"type": "boolean", "description": "Include dot files (default true)"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST_ENTRIES}
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST_ENTRIES},
+                    "unconfined": {"type": "boolean",
+                        "description": "List with nl2sh's rights; waits for the owner's approval"}
                 },
                 "required": ["path"],
                 "additionalProperties": false
@@ -238,9 +260,14 @@ fn prepare_list(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepa
         hidden,
         limit: limit as u64,
     };
-    Ok(read_prepared(action, assessment, payload, move || {
-        list_dir(&path, hidden, limit)
-    }))
+    let unconfined = a.opt_bool("unconfined")?.unwrap_or(false);
+    Ok(read_prepared(
+        action,
+        assessment,
+        unconfined,
+        payload,
+        move || list_dir(&path, hidden, limit),
+    ))
 }
 
 // ---- fs.stat ----------------------------------------------------------------------------
