@@ -292,6 +292,9 @@ pub fn edit(path: &Path, text: &str, key: &str, input: &str) -> Result<String, E
         })?;
     }
     let mut doc = parse_document(path, text)?;
+    // First, so the comments it stood under never go to the key being set (which is
+    // appended after it).
+    remove_retired(&mut doc);
     match named.table {
         None => put(doc.as_table_mut(), named.spec.name, item),
         Some(table) => {
@@ -317,10 +320,113 @@ pub fn edit(path: &Path, text: &str, key: &str, input: &str) -> Result<String, E
             }
         }
     }
-    doc.remove(RETIRED_KEY);
     let edited = doc.to_string();
     schema::parse(path, &edited, ParseMode::Startup).map_err(EditError::Invalid)?;
     Ok(edited)
+}
+
+/// Remove the retired key, keeping the comments that stand above it. toml_edit keeps
+/// them in the key's leading decor, the file's own header comment too when the key comes
+/// first, so removing the key would take them along. They go where they still stand
+/// above the same things: the document's start when nothing came before the key, else
+/// the next key, else the next table header, else the end of the document.
+fn remove_retired(doc: &mut DocumentMut) {
+    let root = doc.as_table_mut();
+    let Some(index) = root.iter().position(|(k, _)| k == RETIRED_KEY) else {
+        return;
+    };
+    let Some((key, item)) = root.remove_entry(RETIRED_KEY) else {
+        return;
+    };
+    let leading = match &item {
+        Item::Table(t) => t.decor().prefix(),
+        Item::ArrayOfTables(a) => a.get(0).and_then(|t| t.decor().prefix()),
+        Item::Value(_) | Item::None => key.leaf_decor().prefix(),
+    };
+    let leading = leading.and_then(|raw| raw.as_str()).unwrap_or_default();
+    if leading.is_empty() {
+        return;
+    }
+    let prepend = |decor: &mut toml_edit::Decor, default: &str| {
+        let rest = decor
+            .prefix()
+            .and_then(|raw| raw.as_str())
+            .unwrap_or(default)
+            .to_owned();
+        decor.set_prefix(format!("{leading}{rest}"));
+    };
+    // Keys render before table headers, in order; the key was the first when no key
+    // came before it.
+    let values_before = root
+        .iter()
+        .take(index)
+        .filter(|(_, i)| i.is_value())
+        .count();
+    let comments = leading.contains('#');
+    if values_before == 0 && matches!(item, Item::Value(_)) {
+        if comments {
+            prepend(root.decor_mut(), "");
+        }
+        return;
+    }
+    if let Some((mut next, _)) = root.iter_mut().skip(index).find(|(_, i)| i.is_value()) {
+        prepend(next.leaf_decor_mut(), "");
+        return;
+    }
+    if let Some(position) = first_header(root) {
+        if let Some(table) = header_at(root, position) {
+            prepend(table.decor_mut(), "\n");
+            return;
+        }
+    }
+    if comments {
+        let trailing = doc.trailing().as_str().unwrap_or_default().to_owned();
+        doc.set_trailing(format!("{trailing}{leading}"));
+    }
+}
+
+/// The position of the first table header the document shows (implicit and dotted tables
+/// have none of their own).
+fn first_header(table: &Table) -> Option<isize> {
+    let mut first: Option<isize> = None;
+    for (_, item) in table.iter() {
+        let tables: Vec<&Table> = match item {
+            Item::Table(t) => vec![t],
+            Item::ArrayOfTables(a) => a.iter().collect(),
+            _ => continue,
+        };
+        for t in tables {
+            if !t.is_implicit() && !t.is_dotted() {
+                if let Some(p) = t.position() {
+                    first = Some(first.map_or(p, |f| f.min(p)));
+                }
+            }
+            if let Some(p) = first_header(t) {
+                first = Some(first.map_or(p, |f| f.min(p)));
+            }
+        }
+    }
+    first
+}
+
+/// The shown table header at `position`.
+fn header_at(table: &mut Table, position: isize) -> Option<&mut Table> {
+    for (_, item) in table.iter_mut() {
+        let tables: Vec<&mut Table> = match item {
+            Item::Table(t) => vec![t],
+            Item::ArrayOfTables(a) => a.iter_mut().collect(),
+            _ => continue,
+        };
+        for t in tables {
+            if !t.is_implicit() && !t.is_dotted() && t.position() == Some(position) {
+                return Some(t);
+            }
+            if let Some(found) = header_at(t, position) {
+                return Some(found);
+            }
+        }
+    }
+    None
 }
 
 /// What `get` prints.
@@ -881,6 +987,59 @@ model = \"m\"
             !schema::parse(Path::new(P), &out, ParseMode::Startup)
                 .unwrap()
                 .protocol_auto_approve
+        );
+    }
+
+    #[test]
+    fn removing_the_retired_key_keeps_the_comments_above_it() {
+        // The file's header comment is the retired key's leading decor when it comes
+        // first: it stays at the top, with its blank line.
+        let text = "# my nl2sh settings\n\nbridge_auto_approve = true\n";
+        assert_eq!(
+            ed(text, "protocol_service_port", "1").unwrap(),
+            "# my nl2sh settings\n\nprotocol_service_port = 1\n"
+        );
+        assert_eq!(
+            ed(text, "model.model", "m").unwrap(),
+            "# my nl2sh settings\n\n[model]\nmodel = \"m\"\n"
+        );
+        // A comment between two keys above it belongs to the key below it and stays
+        // there; the retired key's own comment goes to the key that followed it.
+        let text = "\
+# my nl2sh settings
+
+protocol_service_port = 1
+# between the keys
+approval_policy = \"strict\"
+# the old switch
+bridge_auto_approve = true # legacy
+# the timeout
+approval_timeout_secs = 30
+";
+        assert_eq!(
+            ed(text, "protocol_service_port", "2").unwrap(),
+            "\
+# my nl2sh settings
+
+protocol_service_port = 2
+# between the keys
+approval_policy = \"strict\"
+# the old switch
+# the timeout
+approval_timeout_secs = 30
+"
+        );
+        // Nothing after it: before the next table header, else at the end.
+        let text = "a_key_first = 0\n# old\nbridge_auto_approve = true\n\n[model]\nmodel = \"m\"\n";
+        let text = text.replace("a_key_first", "protocol_service_port");
+        assert_eq!(
+            ed(&text, "approval_timeout_secs", "5").unwrap(),
+            "protocol_service_port = 0\napproval_timeout_secs = 5\n# old\n\n[model]\nmodel = \"m\"\n"
+        );
+        let text = "protocol_service_port = 0\n# old\nbridge_auto_approve = true\n";
+        assert_eq!(
+            ed(text, "protocol_service_port", "3").unwrap(),
+            "protocol_service_port = 3\n# old\n"
         );
     }
 
