@@ -57,6 +57,7 @@ const CONFIG_HELP: &str = "\
 Keys: every top-level key of the configuration, and model.<key> for the [model] table.
 protocol_token and model.api_key are never printed, and never taken from the command line:
 give `-` to read the value from stdin (one line), or --from-env VAR.
+`set` holds <config>.lock while it edits, so concurrent edits of one file apply in turn.
 Exit codes: 0 done; 1 refused or failed (the file is left as it was); 2 usage.";
 
 #[derive(Debug, Subcommand)]

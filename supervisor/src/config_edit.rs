@@ -16,7 +16,10 @@ use std::io::{self, BufRead, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use nl2sh_proto::config::{self as schema, ConfigError, ParseMode};
 use toml_edit::{DocumentMut, Item, Table, Value};
 
@@ -27,6 +30,10 @@ use crate::state;
 const RETIRED_KEY: &str = "bridge_auto_approve";
 /// Longest credential line read from stdin.
 const MAX_INPUT_BYTES: u64 = 4096;
+/// How long `set` waits for another edit of the same file to finish (an edit takes
+/// milliseconds; a longer hold is a stuck or stopped process).
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+const LOCK_POLL: Duration = Duration::from_millis(10);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -150,6 +157,13 @@ pub enum EditError {
     EnvNotUtf8(String),
     #[error("{0} is not set and has no default")]
     NotSet(String),
+    #[error(
+        "another `nl2sh config set` for {} has held {} for {} s; try again when it is done",
+        .path.display(),
+        .lock.display(),
+        LOCK_WAIT.as_secs()
+    )]
+    Locked { path: PathBuf, lock: PathBuf },
 }
 
 fn line_suffix(line: Option<usize>) -> String {
@@ -534,14 +548,13 @@ fn write_target(path: &Path) -> PathBuf {
     }
 }
 
-/// Replace `path` with `text` atomically: a 0600 temporary file beside it, fsync, rename,
-/// fsync of the directory. Creates the directory (0700) when missing. The owner of a file
-/// root edits for another uid stays that uid.
-pub fn save(path: &Path, text: &str) -> Result<(), EditError> {
-    let io_err = |what: &'static str, path: &Path| {
-        let path = path.to_owned();
-        move |source| EditError::Io { what, path, source }
-    };
+fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> EditError {
+    let path = path.to_owned();
+    move |source| EditError::Io { what, path, source }
+}
+
+/// The directory of `path`, created (0700, with its parents) when missing.
+fn config_dir(path: &Path) -> Result<PathBuf, EditError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => PathBuf::from("."),
@@ -553,6 +566,69 @@ pub fn save(path: &Path, text: &str) -> Result<(), EditError> {
             .create(&dir)
             .map_err(io_err("cannot create directory", &dir))?;
     }
+    Ok(dir)
+}
+
+/// `<path>.lock`, the lock an edit of `path` holds (see [`lock_for_edit`]).
+pub fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path
+        .file_name()
+        .map(std::ffi::OsStr::to_os_string)
+        .unwrap_or_else(|| "config.toml".into());
+    name.push(".lock");
+    path.with_file_name(name)
+}
+
+/// Take the exclusive lock on [`lock_path`] (created 0600, never removed: removing a
+/// lock file lets two editors lock two different files). Held from reading the file to
+/// renaming its new version over it, so concurrent edits apply one after another and
+/// none is lost. A file of its own because the rename replaces the configuration's inode,
+/// and a lock on that would be a lock on a file no longer there.
+fn lock_for_edit(path: &Path) -> Result<Flock<File>, EditError> {
+    config_dir(path)?;
+    let lock = lock_path(path);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&lock)
+        .map_err(io_err("cannot open the lock file", &lock))?;
+    // Root editing another user's configuration leaves the lock theirs, as `save` leaves
+    // the file: they must still be able to take it.
+    if let (Ok(config), Ok(ours)) = (fs::metadata(path), file.metadata()) {
+        let me = nix::unistd::geteuid().as_raw();
+        if me == 0 && ours.uid() == me && config.uid() != me {
+            std::os::unix::fs::fchown(&file, Some(config.uid()), Some(config.gid()))
+                .map_err(io_err("cannot chown", &lock))?;
+        }
+    }
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(held) => return Ok(held),
+            Err((back, Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
+                file = back;
+                std::thread::sleep(LOCK_POLL);
+            }
+            Err((_, Errno::EWOULDBLOCK)) => {
+                return Err(EditError::Locked {
+                    path: path.to_owned(),
+                    lock,
+                })
+            }
+            Err((_, errno)) => return Err(io_err("cannot lock", &lock)(io::Error::from(errno))),
+        }
+    }
+}
+
+/// Replace `path` with `text` atomically: a 0600 temporary file beside it, fsync, rename,
+/// fsync of the directory. Creates the directory (0700) when missing. The owner of a file
+/// root edits for another uid stays that uid. Callers that read the file first hold
+/// [`lock_for_edit`] around both.
+pub fn save(path: &Path, text: &str) -> Result<(), EditError> {
+    let dir = config_dir(path)?;
     let previous = fs::metadata(path).ok();
     let name = path
         .file_name()
@@ -719,9 +795,11 @@ fn set(
         (None, None) => return Err(EditError::NoInput),
     };
     let target = write_target(path);
+    let lock = lock_for_edit(&target)?;
     let before = read_text(&target)?;
     let after = edit(&target, &before, key, &input)?;
     save(&target, &after)?;
+    drop(lock);
     if credential {
         println!(
             "Saved {} in {} (value not shown).",
@@ -1188,7 +1266,11 @@ approval_timeout_secs = 30
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
-        assert_eq!(names, vec!["config.toml".to_owned()]);
+        let mut names = names;
+        names.sort();
+        // Beside it only the lock edits take, private too.
+        assert_eq!(names, ["config.toml", "config.toml.lock"]);
+        assert_eq!(mode(&lock_path(&path)), 0o600);
 
         // A refused edit leaves the file exactly as it was (content and inode).
         let before = fs::read_to_string(&path).unwrap();
@@ -1232,6 +1314,36 @@ approval_timeout_secs = 30
         assert_eq!(
             fs::read_to_string(&real).unwrap(),
             "# mine\nprotocol_service_port = 1\n"
+        );
+    }
+
+    #[test]
+    fn an_edit_waits_for_the_lock_and_then_applies_to_the_file_as_left() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("config.toml");
+        fs::write(&path, "protocol_service_port = 1\n").unwrap();
+        let held = lock_for_edit(&path).unwrap();
+        let editing = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                set(
+                    &path,
+                    "approval_policy",
+                    Some("strict".into()),
+                    None,
+                    &no_env,
+                )
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!editing.is_finished(), "the edit did not wait for the lock");
+        // What the holder writes meanwhile is what the waiting edit starts from.
+        save(&path, "protocol_service_port = 2\n").unwrap();
+        drop(held);
+        editing.join().unwrap().unwrap();
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "protocol_service_port = 2\napproval_policy = \"strict\"\n"
         );
     }
 

@@ -691,3 +691,86 @@ fn config_set_and_get_drive_the_service_and_keep_credentials_off_the_command_lin
     assert_eq!(code, Some(1));
     assert!(err.contains("known keys: protocol_token"), "{err}");
 }
+
+#[test]
+fn concurrent_config_sets_all_land() {
+    let m = Managed::new(
+        "# concurrent edits\nprotocol_auto_approve = true\n\n[model]\nmodel = \"m\"\n",
+    );
+    let token = "concurrent-token-0123456789-abcdefghijklmn";
+    let state_dir = m.fx.dir.path().join("elsewhere.state");
+    let state_dir = state_dir.display().to_string();
+    // Twenty different keys, each set by a process of its own, all at once.
+    let sets: Vec<(&str, &str)> = vec![
+        ("protocol_auto_approve", "false"),
+        ("protocol_start_with_service", "true"),
+        ("protocol_service_port", "4321"),
+        ("state_dir", &state_dir),
+        ("netd_uid", "12345"),
+        ("netd_gid", "12346"),
+        ("sandbox_uid_base", "2415919200"),
+        ("sandbox_uid_count", "32"),
+        ("approval_policy", "strict"),
+        ("approval_timeout_secs", "77"),
+        ("audit_max_rows", "5000"),
+        ("audit_max_bytes", "2097152"),
+        ("approval_grants", "[{ tool = \"fs.stat\" }]"),
+        ("protocol_token", "--from-env"),
+        ("model.model", "m2"),
+        ("model.base_url", "http://127.0.0.1:9/v1"),
+        ("model.api_key_env", "MY_MODEL_KEY"),
+        ("model.max_steps", "9"),
+        ("model.request_timeout_secs", "42"),
+        ("model.api_key", "--from-env"),
+    ];
+    assert_eq!(sets.len(), 20);
+    let barrier = std::sync::Barrier::new(sets.len());
+    std::thread::scope(|s| {
+        for &(key, value) in &sets {
+            let (barrier, fx) = (&barrier, &m.fx);
+            s.spawn(move || {
+                let mut cmd = if value == "--from-env" {
+                    fx.command(&["config", "set", key, "--from-env", "SECRET_VALUE"])
+                } else {
+                    fx.command(&["config", "set", key, value])
+                };
+                let secret = if key == "protocol_token" {
+                    token
+                } else {
+                    "sk-concurrent"
+                };
+                cmd.env("SECRET_VALUE", secret).stdin(Stdio::null());
+                barrier.wait();
+                let out = cmd.output().unwrap();
+                assert!(
+                    out.status.success(),
+                    "config set {key}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            });
+        }
+    });
+    for &(key, value) in &sets {
+        let (code, out, err) = m.run(&["config", "get", key]);
+        assert_eq!(code, Some(0), "{key}: {err}");
+        let want = match key {
+            "protocol_token" | "model.api_key" => "set",
+            "approval_grants" => "[[approval_grants]]\ntool = \"fs.stat\"",
+            _ => value,
+        };
+        assert_eq!(out.trim(), want, "{key}");
+    }
+    let text = std::fs::read_to_string(m.fx.config()).unwrap();
+    assert!(text.starts_with("# concurrent edits\n"), "{text}");
+    assert!(text.contains(token));
+    assert_eq!(mode(&m.fx.config()), 0o600);
+    let lock = m.fx.config().with_file_name("config.toml.lock");
+    assert_eq!(mode(&lock), 0o600);
+    // No temporary file is left behind.
+    let names: Vec<String> = std::fs::read_dir(m.fx.config().parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+}
