@@ -51,7 +51,8 @@ Exit codes:
            `protocol serve`/`stdio` (left alone)
   restart  as stop, then as start
 The service's output, including a generated token, goes to <config dir>/<stem>.service/service.log
-(private, 0600); status and start never print the token.";
+(private, 0600; kept within 1 MiB, the part before in service.log.1, and each new log begins with
+the startup block); status and start never print the token.";
 
 const CONFIG_HELP: &str = "\
 Keys: every top-level key of the configuration, and model.<key> for the [model] table.
