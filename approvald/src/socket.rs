@@ -28,6 +28,7 @@ use tokio::task::JoinSet;
 
 use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMode};
 use nl2sh_proto::topology::{Answerer, CliApprovald};
+use nl2sh_proto::unix_socket;
 
 use crate::authority::Authority;
 use crate::dispatch;
@@ -35,8 +36,12 @@ use crate::peer::TreeRoot;
 
 pub use crate::peer::PeerPolicy;
 
-/// The socket, relative to the state directory.
+/// The socket, relative to the state directory ([`SOCKET_DIR`]/[`SOCKET_NAME`]).
 pub const SOCKET_FILE: &str = "protocol/approvals.sock";
+/// The socket's directory, relative to the state directory.
+pub const SOCKET_DIR: &str = "protocol";
+/// The socket's name in [`SOCKET_DIR`].
+pub const SOCKET_NAME: &str = "approvals.sock";
 /// CLI connections served at once.
 pub const MAX_CONNECTIONS: usize = 16;
 /// Longest wait for a connected peer's hello.
@@ -68,13 +73,14 @@ pub struct ApprovalsSocket {
 }
 
 impl ApprovalsSocket {
-    /// Bind `<state_dir>/protocol/approvals.sock` with mode 0600.
+    /// Bind `<state_dir>/protocol/approvals.sock` with mode 0600, at any depth of
+    /// `state_dir` (bound through the directory checked here; see
+    /// [`nl2sh_proto::unix_socket`]).
     pub fn bind(state_dir: &Path) -> Result<ApprovalsSocket, SocketError> {
-        let path = state_dir.join(SOCKET_FILE);
-        if let Some(dir) = path.parent() {
-            // Prepared by the supervisor; a wider mode now means something changed it.
-            open_private_dir(dir, Create::IfMissing, WideMode::Refuse)?;
-        }
+        let dir_path = state_dir.join(SOCKET_DIR);
+        // Prepared by the supervisor; a wider mode now means something changed it.
+        let dir = open_private_dir(&dir_path, Create::IfMissing, WideMode::Refuse)?;
+        let path = dir_path.join(SOCKET_NAME);
         let io_err = |what, path: &Path| {
             let path = path.to_owned();
             move |source| SocketError::Io { what, path, source }
@@ -93,7 +99,7 @@ impl ApprovalsSocket {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err("cannot inspect", &path)(e)),
         }
-        let listener = std::os::unix::net::UnixListener::bind(&path)
+        let listener = unix_socket::bind_in(dir.as_fd(), &dir_path, SOCKET_NAME.as_ref())
             .map_err(io_err("cannot listen on", &path))?;
         let created = std::fs::symlink_metadata(&path).map_err(io_err("cannot inspect", &path))?;
         // Whatever goes wrong from here, the file does not outlive us.

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 
 use common::{summary, Rig};
 use nl2sh_approvald::peer::{Pid, Refusal, TreeRoot};
-use nl2sh_approvald::socket::{ApprovalsSocket, PeerPolicy, SOCKET_FILE};
+use nl2sh_approvald::socket::{ApprovalsSocket, PeerPolicy, SOCKET_DIR, SOCKET_FILE, SOCKET_NAME};
 use nl2sh_proto::channels::{CallId, CliErrorKind, CliRequest, CliResponse, Decision, RiskLevel};
 use nl2sh_proto::frame::encode;
 use nl2sh_proto::handshake::{handshake, ChannelKind, Hello, Role, MAGIC, PROTOCOL_VERSION};
@@ -38,8 +38,15 @@ fn mode(path: &Path) -> u32 {
         & 0o777
 }
 
+/// A connection to the socket at `path` the way the CLI makes it (at any depth).
+fn stream_to(path: &Path) -> UnixStream {
+    let stream = nl2sh_proto::unix_socket::connect(path).unwrap();
+    stream.set_nonblocking(true).unwrap();
+    UnixStream::from_std(stream).unwrap()
+}
+
 async fn connect(path: &Path) -> CliClient {
-    let stream = UnixStream::connect(path).await.unwrap();
+    let stream = stream_to(path);
     CliClient::start(Asker::connected(stream).unwrap())
         .await
         .unwrap()
@@ -171,7 +178,7 @@ async fn serves_the_same_uid_and_is_removed_on_exit() {
 async fn a_wrong_handshake_is_closed() {
     let rig = Rig::new().await;
     let served = serve(&rig);
-    let mut stream = UnixStream::connect(&served.path).await.unwrap();
+    let mut stream = stream_to(&served.path);
     // The executor's role on the CLI channel.
     let r = handshake(
         &mut stream,
@@ -195,7 +202,7 @@ async fn a_stale_socket_is_replaced_and_anything_else_is_refused() {
     let protocol = rig.dir.path().join("protocol");
     let path = rig.dir.path().join(SOCKET_FILE);
     // A socket left by a killed run.
-    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    drop(nl2sh_proto::unix_socket::bind(&path).unwrap());
     assert!(path.exists());
     let socket = ApprovalsSocket::bind(rig.dir.path()).unwrap();
     assert_eq!(mode(&path), 0o600);
@@ -221,7 +228,7 @@ fn peer_helper() {
     let Some(path) = std::env::var_os(HELPER_ENV) else {
         return;
     };
-    let code = match std::os::unix::net::UnixStream::connect(&path) {
+    let code = match nl2sh_proto::unix_socket::connect(Path::new(&path)) {
         Err(e) => {
             eprintln!("connect: {e}");
             HELPER_NO_CONNECT
@@ -312,10 +319,53 @@ async fn another_uid_is_refused_without_an_answer() {
     assert_eq!(waiting.await.unwrap().0, Decision::Rejected);
 }
 
+/// A state directory so deep that the socket's path is far past what a socket address
+/// holds: bound and served all the same, with the same mode, and removed on exit.
+#[tokio::test]
+async fn a_state_directory_at_any_depth_is_served() {
+    let rig = Rig::new().await;
+    let mut state = rig.dir.path().to_path_buf();
+    while state.as_os_str().len() < 220 {
+        state.push("a-state-directory-nested-deeply");
+    }
+    std::fs::create_dir_all(&state).unwrap();
+    let socket = ApprovalsSocket::bind(&state).unwrap();
+    let path = socket.path().to_owned();
+    assert_eq!(path, state.join(SOCKET_FILE));
+    assert_eq!(
+        Path::new(SOCKET_DIR).join(SOCKET_NAME),
+        Path::new(SOCKET_FILE)
+    );
+    assert!(path.as_os_str().len() > 200, "{}", path.display());
+    assert!(std::fs::symlink_metadata(&path)
+        .unwrap()
+        .file_type()
+        .is_socket());
+    assert_eq!(mode(&path), 0o600);
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(
+        socket.serve(rig.authority.clone(), PeerPolicy::SameUid, async move {
+            let _ = stopped.await;
+        }),
+    );
+    let waiting = rig.decide_later(summary(1, RiskLevel::Medium));
+    rig.wait_pending(1).await;
+    let cli = connect(&path).await;
+    match cli.call(&CliRequest::ListPending).await.unwrap() {
+        CliResponse::Pending(list) => assert_eq!(list.len(), 1),
+        other => panic!("{other:?}"),
+    }
+    rig.reject(&rig.pending()[0].id).unwrap();
+    assert_eq!(waiting.await.unwrap().0, Decision::Rejected);
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+    assert!(!path.exists());
+}
+
 /// Send a hello and `req` without waiting for the handshake, then read: `true` if the
 /// connection was closed without a byte of answer.
 async fn closed_unanswered(path: &Path, req: &CliRequest) -> bool {
-    let mut stream = UnixStream::connect(path).await.unwrap();
+    let mut stream = stream_to(path);
     let hello = Hello {
         magic: MAGIC,
         version: PROTOCOL_VERSION,
@@ -377,7 +427,7 @@ async fn a_peer_in_the_nl2sh_tree_is_refused_without_an_answer() {
     // A process it started (a descendant, as a tool command is of the supervisor).
     assert_eq!(helper_exit_code(&served.path).await, Some(HELPER_REFUSED));
     // A proper handshake gets nothing either: approvald closes before its hello.
-    let mut stream = UnixStream::connect(&served.path).await.unwrap();
+    let mut stream = stream_to(&served.path);
     let r = handshake(
         &mut stream,
         ChannelKind::CliApprovald,
@@ -441,11 +491,9 @@ async fn a_peer_outside_the_nl2sh_tree_is_served() {
 #[test]
 fn a_peer_that_is_gone_is_refused() {
     use std::os::fd::AsFd;
-    use std::os::unix::net::UnixListener;
-
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("peer.sock");
-    let listener = UnixListener::bind(&path).unwrap();
+    let listener = nl2sh_proto::unix_socket::bind(&path).unwrap();
     let exe = std::env::current_exe().unwrap();
     let mut child = std::process::Command::new(exe)
         .args(["--exact", "peer_helper", "--nocapture", "--test-threads=1"])

@@ -24,6 +24,7 @@ pub mod snapshot;
 pub mod sys;
 pub mod text;
 pub mod topology;
+pub mod unix_socket;
 pub mod worker;
 
 pub use frame::FrameError;

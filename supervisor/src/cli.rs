@@ -51,12 +51,14 @@ Exit codes:
            `protocol serve`/`stdio` (left alone)
   restart  as stop, then as start
 The service's output, including a generated token, goes to <config dir>/<stem>.service/service.log
-(private, 0600); status and start never print the token.";
+(private, 0600; kept within 1 MiB, the part before in service.log.1, and each new log begins with
+the startup block); status and start never print the token.";
 
 const CONFIG_HELP: &str = "\
 Keys: every top-level key of the configuration, and model.<key> for the [model] table.
 protocol_token and model.api_key are never printed, and never taken from the command line:
 give `-` to read the value from stdin (one line), or --from-env VAR.
+`set` holds <config>.lock while it edits, so concurrent edits of one file apply in turn.
 Exit codes: 0 done; 1 refused or failed (the file is left as it was); 2 usage.";
 
 #[derive(Debug, Subcommand)]

@@ -16,7 +16,10 @@ use std::io::{self, BufRead, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use nl2sh_proto::config::{self as schema, ConfigError, ParseMode};
 use toml_edit::{DocumentMut, Item, Table, Value};
 
@@ -27,6 +30,10 @@ use crate::state;
 const RETIRED_KEY: &str = "bridge_auto_approve";
 /// Longest credential line read from stdin.
 const MAX_INPUT_BYTES: u64 = 4096;
+/// How long `set` waits for another edit of the same file to finish (an edit takes
+/// milliseconds; a longer hold is a stuck or stopped process).
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+const LOCK_POLL: Duration = Duration::from_millis(10);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -153,6 +160,13 @@ pub enum EditError {
     EnvNotUtf8(String),
     #[error("{0} is not set and has no default")]
     NotSet(String),
+    #[error(
+        "another `nl2sh config set` for {} has held {} for {} s; try again when it is done",
+        .path.display(),
+        .lock.display(),
+        LOCK_WAIT.as_secs()
+    )]
+    Locked { path: PathBuf, lock: PathBuf },
 }
 
 fn line_suffix(line: Option<usize>) -> String {
@@ -295,6 +309,9 @@ pub fn edit(path: &Path, text: &str, key: &str, input: &str) -> Result<String, E
         })?;
     }
     let mut doc = parse_document(path, text)?;
+    // First, so the comments it stood under never go to the key being set (which is
+    // appended after it).
+    remove_retired(&mut doc);
     match named.table {
         None => put(doc.as_table_mut(), named.spec.name, item),
         Some(table) => {
@@ -320,10 +337,113 @@ pub fn edit(path: &Path, text: &str, key: &str, input: &str) -> Result<String, E
             }
         }
     }
-    doc.remove(RETIRED_KEY);
     let edited = doc.to_string();
     schema::parse(path, &edited, ParseMode::Startup).map_err(EditError::Invalid)?;
     Ok(edited)
+}
+
+/// Remove the retired key, keeping the comments that stand above it. toml_edit keeps
+/// them in the key's leading decor, the file's own header comment too when the key comes
+/// first, so removing the key would take them along. They go where they still stand
+/// above the same things: the document's start when nothing came before the key, else
+/// the next key, else the next table header, else the end of the document.
+fn remove_retired(doc: &mut DocumentMut) {
+    let root = doc.as_table_mut();
+    let Some(index) = root.iter().position(|(k, _)| k == RETIRED_KEY) else {
+        return;
+    };
+    let Some((key, item)) = root.remove_entry(RETIRED_KEY) else {
+        return;
+    };
+    let leading = match &item {
+        Item::Table(t) => t.decor().prefix(),
+        Item::ArrayOfTables(a) => a.get(0).and_then(|t| t.decor().prefix()),
+        Item::Value(_) | Item::None => key.leaf_decor().prefix(),
+    };
+    let leading = leading.and_then(|raw| raw.as_str()).unwrap_or_default();
+    if leading.is_empty() {
+        return;
+    }
+    let prepend = |decor: &mut toml_edit::Decor, default: &str| {
+        let rest = decor
+            .prefix()
+            .and_then(|raw| raw.as_str())
+            .unwrap_or(default)
+            .to_owned();
+        decor.set_prefix(format!("{leading}{rest}"));
+    };
+    // Keys render before table headers, in order; the key was the first when no key
+    // came before it.
+    let values_before = root
+        .iter()
+        .take(index)
+        .filter(|(_, i)| i.is_value())
+        .count();
+    let comments = leading.contains('#');
+    if values_before == 0 && matches!(item, Item::Value(_)) {
+        if comments {
+            prepend(root.decor_mut(), "");
+        }
+        return;
+    }
+    if let Some((mut next, _)) = root.iter_mut().skip(index).find(|(_, i)| i.is_value()) {
+        prepend(next.leaf_decor_mut(), "");
+        return;
+    }
+    if let Some(position) = first_header(root) {
+        if let Some(table) = header_at(root, position) {
+            prepend(table.decor_mut(), "\n");
+            return;
+        }
+    }
+    if comments {
+        let trailing = doc.trailing().as_str().unwrap_or_default().to_owned();
+        doc.set_trailing(format!("{trailing}{leading}"));
+    }
+}
+
+/// The position of the first table header the document shows (implicit and dotted tables
+/// have none of their own).
+fn first_header(table: &Table) -> Option<isize> {
+    let mut first: Option<isize> = None;
+    for (_, item) in table.iter() {
+        let tables: Vec<&Table> = match item {
+            Item::Table(t) => vec![t],
+            Item::ArrayOfTables(a) => a.iter().collect(),
+            _ => continue,
+        };
+        for t in tables {
+            if !t.is_implicit() && !t.is_dotted() {
+                if let Some(p) = t.position() {
+                    first = Some(first.map_or(p, |f| f.min(p)));
+                }
+            }
+            if let Some(p) = first_header(t) {
+                first = Some(first.map_or(p, |f| f.min(p)));
+            }
+        }
+    }
+    first
+}
+
+/// The shown table header at `position`.
+fn header_at(table: &mut Table, position: isize) -> Option<&mut Table> {
+    for (_, item) in table.iter_mut() {
+        let tables: Vec<&mut Table> = match item {
+            Item::Table(t) => vec![t],
+            Item::ArrayOfTables(a) => a.iter_mut().collect(),
+            _ => continue,
+        };
+        for t in tables {
+            if !t.is_implicit() && !t.is_dotted() && t.position() == Some(position) {
+                return Some(t);
+            }
+            if let Some(found) = header_at(t, position) {
+                return Some(found);
+            }
+        }
+    }
+    None
 }
 
 /// What `get` prints.
@@ -434,14 +554,13 @@ fn write_target(path: &Path) -> PathBuf {
     }
 }
 
-/// Replace `path` with `text` atomically: a 0600 temporary file beside it, fsync, rename,
-/// fsync of the directory. Creates the directory (0700) when missing. The owner of a file
-/// root edits for another uid stays that uid.
-pub fn save(path: &Path, text: &str) -> Result<(), EditError> {
-    let io_err = |what: &'static str, path: &Path| {
-        let path = path.to_owned();
-        move |source| EditError::Io { what, path, source }
-    };
+fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> EditError {
+    let path = path.to_owned();
+    move |source| EditError::Io { what, path, source }
+}
+
+/// The directory of `path`, created (0700, with its parents) when missing.
+fn config_dir(path: &Path) -> Result<PathBuf, EditError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => PathBuf::from("."),
@@ -453,6 +572,69 @@ pub fn save(path: &Path, text: &str) -> Result<(), EditError> {
             .create(&dir)
             .map_err(io_err("cannot create directory", &dir))?;
     }
+    Ok(dir)
+}
+
+/// `<path>.lock`, the lock an edit of `path` holds (see [`lock_for_edit`]).
+pub fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path
+        .file_name()
+        .map(std::ffi::OsStr::to_os_string)
+        .unwrap_or_else(|| "config.toml".into());
+    name.push(".lock");
+    path.with_file_name(name)
+}
+
+/// Take the exclusive lock on [`lock_path`] (created 0600, never removed: removing a
+/// lock file lets two editors lock two different files). Held from reading the file to
+/// renaming its new version over it, so concurrent edits apply one after another and
+/// none is lost. A file of its own because the rename replaces the configuration's inode,
+/// and a lock on that would be a lock on a file no longer there.
+fn lock_for_edit(path: &Path) -> Result<Flock<File>, EditError> {
+    config_dir(path)?;
+    let lock = lock_path(path);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&lock)
+        .map_err(io_err("cannot open the lock file", &lock))?;
+    // Root editing another user's configuration leaves the lock theirs, as `save` leaves
+    // the file: they must still be able to take it.
+    if let (Ok(config), Ok(ours)) = (fs::metadata(path), file.metadata()) {
+        let me = nix::unistd::geteuid().as_raw();
+        if me == 0 && ours.uid() == me && config.uid() != me {
+            std::os::unix::fs::fchown(&file, Some(config.uid()), Some(config.gid()))
+                .map_err(io_err("cannot chown", &lock))?;
+        }
+    }
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(held) => return Ok(held),
+            Err((back, Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
+                file = back;
+                std::thread::sleep(LOCK_POLL);
+            }
+            Err((_, Errno::EWOULDBLOCK)) => {
+                return Err(EditError::Locked {
+                    path: path.to_owned(),
+                    lock,
+                })
+            }
+            Err((_, errno)) => return Err(io_err("cannot lock", &lock)(io::Error::from(errno))),
+        }
+    }
+}
+
+/// Replace `path` with `text` atomically: a 0600 temporary file beside it, fsync, rename,
+/// fsync of the directory. Creates the directory (0700) when missing. The owner of a file
+/// root edits for another uid stays that uid. Callers that read the file first hold
+/// [`lock_for_edit`] around both.
+pub fn save(path: &Path, text: &str) -> Result<(), EditError> {
+    let dir = config_dir(path)?;
     let previous = fs::metadata(path).ok();
     let name = path
         .file_name()
@@ -619,9 +801,11 @@ fn set(
         (None, None) => return Err(EditError::NoInput),
     };
     let target = write_target(path);
+    let lock = lock_for_edit(&target)?;
     let before = read_text(&target)?;
     let after = edit(&target, &before, key, &input)?;
     save(&target, &after)?;
+    drop(lock);
     if credential {
         println!(
             "Saved {} in {} (value not shown).",
@@ -932,6 +1116,59 @@ model = \"m\"
     }
 
     #[test]
+    fn removing_the_retired_key_keeps_the_comments_above_it() {
+        // The file's header comment is the retired key's leading decor when it comes
+        // first: it stays at the top, with its blank line.
+        let text = "# my nl2sh settings\n\nbridge_auto_approve = true\n";
+        assert_eq!(
+            ed(text, "protocol_service_port", "1").unwrap(),
+            "# my nl2sh settings\n\nprotocol_service_port = 1\n"
+        );
+        assert_eq!(
+            ed(text, "model.model", "m").unwrap(),
+            "# my nl2sh settings\n\n[model]\nmodel = \"m\"\n"
+        );
+        // A comment between two keys above it belongs to the key below it and stays
+        // there; the retired key's own comment goes to the key that followed it.
+        let text = "\
+# my nl2sh settings
+
+protocol_service_port = 1
+# between the keys
+approval_policy = \"strict\"
+# the old switch
+bridge_auto_approve = true # legacy
+# the timeout
+approval_timeout_secs = 30
+";
+        assert_eq!(
+            ed(text, "protocol_service_port", "2").unwrap(),
+            "\
+# my nl2sh settings
+
+protocol_service_port = 2
+# between the keys
+approval_policy = \"strict\"
+# the old switch
+# the timeout
+approval_timeout_secs = 30
+"
+        );
+        // Nothing after it: before the next table header, else at the end.
+        let text = "a_key_first = 0\n# old\nbridge_auto_approve = true\n\n[model]\nmodel = \"m\"\n";
+        let text = text.replace("a_key_first", "protocol_service_port");
+        assert_eq!(
+            ed(&text, "approval_timeout_secs", "5").unwrap(),
+            "protocol_service_port = 0\napproval_timeout_secs = 5\n# old\n\n[model]\nmodel = \"m\"\n"
+        );
+        let text = "protocol_service_port = 0\n# old\nbridge_auto_approve = true\n";
+        assert_eq!(
+            ed(text, "protocol_service_port", "3").unwrap(),
+            "protocol_service_port = 3\n# old\n"
+        );
+    }
+
+    #[test]
     fn credentials_are_checked_and_never_shown() {
         let token = "tok-0123456789-abcdefghijklmnopqrstuvwxyz";
         let out = ed("", "protocol_token", token).unwrap();
@@ -1076,7 +1313,11 @@ model = \"m\"
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
-        assert_eq!(names, vec!["config.toml".to_owned()]);
+        let mut names = names;
+        names.sort();
+        // Beside it only the lock edits take, private too.
+        assert_eq!(names, ["config.toml", "config.toml.lock"]);
+        assert_eq!(mode(&lock_path(&path)), 0o600);
 
         // A refused edit leaves the file exactly as it was (content and inode).
         let before = fs::read_to_string(&path).unwrap();
@@ -1120,6 +1361,36 @@ model = \"m\"
         assert_eq!(
             fs::read_to_string(&real).unwrap(),
             "# mine\nprotocol_service_port = 1\n"
+        );
+    }
+
+    #[test]
+    fn an_edit_waits_for_the_lock_and_then_applies_to_the_file_as_left() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("config.toml");
+        fs::write(&path, "protocol_service_port = 1\n").unwrap();
+        let held = lock_for_edit(&path).unwrap();
+        let editing = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                set(
+                    &path,
+                    "approval_policy",
+                    Some("strict".into()),
+                    None,
+                    &no_env,
+                )
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!editing.is_finished(), "the edit did not wait for the lock");
+        // What the holder writes meanwhile is what the waiting edit starts from.
+        save(&path, "protocol_service_port = 2\n").unwrap();
+        drop(held);
+        editing.join().unwrap().unwrap();
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "protocol_service_port = 2\napproval_policy = \"strict\"\n"
         );
     }
 

@@ -58,8 +58,13 @@ async fn connect(
             ),
         )
     };
-    let stream = tokio::net::UnixStream::connect(sock)
-        .await
+    // Through the socket's directory, so a configuration at any depth is reachable.
+    // (Blocking: a local connect completes as soon as approvald's backlog takes it.)
+    let stream = nl2sh_proto::unix_socket::connect(sock)
+        .and_then(|s| {
+            s.set_nonblocking(true)?;
+            tokio::net::UnixStream::from_std(s)
+        })
         .map_err(|e| not_running(format!("{}: {e}", sock.display())))?;
     let end = Asker::<CliApprovald>::connected(stream)
         .map_err(|e| (Exit::Failure, format!("cannot use {}: {e}", sock.display())))?;

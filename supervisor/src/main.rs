@@ -13,6 +13,7 @@ mod model;
 mod orphans;
 mod serve;
 mod service;
+mod service_log;
 mod spawn;
 mod startup;
 mod state;

@@ -77,14 +77,33 @@ pub enum Transport {
 }
 
 pub fn serve(config_arg: Option<PathBuf>, transport: Transport) -> ExitCode {
-    match run(config_arg, transport) {
+    // The managed service keeps its own log within its cap, from before any worker
+    // exists (they inherit its stdout and stderr).
+    let capture = match &transport {
+        Transport::Http(args) if args.managed_service => {
+            let path = config_arg
+                .clone()
+                .unwrap_or_else(config::default_config_path);
+            let service_dir = config::service_dir(&config::absolute(&path));
+            crate::service_log::capture(&service_dir).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot cap the service log; it grows until the next start");
+                None
+            })
+        }
+        _ => None,
+    };
+    let code = match run(config_arg, transport) {
         Ok(code) => code,
         Err(e) => {
             tracing::error!("{e}");
             eprintln!("nl2sh: {e}");
             ExitCode::FAILURE
         }
+    };
+    if let Some(capture) = capture {
+        capture.finish();
     }
+    code
 }
 
 /// What the HTTP transport announces once the tree is up.
@@ -261,6 +280,9 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(block.as_bytes());
             let _ = out.flush();
+            if transport_name == "service" {
+                crate::service_log::startup_block_printed(&block);
+            }
             tracing::info!(listen = %a.listening, origin = %a.origin.origin_string(), "serving");
         } else {
             tracing::info!("serving MCP on stdin/stdout");

@@ -4,9 +4,10 @@
 //! `start` re-executes this binary as `protocol serve --host 0.0.0.0 --port
 //! <protocol_service_port> --managed-service`, detached (a session of its own, stdin
 //! /dev/null, stdout and stderr appended to the private `<stem>.service/service.log` beside
-//! the configuration), and waits until discovery shows that very process announced, or it
-//! exited. The process is an ordinary `protocol serve` in every other way: the same lock,
-//! the same port fallback, the same drain on SIGTERM. Its transport is announced as
+//! the configuration, which the service then keeps within its cap: [`service_log`]), and
+//! waits until discovery shows that very process announced, or it exited. The process is
+//! an ordinary `protocol serve` in every other way: the same lock, the same port
+//! fallback, the same drain on SIGTERM. Its transport is announced as
 //! "service", which is how `stop` tells it from a standalone `protocol serve` (never
 //! stopped, never adopted).
 //!
@@ -35,6 +36,7 @@ use nl2sh_proto::limits::SHUTDOWN_GRACE;
 use nl2sh_proto::private_dir::{open_private_dir, Create, WideMode};
 
 use crate::config::{self, Config, ConfigError};
+use crate::service_log;
 use crate::state::{self, ConnectionInfo, Discovered, StatePaths};
 
 /// The transport a managed service announces.
@@ -50,8 +52,9 @@ const START_WAIT: Duration = Duration::from_secs(30);
 const STOP_WAIT: Duration = Duration::from_secs(3 * (SHUTDOWN_GRACE.as_secs() + 2) + 5);
 /// Discovery polling interval while waiting.
 const POLL: Duration = Duration::from_millis(50);
-/// A log larger than this is moved to `service.log.1` at the next start.
-const LOG_ROTATE_BYTES: u64 = 1024 * 1024;
+/// A log larger than this is moved to `service.log.1` at the next start (while the
+/// service runs, it keeps the log within it itself: [`service_log`]).
+const LOG_ROTATE_BYTES: u64 = service_log::LOG_CAP_BYTES;
 /// Lines of the log shown when a start fails.
 const LOG_TAIL_LINES: usize = 20;
 /// Bytes of the log read for those lines.
@@ -110,7 +113,7 @@ impl Target {
         Target {
             identity: config::identity(&config_path),
             state: state::state_paths(&config::state_dir(cfg, &config_path)),
-            log: service_dir.join("service.log"),
+            log: service_dir.join(service_log::LOG_NAME),
             service_dir,
             config_path,
         }
@@ -646,7 +649,7 @@ fn start_locked(target: &Target, cfg: &Config) -> Result<(), Failure> {
 /// this start; the offset where this start's output begins.
 fn open_log(target: &Target) -> Result<(File, u64), Failure> {
     if fs::symlink_metadata(&target.log).is_ok_and(|m| m.is_file() && m.len() > LOG_ROTATE_BYTES) {
-        let old = target.service_dir.join("service.log.1");
+        let old = target.service_dir.join(service_log::OLD_LOG_NAME);
         fs::rename(&target.log, &old).map_err(|e| {
             failure(
                 EXIT_FAILURE,
@@ -744,6 +747,8 @@ fn log_tail(log: &Path, offset: u64) -> String {
     let mut bytes = Vec::new();
     if let Ok(mut file) = File::open(log) {
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        // Shorter than where this start began: the service rotated it meanwhile.
+        let offset = if len < offset { 0 } else { offset };
         let from = offset.max(len.saturating_sub(LOG_TAIL_BYTES));
         if file.seek(SeekFrom::Start(from)).is_ok() {
             let _ = file.take(LOG_TAIL_BYTES).read_to_end(&mut bytes);
@@ -920,7 +925,7 @@ mod tests {
         fs::set_permissions(&t.log, fs::Permissions::from_mode(0o644)).unwrap();
         let (_, offset) = open_log(&t).unwrap_or_else(|f| panic!("{}", f.message));
         assert_eq!(offset, 0);
-        let rotated = t.service_dir.join("service.log.1");
+        let rotated = t.service_dir.join(service_log::OLD_LOG_NAME);
         assert_eq!(fs::metadata(&rotated).unwrap().len(), LOG_ROTATE_BYTES + 1);
         assert_eq!(
             fs::metadata(&rotated).unwrap().permissions().mode() & 0o7777,

@@ -66,6 +66,45 @@ fn approve_from_a_terminal_runs_the_exact_action() {
     assert_eq!(code, Some(4), "{err}");
 }
 
+/// A configuration so deep that `protocol/approvals.sock` is far past the 108 bytes a
+/// socket address holds: the service starts, and the local commands reach it.
+#[test]
+fn a_configuration_at_any_depth_serves_its_approvals() {
+    let nested: Vec<String> = (0..6)
+        .map(|i| format!("a-deeply-nested-configuration-directory-{i}"))
+        .collect();
+    let fx = Fixture::with_config_at(
+        &format!("{}/config.toml", nested.join("/")),
+        "approval_timeout_secs = 60\n",
+    );
+    let server = Server::start(&fx, &[], &[]);
+    let sock = fx.state_dir().join("protocol/approvals.sock");
+    assert!(sock.as_os_str().len() > 200, "{}", sock.display());
+    assert!(std::os::unix::fs::FileTypeExt::is_socket(
+        &std::fs::symlink_metadata(&sock).unwrap().file_type()
+    ));
+
+    let (code, out, err) = run_without_terminal(&fx, &["protocol", "approvals"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (Some(0), "No pending approvals.\n"),
+        "{err}"
+    );
+
+    let marker = fx.dir.path().join("deep-marker");
+    let call = server.invoke_async("shell.exec", touch(&marker));
+    let id = wait_pending(&fx, 1)[0]["id"].as_str().unwrap().to_string();
+    let (code, out, err) = run_without_terminal(&fx, &["protocol", "approvals"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(&id) && out.contains("touch"), "{out}");
+    assert!(!marker.exists(), "ran before approval");
+
+    let (code, out, err) = run_on_terminal(&fx, &["protocol", "approve", &id]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(!call.join().unwrap().is_error);
+    assert!(marker.exists());
+}
+
 #[test]
 fn reject_and_expiry_refuse_and_nothing_runs() {
     let fx = Fixture::new("approval_timeout_secs = 2\n");

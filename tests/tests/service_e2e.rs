@@ -237,10 +237,19 @@ fn start_status_repeated_start_restart_and_stop() {
         std::fs::read_link(format!("/proc/{pid}/fd/0")).unwrap(),
         PathBuf::from("/dev/null")
     );
-    assert_eq!(
-        std::fs::read_link(format!("/proc/{pid}/fd/1")).unwrap(),
-        m.service_dir().join("service.log")
+    // Output goes through one pipe to the service's own log writer, which holds the log.
+    let fd = |n: &str| std::fs::read_link(format!("/proc/{pid}/fd/{n}")).unwrap();
+    let out_pipe = fd("1");
+    assert!(
+        out_pipe.to_string_lossy().starts_with("pipe:"),
+        "{out_pipe:?}"
     );
+    assert_eq!(fd("2"), out_pipe);
+    let holds_log = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+        .any(|target| target == m.service_dir().join("service.log"));
+    assert!(holds_log, "the service does not hold its log open");
 
     // A repeated start keeps the running process.
     let (code, out, _) = m.run(&["service", "start"]);
@@ -690,4 +699,175 @@ fn config_set_and_get_drive_the_service_and_keep_credentials_off_the_command_lin
     let (code, _, err) = m.run(&["config", "set", "no_such_key", "1"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("known keys: protocol_token"), "{err}");
+}
+
+/// A log line as long as the longest one in `text`.
+fn longest_line(text: &str) -> u64 {
+    text.lines().map(|l| l.len() as u64 + 1).max().unwrap_or(0)
+}
+
+#[test]
+fn a_flooded_service_log_stays_within_its_cap_and_keeps_the_token() {
+    const CAP: u64 = 1024 * 1024;
+    let m = Managed::new(SWITCHED_ON);
+    // At debug, every MCP request is logged whole (rmcp's "received request"): each
+    // request below writes a line of about 30 KB.
+    let (code, out, err) = m.run_env(&["service", "start"], &[("NL2SH_LOG", "debug")]);
+    assert_eq!(code, Some(0), "{out}\n{err}\n{}", m.log());
+    let token = m.log_token();
+    let addr = m.addr();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "no_such_tool", "arguments": {"pad": "x".repeat(30_000)}}})
+    .to_string();
+    let dir = m.service_dir();
+    let old = dir.join("service.log.1");
+    // Until the log has moved twice: the second move replaces the first service.log.1,
+    // which began with the start's marker, with one that began as a continued log.
+    let rotated_twice = || {
+        std::fs::read_to_string(&old).is_ok_and(|t| {
+            t.lines()
+                .next()
+                .is_some_and(|l| l.contains("log continued"))
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut sent = 0;
+    while !rotated_twice() {
+        assert!(
+            Instant::now() < deadline,
+            "{sent} requests did not fill the log twice; its end:\n{}",
+            m.log()
+                .chars()
+                .rev()
+                .take(2000)
+                .collect::<String>()
+                .chars()
+                .rev()
+                .collect::<String>()
+        );
+        for _ in 0..10 {
+            assert_eq!(mcp_post(addr, &token, &body).status, 200);
+            sent += 1;
+        }
+    }
+    let check = |when: &str| {
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["control.lock", "service.log", "service.log.1"],
+            "{when}: one old log is kept"
+        );
+        for name in ["service.log", "service.log.1"] {
+            let path = dir.join(name);
+            let text = std::fs::read_to_string(&path).unwrap();
+            let len = text.len() as u64;
+            assert!(
+                len <= CAP + longest_line(&text),
+                "{when}: {name} is {len} bytes, over the cap and a line"
+            );
+            assert_eq!(mode(&path), 0o600, "{when}: {name}");
+        }
+    };
+    check("flooded");
+    // The current log still names the running service's token, which still works.
+    let log = m.log();
+    assert!(log.starts_with("--- ") && log.contains("This run's startup block:\n"));
+    assert_eq!(m.log_token(), token);
+    assert_eq!(initialize(addr, &token), 200);
+    let (code, out, err) = m.run(&["service", "stop"]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    check("stopped");
+    // What the service said as it stopped is in the current log, not a moved one.
+    let log = m.log();
+    assert!(
+        log.contains("stopping: draining in-flight requests"),
+        "{log}"
+    );
+}
+
+#[test]
+fn concurrent_config_sets_all_land() {
+    let m = Managed::new(
+        "# concurrent edits\nprotocol_auto_approve = true\n\n[model]\nmodel = \"m\"\n",
+    );
+    let token = "concurrent-token-0123456789-abcdefghijklmn";
+    let state_dir = m.fx.dir.path().join("elsewhere.state");
+    let state_dir = state_dir.display().to_string();
+    // Twenty different keys, each set by a process of its own, all at once.
+    let sets: Vec<(&str, &str)> = vec![
+        ("protocol_auto_approve", "false"),
+        ("protocol_start_with_service", "true"),
+        ("protocol_service_port", "4321"),
+        ("state_dir", &state_dir),
+        ("netd_uid", "12345"),
+        ("netd_gid", "12346"),
+        ("sandbox_uid_base", "2415919200"),
+        ("sandbox_uid_count", "32"),
+        ("approval_policy", "strict"),
+        ("approval_timeout_secs", "77"),
+        ("audit_max_rows", "5000"),
+        ("audit_max_bytes", "2097152"),
+        ("approval_grants", "[{ tool = \"fs.stat\" }]"),
+        ("protocol_token", "--from-env"),
+        ("model.model", "m2"),
+        ("model.base_url", "http://127.0.0.1:9/v1"),
+        ("model.api_key_env", "MY_MODEL_KEY"),
+        ("model.max_steps", "9"),
+        ("model.request_timeout_secs", "42"),
+        ("model.api_key", "--from-env"),
+    ];
+    assert_eq!(sets.len(), 20);
+    let barrier = std::sync::Barrier::new(sets.len());
+    std::thread::scope(|s| {
+        for &(key, value) in &sets {
+            let (barrier, fx) = (&barrier, &m.fx);
+            s.spawn(move || {
+                let mut cmd = if value == "--from-env" {
+                    fx.command(&["config", "set", key, "--from-env", "SECRET_VALUE"])
+                } else {
+                    fx.command(&["config", "set", key, value])
+                };
+                let secret = if key == "protocol_token" {
+                    token
+                } else {
+                    "sk-concurrent"
+                };
+                cmd.env("SECRET_VALUE", secret).stdin(Stdio::null());
+                barrier.wait();
+                let out = cmd.output().unwrap();
+                assert!(
+                    out.status.success(),
+                    "config set {key}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            });
+        }
+    });
+    for &(key, value) in &sets {
+        let (code, out, err) = m.run(&["config", "get", key]);
+        assert_eq!(code, Some(0), "{key}: {err}");
+        let want = match key {
+            "protocol_token" | "model.api_key" => "set",
+            "approval_grants" => "[[approval_grants]]\ntool = \"fs.stat\"",
+            _ => value,
+        };
+        assert_eq!(out.trim(), want, "{key}");
+    }
+    let text = std::fs::read_to_string(m.fx.config()).unwrap();
+    assert!(text.starts_with("# concurrent edits\n"), "{text}");
+    assert!(text.contains(token));
+    assert_eq!(mode(&m.fx.config()), 0o600);
+    let lock = m.fx.config().with_file_name("config.toml.lock");
+    assert_eq!(mode(&lock), 0o600);
+    // No temporary file is left behind.
+    let names: Vec<String> = std::fs::read_dir(m.fx.config().parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
 }
