@@ -537,10 +537,10 @@ const CRASH_WINDOW: Duration = Duration::from_secs(60);
 /// crash costs a client one failed call, not a pause.
 const RESTART_BACKOFF: [Duration; MAX_RESTARTS_IN_WINDOW] = [
     Duration::ZERO,
-    Duration::from_millis(250),
-    Duration::from_millis(500),
-    Duration::from_secs(1),
-    Duration::from_secs(2),
+    Duration::from_millis(50),
+    Duration::from_millis(100),
+    Duration::from_millis(200),
+    Duration::from_millis(400),
 ];
 /// How long netd may take, once a peer died, to answer the requests it has in flight
 /// (with errors) before the old workers are ended.

@@ -575,22 +575,30 @@ impl Task {
             self.too_large(fallback_state, record.document.len());
             record = self.doc.record();
         }
+        let mut stored = true;
         if let Err(e) = self.inner.store.put_task(record).await {
             tracing::warn!(
                 task = %Shown::new(&self.doc.id.0),
                 error = %Shown::display(&e),
                 "terminal state not stored"
             );
+            stored = false;
             if e.kind() == Some(nl2sh_proto::channels::StoreErrorKind::TooLarge) {
                 self.too_large(fallback_state, 0);
-                if let Err(e) = self.inner.store.put_task(self.doc.record()).await {
-                    tracing::warn!(
+                match self.inner.store.put_task(self.doc.record()).await {
+                    Ok(()) => stored = true,
+                    Err(e) => tracing::warn!(
                         task = %Shown::new(&self.doc.id.0),
                         error = %Shown::display(&e),
                         "shortened task not stored"
-                    );
+                    ),
                 }
             }
+        }
+        if !stored {
+            // What the store holds (WORKING, which a restart turns FAILED) is what every
+            // later GetTask reports: never answer COMPLETED for a task the store lost.
+            self.unstored();
         }
         tracing::info!(
             task = %Shown::new(&self.doc.id.0),
@@ -599,6 +607,18 @@ impl Task {
         );
         self.publish();
         self.inner.state().active.remove(&self.doc.id);
+    }
+
+    /// The terminal state could not be stored (approvald gone or failing): the task is
+    /// reported FAILED, as the store will report it, without its result.
+    fn unstored(&mut self) {
+        self.doc.artifacts.clear();
+        let text = "the task's end could not be stored (nl2sh's store was unavailable), so \
+                    it is reported FAILED, as the store reports it after a restart";
+        if let Some(Value::Object(message)) = &mut self.doc.agent_message {
+            message.insert("parts".into(), serde_json::json!([{ "text": text }]));
+        }
+        self.doc.advance(TaskState::Failed);
     }
 
     /// The document without its result, saying why.

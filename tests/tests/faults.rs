@@ -1,0 +1,252 @@
+//! Fault injection over the real binary: while MCP clients call tools and A2A clients
+//! delegate tasks, every worker is SIGKILLed in turn, the approvals socket is fed garbage,
+//! and sandboxed commands take every process and all the memory they may. Afterwards: the
+//! service answered again on the same URL after each blow, no answered call is missing
+//! from the audit, no completed task was lost, no mutation ran (nobody approved one), the
+//! audit chain verifies, and nothing of the tree is left running.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use nl2sh_tests::scripted_model::{Reply, ScriptedModel};
+use nl2sh_tests::{is_root, parse_response, try_mcp_post, Fixture, HttpResponse, Server};
+
+const KEY_ENV: &str = "NL2SH_FAULTS_MODEL_KEY";
+const CALL_LIMIT: Duration = Duration::from_secs(20);
+
+/// A POST that may fail while the service restarts.
+fn try_post(addr: SocketAddr, path: &str, extra: &str, body: &str) -> Option<HttpResponse> {
+    let mut s = TcpStream::connect_timeout(&addr, CALL_LIMIT).ok()?;
+    s.set_read_timeout(Some(CALL_LIMIT)).ok()?;
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Content-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    parse_response(&raw)
+}
+
+/// `shell.exec` of `command`; its structured result when the call was answered.
+fn invoke(addr: SocketAddr, token: &str, command: &str) -> Option<Value> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "nl2sh_invoke", "arguments": {"tool": "shell.exec",
+        "arguments": {"command": command}}}});
+    let r = try_mcp_post(addr, token, &body.to_string(), CALL_LIMIT)?;
+    (r.status == 200).then(|| r.json()["result"].clone())
+}
+
+fn a2a(addr: SocketAddr, token: &str, method: &str, params: Value) -> Option<Value> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let extra = format!("Authorization: Bearer {token}\r\nA2A-Version: 1.0\r\n");
+    let r = try_post(addr, "/a2a", &extra, &body.to_string())?;
+    (r.status == 200).then(|| r.json())
+}
+
+/// Until the service answers a read again (bounded).
+fn answers_again(addr: SocketAddr, token: &str) -> Duration {
+    let start = Instant::now();
+    loop {
+        if invoke(addr, token, "true").is_some_and(|r| r["isError"] == false) {
+            return start.elapsed();
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "no answer again");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[derive(Default)]
+struct Seen {
+    /// Markers of read calls answered with success.
+    answered: Vec<String>,
+    /// Mutations asked for (nobody approves them).
+    mutations: Vec<std::path::PathBuf>,
+    /// Tasks answered COMPLETED.
+    completed: Vec<String>,
+}
+
+#[test]
+fn the_service_survives_dead_workers_hostile_peers_and_greedy_commands() {
+    if !is_root() {
+        eprintln!("skipped: the sandbox (and so unasked calls) needs root");
+        return;
+    }
+    let model = ScriptedModel::start((0..400).map(|_| Reply::answer("done")));
+    let fx = Fixture::new(&format!(
+        "approval_timeout_secs = 1\n[model]\nbase_url = \"{}\"\nmodel = \"scripted\"\n\
+         api_key_env = \"{KEY_ENV}\"\nmax_steps = 2\n",
+        model.base_url()
+    ));
+    let mut server = Server::start(&fx, &[], &[(KEY_ENV, "sk-faults-0123456789")]);
+    let (addr, token) = (server.addr, server.token().to_string());
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut clients = Vec::new();
+    for client in 0..3 {
+        let (seen, stop, token) = (seen.clone(), stop.clone(), token.clone());
+        clients.push(std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let marker = format!("fault-read-{client}-{n}");
+                if let Some(r) = invoke(addr, &token, &format!("echo {marker}")) {
+                    if r["isError"] == false {
+                        seen.lock().unwrap().answered.push(marker);
+                    }
+                }
+            }
+        }));
+    }
+    {
+        let (seen, stop, token) = (seen.clone(), stop.clone(), token.clone());
+        let dir = fx.dir.path().to_path_buf();
+        clients.push(std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let target = dir.join(format!("mutation-{n}"));
+                seen.lock().unwrap().mutations.push(target.clone());
+                let _ = invoke(addr, &token, &format!("touch {}", target.display()));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }));
+    }
+    {
+        let (seen, stop, token) = (seen.clone(), stop.clone(), token.clone());
+        clients.push(std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let params = json!({"message": {"messageId": format!("fault-{n}"),
+                    "role": "ROLE_USER", "parts": [{"text": "report the uptime"}]}});
+                if let Some(v) = a2a(addr, &token, "SendMessage", params) {
+                    let task = &v["result"]["task"];
+                    if task["status"]["state"] == "TASK_STATE_COMPLETED" {
+                        let id = task["id"].as_str().unwrap_or_default().to_string();
+                        seen.lock().unwrap().completed.push(id);
+                    }
+                }
+            }
+        }));
+    }
+
+    let mut recoveries = Vec::new();
+    let blows: [&dyn Fn(&Server); 6] = [
+        &|s| kill(s.worker("netd")),
+        &|s| kill(s.worker("executor")),
+        &|s| kill(s.worker("approvald")),
+        // Hostile bytes from the owner's side: a frame approvald cannot decode.
+        &|_| garbage_to_approvals_socket(&fx),
+        // A command that takes every process and all the memory it may.
+        &|s| {
+            let _ = invoke(
+                s.addr,
+                s.token(),
+                "python3 -c 'import os, time\n\
+                 for i in range(400):\n    \
+                 try:\n        \
+                 if os.fork() == 0: time.sleep(5); os._exit(0)\n    \
+                 except OSError: pass\n\
+                 time.sleep(5)' & head -c 900000000 /dev/zero | tail -n 1; wait",
+            );
+        },
+        &|s| kill(s.worker("executor")),
+    ];
+    for blow in blows {
+        std::thread::sleep(Duration::from_millis(400));
+        blow(&server);
+        recoveries.push(answers_again(addr, &token));
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    // Completed tasks are still there, still completed.
+    let seen = seen.lock().unwrap();
+    for id in &seen.completed {
+        let v = a2a(addr, &token, "GetTask", json!({"id": id})).expect("GetTask answers");
+        assert_eq!(
+            v["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{id}: {v}"
+        );
+    }
+    server.signal(libc::SIGTERM);
+    assert_eq!(
+        server.wait(Duration::from_secs(30)).code(),
+        Some(0),
+        "{}",
+        server.stderr()
+    );
+    let stderr = server.stderr();
+    assert!(!stderr.contains("crash loop"), "{stderr}");
+    eprintln!(
+        "faults: {} reads answered, {} tasks completed, {} mutations asked, recoveries {:?}",
+        seen.answered.len(),
+        seen.completed.len(),
+        seen.mutations.len(),
+        recoveries
+    );
+    assert!(
+        seen.answered.len() > 20,
+        "too few calls answered to mean anything"
+    );
+    // No mutation ran: nobody approved one.
+    for m in &seen.mutations {
+        assert!(!m.exists(), "{} was created without approval", m.display());
+    }
+    // Every answered call is in the audit.
+    let out = fx
+        .command(&["protocol", "audit", "--json", "--limit", "100000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let audit = String::from_utf8_lossy(&out.stdout);
+    for marker in &seen.answered {
+        assert!(
+            audit.contains(&format!("echo {marker}'")),
+            "{marker} was answered but is not in the audit"
+        );
+    }
+    let out = fx
+        .command(&["protocol", "audit", "--verify"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "audit --verify: {out:?}");
+    // Nothing of the tree is left: no sandboxed process, no command.
+    let range = nl2sh_proto::channels::UidRange {
+        first: nl2sh_proto::config::DEFAULT_SANDBOX_UID_BASE,
+        count: nl2sh_proto::config::DEFAULT_SANDBOX_UID_COUNT,
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !nl2sh_executor::sandbox::processes_in(range).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "sandboxed processes outlived the service"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(nl2sh_tests::processes_with("fault-read-").is_empty());
+}
+
+fn kill(pid: i32) {
+    // SAFETY: kill with integer arguments.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+}
+
+/// Connect to the approvals socket as the owner would, and send a frame that is no
+/// frame: approvald drops that connection and keeps serving.
+fn garbage_to_approvals_socket(fx: &Fixture) {
+    let sock = fx.state_dir().join("protocol/approvals.sock");
+    if let Ok(mut s) = nl2sh_proto::unix_socket::connect(&sock) {
+        let _ = s.write_all(&[0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4, 5, 6, 7, 8]);
+        let _ = s.write_all(&[0u8; 64]);
+    }
+}
