@@ -313,3 +313,98 @@ async fn every_answered_call_is_already_in_the_audit() {
         );
     }
 }
+
+/// Random tool arguments through the real executor → approvald path never close a
+/// channel: every call is answered (the configuration is unusable, so approvald refuses
+/// every decision and nothing runs), and approvald still decides the last one.
+#[tokio::test]
+async fn random_tool_arguments_never_close_a_channel() {
+    let w = wire_in(Some("approval_policy = [unusable\n")).await;
+    // xorshift: reproducible without a dependency; the seed is printed on failure.
+    let seed: u64 = 0x9e37_79b9_7f4a_7c15 ^ u64::from(std::process::id());
+    let mut state = seed;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    const PIECES: &[&str] = &[
+        "'",
+        "\"",
+        "\\",
+        "$(",
+        ")",
+        "`",
+        ";",
+        "&&",
+        "||",
+        "|",
+        "&",
+        ">",
+        ">>",
+        "<",
+        "<<EOF\n",
+        "\n",
+        "\r",
+        "\t",
+        " ",
+        "*",
+        "?",
+        "~",
+        "{a,b}",
+        "$x",
+        "${x:=y}",
+        "$((1+1))",
+        "ls",
+        "touch",
+        "rm -rf",
+        "sh -c",
+        "eval",
+        "\u{1b}[2K",
+        "\u{202e}",
+        "é",
+        "😀",
+        "\0",
+        "--",
+        "-n",
+        "/etc/passwd",
+        "/proc/self/root",
+        "..",
+        "/",
+        "x",
+        "EOF\n",
+    ];
+    let tools = ["shell.exec", "fs.read", "fs.list", "fs.stat", "fs.write"];
+    for i in 0..300u64 {
+        let mut text = String::new();
+        let pieces = next() % 2000;
+        for _ in 0..pieces {
+            text.push_str(PIECES[(next() % PIECES.len() as u64) as usize]);
+        }
+        let tool = tools[(next() % tools.len() as u64) as usize];
+        let arguments = match tool {
+            "shell.exec" => serde_json::json!({ "command": text }),
+            "fs.write" => serde_json::json!({ "path": format!("/{text}"), "content": text }),
+            _ => serde_json::json!({ "path": format!("/{text}") }),
+        };
+        let req = ExecutorRequest::Invoke(InvokeRequest {
+            correlation: Correlation(i),
+            origin: CallOrigin::McpHttp,
+            task: None,
+            tool: tool.into(),
+            arguments: arguments.to_string(),
+        });
+        match w.executor.call(&req).await {
+            Ok(ExecutorResponse::Outcome(o)) => {
+                assert!(!o.success, "seed {seed:#x}, call {i}: {o:?}")
+            }
+            other => panic!(
+                "seed {seed:#x}, call {i} ({tool}, {} bytes): {other:?}",
+                text.len()
+            ),
+        }
+    }
+    let o = outcome(&w, &stat(1000, Path::new("/"))).await;
+    assert!(o.output.contains(REASON_CONFIG_UNREADABLE), "{o:?}");
+}
