@@ -111,8 +111,12 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
 
 /// `sh -c line` in `sandbox`; the run must have set up (the line itself may fail).
 fn sh(sandbox: &Sandbox, line: &str) -> CommandOutput {
+    sh_cancellable(sandbox, line, &CancellationToken::new())
+}
+
+/// [`sh`], ended early by `cancel`.
+fn sh_cancellable(sandbox: &Sandbox, line: &str, cancel: &CancellationToken) -> CommandOutput {
     block_on(async {
-        let cancel = CancellationToken::new();
         let groups = ProcessGroups::default();
         let path = std::env::var("PATH").ok();
         let run = Run {
@@ -121,7 +125,7 @@ fn sh(sandbox: &Sandbox, line: &str) -> CommandOutput {
             max_stdout: 64 * 1024,
             max_stderr: 64 * 1024,
             deadline: Instant::now() + Duration::from_secs(30),
-            cancel: &cancel,
+            cancel,
             groups: &groups,
             path_var: path.as_deref(),
         };
@@ -645,27 +649,7 @@ fn sh_in_background(
     line: String,
     cancel: CancellationToken,
 ) -> std::thread::JoinHandle<CommandOutput> {
-    std::thread::spawn(move || {
-        block_on(async {
-            let groups = ProcessGroups::default();
-            let path = std::env::var("PATH").ok();
-            let run = Run {
-                cwd: None,
-                stdin: None,
-                max_stdout: 64 * 1024,
-                max_stderr: 64 * 1024,
-                deadline: Instant::now() + Duration::from_secs(30),
-                cancel: &cancel,
-                groups: &groups,
-                path_var: path.as_deref(),
-            };
-            let argv = vec!["/bin/sh".into(), "-c".into(), line];
-            sandbox
-                .run(SandboxPayload::Exec { argv }, run)
-                .await
-                .unwrap()
-        })
-    })
+    std::thread::spawn(move || sh_cancellable(&sandbox, &line, &cancel))
 }
 
 /// The pid and uid of the process whose command line is `cmdline` (space-separated).

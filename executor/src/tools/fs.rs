@@ -65,18 +65,18 @@ fn mtime(meta: &fs::Metadata) -> i64 {
     meta.mtime()
 }
 
-/// A read of what the caller named: in the read-only sandbox when nobody was asked (so
-/// masked secrets stay unreadable), else in process with the bound identity.
-/// A read that runs in the sandbox unasked (what a stranger may read), or, asked for
-/// `unconfined`, as the launching identity once the owner approves it (a private file).
+/// A read of what the caller named: in the read-only sandbox when nobody was asked (what a
+/// stranger may read; masked secrets stay unreadable), else in process with the bound
+/// identity; `unconfined: true` asks the owner for that (a private file).
 fn read_prepared(
+    args: &Args<'_>,
     action: String,
     assessment: Assessment,
-    unconfined: bool,
     payload: SandboxPayload,
     local: impl FnOnce() -> Result<Value, String> + Send + 'static,
-) -> Prepared {
-    Prepared {
+) -> Result<Prepared, ToolError> {
+    let unconfined = args.opt_bool("unconfined")?.unwrap_or(false);
+    Ok(Prepared {
         action: if unconfined {
             format!("{action} (unconfined)")
         } else {
@@ -104,7 +104,7 @@ fn read_prepared(
                 Ok(ToolOutput::json(true, &value))
             })
         }),
-    }
+    })
 }
 
 /// `fs.read`'s work: up to `length` bytes of `path` from `offset`, as a JSON object.
@@ -213,14 +213,9 @@ fn prepare_read(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepa
         offset,
         length,
     };
-    let unconfined = a.opt_bool("unconfined")?.unwrap_or(false);
-    Ok(read_prepared(
-        action,
-        assessment,
-        unconfined,
-        payload,
-        move || read_file(&path, offset, length),
-    ))
+    read_prepared(&a, action, assessment, payload, move || {
+        read_file(&path, offset, length)
+    })
 }
 
 // ---- fs.list ----------------------------------------------------------------------------
@@ -260,14 +255,9 @@ fn prepare_list(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepa
         hidden,
         limit: limit as u64,
     };
-    let unconfined = a.opt_bool("unconfined")?.unwrap_or(false);
-    Ok(read_prepared(
-        action,
-        assessment,
-        unconfined,
-        payload,
-        move || list_dir(&path, hidden, limit),
-    ))
+    read_prepared(&a, action, assessment, payload, move || {
+        list_dir(&path, hidden, limit)
+    })
 }
 
 // ---- fs.stat ----------------------------------------------------------------------------
