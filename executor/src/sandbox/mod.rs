@@ -159,7 +159,7 @@ struct Lease<'a> {
     /// Processes of the uid outlived the call: never hand it out again.
     quarantined: bool,
     // Fields drop in order: the claim ends before the permit lets the next caller in.
-    _claim: std::os::unix::net::UnixDatagram,
+    _claim: Claim,
     _permit: tokio::sync::SemaphorePermit<'a>,
 }
 
@@ -204,17 +204,40 @@ impl Lease<'_> {
 /// claimed by another tree.
 const CLAIM_RETRY: Duration = Duration::from_millis(50);
 
-/// Claim `uid` for one call, device-wide: bind the abstract Unix socket name
-/// `nl2sh-sandbox-uid-<uid>`. The kernel releases it when the socket closes or its
-/// process dies, so a crashed tree leaves no stale claim. Sandboxed commands cannot
-/// create Unix sockets, so they cannot claim or hold a name.
-fn claim(uid: u32) -> Option<std::os::unix::net::UnixDatagram> {
-    use std::os::linux::net::SocketAddrExt;
-    let addr =
-        std::os::unix::net::SocketAddr::from_abstract_name(format!("nl2sh-sandbox-uid-{uid}"))
-            .ok()?;
-    std::os::unix::net::UnixDatagram::bind_addr(&addr).ok()
+/// Where the device-wide claims live: a root-only directory on a tmpfs, so nothing
+/// survives a reboot and no unprivileged process can take a claim (an abstract socket
+/// name, which any app could bind, would let it deny every uid). `/run` on Linux; Android
+/// has none, and its `/dev` is a tmpfs.
+fn claims_dir() -> &'static Path {
+    if Path::new("/run").is_dir() {
+        Path::new("/run/nl2sh-sandbox-uids")
+    } else {
+        Path::new("/dev/nl2sh-sandbox-uids")
+    }
 }
+
+/// Claim `uid` for one call, device-wide: an exclusive `flock` on `<uid>.lock` in
+/// [`claims_dir`]. The kernel releases it when the file closes or its process dies, so a
+/// crashed tree leaves no stale claim; sandboxed commands can take no lock at all.
+fn claim(uid: u32) -> Option<Claim> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = claims_dir();
+    if !dir.is_dir() {
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir.join(format!("{uid}.lock")))
+        .ok()?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).ok()
+}
+
+/// A held claim; dropping it releases the lock.
+type Claim = nix::fcntl::Flock<std::fs::File>;
 
 impl Identities {
     fn new(range: UidRange) -> Self {
