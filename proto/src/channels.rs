@@ -790,6 +790,9 @@ pub struct SandboxPlan {
     /// Size of the private scratch tmpfs that is `TMPDIR`.
     pub scratch_bytes: u64,
     pub limits: SandboxLimits,
+    /// `cgroup.procs` files the helper joins before anything else, so the whole call is
+    /// in the uid's cgroup (empty where the device gives nl2sh none).
+    pub cgroup_procs: Vec<String>,
     /// Working directory of the payload.
     pub cwd: Option<String>,
     pub payload: SandboxPayload,

@@ -117,6 +117,7 @@ fn every_decoder_survives_hostile_bytes() {
                 masks: vec!["/etc/shadow".into()],
                 scratch_bytes: 1 << 20,
                 limits: nl2sh_proto::config::Config::default().sandbox_limits(),
+                cgroup_procs: Vec::new(),
                 cwd: None,
                 payload: SandboxPayload::Exec {
                     argv: vec!["/bin/sh".into(), "-c".into(), "true".into()],

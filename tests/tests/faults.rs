@@ -79,9 +79,17 @@ fn the_service_survives_dead_workers_hostile_peers_and_greedy_commands() {
         return;
     }
     let model = ScriptedModel::start((0..400).map(|_| Reply::answer("done")));
+    // A uid range of this test's own, so what it finds left running is its own.
+    let range = nl2sh_proto::channels::UidRange {
+        first: 0x9400_0000 + (std::process::id() % 1000) * 16,
+        count: 16,
+    };
     let fx = Fixture::new(&format!(
-        "approval_timeout_secs = 1\n[model]\nbase_url = \"{}\"\nmodel = \"scripted\"\n\
+        "approval_timeout_secs = 1\nsandbox_uid_base = {}\nsandbox_uid_count = {}\n\
+         [model]\nbase_url = \"{}\"\nmodel = \"scripted\"\n\
          api_key_env = \"{KEY_ENV}\"\nmax_steps = 2\n",
+        range.first,
+        range.count,
         model.base_url()
     ));
     let mut server = Server::start(&fx, &[], &[(KEY_ENV, "sk-faults-0123456789")]);
@@ -221,10 +229,6 @@ fn the_service_survives_dead_workers_hostile_peers_and_greedy_commands() {
         .unwrap();
     assert!(out.status.success(), "audit --verify: {out:?}");
     // Nothing of the tree is left: no sandboxed process, no command.
-    let range = nl2sh_proto::channels::UidRange {
-        first: nl2sh_proto::config::DEFAULT_SANDBOX_UID_BASE,
-        count: nl2sh_proto::config::DEFAULT_SANDBOX_UID_COUNT,
-    };
     let deadline = Instant::now() + Duration::from_secs(10);
     while !nl2sh_executor::sandbox::processes_in(range).is_empty() {
         assert!(

@@ -776,3 +776,42 @@ fn a_process_of_another_program_in_the_range_disables_the_sandbox() {
     let again = block_on(async { Sandbox::new(settings(range)).availability().await.clone() });
     assert!(again.is_ready(), "{}", again.to_json());
 }
+
+#[test]
+fn a_calls_processes_together_cannot_pass_its_memory_cap() {
+    let Some(rig) = Rig::new() else { return };
+    let mut limits = nl2sh_proto::config::Config::default().sandbox_limits();
+    limits.memory_bytes = 128 << 20;
+    let sandbox = Sandbox::new(SandboxSettings {
+        helper: vec![nl2sh_bin().into(), HELPER_ARG.into()],
+        uids: RANGE,
+        limits,
+        own_files: Vec::new(),
+        scratch_bytes: 8 * 1024 * 1024,
+    });
+    let parts = block_on(sandbox.availability()).to_json();
+    let cgroup = parts["cgroup"].as_str().unwrap_or_default().to_string();
+    if !cgroup.starts_with("cgroup") {
+        eprintln!("skipped: no cgroup for calls here ({cgroup}); the limits are per process");
+        return;
+    }
+    // Four processes of 60 MiB each: every one under the per-process limit, together
+    // over the call's.
+    let out = sh(
+        &sandbox,
+        "python3 -c 'import os, time\n\
+         for i in range(3):\n    \
+         if os.fork() == 0: break\n\
+         b = bytearray(60 << 20)\n\
+         time.sleep(2)' ; echo done",
+    );
+    let limit = nl2sh_executor::sandbox::limit_hit(&out, limits);
+    assert!(
+        limit
+            .as_deref()
+            .is_some_and(|l| l.starts_with("memory: the call reached its 128 MiB")),
+        "{limit:?}: {}",
+        text(&out)
+    );
+    drop(rig);
+}

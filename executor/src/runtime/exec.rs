@@ -90,6 +90,9 @@ pub struct CommandOutput {
     pub duration: Duration,
     pub timed_out: bool,
     pub cancelled: bool,
+    /// A limit the kernel enforced on the call as a whole that ended part of it (the
+    /// sandbox's cgroup OOM killer), in words for the result.
+    pub limit: Option<String>,
 }
 
 impl CommandOutput {
@@ -246,6 +249,7 @@ pub async fn run_command(
         duration: started.elapsed(),
         timed_out,
         cancelled,
+        limit: None,
     })
 }
 

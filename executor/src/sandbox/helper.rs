@@ -42,6 +42,8 @@ enum HelperError {
     Confine(#[from] confine::ConfineError),
     #[error("working directory {0}: {1}")]
     Cwd(String, nix::Error),
+    #[error("joining the call's cgroup ({0}): {1}")]
+    Cgroup(String, std::io::Error),
 }
 
 /// Entry point of the hidden helper role.
@@ -94,6 +96,12 @@ fn run() -> Result<ExitCode, HelperError> {
     let euid = nix::unistd::geteuid().as_raw();
     if euid != 0 {
         return Err(HelperError::NotRoot(euid));
+    }
+    // The call's cgroup first, from the device's view, so everything the call starts is
+    // inside it.
+    for procs in &plan.cgroup_procs {
+        std::fs::write(procs, std::process::id().to_string())
+            .map_err(|e| HelperError::Cgroup(procs.clone(), e))?;
     }
     // What the kernel should kill first when memory runs out: the sandboxed command (it
     // inherits this), before any of nl2sh's own processes or the device's. Set before the

@@ -21,6 +21,7 @@
 //! unavailable, [`Sandbox::availability`] says so and the pipeline asks a person instead
 //! of running anything unconfined.
 
+pub mod cgroup;
 pub mod confine;
 pub mod helper;
 pub mod masks;
@@ -140,6 +141,8 @@ pub struct Run<'a> {
 pub struct Sandbox {
     settings: SandboxSettings,
     identities: Identities,
+    /// A cgroup per uid where the device lets nl2sh make one (root only).
+    cgroups: Option<cgroup::Cgroups>,
     availability: tokio::sync::OnceCell<Availability>,
 }
 
@@ -299,8 +302,13 @@ impl Identities {
 
 impl Sandbox {
     pub fn new(settings: SandboxSettings) -> Self {
+        let cgroups = nix::unistd::geteuid()
+            .is_root()
+            .then(cgroup::Cgroups::detect)
+            .flatten();
         Self {
             identities: Identities::new(settings.uids),
+            cgroups,
             settings,
             availability: tokio::sync::OnceCell::new(),
         }
@@ -346,6 +354,11 @@ impl Sandbox {
                 Ok(out) if out.success() => {
                     match serde_json::from_slice::<Value>(&out.stdout.bytes) {
                         Ok(mut parts) if parts.is_object() => {
+                            parts["cgroup"] = serde_json::json!(match &self.cgroups {
+                                Some(c) => c.describe(),
+                                None =>
+                                    "none here: the limits are per process (rlimits)".to_string(),
+                            });
                             let r = self.settings.uids;
                             parts["identity"] = serde_json::json!(format!(
                                 "a uid of its own per running call, from {} to {} ({} at \
@@ -382,9 +395,16 @@ impl Sandbox {
         found
     }
 
-    /// The plan for one action, run as `uid`.
-    fn plan(&self, uid: u32, payload: SandboxPayload, cwd: Option<&Path>) -> SandboxPlan {
+    /// The plan for one action, run as `uid`, joining `cgroup_procs`.
+    fn plan(
+        &self,
+        uid: u32,
+        cgroup_procs: Vec<String>,
+        payload: SandboxPayload,
+        cwd: Option<&Path>,
+    ) -> SandboxPlan {
         SandboxPlan {
+            cgroup_procs,
             uid: Uid(uid),
             gid: Gid(uid),
             masks: masks::patterns(&self.settings.own_files),
@@ -409,7 +429,18 @@ impl Sandbox {
             .identities
             .lease(run.deadline, run.cancel, self.settings.uids.count)
             .await?;
-        let frame = nl2sh_proto::frame::encode(0, &self.plan(lease.uid, payload, run.cwd))
+        let uid = lease.uid;
+        let cgroup_procs = match &self.cgroups {
+            Some(c) => c
+                .prepare(uid, self.settings.limits)
+                .map_err(|e| SandboxError::Setup(format!("the call's cgroup: {e}")))?
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            None => Vec::new(),
+        };
+        let oom_before = self.cgroups.as_ref().and_then(|c| c.oom_kills(uid));
+        let frame = nl2sh_proto::frame::encode(0, &self.plan(uid, cgroup_procs, payload, run.cwd))
             .map_err(|e| SandboxError::Setup(format!("encoding the plan: {e}")))?;
         let mut stdin = frame;
         stdin.extend(run.stdin.unwrap_or_default());
@@ -438,7 +469,17 @@ impl Sandbox {
         }) {
             lease.settle().await;
         }
-        let out = out?;
+        let mut out = out?;
+        let oom_after = self.cgroups.as_ref().and_then(|c| c.oom_kills(uid));
+        if let (Some(before), Some(after)) = (oom_before, oom_after) {
+            if after > before {
+                out.limit = Some(format!(
+                    "memory: the call reached its {} MiB (sandbox_memory_mib) and the kernel \
+                     ended a process",
+                    self.settings.limits.memory_bytes >> 20
+                ));
+            }
+        }
         if out.exit_code == Some(i32::from(SETUP_FAILED)) {
             if let Some(why) = String::from_utf8_lossy(&out.stderr.bytes)
                 .lines()
@@ -535,6 +576,9 @@ fn describe_status(out: &CommandOutput) -> String {
 /// the kernel's signal for CPU time, the program's own complaint for memory and processes
 /// (an allocation or a fork that failed).
 pub fn limit_hit(out: &CommandOutput, limits: SandboxLimits) -> Option<String> {
+    if let Some(limit) = &out.limit {
+        return Some(limit.clone());
+    }
     let stderr = out.stderr.text().to_ascii_lowercase();
     if out.signal == Some(libc::SIGXCPU) {
         return Some(format!(
