@@ -58,15 +58,10 @@ impl Rig {
         assert!(matches!(answer, AuthorityResponse::Recorded), "{answer:?}");
     }
 
-    /// A request (or notice) approvald must find out of state: the channel closes,
-    /// nothing answers.
+    /// A request approvald must find out of state: the channel closes, nothing answers.
     async fn call_out_of_state(&self, req: AuthorityRequest) {
-        if <ExecutorApprovald as nl2sh_proto::topology::Channel>::is_notice(&req) {
-            self.client.notify(&req).await.unwrap();
-        } else {
-            let r = self.client.call(&req).await;
-            assert!(matches!(r, Err(RpcError::Closed(_))), "{r:?}");
-        }
+        let r = self.client.call(&req).await;
+        assert!(matches!(r, Err(RpcError::Closed(_))), "{r:?}");
         // For everyone after it too.
         assert!(self.client.call(&AuthorityRequest::Ping).await.is_err());
     }

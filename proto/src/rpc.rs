@@ -6,12 +6,14 @@
 //! only its requests can be sent. What arrives is checked against the state each side
 //! holds, and anything out of place is fatal to the channel (one log line naming the
 //! channel and the message, then the channel closes; the worker that loses a channel
-//! ends, and the supervisor stops the tree):
+//! ends, and the supervisor restarts the workers):
 //! * the client: an answer of the wrong kind for its request ([`Channel::answers`]), or
 //!   an answer to an id it never sent;
-//! * the server: a request with id 0 or a notice with another id ([`Channel::is_notice`]:
-//!   notices travel with id 0 and get no answer), or one its handler finds out of state
-//!   ([`OutOfState`], e.g. an outcome for a call that was never decided).
+//! * the server: a request with id 0 (ids count from 1), or one its handler finds out of
+//!   state ([`OutOfState`], e.g. an outcome for a call that was never decided).
+//!
+//! Every request is answered: nothing a peer sends is a record nobody waits for (the
+//! audit's rows are answered once committed).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -35,9 +37,6 @@ pub enum RpcError {
     #[error("{0}")]
     WrongAnswer(String),
 }
-
-/// The request id of every notice (requests count from 1).
-const NOTICE_ID: u64 = 0;
 
 /// A request the handler refuses as out of state: fatal to the channel it came on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,23 +93,10 @@ impl Fatal {
 pub struct RpcClient<C: Channel> {
     next_id: Arc<AtomicU64>,
     pending: Pending<C::Response>,
-    writer: mpsc::Sender<Outgoing>,
+    writer: mpsc::Sender<Vec<u8>>,
     fatal: Arc<Fatal>,
 }
 
-/// A frame on its way out of a client.
-struct Outgoing {
-    bytes: Vec<u8>,
-    /// A notice may wait up to [`NOTICE_LINGER`] for company; a request is sent at once,
-    /// with every notice queued before it.
-    notice: bool,
-    /// Told once the write holding this frame is done ([`RpcClient::flush`]).
-    written: Option<oneshot::Sender<()>>,
-}
-
-/// How long a client holds notices so that a stream of them (one per call) reaches the
-/// peer in one write and one wake-up instead of one each. A request cuts it short.
-pub const NOTICE_LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 /// Bytes read from a channel at once: a burst of frames costs one read.
 const READ_BUFFER_BYTES: usize = 16 * 1024;
 /// Bytes of queued frames written at once.
@@ -142,16 +128,15 @@ impl<C: Channel> RpcClient<C> {
     fn spawn(stream: UnixStream) -> (Self, ChannelEnd) {
         let (rd, mut wr) = stream.into_split();
         let mut rd = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, rd);
-        let (tx, mut rx) = mpsc::channel::<Outgoing>(64);
+        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
         let pending: Pending<C::Response> = Arc::new(Mutex::new(Some(HashMap::new())));
         let fatal = Arc::new(Fatal::default());
         let writer_fatal = fatal.clone();
         tokio::spawn(async move {
             let mut out = Vec::new();
-            let mut written = Vec::new();
             loop {
                 tokio::select! {
-                    more = gather(&mut rx, &mut out, &mut written) => if !more {
+                    more = gather(&mut rx, &mut out) => if !more {
                         break;
                     },
                     _ = writer_fatal.raised() => break,
@@ -160,9 +145,6 @@ impl<C: Channel> RpcClient<C> {
                     break;
                 }
                 out.clear();
-                for done in written.drain(..) {
-                    let _ = done.send(());
-                }
             }
         });
         let pending_r = pending.clone();
@@ -213,49 +195,9 @@ impl<C: Channel> RpcClient<C> {
         (client, reader)
     }
 
-    /// Send a notice ([`Channel::is_notice`]): queued in order behind earlier frames,
-    /// never answered. Resolves once it is queued, not when the peer has it.
-    pub async fn notify(&self, req: &C::Request) -> Result<(), RpcError> {
-        if !C::is_notice(req) {
-            return Err(RpcError::WrongAnswer(format!(
-                "{:?}: {req:?} expects an answer; it is not a notice",
-                C::KIND
-            )));
-        }
-        let bytes = encode(NOTICE_ID, req)?;
-        self.writer
-            .send(Outgoing {
-                bytes,
-                notice: true,
-                written: None,
-            })
-            .await
-            .map_err(|_| RpcError::Closed(C::Request::NAME))
-    }
-
-    /// Resolves once every frame queued before it has been written (notices included,
-    /// without their linger): before a worker exits, so no record is left behind.
-    pub async fn flush(&self) -> Result<(), RpcError> {
-        let (tx, rx) = oneshot::channel();
-        let marker = Outgoing {
-            bytes: Vec::new(),
-            notice: false,
-            written: Some(tx),
-        };
-        let closed = || RpcError::Closed(C::Request::NAME);
-        self.writer.send(marker).await.map_err(|_| closed())?;
-        rx.await.map_err(|_| closed())
-    }
-
     /// Ask, and wait for the answer. An answer of the wrong kind closes the channel.
     pub async fn call(&self, req: &C::Request) -> Result<C::Response, RpcError> {
         let closed = || RpcError::Closed(C::Request::NAME);
-        if C::is_notice(req) {
-            return Err(RpcError::WrongAnswer(format!(
-                "{:?}: {req:?} is a notice; nothing answers it",
-                C::KIND
-            )));
-        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let bytes = encode(id, req)?;
         let (tx, rx) = oneshot::channel();
@@ -268,12 +210,7 @@ impl<C: Channel> RpcClient<C> {
             pending: &self.pending,
             id,
         };
-        let frame = Outgoing {
-            bytes,
-            notice: false,
-            written: None,
-        };
-        if self.writer.send(frame).await.is_err() {
+        if self.writer.send(bytes).await.is_err() {
             return Err(closed());
         }
         let resp = rx.await.map_err(|_| closed())?;
@@ -288,36 +225,18 @@ impl<C: Channel> RpcClient<C> {
     }
 }
 
-/// Wait for the next outgoing frame and gather what may share its write into `out`:
-/// everything queued already, and, while only notices are there, what comes within
-/// [`NOTICE_LINGER`]. False when every sender is gone and nothing is left.
-async fn gather(
-    rx: &mut mpsc::Receiver<Outgoing>,
-    out: &mut Vec<u8>,
-    written: &mut Vec<oneshot::Sender<()>>,
-) -> bool {
+/// Wait for the next outgoing frame and gather what is queued behind it into `out`, so
+/// a burst of concurrent calls costs one write. False when every sender is gone.
+async fn gather(rx: &mut mpsc::Receiver<Vec<u8>>, out: &mut Vec<u8>) -> bool {
     let Some(first) = rx.recv().await else {
         return false;
     };
-    let mut urgent = !first.notice;
-    out.extend_from_slice(&first.bytes);
-    written.extend(first.written);
-    let deadline = tokio::time::Instant::now() + NOTICE_LINGER;
+    out.extend_from_slice(&first);
     while out.len() < WRITE_BATCH_BYTES {
-        let next = match rx.try_recv() {
-            Ok(next) => next,
-            Err(mpsc::error::TryRecvError::Disconnected) => break,
-            Err(mpsc::error::TryRecvError::Empty) if urgent => break,
-            Err(mpsc::error::TryRecvError::Empty) => {
-                match tokio::time::timeout_at(deadline, rx.recv()).await {
-                    Ok(Some(next)) => next,
-                    Ok(None) | Err(_) => break,
-                }
-            }
-        };
-        urgent |= !next.notice;
-        out.extend_from_slice(&next.bytes);
-        written.extend(next.written);
+        match rx.try_recv() {
+            Ok(next) => out.extend_from_slice(&next),
+            Err(_) => break,
+        }
     }
     true
 }
@@ -418,21 +337,10 @@ where
             Err(FrameError::Closed) => break Ok(()),
             Err(e) => break Err(e),
         };
-        let notice = C::is_notice(&req);
-        if notice != (id == NOTICE_ID) {
-            break Err(FrameError::OutOfPlace(if notice {
-                format!("notice {req:?} with request id {id}")
-            } else {
-                format!("{req:?} with id 0, which only notices use")
-            }));
-        }
-        if notice {
-            // In order, before the next frame is read: a notice is a quick record, and
-            // whatever the peer sends after it finds it handled.
-            match handler(req).await {
-                Ok(_) => continue,
-                Err(OutOfState(why)) => break Err(FrameError::OutOfPlace(why)),
-            }
+        if id == 0 {
+            break Err(FrameError::OutOfPlace(format!(
+                "{req:?} with request id 0 (ids count from 1)"
+            )));
         }
         let Ok(permit) = slots.clone().acquire_owned().await else {
             break Ok(());
@@ -481,25 +389,6 @@ mod tests {
         StoreRequest, StoreResponse,
     };
     use crate::topology::{pair, ExecutorApprovald, NetdApprovald, NetdExecutor};
-
-    /// The executor's authority channel as it was when outcomes were notices: no
-    /// production channel sends notices now, but the mechanism stays sound and tested.
-    enum NoticeChannel {}
-    impl Channel for NoticeChannel {
-        type Request = AuthorityRequest;
-        type Response = AuthorityResponse;
-        const KIND: crate::handshake::ChannelKind = ExecutorApprovald::KIND;
-        const ASKER: crate::handshake::Role = ExecutorApprovald::ASKER;
-        const ANSWERER: crate::handshake::Role = ExecutorApprovald::ANSWERER;
-        const ASKER_FD: Option<i32> = None;
-        const ANSWERER_FD: Option<i32> = None;
-        fn answers(request: &AuthorityRequest, response: &AuthorityResponse) -> bool {
-            ExecutorApprovald::answers(request, response)
-        }
-        fn is_notice(request: &AuthorityRequest) -> bool {
-            matches!(request, AuthorityRequest::Finished(_))
-        }
-    }
 
     #[tokio::test]
     async fn concurrent_calls_share_one_connection() {
@@ -611,65 +500,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn notices_reach_the_handler_in_order_and_get_no_answer() {
-        let (a, b) = pair::<NoticeChannel>().unwrap();
-        let (seen_tx, mut seen) = mpsc::unbounded_channel();
-        tokio::spawn(serve(b, move |req: AuthorityRequest| {
-            let seen_tx = seen_tx.clone();
-            async move {
-                Ok(match req {
-                    AuthorityRequest::Finished(r) => {
-                        let _ = seen_tx.send(r.call_id);
-                        AuthorityResponse::Recorded
-                    }
-                    _ => AuthorityResponse::Pong,
-                })
-            }
-        }));
-        let (client, reader) = RpcClient::start(a).await.unwrap();
-        for id in 1..=3 {
-            client
-                .notify(&AuthorityRequest::Finished(result(id)))
-                .await
-                .unwrap();
-        }
-        // A call after the notices still gets its own answer (none of the notices was
-        // answered, or the client would have closed on an answer to id 0).
-        assert!(matches!(
-            client.call(&AuthorityRequest::Ping).await,
-            Ok(AuthorityResponse::Pong)
-        ));
-        let mut got = Vec::new();
-        for _ in 0..3 {
-            got.push(seen.recv().await.unwrap().0);
-        }
-        got.sort_unstable();
-        assert_eq!(got, [1, 2, 3]);
-        drop(client);
-        assert!(reader.await.unwrap().is_ok());
-        // Each kind is sent only its own way.
-        let (a, b) = pair::<NoticeChannel>().unwrap();
-        tokio::spawn(serve(b, |_req: AuthorityRequest| async move {
-            Ok(AuthorityResponse::Pong)
-        }));
-        let (client, _) = RpcClient::start(a).await.unwrap();
-        assert!(matches!(
-            client.call(&AuthorityRequest::Finished(result(1))).await,
-            Err(RpcError::WrongAnswer(_))
-        ));
-        assert!(matches!(
-            client.notify(&AuthorityRequest::Ping).await,
-            Err(RpcError::WrongAnswer(_))
-        ));
-    }
-
-    #[tokio::test]
-    async fn a_notice_with_an_id_or_a_request_without_one_closes_the_channel() {
-        for (id, req) in [
-            (5, AuthorityRequest::Finished(result(1))),
-            (0, AuthorityRequest::Ping),
+    async fn a_request_with_id_0_closes_the_channel() {
+        for req in [
+            AuthorityRequest::Finished(result(1)),
+            AuthorityRequest::Ping,
         ] {
-            let (a, b) = pair::<NoticeChannel>().unwrap();
+            let id = 0;
+            let (a, b) = pair::<ExecutorApprovald>().unwrap();
             let server = tokio::spawn(serve(b, |_req: AuthorityRequest| async move {
                 Ok(AuthorityResponse::Pong)
             }));

@@ -88,11 +88,6 @@ pub trait Channel: Sized + Send + Sync + 'static {
     /// Whether `response` is the answer `request` may get. Any other answer is fatal to
     /// the channel.
     fn answers(request: &Self::Request, response: &Self::Response) -> bool;
-    /// Whether `request` is a notice: sent with request id 0 and never answered (a
-    /// record nobody waits for). The server handles a notice before it reads the next
-    /// frame, so its handler must be quick. A notice with an id, or a request without
-    /// one, is fatal to the channel.
-    fn is_notice(request: &Self::Request) -> bool;
 }
 
 /// A row of [`TOPOLOGY`].
@@ -129,12 +124,6 @@ pub const TOPOLOGY: [Edge; 7] = [
 macro_rules! channel {
     ($(#[$doc:meta])* $name:ident: $asker:ident ($afd:expr) -> $answerer:ident ($bfd:expr),
      $req:ty => $resp:ty, |$q:ident, $r:ident| $answers:expr) => {
-        channel!($(#[$doc])* $name: $asker ($afd) -> $answerer ($bfd),
-            $req => $resp, |$q, $r| $answers, notices |_n| false);
-    };
-    ($(#[$doc:meta])* $name:ident: $asker:ident ($afd:expr) -> $answerer:ident ($bfd:expr),
-     $req:ty => $resp:ty, |$q:ident, $r:ident| $answers:expr,
-     notices |$n:ident| $notice:expr) => {
         $(#[$doc])*
         #[derive(Debug)]
         pub enum $name {}
@@ -148,9 +137,6 @@ macro_rules! channel {
             const ANSWERER_FD: Option<i32> = $bfd;
             fn answers($q: &$req, $r: &$resp) -> bool {
                 $answers
-            }
-            fn is_notice($n: &$req) -> bool {
-                $notice
             }
         }
     };

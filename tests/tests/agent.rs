@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use nl2sh_approvald::authority::Authority;
 use nl2sh_approvald::store::AuditRow;
-use nl2sh_executor::runtime::authority::Authority as ExecutorAuthority;
 use nl2sh_netd::agent::dns::NameService;
 use nl2sh_netd::agent::{Agent, AgentEnd, AgentJob, AgentRun, SYSTEM_PROMPT};
 use nl2sh_netd::executor::ExecutorClient;
@@ -34,7 +33,6 @@ const KEY: &str = "sk-agent-test-key-0123456789abcdefXYZ";
 struct Wired {
     dir: tempfile::TempDir,
     authority: Arc<Authority>,
-    link: Arc<ExecutorAuthority>,
     executor: ExecutorClient,
     invoked: Arc<Mutex<Vec<InvokeRequest>>>,
 }
@@ -56,7 +54,6 @@ async fn wire() -> Wired {
     Wired {
         dir: base.dir,
         authority: base.authority,
-        link: base.link,
         executor,
         invoked,
     }
@@ -90,7 +87,6 @@ impl Wired {
     }
 
     async fn audit(&self) -> Vec<AuditRow> {
-        self.link.flush().await;
         self.authority.store().flush().await.unwrap();
         self.authority.store().recent(100).await.unwrap()
     }

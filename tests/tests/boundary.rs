@@ -41,8 +41,7 @@ async fn outcome(w: &Wired, req: &ExecutorRequest) -> ToolOutcome {
 }
 
 async fn rows(w: &Wired) -> Vec<AuditRow> {
-    // What the executor holds back for company, then what approvald queued.
-    w.link.flush().await;
+    // What approvald queued without waiting (read-only decision rows).
     w.authority.store().flush().await.unwrap();
     w.authority.store().recent(100).await.unwrap()
 }

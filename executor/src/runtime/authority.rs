@@ -120,19 +120,6 @@ impl Authority {
         recorded(self.client.call(&AuthorityRequest::Finished(result)).await)
     }
 
-    /// Send every record held back for company ([`nl2sh_proto::rpc::NOTICE_LINGER`]) now,
-    /// and return once approvald has taken them (it handles notices in order, before the
-    /// next frame: the ping after them proves it).
-    pub async fn flush(&self) {
-        let sent = match self.client.flush().await {
-            Ok(()) => self.client.call(&AuthorityRequest::Ping).await.map(drop),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = sent {
-            tracing::warn!(error = %e, "audit records not sent");
-        }
-    }
-
     /// A call let run under the snapshot of `policy`, and how it ended; returns once its
     /// row is committed, or why it could not be.
     pub async fn ran(
