@@ -18,7 +18,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use nl2sh_proto::channels::{ActionSummary, ParsedCommand, RiskLevel};
+use nl2sh_proto::channels::{ActionSummary, Confinement, ParsedCommand, RiskLevel};
 use nl2sh_proto::config::{self, ArgvPattern, Config, ConfigError, ParseMode, SHELL_TOOL};
 use nl2sh_proto::limits::APPROVAL_TIMEOUT;
 
@@ -94,9 +94,13 @@ pub fn covers(grant: &Grant, s: &ActionSummary) -> bool {
             .command
             .as_ref()
             .is_none_or(|pattern| covers_commands(pattern, s.commands.as_deref()))
-        // The configuration refuses a shell grant by tool alone; should one ever get
-        // here, it covers no command line.
-        && (s.tool != SHELL_TOOL || grant.command.is_some() || grant.action.is_some())
+        // A grant by tool alone covers what the tool does on its own terms, never an
+        // action its caller asked to run `unconfined` (a read with nl2sh's rights of any
+        // private file): that takes a grant naming it (`action`, or a shell `command`).
+        // The configuration also refuses a shell grant by tool alone.
+        && (grant.command.is_some()
+            || grant.action.is_some()
+            || (s.tool != SHELL_TOOL && s.confinement != Confinement::Unconfined))
 }
 
 /// Whether a `command` pattern covers a shell line's parsed commands: each one is matched
@@ -163,7 +167,7 @@ pub fn parse_auto_approve(path: &Path, text: &str) -> Result<bool, PolicyError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nl2sh_proto::channels::{CallOrigin, Confinement, Identity};
+    use nl2sh_proto::channels::{CallOrigin, Identity};
 
     // The parse's own tests (messages, modes, the policy matrix) are in
     // nl2sh_proto::config; these cover what this module makes of it.
@@ -537,5 +541,28 @@ mod tests {
         assert!(p.grant_for(&s).is_some());
         s.risk = RiskLevel::High;
         assert!(p.grant_for(&s).is_none());
+    }
+
+    #[test]
+    fn a_grant_by_tool_never_covers_an_unconfined_call() {
+        let p = parse_text("[[approval_grants]]\ntool = 'fs.read'\n").unwrap();
+        // A read the tool would run in the sandbox is the grant's; one its caller asked to
+        // run with nl2sh's rights (any private file) is not.
+        let mut s = summary(
+            "fs.read",
+            "read 4 bytes of /x from offset 0",
+            RiskLevel::Low,
+        );
+        assert!(p.grant_for(&s).is_some());
+        s.confinement = Confinement::Unconfined;
+        s.action = "read 4 bytes of /data/data/app/db from offset 0 (unconfined)".into();
+        assert!(p.grant_for(&s).is_none());
+        // Named exactly, the owner said which.
+        let exact = parse_text(&format!(
+            "[[approval_grants]]\ntool = 'fs.read'\naction = '{}'\n",
+            s.action
+        ))
+        .unwrap();
+        assert!(exact.grant_for(&s).is_some());
     }
 }

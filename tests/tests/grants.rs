@@ -151,8 +151,14 @@ fn unconfined_reads_need_the_grants_command() {
             ("export LS_COLORS=x; ls", Asks),
             ("ls > /dev/null", Granted),
             ("ls 2>&1", Granted),
-            ("ls < /etc/hostname", Granted),
+            // Input the caller chose is no part of what the grant names: a file read as
+            // root through `<` (any file), a here-string, a pipe even from `echo`.
+            ("ls < /etc/hostname", Asks),
             ("ls < /etc/shadow", Asks),
+            ("ls < /dev/null", Granted),
+            ("ls <<< x", Asks),
+            ("echo x | ls", Asks),
+            ("while true; do ls; done", Asks),
         ],
         Confinement::Unconfined,
     );

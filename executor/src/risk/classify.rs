@@ -245,6 +245,9 @@ impl Walker {
                         1
                     }
                     Kind::Loop(var) => {
+                        // A grant names one run of a command, not as many as a loop makes
+                        // (`while true; do am start …; done` until the timeout).
+                        self.commands.unresolve("runs in a loop");
                         if let Some(why) = var.as_deref().and_then(taint::name_taints) {
                             self.set_taint(why);
                         }
@@ -321,7 +324,15 @@ impl Walker {
         }
         a.merge(self.invoke(&args, depth, &stdin));
         if !s.is_empty() {
-            let argv = (unchanged && s.assigns.is_empty() && redirections_keep_files)
+            // What the command reads on stdin is part of what it does (SQL fed to
+            // `sqlite3`, a file read as root through `<`): a grant names a command run
+            // with the executor's empty stdin, not with input the caller chose.
+            let own_stdin = match &stdin {
+                Stdin::Inherited => true,
+                Stdin::File(f) => f == "/dev/null",
+                Stdin::Pipe | Stdin::Echoed(_) | Stdin::Here(_) | Stdin::Computed => false,
+            };
+            let argv = (unchanged && s.assigns.is_empty() && redirections_keep_files && own_stdin)
                 .then(|| commands::literal_argv(&s.words))
                 .flatten();
             self.commands.record(argv, &a);

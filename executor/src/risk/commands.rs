@@ -13,8 +13,9 @@
 //! * a word the shell expands (parameters, substitutions, arithmetic, unquoted glob
 //!   characters, `~`, braces) or whose text depends on the shell (`$'…'`, `$"…"`);
 //! * assignments before the program (`LD_PRELOAD=x am …`);
-//! * a redirection that writes (anything but `/dev/null`) or that the assessment does
-//!   not find read-only;
+//! * a redirection of anything but `/dev/null` (a write, or input the caller chose: a
+//!   file read as root, a here-document), or one the assessment does not find read-only;
+//! * input the caller chose on stdin (a pipe, even from `echo`; `< FILE`; a here-document);
 //! * anything earlier in the line that changes what a command means: an alias, a
 //!   function, `PATH` and the like (the walk's taint), a change of directory, or any
 //!   change to the shell's variables, environment or settings (`export`, `X=…`,
@@ -23,7 +24,8 @@
 //! * programs that run text as code or rebind names (`eval`, `.`, `trap`, `alias`, …).
 //!
 //! What the walk cannot account for makes the whole list unresolved (`None`): the parser
-//! did not understand something, nesting or work past the limits, a background job, a
+//! did not understand something, nesting or work past the limits, a loop (a grant names
+//! one run of a command, not as many as a loop makes), a background job, a
 //! redirection of a compound command that writes, what shells read differently (`&>`,
 //! which dash reads as `&` and `>`; `|&`, a co-process in mksh; `10>`, an argument and a
 //! redirection in dash and mksh; a carriage return, which the lexer takes for a blank),
@@ -178,8 +180,9 @@ fn literal_word(w: &Word) -> Option<String> {
     Some(text)
 }
 
-/// Whether a redirection leaves files alone as far as a grant is concerned: it reads,
-/// duplicates a descriptor, feeds a here-document, or writes to `/dev/null`.
+/// Whether a redirection is neutral as far as a grant is concerned: it duplicates or
+/// closes a descriptor, or reads or writes `/dev/null`. A read of any other file (as root,
+/// a private one) or a here-document is input the caller chose.
 pub(super) fn redirection_keeps_files(r: &Redir) -> bool {
     let to_null = || r.target.literal().as_deref() == Some("/dev/null") && !r.target.dollar_quotes;
     let fd_or_close = || {
@@ -188,7 +191,8 @@ pub(super) fn redirection_keeps_files(r: &Redir) -> bool {
             .is_some_and(|t| t == "-" || (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit())))
     };
     match r.op {
-        RedirOp::Read | RedirOp::HereDoc | RedirOp::HereDocStrip | RedirOp::HereString => true,
+        RedirOp::Read => to_null(),
+        RedirOp::HereDoc | RedirOp::HereDocStrip | RedirOp::HereString => false,
         RedirOp::DupRead | RedirOp::DupWrite => fd_or_close() || to_null(),
         RedirOp::Write
         | RedirOp::Append

@@ -57,7 +57,8 @@ fn every_command_of_a_compound_line_is_listed() {
             Some(vec![ls(), cmd(&["cp", "a", "b"], false)]),
         ),
         ("ls\ntouch F", Some(vec![ls(), touch()])),
-        ("ls | tee F", Some(vec![ls(), cmd(&["tee", "F"], false)])),
+        // A command fed by a pipe reads input the caller chose: never matched.
+        ("ls | tee F", Some(vec![ls(), opaque(false)])),
         (
             "ls /tmp; cat /etc/hostname",
             Some(vec![tmp(), cmd(&["cat", "/etc/hostname"], true)]),
@@ -68,10 +69,8 @@ fn every_command_of_a_compound_line_is_listed() {
         ("ls <(touch F)", Some(vec![touch(), opaque(false)])),
         ("echo \"$(touch F)\"", Some(vec![touch(), opaque(false)])),
         // Nested scripts: the shell that runs them is a command too.
-        (
-            "sh <<EOF\ntouch F\nEOF",
-            Some(vec![touch(), cmd(&["sh"], false)]),
-        ),
+        // Its script is its stdin, which the caller chose: the shell is never matched.
+        ("sh <<EOF\ntouch F\nEOF", Some(vec![touch(), opaque(false)])),
         (
             "sh -c 'touch F'",
             Some(vec![touch(), cmd(&["sh", "-c", "touch F"], false)]),
@@ -82,24 +81,22 @@ fn every_command_of_a_compound_line_is_listed() {
             Some(vec![
                 cmd(&["echo", "touch", "F"], true),
                 touch(),
-                cmd(&["sh"], false),
+                opaque(false),
             ]),
         ),
         // Subshells, groups, conditions, loops.
         ("(touch F)", Some(vec![touch()])),
         ("{ ls; touch F; }", Some(vec![ls(), touch()])),
         ("if ls; then touch F; fi", Some(vec![ls(), touch()])),
-        ("while ls; do touch F; done", Some(vec![ls(), touch()])),
+        // A loop runs what a grant names once as many times as it likes: no list at all.
+        ("while ls; do touch F; done", None),
         // The words of `case`, `for` and `[[` are the shell's to evaluate: an entry of
         // their own, never matched.
         (
             "case x in x) touch F;; esac",
             Some(vec![opaque(true), touch()]),
         ),
-        (
-            "for f in a; do touch $f; done",
-            Some(vec![opaque(true), opaque(false)]),
-        ),
+        ("for f in a; do touch $f; done", None),
         ("[[ -e F ]] || touch F", Some(vec![opaque(true), touch()])),
         // Here-document bodies' substitutions run when the redirection is set up.
         (
@@ -126,7 +123,20 @@ fn quote_removal_gives_the_words_the_program_gets() {
             "am start -n com.example/.Main >/dev/null 2>&1 </dev/null",
             am(),
         ),
-        ("am start -n com.example/.Main <<< x", am()),
+        // Input the caller chose on stdin: the command is no longer the one a grant names.
+        (
+            "am start -n com.example/.Main <<< x",
+            Some(vec![opaque(false)]),
+        ),
+        (
+            "am start -n com.example/.Main < /data/data/app/db",
+            Some(vec![opaque(false)]),
+        ),
+        (
+            "echo x | am start -n com.example/.Main",
+            Some(vec![cmd(&["echo", "x"], true), opaque(false)]),
+        ),
+        ("am start -n com.example/.Main < /dev/null", am()),
         ("am start -n com.example/.Main # a comment", am()),
         ("am start \\\n -n com.example/.Main", am()),
         (
@@ -277,8 +287,13 @@ fn lines_that_cannot_be_taken_apart_give_no_commands() {
     ] {
         assert_eq!(commands(line), None, "{line:?}");
     }
-    // A compound command may read, and drop its output.
-    assert!(commands("while read x; do ls; done < /etc/hostname").is_some());
+    // A compound command may drop its output, and read nothing but /dev/null; a loop
+    // repeats what a grant names once.
+    assert!(commands("while read x; do ls; done < /etc/hostname").is_none());
+    assert!(commands("{ ls; } < /dev/null").is_some());
+    assert!(commands("{ ls; } < /etc/hostname").is_none());
+    assert!(commands("while true; do am start -n com.example/.Main; done").is_none());
+    assert!(commands("for i in 1 2; do ls; done").is_none());
     assert!(commands("{ ls; } > /dev/null 2>&1").is_some());
     // A line that starts in a directory of the caller's choosing.
     let (_, c) = assess_shell_commands("ls", Some(Path::new("/sdcard")), &Protected::default());
