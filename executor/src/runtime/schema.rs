@@ -1,8 +1,8 @@
 //! Argument validation against the JSON Schema (2020-12) a tool registers. The subset
 //! understood here is what tools use: `type`, `properties`, `required`,
 //! `additionalProperties: false`, `enum`, `minimum`/`maximum`, `minLength`/`maxLength`,
-//! `items`, `maxItems`, and `pattern` in the subset [`Pattern`] reads. A schema keyword
-//! outside it is a tool bug, caught by a test that checks every registered schema.
+//! `items`, `maxItems`. A schema keyword outside it is a tool bug, caught by a test that
+//! checks every registered schema.
 
 use serde_json::Value;
 
@@ -19,7 +19,6 @@ pub const KNOWN_KEYWORDS: &[&str] = &[
     "maxLength",
     "items",
     "maxItems",
-    "pattern",
     "description",
     "default",
     "$schema",
@@ -106,20 +105,6 @@ fn check(schema: &Value, value: &Value, at: &str) -> Result<(), String> {
                     return Err(format!("`{at}`: must be at most {max} characters"));
                 }
             }
-            if let Some(p) = schema.get("pattern") {
-                // A pattern this validator cannot read refuses every value: fail closed.
-                let pattern = p
-                    .as_str()
-                    .ok_or_else(|| "not a string".to_string())
-                    .and_then(Pattern::parse)
-                    .map_err(|e| format!("`{at}`: the schema's pattern is unsupported ({e})"))?;
-                if !pattern.matches(s) {
-                    return Err(format!(
-                        "`{at}`: must match {}",
-                        p.as_str().unwrap_or_default()
-                    ));
-                }
-            }
         }
         Value::Array(items) => {
             if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
@@ -166,15 +151,6 @@ pub fn unknown_keywords(schema: &Value) -> Vec<String> {
                 out.push(k.clone());
             }
             match k.as_str() {
-                "pattern" => {
-                    if let Err(e) = v
-                        .as_str()
-                        .ok_or("not a string".into())
-                        .and_then(Pattern::parse)
-                    {
-                        out.push(format!("pattern ({e})"));
-                    }
-                }
                 "properties" => {
                     if let Some(props) = v.as_object() {
                         for sub in props.values() {
@@ -188,178 +164,6 @@ pub fn unknown_keywords(schema: &Value) -> Vec<String> {
         }
     }
     out
-}
-
-/// What a [`Pattern`] element matches.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum CharSet {
-    Literal(char),
-    /// A bracket class: inclusive ranges, possibly negated (`[^…]`).
-    Class {
-        negated: bool,
-        ranges: Vec<(char, char)>,
-    },
-}
-
-impl CharSet {
-    fn contains(&self, c: char) -> bool {
-        match self {
-            CharSet::Literal(l) => *l == c,
-            CharSet::Class { negated, ranges } => {
-                ranges.iter().any(|&(lo, hi)| lo <= c && c <= hi) != *negated
-            }
-        }
-    }
-}
-
-/// One element of a pattern and how often it repeats (`max: None` for unbounded).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Atom {
-    set: CharSet,
-    min: usize,
-    max: Option<usize>,
-}
-
-/// The `pattern` subset enforced here: `^…$` around a sequence of literal characters
-/// (metacharacters escaped with `\`) and bracket classes (`[A-Za-z0-9_.-]`, `[^…]`), each
-/// optionally repeated by `?`, `*`, `+`, `{n}` or `{m,n}`. No groups, alternation or `.`:
-/// enough for names and identifiers, and matched in time linear in elements × length.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pattern {
-    atoms: Vec<Atom>,
-}
-
-const META: &str = "\\^$.|?*+()[]{}";
-
-impl Pattern {
-    pub fn parse(pattern: &str) -> Result<Self, String> {
-        let inner = pattern
-            .strip_prefix('^')
-            .and_then(|p| p.strip_suffix('$'))
-            .ok_or("only patterns anchored by ^ and $ are supported")?;
-        let mut chars = inner.chars().peekable();
-        let mut atoms = Vec::new();
-        while let Some(c) = chars.next() {
-            let set = match c {
-                '[' => Self::class(&mut chars)?,
-                '\\' => match chars.next() {
-                    Some(e) if META.contains(e) || e == '-' || e == '/' => CharSet::Literal(e),
-                    other => return Err(format!("unsupported escape \\{}", other.unwrap_or(' '))),
-                },
-                c if META.contains(c) => return Err(format!("unsupported {c:?}")),
-                c => CharSet::Literal(c),
-            };
-            let (min, max) = match chars.peek() {
-                Some('?') => (0, Some(1)),
-                Some('*') => (0, None),
-                Some('+') => (1, None),
-                Some('{') => {
-                    chars.next();
-                    let mut spec = String::new();
-                    loop {
-                        match chars.next() {
-                            Some('}') => break,
-                            Some(d) => spec.push(d),
-                            None => return Err("unterminated {".into()),
-                        }
-                    }
-                    let number = |s: &str| {
-                        s.parse::<usize>()
-                            .map_err(|_| format!("bad repetition {{{spec}}}"))
-                    };
-                    let (min, max) = match spec.split_once(',') {
-                        None => (number(&spec)?, Some(number(&spec)?)),
-                        Some((lo, "")) => (number(lo)?, None),
-                        Some((lo, hi)) => (number(lo)?, Some(number(hi)?)),
-                    };
-                    if max.is_some_and(|m| m < min) {
-                        return Err(format!("bad repetition {{{spec}}}"));
-                    }
-                    atoms.push(Atom { set, min, max });
-                    continue;
-                }
-                _ => (1, Some(1)),
-            };
-            if (min, max) != (1, Some(1)) {
-                chars.next();
-            }
-            atoms.push(Atom { set, min, max });
-        }
-        Ok(Self { atoms })
-    }
-
-    /// The rest of a bracket class, after `[`.
-    fn class(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Result<CharSet, String> {
-        let negated = chars.next_if_eq(&'^').is_some();
-        let mut ranges = Vec::new();
-        let mut first = true;
-        loop {
-            let c = match chars.next() {
-                None => return Err("unterminated [".into()),
-                Some(']') if !first => break,
-                Some('\\') => chars.next().ok_or("unterminated [")?,
-                Some(c) => c,
-            };
-            first = false;
-            // `a-z` is a range; a `-` first or last is itself.
-            if chars.peek() == Some(&'-') {
-                let mut ahead = chars.clone();
-                ahead.next();
-                match ahead.peek() {
-                    Some(']') | None => ranges.push((c, c)),
-                    Some(_) => {
-                        chars.next();
-                        let hi = match chars.next() {
-                            Some('\\') => chars.next().ok_or("unterminated [")?,
-                            Some(h) => h,
-                            None => return Err("unterminated [".into()),
-                        };
-                        if hi < c {
-                            return Err(format!("bad range {c}-{hi}"));
-                        }
-                        ranges.push((c, hi));
-                    }
-                }
-            } else {
-                ranges.push((c, c));
-            }
-        }
-        Ok(CharSet::Class { negated, ranges })
-    }
-
-    /// Whether all of `s` matches. Tracks the set of positions reachable after each
-    /// element; an element moves every reachable position forward by `min..=max`
-    /// characters of its set, a range computed from run lengths.
-    pub fn matches(&self, s: &str) -> bool {
-        let chars: Vec<char> = s.chars().collect();
-        let n = chars.len();
-        let mut reach = vec![false; n + 1];
-        reach[0] = true;
-        for atom in &self.atoms {
-            // run[p]: how many characters from p on are in the set.
-            let mut run = vec![0usize; n + 1];
-            for p in (0..n).rev() {
-                if atom.set.contains(chars[p]) {
-                    run[p] = run[p + 1] + 1;
-                }
-            }
-            // Mark ranges of positions with a difference array.
-            let mut delta = vec![0isize; n + 2];
-            for p in (0..=n).filter(|&p| reach[p]) {
-                let longest = atom.max.map_or(run[p], |m| m.min(run[p]));
-                if longest >= atom.min {
-                    delta[p + atom.min] += 1;
-                    delta[p + longest + 1] -= 1;
-                }
-            }
-            let mut depth = 0isize;
-            for (p, r) in reach.iter_mut().enumerate() {
-                depth += delta[p];
-                *r = depth > 0;
-            }
-        }
-        reach[n]
-    }
 }
 
 #[cfg(test)]
@@ -436,67 +240,8 @@ mod tests {
 
     #[test]
     fn unknown_keywords_are_found() {
-        let s = json!({"type": "object", "properties": {"a": {"type": "string", "format": "x"}}});
-        assert_eq!(unknown_keywords(&s), vec!["format".to_string()]);
+        let s = json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}});
+        assert_eq!(unknown_keywords(&s), vec!["pattern".to_string()]);
         assert!(unknown_keywords(&schema()).is_empty());
-        // A pattern outside the subset is as unknown as an unknown keyword.
-        let s = json!({"properties": {"a": {"pattern": "^(a|b)$"}}});
-        assert_eq!(unknown_keywords(&s).len(), 1, "{:?}", unknown_keywords(&s));
-        let s = json!({"properties": {"a": {"pattern": "^[a-z]+$"}}});
-        assert!(unknown_keywords(&s).is_empty());
-    }
-
-    #[test]
-    fn patterns_match_whole_values() {
-        let name = Pattern::parse("^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$").unwrap();
-        for ok in [
-            "battery",
-            "a",
-            "android.os.UpdateLock",
-            "media.audio_flinger",
-            "x-y",
-        ] {
-            assert!(name.matches(ok), "{ok}");
-        }
-        let long = "a".repeat(64);
-        assert!(name.matches(&long));
-        for bad in [
-            "",
-            "-l",
-            ".x",
-            "_x",
-            "a b",
-            "a;b",
-            "a/b",
-            "é",
-            &"a".repeat(65),
-        ] {
-            assert!(!name.matches(bad), "{bad:?}");
-        }
-        let p = Pattern::parse("^[a-z]*a\\.b?[^0-9]{2}$").unwrap();
-        assert!(p.matches("aaa.bxy") && p.matches("a.xy") && p.matches("a.b!!"));
-        assert!(!p.matches("aaa.b1y") && !p.matches("aaa.") && !p.matches("ab.xy"));
-        let p = Pattern::parse("^x+[-a]{2,}$").unwrap();
-        assert!(p.matches("xx--a") && !p.matches("x-") && !p.matches("-aa"));
-        for unsupported in [
-            "[a-z]+", "^a|b$", "^(a)$", "^.$", "^[a-z$", "^a{2,1}$", "^\\d$", "^[z-a]$",
-        ] {
-            assert!(Pattern::parse(unsupported).is_err(), "{unsupported}");
-        }
-    }
-
-    #[test]
-    fn a_pattern_is_enforced_and_an_unreadable_one_refuses_everything() {
-        let s = json!({"type": "object", "properties": {"n": {"type": "string", "pattern": "^[a-z]{1,3}$"}}});
-        validate(&s, &json!({"n": "abc"})).unwrap();
-        let err = validate(&s, &json!({"n": "abcd"})).unwrap_err();
-        assert!(
-            err.starts_with("`arguments.n`: must match ^[a-z]{1,3}$"),
-            "{err}"
-        );
-        let s =
-            json!({"type": "object", "properties": {"n": {"type": "string", "pattern": "^(a)$"}}});
-        let err = validate(&s, &json!({"n": "a"})).unwrap_err();
-        assert!(err.contains("unsupported"), "{err}");
     }
 }
