@@ -14,7 +14,8 @@
 //! | `\` | `\\` (so no input can fake one of the escapes below) |
 //! | line feed, carriage return, tab | `\n`, `\r`, `\t` |
 //! | other C0 controls (U+0000–U+001F) and DEL (U+007F) | `\xNN`, two lowercase hex digits: `\x1b`, `\x7f` |
-//! | C1 controls (U+0080–U+009F), invisible format characters (category Cf: bidi controls, zero-width characters, tags, …), U+2028 and U+2029 (Zl, Zp) | `\u{X}`, lowercase hex without leading zeros: `\u{85}`, `\u{202e}`, `\u{e0041}` |
+//! | C1 controls (U+0080–U+009F), invisible format characters (category Cf: bidi controls, zero-width characters, tags, …), U+2028 and U+2029 (Zl, Zp), every space but U+0020 (Zs: U+00A0, U+2000–U+200A, U+3000, …) and the letters and marks that draw as blanks (Hangul fillers, U+2800, U+034F, …) | `\u{X}`, lowercase hex without leading zeros: `\u{85}`, `\u{202e}`, `\u{3000}` |
+//! | a run of more than 8 spaces (U+0020) | `\x20{N}`, N their number: blank screenfuls cannot push the start of a value off the terminal, or line a later part of it up where a field of its own would start |
 //! | a byte that is not UTF-8 ([`Shown::lossy`] only) | `\xNN`, always 80–ff, so never confused with a C0 escape |
 //!
 //! A value longer than its bound ([`DEFAULT_MAX_BYTES`], or [`Shown::max_bytes`]) is cut
@@ -22,35 +23,46 @@
 //! full length in bytes. So a value is always one line, and every character of it that a
 //! terminal would not draw as itself is named.
 //!
-//! Printable text is untouched, whatever its script: letters, digits, punctuation, spaces,
-//! combining marks, emoji. Two things are not escaped: non-ASCII spaces (they draw as
-//! spaces) and variation selectors (emoji need them).
+//! Printable text is untouched, whatever its script: letters, digits, punctuation, single
+//! spaces, combining marks, emoji. Variation selectors are not escaped (emoji need them).
 
 use std::fmt::{self, Display, Write as _};
 
 /// Bytes of a value shown before it is cut, unless [`Shown::max_bytes`] says otherwise.
 pub const DEFAULT_MAX_BYTES: usize = 1024;
+/// Spaces in a row shown as they are; a longer run is shown as `\x20{N}`.
+pub const MAX_SPACES: usize = 8;
 
 /// Code points shown as `\u{X}` besides C0 and DEL: C1 controls, Unicode's format
 /// characters (general category Cf, Unicode 15.1) and the line and paragraph separators
 /// (Zl, Zp). Inclusive ranges, sorted.
 const HIDDEN: &[(u32, u32)] = &[
     (0x0080, 0x009F), // C1 controls (Cc): CSI, NEL, OSC … act like ESC sequences
+    (0x00A0, 0x00A0), // no-break space (Zs)
     (0x00AD, 0x00AD), // soft hyphen
+    (0x034F, 0x034F), // combining grapheme joiner (draws nothing)
     (0x0600, 0x0605), // Arabic number signs
     (0x061C, 0x061C), // Arabic letter mark (bidi)
     (0x06DD, 0x06DD), // Arabic end of ayah
     (0x070F, 0x070F), // Syriac abbreviation mark
     (0x0890, 0x0891), // Arabic pound and piastre marks above
     (0x08E2, 0x08E2), // Arabic disputed end of ayah
-    (0x180E, 0x180E), // Mongolian vowel separator
-    (0x200B, 0x200F), // zero-width space, ZWNJ, ZWJ, left-to-right and right-to-left marks
+    (0x115F, 0x1160), // Hangul choseong and jungseong fillers (draw as blanks)
+    (0x1680, 0x1680), // Ogham space mark (Zs)
+    (0x17B4, 0x17B5), // Khmer inherent vowels (draw nothing)
+    (0x180B, 0x180F), // Mongolian variation selectors and vowel separator
+    // En quad … hair space (Zs), then zero-width space, ZWNJ, ZWJ, LRM, RLM.
+    (0x2000, 0x200F),
     (0x2028, 0x2029), // line separator (Zl), paragraph separator (Zp)
-    (0x202A, 0x202E), // bidi embeddings and overrides
-    // Word joiner, invisible operators, bidi isolates, deprecated format characters; the
-    // unassigned U+2065 between them is as invisible.
-    (0x2060, 0x206F),
+    (0x202A, 0x202F), // bidi embeddings and overrides, narrow no-break space (Zs)
+    // Medium mathematical space (Zs), word joiner, invisible operators, bidi isolates,
+    // deprecated format characters; the unassigned U+2065 among them is as invisible.
+    (0x205F, 0x206F),
+    (0x2800, 0x2800),   // braille pattern blank
+    (0x3000, 0x3000),   // ideographic space (Zs)
+    (0x3164, 0x3164),   // Hangul filler
     (0xFEFF, 0xFEFF),   // zero-width no-break space (byte order mark)
+    (0xFFA0, 0xFFA0),   // halfwidth Hangul filler
     (0xFFF9, 0xFFFB),   // interlinear annotation controls
     (0x110BD, 0x110BD), // Kaithi number sign
     (0x110CD, 0x110CD), // Kaithi number sign above
@@ -176,7 +188,8 @@ impl Escaper<'_, '_> {
         }
         // Runs of characters shown as they are go out in one write.
         let mut run = 0;
-        for (at, c) in s.char_indices() {
+        let mut chars = s.char_indices();
+        while let Some((at, c)) = chars.next() {
             let end = at + c.len_utf8();
             if self.seen + end > self.max {
                 self.out.write_str(&s[run..at])?;
@@ -200,6 +213,24 @@ impl Escaper<'_, '_> {
             } else if hidden(c) {
                 self.out.write_str(&s[run..at])?;
                 write!(self.out, "\\u{{{:x}}}", u32::from(c))?;
+            } else if c == ' ' {
+                let spaces = s[at..].bytes().take_while(|b| *b == b' ').count();
+                if spaces <= MAX_SPACES {
+                    continue;
+                }
+                self.out.write_str(&s[run..at])?;
+                let room = self.max.saturating_sub(self.seen + at);
+                write!(self.out, "\\x20{{{}}}", spaces.min(room))?;
+                if spaces > room {
+                    self.cut = true;
+                    self.seen += s.len();
+                    return Ok(());
+                }
+                for _ in 1..spaces {
+                    chars.next();
+                }
+                run = at + spaces;
+                continue;
             } else {
                 continue;
             }
@@ -268,8 +299,10 @@ mod tests {
         // line break.
         assert_eq!(shown("a\u{9b}2Kb\u{85}c"), r"a\u{9b}2Kb\u{85}c");
         assert_eq!(shown("\u{80}\u{9f}"), r"\u{80}\u{9f}");
-        // The first character after C1 is printable.
-        assert_eq!(shown("\u{a0}é"), "\u{a0}é");
+        // The first character after C1, a no-break space, is a space other than U+0020:
+        // named too; what follows it is printable.
+        assert_eq!(shown("\u{a0}é"), r"\u{a0}é");
+        assert_eq!(shown("\u{a1}é"), "\u{a1}é");
     }
 
     #[test]
@@ -334,8 +367,6 @@ mod tests {
             '\u{5ff}',
             '\u{606}',
             '\u{2027}',
-            '\u{202f}',
-            '\u{205f}',
             '\u{2070}',
             '\u{fffc}',
             '\u{1d172}',
@@ -417,10 +448,15 @@ mod tests {
             "Grüße, café, naïve, Ελληνικά, русский, עברית, العربية, हिन्दी, 日本語, 한국어, ไทย",
             "emoji 😀🚀👍🏽 ❤️ 🇩🇪",
             "combining: e\u{301} a\u{308}",
-            "spaces: a  b\u{a0}c\u{3000}d",
+            "spaces: a  b        c",
         ] {
             assert_eq!(shown(text), text);
         }
+        // Spaces other than U+0020 are named (they were once left as they are).
+        assert_eq!(
+            shown("spaces: a  b\u{a0}c\u{3000}d"),
+            r"spaces: a  b\u{a0}c\u{3000}d"
+        );
     }
 
     #[test]
@@ -445,5 +481,36 @@ mod tests {
         for pair in HIDDEN.windows(2) {
             assert!(pair[0].0 <= pair[0].1 && pair[0].1 < pair[1].0, "{pair:x?}");
         }
+    }
+
+    #[test]
+    fn spaces_and_blanks_cannot_hide_or_line_up_a_value() {
+        // Eight spaces are spaces; more are counted, so blank screenfuls cannot push the
+        // start of an action off the terminal or start a fake field on a row of its own.
+        assert_eq!(shown("a        b"), "a        b");
+        assert_eq!(shown("a         b"), r"a\x20{9}b");
+        let spoof = format!("touch F{}    action: ls", " ".repeat(4000));
+        assert_eq!(
+            Shown::new(&spoof).max_bytes(16 * 1024).to_string(),
+            r"touch F\x20{4004}action: ls"
+        );
+        // Every other space and the characters that draw as blanks are named.
+        for (c, name) in [
+            ('\u{a0}', r"\u{a0}"),
+            ('\u{2003}', r"\u{2003}"),
+            ('\u{202f}', r"\u{202f}"),
+            ('\u{205f}', r"\u{205f}"),
+            ('\u{3000}', r"\u{3000}"),
+            ('\u{3164}', r"\u{3164}"),
+            ('\u{ffa0}', r"\u{ffa0}"),
+            ('\u{115f}', r"\u{115f}"),
+            ('\u{2800}', r"\u{2800}"),
+            ('\u{34f}', r"\u{34f}"),
+        ] {
+            assert_eq!(shown(&format!("a{c}b")), format!("a{name}b"));
+        }
+        // A long run at the bound is counted, not written out.
+        let cut = Shown::new(&" ".repeat(5000)).max_bytes(100).to_string();
+        assert_eq!(cut, r"\x20{100} … [cut: 5000 bytes in all]");
     }
 }

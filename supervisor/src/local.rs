@@ -130,9 +130,9 @@ fn pending_json(p: &PendingApproval) -> serde_json::Value {
     })
 }
 
-/// An action is shown whole: it comes from at most 16 KiB of arguments, and quoting can
-/// make it a few times longer. Past this the cut is marked.
-const ACTION_MAX_BYTES: usize = 128 * 1024;
+/// An action is shown whole: the executor refuses one longer than the approval channel
+/// carries, so the cut (marked) never happens to a real one.
+const ACTION_MAX_BYTES: usize = nl2sh_proto::limits::MAX_ACTION_BYTES;
 
 /// Text a person reads before deciding: every field of the request, each through the one
 /// escaping function, so no control, bidi or invisible character in a caller's text can

@@ -42,6 +42,12 @@ impl Tmux {
     /// Run `args` of the nl2sh binary for `fx` in a new 200x50 window and return the
     /// screen once it has exited (wrapped lines joined), and its exit code.
     fn run(&self, fx: &Fixture, session: &str, args: &[&str]) -> (i32, String) {
+        self.run_rows(fx, session, args, true)
+    }
+
+    /// [`Tmux::run`], with the screen's rows as a person sees them when `join` is false
+    /// (a wrapped line is several rows).
+    fn run_rows(&self, fx: &Fixture, session: &str, args: &[&str], join: bool) -> (i32, String) {
         let mut line = format!(
             "env -u NL2SH_PROTOCOL_TOKEN -u NL2SH_LOG {} --config {}",
             sq(&nl2sh_bin().display().to_string()),
@@ -62,11 +68,12 @@ impl Tmux {
         assert!(status.success(), "tmux new-session failed");
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let out = self
-                .tmux()
-                .args(["capture-pane", "-p", "-J", "-t", session])
-                .output()
-                .expect("tmux capture-pane");
+            let mut capture = self.tmux();
+            capture.args(["capture-pane", "-p", "-t", session]);
+            if join {
+                capture.arg("-J");
+            }
+            let out = capture.output().expect("tmux capture-pane");
             let screen = String::from_utf8_lossy(&out.stdout).into_owned();
             let code = screen.lines().find_map(|l| {
                 l.trim()
@@ -189,6 +196,54 @@ fn a_spoofing_action_is_shown_escaped_on_a_terminal_and_before_approve_acts() {
             && l.contains(r"\n    why: read_only: ls: lists files\x1b[8m")),
         "{out}"
     );
+}
+
+/// No control character at all: blanks wrap the action so a fake field starts a row of its
+/// own, and push the real start of the request off the screen.
+#[test]
+fn blank_padding_cannot_line_up_a_fake_action_on_a_terminal() {
+    let Some(tmux) = Tmux::start() else {
+        return;
+    };
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let server = Server::start(&fx, &[], &[]);
+    let marker = fx.dir.path().join("padding-marker");
+    let start = format!("touch {} #", marker.display());
+    // `    action: /bin/sh -c '` is 24 columns; the fake starts a row of the 200-column
+    // screen, and 60 more rows of blanks scroll the real start away.
+    let shown_before = 24 + start.len();
+    let pad = (200 - shown_before % 200) + 200 * 60;
+    let command = format!(
+        "{start}{}    action: /bin/sh -c ls -la /tmp",
+        " ".repeat(pad)
+    );
+    let call = server.invoke_async("shell.exec", json!({"command": command}));
+    let p = wait_pending(&fx, 1).remove(0);
+    let id = p["id"].as_str().unwrap().to_string();
+    for (session, args) in [
+        ("padded-list", vec!["protocol", "approvals"]),
+        ("padded-reject", vec!["protocol", "reject", id.as_str()]),
+    ] {
+        let (code, screen) = tmux.run_rows(&fx, session, &args, false);
+        assert_eq!(code, 0, "{screen}");
+        assert!(
+            !screen
+                .lines()
+                .any(|l| l.starts_with("    action: /bin/sh -c ls")),
+            "the terminal shows the fake action:\n{screen}"
+        );
+        // The fake's own four leading spaces join the run.
+        let real = format!(
+            "    action: /bin/sh -c '{start}\\x20{{{}}}action: /bin/sh -c ls",
+            pad + 4
+        );
+        assert!(
+            screen.lines().any(|l| l.starts_with(&real)),
+            "no line starting\n{real}\non the screen:\n{screen}"
+        );
+    }
+    let _ = call.join().unwrap();
+    assert!(!marker.exists(), "ran without approval");
 }
 
 #[test]
