@@ -16,10 +16,10 @@ use std::io::{self, BufRead, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::Flock;
 use nl2sh_proto::config::{self as schema, ConfigError, ParseMode};
 use toml_edit::{DocumentMut, Item, Table, Value};
 
@@ -593,39 +593,52 @@ pub fn lock_path(path: &Path) -> PathBuf {
 fn lock_for_edit(path: &Path) -> Result<Flock<File>, EditError> {
     config_dir(path)?;
     let lock = lock_path(path);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&lock)
-        .map_err(io_err("cannot open the lock file", &lock))?;
-    // Root editing another user's configuration leaves the lock theirs, as `save` leaves
-    // the file: they must still be able to take it.
-    if let (Ok(config), Ok(ours)) = (fs::metadata(path), file.metadata()) {
-        let me = nix::unistd::geteuid().as_raw();
-        if me == 0 && ours.uid() == me && config.uid() != me {
-            std::os::unix::fs::fchown(&file, Some(config.uid()), Some(config.gid()))
-                .map_err(io_err("cannot chown", &lock))?;
+    let open = |create_new: bool| {
+        OpenOptions::new()
+            .write(true)
+            .create_new(create_new)
+            .mode(0o600)
+            // No link followed, and no FIFO to hang on: whoever can write the directory
+            // may have put anything there.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&lock)
+    };
+    let (file, created) = match open(true) {
+        Ok(file) => (file, true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => (
+            open(false).map_err(io_err("cannot open the lock file", &lock))?,
+            false,
+        ),
+        Err(e) => return Err(io_err("cannot create the lock file", &lock)(e)),
+    };
+    let meta = file
+        .metadata()
+        .map_err(io_err("cannot inspect the lock file", &lock))?;
+    // A hard link to another file (root would chown or lock that) or anything but a plain
+    // file is not our lock.
+    if !meta.file_type().is_file() || meta.nlink() != 1 {
+        return Err(io_err("refusing the lock file", &lock)(io::Error::other(
+            "it is not a plain file of its own (a link, a FIFO or a device)",
+        )));
+    }
+    // Root editing another user's configuration leaves a lock it made theirs, as `save`
+    // leaves the file: they must still be able to take it. Never one it found.
+    if created {
+        if let Ok(config) = fs::metadata(path) {
+            let me = nix::unistd::geteuid().as_raw();
+            if me == 0 && config.uid() != me {
+                std::os::unix::fs::fchown(&file, Some(config.uid()), Some(config.gid()))
+                    .map_err(io_err("cannot chown", &lock))?;
+            }
         }
     }
-    let deadline = Instant::now() + LOCK_WAIT;
-    loop {
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(held) => return Ok(held),
-            Err((back, Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
-                file = back;
-                std::thread::sleep(LOCK_POLL);
-            }
-            Err((_, Errno::EWOULDBLOCK)) => {
-                return Err(EditError::Locked {
-                    path: path.to_owned(),
-                    lock,
-                })
-            }
-            Err((_, errno)) => return Err(io_err("cannot lock", &lock)(io::Error::from(errno))),
-        }
+    match crate::state::lock_exclusive_within(file, LOCK_WAIT, LOCK_POLL) {
+        Ok(held) => Ok(held),
+        Err((_, Errno::EWOULDBLOCK)) => Err(EditError::Locked {
+            path: path.to_owned(),
+            lock,
+        }),
+        Err((_, errno)) => Err(io_err("cannot lock", &lock)(io::Error::from(errno))),
     }
 }
 
@@ -1392,6 +1405,36 @@ approval_timeout_secs = 30
             fs::read_to_string(&path).unwrap(),
             "protocol_service_port = 2\napproval_policy = \"strict\"\n"
         );
+    }
+
+    #[test]
+    fn a_lock_file_someone_else_left_is_never_a_link_or_a_fifo() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("config.toml");
+        fs::write(&path, "").unwrap();
+        // A hard link to another file: refused, and that file untouched.
+        let other = tmp.path().join("precious");
+        fs::write(&other, "keep").unwrap();
+        fs::hard_link(&other, lock_path(&path)).unwrap();
+        let before = fs::metadata(&other).unwrap();
+        let e = lock_for_edit(&path).unwrap_err().to_string();
+        assert!(e.contains("not a plain file of its own"), "{e}");
+        let after = fs::metadata(&other).unwrap();
+        assert_eq!((after.uid(), after.mode()), (before.uid(), before.mode()));
+        // A FIFO: refused at once, not waited on.
+        fs::remove_file(lock_path(&path)).unwrap();
+        nix::unistd::mkfifo(
+            &lock_path(&path),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let e = lock_for_edit(&path).unwrap_err().to_string();
+        assert!(e.contains("lock file"), "{e}");
+        // A plain one of its own is the lock.
+        fs::remove_file(lock_path(&path)).unwrap();
+        drop(lock_for_edit(&path).unwrap());
+        drop(lock_for_edit(&path).unwrap());
     }
 
     #[test]

@@ -25,7 +25,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::Flock;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::json;
@@ -471,31 +471,20 @@ fn control_lock(target: &Target) -> Result<Flock<File>, Failure> {
     open_private_dir(&target.service_dir, Create::IfMissing, WideMode::Tighten)
         .map_err(|e| failure(EXIT_FAILURE, e.to_string()))?;
     let path = target.service_dir.join("control.lock");
-    let mut file = open_private(&path, false)?;
-    let deadline = Instant::now() + START_WAIT + STOP_WAIT;
-    loop {
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => return Ok(lock),
-            Err((back, Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
-                file = back;
-                std::thread::sleep(POLL);
-            }
-            Err((_, Errno::EWOULDBLOCK)) => {
-                return Err(failure(
-                    EXIT_FAILURE,
-                    format!(
-                        "another `nl2sh service` command for {} is still running",
-                        target.config_path.display()
-                    ),
-                ))
-            }
-            Err((_, errno)) => {
-                return Err(failure(
-                    EXIT_FAILURE,
-                    format!("cannot lock {}: {errno}", path.display()),
-                ))
-            }
-        }
+    let file = open_private(&path, false)?;
+    match state::lock_exclusive_within(file, START_WAIT + STOP_WAIT, POLL) {
+        Ok(lock) => Ok(lock),
+        Err((_, Errno::EWOULDBLOCK)) => Err(failure(
+            EXIT_FAILURE,
+            format!(
+                "another `nl2sh service` command for {} is still running",
+                target.config_path.display()
+            ),
+        )),
+        Err((_, errno)) => Err(failure(
+            EXIT_FAILURE,
+            format!("cannot lock {}: {errno}", path.display()),
+        )),
     }
 }
 

@@ -63,9 +63,10 @@ pub fn capture(service_dir: &Path) -> io::Result<Option<Capture>> {
     if !is_log {
         return Ok(None);
     }
-    let file = File::from(nix::unistd::dup(stdout.as_fd()).map_err(io::Error::from)?);
+    // Close-on-exec copies: no worker or command inherits the log itself.
+    let file = File::from(stdout.as_fd().try_clone_to_owned()?);
     let size = file.metadata()?.len();
-    let direct = nix::unistd::dup(file.as_fd()).map_err(io::Error::from)?;
+    let direct = file.as_fd().try_clone_to_owned()?;
     *DIRECT.lock().unwrap_or_else(|e| e.into_inner()) = Some(direct);
     let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from)?;
     let mut log = CappedLog {
@@ -84,6 +85,9 @@ pub fn capture(service_dir: &Path) -> io::Result<Option<Capture>> {
         .name("service-log".into())
         .spawn(move || {
             copy(File::from(read), &mut log);
+            // Whatever ended the copy, nothing may write into a pipe nobody reads (a
+            // write would fail, and a failed print panics): the log itself again.
+            point_at(DIRECT.lock().unwrap_or_else(|e| e.into_inner()).as_ref());
             let _ = tx.send(());
         })?;
     let _ = io::stdout().flush();
@@ -182,7 +186,10 @@ impl CappedLog {
             if data.is_empty() {
                 return;
             }
-            self.rotate();
+            if !self.rotate() {
+                // The cap holds even when rotating fails: the rest is dropped.
+                return;
+            }
         }
     }
 
@@ -197,13 +204,26 @@ impl CappedLog {
     }
 
     /// `service.log` → `service.log.1`, then a fresh `service.log` beginning with the
-    /// startup block. If that fails, writing goes on where it was and the next write
-    /// past the cap tries again.
-    fn rotate(&mut self) {
-        let fresh = fs::rename(&self.path, &self.old).and_then(|()| open_new(&self.path));
+    /// startup block. The fresh file is made first, under a name of its own, so a failure
+    /// leaves everything where it was (`false`: the caller drops what did not fit, and
+    /// the next write past the cap tries again).
+    fn rotate(&mut self) -> bool {
+        let mut next = self.path.clone().into_os_string();
+        next.push(".next");
+        let next = PathBuf::from(next);
+        let _ = fs::remove_file(&next);
+        let fresh = open_new(&next).and_then(|file| {
+            fs::rename(&self.path, &self.old)?;
+            if let Err(e) = fs::rename(&next, &self.path) {
+                // Put the old one back where people look for it.
+                let _ = fs::rename(&self.old, &self.path);
+                return Err(e);
+            }
+            Ok(file)
+        });
         match fresh {
             Ok(file) => {
-                if let (Some(direct), Ok(fd)) = (self.direct, nix::unistd::dup(file.as_fd())) {
+                if let (Some(direct), Ok(fd)) = (self.direct, file.as_fd().try_clone_to_owned()) {
                     *direct.lock().unwrap_or_else(|e| e.into_inner()) = Some(fd);
                 }
                 self.file = file;
@@ -224,9 +244,11 @@ impl CappedLog {
                 }
                 self.append(banner.as_bytes());
                 self.written_since_rotation = false;
+                true
             }
             Err(_) => {
-                self.size = 0;
+                let _ = fs::remove_file(&next);
+                false
             }
         }
     }
@@ -367,5 +389,29 @@ mod tests {
         std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
         assert!(open_new(&link).is_err());
         assert_eq!(fs::read_to_string(&elsewhere).unwrap(), "");
+    }
+
+    #[test]
+    fn a_rotation_that_fails_keeps_the_cap_and_the_log_where_it_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        // `service.log.1` cannot be replaced: a directory with something in it.
+        fs::create_dir(tmp.path().join(OLD_LOG_NAME)).unwrap();
+        fs::write(tmp.path().join(OLD_LOG_NAME).join("x"), "").unwrap();
+        let mut log = log_in(tmp.path(), 300, &NO_BLOCK);
+        for i in 0..50 {
+            log.write(format!("line {i:02} of the flood\n").as_bytes());
+        }
+        assert!(
+            len(tmp.path(), LOG_NAME) <= 300,
+            "{}",
+            len(tmp.path(), LOG_NAME)
+        );
+        assert!(read(tmp.path(), LOG_NAME).starts_with("line 00"));
+        assert!(!tmp.path().join("service.log.next").exists());
+        // Once it can rotate again, it does.
+        fs::remove_dir_all(tmp.path().join(OLD_LOG_NAME)).unwrap();
+        log.write(format!("after{}\n", "!".repeat(60)).as_bytes());
+        assert!(read(tmp.path(), OLD_LOG_NAME).starts_with("line 00"));
+        assert!(read(tmp.path(), LOG_NAME).contains("after"));
     }
 }

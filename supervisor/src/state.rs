@@ -122,6 +122,26 @@ impl Drop for StateLock {
     }
 }
 
+/// Take an exclusive `flock` on `file`, trying again every `poll` for up to `wait`. On
+/// failure the file comes back with why (`EWOULDBLOCK`: still held by another).
+pub fn lock_exclusive_within(
+    mut file: File,
+    wait: std::time::Duration,
+    poll: std::time::Duration,
+) -> Result<Flock<File>, (File, Errno)> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(lock),
+            Err((back, Errno::EWOULDBLOCK)) if std::time::Instant::now() < deadline => {
+                file = back;
+                std::thread::sleep(poll);
+            }
+            Err(failed) => return Err(failed),
+        }
+    }
+}
+
 /// Create (or check) `<state>` and `<state>/protocol` as private directories of this uid,
 /// then take the state directory's exclusive lock for `transport` ("http" or "stdio").
 pub fn prepare(state_dir: &Path, transport: &str) -> Result<StateLock, StateError> {
@@ -139,26 +159,18 @@ pub fn prepare(state_dir: &Path, transport: &str) -> Result<StateLock, StateErro
     open_private_dir(&paths.root, Create::WithParents, WideMode::Tighten)?;
     open_private_dir(&paths.protocol_dir, Create::IfMissing, WideMode::Tighten)?;
 
-    let mut file = open_private_file(&paths.lock)?;
+    let file = open_private_file(&paths.lock)?;
     // A discovery probe ([`lock_is_held`]) holds a shared lock for microseconds; a few
     // short retries tell it apart from a real holder, which keeps the lock for its life.
-    let mut attempts = 0;
-    let lock = loop {
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => break lock,
-            Err((back, Errno::EWOULDBLOCK)) if attempts < LOCK_ATTEMPTS => {
-                attempts += 1;
-                file = back;
-                std::thread::sleep(LOCK_RETRY);
-            }
-            Err((file, Errno::EWOULDBLOCK)) => return Err(held_error(&paths.root, &file)),
-            Err((_, errno)) => {
-                return Err(StateError::Io {
-                    what: "cannot lock",
-                    path: paths.lock.clone(),
-                    source: io::Error::from(errno),
-                })
-            }
+    let lock = match lock_exclusive_within(file, LOCK_RETRY * LOCK_ATTEMPTS, LOCK_RETRY) {
+        Ok(lock) => lock,
+        Err((file, Errno::EWOULDBLOCK)) => return Err(held_error(&paths.root, &file)),
+        Err((_, errno)) => {
+            return Err(StateError::Io {
+                what: "cannot lock",
+                path: paths.lock.clone(),
+                source: io::Error::from(errno),
+            })
         }
     };
     let note = format!("{} {}\n", std::process::id(), transport);
