@@ -2,9 +2,7 @@
 //! executor's `answer_x` it pairs with (`executor/src/dispatch.rs`). The channel accepts
 //! exactly the answer each request may get; any other closes it, which ends netd.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use nl2sh_proto::channels::{
     CallOrigin, Correlation, ExecutorRequest, ExecutorResponse, InvokeRequest, ToolOutcome,
@@ -12,6 +10,7 @@ use nl2sh_proto::channels::{
 };
 use nl2sh_proto::rpc::{ChannelEnd, RpcClient, RpcError};
 use nl2sh_proto::topology::{Asker, EndError, NetdExecutor};
+use tokio_util::sync::CancellationToken;
 
 /// netd's own ids for calls it asks the executor to run, so it can cancel them. The
 /// executor mints the ids approvald and the audit see; these never leave this channel.
@@ -24,22 +23,9 @@ pub fn next_correlation() -> Correlation {
 #[derive(Clone)]
 pub struct ExecutorClient {
     rpc: RpcClient<NetdExecutor>,
-    /// Calls running now, so a stop can cancel them ([`ExecutorClient::cancel_all`]).
-    running: Arc<Mutex<HashSet<Correlation>>>,
-}
-
-/// One running call, forgotten when its answer (or failure) is in.
-struct Running<'a> {
-    running: &'a Mutex<HashSet<Correlation>>,
-    correlation: Correlation,
-}
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut running) = self.running.lock() {
-            running.remove(&self.correlation);
-        }
-    }
+    /// Cancelled when the service stops: every direct call still running then cancels
+    /// itself ([`crate::tools::call::run`]) and answers its caller with an error.
+    stopping: CancellationToken,
 }
 
 /// The channel already refuses a wrong answer (and closes); this only names the case for
@@ -55,36 +41,21 @@ impl ExecutorClient {
         Ok((
             Self {
                 rpc,
-                running: Arc::default(),
+                stopping: CancellationToken::new(),
             },
             ended,
         ))
     }
 
-    fn running(&self, correlation: Correlation) -> Running<'_> {
-        if let Ok(mut running) = self.running.lock() {
-            running.insert(correlation);
-        }
-        Running {
-            running: &self.running,
-            correlation,
-        }
+    /// The service is stopping: cancel the direct calls still running (each cancels its
+    /// own, at once, through its task).
+    pub fn stop_calls(&self) {
+        self.stopping.cancel();
     }
 
-    /// Cancel every call running now (a stop whose grace is running out): each then
-    /// answers its caller with an error instead of being cut off. How many were asked.
-    pub async fn cancel_all(&self) -> usize {
-        let running: Vec<Correlation> = self
-            .running
-            .lock()
-            .map(|r| r.iter().copied().collect())
-            .unwrap_or_default();
-        for correlation in &running {
-            if let Err(e) = self.cancel(*correlation).await {
-                tracing::warn!(error = %e, "could not cancel a running call");
-            }
-        }
-        running.len()
+    /// Cancelled once [`ExecutorClient::stop_calls`] was called.
+    pub fn stopping(&self) -> &CancellationToken {
+        &self.stopping
     }
 
     /// The device environment object, as JSON text (`answer_inspect`).
@@ -105,7 +76,6 @@ impl ExecutorClient {
 
     /// Run one tool through the executor's pipeline (`answer_invoke`).
     pub async fn invoke(&self, call: InvokeRequest) -> Result<ToolOutcome, RpcError> {
-        let _running = self.running(call.correlation);
         match self.rpc.call(&ExecutorRequest::Invoke(call)).await? {
             ExecutorResponse::Outcome(outcome) => Ok(outcome),
             other => Err(unreachable_answer(other)),
@@ -118,7 +88,6 @@ impl ExecutorClient {
         correlation: Correlation,
         origin: CallOrigin,
     ) -> Result<ToolOutcome, RpcError> {
-        let _running = self.running(correlation);
         let req = ExecutorRequest::ReadScreen {
             correlation,
             origin,

@@ -139,10 +139,12 @@ fn router(gate: Gate, settings: &HttpSettings, backends: Backends, calls: ToolCa
     let for_servers = calls.clone();
     let mcp = StreamableHttpService::new(
         move || {
-            Ok(
-                McpServer::new(executor.clone(), tasks.clone(), CallOrigin::McpHttp)
-                    .with_tool_calls(for_servers.clone()),
-            )
+            Ok(McpServer::new(
+                executor.clone(),
+                tasks.clone(),
+                CallOrigin::McpHttp,
+                for_servers.clone(),
+            ))
         },
         Arc::new(NeverSessionManager::default()),
         config,

@@ -55,19 +55,20 @@ pub struct McpServer {
 impl McpServer {
     /// A server with its own tool-call cap of the default size: for a transport that
     /// builds one server for its whole life (stdio).
-    pub fn new(executor: ExecutorClient, tasks: TaskService, origin: CallOrigin) -> Self {
+    /// A server counting its tool calls against `calls` (HTTP builds one server per
+    /// request, and they all share the service's one cap).
+    pub fn new(
+        executor: ExecutorClient,
+        tasks: TaskService,
+        origin: CallOrigin,
+        calls: ToolCalls,
+    ) -> Self {
         Self {
             executor,
             tasks,
             origin,
-            calls: ToolCalls::default(),
+            calls,
         }
-    }
-
-    /// Share `calls` instead: HTTP builds a server per request, and they share one cap.
-    pub fn with_tool_calls(mut self, calls: ToolCalls) -> Self {
-        self.calls = calls;
-        self
     }
 
     /// The slot the HTTP front door took for this call, or a new one; `None` when the cap

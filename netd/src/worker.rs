@@ -158,10 +158,8 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
                 let ended = match ended {
                     Some(end) => Ok(end),
                     None => {
-                        let cancelled = stopping.cancel_all().await;
-                        if cancelled > 0 {
-                            tracing::info!(calls = cancelled, "cancelled calls still running at the end of the grace");
-                        }
+                        tracing::info!("cancelling calls still running at the end of the grace");
+                        stopping.stop_calls();
                         tokio::time::timeout_at(deadline, &mut server).await
                     }
                 };
@@ -209,7 +207,7 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
 
 /// How long requests in flight may take to be answered once a peer is gone (their calls
 /// to it fail at once, so this is only the time to write the answers).
-const PEER_GONE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+const PEER_GONE_GRACE: Duration = Duration::from_secs(2);
 
 /// A peer worker is gone and the supervisor will restart the tree: stop accepting, and let
 /// the requests in flight answer (with errors in their protocol's form, as their calls to
@@ -266,7 +264,12 @@ async fn serve_stdio(
 ) -> std::io::Result<()> {
     use rmcp::service::ServerInitializeError;
     tokio::pin!(stop);
-    let server = McpServer::new(backends.executor, backends.tasks, CallOrigin::McpStdio);
+    let server = McpServer::new(
+        backends.executor,
+        backends.tasks,
+        CallOrigin::McpStdio,
+        crate::tool_calls::ToolCalls::default(),
+    );
     let running = tokio::select! {
         r = server.serve(rmcp::transport::io::stdio()) => match r {
             Ok(running) => running,

@@ -33,6 +33,32 @@ async fn ask(
     Some(serde_json::from_str(&line).unwrap())
 }
 
+/// The MCP server over a byte stream with `executor`, counting tool calls against
+/// `calls`, as stdio mode runs it; the client's ends, and the server's task.
+async fn serve_stream(
+    executor: ExecutorClient,
+    calls: ToolCalls,
+) -> (
+    tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    Lines,
+    tokio::task::JoinHandle<bool>,
+) {
+    let backends = common::harness::backends(executor.clone()).await;
+    let (client, server) = tokio::io::duplex(64 * 1024);
+    let (server_rd, server_wr) = tokio::io::split(server);
+    let serving = tokio::spawn(async move {
+        let origin = nl2sh_proto::channels::CallOrigin::McpStdio;
+        let running = McpServer::new(executor, backends.tasks, origin, calls)
+            .serve((server_rd, server_wr))
+            .await
+            .unwrap();
+        // Whether the session ended cleanly.
+        running.waiting().await.is_ok()
+    });
+    let (client_rd, client_wr) = tokio::io::split(client);
+    (client_wr, BufReader::new(client_rd).lines(), serving)
+}
+
 #[tokio::test]
 async fn initialize_then_inspect_then_eof_ends_the_server() {
     let (ours, theirs) = pair::<NetdExecutor>().unwrap();
@@ -45,21 +71,7 @@ async fn initialize_then_inspect_then_eof_ends_the_server() {
         }
     }));
     let (executor, _end) = ExecutorClient::start(ours).await.unwrap();
-    let backends = common::harness::backends(executor.clone()).await;
-
-    let (client, server) = tokio::io::duplex(64 * 1024);
-    let (server_rd, server_wr) = tokio::io::split(server);
-    let serving = tokio::spawn(async move {
-        let tasks = backends.tasks;
-        let running = McpServer::new(executor, tasks, nl2sh_proto::channels::CallOrigin::McpStdio)
-            .serve((server_rd, server_wr))
-            .await
-            .unwrap();
-        running.waiting().await.unwrap();
-    });
-
-    let (client_rd, mut client_wr) = tokio::io::split(client);
-    let mut lines = BufReader::new(client_rd).lines();
+    let (mut client_wr, mut lines, serving) = serve_stream(executor, ToolCalls::default()).await;
     let init = ask(
         &mut client_wr,
         &mut lines,
@@ -95,10 +107,11 @@ async fn initialize_then_inspect_then_eof_ends_the_server() {
 
     // Stdin reaching EOF.
     client_wr.shutdown().await.unwrap();
-    tokio::time::timeout(Duration::from_secs(5), serving)
+    let clean = tokio::time::timeout(Duration::from_secs(5), serving)
         .await
         .expect("EOF did not end the server")
         .unwrap();
+    assert!(clean, "the session did not end cleanly");
 }
 
 #[tokio::test]
@@ -133,23 +146,7 @@ async fn over_stdio_a_call_over_the_cap_is_a_tool_error() {
         }
     }));
     let (executor, _end) = ExecutorClient::start(ours).await.unwrap();
-    let backends = common::harness::backends(executor.clone()).await;
-    let (client, server) = tokio::io::duplex(64 * 1024);
-    let (server_rd, server_wr) = tokio::io::split(server);
-    tokio::spawn(async move {
-        let running = McpServer::new(
-            executor,
-            backends.tasks,
-            nl2sh_proto::channels::CallOrigin::McpStdio,
-        )
-        .with_tool_calls(ToolCalls::new(1))
-        .serve((server_rd, server_wr))
-        .await
-        .unwrap();
-        let _ = running.waiting().await;
-    });
-    let (client_rd, mut client_wr) = tokio::io::split(client);
-    let mut lines = BufReader::new(client_rd).lines();
+    let (mut client_wr, mut lines, _serving) = serve_stream(executor, ToolCalls::new(1)).await;
     ask(
         &mut client_wr,
         &mut lines,

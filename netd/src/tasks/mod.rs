@@ -596,9 +596,21 @@ impl Task {
             }
         }
         if !stored {
-            // What the store holds (WORKING, which a restart turns FAILED) is what every
-            // later GetTask reports: never answer COMPLETED for a task the store lost.
-            self.unstored();
+            // Never answer COMPLETED for a task the store lost. FAILED is what the store
+            // says after a restart (it holds WORKING); said now too, if it takes it.
+            self.without_result(
+                TaskState::Failed,
+                "the task's end could not be stored (nl2sh's store was unavailable), so it \
+                 is reported FAILED, as the store reports it after a restart"
+                    .into(),
+            );
+            if let Err(e) = self.inner.store.put_task(self.doc.record()).await {
+                tracing::warn!(
+                    task = %Shown::new(&self.doc.id.0),
+                    error = %Shown::display(&e),
+                    "FAILED not stored either; the store reports WORKING until a restart"
+                );
+            }
         }
         tracing::info!(
             task = %Shown::new(&self.doc.id.0),
@@ -609,21 +621,8 @@ impl Task {
         self.inner.state().active.remove(&self.doc.id);
     }
 
-    /// The terminal state could not be stored (approvald gone or failing): the task is
-    /// reported FAILED, as the store will report it, without its result.
-    fn unstored(&mut self) {
-        self.doc.artifacts.clear();
-        let text = "the task's end could not be stored (nl2sh's store was unavailable), so \
-                    it is reported FAILED, as the store reports it after a restart";
-        if let Some(Value::Object(message)) = &mut self.doc.agent_message {
-            message.insert("parts".into(), serde_json::json!([{ "text": text }]));
-        }
-        self.doc.advance(TaskState::Failed);
-    }
-
     /// The document without its result, saying why.
     fn too_large(&mut self, state: TaskState, bytes: usize) {
-        self.doc.artifacts.clear();
         let text = if bytes > 0 {
             format!(
                 "the task's result made its document {bytes} bytes, over the \
@@ -633,6 +632,12 @@ impl Task {
             "the store refused the task's document as too large; the result was not kept"
                 .to_string()
         };
+        self.without_result(state, text);
+    }
+
+    /// End in `state` without the result, the Agent's message saying `text` instead.
+    fn without_result(&mut self, state: TaskState, text: String) {
+        self.doc.artifacts.clear();
         if let Some(Value::Object(message)) = &mut self.doc.agent_message {
             message.insert("parts".into(), serde_json::json!([{ "text": text }]));
         }

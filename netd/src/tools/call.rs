@@ -18,7 +18,8 @@ pub use crate::executor::{next_correlation, ExecutorClient};
 /// `cancel` is the MCP request's cancellation. It is honoured only over stdio, where it
 /// means the client sent `notifications/cancelled` (or went away): over stateless HTTP a
 /// cancellation cannot reach a running request, and a dropped connection must not stop
-/// (or un-approve) work already under way.
+/// (or un-approve) work already under way. A stopping service cancels every call
+/// ([`ExecutorClient::stop_calls`]), so each answers its caller before the grace ends.
 pub async fn run(
     executor: &ExecutorClient,
     correlation: Correlation,
@@ -27,16 +28,23 @@ pub async fn run(
     call: impl Future<Output = Result<ToolOutcome, RpcError>>,
 ) -> Result<ToolOutcome, String> {
     tokio::pin!(call);
-    let answer = if origin == CallOrigin::McpStdio {
-        tokio::select! {
-            a = &mut call => a,
-            () = cancel.cancelled() => {
-                let _ = executor.cancel(correlation).await;
-                call.await
-            }
+    let request_cancelled = async {
+        if origin == CallOrigin::McpStdio {
+            cancel.cancelled().await
+        } else {
+            std::future::pending().await
         }
-    } else {
-        call.await
+    };
+    let answer = tokio::select! {
+        a = &mut call => a,
+        () = request_cancelled => {
+            let _ = executor.cancel(correlation).await;
+            call.await
+        }
+        () = executor.stopping().cancelled() => {
+            let _ = executor.cancel(correlation).await;
+            call.await
+        }
     };
     answer.map_err(|e| format!("the executor is unavailable ({e})"))
 }
