@@ -226,7 +226,26 @@ struct Registry {
 struct RegistryInner {
     next_id: u64,
     open: BTreeMap<u64, Arc<Conn>>,
-    last_warning: Option<Instant>,
+    /// Each warning on its own clock, so one cannot hide the other.
+    evicting_warning: Throttle,
+    full_warning: Throttle,
+}
+
+/// Says yes at most once per `interval` (a warning while a cap is being enforced).
+#[derive(Debug, Default)]
+pub(crate) struct Throttle {
+    last: Option<Instant>,
+}
+
+impl Throttle {
+    pub(crate) fn ready(&mut self, interval: Duration) -> bool {
+        let now = Instant::now();
+        if self.last.is_none_or(|t| now.duration_since(t) >= interval) {
+            self.last = Some(now);
+            return true;
+        }
+        false
+    }
 }
 
 impl Registry {
@@ -237,7 +256,8 @@ impl Registry {
             inner: Mutex::new(RegistryInner {
                 next_id: 0,
                 open: BTreeMap::new(),
-                last_warning: None,
+                evicting_warning: Throttle::default(),
+                full_warning: Throttle::default(),
             }),
         }
     }
@@ -264,12 +284,7 @@ impl Registry {
             if let Some(victim) = inner.open.remove(&id) {
                 victim.evict.notify_one();
             }
-            let now = Instant::now();
-            if inner
-                .last_warning
-                .is_none_or(|t| now.duration_since(t) >= CAP_WARNING_INTERVAL)
-            {
-                inner.last_warning = Some(now);
+            if inner.evicting_warning.ready(CAP_WARNING_INTERVAL) {
                 tracing::warn!(
                     max_connections = max,
                     "connection cap reached; closing idle connections to make room"
@@ -295,12 +310,7 @@ impl Registry {
     /// [`CAP_WARNING_INTERVAL`].
     fn warn_full(&self) {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        if inner
-            .last_warning
-            .is_none_or(|t| now.duration_since(t) >= CAP_WARNING_INTERVAL)
-        {
-            inner.last_warning = Some(now);
+        if inner.full_warning.ready(CAP_WARNING_INTERVAL) {
             tracing::warn!(
                 max_connections = self.limits.max_connections,
                 "every connection is busy; answering new ones 503"

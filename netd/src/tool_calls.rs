@@ -21,7 +21,7 @@
 //! HTTP a call goes on when its client disconnects, and keeps its slot until it ends.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nl2sh_proto::limits::{BUSY_RETRY_AFTER, MAX_CONCURRENT_TOOL_CALLS};
 use rmcp::model::CallToolResult;
@@ -29,6 +29,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::connections::Throttle;
 use crate::tools;
 
 /// The JSON-RPC error code of a call refused because the cap is reached: one of the
@@ -50,7 +51,7 @@ pub fn counted(tool: &str) -> bool {
 pub struct ToolCalls {
     slots: Arc<Semaphore>,
     max: usize,
-    last_warning: Arc<Mutex<Option<Instant>>>,
+    last_warning: Arc<Mutex<Throttle>>,
 }
 
 /// One running call's place under the cap, freed when the last clone is dropped. (A
@@ -73,7 +74,7 @@ impl ToolCalls {
         Self {
             slots: Arc::new(Semaphore::new(max)),
             max,
-            last_warning: Arc::new(Mutex::new(None)),
+            last_warning: Arc::default(),
         }
     }
 
@@ -97,9 +98,7 @@ impl ToolCalls {
 
     fn warn(&self) {
         let mut last = self.last_warning.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        if last.is_none_or(|t| now.duration_since(t) >= WARNING_INTERVAL) {
-            *last = Some(now);
+        if last.ready(WARNING_INTERVAL) {
             tracing::warn!(
                 max_tool_calls = self.max,
                 "tool-call cap reached; refusing new calls as busy"

@@ -13,6 +13,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The `nl2sh` binary of this build (target/<profile>/nl2sh), or `$NL2SH_BIN`.
+/// A shell line for a sandboxed call that forks `n` processes each sleeping `secs`, going
+/// on past forks that fail (a shell would give up at the first): what takes every process
+/// a call may have.
+pub fn fork_bomb(n: u32, secs: u32) -> String {
+    format!(
+        "python3 -c 'import os, time\n\
+         for i in range({n}):\n    \
+         try:\n        \
+         if os.fork() == 0: time.sleep({secs}); os._exit(0)\n    \
+         except OSError: pass\n\
+         time.sleep({secs})'"
+    )
+}
+
 pub fn nl2sh_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("NL2SH_BIN") {
         return PathBuf::from(p);

@@ -157,12 +157,10 @@ fn the_service_survives_dead_workers_hostile_peers_and_greedy_commands() {
             let _ = invoke(
                 s.addr,
                 s.token(),
-                "python3 -c 'import os, time\n\
-                 for i in range(400):\n    \
-                 try:\n        \
-                 if os.fork() == 0: time.sleep(5); os._exit(0)\n    \
-                 except OSError: pass\n\
-                 time.sleep(5)' & head -c 900000000 /dev/zero | tail -n 1; wait",
+                &format!(
+                    "{} & head -c 900000000 /dev/zero | tail -n 1; wait",
+                    nl2sh_tests::fork_bomb(400, 5)
+                ),
             );
         },
         &|s| kill(s.worker("executor")),

@@ -691,14 +691,7 @@ fn each_call_runs_as_its_own_uid_with_its_own_process_limit() {
     let cancel = CancellationToken::new();
     let bomb = sh_in_background(
         sandbox.clone(),
-        // Keeps going past failed forks (a shell would give up at the first).
-        "python3 -c 'import os, time\n\
-         for i in range(400):\n    \
-         try:\n        \
-         if os.fork() == 0: time.sleep(30); os._exit(0)\n    \
-         except OSError: pass\n\
-         time.sleep(30)'"
-            .into(),
+        nl2sh_tests::fork_bomb(400, 30),
         cancel.clone(),
     );
     let until = Instant::now() + Duration::from_secs(20);

@@ -9,7 +9,7 @@
 //!   gid) from the reserved range `sandbox_uid_base` .. + `sandbox_uid_count`, never
 //!   netd's or another call's, with no groups, no capability at all and no_new_privs
 //!   ([`confine`]), so it reads what a stranger to the device reads, and calls cannot
-//!   see, signal or exhaust each other (the process limit is per uid);
+//!   read into, signal or exhaust each other (the process limit is per uid);
 //! * a seccomp filter ([`seccomp`]): no IP sockets, no Unix sockets but socketpairs (no
 //!   host service is reachable), no file locks, no kernel or mount changes; Landlock
 //!   where the kernel has it;
@@ -162,7 +162,7 @@ struct Lease<'a> {
     /// Processes of the uid outlived the call: never hand it out again.
     quarantined: bool,
     // Fields drop in order: the claim ends before the permit lets the next caller in.
-    _claim: Claim,
+    claim: Option<Claim>,
     _permit: tokio::sync::SemaphorePermit<'a>,
 }
 
@@ -173,6 +173,8 @@ impl Drop for Lease<'_> {
                 uid = self.uid,
                 "processes of a finished sandboxed call did not end: its uid stays unused"
             );
+            // Held for the executor's life: no other tree may hand the uid out either.
+            std::mem::forget(self.claim.take());
             return;
         }
         if let Ok(mut free) = self.identities.free.lock() {
@@ -283,7 +285,7 @@ impl Identities {
                     identities: self,
                     uid,
                     quarantined: false,
-                    _claim: claim,
+                    claim: Some(claim),
                     _permit: permit,
                 });
             }
@@ -430,6 +432,8 @@ impl Sandbox {
             .lease(run.deadline, run.cancel, self.settings.uids.count)
             .await?;
         let uid = lease.uid;
+        // Set for every call, not once per uid: another tree may have run a call as this
+        // uid meanwhile, with limits of its own.
         let cgroup_procs = match &self.cgroups {
             Some(c) => c
                 .prepare(uid, self.settings.limits)

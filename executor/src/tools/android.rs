@@ -152,6 +152,15 @@ fn command_action(
     }
 }
 
+/// A read of the device through `spec`: read-only, without the screen's lock.
+fn read_action(
+    env: &DeviceEnv,
+    spec: CommandSpec,
+    finish: impl FnOnce(CommandOutput) -> Result<ToolOutput, ToolError> + Send + 'static,
+) -> Prepared {
+    command_action(env, spec, Assessment::read_only(), false, finish)
+}
+
 /// Run `spec`; anything but exit status 0 is an error naming the command and its message.
 async fn run_checked(ctx: &ExecContext, spec: CommandSpec) -> Result<CommandOutput, ToolError> {
     let name = spec.argv.first().map(|p| short_name(p)).unwrap_or_default();

@@ -3,8 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{command_action, low, within_budget, AndroidTool, OUTPUT_BUDGET};
-use crate::risk::Assessment;
+use super::{command_action, low, read_action, within_budget, AndroidTool, OUTPUT_BUDGET};
 use crate::runtime::exec::CommandSpec;
 use crate::runtime::{ToolDef, ToolError, ToolOutput};
 
@@ -148,30 +147,24 @@ pub(super) fn packages() -> AndroidTool {
             }
             let mut spec = CommandSpec::new(argv);
             spec.max_stdout = 1024 * 1024;
-            Ok(command_action(
-                env,
-                spec,
-                Assessment::read_only(),
-                false,
-                move |out| {
-                    let all = parse_packages(&String::from_utf8_lossy(&out.stdout.bytes));
-                    let matching: Vec<String> = all
-                        .into_iter()
-                        .filter(|n| n.to_ascii_lowercase().contains(&filter))
-                        .collect();
-                    let total = matching.len();
-                    let (names, cut) = within_budget(
-                        matching.into_iter().take(MAX_PACKAGES).map(Value::String),
-                        OUTPUT_BUDGET,
-                    );
-                    let value = json!({
-                        "packages": names, "count": names.len(), "total": total,
-                        "truncated": cut || names.len() < total || out.stdout.dropped > 0,
-                        "third_party_only": third,
-                    });
-                    Ok(ToolOutput::json(true, &value))
-                },
-            ))
+            Ok(read_action(env, spec, move |out| {
+                let all = parse_packages(&String::from_utf8_lossy(&out.stdout.bytes));
+                let matching: Vec<String> = all
+                    .into_iter()
+                    .filter(|n| n.to_ascii_lowercase().contains(&filter))
+                    .collect();
+                let total = matching.len();
+                let (names, cut) = within_budget(
+                    matching.into_iter().take(MAX_PACKAGES).map(Value::String),
+                    OUTPUT_BUDGET,
+                );
+                let value = json!({
+                    "packages": names, "count": names.len(), "total": total,
+                    "truncated": cut || names.len() < total || out.stdout.dropped > 0,
+                    "third_party_only": third,
+                });
+                Ok(ToolOutput::json(true, &value))
+            }))
         },
     }
 }
@@ -273,26 +266,19 @@ pub(super) fn current_app() -> AndroidTool {
         prepare: |_args, env, program| {
             let mut spec = CommandSpec::new(vec![program.to_string(), "window".into()]);
             spec.max_stdout = MAX_DUMPSYS_BYTES;
-            Ok(command_action(
-                env,
-                spec,
-                Assessment::read_only(),
-                false,
-                |out| {
-                    let (focus, window) = parse_focus(&String::from_utf8_lossy(&out.stdout.bytes));
-                    let Some(f) = focus else {
-                        return Err(ToolError::Failed(
-                            "dumpsys window names no focused app (mCurrentFocus/mFocusedApp)"
-                                .into(),
-                        ));
-                    };
-                    Ok(ToolOutput::json(
-                        true,
-                        &json!({"package": f.package, "activity": f.activity, "user": f.user,
+            Ok(read_action(env, spec, |out| {
+                let (focus, window) = parse_focus(&String::from_utf8_lossy(&out.stdout.bytes));
+                let Some(f) = focus else {
+                    return Err(ToolError::Failed(
+                        "dumpsys window names no focused app (mCurrentFocus/mFocusedApp)".into(),
+                    ));
+                };
+                Ok(ToolOutput::json(
+                    true,
+                    &json!({"package": f.package, "activity": f.activity, "user": f.user,
                             "focused_window": window, "source": f.source}),
-                    ))
-                },
-            ))
+                ))
+            }))
         },
     }
 }

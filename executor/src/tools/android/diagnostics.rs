@@ -5,8 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::{command_action, AndroidTool};
-use crate::risk::Assessment;
+use super::{read_action, AndroidTool};
 use crate::runtime::exec::CommandSpec;
 use crate::runtime::{Args, ToolDef, ToolError, ToolOutput};
 use crate::tools::{newest_within_budget, text_within_budget, OUTPUT_BUDGET};
@@ -182,28 +181,22 @@ pub(super) fn logcat() -> AndroidTool {
             }
             let mut spec = CommandSpec::new(argv);
             spec.max_stdout = MAX_LOGCAT_BYTES;
-            Ok(command_action(
-                env,
-                spec,
-                Assessment::read_only(),
-                false,
-                move |out| {
-                    let text = String::from_utf8_lossy(&out.stdout.bytes);
-                    let kept: Vec<Value> = text
-                        .lines()
-                        .filter(|l| filter.keeps(l))
-                        .map(|l| Value::String(l.to_string()))
-                        .collect();
-                    let (kept, cut) = newest_within_budget(kept, OUTPUT_BUDGET - 256);
-                    let value = json!({
-                        "count": kept.len(),
-                        // Cut for the budget, or logcat printed more than was read.
-                        "truncated": cut || out.stdout.dropped > 0,
-                        "lines": kept,
-                    });
-                    Ok(ToolOutput::json(true, &value))
-                },
-            ))
+            Ok(read_action(env, spec, move |out| {
+                let text = String::from_utf8_lossy(&out.stdout.bytes);
+                let kept: Vec<Value> = text
+                    .lines()
+                    .filter(|l| filter.keeps(l))
+                    .map(|l| Value::String(l.to_string()))
+                    .collect();
+                let (kept, cut) = newest_within_budget(kept, OUTPUT_BUDGET - 256);
+                let value = json!({
+                    "count": kept.len(),
+                    // Cut for the budget, or logcat printed more than was read.
+                    "truncated": cut || out.stdout.dropped > 0,
+                    "lines": kept,
+                });
+                Ok(ToolOutput::json(true, &value))
+            }))
         },
     }
 }
@@ -249,30 +242,23 @@ pub(super) fn dumpsys() -> AndroidTool {
             let mut spec = CommandSpec::new(vec![program.to_string(), service.clone()]);
             // What fits the budget; the rest is read and dropped (and counted).
             spec.max_stdout = OUTPUT_BUDGET;
-            Ok(command_action(
-                env,
-                spec,
-                Assessment::read_only(),
-                false,
-                move |out| {
-                    let text = String::from_utf8_lossy(&out.stdout.bytes);
-                    let err = String::from_utf8_lossy(&out.stderr.bytes);
-                    // dumpsys says so and exits 0 for a service that is not there.
-                    if text.trim().is_empty() && err.contains("Can't find service") {
-                        return Err(ToolError::Failed(format!(
-                            "dumpsys: this device has no service named `{service}`"
-                        )));
-                    }
-                    let (kept, cut) =
-                        text_within_budget(&text, OUTPUT_BUDGET - DUMP_OVERHEAD_BYTES);
-                    let value = json!({
-                        "service": service,
-                        "truncated": cut || out.stdout.dropped > 0,
-                        "text": kept,
-                    });
-                    Ok(ToolOutput::json(true, &value))
-                },
-            ))
+            Ok(read_action(env, spec, move |out| {
+                let text = String::from_utf8_lossy(&out.stdout.bytes);
+                let err = String::from_utf8_lossy(&out.stderr.bytes);
+                // dumpsys says so and exits 0 for a service that is not there.
+                if text.trim().is_empty() && err.contains("Can't find service") {
+                    return Err(ToolError::Failed(format!(
+                        "dumpsys: this device has no service named `{service}`"
+                    )));
+                }
+                let (kept, cut) = text_within_budget(&text, OUTPUT_BUDGET - DUMP_OVERHEAD_BYTES);
+                let value = json!({
+                    "service": service,
+                    "truncated": cut || out.stdout.dropped > 0,
+                    "text": kept,
+                });
+                Ok(ToolOutput::json(true, &value))
+            }))
         },
     }
 }
