@@ -768,6 +768,30 @@ fn a_process_of_another_program_in_the_range_disables_the_sandbox() {
     // Once it is gone, the range is usable.
     let again = block_on(async { Sandbox::new(settings(range)).availability().await.clone() });
     assert!(again.is_ready(), "{}", again.to_json());
+    // An ended process nobody reaped yet (a killed tree's, until init gets to it) is no
+    // stranger: it can do nothing.
+    let mut zombie = std::process::Command::new("setpriv")
+        .args([
+            &format!("--reuid={stranger_uid}"),
+            &format!("--regid={stranger_uid}"),
+            "--clear-groups",
+            "true",
+        ])
+        .spawn()
+        .unwrap();
+    let pid = zombie.id();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .is_ok_and(|s| s.contains("State:\tZ"))
+    {
+        assert!(Instant::now() < deadline, "no zombie");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(nl2sh_executor::sandbox::processes_in(range).is_empty());
+    let with_zombie =
+        block_on(async { Sandbox::new(settings(range)).availability().await.clone() });
+    let _ = zombie.wait();
+    assert!(with_zombie.is_ready(), "{}", with_zombie.to_json());
 }
 
 #[test]

@@ -325,7 +325,8 @@ fn sigterm_answers_a_long_call_in_flight_with_an_error() {
     while nl2sh_tests::processes_with(&format!("sleep {tag}")).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
-            "the call did not start"
+            "the call did not start:\n{}",
+            server.stderr()
         );
         std::thread::sleep(Duration::from_millis(20));
     }

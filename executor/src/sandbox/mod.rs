@@ -337,7 +337,7 @@ impl Sandbox {
             Availability::Unavailable(format!(
                 "nl2sh runs as uid {euid}, not root, so it cannot switch to the sandbox identity"
             ))
-        } else if let Some(why) = range_problem(self.settings.uids) {
+        } else if let Some(why) = lasting_range_problem(self.settings.uids).await {
             Availability::Unavailable(why)
         } else {
             let cancel = CancellationToken::new();
@@ -496,6 +496,21 @@ impl Sandbox {
     }
 }
 
+/// [`range_problem`], if it lasts: a call of another tree that was just killed leaves its
+/// processes running (unclaimed) for a moment, and must not turn the sandbox off for good.
+async fn lasting_range_problem(range: UidRange) -> Option<String> {
+    for _ in 0..STRANGER_CHECKS {
+        range_problem(range)?;
+        tokio::time::sleep(STRANGER_RECHECK).await;
+    }
+    range_problem(range)
+}
+
+/// A process in the range counts as another program's once it is still there after this
+/// many checks this far apart.
+const STRANGER_CHECKS: u32 = 4;
+const STRANGER_RECHECK: Duration = Duration::from_millis(250);
+
 /// Why the uid range cannot be the sandbox's, if it cannot: uid 0 in it, or a process
 /// already running with a uid or gid in it that no nl2sh tree's running call claims (it
 /// could signal or inspect a sandboxed call, and reach the device's unmasked files
@@ -554,9 +569,18 @@ pub fn processes_in(range: UidRange) -> Vec<(u32, Vec<u32>)> {
         .collect()
 }
 
-/// Every uid and gid of `pid` (real, effective, saved, file system), if it still exists.
+/// Every uid and gid of `pid` (real, effective, saved, file system), if it still exists
+/// and is not a zombie: a process that has ended can do nothing, however long its parent
+/// (or, once the tree is gone, init) takes to reap it.
 fn process_ids(pid: u32) -> Option<Vec<u32>> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let zombie = status
+        .lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .is_some_and(|state| state.trim_start().starts_with('Z'));
+    if zombie {
+        return None;
+    }
     Some(
         status
             .lines()
