@@ -15,11 +15,10 @@ mod common;
 
 use nl2sh_netd::executor::ExecutorClient;
 use nl2sh_netd::tool_calls::BUSY_CODE;
-use nl2sh_netd::{serve_http_with, HttpLimits};
-use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse, HttpSettings, ToolOutcome};
+use nl2sh_netd::HttpLimits;
+use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse, ToolOutcome};
 use nl2sh_proto::rpc;
 use nl2sh_proto::topology::{pair, NetdExecutor};
-use nl2sh_proto::Secret;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -105,22 +104,8 @@ impl Server {
             }
         }));
         let (executor, _end) = ExecutorClient::start(ours).await.unwrap();
-        let settings = HttpSettings {
-            token: Secret::new(TOKEN.into()),
-            advertised_origin: format!("http://{addr}"),
-            local_authorities: vec![addr.to_string()],
-        };
-        let (stop, stopped) = oneshot::channel::<()>();
-        let backends = common::harness::backends(executor).await;
-        tokio::spawn(serve_http_with(
-            listener,
-            settings,
-            limits,
-            backends,
-            async move {
-                let _ = stopped.await;
-            },
-        ));
+        let (stop, _serving) =
+            common::harness::serve_with_limits(listener, TOKEN, limits, executor).await;
         Self {
             addr,
             executor: state,

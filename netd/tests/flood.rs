@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 mod common;
 
 use nl2sh_netd::executor::ExecutorClient;
-use nl2sh_netd::{serve_http_with, HttpLimits};
-use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse, HttpSettings, ToolOutcome};
+use nl2sh_netd::HttpLimits;
+use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse, ToolOutcome};
 use nl2sh_proto::rpc;
 use nl2sh_proto::topology::{pair, NetdExecutor};
-use nl2sh_proto::Secret;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -71,22 +70,8 @@ impl Server {
             })
         }));
         let (executor, _end) = ExecutorClient::start(ours).await.unwrap();
-        let settings = HttpSettings {
-            token: Secret::new(TOKEN.into()),
-            advertised_origin: format!("http://{addr}"),
-            local_authorities: vec![addr.to_string()],
-        };
-        let (stop, stopped) = oneshot::channel::<()>();
-        let backends = common::harness::backends(executor).await;
-        let task = tokio::spawn(serve_http_with(
-            listener,
-            settings,
-            limits,
-            backends,
-            async move {
-                let _ = stopped.await;
-            },
-        ));
+        let (stop, task) =
+            common::harness::serve_with_limits(listener, TOKEN, limits, executor).await;
         Self {
             addr,
             limits,

@@ -22,6 +22,38 @@ use super::{send, Reply};
 pub const TOKEN: &str = "nl2sh-task-test-token-0123456789abcdefghijklmnop";
 pub const ORIGIN: &str = "http://phone.test:8765";
 
+/// netd's HTTP front door on `listener` with `limits`, `executor`, a fresh fake store and
+/// bearer `token`, its origin the listener's own address. Sending on (or dropping) the
+/// returned sender stops it; the handle ends with how it stopped.
+pub async fn serve_with_limits(
+    listener: TcpListener,
+    token: &str,
+    limits: nl2sh_netd::HttpLimits,
+    executor: ExecutorClient,
+) -> (
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
+    let addr = listener.local_addr().unwrap();
+    let settings = HttpSettings {
+        token: Secret::new(token.into()),
+        advertised_origin: format!("http://{addr}"),
+        local_authorities: vec![addr.to_string()],
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let backends = backends(executor).await;
+    let task = tokio::spawn(nl2sh_netd::serve_http_with(
+        listener,
+        settings,
+        limits,
+        backends,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    (stop, task)
+}
+
 /// An executor that answers every request plausibly (the scripted runner never asks it;
 /// the direct MCP tools may).
 pub async fn fake_executor() -> ExecutorClient {
