@@ -1,6 +1,7 @@
 //! Approval authority: the one owner of approval decisions. It decides whether an action
-//! the executor prepared may run, records the decision (committed before it is answered),
-//! and records how decided calls ended.
+//! the executor prepared may run, records the decision before it is answered (committed,
+//! or for a read-only call journalled, which survives a crash as well), and records how
+//! decided calls ended.
 //!
 //! Decision order (DESIGN.md §6), with the configuration re-read for every decision:
 //!
@@ -178,11 +179,10 @@ impl Authority {
             records.push(outcome);
         }
         // A decision that lets a mutation run is committed before it is answered. A
-        // read-only `Allowed` is queued (in order, ahead of its outcome, in the one
-        // writer's log) without waiting for its commit: that wait is a thread round trip
-        // on every read, the hot path of direct tool use.
-        let recorded = if decision == Decision::Allowed && records.len() == 1 {
-            self.store.append_nowait(records.remove(0)).await
+        // read-only `Allowed` (the hot path of direct tool use) is journalled, which
+        // survives a crash as well, and committed with the rows after it.
+        let recorded = if decision == Decision::Allowed && summary.risk == RiskLevel::ReadOnly {
+            self.store.append_durable(records).await
         } else {
             self.store.append_all(records).await
         };
@@ -236,9 +236,10 @@ impl Authority {
         Ok(self.commit(record, call_id).await)
     }
 
-    /// Append `record` and answer once it is committed (a batch shares one commit).
+    /// Journal `record` and answer once it will survive a crash of approvald (the writer
+    /// commits it with its batch; a restart commits it from the journal).
     async fn commit(&self, record: AuditRecord, call_id: i64) -> AuthorityResponse {
-        match self.store.append(record).await {
+        match self.store.append_durable(vec![record]).await {
             Ok(()) => AuthorityResponse::Recorded,
             Err(e) => {
                 tracing::error!(error = %e, call_id, "audit row not recorded");

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use nl2sh_proto::channels::{
-    AuthorityRequest, AuthorityResponse, CliRequest, CliResponse, StoreRequest, StoreResponse,
+    AuthorityRequest, AuthorityResponse, CliErrorKind, CliRequest, CliResponse, StoreRequest,
+    StoreResponse,
 };
 use nl2sh_proto::rpc::{self, OutOfState};
 use nl2sh_proto::topology::{Answerer, CliApprovald, ExecutorApprovald, NetdApprovald};
@@ -98,12 +99,12 @@ pub async fn serve_cli(
     let within = Some(crate::socket::HANDSHAKE_TIMEOUT);
     rpc::serve_greeted_within(end, within, move |req: CliRequest| {
         let authority = authority.clone();
-        async move { Ok(answer_cli(&authority, req)) }
+        async move { Ok(answer_cli(&authority, req).await) }
     })
     .await
 }
 
-pub fn answer_cli(authority: &Authority, req: CliRequest) -> CliResponse {
+pub async fn answer_cli(authority: &Authority, req: CliRequest) -> CliResponse {
     let done = |r: Result<(), _>| match r {
         Ok(()) => CliResponse::Done,
         Err((kind, message)) => CliResponse::Error { kind, message },
@@ -112,5 +113,12 @@ pub fn answer_cli(authority: &Authority, req: CliRequest) -> CliResponse {
         CliRequest::ListPending => CliResponse::Pending(authority.list_pending()),
         CliRequest::Approve { id, phrase } => done(authority.approve(&id, phrase.as_deref())),
         CliRequest::Reject { id } => done(authority.reject(&id)),
+        CliRequest::FlushAudit => match authority.store().flush().await {
+            Ok(()) => CliResponse::Done,
+            Err(e) => CliResponse::Error {
+                kind: CliErrorKind::Unavailable,
+                message: format!("the audit could not be committed: {e}"),
+            },
+        },
     }
 }

@@ -185,8 +185,10 @@ async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
     authority.stop(STOP_GRACE).await;
     // Whatever ends us, every queued audit record is committed first.
     let flushed = authority.store().flush().await;
-    if let Err(e) = &flushed {
-        tracing::error!(error = %e, "audit records may be lost");
+    match &flushed {
+        Err(e) => tracing::error!(error = %e, "audit records may be lost"),
+        // Every journalled row is in the database now: the journal can go.
+        Ok(()) => authority.store().close_journal().await,
     }
     if let Some(id) = drain_id {
         control

@@ -17,6 +17,9 @@
 //!   burst of calls costs one commit rather than one per call. A batch that nobody waits
 //!   for lingers up to [`LINGER`] for more, so a steady stream of calls shares commits
 //!   too; a waiter cuts that short.
+//! * Journal ([`journal`]): rows answered for before their commit
+//!   ([`Store::append_durable`]) are first appended to `protocol/audit-journal`; each
+//!   batch records how far into it it got, and [`Store::open`] commits what it never did.
 //! * Chain: each row stores `prev_sha256`, the previous row's `row_sha256` (64 zeros for
 //!   the first row), and `row_sha256` = SHA-256 of [`canonical_row`] over every other
 //!   column; ids follow each other without gaps. Editing, deleting or inserting a row
@@ -44,7 +47,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rusqlite::types::Value;
-use rusqlite::{Connection, OpenFlags, Transaction};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction};
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot};
 
@@ -52,6 +55,7 @@ use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMo
 
 use crate::clock;
 
+pub mod journal;
 pub mod redact;
 pub mod retention;
 pub mod sessions;
@@ -236,7 +240,7 @@ pub enum StoreError {
 }
 
 /// What one audit row says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum AuditKind {
     /// A decision, recorded before it is answered.
     Decision,
@@ -258,7 +262,7 @@ impl AuditKind {
 }
 
 /// One row to append; the store adds `id`, `time` and the chain columns.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AuditRecord {
     pub call_id: i64,
     pub kind: AuditKind,
@@ -433,10 +437,7 @@ struct Counters {
 type Ack = oneshot::Sender<Result<(), StoreError>>;
 
 enum Command {
-    Append {
-        record: Box<AuditRecord>,
-        ack: Option<Ack>,
-    },
+    Append(Queued),
     /// Answered once everything queued before it is committed.
     Flush(oneshot::Sender<()>),
     /// Like `Flush`, and answered once the trail is also within the current limits.
@@ -446,6 +447,27 @@ enum Command {
     /// A task store write ([`tasks`]): committed batches first, then this, on the
     /// writer's connection. The job answers its own caller.
     Task(TaskJob),
+}
+
+/// One audit record waiting for the writer.
+struct Queued {
+    record: Box<AuditRecord>,
+    /// When it was queued (ms since the epoch): the row's `time`.
+    time_ms: i64,
+    /// Its journal sequence number, when it was journalled.
+    seq: Option<u64>,
+    ack: Option<Ack>,
+}
+
+impl Queued {
+    fn new(record: AuditRecord, seq: Option<u64>, time_ms: i64, ack: Option<Ack>) -> Self {
+        Queued {
+            record: Box::new(record),
+            time_ms,
+            seq,
+            ack,
+        }
+    }
 }
 
 /// A write of the task store, run on the writer thread.
@@ -468,6 +490,10 @@ pub struct Store {
     /// Secrets removed from every audit row's text before it is hashed and written (an
     /// action may quote the token if a caller or the model put it in a command line).
     audit_redactor: Arc<std::sync::OnceLock<redact::Redactor>>,
+    /// Rows answered for before their commit ([`Store::append_durable`]).
+    journal: tokio::sync::Mutex<journal::Journal>,
+    /// The last journal write failed (logged once until one succeeds).
+    journal_failing: std::sync::atomic::AtomicBool,
 }
 
 impl Store {
@@ -559,12 +585,27 @@ impl Store {
             .checked_div(rows)
             .unwrap_or(DEFAULT_ROW_BYTES);
         let auto_vacuum: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
+        let (replayed, last_seq) = replay_journal(&mut conn, state_dir, &mut head)?;
+        if replayed > 0 {
+            write_tail(&tail_path, &tail_temp, &head)?;
+        }
+        let rows = rows + replayed;
+        let progress = journal::Progress::starting_at(last_seq);
+        let journal =
+            journal::Journal::create(state_dir, last_seq, progress.clone()).map_err(|source| {
+                StoreError::Io {
+                    what: "cannot start the audit journal in",
+                    path: state_dir.join(journal::JOURNAL_FILE),
+                    source,
+                }
+            })?;
         let (queue, rx) = mpsc::channel(QUEUE_CAPACITY);
         let counters = Arc::new(Counters::default());
         let limits = Arc::new(Mutex::new(None));
         let writer = Writer {
             conn,
             head,
+            journal: progress,
             rows,
             row_bytes,
             page_size,
@@ -591,6 +632,8 @@ impl Store {
             .clone();
         Ok(Store {
             audit_redactor: Arc::new(std::sync::OnceLock::new()),
+            journal: tokio::sync::Mutex::new(journal),
+            journal_failing: std::sync::atomic::AtomicBool::new(false),
             path,
             state_dir: state_dir.to_owned(),
             queue,
@@ -677,10 +720,12 @@ impl Store {
         record.check_bounds()?;
         let (ack, done) = oneshot::channel();
         self.queue
-            .send(Command::Append {
-                record: Box::new(record),
-                ack: Some(ack),
-            })
+            .send(Command::Append(Queued::new(
+                record,
+                None,
+                clock::now_unix_ms(),
+                Some(ack),
+            )))
             .await
             .map_err(|_| StoreError::Closed)?;
         self.writer.unpark();
@@ -697,10 +742,12 @@ impl Store {
         for record in records {
             let (ack, done) = oneshot::channel();
             self.queue
-                .send(Command::Append {
-                    record: Box::new(record),
-                    ack: Some(ack),
-                })
+                .send(Command::Append(Queued::new(
+                    record,
+                    None,
+                    clock::now_unix_ms(),
+                    Some(ack),
+                )))
                 .await
                 .map_err(|_| StoreError::Closed)?;
             waits.push(done);
@@ -718,12 +765,77 @@ impl Store {
         let record = self.redacted(record);
         record.check_bounds()?;
         self.queue
-            .send(Command::Append {
-                record: Box::new(record),
-                ack: None,
-            })
+            .send(Command::Append(Queued::new(
+                record,
+                None,
+                clock::now_unix_ms(),
+                None,
+            )))
             .await
             .map_err(|_| StoreError::Closed)
+    }
+
+    /// Journal `records` in order ([`journal`]) and queue them for the writer; resolve
+    /// once they are journalled, before their commit. From then on they survive a crash
+    /// of approvald: the next start commits whatever the writer had not. Where the
+    /// journal cannot be written, waits for the commit instead, as [`Store::append_all`].
+    pub async fn append_durable(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
+        let records: Vec<AuditRecord> = records.into_iter().map(|r| self.redacted(r)).collect();
+        for record in &records {
+            record.check_bounds()?;
+        }
+        // Held until the records are queued, so that the writer gets them in journal order.
+        let mut journal = self.journal.lock().await;
+        let mut queued = Vec::with_capacity(records.len());
+        let mut failed = false;
+        for record in records {
+            let time_ms = clock::now_unix_ms();
+            let seq = if failed {
+                None
+            } else {
+                match journal.append(&record, time_ms) {
+                    Ok(seq) => Some(seq),
+                    Err(e) => {
+                        if !self.journal_failing.swap(true, Ordering::Relaxed) {
+                            tracing::error!(error = %e, "cannot write the audit journal; answers wait for their commit");
+                        }
+                        failed = true;
+                        None
+                    }
+                }
+            };
+            queued.push(Queued::new(record, seq, time_ms, None));
+        }
+        if !failed {
+            self.journal_failing.store(false, Ordering::Relaxed);
+        }
+        // Without the journal, every record of the call waits for its commit.
+        let mut waits = Vec::new();
+        for mut q in queued {
+            if failed {
+                let (ack, done) = oneshot::channel();
+                q.ack = Some(ack);
+                waits.push(done);
+            }
+            self.queue
+                .send(Command::Append(q))
+                .await
+                .map_err(|_| StoreError::Closed)?;
+        }
+        drop(journal);
+        if !waits.is_empty() {
+            self.writer.unpark();
+        }
+        for done in waits {
+            done.await.map_err(|_| StoreError::Closed)??;
+        }
+        Ok(())
+    }
+
+    /// At a clean stop, once everything is flushed: remove the journal if the writer
+    /// committed every entry of it.
+    pub async fn close_journal(&self) {
+        self.journal.lock().await.close();
     }
 
     /// Resolve once every record queued before this call is committed (or failed).
@@ -876,6 +988,8 @@ fn update_tail(path: &Path, temp: &Path, head: &Head) -> Result<(), StoreError> 
 struct Writer {
     conn: Connection,
     head: Head,
+    /// Where the writer says how far it committed the journal.
+    journal: Arc<journal::Progress>,
     /// Rows in the trail.
     rows: u64,
     /// About how many bytes of pages a row takes, as last measured.
@@ -940,17 +1054,13 @@ impl Writer {
 
     /// Move `queued` commands into `batch`, committing at each barrier. Whether anyone
     /// waits for a commit (an acknowledged record, or a barrier).
-    fn take(
-        &mut self,
-        queued: &mut Vec<Command>,
-        batch: &mut Vec<(Box<AuditRecord>, Option<Ack>)>,
-    ) -> bool {
+    fn take(&mut self, queued: &mut Vec<Command>, batch: &mut Vec<Queued>) -> bool {
         let mut waited_for = false;
         for command in queued.drain(..) {
             match command {
-                Command::Append { record, ack } => {
-                    waited_for |= ack.is_some();
-                    batch.push((record, ack));
+                Command::Append(q) => {
+                    waited_for |= q.ack.is_some();
+                    batch.push(q);
                 }
                 // A flush is a barrier: commit what came before it, then answer it.
                 Command::Flush(done) => {
@@ -1071,19 +1181,22 @@ impl Writer {
         false
     }
 
-    fn commit(&mut self, batch: Vec<(Box<AuditRecord>, Option<Ack>)>) {
+    fn commit(&mut self, batch: Vec<Queued>) {
         if batch.is_empty() {
             return;
         }
-        let time = clock::rfc3339_millis(clock::now_unix_ms());
-        let (records, acks): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        let journalled = batch.iter().filter_map(|q| q.seq).max();
+        let (records, acks): (Vec<_>, Vec<_>) = batch
+            .into_iter()
+            .map(|q| ((q.time_ms, q.record), q.ack))
+            .unzip();
         let rows = self.rows + records.len() as u64;
         let pruning = self.pruning(rows);
         let result = write_batch(
             &mut self.conn,
             &self.head,
-            &time,
             &records,
+            journalled,
             pruning.as_ref(),
         );
         let outcome = match result {
@@ -1097,6 +1210,9 @@ impl Writer {
                 self.counters
                     .records
                     .fetch_add(records.len() as u64, Ordering::Relaxed);
+                if let Some(seq) = journalled {
+                    self.journal.commit_up_to(seq);
+                }
                 Ok(())
             }
             Err(e) => {
@@ -1149,13 +1265,14 @@ struct Pruning {
 /// What a pruning transaction did, and the bytes of pages in use it measured.
 type PruneResult = (Option<retention::Pruned>, u64);
 
-/// Insert `records` after `head` in one transaction and prune as `pruning` says in the
+/// Insert `records` (each with its time) after `head` in one transaction, record
+/// `journalled` as the last journal entry applied, and prune as `pruning` says, all in the
 /// same transaction. The new head on commit, and what pruning did.
 fn write_batch(
     conn: &mut Connection,
     head: &Head,
-    time: &str,
-    records: &[Box<AuditRecord>],
+    records: &[(i64, Box<AuditRecord>)],
+    journalled: Option<u64>,
     pruning: Option<&Pruning>,
 ) -> Result<(Head, Option<PruneResult>), rusqlite::Error> {
     let tx = conn.transaction()?;
@@ -1168,18 +1285,127 @@ fn write_batch(
             vec!["?"; HASHED_COLUMNS.len() + OPTIONAL_HASHED_COLUMNS.len() + 1].join(", ")
         );
         let mut insert = tx.prepare_cached(&sql)?;
-        for record in records {
+        for (time_ms, record) in records {
             let id = head.id + 1;
-            let mut values = hashed_values(id, time, record, &head.sha256);
+            let time = clock::rfc3339_millis(*time_ms);
+            let mut values = hashed_values(id, &time, record, &head.sha256);
             let sha256 = canonical_row_sha256(&values);
             values.push(Value::Text(sha256.clone()));
             insert.execute(rusqlite::params_from_iter(values.iter()))?;
             head = Head { id, sha256 };
         }
     }
+    if let Some(seq) = journalled {
+        set_journal_applied(&tx, seq)?;
+    }
     let pruned = pruning.map(|p| prune_in(&tx, p)).transpose()?;
     tx.commit()?;
     Ok((head, pruned))
+}
+
+/// The journal's bookkeeping, beside the schema rather than in it: a build that does not
+/// know the journal leaves the table alone.
+const JOURNAL_TABLE: &str = "CREATE TABLE IF NOT EXISTS audit_journal (
+    id      INTEGER PRIMARY KEY CHECK (id = 1),
+    applied INTEGER NOT NULL
+)";
+
+/// Commit the journal's entries that never reached the database (approvald stopped
+/// before its writer did), after `head`. How many rows that added, and the last journal
+/// sequence number seen or applied, which new entries follow.
+fn replay_journal(
+    conn: &mut Connection,
+    state_dir: &Path,
+    head: &mut Head,
+) -> Result<(u64, u64), StoreError> {
+    conn.execute_batch(JOURNAL_TABLE)?;
+    let applied = journal_applied(conn)?;
+    let path = state_dir.join(journal::JOURNAL_FILE);
+    let read = journal::read_all(state_dir).map_err(|source| StoreError::Io {
+        what: "cannot read",
+        path: path.clone(),
+        source,
+    })?;
+    if read.garbage_bytes > 0 {
+        tracing::warn!(
+            path = %path.display(),
+            bytes = read.garbage_bytes,
+            "the audit journal ends in an entry that is not whole (a power loss?); it is skipped"
+        );
+    }
+    let seen = read.entries.iter().map(|e| e.seq).max().unwrap_or(0);
+    let pending = journal::unapplied(read, applied);
+    let mut replayed = 0u64;
+    for chunk in pending.chunks(MAX_BATCH) {
+        let records: Vec<(i64, Box<AuditRecord>)> = chunk
+            .iter()
+            .map(|e| (e.time_ms, Box::new(e.record.clone())))
+            .collect();
+        let last = chunk.last().map(|e| e.seq);
+        let (new_head, _) = write_batch(conn, head, &records, last, None)?;
+        *head = new_head;
+        replayed += chunk.len() as u64;
+    }
+    if replayed > 0 {
+        tracing::warn!(
+            rows = replayed,
+            "audit rows answered before approvald stopped were stored from the journal"
+        );
+    }
+    Ok((replayed, applied.max(seen)))
+}
+
+/// Audit rows in the journal of the database `db` that it does not hold yet: rows
+/// approvald answered for before it stopped, stored at its next start. For readers
+/// of the database while the service is not running.
+pub fn journal_pending(db: &Path) -> Result<usize, StoreError> {
+    let state_dir = db
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| StoreError::Io {
+            what: "cannot find the state directory of",
+            path: db.to_owned(),
+            source: io::ErrorKind::NotFound.into(),
+        })?;
+    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let has_table: bool = conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'audit_journal'",
+            [],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some();
+    let applied = if has_table {
+        journal_applied(&conn)?
+    } else {
+        0
+    };
+    let read = journal::read_all(state_dir).map_err(|source| StoreError::Io {
+        what: "cannot read",
+        path: state_dir.join(journal::JOURNAL_FILE),
+        source,
+    })?;
+    Ok(journal::unapplied(read, applied).len())
+}
+
+fn journal_applied(conn: &Connection) -> Result<u64, rusqlite::Error> {
+    let applied: Option<i64> = conn
+        .query_row("SELECT applied FROM audit_journal WHERE id = 1", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    Ok(applied.and_then(|a| u64::try_from(a).ok()).unwrap_or(0))
+}
+
+fn set_journal_applied(tx: &Transaction<'_>, seq: u64) -> Result<(), rusqlite::Error> {
+    let seq = i64::try_from(seq).unwrap_or(i64::MAX);
+    tx.execute(
+        "INSERT INTO audit_journal (id, applied) VALUES (1, ?1)
+         ON CONFLICT (id) DO UPDATE SET applied = max(applied, excluded.applied)",
+        [seq],
+    )?;
+    Ok(())
 }
 
 fn prune_in(tx: &Transaction<'_>, p: &Pruning) -> Result<PruneResult, rusqlite::Error> {

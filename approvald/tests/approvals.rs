@@ -388,20 +388,23 @@ async fn approve_runs_it_and_records_one_row() {
     assert!((119..=120).contains(&p.seconds_left), "{}", p.seconds_left);
     assert!(rig.rows().await.is_empty(), "no row while pending");
     // No phrase is needed for medium.
-    rig.approve(&p.id.0, None).unwrap();
+    rig.approve(&p.id.0, None).await.unwrap();
     let (decision, reason) = waiting.await.unwrap();
     assert_eq!(decision, Decision::Approved);
     assert!(reason.contains(&p.id.0), "{reason}");
-    assert!(rig.pending().is_empty());
+    assert!(rig.pending().await.is_empty());
     // Settled requests cannot be settled again.
-    assert_eq!(rig.approve(&p.id.0, None), Err(CliErrorKind::NoSuchRequest));
-    assert_eq!(rig.reject(&p.id.0), Err(CliErrorKind::NoSuchRequest));
     assert_eq!(
-        rig.approve("zzzzzz", None),
+        rig.approve(&p.id.0, None).await,
+        Err(CliErrorKind::NoSuchRequest)
+    );
+    assert_eq!(rig.reject(&p.id.0).await, Err(CliErrorKind::NoSuchRequest));
+    assert_eq!(
+        rig.approve("zzzzzz", None).await,
         Err(CliErrorKind::NoSuchRequest)
     );
     assert_eq!(
-        rig.approve("a".repeat(10_000), None),
+        rig.approve("a".repeat(10_000), None).await,
         Err(CliErrorKind::InvalidRequest)
     );
     let rows = rig.rows().await;
@@ -416,11 +419,14 @@ async fn reject_does_not_run_it() {
     let rig = Rig::new().await;
     let waiting = rig.decide_later(summary(1, RiskLevel::High));
     let id = rig.wait_pending(1).await[0].id.clone();
-    rig.reject(&id).unwrap();
+    rig.reject(&id).await.unwrap();
     let (decision, _) = waiting.await.unwrap();
     assert_eq!(decision, Decision::Rejected);
     assert!(!decision.runs());
-    assert_eq!(rig.approve(&id, None), Err(CliErrorKind::NoSuchRequest));
+    assert_eq!(
+        rig.approve(&id, None).await,
+        Err(CliErrorKind::NoSuchRequest)
+    );
     assert_eq!(rig.decisions().await, [(1, "rejected".to_string())]);
 }
 
@@ -430,21 +436,24 @@ async fn expiry_never_approves() {
     rig.write_config("approval_timeout_secs = 5\n");
     let waiting = rig.decide_later(summary(1, RiskLevel::Medium));
     let id = rig.wait_pending(1).await[0].id.clone();
-    assert_eq!(rig.pending()[0].seconds_left, 5);
+    assert_eq!(rig.pending().await[0].seconds_left, 5);
     tokio::time::advance(Duration::from_millis(3500)).await;
-    assert_eq!(rig.pending()[0].seconds_left, 2);
+    assert_eq!(rig.pending().await[0].seconds_left, 2);
     tokio::time::advance(Duration::from_secs(2)).await;
     // Past the expiry instant: approving is refused whether or not the waiter has woken.
-    assert_eq!(rig.approve(&id, None), Err(CliErrorKind::Expired));
+    assert_eq!(rig.approve(&id, None).await, Err(CliErrorKind::Expired));
     let (decision, reason) = waiting.await.unwrap();
     assert_eq!(decision, Decision::Expired);
     assert!(reason.contains("within 5 s"), "{reason}");
-    assert!(rig.pending().is_empty());
+    assert!(rig.pending().await.is_empty());
     // Remembered for a while as expired, then forgotten.
-    assert_eq!(rig.approve(&id, None), Err(CliErrorKind::Expired));
-    assert_eq!(rig.reject(&id), Err(CliErrorKind::Expired));
+    assert_eq!(rig.approve(&id, None).await, Err(CliErrorKind::Expired));
+    assert_eq!(rig.reject(&id).await, Err(CliErrorKind::Expired));
     tokio::time::advance(Duration::from_secs(61)).await;
-    assert_eq!(rig.approve(&id, None), Err(CliErrorKind::NoSuchRequest));
+    assert_eq!(
+        rig.approve(&id, None).await,
+        Err(CliErrorKind::NoSuchRequest)
+    );
     assert_eq!(rig.decisions().await, [(1, "expired".to_string())]);
 }
 
@@ -457,10 +466,10 @@ async fn dangerous_and_critical_need_the_exact_phrase() {
         let phrase = format!("approve {} {}", risk.as_str(), p.id);
         assert_eq!(p.phrase.as_deref(), Some(phrase.as_str()));
         assert_eq!(
-            rig.approve(&p.id.0, None),
+            rig.approve(&p.id.0, None).await,
             Err(CliErrorKind::PhraseRequired)
         );
-        assert_eq!(rig.pending().len(), 1, "still pending");
+        assert_eq!(rig.pending().await.len(), 1, "still pending");
         for wrong in [
             String::new(),
             "approve".into(),
@@ -470,14 +479,14 @@ async fn dangerous_and_critical_need_the_exact_phrase() {
             phrase.to_uppercase(),
         ] {
             assert_eq!(
-                rig.approve(&p.id.0, Some(&wrong)),
+                rig.approve(&p.id.0, Some(&wrong)).await,
                 Err(CliErrorKind::WrongPhrase),
                 "{wrong:?}"
             );
         }
-        assert_eq!(rig.pending().len(), 1, "still pending");
+        assert_eq!(rig.pending().await.len(), 1, "still pending");
         assert!(!waiting.is_finished());
-        rig.approve(&p.id.0, Some(&phrase)).unwrap();
+        rig.approve(&p.id.0, Some(&phrase)).await.unwrap();
         let (decision, _) = waiting.await.unwrap();
         assert_eq!(decision, Decision::Approved);
     }
@@ -505,21 +514,21 @@ async fn at_most_eight_pending_and_the_ninth_is_refused_at_once() {
         reason.contains("8 approvals are already pending; decide or let them expire first"),
         "{reason}"
     );
-    assert_eq!(rig.pending().len(), MAX_PENDING_APPROVALS);
+    assert_eq!(rig.pending().await.len(), MAX_PENDING_APPROVALS);
     // Settling one makes room for one more.
-    rig.reject(&pending[0].id).unwrap();
+    rig.reject(&pending[0].id).await.unwrap();
     let tenth = rig.decide_later(summary(101, RiskLevel::Low));
     for _ in 0..1000 {
-        if rig.pending().iter().any(|p| p.call_id == CallId(101)) {
+        if rig.pending().await.iter().any(|p| p.call_id == CallId(101)) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    let now = rig.pending();
+    let now = rig.pending().await;
     assert_eq!(now.len(), MAX_PENDING_APPROVALS);
     assert_eq!(now.last().unwrap().call_id, CallId(101), "newest last");
     for p in now {
-        rig.reject(&p.id.0).unwrap();
+        rig.reject(&p.id.0).await.unwrap();
     }
     for w in waiting {
         assert_eq!(w.await.unwrap().0, Decision::Rejected);
@@ -549,10 +558,13 @@ async fn withdraw_settles_a_pending_request() {
     let (decision, reason) = waiting.await.unwrap();
     assert_eq!(decision, Decision::Withdrawn);
     assert!(reason.contains("cancelled"), "{reason}");
-    let left = rig.pending();
+    let left = rig.pending().await;
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].call_id, CallId(6));
-    assert_eq!(rig.approve(&id, None), Err(CliErrorKind::NoSuchRequest));
+    assert_eq!(
+        rig.approve(&id, None).await,
+        Err(CliErrorKind::NoSuchRequest)
+    );
     // Unknown and already decided call ids are fine.
     for call_id in [5, 999] {
         assert!(matches!(
@@ -563,7 +575,7 @@ async fn withdraw_settles_a_pending_request() {
             AuthorityResponse::Recorded
         ));
     }
-    rig.reject(&left[0].id).unwrap();
+    rig.reject(&left[0].id).await.unwrap();
     assert_eq!(other.await.unwrap().0, Decision::Rejected);
     assert_eq!(
         rig.decisions().await,
@@ -577,11 +589,11 @@ async fn a_withdrawal_that_overtakes_its_decision_still_withdraws_it() {
     rig.authority.withdraw(CallId(42));
     let (decision, _) = rig.decide(summary(42, RiskLevel::Medium)).await;
     assert_eq!(decision, Decision::Withdrawn);
-    assert!(rig.pending().is_empty());
+    assert!(rig.pending().await.is_empty());
     // It applies to that call only: the next one asks normally.
     let waiting = rig.decide_later(summary(43, RiskLevel::Medium));
     let id = rig.wait_pending(1).await[0].id.clone();
-    rig.reject(&id).unwrap();
+    rig.reject(&id).await.unwrap();
     assert_eq!(waiting.await.unwrap().0, Decision::Rejected);
 }
 
@@ -598,7 +610,7 @@ async fn a_second_decision_for_a_call_in_progress_closes_the_channel() {
     // The executor's channel is gone (and with it, in the tree, the executor); the first
     // request is still only a person's to decide, and nothing was decided twice.
     assert!(waiting.await.is_err());
-    assert_eq!(rig.pending().len(), 1);
+    assert_eq!(rig.pending().await.len(), 1);
     rig.authority.withdraw(CallId(1));
     // The first request's own task records its (withdrawn) decision after this returns.
     let mut decisions = Vec::new();
@@ -627,7 +639,7 @@ async fn stopping_refuses_what_is_pending_and_records_it() {
     // Nothing new becomes pending.
     let (decision, _) = rig.decide(summary(2, RiskLevel::Medium)).await;
     assert_eq!(decision, Decision::Refused);
-    assert!(rig.pending().is_empty());
+    assert!(rig.pending().await.is_empty());
 }
 
 #[tokio::test]
@@ -644,7 +656,7 @@ async fn a_restarted_authority_knows_no_pending_request() {
         restarted.approve(&id, None).map_err(|(kind, _)| kind),
         Err(CliErrorKind::NoSuchRequest)
     );
-    rig.reject(&id).unwrap();
+    rig.reject(&id).await.unwrap();
     assert_eq!(waiting.await.unwrap().0, Decision::Rejected);
 }
 
@@ -672,7 +684,7 @@ async fn every_call_has_one_decision_and_one_outcome() {
     // Rejected: the executor does not run it.
     let waiting = rig.decide_later(summary(2, RiskLevel::Medium));
     let id = rig.wait_pending(1).await[0].id.clone();
-    rig.reject(&id).unwrap();
+    rig.reject(&id).await.unwrap();
     assert_eq!(waiting.await.unwrap().0, Decision::Rejected);
     // Withdrawn.
     let waiting = rig.decide_later(summary(3, RiskLevel::Medium));

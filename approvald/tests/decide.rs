@@ -156,7 +156,7 @@ async fn medium_waits_for_a_local_decision() {
             .unwrap()
     });
     let id = loop {
-        match answer_cli(&rig.authority, CliRequest::ListPending) {
+        match answer_cli(&rig.authority, CliRequest::ListPending).await {
             CliResponse::Pending(list) if !list.is_empty() => break list[0].id.clone(),
             _ => tokio::time::sleep(std::time::Duration::from_millis(2)).await,
         }
@@ -164,7 +164,7 @@ async fn medium_waits_for_a_local_decision() {
     // Nothing is recorded while it waits.
     assert!(rig.rows().await.is_empty());
     assert!(matches!(
-        answer_cli(&rig.authority, CliRequest::Reject { id: id.clone() }),
+        answer_cli(&rig.authority, CliRequest::Reject { id: id.clone() }).await,
         CliResponse::Done
     ));
     let AuthorityResponse::Decided { decision, reason } = waiting.await.unwrap() else {

@@ -293,7 +293,7 @@ async fn another_uid_is_refused_without_an_answer() {
         Ok(output) => output,
         Err(e) => {
             eprintln!("skipped: cannot start a process as uid 65534: {e}");
-            rig.reject(&rig.pending()[0].id).unwrap();
+            rig.reject(&rig.pending().await[0].id).await.unwrap();
             return;
         }
     };
@@ -305,7 +305,7 @@ async fn another_uid_is_refused_without_an_answer() {
         output.status
     );
     // It changed nothing; the owner is still served.
-    let pending = rig.pending();
+    let pending = rig.pending().await;
     assert_eq!(pending.len(), 1);
     let cli = connect(&served.path).await;
     assert!(matches!(
@@ -355,7 +355,7 @@ async fn a_state_directory_at_any_depth_is_served() {
         CliResponse::Pending(list) => assert_eq!(list.len(), 1),
         other => panic!("{other:?}"),
     }
-    rig.reject(&rig.pending()[0].id).unwrap();
+    rig.reject(&rig.pending().await[0].id).await.unwrap();
     assert_eq!(waiting.await.unwrap().0, Decision::Rejected);
     stop.send(()).unwrap();
     task.await.unwrap().unwrap();
@@ -438,11 +438,11 @@ async fn a_peer_in_the_nl2sh_tree_is_refused_without_an_answer() {
     assert!(r.is_err(), "the handshake was answered");
 
     // Nothing was approved; the request still waits.
-    let still = rig.pending();
+    let still = rig.pending().await;
     assert_eq!(still.len(), 1);
     assert_eq!(still[0].id, id);
     assert!(!waiting.is_finished());
-    rig.reject(&id).unwrap();
+    rig.reject(&id).await.unwrap();
     assert_eq!(waiting.await.unwrap().0, Decision::Rejected);
     assert!(served.path.exists());
 }

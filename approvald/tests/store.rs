@@ -357,3 +357,101 @@ async fn secrets_never_reach_an_audit_row() {
         }
     }
 }
+
+/// Journal entries as approvald leaves them when it dies after answering for them and
+/// before its writer commits them.
+fn journal_bytes(entries: impl IntoIterator<Item = (u64, i64, AuditRecord)>) -> Vec<u8> {
+    use nl2sh_approvald::store::journal::{encode, Entry};
+    let mut bytes = Vec::new();
+    for (seq, time_ms, record) in entries {
+        bytes.extend(
+            encode(&Entry {
+                seq,
+                time_ms,
+                record,
+            })
+            .unwrap(),
+        );
+    }
+    bytes
+}
+
+#[tokio::test]
+async fn rows_journalled_but_never_committed_are_stored_once_at_the_next_start() {
+    use nl2sh_approvald::store::journal::JOURNAL_FILE;
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join(JOURNAL_FILE);
+    {
+        let store = Store::open(dir.path()).unwrap();
+        store
+            .append_durable(vec![record(1), record(2), record(3)])
+            .await
+            .unwrap();
+        // The journal holds them before any commit, privately.
+        assert_eq!(mode(&journal), 0o600);
+        store.flush().await.unwrap();
+        assert_eq!(store.recent(10).await.unwrap().len(), 3);
+    }
+    // approvald died: its journal still holds rows 1-3 (committed: the writer's last
+    // batch recorded them as applied) and rows 4-5 that never reached the database,
+    // then a torn entry (a power loss can leave one).
+    let time_ms = 1_767_225_600_123; // 2026-01-01T00:00:00.123Z
+    let mut bytes = journal_bytes([
+        (1, time_ms, record(1)),
+        (2, time_ms, record(2)),
+        (3, time_ms, record(3)),
+        (4, time_ms, record(4)),
+        (5, time_ms + 1, record(5)),
+    ]);
+    let torn = journal_bytes([(6, time_ms, record(6))]);
+    bytes.extend_from_slice(&torn[..torn.len() / 2]);
+    std::fs::write(&journal, bytes).unwrap();
+    let db = dir.path().join(DB_FILE);
+    assert_eq!(nl2sh_approvald::store::journal_pending(&db).unwrap(), 2);
+
+    let store = Store::open(dir.path()).unwrap();
+    let rows = store.recent(10).await.unwrap();
+    let calls: Vec<i64> = rows.iter().map(|r| r.record.call_id).collect();
+    assert_eq!(calls, vec![1, 2, 3, 4, 5], "each row once, in order");
+    assert_eq!(
+        rows[3].time, "2026-01-01T00:00:00.123Z",
+        "the time it was answered"
+    );
+    assert_eq!(rows[4].time, "2026-01-01T00:00:00.124Z");
+    assert!(store.verify().await.unwrap().is_intact());
+    assert_eq!(nl2sh_approvald::store::journal_pending(&db).unwrap(), 0);
+    // New rows continue after the replayed ones, and a second start replays nothing.
+    store.append_durable(vec![record(7)]).await.unwrap();
+    store.flush().await.unwrap();
+    drop(store);
+    let store = Store::open(dir.path()).unwrap();
+    let calls: Vec<i64> = store
+        .recent(10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.record.call_id)
+        .collect();
+    assert_eq!(calls, vec![1, 2, 3, 4, 5, 7]);
+    assert!(store.verify().await.unwrap().is_intact());
+}
+
+#[tokio::test]
+async fn a_clean_stop_leaves_no_journal_and_durable_rows_are_redacted_before_it() {
+    use nl2sh_approvald::store::journal::JOURNAL_FILE;
+    use nl2sh_proto::secret::Secret;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let token = "journal-secret-0123456789abcdef0123456789";
+    store.redact_audit(&[Secret::new(token.to_owned())]);
+    let mut r = record(1);
+    r.action = Some(format!("echo {token}"));
+    store.append_durable(vec![r]).await.unwrap();
+    let journalled = std::fs::read(dir.path().join(JOURNAL_FILE)).unwrap();
+    assert!(!String::from_utf8_lossy(&journalled).contains(token));
+    store.flush().await.unwrap();
+    store.close_journal().await;
+    assert!(!dir.path().join(JOURNAL_FILE).exists());
+    let rows = store.recent(10).await.unwrap();
+    assert!(!rows[0].record.action.as_deref().unwrap().contains(token));
+}

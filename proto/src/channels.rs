@@ -751,6 +751,9 @@ pub enum CliRequest {
     Reject {
         id: ApprovalId,
     },
+    /// Commit every audit row approvald has answered for, then answer `Done`: what
+    /// `protocol audit` reads afterwards holds every call answered before it asked.
+    FlushAudit,
 }
 wire!(CliRequest, 0x0501);
 
@@ -761,6 +764,8 @@ pub enum CliErrorKind {
     PhraseRequired,
     WrongPhrase,
     InvalidRequest,
+    /// approvald could not do it (the store failed).
+    Unavailable,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

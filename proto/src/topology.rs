@@ -229,7 +229,10 @@ channel!(
         matches!(
             (q, r),
             (Q::ListPending, A::Pending(_))
-                | (Q::Approve { .. } | Q::Reject { .. }, A::Done | A::Error { .. })
+                | (
+                    Q::Approve { .. } | Q::Reject { .. } | Q::FlushAudit,
+                    A::Done | A::Error { .. }
+                )
         )
     }
 );

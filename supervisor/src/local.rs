@@ -106,7 +106,7 @@ fn cli_error(kind: CliErrorKind, message: String) -> (Exit, String) {
         CliErrorKind::NoSuchRequest => Exit::NoSuchRequest,
         CliErrorKind::Expired => Exit::Expired,
         CliErrorKind::PhraseRequired | CliErrorKind::WrongPhrase => Exit::Phrase,
-        CliErrorKind::InvalidRequest => Exit::Failure,
+        CliErrorKind::InvalidRequest | CliErrorKind::Unavailable => Exit::Failure,
     };
     // It may quote what was asked for.
     (code, Shown::new(&message).to_string())
@@ -357,7 +357,7 @@ pub fn audit(
     json: bool,
     verify: bool,
 ) -> ExitCode {
-    let (_, paths) = match state_paths(config_arg) {
+    let (config_path, paths) = match state_paths(config_arg) {
         Ok(p) => p,
         Err(e) => return fail(Exit::Failure, e),
     };
@@ -371,6 +371,7 @@ pub fn audit(
             ),
         );
     }
+    settle_audit(&config_path, &paths.approvals_sock, &db);
     if verify {
         return match nl2sh_approvald::store::verify_path(&db) {
             Ok(report) => report_verified(&report),
@@ -418,6 +419,38 @@ pub fn audit(
         println!("{}", audit_line(r));
     }
     ExitCode::SUCCESS
+}
+
+/// Make the database hold every call answered so far before it is read: a running
+/// service commits what it journalled; with none running, say how many answered rows
+/// wait in the journal for the next start. Reading goes on either way.
+fn settle_audit(config_path: &Path, sock: &Path, db: &Path) {
+    let flushed = match runtime() {
+        Ok(rt) => rt.block_on(async {
+            match ask(config_path, sock, CliRequest::FlushAudit).await {
+                Ok(CliResponse::Done) => Ok(()),
+                Ok(CliResponse::Error { kind, message }) => Err(cli_error(kind, message)),
+                Ok(_) => Err((Exit::Failure, "approvald answered out of place".into())),
+                Err(e) => Err(e),
+            }
+        }),
+        Err(_) => Err((Exit::Failure, "cannot start".into())),
+    };
+    match flushed {
+        Ok(()) => {}
+        Err((Exit::NotRunning, _)) => match nl2sh_approvald::store::journal_pending(db) {
+            Ok(0) => {}
+            Ok(n) => eprintln!(
+                "nl2sh: {n} answered calls are not in this list yet: their rows wait in the \
+                 audit journal, which the service stores when it starts"
+            ),
+            Err(e) => eprintln!("nl2sh: cannot read the audit journal: {e}"),
+        },
+        Err((_, why)) => eprintln!(
+            "nl2sh: the service did not commit the last calls' rows first ({why}); the \
+             newest may be missing from this list"
+        ),
+    }
 }
 
 /// One row of `audit` as text, on one line: every stored text through the one escaping

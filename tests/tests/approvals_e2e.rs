@@ -431,6 +431,32 @@ fn the_approvals_socket_serves_only_the_same_uid() {
 }
 
 #[test]
+fn audit_lists_every_call_answered_before_it_was_run() {
+    let fx = Fixture::new("");
+    let server = Server::start(&fx, &[], &[]);
+    // Answered rows are journalled and committed in batches a few ms later; the listing
+    // asks the service to commit them first, so none of 40 calls answered at once is
+    // missing when it is run the moment the last answer arrived.
+    let calls: Vec<_> = (0..40)
+        .map(|i| server.invoke_async("shell.exec", json!({"command": format!("echo listed-{i}")})))
+        .collect();
+    for call in calls {
+        assert!(!call.join().unwrap().is_error);
+    }
+    let (code, out, err) = run_without_terminal(&fx, &["protocol", "audit", "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+    for i in 0..40 {
+        assert!(
+            out.contains(&format!("echo listed-{i}'")),
+            "call {i} was answered but is not listed: {out}"
+        );
+    }
+    let (code, out, err) = run_without_terminal(&fx, &["protocol", "audit", "--verify"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+}
+
+#[test]
 fn every_call_is_audited_once_with_decision_and_outcome_and_edits_are_detected() {
     const TOKEN: &str = "audit-test-token-0123456789abcdef0123456789";
     let fx = Fixture::new("approval_timeout_secs = 60\n");

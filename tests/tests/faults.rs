@@ -238,6 +238,53 @@ fn the_service_survives_dead_workers_hostile_peers_and_greedy_commands() {
     assert!(nl2sh_tests::processes_with("fault-read-").is_empty());
 }
 
+#[test]
+fn a_call_answered_just_before_approvald_dies_is_in_the_audit() {
+    if !is_root() {
+        eprintln!("skipped: the sandbox (and so unasked calls) needs root");
+        return;
+    }
+    let fx = Fixture::new("");
+    let mut server = Server::start(&fx, &[], &[]);
+    let (addr, token) = (server.addr, server.token().to_string());
+    // approvald answers for a read's row once it is journalled, and commits it a few ms
+    // later with others; killed at once after the answer, it has not committed it yet.
+    let markers: Vec<String> = (0..5).map(|i| format!("journal-kill-{i}")).collect();
+    for marker in &markers {
+        let r = invoke(addr, &token, &format!("echo {marker}")).expect("answered");
+        assert_eq!(r["isError"], false, "{r}");
+        kill(server.worker("approvald"));
+        answers_again(addr, &token);
+    }
+    server.signal(libc::SIGTERM);
+    assert_eq!(server.wait(Duration::from_secs(30)).code(), Some(0));
+    let stderr = server.stderr();
+    // At least one of the five rows came back from the journal (each is killed within
+    // about a millisecond of its answer, well inside the writer's linger).
+    assert!(
+        stderr.contains("were stored from the journal"),
+        "no row was replayed: {stderr}"
+    );
+    let out = fx
+        .command(&["protocol", "audit", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let audit = String::from_utf8_lossy(&out.stdout);
+    for marker in &markers {
+        assert_eq!(
+            audit.matches(&format!("echo {marker}'")).count(),
+            1,
+            "{marker} answered, so listed exactly once: {audit}"
+        );
+    }
+    let out = fx
+        .command(&["protocol", "audit", "--verify"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "audit --verify: {out:?}");
+}
+
 fn kill(pid: i32) {
     // SAFETY: kill with integer arguments.
     unsafe { libc::kill(pid, libc::SIGKILL) };

@@ -79,12 +79,12 @@ impl Rig {
         })
     }
 
-    pub fn cli(&self, req: CliRequest) -> CliResponse {
-        answer_cli(&self.authority, req)
+    pub async fn cli(&self, req: CliRequest) -> CliResponse {
+        answer_cli(&self.authority, req).await
     }
 
-    pub fn pending(&self) -> Vec<PendingApproval> {
-        match self.cli(CliRequest::ListPending) {
+    pub async fn pending(&self) -> Vec<PendingApproval> {
+        match self.cli(CliRequest::ListPending).await {
             CliResponse::Pending(list) => list,
             other => panic!("expected a list, got {other:?}"),
         }
@@ -93,26 +93,39 @@ impl Rig {
     /// Wait until `n` requests are pending; they are returned oldest first.
     pub async fn wait_pending(&self, n: usize) -> Vec<PendingApproval> {
         for _ in 0..5000 {
-            let list = self.pending();
+            let list = self.pending().await;
             if list.len() >= n {
                 return list;
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        panic!("{n} pending approvals never appeared: {:?}", self.pending());
+        panic!(
+            "{n} pending approvals never appeared: {:?}",
+            self.pending().await
+        );
     }
 
-    pub fn approve(&self, id: impl AsRef<str>, phrase: Option<&str>) -> Result<(), CliErrorKind> {
-        cli_result(self.cli(CliRequest::Approve {
-            id: id.as_ref().into(),
-            phrase: phrase.map(str::to_owned),
-        }))
+    pub async fn approve(
+        &self,
+        id: impl AsRef<str>,
+        phrase: Option<&str>,
+    ) -> Result<(), CliErrorKind> {
+        cli_result(
+            self.cli(CliRequest::Approve {
+                id: id.as_ref().into(),
+                phrase: phrase.map(str::to_owned),
+            })
+            .await,
+        )
     }
 
-    pub fn reject(&self, id: impl AsRef<str>) -> Result<(), CliErrorKind> {
-        cli_result(self.cli(CliRequest::Reject {
-            id: id.as_ref().into(),
-        }))
+    pub async fn reject(&self, id: impl AsRef<str>) -> Result<(), CliErrorKind> {
+        cli_result(
+            self.cli(CliRequest::Reject {
+                id: id.as_ref().into(),
+            })
+            .await,
+        )
     }
 
     /// Committed rows, without flushing: what a decision answer guarantees is on disk.

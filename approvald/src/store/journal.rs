@@ -1,0 +1,411 @@
+//! The audit journal, `<state>/protocol/audit-journal`: audit rows that approvald has
+//! answered for but the writer has not committed yet.
+//!
+//! An answered call's row must survive a crash of any worker (docs/audit.md). Committing
+//! one SQLite transaction per call before its answer costs about 100 µs of CPU (WAL frames
+//! for every page the row touches, and the checkpoints they bring); appending the row here
+//! with one `write(2)` costs a few. The writer still commits rows in batches; each batch
+//! records, in the same transaction, the highest journal sequence number it holds
+//! (`audit_journal.applied`), so replaying the journal at the next start stores exactly
+//! the rows that never reached the database, once.
+//!
+//! * Entry: `len` (u32 LE) | body (bincode: sequence number, time, record) | the first 8
+//!   bytes of the body's SHA-256. A torn or garbled entry ends the replay of its file (only
+//!   a power loss or a kernel crash can leave one; a killed process cannot, its writes are
+//!   in the page cache). The journal is as durable as the database (`synchronous=NORMAL`):
+//!   a process crash loses nothing, a power failure may lose the last moments of both.
+//! * Files: 0600 in the private `protocol/` directory, opened without following symlinks.
+//!   When the file passes [`ROTATE_BYTES`] it is renamed to `audit-journal.1` (when no
+//!   such file is left) and a new one started; `.1` is removed once the writer has
+//!   committed its last entry. At a clean stop, with every entry committed, both go.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::AuditRecord;
+
+/// The journal, relative to the state directory.
+pub const JOURNAL_FILE: &str = "protocol/audit-journal";
+/// The file is rotated once it holds this many bytes.
+pub const ROTATE_BYTES: u64 = 256 * 1024;
+/// Longest entry body read back; a longer length is taken for garbage.
+const MAX_ENTRY_BYTES: usize = 1024 * 1024;
+const SUM_BYTES: usize = 8;
+const FILE_MODE: u32 = 0o600;
+
+/// One journalled row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub seq: u64,
+    /// When approvald answered for the row (ms since the epoch): the row's `time`.
+    pub time_ms: i64,
+    pub record: AuditRecord,
+}
+
+fn config() -> impl bincode::config::Config {
+    bincode::config::standard()
+}
+
+/// The bytes of `entry` as it is appended.
+pub fn encode(entry: &Entry) -> Result<Vec<u8>, io::Error> {
+    let body = bincode::serde::encode_to_vec(entry, config())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|&n| n as usize <= MAX_ENTRY_BYTES)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "journal entry too long"))?;
+    let mut out = Vec::with_capacity(4 + body.len() + SUM_BYTES);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&body);
+    out.extend_from_slice(&Sha256::digest(&body)[..SUM_BYTES]);
+    Ok(out)
+}
+
+/// What a journal file held: its whole entries in order, and how many bytes after the
+/// last of them could not be read as one.
+#[derive(Debug, Default)]
+pub struct Contents {
+    pub entries: Vec<Entry>,
+    pub garbage_bytes: usize,
+}
+
+/// Decode every whole entry of `bytes`, stopping at the first that is not one.
+pub fn decode_all(bytes: &[u8]) -> Contents {
+    let mut read = Contents::default();
+    let mut at = 0;
+    while at < bytes.len() {
+        match decode_one(&bytes[at..]) {
+            Some((entry, used)) => {
+                read.entries.push(entry);
+                at += used;
+            }
+            None => {
+                read.garbage_bytes = bytes.len() - at;
+                break;
+            }
+        }
+    }
+    read
+}
+
+fn decode_one(bytes: &[u8]) -> Option<(Entry, usize)> {
+    let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+    if len > MAX_ENTRY_BYTES {
+        return None;
+    }
+    let body = bytes.get(4..4 + len)?;
+    let sum = bytes.get(4 + len..4 + len + SUM_BYTES)?;
+    if Sha256::digest(body)[..SUM_BYTES] != *sum {
+        return None;
+    }
+    let (entry, used) = bincode::serde::decode_from_slice::<Entry, _>(body, config()).ok()?;
+    (used == len).then_some((entry, 4 + len + SUM_BYTES))
+}
+
+/// The two files of the journal in `state_dir`: the older one first.
+pub fn paths(state_dir: &Path) -> [PathBuf; 2] {
+    let current = state_dir.join(JOURNAL_FILE);
+    let mut older = current.clone().into_os_string();
+    older.push(".1");
+    [PathBuf::from(older), current]
+}
+
+/// Every entry of both files, older file first, and the garbage bytes found. A missing
+/// file holds nothing.
+pub fn read_all(state_dir: &Path) -> io::Result<Contents> {
+    let mut all = Contents::default();
+    for path in paths(state_dir) {
+        let mut bytes = Vec::new();
+        match open_nofollow(&path, false) {
+            Ok(mut f) => {
+                f.read_to_end(&mut bytes)?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        }
+        let read = decode_all(&bytes);
+        all.entries.extend(read.entries);
+        all.garbage_bytes += read.garbage_bytes;
+    }
+    Ok(all)
+}
+
+/// Entries of [`read_all`] past `applied`, in sequence order, each once.
+pub fn unapplied(mut read: Contents, applied: u64) -> Vec<Entry> {
+    read.entries.retain(|e| e.seq > applied);
+    read.entries.sort_by_key(|e| e.seq);
+    read.entries.dedup_by_key(|e| e.seq);
+    read.entries
+}
+
+fn open_nofollow(path: &Path, create: bool) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    if create {
+        options.append(true).create(true).mode(FILE_MODE);
+    } else {
+        options.read(true);
+    }
+    options
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Remove `path`; a missing file is fine.
+fn remove(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// What the writer shares with the journal: the highest sequence number committed.
+#[derive(Debug, Default)]
+pub struct Progress {
+    committed: AtomicU64,
+}
+
+impl Progress {
+    pub fn starting_at(applied: u64) -> Arc<Self> {
+        Arc::new(Progress {
+            committed: AtomicU64::new(applied),
+        })
+    }
+
+    pub fn committed(&self) -> u64 {
+        self.committed.load(Ordering::Acquire)
+    }
+
+    pub fn commit_up_to(&self, seq: u64) {
+        self.committed.fetch_max(seq, Ordering::AcqRel);
+    }
+}
+
+/// The open journal: appended to by approvald's tasks, one at a time.
+pub struct Journal {
+    older: PathBuf,
+    current: PathBuf,
+    file: File,
+    /// Bytes in the current file.
+    len: u64,
+    /// The last sequence number given out.
+    last_seq: u64,
+    /// The last sequence number the older file holds, while it exists.
+    older_last: Option<u64>,
+    progress: Arc<Progress>,
+    /// [`Journal::close`] removed the files: the next append opens a new one.
+    closed: bool,
+}
+
+impl Journal {
+    /// Start an empty journal (after the replay removed the files), numbering from
+    /// `last_seq + 1`.
+    pub fn create(state_dir: &Path, last_seq: u64, progress: Arc<Progress>) -> io::Result<Self> {
+        let [older, current] = paths(state_dir);
+        remove(&older)?;
+        remove(&current)?;
+        let file = open_nofollow(&current, true)?;
+        Ok(Journal {
+            older,
+            current,
+            file,
+            len: 0,
+            last_seq,
+            older_last: None,
+            progress,
+            closed: false,
+        })
+    }
+
+    /// Append `record` as answered at `time_ms`; its sequence number once it is written.
+    pub fn append(&mut self, record: &AuditRecord, time_ms: i64) -> io::Result<u64> {
+        if self.closed {
+            self.file = open_nofollow(&self.current, true)?;
+            self.closed = false;
+        }
+        self.tidy();
+        let seq = self.last_seq + 1;
+        let bytes = encode(&Entry {
+            seq,
+            time_ms,
+            record: record.clone(),
+        })?;
+        // One write of a whole entry; O_APPEND puts it after the last one.
+        self.file.write_all(&bytes)?;
+        self.last_seq = seq;
+        self.len += bytes.len() as u64;
+        Ok(seq)
+    }
+
+    /// The last sequence number given out.
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Drop the older file once its entries are committed, and start a new file when
+    /// the current one is full and the older one is gone. A failure here is retried at
+    /// the next append; the entries stay readable either way.
+    fn tidy(&mut self) {
+        if let Some(last) = self.older_last {
+            if self.progress.committed() >= last {
+                match remove(&self.older) {
+                    Ok(()) => self.older_last = None,
+                    Err(e) => tracing::warn!(error = %e, "cannot remove a committed audit journal"),
+                }
+            }
+        }
+        if self.len < ROTATE_BYTES || self.older_last.is_some() {
+            return;
+        }
+        let rotated = std::fs::rename(&self.current, &self.older)
+            .and_then(|()| open_nofollow(&self.current, true));
+        match rotated {
+            Ok(file) => {
+                self.file = file;
+                self.len = 0;
+                self.older_last = Some(self.last_seq);
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot rotate the audit journal"),
+        }
+    }
+
+    /// At a clean stop: remove both files if every entry is committed. Appending after
+    /// this starts the current file again.
+    pub fn close(&mut self) {
+        if self.progress.committed() < self.last_seq {
+            return;
+        }
+        for path in [&self.older, &self.current] {
+            if let Err(e) = remove(path) {
+                tracing::warn!(error = %e, path = %path.display(), "cannot remove the audit journal");
+            }
+        }
+        self.older_last = None;
+        self.len = 0;
+        self.closed = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::AuditKind;
+
+    fn entry(seq: u64) -> Entry {
+        let mut record = AuditRecord::new(AuditKind::Call, seq as i64);
+        record.action = Some(format!("ls /tmp/{seq}"));
+        Entry {
+            seq,
+            time_ms: 1_700_000_000_000 + seq as i64,
+            record,
+        }
+    }
+
+    #[test]
+    fn entries_read_back_in_order() {
+        let mut bytes = Vec::new();
+        for seq in 1..=3 {
+            bytes.extend(encode(&entry(seq)).unwrap());
+        }
+        let read = decode_all(&bytes);
+        assert_eq!(read.entries, vec![entry(1), entry(2), entry(3)]);
+        assert_eq!(read.garbage_bytes, 0);
+    }
+
+    #[test]
+    fn a_torn_or_changed_entry_ends_the_file() {
+        let one = encode(&entry(1)).unwrap();
+        let two = encode(&entry(2)).unwrap();
+        // Torn: the second entry cut short.
+        let mut torn = one.clone();
+        torn.extend_from_slice(&two[..two.len() - 3]);
+        let read = decode_all(&torn);
+        assert_eq!(read.entries, vec![entry(1)]);
+        assert_eq!(read.garbage_bytes, two.len() - 3);
+        // Changed: one byte of the second body flipped, and a third entry after it.
+        let mut changed = one.clone();
+        let mut bad = two.clone();
+        bad[6] ^= 0x40;
+        changed.extend_from_slice(&bad);
+        changed.extend(encode(&entry(3)).unwrap());
+        assert_eq!(decode_all(&changed).entries, vec![entry(1)]);
+        // A length past the limit.
+        let mut huge = one;
+        huge.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(decode_all(&huge).entries, vec![entry(1)]);
+    }
+
+    #[test]
+    fn unapplied_keeps_each_entry_past_the_applied_one_once() {
+        let read = Contents {
+            entries: vec![entry(3), entry(1), entry(4), entry(3), entry(2)],
+            garbage_bytes: 0,
+        };
+        let seqs: Vec<u64> = unapplied(read, 2).iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, vec![3, 4]);
+    }
+
+    #[test]
+    fn rotates_and_drops_the_older_file_once_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("protocol")).unwrap();
+        let progress = Progress::starting_at(0);
+        let mut journal = Journal::create(dir.path(), 0, progress.clone()).unwrap();
+        let [older, current] = paths(dir.path());
+        let mut record = AuditRecord::new(AuditKind::Call, 1);
+        record.summary = Some("x".repeat(4000));
+        let mut last = 0;
+        while !older.exists() {
+            last = journal.append(&record, 0).unwrap();
+            assert!(last < 1000, "never rotated");
+        }
+        // Every entry so far is still readable, across both files.
+        assert_eq!(read_all(dir.path()).unwrap().entries.len() as u64, last);
+        // Not committed: the older file stays, however much is appended.
+        for _ in 0..20 {
+            journal.append(&record, 0).unwrap();
+        }
+        assert!(older.exists());
+        progress.commit_up_to(journal.last_seq() - 1);
+        journal.append(&record, 0).unwrap();
+        assert!(!older.exists(), "committed older file kept");
+        assert!(current.exists());
+        // A clean stop with an entry not committed keeps the journal.
+        let seq = journal.append(&record, 0).unwrap();
+        progress.commit_up_to(seq - 1);
+        journal.close();
+        assert!(current.exists());
+        drop(journal);
+        let mut journal = Journal::create(dir.path(), seq, progress.clone()).unwrap();
+        let seq = journal.append(&record, 0).unwrap();
+        progress.commit_up_to(seq);
+        journal.close();
+        assert!(!current.exists() && !older.exists());
+    }
+
+    #[test]
+    fn the_journal_is_private_and_never_followed_through_a_symlink() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("protocol")).unwrap();
+        let mut journal = Journal::create(dir.path(), 0, Progress::starting_at(0)).unwrap();
+        journal
+            .append(&AuditRecord::new(AuditKind::Call, 1), 0)
+            .unwrap();
+        let [_, current] = paths(dir.path());
+        let mode = std::fs::metadata(&current).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        drop(journal);
+        std::fs::remove_file(&current).unwrap();
+        let target = dir.path().join("elsewhere");
+        std::os::unix::fs::symlink(&target, &current).unwrap();
+        assert!(open_nofollow(&current, true).is_err());
+        assert!(!target.exists());
+    }
+}
