@@ -349,7 +349,9 @@ where
         let handler = handler.clone();
         let fatal = fatal.clone();
         tokio::spawn(async move {
-            let described = format!("{req:?}");
+            // Kept for the log line should the request be out of state; bounded as it
+            // is written, so a long request (a 16 KiB action) is not formatted whole.
+            let described = debug_prefix(&req, DESCRIBED_BYTES);
             match handler(req).await {
                 Ok(resp) => match encode(id, &resp) {
                     Ok(bytes) => {
@@ -359,7 +361,7 @@ where
                         tracing::error!(channel = ?C::KIND, error = %e, "cannot encode reply")
                     }
                 },
-                Err(OutOfState(why)) => fatal.raise(format!("{why}: {}", bounded(&described))),
+                Err(OutOfState(why)) => fatal.raise(format!("{why}: {described}")),
             }
             drop(permit);
         });
@@ -377,8 +379,35 @@ where
 }
 
 /// A message in a log line, without flooding it.
-fn bounded(text: &str) -> &str {
-    crate::text::prefix(text, 300)
+/// How much of a request an out-of-state log line quotes.
+const DESCRIBED_BYTES: usize = 300;
+
+/// The first `limit` bytes (or a little less, at a character boundary) of `value`'s
+/// `Debug` form, without formatting the rest.
+fn debug_prefix(value: &impl std::fmt::Debug, limit: usize) -> String {
+    use std::fmt::Write;
+    struct Upto {
+        out: String,
+        limit: usize,
+    }
+    impl Write for Upto {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            let room = self.limit - self.out.len();
+            if s.len() <= room {
+                self.out.push_str(s);
+                return Ok(());
+            }
+            self.out.push_str(crate::text::prefix(s, room));
+            // Stops the formatting: nothing more fits.
+            Err(std::fmt::Error)
+        }
+    }
+    let mut upto = Upto {
+        out: String::new(),
+        limit,
+    };
+    let _ = write!(upto, "{value:?}");
+    upto.out
 }
 
 #[cfg(test)]
@@ -389,6 +418,19 @@ mod tests {
         StoreRequest, StoreResponse,
     };
     use crate::topology::{pair, ExecutorApprovald, NetdApprovald, NetdExecutor};
+
+    #[test]
+    fn a_request_is_described_only_up_to_its_limit() {
+        let long = "é".repeat(10_000);
+        let described = debug_prefix(&long, 301);
+        assert!(
+            described.len() <= 301 && described.len() >= 299,
+            "{}",
+            described.len()
+        );
+        assert!(described.starts_with("\"éé"));
+        assert_eq!(debug_prefix(&"short", 300), "\"short\"");
+    }
 
     #[tokio::test]
     async fn concurrent_calls_share_one_connection() {
