@@ -59,6 +59,10 @@ const LOG_ROTATE_BYTES: u64 = service_log::LOG_CAP_BYTES;
 const LOG_TAIL_LINES: usize = 20;
 /// Bytes of the log read for those lines.
 const LOG_TAIL_BYTES: u64 = 16 * 1024;
+/// How much of this start's log is searched for its startup block.
+const START_LOG_BYTES: u64 = 256 * 1024;
+/// Longest wait, once the service announced itself, for its startup block in the log.
+const BLOCK_LOG_WAIT: Duration = Duration::from_secs(2);
 
 /// Exit codes (see `nl2sh service --help`).
 const EXIT_FAILURE: u8 = 1;
@@ -579,13 +583,22 @@ fn start_locked(target: &Target, cfg: &Config) -> Result<(), Failure> {
     let mut child = spawn_service(target, cfg, log)?;
     let pid = child.id();
     let deadline = Instant::now() + START_WAIT;
+    let mut live_since = None;
     loop {
         let exited = child
             .try_wait()
             .map_err(|e| failure(EXIT_FAILURE, format!("cannot wait for pid {pid}: {e}")))?;
         let found = target.discover().ok();
         match (&found, exited) {
-            (Some(Discovered::Live(info)), _) if info.pid == pid => {
+            // Announced, and its startup block (the token a user looks for) is in the log,
+            // which a thread of the service copies there a moment later; a log that never
+            // gets it (a full disk) does not hold the start up for long.
+            (Some(Discovered::Live(info)), _)
+                if info.pid == pid
+                    && (crate::startup::holds_whole_block(&log_since(&target.log, offset))
+                        || live_since.get_or_insert_with(Instant::now).elapsed()
+                            >= BLOCK_LOG_WAIT) =>
+            {
                 println!("Started the managed service.");
                 print!(
                     "{}",
@@ -732,6 +745,20 @@ fn remove_own_record(target: &Target, pid: u32) {
 /// are left out: `start` never prints the token. The log holds what the service and
 /// anything it ran wrote, so each line is shown through the one escaping function (its
 /// bytes as they are, invalid UTF-8 as `\xNN`).
+/// What the log holds from `offset` on (from its start if it was rotated meanwhile),
+/// up to [`START_LOG_BYTES`].
+fn log_since(log: &Path, offset: u64) -> String {
+    let mut bytes = Vec::new();
+    if let Ok(mut file) = File::open(log) {
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let from = if len < offset { 0 } else { offset };
+        if file.seek(SeekFrom::Start(from)).is_ok() {
+            let _ = file.take(START_LOG_BYTES).read_to_end(&mut bytes);
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 fn log_tail(log: &Path, offset: u64) -> String {
     let mut bytes = Vec::new();
     if let Ok(mut file) = File::open(log) {

@@ -17,6 +17,21 @@ pub const CLIENT_TOOL_TIMEOUT_SEC: u32 = 210;
 /// printed only when `source` is [`TokenSource::Generated`]; a configured or environment
 /// token is never printed, even if passed. Notes about plaintext HTTP and loopback-only
 /// origins are added automatically.
+/// The startup block's last line when it shows the token.
+const TOKEN_SHOWN_LAST_LINE: &str =
+    "This output contains the token; share it only with trusted callers.";
+/// The end of its last line when it does not.
+const TOKEN_HIDDEN_LAST_LINE_END: &str =
+    " in the client's environment to the token used by this device.";
+
+/// Whether `text` holds a whole startup block (its last line is there).
+pub fn holds_whole_block(text: &str) -> bool {
+    text.lines().any(|l| {
+        l == TOKEN_SHOWN_LAST_LINE
+            || (l.starts_with("Set ") && l.ends_with(TOKEN_HIDDEN_LAST_LINE_END))
+    })
+}
+
 pub fn startup_block(
     origin: &Origin,
     listening: SocketAddr,
@@ -86,16 +101,10 @@ pub fn startup_block_with_notes(
             let _ = writeln!(out);
             let _ = writeln!(out, "export {TOKEN_ENV}={}", shell_single_quote(token));
             let _ = writeln!(out);
-            let _ = writeln!(
-                out,
-                "This output contains the token; share it only with trusted callers."
-            );
+            let _ = writeln!(out, "{TOKEN_SHOWN_LAST_LINE}");
         }
         None => {
-            let _ = writeln!(
-                out,
-                "Set {TOKEN_ENV} in the client's environment to the token used by this device."
-            );
+            let _ = writeln!(out, "Set {TOKEN_ENV}{TOKEN_HIDDEN_LAST_LINE_END}");
         }
     }
     out
@@ -209,6 +218,21 @@ mod tests {
 
     const GENERATED: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     const FIXED: &str = "my-fixed-token-that-must-never-be-printed-000";
+
+    #[test]
+    fn a_whole_block_is_told_from_one_cut_short() {
+        for (token, source) in [
+            (Some(GENERATED), TokenSource::Generated),
+            (None, TokenSource::Config),
+            (None, TokenSource::Environment),
+        ] {
+            let block = startup_block(&lan(), listen(), token, source);
+            let logged = format!("--- start ---\nINFO a worker line\n{block}INFO serving\n");
+            assert!(holds_whole_block(&logged), "{block}");
+            let cut = &block[..block.trim_end().rfind('\n').unwrap()];
+            assert!(!holds_whole_block(cut), "{cut}");
+        }
+    }
 
     #[test]
     fn generated_token_is_shown_with_export_line() {
