@@ -1358,7 +1358,7 @@ fn replay_journal(
 /// Audit rows in the journal of the database `db` that it does not hold yet: rows
 /// approvald answered for before it stopped, stored at its next start. For readers
 /// of the database while the service is not running.
-pub fn journal_pending(db: &Path) -> Result<usize, StoreError> {
+pub fn journal_pending(db: &Path) -> Result<Vec<journal::Entry>, StoreError> {
     let state_dir = db
         .parent()
         .and_then(Path::parent)
@@ -1386,7 +1386,7 @@ pub fn journal_pending(db: &Path) -> Result<usize, StoreError> {
         path: state_dir.join(journal::JOURNAL_FILE),
         source,
     })?;
-    Ok(journal::unapplied(read, applied).len())
+    Ok(journal::unapplied(read, applied))
 }
 
 fn journal_applied(conn: &Connection) -> Result<u64, rusqlite::Error> {

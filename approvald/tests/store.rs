@@ -407,7 +407,10 @@ async fn rows_journalled_but_never_committed_are_stored_once_at_the_next_start()
     bytes.extend_from_slice(&torn[..torn.len() / 2]);
     std::fs::write(&journal, bytes).unwrap();
     let db = dir.path().join(DB_FILE);
-    assert_eq!(nl2sh_approvald::store::journal_pending(&db).unwrap(), 2);
+    assert_eq!(
+        nl2sh_approvald::store::journal_pending(&db).unwrap().len(),
+        2
+    );
 
     let store = Store::open(dir.path()).unwrap();
     let rows = store.recent(10).await.unwrap();
@@ -419,7 +422,10 @@ async fn rows_journalled_but_never_committed_are_stored_once_at_the_next_start()
     );
     assert_eq!(rows[4].time, "2026-01-01T00:00:00.124Z");
     assert!(store.verify().await.unwrap().is_intact());
-    assert_eq!(nl2sh_approvald::store::journal_pending(&db).unwrap(), 0);
+    assert_eq!(
+        nl2sh_approvald::store::journal_pending(&db).unwrap().len(),
+        0
+    );
     // New rows continue after the replayed ones, and a second start replays nothing.
     store.append_durable(vec![record(7)]).await.unwrap();
     store.flush().await.unwrap();

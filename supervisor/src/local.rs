@@ -438,14 +438,16 @@ fn settle_audit(config_path: &Path, sock: &Path, db: &Path) {
     };
     match flushed {
         Ok(()) => {}
-        Err((Exit::NotRunning, _)) => match nl2sh_approvald::store::journal_pending(db) {
-            Ok(0) => {}
-            Ok(n) => eprintln!(
-                "nl2sh: {n} answered calls are not in this list yet: their rows wait in the \
+        Err((Exit::NotRunning, _)) => {
+            match nl2sh_approvald::store::journal_pending(db).map(|pending| pending.len()) {
+                Ok(0) => {}
+                Ok(n) => eprintln!(
+                    "nl2sh: {n} answered calls are not in this list yet: their rows wait in the \
                  audit journal, which the service stores when it starts"
-            ),
-            Err(e) => eprintln!("nl2sh: cannot read the audit journal: {e}"),
-        },
+                ),
+                Err(e) => eprintln!("nl2sh: cannot read the audit journal: {e}"),
+            }
+        }
         Err((_, why)) => eprintln!(
             "nl2sh: the service did not commit the last calls' rows first ({why}); the \
              newest may be missing from this list"
