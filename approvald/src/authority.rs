@@ -31,7 +31,7 @@ use std::time::Duration;
 use nl2sh_proto::channels::{
     ActionSummary, ApprovalId, AuthorityResponse, CallId, CallOrigin, CallResult, CliErrorKind,
     ConfigVersion, Confinement, Decision, ParsedCommand, PendingApproval, PolicySnapshot,
-    RanRecord, RiskLevel,
+    RanRecord, ReportedRow, RiskLevel,
 };
 use nl2sh_proto::display::Shown;
 pub use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_REASONS, MAX_REASON_BYTES, MAX_SUMMARY_BYTES};
@@ -393,6 +393,84 @@ impl Authority {
         record.duration_ms = Some(duration_ms);
         record.summary = Some(result.summary);
         Ok(self.commit(record, call_id).await)
+    }
+
+    /// A row an earlier executor answered for and kept in its outbox: written unless the
+    /// audit holds it already (it reached approvald, or its journal, before the restart),
+    /// and answered once committed. Checked like the report it repeats, but not against
+    /// this approvald's memory of decisions and snapshots, which began after it.
+    pub async fn recover(&self, row: ReportedRow) -> Result<AuthorityResponse, OutOfState> {
+        let (summary, decision, result, kind) = match row {
+            ReportedRow::Ran(RanRecord {
+                summary, result, ..
+            }) => {
+                if summary.risk != RiskLevel::ReadOnly
+                    || summary.confinement == Confinement::Unconfined
+                {
+                    return Err(OutOfState(format!(
+                        "call {} ({} risk, {:?}) is no call a policy snapshot lets run",
+                        summary.call_id,
+                        summary.risk.as_str(),
+                        summary.confinement
+                    )));
+                }
+                (summary, Decision::Allowed, result, AuditKind::Call)
+            }
+            ReportedRow::Finished {
+                summary,
+                decision,
+                result,
+            } => {
+                if !decision.runs() {
+                    return Err(OutOfState(format!(
+                        "an outcome for call {}, which was {}",
+                        summary.call_id,
+                        decision.as_str()
+                    )));
+                }
+                (summary, decision, result, AuditKind::Outcome)
+            }
+        };
+        let call_id = check_action(&summary).map_err(OutOfState)?;
+        let (_, duration_ms) = check_result(&result).map_err(OutOfState)?;
+        if result.call_id != summary.call_id {
+            return Err(OutOfState(format!(
+                "an outcome for call {} recovered with the action of call {}",
+                result.call_id, summary.call_id
+            )));
+        }
+        match self.store.has_row(call_id, kind).await {
+            Ok(true) => return Ok(AuthorityResponse::Recorded),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::error!(error = %e, call_id, "cannot look for a recovered audit row");
+                return Ok(AuthorityResponse::NotRecorded(
+                    "the audit could not be searched".into(),
+                ));
+            }
+        }
+        let mut record = AuditRecord::new(kind, call_id);
+        describe_action(&mut record, &summary);
+        record.decision = Some(decision.as_str().to_owned());
+        if kind == AuditKind::Call {
+            record.reason = Some(read_only_reason(summary.confinement).to_owned());
+        }
+        record.success = Some(result.success);
+        record.exit_code = result.exit_code.map(i64::from);
+        record.duration_ms = Some(duration_ms);
+        record.summary = Some(result.summary);
+        tracing::warn!(
+            call_id,
+            kind = kind.as_str(),
+            "an answered call's audit row recovered from the executor's outbox"
+        );
+        Ok(match self.store.append_all(vec![record]).await {
+            Ok(()) => AuthorityResponse::Recorded,
+            Err(e) => {
+                tracing::error!(error = %e, call_id, "recovered audit row not recorded");
+                AuthorityResponse::NotRecorded("the audit row could not be recorded".into())
+            }
+        })
     }
 
     async fn judge(&self, summary: &ActionSummary) -> (Decision, String) {

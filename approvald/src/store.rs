@@ -80,6 +80,8 @@ pub const MAX_BATCH: usize = 4096;
 pub const LINGER: Duration = Duration::from_millis(5);
 /// Longest text a stored column may hold; a record with a longer one is refused.
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
+/// How far back [`Store::has_row`] looks.
+pub const RECENT_ROWS_SEARCHED: i64 = 20_000;
 /// `PRAGMA user_version` this build writes.
 pub const SCHEMA_VERSION: i64 = 4;
 /// The first schema version whose databases keep a tail file.
@@ -873,6 +875,23 @@ impl Store {
     pub async fn recent(&self, limit: usize) -> Result<Vec<AuditRow>, StoreError> {
         let path = self.path.clone();
         blocking(move || recent_path(&path, limit)).await
+    }
+
+    /// Whether the audit already holds a `kind` row of call `call_id`, among its last
+    /// [`RECENT_ROWS_SEARCHED`] rows (a row being recovered is among the newest). Asked
+    /// on the writer's connection, after everything queued before.
+    pub async fn has_row(&self, call_id: i64, kind: AuditKind) -> Result<bool, StoreError> {
+        let found = run_job(&self.queue, &self.writer, move |conn| {
+            conn.query_row(
+                "SELECT 1 FROM audit WHERE call_id = ?1 AND kind = ?2
+                 AND id > (SELECT coalesce(max(id), 0) FROM audit) - ?3 LIMIT 1",
+                rusqlite::params![call_id, kind.as_str(), RECENT_ROWS_SEARCHED],
+                |_| Ok(()),
+            )
+            .optional()
+        })
+        .await??;
+        Ok(found.is_some())
     }
 
     pub fn stats(&self) -> StoreStats {

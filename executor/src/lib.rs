@@ -21,6 +21,8 @@ use nl2sh_proto::rpc::RpcClient;
 use nl2sh_proto::topology::ExecutorEnds;
 use nl2sh_proto::worker::{accept_start, ControlEvent};
 
+use runtime::outbox::Outbox;
+
 /// State shared by every request the executor answers.
 pub struct Runtime {
     pub environment: inspect::Environment,
@@ -82,6 +84,9 @@ pub fn run(ends: ExecutorEnds) -> ExitCode {
     nl2sh_proto::worker::run_single_threaded("executor", serve(ends))
 }
 
+/// Longest wait at a clean stop for approvald to take the outbox's rows.
+const OUTBOX_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
 fn catch_stop_signals() -> Vec<tokio::signal::unix::Signal> {
     use tokio::signal::unix::{signal, SignalKind};
     [SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()]
@@ -135,7 +140,17 @@ async fn serve(ends: ExecutorEnds) -> Result<(), ExecutorError> {
         .call(&AuthorityRequest::Ping)
         .await
         .map_err(|e| ExecutorError::Authority(e.to_string()))?;
-    let link = runtime::authority::Authority::new(authority, &settings.config_path);
+    // Answered calls' rows wait here for approvald; a row an executor before us answered
+    // for and approvald may never have received is handed over before any call.
+    let (outbox, left) = match Outbox::open(std::path::Path::new(&settings.state_dir)) {
+        Ok((outbox, left)) => (Some(Arc::new(outbox)), left),
+        Err(e) => {
+            tracing::error!(error = %e, "no audit outbox; every answer waits for approvald");
+            (None, Vec::new())
+        }
+    };
+    let link = runtime::authority::Authority::with_outbox(authority, &settings.config_path, outbox);
+    link.recover(left).await;
     // The first snapshot, so read-only calls stop asking approvald as soon as it is here.
     link.refresh().await;
     let own = own_files(&[
@@ -173,8 +188,12 @@ async fn serve(ends: ExecutorEnds) -> Result<(), ExecutorError> {
     let result = tokio::select! {
         event = control.next_event() => match event {
             ControlEvent::Drain { id, .. } => {
-                // Nothing long-running exists yet, and every call's audit row was
-                // committed before its answer: nothing is held back.
+                // Nothing long-running exists yet; the rows of answered calls reach
+                // approvald first, so the outbox is left empty (what does not arrive in
+                // time stays in it for the next start).
+                if !link.settle(OUTBOX_SETTLE).await {
+                    tracing::warn!("audit rows still wait for approvald; the next start hands them over");
+                }
                 control.drained(id).await.map_err(ExecutorError::Control)?;
                 Ok(())
             }

@@ -683,6 +683,28 @@ pub struct RanRecord {
     pub policy: ConfigVersion,
 }
 
+/// A call's last audit row as the executor keeps it until approvald has it: what
+/// [`AuthorityRequest::Ran`] or [`AuthorityRequest::Finished`] reported, with what
+/// approvald needs to write the row without remembering the call.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ReportedRow {
+    Ran(RanRecord),
+    Finished {
+        summary: ActionSummary,
+        decision: Decision,
+        result: CallResult,
+    },
+}
+
+impl ReportedRow {
+    pub fn call_id(&self) -> CallId {
+        match self {
+            ReportedRow::Ran(ran) => ran.summary.call_id,
+            ReportedRow::Finished { summary, .. } => summary.call_id,
+        }
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 pub enum AuthorityRequest {
     /// Liveness: approvald answers once its store is open.
@@ -698,6 +720,10 @@ pub enum AuthorityRequest {
     /// A confined read-only call the executor let run under snapshot `policy`, and how it
     /// ended; approvald records both in one audit row and answers once it is committed.
     Ran(RanRecord),
+    /// At the executor's start: a row an earlier executor answered for, that approvald
+    /// may never have received. Written unless the audit already holds it; answered once
+    /// it is committed.
+    Recover(ReportedRow),
 }
 wire!(AuthorityRequest, 0x0401);
 

@@ -14,6 +14,7 @@ pub mod config;
 pub mod display;
 pub mod frame;
 pub mod handshake;
+pub mod journal;
 pub mod limits;
 pub mod platform;
 pub mod private_dir;

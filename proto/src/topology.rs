@@ -215,7 +215,10 @@ channel!(
             (Q::Ping, A::Pong)
                 | (Q::Decide(_), A::Decided { .. } | A::NotRecorded(_))
                 | (Q::Withdraw { .. }, A::Recorded)
-                | (Q::Finished(_) | Q::Ran(_), A::Recorded | A::NotRecorded(_))
+                | (
+                    Q::Finished(_) | Q::Ran(_) | Q::Recover(_),
+                    A::Recorded | A::NotRecorded(_)
+                )
                 | (Q::Policy, A::Policy(_))
         )
     }

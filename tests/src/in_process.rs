@@ -1,5 +1,6 @@
 //! approvald's authority and the executor wired in this process exactly as the tree wires
-//! them (over `ExecutorApprovald` and `NetdExecutor` socketpairs), for tests that drive
+//! them (over `ExecutorApprovald` and `NetdExecutor` socketpairs, the executor with its
+//! audit outbox in the state directory), for tests that drive
 //! the privileged side without the binary. No sandbox: only fixed reads such as `fs.stat`
 //! run unasked.
 
@@ -9,6 +10,7 @@ use std::sync::Arc;
 use nl2sh_approvald::authority::Authority;
 use nl2sh_approvald::store::Store;
 use nl2sh_executor::runtime::authority::Authority as ExecutorAuthority;
+use nl2sh_executor::runtime::outbox::Outbox;
 use nl2sh_proto::rpc::RpcClient;
 use nl2sh_proto::topology::{pair, ExecutorApprovald, NetdExecutor};
 
@@ -38,7 +40,8 @@ pub async fn wire(config: Option<&str>) -> Wired {
         authority.clone(),
     ));
     let (client, _) = RpcClient::start(asker).await.expect("approvald handshake");
-    let link = ExecutorAuthority::new(client, &config_path);
+    let (outbox, _) = Outbox::open(dir.path()).expect("open the audit outbox");
+    let link = ExecutorAuthority::with_outbox(client, &config_path, Some(Arc::new(outbox)));
     let runtime = Arc::new(nl2sh_executor::Runtime::new(
         std::env::var("PATH").ok().as_deref(),
         Some(link.clone()),

@@ -5,18 +5,21 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use nl2sh_approvald::authority::{Authority, REASON_CONFIG_UNREADABLE, REASON_READ_ONLY};
 use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
 use nl2sh_proto::channels::{
     ActionSummary, AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CallResult,
-    ConfigVersion, Confinement, Correlation, ExecutorRequest, ExecutorResponse, Identity,
-    InvokeRequest, RanRecord, RiskLevel, ToolOutcome,
+    ConfigVersion, Confinement, Correlation, Decision, ExecutorRequest, ExecutorResponse, Identity,
+    InvokeRequest, RanRecord, ReportedRow, RiskLevel, ToolOutcome,
 };
+use nl2sh_proto::journal::{encode_entry, read_entries};
 use nl2sh_proto::rpc::RpcClient;
 use nl2sh_proto::topology::{pair, ExecutorApprovald};
 use nl2sh_proto::FrameError;
 
+use nl2sh_executor::runtime::outbox::OUTBOX_FILE;
 use nl2sh_tests::in_process::{wire as wire_in, Wired};
 
 async fn wire() -> Wired {
@@ -302,9 +305,10 @@ async fn every_answered_call_is_already_in_the_audit() {
                 other => panic!("{other:?}"),
             }
         }
-        // No flush: what the answers promised is already kept, in the database or in the
-        // journal that the next start commits from (read first: a row committed between
-        // the two reads is then seen in the database).
+        // No flush: what the answers promised is already kept, in the executor's outbox,
+        // approvald's journal or the database, whichever it has reached. Read in that
+        // order, the order a row moves in, so that none is missed between two reads.
+        let outbox = read_entries::<ReportedRow>(&w.dir.path().join(OUTBOX_FILE)).unwrap();
         let db = w.authority.store().path().to_owned();
         let journalled = nl2sh_approvald::store::journal_pending(&db).unwrap();
         let rows = w.authority.store().recent(500).await.unwrap();
@@ -316,10 +320,97 @@ async fn every_answered_call_is_already_in_the_audit() {
                 .filter(|e| finished.contains(&e.record.kind))
                 .map(|e| e.record.call_id),
         );
+        kept.extend(outbox.entries.iter().map(|r| r.call_id().0 as i64));
         kept.sort_unstable();
         kept.dedup();
         assert_eq!(kept.len(), 40, "with snapshot {with_snapshot}: {rows:?}");
     }
+}
+
+fn reported(call_id: u64, ran: bool) -> ReportedRow {
+    let summary = ActionSummary {
+        call_id: CallId(call_id),
+        task: None,
+        origin: CallOrigin::McpHttp,
+        tool: "shell.exec".into(),
+        action: format!("/bin/sh -c 'echo recovered-{call_id}'"),
+        arguments_sha256: "0123456789abcdef".repeat(4),
+        risk: if ran {
+            RiskLevel::ReadOnly
+        } else {
+            RiskLevel::Medium
+        },
+        requires_root: false,
+        identity: Identity::Launching,
+        confinement: if ran {
+            Confinement::Sandbox
+        } else {
+            Confinement::Unconfined
+        },
+        reasons: Vec::new(),
+        commands: None,
+    };
+    let result = CallResult {
+        call_id: CallId(call_id),
+        success: true,
+        exit_code: Some(0),
+        duration_ms: 3,
+        summary: "exit 0".into(),
+    };
+    if ran {
+        ReportedRow::Ran(RanRecord {
+            summary,
+            result,
+            policy: ConfigVersion::Absent,
+        })
+    } else {
+        ReportedRow::Finished {
+            summary,
+            decision: Decision::Approved,
+            result,
+        }
+    }
+}
+
+/// An executor that died after answering leaves its rows in the outbox; the next one
+/// hands them to approvald, which writes each row its audit lacks, once, and the outbox
+/// is emptied.
+#[tokio::test]
+async fn rows_an_earlier_executor_left_in_its_outbox_are_written_once() {
+    let w = wire().await;
+    // One of them reached approvald before the executor died: a real call's.
+    w.link.refresh().await;
+    assert!(outcome(&w, &stat(1, Path::new("/"))).await.success);
+    assert!(w.link.settle(Duration::from_secs(5)).await);
+    let before = rows(&w).await;
+    let [reached] = ids_of(&before, &[AuditKind::Call])[..] else {
+        panic!("{before:?}")
+    };
+    let reached = reached as u64;
+    let left = [
+        reported(reached, true),
+        reported(902, true),
+        reported(903, false),
+    ];
+    let path = w.dir.path().join(OUTBOX_FILE);
+    let bytes: Vec<u8> = left.iter().flat_map(|r| encode_entry(r).unwrap()).collect();
+    std::fs::write(&path, bytes).unwrap();
+    let found = read_entries::<ReportedRow>(&path).unwrap().entries;
+    assert_eq!(found.len(), 3);
+    w.link.recover(found).await;
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "outbox emptied");
+    let rows = rows(&w).await;
+    let mut calls = vec![902, reached as i64];
+    calls.sort_unstable();
+    assert_eq!(ids_of(&rows, &[AuditKind::Call]), calls, "{rows:?}");
+    assert_eq!(ids_of(&rows, &[AuditKind::Outcome]), vec![903], "{rows:?}");
+    let outcome = rows.iter().find(|r| r.record.call_id == 903).unwrap();
+    assert_eq!(outcome.record.decision.as_deref(), Some("approved"));
+    assert_eq!(
+        outcome.record.action.as_deref(),
+        Some("/bin/sh -c 'echo recovered-903'")
+    );
+    assert!(w.authority.store().verify().await.unwrap().is_intact());
 }
 
 /// Random tool arguments through the real executor → approvald path never close a

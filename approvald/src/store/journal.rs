@@ -9,36 +9,31 @@
 //! (`audit_journal.applied`), so replaying the journal at the next start stores exactly
 //! the rows that never reached the database, once.
 //!
-//! * Entry: `len` (u32 LE) | body (bincode: sequence number, time, record) | the first 8
-//!   bytes of the body's SHA-256. A torn or garbled entry ends the replay of its file (only
-//!   a power loss or a kernel crash can leave one; a killed process cannot, its writes are
-//!   in the page cache). The journal is as durable as the database (`synchronous=NORMAL`):
-//!   a process crash loses nothing, a power failure may lose the last moments of both.
-//! * Files: 0600 in the private `protocol/` directory, opened without following symlinks.
+//! * Entries: [`nl2sh_proto::journal`]'s (sequence number, time, record), one `write(2)`
+//!   each. The journal is as durable as the database (`synchronous=NORMAL`): a process
+//!   crash loses nothing, a power failure may lose the last moments of both.
+//! * Files: 0600 in the private `protocol/` directory.
 //!   When the file passes [`ROTATE_BYTES`] it is renamed to `audit-journal.1` (when no
 //!   such file is left) and a new one started; `.1` is removed once the writer has
 //!   committed its last entry. At a clean stop, with every entry committed, both go.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use nl2sh_proto::journal::{open_append, read_entries, remove, Entries};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::AuditRecord;
+
+pub use nl2sh_proto::journal::{decode_entries, encode_entry as encode};
 
 /// The journal, relative to the state directory.
 pub const JOURNAL_FILE: &str = "protocol/audit-journal";
 /// The file is rotated once it holds this many bytes.
 pub const ROTATE_BYTES: u64 = 256 * 1024;
-/// Longest entry body read back; a longer length is taken for garbage.
-const MAX_ENTRY_BYTES: usize = 1024 * 1024;
-const SUM_BYTES: usize = 8;
-const FILE_MODE: u32 = 0o600;
 
 /// One journalled row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,65 +44,8 @@ pub struct Entry {
     pub record: AuditRecord,
 }
 
-fn config() -> impl bincode::config::Config {
-    bincode::config::standard()
-}
-
-/// The bytes of `entry` as it is appended.
-pub fn encode(entry: &Entry) -> Result<Vec<u8>, io::Error> {
-    let body = bincode::serde::encode_to_vec(entry, config())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-    let len = u32::try_from(body.len())
-        .ok()
-        .filter(|&n| n as usize <= MAX_ENTRY_BYTES)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "journal entry too long"))?;
-    let mut out = Vec::with_capacity(4 + body.len() + SUM_BYTES);
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&body);
-    out.extend_from_slice(&Sha256::digest(&body)[..SUM_BYTES]);
-    Ok(out)
-}
-
-/// What a journal file held: its whole entries in order, and how many bytes after the
-/// last of them could not be read as one.
-#[derive(Debug, Default)]
-pub struct Contents {
-    pub entries: Vec<Entry>,
-    pub garbage_bytes: usize,
-}
-
-/// Decode every whole entry of `bytes`, stopping at the first that is not one.
-pub fn decode_all(bytes: &[u8]) -> Contents {
-    let mut read = Contents::default();
-    let mut at = 0;
-    while at < bytes.len() {
-        match decode_one(&bytes[at..]) {
-            Some((entry, used)) => {
-                read.entries.push(entry);
-                at += used;
-            }
-            None => {
-                read.garbage_bytes = bytes.len() - at;
-                break;
-            }
-        }
-    }
-    read
-}
-
-fn decode_one(bytes: &[u8]) -> Option<(Entry, usize)> {
-    let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
-    if len > MAX_ENTRY_BYTES {
-        return None;
-    }
-    let body = bytes.get(4..4 + len)?;
-    let sum = bytes.get(4 + len..4 + len + SUM_BYTES)?;
-    if Sha256::digest(body)[..SUM_BYTES] != *sum {
-        return None;
-    }
-    let (entry, used) = bincode::serde::decode_from_slice::<Entry, _>(body, config()).ok()?;
-    (used == len).then_some((entry, 4 + len + SUM_BYTES))
-}
+/// What the journal files held.
+pub type Contents = Entries<Entry>;
 
 /// The two files of the journal in `state_dir`: the older one first.
 pub fn paths(state_dir: &Path) -> [PathBuf; 2] {
@@ -122,15 +60,7 @@ pub fn paths(state_dir: &Path) -> [PathBuf; 2] {
 pub fn read_all(state_dir: &Path) -> io::Result<Contents> {
     let mut all = Contents::default();
     for path in paths(state_dir) {
-        let mut bytes = Vec::new();
-        match open_nofollow(&path, false) {
-            Ok(mut f) => {
-                f.read_to_end(&mut bytes)?;
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        }
-        let read = decode_all(&bytes);
+        let read = read_entries::<Entry>(&path)?;
         all.entries.extend(read.entries);
         all.garbage_bytes += read.garbage_bytes;
     }
@@ -143,26 +73,6 @@ pub fn unapplied(mut read: Contents, applied: u64) -> Vec<Entry> {
     read.entries.sort_by_key(|e| e.seq);
     read.entries.dedup_by_key(|e| e.seq);
     read.entries
-}
-
-fn open_nofollow(path: &Path, create: bool) -> io::Result<File> {
-    let mut options = OpenOptions::new();
-    if create {
-        options.append(true).create(true).mode(FILE_MODE);
-    } else {
-        options.read(true);
-    }
-    options
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-        .open(path)
-}
-
-/// Remove `path`; a missing file is fine.
-fn remove(path: &Path) -> io::Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
 }
 
 /// What the writer shares with the journal: the highest sequence number committed.
@@ -210,7 +120,7 @@ impl Journal {
         let [older, current] = paths(state_dir);
         remove(&older)?;
         remove(&current)?;
-        let file = open_nofollow(&current, true)?;
+        let file = open_append(&current)?;
         Ok(Journal {
             older,
             current,
@@ -226,7 +136,7 @@ impl Journal {
     /// Append `record` as answered at `time_ms`; its sequence number once it is written.
     pub fn append(&mut self, record: &AuditRecord, time_ms: i64) -> io::Result<u64> {
         if self.closed {
-            self.file = open_nofollow(&self.current, true)?;
+            self.file = open_append(&self.current)?;
             self.closed = false;
         }
         self.tidy();
@@ -263,8 +173,8 @@ impl Journal {
         if self.len < ROTATE_BYTES || self.older_last.is_some() {
             return;
         }
-        let rotated = std::fs::rename(&self.current, &self.older)
-            .and_then(|()| open_nofollow(&self.current, true));
+        let rotated =
+            std::fs::rename(&self.current, &self.older).and_then(|()| open_append(&self.current));
         match rotated {
             Ok(file) => {
                 self.file = file;
@@ -305,40 +215,6 @@ mod tests {
             time_ms: 1_700_000_000_000 + seq as i64,
             record,
         }
-    }
-
-    #[test]
-    fn entries_read_back_in_order() {
-        let mut bytes = Vec::new();
-        for seq in 1..=3 {
-            bytes.extend(encode(&entry(seq)).unwrap());
-        }
-        let read = decode_all(&bytes);
-        assert_eq!(read.entries, vec![entry(1), entry(2), entry(3)]);
-        assert_eq!(read.garbage_bytes, 0);
-    }
-
-    #[test]
-    fn a_torn_or_changed_entry_ends_the_file() {
-        let one = encode(&entry(1)).unwrap();
-        let two = encode(&entry(2)).unwrap();
-        // Torn: the second entry cut short.
-        let mut torn = one.clone();
-        torn.extend_from_slice(&two[..two.len() - 3]);
-        let read = decode_all(&torn);
-        assert_eq!(read.entries, vec![entry(1)]);
-        assert_eq!(read.garbage_bytes, two.len() - 3);
-        // Changed: one byte of the second body flipped, and a third entry after it.
-        let mut changed = one.clone();
-        let mut bad = two.clone();
-        bad[6] ^= 0x40;
-        changed.extend_from_slice(&bad);
-        changed.extend(encode(&entry(3)).unwrap());
-        assert_eq!(decode_all(&changed).entries, vec![entry(1)]);
-        // A length past the limit.
-        let mut huge = one;
-        huge.extend_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(decode_all(&huge).entries, vec![entry(1)]);
     }
 
     #[test]
@@ -387,25 +263,5 @@ mod tests {
         progress.commit_up_to(seq);
         journal.close();
         assert!(!current.exists() && !older.exists());
-    }
-
-    #[test]
-    fn the_journal_is_private_and_never_followed_through_a_symlink() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("protocol")).unwrap();
-        let mut journal = Journal::create(dir.path(), 0, Progress::starting_at(0)).unwrap();
-        journal
-            .append(&AuditRecord::new(AuditKind::Call, 1), 0)
-            .unwrap();
-        let [_, current] = paths(dir.path());
-        let mode = std::fs::metadata(&current).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-        drop(journal);
-        std::fs::remove_file(&current).unwrap();
-        let target = dir.path().join("elsewhere");
-        std::os::unix::fs::symlink(&target, &current).unwrap();
-        assert!(open_nofollow(&current, true).is_err());
-        assert!(!target.exists());
     }
 }

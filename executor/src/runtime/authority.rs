@@ -2,17 +2,19 @@
 //! ended, and the policy snapshot that lets a confined read-only call run without a round
 //! trip (see `nl2sh_proto::snapshot` for why that is exact).
 //!
-//! The names pair with approvald's `Authority`: `decide` ↔ `decide`, `finished` ↔
-//! `finished`, `ran` ↔ `ran`, `refresh` ↔ `policy_snapshot`.
+//! The names pair with approvald's `Authority`: `decide` ↔ `decide`, `report` ↔
+//! `finished` or `ran`, `recover` ↔ `recover`, `refresh` ↔ `policy_snapshot`.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use nl2sh_proto::channels::{
-    ActionSummary, AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CallResult,
-    ConfigVersion, Decision, PolicySnapshot, RanRecord,
+    ActionSummary, AuthorityRequest, AuthorityResponse, CallId, CallOrigin, ConfigVersion,
+    Decision, PolicySnapshot, ReportedRow,
 };
+
+use super::outbox::Outbox;
 use nl2sh_proto::rpc::RpcClient;
 use nl2sh_proto::snapshot::MAX_SNAPSHOT_ORIGINS;
 use nl2sh_proto::topology::ExecutorApprovald;
@@ -28,16 +30,29 @@ pub struct Authority {
     snapshot: RwLock<Option<PolicySnapshot>>,
     /// A snapshot request is on its way (at most one at a time).
     refreshing: AtomicBool,
+    /// Where answered calls' rows wait for approvald ([`Outbox`]); without one, an answer
+    /// waits for approvald's acknowledgement.
+    outbox: Option<Arc<Outbox>>,
 }
 
 impl Authority {
     /// No snapshot yet: until [`Self::refresh`] brings one, every call asks approvald.
     pub fn new(client: AuthorityClient, config_path: impl Into<PathBuf>) -> Arc<Self> {
+        Self::with_outbox(client, config_path, None)
+    }
+
+    /// Like [`Self::new`], answering calls once their rows are in `outbox`.
+    pub fn with_outbox(
+        client: AuthorityClient,
+        config_path: impl Into<PathBuf>,
+        outbox: Option<Arc<Outbox>>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             client,
             config_path: config_path.into(),
             snapshot: RwLock::new(None),
             refreshing: AtomicBool::new(false),
+            outbox,
         })
     }
 
@@ -114,26 +129,68 @@ impl Authority {
         }
     }
 
-    /// How a call approvald decided ended; returns once its row is committed, or why it
-    /// could not be.
-    pub async fn finished(&self, result: CallResult) -> Result<(), String> {
-        recorded(self.client.call(&AuthorityRequest::Finished(result)).await)
+    /// A call's last audit row (`Ran` or `Finished` to approvald). Returns once the row is
+    /// safe from a crash of any worker: kept in the outbox (approvald's acknowledgement
+    /// then arrives while the answer leaves), or else acknowledged by approvald; or why
+    /// it could not be.
+    pub async fn report(self: &Arc<Self>, row: ReportedRow) -> Result<(), String> {
+        let request = match &row {
+            ReportedRow::Ran(ran) => AuthorityRequest::Ran(ran.clone()),
+            ReportedRow::Finished { result, .. } => AuthorityRequest::Finished(result.clone()),
+        };
+        let kept = self
+            .outbox
+            .as_ref()
+            .and_then(|outbox| Some((outbox.clone(), outbox.keep(&row)?)));
+        let Some((outbox, pending)) = kept else {
+            return recorded(self.client.call(&request).await);
+        };
+        let this = self.clone();
+        tokio::spawn(async move {
+            match recorded(this.client.call(&request).await) {
+                Ok(()) => outbox.acknowledged(pending),
+                Err(why) => {
+                    tracing::error!(call_id = %row.call_id(), error = %why, "approvald did not record an answered call's row");
+                    outbox.kept_for_next_start(pending);
+                }
+            }
+        });
+        Ok(())
     }
 
-    /// A call let run under the snapshot of `policy`, and how it ended; returns once its
-    /// row is committed, or why it could not be.
-    pub async fn ran(
-        &self,
-        summary: ActionSummary,
-        result: CallResult,
-        policy: ConfigVersion,
-    ) -> Result<(), String> {
-        let record = RanRecord {
-            summary,
-            result,
-            policy,
+    /// Hand approvald the rows an earlier executor left in the outbox, before any call;
+    /// the outbox is emptied once approvald has every one.
+    pub async fn recover(&self, rows: Vec<ReportedRow>) {
+        let Some(outbox) = &self.outbox else {
+            return;
         };
-        recorded(self.client.call(&AuthorityRequest::Ran(record)).await)
+        let total = rows.len();
+        let mut failed = 0;
+        for row in rows {
+            let call_id = row.call_id();
+            if let Err(why) = recorded(self.client.call(&AuthorityRequest::Recover(row)).await) {
+                tracing::error!(%call_id, error = %why, "an answered call's row was not recovered; it stays in the outbox");
+                failed += 1;
+            }
+        }
+        if total > 0 {
+            tracing::info!(
+                rows = total,
+                failed,
+                "audit outbox of the last executor handed to approvald"
+            );
+        }
+        if failed == 0 {
+            outbox.recovered();
+        }
+    }
+
+    /// Wait (up to `limit`) until approvald has every row this executor answered for.
+    pub async fn settle(&self, limit: std::time::Duration) -> bool {
+        match &self.outbox {
+            Some(outbox) => outbox.settle(limit).await,
+            None => true,
+        }
     }
 }
 

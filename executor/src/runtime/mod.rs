@@ -9,6 +9,7 @@
 pub mod authority;
 pub mod exec;
 pub mod locks;
+pub mod outbox;
 pub mod pipeline;
 pub mod schema;
 

@@ -19,7 +19,7 @@ use crate::sandbox::{Availability, Sandbox};
 use crate::sys::ChildSetup;
 use nl2sh_proto::channels::{
     ActionSummary, CallId, CallResult, Confinement, Correlation, Decision, InvokeRequest,
-    RiskLevel, ToolOutcome, ToolSpec,
+    RanRecord, ReportedRow, RiskLevel, ToolOutcome, ToolSpec,
 };
 use nl2sh_proto::limits::{
     MAX_ACTION_BYTES, MAX_ARGUMENT_JSON_BYTES, MAX_ID_BYTES, MAX_REASONS, MAX_REASON_BYTES,
@@ -286,7 +286,7 @@ impl Pipeline {
             }
             _ => None,
         };
-        let (decision, reason, snapshot) = match fast {
+        let (decision, reason, snapshot, asked) = match fast {
             Some((authority, version)) => (
                 Decision::Allowed,
                 String::new(),
@@ -299,8 +299,12 @@ impl Pipeline {
                         ..summary
                     },
                 )),
+                None,
             ),
             None => {
+                // Kept for the outcome row: approvald may have to write it after a restart
+                // that made it forget this call.
+                let asked = summary.clone();
                 let (decision, reason) = tokio::select! {
                     d = self.decide(summary) => d,
                     () = cancel.cancelled() => {
@@ -311,7 +315,7 @@ impl Pipeline {
                         ));
                     }
                 };
-                (decision, reason, None)
+                (decision, reason, None, Some(asked))
             }
         };
         // Unasked and read-only: whatever the caller chose runs in the sandbox, whatever
@@ -363,15 +367,37 @@ impl Pipeline {
                 (prepared.run)(ctx).await
             }
         };
-        // Audit the outcome; the answer leaves only once its row is committed, so nothing
-        // answered is missing from the audit, whatever dies next.
+        // Audit the outcome; the answer leaves only once its row is safe from a crash of
+        // any worker (kept in the outbox, or committed), so nothing answered is missing
+        // from the audit.
         let record = call_result(call_id, &result, started);
-        let audited = match (snapshot, &self.authority) {
-            (Some((authority, version, summary)), _) => {
-                authority.ran(summary, record, version).await
-            }
-            (None, Some(authority)) => authority.finished(record).await,
-            (None, None) => Ok(()),
+        let row = match snapshot {
+            Some((authority, version, summary)) => Some((
+                authority,
+                ReportedRow::Ran(RanRecord {
+                    summary,
+                    result: record,
+                    policy: version,
+                }),
+            )),
+            None => self
+                .authority
+                .clone()
+                .zip(asked)
+                .map(|(authority, summary)| {
+                    (
+                        authority,
+                        ReportedRow::Finished {
+                            summary,
+                            decision,
+                            result: record,
+                        },
+                    )
+                }),
+        };
+        let audited = match row {
+            Some((authority, row)) => authority.report(row).await,
+            None => Ok(()),
         };
         if let Err(why) = audited {
             tracing::error!(%call_id, error = %why, "a finished call's audit row was not recorded");

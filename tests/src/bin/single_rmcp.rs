@@ -13,7 +13,8 @@
 //!   through an `RpcClient`, so one in-process socketpair remains:
 //!   `--authority bare` (default) answers it in this process without storing anything
 //!   (read-only allowed, the rest refused); `--authority audited` answers it with
-//!   approvald's real `Authority` and SQLite store in a private state directory.
+//!   approvald's real `Authority` and SQLite store in a private state directory, with the
+//!   executor's audit outbox beside it.
 //!
 //! Usage: `single_rmcp --port N [--authority bare|audited] [--state-dir DIR]`, token from
 //! `NL2SH_PROTOCOL_TOKEN`. Binds 127.0.0.1 only and prints `Listening on: ADDR`.
@@ -199,6 +200,7 @@ async fn bare_authority() -> Result<Arc<AuthorityLink>, String> {
             }
             AuthorityRequest::Finished(_)
             | AuthorityRequest::Ran(_)
+            | AuthorityRequest::Recover(_)
             | AuthorityRequest::Withdraw { .. } => AuthorityResponse::Recorded,
             // The rule above as a snapshot: no configuration file, reads run unasked.
             AuthorityRequest::Policy => AuthorityResponse::Policy(PolicySnapshot {
@@ -229,7 +231,10 @@ async fn audited_authority(state_dir: &std::path::Path) -> Result<Arc<AuthorityL
     let (ours, theirs) = pair::<ExecutorApprovald>().map_err(|e| e.to_string())?;
     tokio::spawn(nl2sh_approvald::dispatch::serve_executor(theirs, authority));
     let (client, _) = RpcClient::start(ours).await.map_err(|e| e.to_string())?;
-    let link = AuthorityLink::new(client, config);
+    // The executor's outbox too, so that a call is answered as the tree answers it.
+    let (outbox, _) =
+        nl2sh_executor::runtime::outbox::Outbox::open(state_dir).map_err(|e| e.to_string())?;
+    let link = AuthorityLink::with_outbox(client, config, Some(Arc::new(outbox)));
     link.refresh().await;
     Ok(link)
 }
