@@ -1,0 +1,513 @@
+#!/bin/sh
+# The checks of one scripts/kernel-test guest, run by /init as root. Every check prints
+#   KT RESULT <name> PASS|FAIL <detail>
+# on the serial console; scripts/kernel-test collects them. Other lines: KT INFO (what
+# the guest reports: kernel, Landlock ABI, nl2sh_inspect's sandbox and netd objects),
+# KT TIME (seconds since boot), KT LOG (a log's tail after a failure).
+#
+# The attacker is /usr/bin/lsusb: tests/kernel/kt.c installed under a name nl2sh's
+# assessment reads as read-only, standing for any read-only-looking program an attacker
+# controls. Its paths are hex-encoded, so the assessment cannot see them either: whatever
+# it tries, only the kernel sandbox can stop. Everything talks to 127.0.0.1 only; the
+# guest has no other interface.
+set -u
+KT=/run/kt # the harness's own files: root only, outside every snapshot
+mkdir -p -m 0700 $KT
+FAILS=0
+DENY=${KT_DENY:-}
+
+say() { echo "KT $*"; }
+oneline() { tr '\n\r' '  ' | cut -c1-400; }
+pass() { say "RESULT $1 PASS $(echo "${2:-}" | oneline)"; }
+fail() {
+  say "RESULT $1 FAIL $(echo "${2:-}" | oneline)"
+  FAILS=$((FAILS + 1))
+}
+check() { # name detail command...: PASS when the command succeeds
+  name=$1 detail=$2
+  shift 2
+  if "$@"; then pass "$name" "$detail"; else fail "$name" "$detail"; fi
+}
+verdict() { # status name detail: PASS when status is 0 (`cond && cond; verdict $? ...`)
+  if [ "$1" = 0 ]; then pass "$2" "${3:-}"; else fail "$2" "${3:-}"; fi
+}
+has() { printf '%s\n' "$2" | grep -Eq -- "$1"; } # ERE text
+now() { cut -d' ' -f1 /proc/uptime; }
+log_tail() { # file: its last lines, for a failure
+  tail -n "${2:-15}" "$1" 2>/dev/null | while IFS= read -r l; do say "LOG $(basename "$1"): $l"; done
+}
+hex() { printf 'hex:'; printf %s "$1" | od -An -tx1 | tr -d ' \n'; }
+json_str() { printf %s "$1" | sed 's/\\/\\\\/g; s/"/\\"/g'; }
+wait_for() { # seconds command...: poll until the command succeeds
+  t=$(($1 * 10))
+  shift
+  while ! "$@" 2>/dev/null; do
+    t=$((t - 1))
+    [ $t -gt 0 ] || return 1
+    usleep 100000
+  done
+}
+
+# ---------- MCP over loopback ----------
+
+INIT='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"kernel-test","version":"0"}}}'
+tool() { # port tool arguments-json: the tools/call response
+  kt post "$1" /mcp "$TOKEN" \
+    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"$2\",\"arguments\":$3}}"
+}
+invoke() { # port device-tool arguments-json: nl2sh_invoke's output object
+  tool "$1" nl2sh_invoke "{\"tool\":\"$2\",\"arguments\":$3}" | kt json result.structuredContent.output
+}
+run() { # port command-line: shell.exec, unasked; output object (also kept for the secret scan)
+  out=$(invoke "$1" shell.exec "{\"command\":\"$(json_str "$2")\"}")
+  printf '%s\n%s\n' "$2" "$out" >>$KT/outputs
+  printf '%s' "$out"
+}
+field() { printf '%s\n' "$1" | kt json "$2" 2>/dev/null; } # json path
+initialized() { kt post "$1" /mcp "$TOKEN" "$INIT" 2>/dev/null | grep -q '"protocolVersion":"2025-11-25"'; }
+
+SERVE_PID=
+start_tree() { # name port config [prefix...]: nl2sh protocol serve in the background
+  name=$1 port=$2 config=$3
+  shift 3
+  "$@" nl2sh --config "$config" protocol serve --host 127.0.0.1 --port "$port" \
+    >$KT/$name.out 2>$KT/$name.err &
+  SERVE_PID=$!
+  wait_for 90 grep -q 'MCP URL:' $KT/$name.out
+}
+stop_tree() { # name: SIGTERM, wait; true when it exited 0 and no worker is left
+  kill -TERM "$SERVE_PID" 2>/dev/null
+  wait "$SERVE_PID"
+  code=$?
+  wait_for 10 no_workers && [ $code = 0 ]
+}
+workers() { # pids of the workers of $SERVE_PID: "role pid" lines
+  for p in /proc/[0-9]*; do
+    [ "$(awk '/^PPid:/ {print $2}' $p/status 2>/dev/null)" = "$SERVE_PID" ] || continue
+    echo "$(cat $p/comm 2>/dev/null) ${p#/proc/}"
+  done
+}
+worker() { workers | awk -v r="nl2sh-$1" '$1 == r {print $2}'; }
+no_workers() { ! grep -qs '^nl2sh' /proc/[0-9]*/comm; }
+in_range() { # processes whose uid is in the sandbox range (0x90000000 + 64)
+  for p in /proc/[0-9]*; do
+    u=$(awk '/^Uid:/ {print $2}' $p/status 2>/dev/null)
+    [ -n "$u" ] && [ "$u" -ge 2415919104 ] && [ "$u" -lt 2415919168 ] && echo "${p#/proc/}"
+  done
+}
+make_config() { # path extra-lines
+  mkdir -p "$(dirname "$1")"
+  printf 'protocol_token = "%s"\napproval_timeout_secs = 1\n%s' "$TOKEN" "${2:-}" >"$1"
+}
+
+# ---------- the guest: secrets, victims, services ----------
+
+TOKEN=KTSECRET-token-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >/etc/passwd
+printf 'root:x:0:\nshadow:x:42:\nnogroup:x:65534:\n' >/etc/group
+echo 'root:KTSECRET-shadow-hash:19000:0:99999:7:::' >/etc/shadow
+chown 0:42 /etc/shadow && chmod 0640 /etc/shadow
+echo kt-guest >/etc/hostname && hostname kt-guest
+mkdir -p -m 0755 /root/.ssh /srv/deploy /data/data/com.example.bank /data/adb /data/shared
+chmod 0755 /root /data
+echo KTSECRET-ssh-key >/root/.ssh/id_ed25519 && chmod 0644 /root/.ssh/id_ed25519 # a mask's job
+echo KTSECRET-deploy-key >/srv/deploy/key && chmod 0600 /srv/deploy/key          # the uid's job
+echo KTSECRET-app-token >/data/data/com.example.bank/token && chmod 0644 /data/data/com.example.bank/token
+echo original >/data/victim && chmod 0666 /data/victim # world-writable: only the mounts hold it
+chmod 0777 /data/shared
+echo lock-me >/data/lockme
+CONF=/data/adb/nl2sh/config.toml
+make_config $CONF
+chmod 0755 /data/adb /data/adb/nl2sh && chmod 0644 $CONF # world-readable: only the mask hides it
+MODDIR=/lib/modules/$(uname -r)
+UINPUT_KO=$(find $MODDIR -name 'uinput.ko*' | head -1)
+
+sleep 100000 &
+VICTIM=$!
+nc -l -p 9000 >$KT/nc.out 2>&1 &
+LISTENER=$!
+mkdir -p -m 0755 /run/svc
+kt serve-unix /run/svc/service.sock kt-abstract-service >$KT/svc.out 2>&1 &
+SERVICE=$!
+SHM_ID=$(kt ipc-setup 4242)
+
+# What nl2sh will find (a simulated older kernel has no Landlock system calls).
+if [ -n "$DENY" ]; then PREFIX="kt deny $DENY --"; else PREFIX=; fi
+LANDLOCK_ABI=$($PREFIX kt landlock-abi)
+say "INFO kernel $(uname -r)"
+say "INFO landlock_abi $LANDLOCK_ABI"
+say "INFO lsm $(cat /sys/kernel/security/lsm 2>/dev/null || echo '?')"
+say "INFO userns max_user_namespaces=$(cat /proc/sys/user/max_user_namespaces) unprivileged_userns_clone=$(cat /proc/sys/kernel/unprivileged_userns_clone 2>/dev/null || echo -)"
+say "INFO simulated ${DENY:-none}"
+
+snapshot() { # what an unasked command must not change (nl2sh's own state aside)
+  dirs="/etc /data /root /srv /tmp /bin /sbin /usr /lib /run/svc /dev"
+  { find $dirs -type f -exec stat -c '%n %a %u %g %s %Y' {} + -exec md5sum {} +
+    find $dirs ! -type f -exec stat -c '%n %F %a %u %g' {} +
+  } 2>/dev/null | grep -v -e '^/data/adb/nl2sh/config\.' -e '^/dev/pts' \
+    -e '^[0-9a-f]* */data/adb/nl2sh/config\.' | sort
+  echo "hostname $(hostname) $(cat /proc/sys/kernel/hostname)"
+  ip -o link | cut -d' ' -f2,3,9
+  cut -d' ' -f1 /proc/modules | sort
+  cat /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem
+  cat /proc/sys/net/ipv4/ip_forward /proc/sys/kernel/sysrq
+  cut -d' ' -f2,3,4 /proc/1/mounts
+}
+
+# ---------- 1. the binary ----------
+
+say "TIME start $(now)"
+v=$(nl2sh --version 2>&1)
+has '^nl2sh [0-9]+\.[0-9]+\.[0-9]+$' "$v"
+verdict $? version "$v"
+
+# ---------- 2. the tree, MCP, inspect ----------
+
+snapshot >$KT/before
+t0=$(now)
+if start_tree main 8765 $CONF $PREFIX; then
+  pass serve-start "$(grep 'MCP URL' $KT/main.out) in $(awk "BEGIN {print $(now) - $t0}")s"
+else
+  fail serve-start "no startup block"
+  log_tail $KT/main.err 30
+  say "DONE-EARLY"
+  exit 1
+fi
+w=$(workers | sort | tr '\n' ' ')
+[ "$(workers | wc -l)" = 3 ]
+verdict $? tree-workers "$w"
+netd=$(worker netd)
+st=$(grep -E '^(Uid|NoNewPrivs|Seccomp|CapEff|CapBnd):' /proc/$netd/status | tr -s '\t ' ' ' | tr '\n' ' ')
+say "INFO netd-status $st"
+has 'Uid: 65534 ' "$st" && has 'NoNewPrivs: 1' "$st" && has 'Seccomp: 2' "$st" &&
+  has 'CapEff: 0{16}' "$st" && has 'CapBnd: 0{16}' "$st"
+verdict $? netd-kernel-view "$st"
+
+r=$(kt post 8765 /mcp "$TOKEN" "$INIT" 2>&1)
+[ "$(field "$r" result.protocolVersion)" = 2025-11-25 ]
+verdict $? mcp-initialize "$(field "$r" result.serverInfo)"
+r=$(kt post 8765 /mcp - "$INIT" 2>&1)
+has 'HTTP 401' "$r"
+verdict $? mcp-no-token-401 "$(echo "$r" | tail -1)"
+
+inspect=$(tool 8765 nl2sh_inspect '{}')
+sandbox=$(field "$inspect" result.structuredContent.sandbox)
+netdr=$(field "$inspect" result.structuredContent.netd)
+say "INFO inspect-sandbox $sandbox"
+say "INFO inspect-netd $netdr"
+say "INFO inspect-kernel $(field "$inspect" result.structuredContent.os)"
+[ "$(field "$sandbox" active)" = true ]
+verdict $? sandbox-active "$(field "$sandbox" mount_namespace)"
+nseccomp=$(field "$netdr" seccomp)
+has '^on \(' "$nseccomp"
+verdict $? netd-seccomp "$nseccomp"
+# Landlock as the kernel has it: off where the LSM is not active, never claimed beyond.
+sl=$(field "$sandbox" landlock)
+nl=$(field "$netdr" landlock)
+if [ "$LANDLOCK_ABI" = 0 ]; then
+  has '^off' "$sl" && has '^off' "$nl"
+  verdict $? landlock-reported "kernel ABI 0; sandbox: $sl; netd: $nl"
+else
+  has '^(on|partial)' "$sl" && has '^(on|partial)' "$nl"
+  verdict $? landlock-reported "kernel ABI $LANDLOCK_ABI; sandbox: $sl; netd: $nl"
+fi
+
+# ---------- 3. what an unasked command gets ----------
+
+say "TIME sandbox $(now)"
+out=$(run 8765 "grep -E '^(Uid|Gid|Groups|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status")
+st=$(field "$out" stdout | tr -s '\t ' ' ' | tr '\n' ' ')
+[ "$(field "$out" sandboxed)" = true ] && has 'Uid: 24159191[0-9]{2} ' "$st" &&
+  has 'Groups: (Cap|$)' "$st" && has 'CapEff: 0{16}' "$st" && has 'CapBnd: 0{16}' "$st" &&
+  has 'CapAmb: 0{16}' "$st" && has 'NoNewPrivs: 1' "$st" && has 'Seccomp: 2' "$st"
+verdict $? sandbox-identity "$st"
+for c in 'ls /' 'cat /proc/cpuinfo' 'ps' 'ip addr' 'df' 'uname -a'; do
+  out=$(run 8765 "$c")
+  [ "$(field "$out" sandboxed)" = true ] && [ "$(field "$out" exit_code)" = 0 ]
+  verdict $? "everyday-$(echo "$c" | tr ' /' '-_')" "exit $(field "$out" exit_code)"
+done
+
+# attack NAME WANT ARGS...: `lsusb ARGS` unasked; WANT is an ERE over the kernel's error
+# name (or `done`, for the positive controls). Passes only if the call ran in the sandbox.
+attack() {
+  name=$1 want=$2
+  shift 2
+  out=$(run 8765 "lsusb $*")
+  line=$(field "$out" stdout | grep '^KTR:' | head -1)
+  case "$line" in
+    KTR:refused:*) got=${line#KTR:refused:} got=${got%%:*} ;;
+    KTR:done:*) got=done ;;
+    *) got="no-result" ;;
+  esac
+  sb=$(field "$out" sandboxed)
+  if [ "$sb" = true ] && echo "$got" | grep -Eqx "$want"; then
+    pass "proof-$name" "$got"
+  else
+    fail "proof-$name" "sandboxed=$sb got=$got want=$want: $out"
+  fi
+}
+
+# Positive controls: the attacker runs, and what a reader needs works.
+attack scratch-writable done scratch
+attack pair-stream done pair-stream
+attack netlink-route done netlink 0
+attack getlk done getlk "$(hex /data/lockme)"
+# Writes and deletes, anywhere.
+attack write-data 'EROFS' write "$(hex /data/victim)"
+attack append-data 'EROFS' append "$(hex /data/victim)"
+attack create-shared 'EROFS' write "$(hex /data/shared/new)"
+attack write-tmp 'EROFS' write "$(hex /tmp/kt-new)"
+attack write-devshm 'EROFS|ENOENT' write "$(hex /dev/shm/kt-new)"
+attack write-etc 'EROFS|EACCES' write "$(hex /etc/passwd)"
+attack write-nl2sh 'EROFS|EACCES|ETXTBSY' write "$(hex /usr/bin/nl2sh)"
+attack write-config 'EROFS|EACCES' write "$(hex $CONF)"
+attack unlink 'EROFS' unlink "$(hex /data/victim)"
+attack rename 'EROFS' rename "$(hex /data/victim)" "$(hex /data/moved)"
+attack chmod 'EROFS|EPERM' chmod "$(hex /data/victim)"
+attack truncate 'EROFS' truncate "$(hex /data/victim)"
+attack mkdir 'EROFS' mkdir "$(hex /data/shared/dir)"
+attack symlink 'EROFS' symlink "$(hex /data/shared/link)"
+attack mknod 'EROFS|EPERM' mknod "$(hex /data/shared/node)"
+attack sysctl 'EROFS|EACCES' write "$(hex /proc/sys/kernel/hostname)"
+attack sysrq 'EROFS|EACCES' write "$(hex /proc/sysrq-trigger)"
+attack sysfs 'EROFS|EACCES' write "$(hex /sys/kernel/mm/transparent_hugepage/enabled)"
+attack block-device 'ENOENT' write "$(hex /dev/loop0)"
+attack uinput 'ENOENT|EACCES' uinput
+attack dev-mem 'ENOENT' read "$(hex /dev/mem)"
+# Secrets: masked places, private files, other processes.
+attack read-shadow 'EACCES' read "$(hex /etc/shadow)"
+attack read-ssh-key 'EACCES|ENOENT' read "$(hex /root/.ssh/id_ed25519)"
+attack read-app-data 'EACCES|ENOENT' read "$(hex /data/data/com.example.bank/token)"
+attack read-config 'EACCES' read "$(hex $CONF)"
+attack read-state-dir 'EACCES' opendir "$(hex /data/adb/nl2sh/config.state)"
+attack read-private 'EACCES' read "$(hex /srv/deploy/key)"
+attack read-init-environ 'EACCES' read "$(hex /proc/1/environ)"
+attack read-via-proc-root 'EACCES' read "$(hex /proc/1/root/etc/shadow)"
+attack read-supervisor-mem 'EACCES|EPERM' read "$(hex /proc/$SERVE_PID/mem)"
+attack read-netd-fd 'EACCES|EPERM' read "$(hex /proc/$netd/fd/0)"
+attack open-by-handle 'EPERM' open_by_handle "$(hex /srv/deploy/key)"
+# Signals and processes outside the call.
+attack kill-victim 'ESRCH|EPERM' kill "$VICTIM"
+attack kill-supervisor 'ESRCH|EPERM' kill "$SERVE_PID"
+attack kill-init 'ESRCH|EPERM' kill 1
+attack kill-everything 'ESRCH|EPERM|done' kill-all
+attack ptrace 'ESRCH|EPERM' ptrace "$VICTIM"
+attack setuid-root 'EPERM' setuid0
+attack daemon 'done' daemon 777.5
+range_empty() { [ -z "$(in_range)" ]; }
+wait_for 5 range_empty
+left=$(in_range | tr '\n' ' ')
+check nothing-outlives-the-call "left: ${left:-none}" [ -z "$left" ]
+# The network (loopback only: there is nothing else).
+attack tcp-listener 'EPERM|EACCES' tcp 127.0.0.1 9000
+attack tcp-netd 'EPERM|EACCES' tcp 127.0.0.1 8765
+attack tcp6 'EPERM|EACCES' tcp6 ::1 9000
+attack udp 'EPERM' udp 127.0.0.1 9000
+attack tcp-bind 'EPERM|EACCES' listen 9001
+attack packet-socket 'EPERM' packet
+attack netlink-uevent 'EPERM' netlink 15
+# The device's services over Unix sockets.
+attack unix-named 'EPERM' unix "$(hex /run/svc/service.sock)"
+attack unix-abstract 'EPERM' unix-abstract kt-abstract-service
+attack unix-dgram 'EPERM' unix-dgram "$(hex /run/svc/service.sock.dgram)"
+attack unix-pair-dgram 'EPERM' pair-dgram "$(hex /run/svc/service.sock.dgram)"
+# File locks: a reader must not block the device's writers.
+attack flock 'ENOLCK' flock "$(hex /data/lockme)"
+attack posix-lock 'ENOLCK' posix-lock "$(hex /data/lockme)"
+attack ofd-lock 'ENOLCK' ofd-lock "$(hex /data/lockme)"
+attack lease 'ENOLCK|EACCES|EPERM' lease "$(hex /data/lockme)"
+# System V IPC and POSIX queues: its own namespace (what it makes dies with it), or refused.
+attack ipc-device-segment 'ENOENT|EPERM|ENOSYS' shm-find 4242
+attack ipc-shm 'done|EPERM|ENOSYS' shm-make
+attack ipc-msg 'done|EPERM|ENOSYS' msg-make
+attack ipc-sem 'done|EPERM|ENOSYS' sem-make
+attack ipc-mq 'done|EPERM|ENOSYS|EACCES' mq-make
+ipc=$(cat /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem | awk 'NR > 1 && $0 !~ /key/' | wc -l)
+check ipc-left-behind "$ipc object(s) in the device's namespace (1 is the device's own segment)" [ "$ipc" = 1 ]
+# Escapes: namespaces, mounts, the root, the kernel.
+attack unshare-user 'EPERM' unshare user
+attack clone-userns 'EPERM' clone-userns
+attack unshare-mount 'EPERM' unshare mount
+attack unshare-net 'EPERM' unshare net
+attack setns-init 'EPERM|EACCES' setns "$(hex /proc/1/ns/mnt)"
+attack chroot 'EPERM' chroot /
+attack mount 'EPERM' mount "$(hex /data/shared)"
+attack remount-rw 'EPERM' remount-rw "$(hex /data)"
+attack umount-mask 'EPERM' umount "$(hex /data/adb)"
+attack pivot-root 'EPERM' pivot_root / /
+attack bpf 'EPERM' bpf
+attack perf 'EPERM|EACCES' perf
+attack io-uring 'EPERM' io_uring
+attack userfaultfd 'EPERM' userfaultfd
+attack keyctl 'EPERM' keyctl
+attack load-module 'EPERM|ENOENT' finit_module "$(hex "$UINPUT_KO")"
+attack unload-module 'EPERM' delete_module uinput
+attack reboot 'EPERM' reboot
+attack sethostname 'EPERM' sethostname
+attack settime 'EPERM' settime
+attack swapoff 'EPERM' swapoff
+attack kernel-log 'EPERM' syslog
+# Resources: bounded per call.
+attack memory 'ENOMEM' alloc 2048
+out=$(run 8765 "lsusb forkbomb 400")
+n=$(field "$out" stdout | awk '/^forked/ {print $2}')
+[ -n "$n" ] && [ "$n" -lt 256 ] && [ "$(field "$out" sandboxed)" = true ]
+verdict $? proof-forkbomb "forked ${n:-?} of 400 (limit 256)"
+
+# File tools read as the sandbox too.
+out=$(invoke 8765 fs.read "{\"path\":\"/srv/deploy/key\"}")
+has 'Permission denied' "$out" && ! has KTSECRET "$out"
+verdict $? fs-read-private "$(field "$out" error)"
+
+# Asking to run outside the sandbox waits for a person (none here: it expires, nothing runs).
+out=$(invoke 8765 shell.exec '{"command":"id -u","unconfined":true}')
+has expired "$out" && [ "$(field "$out" sandboxed)" != true ]
+verdict $? unconfined-waits "$(field "$out" error)"
+
+# Nothing outside changed; no secret reached an answer.
+snapshot >$KT/after
+changes=$(diff $KT/before $KT/after | grep '^[-+][^-+]' | head -5)
+check nothing-changed "${changes:-no difference}" [ -z "$changes" ]
+check victims-alive "victim $VICTIM, listener $LISTENER, unix service $SERVICE" \
+  kill -0 $VICTIM $LISTENER $SERVICE
+arrived=$(cat $KT/nc.out $KT/svc.out | grep -v 'KTSVC ready' | head -3)
+[ -z "$arrived" ]
+verdict $? no-connection-arrived "${arrived:-nothing reached the listeners}"
+leaks=$(grep -o 'KTSECRET-[a-z-]*' $KT/outputs | sort -u | tr '\n' ' ')
+check no-secret-in-answers "${leaks:-none}" [ -z "$leaks" ]
+
+# ---------- 4. SIGKILL of each worker: the same URL answers again ----------
+
+say "TIME recovery $(now)"
+for role in netd executor approvald; do
+  pid=$(worker $role)
+  t0=$(now)
+  kill -KILL "$pid"
+  if wait_for 20 initialized 8765; then
+    t=$(awk "BEGIN {printf \"%.2f\", $(now) - $t0}")
+    out=$(run 8765 'id -u')
+    new=$(worker $role)
+    [ "$(field "$out" sandboxed)" = true ] && [ -n "$new" ] && [ "$new" != "$pid" ]
+    verdict $? "sigkill-$role" "answered again after ${t}s; a sandboxed id -u then said $(field "$out" stdout)"
+  else
+    fail "sigkill-$role" "no answer within 20 s"
+    log_tail $KT/main.err
+  fi
+done
+restarts=$(kt json restarts </data/adb/nl2sh/config.state/protocol/connection.json 2>/dev/null)
+check restarts-recorded "connection.json restarts=$restarts" [ "$restarts" = 3 ]
+
+# ---------- 5. lifecycle: SIGTERM ends the tree cleanly ----------
+
+say "TIME lifecycle $(now)"
+t0=$(now)
+if stop_tree main; then
+  pass sigterm-clean-exit "exit 0, no worker left, in $(awk "BEGIN {print $(now) - $t0}")s"
+else
+  fail sigterm-clean-exit "exit $code"
+  log_tail $KT/main.err
+fi
+left=$(in_range | tr '\n' ' ')
+check nothing-left-running "sandbox uids: ${left:-none}" [ -z "$left" ]
+
+# The managed service: start, status, an MCP call, stop.
+SVC=/data/adb/nl2sh-svc/config.toml
+make_config $SVC 'protocol_start_with_service = true
+protocol_service_port = 8766
+'
+nl2sh --config $SVC service start >$KT/svc-start.out 2>&1
+c1=$?
+nl2sh --config $SVC service status >/dev/null 2>&1
+c2=$?
+initialized 8766
+c3=$?
+nl2sh --config $SVC service stop >$KT/svc-stop.out 2>&1
+c4=$?
+wait_for 10 no_workers
+nl2sh --config $SVC service status >/dev/null 2>&1
+c5=$?
+check service-lifecycle "start $c1, status $c2, initialize $c3, stop $c4, status after $c5 (want 0 0 0 0 3)" \
+  [ "$c1 $c2 $c3 $c4 $c5" = "0 0 0 0 3" ]
+[ "$c1" = 0 ] || log_tail $KT/svc-start.out
+
+# ---------- 6. an essential part missing: nothing runs unconfined ----------
+
+say "TIME fail-closed $(now)"
+# fail_closed NAME REASON-ERE [prefix...]: a tree whose sandbox cannot be complete.
+fail_closed() {
+  name=$1 want=$2
+  shift 2
+  conf=/data/adb/nl2sh-$name/config.toml
+  make_config $conf
+  if ! start_tree "$name" 8767 $conf "$@"; then
+    fail "fail-closed-$name" "did not start: $(tail -3 $KT/$name.err)"
+    log_tail $KT/$name.err
+    return
+  fi
+  sb=$(tool 8767 nl2sh_inspect '{}' | kt json result.structuredContent.sandbox)
+  out=$(run 8767 'ls /')
+  reason=$(field "$sb" reason)
+  say "INFO fail-closed-$name $sb"
+  if [ "$(field "$sb" active)" = false ] && echo "$reason" | grep -Eq "$want" &&
+    [ "$(field "$out" sandboxed)" != true ] && echo "$out" | grep -q 'not run'; then
+    pass "fail-closed-$name" "sandbox off ($reason); ls / waited and expired: $(field "$out" error)"
+  else
+    fail "fail-closed-$name" "sandbox: $sb; ls /: $out"
+  fi
+  stop_tree "$name" || fail "fail-closed-$name-stop" "exit $code"
+}
+# Another program runs as a uid of the range.
+setpriv --reuid=2415919105 --regid=2415919105 --clear-groups sleep 1000 &
+STRANGER=$!
+fail_closed stranger "not started by nl2sh" $PREFIX
+kill $STRANGER
+wait $STRANGER 2>/dev/null
+# nl2sh is not root (it cannot switch to the sandbox identity).
+mkdir -p /data/user-home && chown 1000:1000 /data/user-home
+conf=/data/user-home/config.toml
+make_config $conf && chown 1000:1000 $conf
+fail_closed not-root "not root" $PREFIX setpriv --reuid=1000 --regid=1000 --clear-groups env HOME=/data/user-home
+# Kernels without a mount namespace or without seccomp (simulated: kt's filter answers the
+# way such a kernel would).
+fail_closed no-mount-namespace "mount namespace" kt deny "${DENY:+$DENY,}nomntns" --
+fail_closed no-seccomp "seccomp" kt deny "${DENY:+$DENY,}noseccomp" --
+say "INFO netd-without-seccomp $(grep -o 'netd confined.*' $KT/no-seccomp.err | head -1)"
+
+# ---------- 7. netd's filter kills a forbidden call (test-hook build) ----------
+
+say "TIME netd-hook $(now)"
+# nl2sh-hook: the same sources built with debug assertions, which compile in netd's
+# NL2SH_TEST_NETD_VIOLATION hook (release builds have none): right after start, the first
+# netd attempts the violation; the supervisor restarts the workers.
+if [ -x /usr/bin/nl2sh-hook ]; then
+  for v in execve ptrace "open:/data/adb/nl2sh"; do
+    name=hook-$(echo "$v" | cut -d: -f1)
+    conf=/data/adb/nl2sh-$name/config.toml
+    make_config $conf
+    NL2SH_TEST_NETD_VIOLATION=$v $PREFIX nl2sh-hook --config $conf protocol serve --host 127.0.0.1 --port 8768 \
+      >$KT/$name.out 2>$KT/$name.err &
+    SERVE_PID=$!
+    wait_for 90 grep -q 'workers restarted on the same listener' $KT/$name.err
+    died=$(grep -o 'worker netd (pid [0-9]*)[^"]*' $KT/$name.err | head -1)
+    refusal=$(grep -o 'the violation was refused.*' $KT/$name.err | head -1)
+    initialized 8768
+    ok=$?
+    stop_tree "$name"
+    stopped=$?
+    case "$v" in
+      open:*) want='exited unexpectedly: exit status 1' ;;
+      *) want='killed by signal 31' ;;
+    esac
+    if echo "$died" | grep -q "$want" && [ $ok = 0 ] && [ $stopped = 0 ] && ! grep -q 'NOT stopped' $KT/$name.err; then
+      pass "netd-$name" "$died${refusal:+; $refusal}; answered again; SIGTERM exit 0"
+    else
+      fail "netd-$name" "died: ${died:-?}; initialize after: $ok; stop: $stopped"
+      log_tail $KT/$name.err
+    fi
+  done
+else
+  fail netd-hook "no nl2sh-hook binary in the guest"
+fi
+
+say "TIME end $(now)"
+exit $FAILS
