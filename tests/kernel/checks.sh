@@ -38,10 +38,12 @@ log_tail() { # file: its last lines, for a failure
 }
 hex() { printf 'hex:'; printf %s "$1" | od -An -tx1 | tr -d ' \n'; }
 json_str() { printf %s "$1" | sed 's/\\/\\\\/g; s/"/\\"/g'; }
-wait_for() { # seconds command...: poll until the command succeeds
+wait_for() { # seconds command...: poll until the command succeeds (or answers 3: give up)
   t=$(($1 * 10))
   shift
-  while ! "$@" 2>/dev/null; do
+  while :; do
+    "$@" 2>/dev/null
+    case $? in 0) return 0 ;; 3) return 3 ;; esac
     t=$((t - 1))
     [ $t -gt 0 ] || return 1
     usleep 100000
@@ -52,7 +54,7 @@ wait_for() { # seconds command...: poll until the command succeeds
 
 INIT='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"kernel-test","version":"0"}}}'
 tool() { # port tool arguments-json: the tools/call response
-  kt post "$1" /mcp "$TOKEN" \
+  kt post "$1" /mcp env \
     "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"$2\",\"arguments\":$3}}"
 }
 invoke() { # port device-tool arguments-json: nl2sh_invoke's output object
@@ -64,7 +66,7 @@ run() { # port command-line: shell.exec, unasked; output object (also kept for t
   printf '%s' "$out"
 }
 field() { printf '%s\n' "$1" | kt json "$2" 2>/dev/null; } # json path
-initialized() { kt post "$1" /mcp "$TOKEN" "$INIT" 2>/dev/null | grep -q '"protocolVersion":"2025-11-25"'; }
+initialized() { kt post "$1" /mcp env "$INIT" 2>/dev/null | grep -q '"protocolVersion":"2025-11-25"'; }
 
 SERVE_PID=
 start_tree() { # name port config [prefix...]: nl2sh protocol serve in the background
@@ -73,7 +75,12 @@ start_tree() { # name port config [prefix...]: nl2sh protocol serve in the backg
   "$@" nl2sh --config "$config" protocol serve --host 127.0.0.1 --port "$port" \
     >$KT/$name.out 2>$KT/$name.err &
   SERVE_PID=$!
-  wait_for 90 grep -q 'MCP URL:' $KT/$name.out
+  wait_for 90 started
+}
+started() { # the startup block is out, or the process ended (fail at once)
+  grep -q 'MCP URL:' $KT/$name.out && return 0
+  kill -0 "$SERVE_PID" 2>/dev/null || return 3
+  return 1
 }
 stop_tree() { # name: SIGTERM, wait; true when it exited 0 and no worker is left
   kill -TERM "$SERVE_PID" 2>/dev/null
@@ -103,6 +110,7 @@ make_config() { # path extra-lines
 # ---------- the guest: secrets, victims, services ----------
 
 TOKEN=KTSECRET-token-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export KT_TOKEN=$TOKEN # kt post reads it there: a command line is visible to everyone
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >/etc/passwd
 printf 'root:x:0:\nshadow:x:42:\nnogroup:x:65534:\n' >/etc/group
 echo 'root:KTSECRET-shadow-hash:19000:0:99999:7:::' >/etc/shadow
@@ -144,8 +152,7 @@ snapshot() { # what an unasked command must not change (nl2sh's own state aside)
   dirs="/etc /data /root /srv /tmp /bin /sbin /usr /lib /run/svc /dev"
   { find $dirs -type f -exec stat -c '%n %a %u %g %s %Y' {} + -exec md5sum {} +
     find $dirs ! -type f -exec stat -c '%n %F %a %u %g' {} +
-  } 2>/dev/null | grep -v -e '^/data/adb/nl2sh/config\.' -e '^/dev/pts' \
-    -e '^[0-9a-f]* */data/adb/nl2sh/config\.' | sort
+  } 2>/dev/null | grep -Ev '(^| )/(dev/(pts|memcg|cpuset)|data/adb/nl2sh/config\.)' | sort
   echo "hostname $(hostname) $(cat /proc/sys/kernel/hostname)"
   ip -o link | cut -d' ' -f2,3,9
   cut -d' ' -f1 /proc/modules | sort
@@ -183,7 +190,7 @@ has 'Uid: 65534 ' "$st" && has 'NoNewPrivs: 1' "$st" && has 'Seccomp: 2' "$st" &
   has 'CapEff: 0{16}' "$st" && has 'CapBnd: 0{16}' "$st"
 verdict $? netd-kernel-view "$st"
 
-r=$(kt post 8765 /mcp "$TOKEN" "$INIT" 2>&1)
+r=$(kt post 8765 /mcp env "$INIT" 2>&1)
 [ "$(field "$r" result.protocolVersion)" = 2025-11-25 ]
 verdict $? mcp-initialize "$(field "$r" result.serverInfo)"
 r=$(kt post 8765 /mcp - "$INIT" 2>&1)
@@ -218,137 +225,183 @@ say "TIME sandbox $(now)"
 out=$(run 8765 "grep -E '^(Uid|Gid|Groups|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status")
 st=$(field "$out" stdout | tr -s '\t ' ' ' | tr '\n' ' ')
 [ "$(field "$out" sandboxed)" = true ] && has 'Uid: 24159191[0-9]{2} ' "$st" &&
-  has 'Groups: (Cap|$)' "$st" && has 'CapEff: 0{16}' "$st" && has 'CapBnd: 0{16}' "$st" &&
+  has 'Groups: +CapEff' "$st" && has 'CapEff: 0{16}' "$st" && has 'CapBnd: 0{16}' "$st" &&
   has 'CapAmb: 0{16}' "$st" && has 'NoNewPrivs: 1' "$st" && has 'Seccomp: 2' "$st"
 verdict $? sandbox-identity "$st"
-for c in 'ls /' 'cat /proc/cpuinfo' 'ps' 'ip addr' 'df' 'uname -a'; do
+for c in 'ls /' 'cat /proc/cpuinfo' 'ps' 'ip addr' 'df -h /' 'uname -a'; do
   out=$(run 8765 "$c")
   [ "$(field "$out" sandboxed)" = true ] && [ "$(field "$out" exit_code)" = 0 ]
-  verdict $? "everyday-$(echo "$c" | tr ' /' '-_')" "exit $(field "$out" exit_code)"
+  verdict $? "everyday-$(echo "$c" | tr ' /' '-_')" "exit $(field "$out" exit_code) $(field "$out" stderr)"
 done
 
-# attack NAME WANT ARGS...: `lsusb ARGS` unasked; WANT is an ERE over the kernel's error
-# name (or `done`, for the positive controls). Passes only if the call ran in the sandbox.
-attack() {
-  name=$1 want=$2
-  shift 2
-  out=$(run 8765 "lsusb $*")
-  line=$(field "$out" stdout | grep '^KTR:' | head -1)
-  case "$line" in
-    KTR:refused:*) got=${line#KTR:refused:} got=${got%%:*} ;;
-    KTR:done:*) got=done ;;
-    *) got="no-result" ;;
-  esac
-  sb=$(field "$out" sandboxed)
-  if [ "$sb" = true ] && echo "$got" | grep -Eqx "$want"; then
-    pass "proof-$name" "$got"
-  else
-    fail "proof-$name" "sandboxed=$sb got=$got want=$want: $out"
-  fi
+# proofs GROUP < table: one unasked call runs every attempt of the table as
+# `lsusb @name attempt args @name attempt args ...` (words starting with / hex-encoded);
+# a row is `name  want  attempt args`, where want is an ERE over the kernel's error name
+# (or `done`: the positive controls). A row passes only if the call ran in the sandbox.
+proofs() {
+  group=$1
+  table=$(cat)
+  cmd=lsusb
+  while read -r name want attempt; do
+    [ -n "$name" ] || continue
+    cmd="$cmd @$name"
+    for w in $attempt; do
+      case "$w" in /*) w=$(hex "$w") ;; esac
+      cmd="$cmd $w"
+    done
+  done <<EOF
+$table
+EOF
+  out=$(run 8765 "$cmd")
+  # One awk over the table and the attempts' KTR lines prints every row's result.
+  { printf '%s\n' "$table"; echo "--- sandboxed $(field "$out" sandboxed)"; field "$out" stdout; } |
+    awk -v group="$group" '
+      /^--- sandboxed / { sandboxed = $3; results = 1; next }
+      !results && NF >= 3 { order[++n] = $1; want[$1] = $2; next }
+      results && /^KTR:/ {
+        split($0, f, ":")
+        if (!(f[2] in got)) got[f[2]] = (f[3] == "done") ? "done" : f[4]
+      }
+      END {
+        for (i = 1; i <= n; i++) {
+          name = order[i]; g = (name in got) ? got[name] : "no-result"
+          ok = sandboxed == "true" && g ~ ("^(" want[name] ")$")
+          if (ok) print "KT RESULT proof-" name " PASS " g
+          else print "KT RESULT proof-" name " FAIL " group ": sandboxed=" sandboxed " got=" g " want=" want[name]
+        }
+      }' >$KT/proofs
+  cat $KT/proofs
+  n=$(grep -c ' FAIL ' $KT/proofs)
+  FAILS=$((FAILS + n))
+  [ "$n" = 0 ] || say "LOG proofs-$group: $(printf '%s' "$out" | oneline)"
 }
 
-# Positive controls: the attacker runs, and what a reader needs works.
-attack scratch-writable done scratch
-attack pair-stream done pair-stream
-attack netlink-route done netlink 0
-attack getlk done getlk "$(hex /data/lockme)"
-# Writes and deletes, anywhere.
-attack write-data 'EROFS' write "$(hex /data/victim)"
-attack append-data 'EROFS' append "$(hex /data/victim)"
-attack create-shared 'EROFS' write "$(hex /data/shared/new)"
-attack write-tmp 'EROFS' write "$(hex /tmp/kt-new)"
-attack write-devshm 'EROFS|ENOENT' write "$(hex /dev/shm/kt-new)"
-attack write-etc 'EROFS|EACCES' write "$(hex /etc/passwd)"
-attack write-nl2sh 'EROFS|EACCES|ETXTBSY' write "$(hex /usr/bin/nl2sh)"
-attack write-config 'EROFS|EACCES' write "$(hex $CONF)"
-attack unlink 'EROFS' unlink "$(hex /data/victim)"
-attack rename 'EROFS' rename "$(hex /data/victim)" "$(hex /data/moved)"
-attack chmod 'EROFS|EPERM' chmod "$(hex /data/victim)"
-attack truncate 'EROFS' truncate "$(hex /data/victim)"
-attack mkdir 'EROFS' mkdir "$(hex /data/shared/dir)"
-attack symlink 'EROFS' symlink "$(hex /data/shared/link)"
-attack mknod 'EROFS|EPERM' mknod "$(hex /data/shared/node)"
-attack sysctl 'EROFS|EACCES' write "$(hex /proc/sys/kernel/hostname)"
-attack sysrq 'EROFS|EACCES' write "$(hex /proc/sysrq-trigger)"
-attack sysfs 'EROFS|EACCES' write "$(hex /sys/kernel/mm/transparent_hugepage/enabled)"
-attack block-device 'ENOENT' write "$(hex /dev/loop0)"
-attack uinput 'ENOENT|EACCES' uinput
-attack dev-mem 'ENOENT' read "$(hex /dev/mem)"
-# Secrets: masked places, private files, other processes.
-attack read-shadow 'EACCES' read "$(hex /etc/shadow)"
-attack read-ssh-key 'EACCES|ENOENT' read "$(hex /root/.ssh/id_ed25519)"
-attack read-app-data 'EACCES|ENOENT' read "$(hex /data/data/com.example.bank/token)"
-attack read-config 'EACCES' read "$(hex $CONF)"
-attack read-state-dir 'EACCES' opendir "$(hex /data/adb/nl2sh/config.state)"
-attack read-private 'EACCES' read "$(hex /srv/deploy/key)"
-attack read-init-environ 'EACCES' read "$(hex /proc/1/environ)"
-attack read-via-proc-root 'EACCES' read "$(hex /proc/1/root/etc/shadow)"
-attack read-supervisor-mem 'EACCES|EPERM' read "$(hex /proc/$SERVE_PID/mem)"
-attack read-netd-fd 'EACCES|EPERM' read "$(hex /proc/$netd/fd/0)"
-attack open-by-handle 'EPERM' open_by_handle "$(hex /srv/deploy/key)"
-# Signals and processes outside the call.
-attack kill-victim 'ESRCH|EPERM' kill "$VICTIM"
-attack kill-supervisor 'ESRCH|EPERM' kill "$SERVE_PID"
-attack kill-init 'ESRCH|EPERM' kill 1
-attack kill-everything 'ESRCH|EPERM|done' kill-all
-attack ptrace 'ESRCH|EPERM' ptrace "$VICTIM"
-attack setuid-root 'EPERM' setuid0
-attack daemon 'done' daemon 777.5
+proofs controls <<EOF
+scratch-writable     done         scratch
+pair-stream          done         pair-stream
+netlink-route        done         netlink 0
+getlk                done         getlk /data/lockme
+EOF
+proofs writes <<EOF
+write-data           EROFS        write /data/victim
+append-data          EROFS        append /data/victim
+create-shared        EROFS        write /data/shared/new
+write-tmp            EROFS        write /tmp/kt-new
+write-devshm         EROFS        write /dev/shm/kt-new
+write-etc            EROFS|EACCES write /etc/passwd
+write-nl2sh          EROFS|EACCES|ETXTBSY write /usr/bin/nl2sh
+write-config         EROFS|EACCES write $CONF
+unlink               EROFS        unlink /data/victim
+rename               EROFS        rename /data/victim /data/moved
+chmod                EROFS|EPERM  chmod /data/victim
+chown                EROFS|EPERM  chown /data/victim
+truncate             EROFS        truncate /data/victim
+mkdir                EROFS        mkdir /data/shared/dir
+symlink              EROFS        symlink /data/shared/link
+mknod                EROFS|EPERM  mknod /data/shared/node
+sysctl               EROFS|EACCES write /proc/sys/kernel/hostname
+sysrq                EROFS|EACCES write /proc/sysrq-trigger
+sysfs                EROFS|EACCES write /sys/kernel/mm/transparent_hugepage/enabled
+block-device         ENOENT       open-write /dev/loop0
+uinput               ENOENT       uinput
+dev-mem              ENOENT       read /dev/mem
+EOF
+proofs secrets <<EOF
+read-shadow          EACCES       read /etc/shadow
+read-ssh-key         EACCES       read /root/.ssh/id_ed25519
+read-app-data        EACCES       read /data/data/com.example.bank/token
+read-config          EACCES       read $CONF
+read-state-dir       EACCES       opendir /data/adb/nl2sh/config.state
+read-private         EACCES       read /srv/deploy/key
+read-init-environ    EACCES       read /proc/1/environ
+read-via-proc-root   EACCES       read /proc/1/root/etc/shadow
+read-supervisor-mem  EACCES|EPERM read /proc/$SERVE_PID/mem
+read-netd-fd         EACCES|EPERM read /proc/$netd/fd/0
+open-by-handle       EPERM        open_by_handle /srv/deploy/key
+EOF
+# kill 1 inside the call's PID namespace is the call's own init (the kernel ignores it).
+proofs signals <<EOF
+kill-victim          ESRCH|EPERM  kill $VICTIM
+kill-supervisor      ESRCH|EPERM  kill $SERVE_PID
+kill-netd            ESRCH|EPERM  kill $netd
+kill-init            ESRCH|EPERM|done kill 1
+ptrace               ESRCH|EPERM  ptrace $VICTIM
+setuid-root          EPERM        setuid0
+EOF
+proofs kill-everything <<EOF
+kill-everything      ESRCH|EPERM|done kill-all
+EOF
+proofs background <<EOF
+daemon               done         daemon 777.5
+EOF
 range_empty() { [ -z "$(in_range)" ]; }
 wait_for 5 range_empty
 left=$(in_range | tr '\n' ' ')
 check nothing-outlives-the-call "left: ${left:-none}" [ -z "$left" ]
-# The network (loopback only: there is nothing else).
-attack tcp-listener 'EPERM|EACCES' tcp 127.0.0.1 9000
-attack tcp-netd 'EPERM|EACCES' tcp 127.0.0.1 8765
-attack tcp6 'EPERM|EACCES' tcp6 ::1 9000
-attack udp 'EPERM' udp 127.0.0.1 9000
-attack tcp-bind 'EPERM|EACCES' listen 9001
-attack packet-socket 'EPERM' packet
-attack netlink-uevent 'EPERM' netlink 15
-# The device's services over Unix sockets.
-attack unix-named 'EPERM' unix "$(hex /run/svc/service.sock)"
-attack unix-abstract 'EPERM' unix-abstract kt-abstract-service
-attack unix-dgram 'EPERM' unix-dgram "$(hex /run/svc/service.sock.dgram)"
-attack unix-pair-dgram 'EPERM' pair-dgram "$(hex /run/svc/service.sock.dgram)"
-# File locks: a reader must not block the device's writers.
-attack flock 'ENOLCK' flock "$(hex /data/lockme)"
-attack posix-lock 'ENOLCK' posix-lock "$(hex /data/lockme)"
-attack ofd-lock 'ENOLCK' ofd-lock "$(hex /data/lockme)"
-attack lease 'ENOLCK|EACCES|EPERM' lease "$(hex /data/lockme)"
-# System V IPC and POSIX queues: its own namespace (what it makes dies with it), or refused.
-attack ipc-device-segment 'ENOENT|EPERM|ENOSYS' shm-find 4242
-attack ipc-shm 'done|EPERM|ENOSYS' shm-make
-attack ipc-msg 'done|EPERM|ENOSYS' msg-make
-attack ipc-sem 'done|EPERM|ENOSYS' sem-make
-attack ipc-mq 'done|EPERM|ENOSYS|EACCES' mq-make
-ipc=$(cat /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem | awk 'NR > 1 && $0 !~ /key/' | wc -l)
+proofs network <<EOF
+tcp-listener         EPERM|EACCES tcp 127.0.0.1 9000
+tcp-netd             EPERM|EACCES tcp 127.0.0.1 8765
+tcp6                 EPERM|EACCES tcp6 ::1 9000
+udp                  EPERM        udp 127.0.0.1 9000
+tcp-bind             EPERM|EACCES listen 9001
+packet-socket        EPERM        packet
+netlink-uevent       EPERM        netlink 15
+unix-named           EPERM        unix /run/svc/service.sock
+unix-abstract        EPERM        unix-abstract kt-abstract-service
+unix-dgram           EPERM        unix-dgram /run/svc/service.sock.dgram
+unix-pair-dgram      EPERM        pair-dgram /run/svc/service.sock.dgram
+EOF
+proofs locks <<EOF
+flock                ENOLCK       flock /data/lockme
+posix-lock           ENOLCK       posix-lock /data/lockme
+ofd-lock             ENOLCK       ofd-lock /data/lockme
+lease                ENOLCK|EACCES|EPERM lease /data/lockme
+EOF
+# System V IPC and POSIX queues: the call's own namespace (what it makes dies with it), or
+# refused where the kernel has none.
+proofs ipc <<EOF
+ipc-device-segment   ENOENT|EPERM|ENOSYS shm-find 4242
+ipc-shm              done|EPERM|ENOSYS shm-make
+ipc-msg              done|EPERM|ENOSYS msg-make
+ipc-sem              done|EPERM|ENOSYS sem-make
+ipc-mq               done|EPERM|ENOSYS|EACCES mq-make
+EOF
+ipc=$(cat /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem | grep -vc key)
 check ipc-left-behind "$ipc object(s) in the device's namespace (1 is the device's own segment)" [ "$ipc" = 1 ]
-# Escapes: namespaces, mounts, the root, the kernel.
-attack unshare-user 'EPERM' unshare user
-attack clone-userns 'EPERM' clone-userns
-attack unshare-mount 'EPERM' unshare mount
-attack unshare-net 'EPERM' unshare net
-attack setns-init 'EPERM|EACCES' setns "$(hex /proc/1/ns/mnt)"
-attack chroot 'EPERM' chroot /
-attack mount 'EPERM' mount "$(hex /data/shared)"
-attack remount-rw 'EPERM' remount-rw "$(hex /data)"
-attack umount-mask 'EPERM' umount "$(hex /data/adb)"
-attack pivot-root 'EPERM' pivot_root / /
-attack bpf 'EPERM' bpf
-attack perf 'EPERM|EACCES' perf
-attack io-uring 'EPERM' io_uring
-attack userfaultfd 'EPERM' userfaultfd
-attack keyctl 'EPERM' keyctl
-attack load-module 'EPERM|ENOENT' finit_module "$(hex "$UINPUT_KO")"
-attack unload-module 'EPERM' delete_module uinput
-attack reboot 'EPERM' reboot
-attack sethostname 'EPERM' sethostname
-attack settime 'EPERM' settime
-attack swapoff 'EPERM' swapoff
-attack kernel-log 'EPERM' syslog
+proofs escapes <<EOF
+unshare-user         EPERM        unshare user
+clone-userns         EPERM        clone-userns
+unshare-mount        EPERM        unshare mount
+unshare-net          EPERM        unshare net
+setns-init           EPERM|EACCES setns /proc/1/ns/mnt
+chroot               EPERM        chroot /
+mount                EPERM        mount /data/shared
+remount-rw           EPERM        remount-rw /data
+umount-mask          EPERM        umount /data/adb
+pivot-root           EPERM        pivot_root / /
+EOF
+proofs kernel <<EOF
+bpf                  EPERM        bpf
+perf                 EPERM|EACCES perf
+io-uring             EPERM        io_uring
+userfaultfd          EPERM        userfaultfd
+keyctl               EPERM        keyctl
+load-module          EPERM        finit_module $UINPUT_KO
+unload-module        EPERM        delete_module uinput
+reboot               EPERM        reboot
+sethostname          EPERM        sethostname
+settime              EPERM        settime
+swapoff              EPERM        swapoff
+kernel-log           EPERM        syslog
+EOF
 # Resources: bounded per call.
-attack memory 'ENOMEM' alloc 2048
+# Memory: the per-process limit (malloc fails), or the call's cgroup (the kernel's OOM
+# killer ends it, and the result says which limit).
+out=$(run 8765 "lsusb alloc 2048")
+got=$(field "$out" stdout | grep -Eo 'KTR:refused:[A-Z]+|^allocated.*' | tr '\n' ' ')
+limit=$(field "$out" limit)
+[ "$(field "$out" sandboxed)" = true ] && { has ENOMEM "$got" || has '^memory:' "$limit"; }
+verdict $? proof-memory "${got}limit: ${limit:-none}; $(printf '%s' "$out" | cut -c1-600)"
 out=$(run 8765 "lsusb forkbomb 400")
 n=$(field "$out" stdout | awk '/^forked/ {print $2}')
 [ -n "$n" ] && [ "$n" -lt 256 ] && [ "$(field "$out" sandboxed)" = true ]
@@ -433,12 +486,15 @@ check service-lifecycle "start $c1, status $c2, initialize $c3, stop $c4, status
 # ---------- 6. an essential part missing: nothing runs unconfined ----------
 
 say "TIME fail-closed $(now)"
-# fail_closed NAME REASON-ERE [prefix...]: a tree whose sandbox cannot be complete.
+# fail_closed NAME REASON-ERE OWNER [prefix...]: a tree whose sandbox cannot be complete,
+# its configuration owned by uid OWNER.
 fail_closed() {
-  name=$1 want=$2
-  shift 2
+  name=$1 want=$2 owner=$3
+  shift 3
   conf=/data/adb/nl2sh-$name/config.toml
   make_config $conf
+  chmod 0600 $conf
+  chown -R "$owner:$owner" "$(dirname $conf)"
   if ! start_tree "$name" 8767 $conf "$@"; then
     fail "fail-closed-$name" "did not start: $(tail -3 $KT/$name.err)"
     log_tail $KT/$name.err
@@ -457,56 +513,53 @@ fail_closed() {
   stop_tree "$name" || fail "fail-closed-$name-stop" "exit $code"
 }
 # Another program runs as a uid of the range.
-setpriv --reuid=2415919105 --regid=2415919105 --clear-groups sleep 1000 &
+kt as 2415919105 2415919105 -- sleep 1000 &
 STRANGER=$!
-fail_closed stranger "not started by nl2sh" $PREFIX
+fail_closed stranger "not started by nl2sh" 0 $PREFIX
 kill $STRANGER
 wait $STRANGER 2>/dev/null
 # nl2sh is not root (it cannot switch to the sandbox identity).
-mkdir -p /data/user-home && chown 1000:1000 /data/user-home
-conf=/data/user-home/config.toml
-make_config $conf && chown 1000:1000 $conf
-fail_closed not-root "not root" $PREFIX setpriv --reuid=1000 --regid=1000 --clear-groups env HOME=/data/user-home
+fail_closed not-root "not root" 1000 $PREFIX kt as 1000 1000 --
 # Kernels without a mount namespace or without seccomp (simulated: kt's filter answers the
 # way such a kernel would).
-fail_closed no-mount-namespace "mount namespace" kt deny "${DENY:+$DENY,}nomntns" --
-fail_closed no-seccomp "seccomp" kt deny "${DENY:+$DENY,}noseccomp" --
+fail_closed no-mount-namespace "mount namespace" 0 kt deny "${DENY:+$DENY,}nomntns" --
+fail_closed no-seccomp "seccomp" 0 kt deny "${DENY:+$DENY,}noseccomp" --
 say "INFO netd-without-seccomp $(grep -o 'netd confined.*' $KT/no-seccomp.err | head -1)"
 
-# ---------- 7. netd's filter kills a forbidden call (test-hook build) ----------
+# ---------- 7. netd's filter and Landlock, from inside netd ----------
 
-say "TIME netd-hook $(now)"
-# nl2sh-hook: the same sources built with debug assertions, which compile in netd's
-# NL2SH_TEST_NETD_VIOLATION hook (release builds have none): right after start, the first
-# netd attempts the violation; the supervisor restarts the workers.
-if [ -x /usr/bin/nl2sh-hook ]; then
-  for v in execve ptrace "open:/data/adb/nl2sh"; do
-    name=hook-$(echo "$v" | cut -d: -f1)
-    conf=/data/adb/nl2sh-$name/config.toml
-    make_config $conf
-    NL2SH_TEST_NETD_VIOLATION=$v $PREFIX nl2sh-hook --config $conf protocol serve --host 127.0.0.1 --port 8768 \
-      >$KT/$name.out 2>$KT/$name.err &
-    SERVE_PID=$!
-    wait_for 90 grep -q 'workers restarted on the same listener' $KT/$name.err
-    died=$(grep -o 'worker netd (pid [0-9]*)[^"]*' $KT/$name.err | head -1)
-    refusal=$(grep -o 'the violation was refused.*' $KT/$name.err | head -1)
-    initialized 8768
-    ok=$?
-    stop_tree "$name"
-    stopped=$?
+say "TIME netd-inject $(now)"
+# kt inject makes netd itself perform one system call (ptrace, from root): what an
+# attacker who took over netd's control flow would try, in the release binary as shipped.
+# A forbidden call kills netd (SIGSYS) and the supervisor restarts the workers; an open of
+# the state directory is refused by Landlock (EACCES) or, without it, by the filter (EPERM).
+if [ "$LANDLOCK_ABI" = 0 ]; then open_errno=EPERM; else open_errno=EACCES; fi
+conf=/data/adb/nl2sh-inject/config.toml
+make_config $conf
+chmod 0600 $conf
+if start_tree inject 8768 $conf $PREFIX; then
+  for v in open:/data/adb/nl2sh ptrace execve; do
+    name=netd-inject-$(echo "$v" | cut -d: -f1)
+    pid=$(worker netd)
+    r=$(kt inject "$pid" "$v" 2>&1)
     case "$v" in
-      open:*) want='exited unexpectedly: exit status 1' ;;
-      *) want='killed by signal 31' ;;
+      open:*)
+        usleep 200000
+        [ "$r" = "KTI:returned:$open_errno" ] && [ "$(worker netd)" = "$pid" ] && initialized 8768
+        verdict $? "$name" "$r (netd $pid lives on and serves)" ;;
+      *)
+        wait_for 20 grep -q "worker netd (pid $pid) exited unexpectedly" $KT/inject.err
+        said=$(grep -o "worker netd (pid $pid) exited unexpectedly[^\"]*" $KT/inject.err | head -1)
+        [ "$r" = KTI:killed:31 ] && has 'killed by signal 31' "$said" && wait_for 20 initialized 8768 &&
+          [ -n "$(worker netd)" ] && [ "$(worker netd)" != "$pid" ]
+        verdict $? "$name" "$r; supervisor: $said; the workers restarted and answer" ;;
     esac
-    if echo "$died" | grep -q "$want" && [ $ok = 0 ] && [ $stopped = 0 ] && ! grep -q 'NOT stopped' $KT/$name.err; then
-      pass "netd-$name" "$died${refusal:+; $refusal}; answered again; SIGTERM exit 0"
-    else
-      fail "netd-$name" "died: ${died:-?}; initialize after: $ok; stop: $stopped"
-      log_tail $KT/$name.err
-    fi
   done
+  stop_tree inject
+  verdict $? netd-inject-stop "exit $code"
 else
-  fail netd-hook "no nl2sh-hook binary in the guest"
+  fail netd-inject "did not start"
+  log_tail $KT/inject.err
 fi
 
 say "TIME end $(now)"

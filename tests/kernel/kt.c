@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <grp.h>
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -68,6 +69,7 @@
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/types.h>
+#include <sys/user.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -89,14 +91,18 @@ static const char *errname(int e) {
   }
 }
 
+/* The attempt's name in a batch (`@name`), printed before its result. */
+static const char *label = NULL;
+
 static int refused(const char *what) {
   int e = errno;
-  printf("KTR:refused:%s:%s (%s)\n", errname(e), what, strerror(e));
+  printf("KTR:%s%srefused:%s:%s (%s)\n", label ? label : "", label ? ":" : "", errname(e),
+         what, strerror(e));
   return 1;
 }
 
 static int done(const char *what) {
-  printf("KTR:done:%s\n", what);
+  printf("KTR:%s%sdone:%s\n", label ? label : "", label ? ":" : "", what);
   return 0;
 }
 
@@ -130,7 +136,11 @@ static int cmd_post(int argc, char **argv) {
     return 2;
   }
   int port = atoi(argv[2]);
-  const char *path = argv[3], *token = argv[4], *body = argv[5];
+  const char *path = argv[3], *body = argv[5];
+  /* The token comes from $KT_TOKEN when TOKEN is "env": a command line is visible to
+     every process of the device, sandboxed ones included (ps). */
+  const char *token = strcmp(argv[4], "env") == 0 ? getenv("KT_TOKEN") : argv[4];
+  if (!token) token = "-";
   int s = socket(AF_INET, SOCK_STREAM, 0);
   if (s < 0) die("socket");
   struct timeval tv = {.tv_sec = 60};
@@ -499,6 +509,10 @@ static int attack(int argc, char **argv) {
   if (!strcmp(c, "symlink")) return symlink("/", a1) ? refused("symlink") : done("symlinked");
   if (!strcmp(c, "mknod"))
     return mknod(a1, S_IFCHR | 0666, makedev(1, 1)) ? refused("mknod") : done("mknod");
+  if (!strcmp(c, "open-write")) { /* an existing file or device, never created */
+    int fd = open(a1, O_WRONLY);
+    return fd < 0 ? refused("open for writing") : done("opened for writing");
+  }
   if (!strcmp(c, "read")) {
     int fd = open(a1, O_RDONLY);
     if (fd < 0) return refused("open for reading");
@@ -561,10 +575,12 @@ static int attack(int argc, char **argv) {
   }
   if (!strcmp(c, "alloc")) { /* touch N MiB */
     long mib = atol(a1);
-    for (long i = 0; i < mib; i++) {
-      char *m = malloc(1 << 20);
+    static volatile char *held[1 << 16];
+    for (long i = 0; i < mib && i < (1 << 16); i++) {
+      volatile char *m = malloc(1 << 20);
       if (!m) { printf("allocated %ld MiB\n", i); return refused("malloc"); }
-      memset(m, 1, 1 << 20);
+      for (long off = 0; off < (1 << 20); off += 4096) m[off] = 1; /* really touch it */
+      held[i] = m;
     }
     return done("allocated all");
   }
@@ -694,7 +710,8 @@ static int attack(int argc, char **argv) {
   if (!strcmp(c, "pivot_root"))
     return syscall(SYS_pivot_root, a1, a2) ? refused("pivot_root") : done("pivoted");
   if (!strcmp(c, "open_by_handle")) {
-    struct { struct file_handle h; unsigned char b[128]; } fh = {.h.handle_bytes = 128};
+    union { struct file_handle h; unsigned char b[sizeof(struct file_handle) + 128]; } fh;
+    fh.h.handle_bytes = 128;
     int mount_id;
     if (name_to_handle_at(AT_FDCWD, a1, &fh.h, &mount_id, 0)) return refused("name_to_handle_at");
     return open_by_handle_at(AT_FDCWD, &fh.h, O_RDONLY) < 0 ? refused("open_by_handle_at")
@@ -809,6 +826,126 @@ static int cmd_ipc_setup(int argc, char **argv) {
   return 0;
 }
 
+/* Whether SIGSYS is pending for the thread pid (or its process). */
+static int pending_sigsys(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  int found = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "SigPnd:", 7) && strncmp(line, "ShdPnd:", 7)) continue;
+    unsigned long long mask = strtoull(line + 7, NULL, 16);
+    if (mask & (1ULL << (SIGSYS - 1))) found = 1;
+  }
+  fclose(f);
+  return found;
+}
+
+/* kt inject PID execve|ptrace|open:PATH: make the process PID (netd, as root) perform
+   one system call, through ptrace: the call runs in its own context, under its own
+   seccomp filter and Landlock domain, as if an attacker had taken over its control flow.
+   Prints `KTI:killed:<signal>` if the kernel killed it, else `KTI:returned:<ERRNO or
+   value>`; the process then goes on where it was. */
+static int cmd_inject(int argc, char **argv) {
+  if (argc != 4) return 2;
+  pid_t pid = atoi(argv[2]);
+  const char *what = argv[3];
+  if (ptrace(PTRACE_SEIZE, pid, 0, 0)) die("PTRACE_SEIZE");
+  if (ptrace(PTRACE_INTERRUPT, pid, 0, 0)) die("PTRACE_INTERRUPT");
+  int st;
+  if (waitpid(pid, &st, __WALL) < 0) die("waitpid");
+  struct user_regs_struct saved, r;
+  if (ptrace(PTRACE_GETREGS, pid, 0, &saved)) die("PTRACE_GETREGS");
+  /* A syscall instruction (0f 05): the one the thread was stopped in, just before rip. */
+  unsigned long at = 0;
+  for (long d = -2; d <= 0 && !at; d += 2) {
+    errno = 0;
+    long w = ptrace(PTRACE_PEEKTEXT, pid, saved.rip + d, 0);
+    if (!errno && (w & 0xffff) == 0x050f) at = saved.rip + d;
+  }
+  if (!at) {
+    fprintf(stderr, "kt inject: no syscall instruction at rip %llx\n",
+            (unsigned long long)saved.rip);
+    return 2;
+  }
+  r = saved;
+  r.orig_rax = -1;
+  r.rip = at;
+  r.rdi = r.rsi = r.rdx = r.r10 = r.r8 = r.r9 = 0;
+  if (!strcmp(what, "execve")) {
+    r.rax = SYS_execve;
+  } else if (!strcmp(what, "ptrace")) {
+    r.rax = SYS_ptrace; /* PTRACE_TRACEME */
+  } else if (!strncmp(what, "open:", 5)) {
+    /* The path on the thread's stack, well below its red zone. */
+    const char *path = what + 5;
+    unsigned long buf = (saved.rsp - 4096) & ~15UL;
+    size_t n = strlen(path) + 1;
+    for (size_t i = 0; i < n; i += sizeof(long)) {
+      long word = 0;
+      memcpy(&word, path + i, n - i < sizeof(long) ? n - i : sizeof(long));
+      if (ptrace(PTRACE_POKEDATA, pid, buf + i, word)) die("PTRACE_POKEDATA");
+    }
+    r.rax = SYS_openat;
+    r.rdi = AT_FDCWD;
+    r.rsi = buf;
+    r.rdx = O_RDONLY | O_CLOEXEC; /* as File::open */
+  } else {
+    return 2;
+  }
+  if (ptrace(PTRACE_SETREGS, pid, 0, &r)) die("PTRACE_SETREGS");
+  /* To the syscall-entry stop (ptrace reports before seccomp decides), then on. */
+  for (int stop = 0; stop < 2; stop++) {
+    if (ptrace(PTRACE_SYSCALL, pid, 0, 0)) die("PTRACE_SYSCALL");
+    if (waitpid(pid, &st, __WALL) < 0) die("waitpid");
+    if (WIFSIGNALED(st)) {
+      printf("KTI:killed:%d\n", WTERMSIG(st));
+      return 0;
+    }
+    if (WIFEXITED(st)) {
+      printf("KTI:exited:%d\n", WEXITSTATUS(st));
+      return 0;
+    }
+    if (WIFSTOPPED(st) && WSTOPSIG(st) == SIGSYS) { /* a SECCOMP_RET_TRAP-style signal */
+      ptrace(PTRACE_CONT, pid, 0, SIGSYS);
+      waitpid(pid, &st, __WALL);
+      printf("KTI:killed:%d\n", WIFSIGNALED(st) ? WTERMSIG(st) : -1);
+      return 0;
+    }
+  }
+  /* The syscall-exit stop. A call seccomp kills for is skipped, and reaches this stop too,
+     with the process's SIGSYS pending: let it be delivered, and see the end. */
+  if (pending_sigsys(pid)) {
+    for (int sig = 0;;) {
+      if (ptrace(PTRACE_CONT, pid, 0, sig)) die("PTRACE_CONT");
+      if (waitpid(pid, &st, __WALL) < 0) die("waitpid");
+      if (WIFSIGNALED(st)) {
+        printf("KTI:killed:%d\n", WTERMSIG(st));
+        return 0;
+      }
+      if (WIFEXITED(st)) {
+        printf("KTI:exited:%d\n", WEXITSTATUS(st));
+        return 0;
+      }
+      sig = WIFSTOPPED(st) ? WSTOPSIG(st) : 0;
+      if (sig == SIGTRAP || sig == SIGSTOP) sig = 0;
+    }
+  }
+  /* Its result; then the thread's own call again, from the start, as the kernel restarts
+     an interrupted one. */
+  if (ptrace(PTRACE_GETREGS, pid, 0, &r)) die("PTRACE_GETREGS");
+  long ret = (long)r.rax;
+  if (ret < 0 && ret > -4096) printf("KTI:returned:%s\n", errname((int)-ret));
+  else printf("KTI:returned:%ld\n", ret);
+  saved.rax = saved.orig_rax;
+  saved.orig_rax = -1;
+  saved.rip = at;
+  if (ptrace(PTRACE_SETREGS, pid, 0, &saved)) die("PTRACE_SETREGS");
+  if (ptrace(PTRACE_DETACH, pid, 0, 0)) die("PTRACE_DETACH");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
@@ -821,6 +958,30 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "landlock-abi")) return cmd_landlock_abi();
   if (!strcmp(argv[1], "serve-unix")) return cmd_serve_unix(argc, argv);
   if (!strcmp(argv[1], "ipc-setup")) return cmd_ipc_setup(argc, argv);
+  if (!strcmp(argv[1], "inject")) return cmd_inject(argc, argv);
+  if (!strcmp(argv[1], "as")) { /* kt as UID GID -- PROG ARGS: another program's identity */
+    if (argc < 6 || strcmp(argv[4], "--")) return 2;
+    uid_t uid = (uid_t)strtoul(argv[2], NULL, 10);
+    gid_t gid = (gid_t)strtoul(argv[3], NULL, 10);
+    if (setgroups(0, NULL) || setresgid(gid, gid, gid) || setresuid(uid, uid, uid)) die("as");
+    execvp(argv[5], argv + 5);
+    die(argv[5]);
+  }
   decode_hex_args(argc, argv);
-  return attack(argc, argv);
+  if (argv[1][0] != '@') return attack(argc, argv);
+  /* Several attempts in one run: `@name cmd args @name cmd args ...`; each result line
+     is labelled `KTR:name:...`. */
+  int failed = 0;
+  for (int i = 1; i < argc;) {
+    int j = i + 1;
+    while (j < argc && argv[j][0] != '@') j++;
+    char *saved = argv[j < argc ? j : argc];
+    argv[j < argc ? j : argc] = NULL;
+    label = argv[i] + 1;
+    argv[i] = argv[0];
+    failed |= attack(j - i, argv + i);
+    if (j < argc) argv[j] = saved;
+    i = j;
+  }
+  return failed;
 }
