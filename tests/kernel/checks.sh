@@ -18,10 +18,14 @@ DENY=${KT_DENY:-}
 
 say() { echo "KT $*"; }
 oneline() { tr '\n\r' '  ' | cut -c1-400; }
-pass() { say "RESULT $1 PASS $(echo "${2:-}" | oneline)"; }
+COUNT=0 # results printed, for the host to compare with what it read
+pass() {
+  say "RESULT $1 PASS $(echo "${2:-}" | oneline)"
+  COUNT=$((COUNT + 1))
+}
 fail() {
   say "RESULT $1 FAIL $(echo "${2:-}" | oneline)"
-  FAILS=$((FAILS + 1))
+  FAILS=$((FAILS + 1)) COUNT=$((COUNT + 1))
 }
 check() { # name detail command...: PASS when the command succeeds
   name=$1 detail=$2
@@ -272,7 +276,7 @@ EOF
       }' >$KT/proofs
   cat $KT/proofs
   n=$(grep -c ' FAIL ' $KT/proofs)
-  FAILS=$((FAILS + n))
+  FAILS=$((FAILS + n)) COUNT=$((COUNT + $(wc -l <$KT/proofs)))
   [ "$n" = 0 ] || say "LOG proofs-$group: $(printf '%s' "$out" | oneline)"
 }
 
@@ -303,6 +307,9 @@ sysctl               EROFS|EACCES write /proc/sys/kernel/hostname
 sysrq                EROFS|EACCES write /proc/sysrq-trigger
 sysfs                EROFS|EACCES write /sys/kernel/mm/transparent_hugepage/enabled
 block-device         ENOENT       open-write /dev/loop0
+console              ENOENT       open-write /dev/console
+serial-port          ENOENT       open-write /dev/ttyS0
+controlling-tty      ENXIO        open-write /dev/tty
 uinput               ENOENT       uinput
 dev-mem              ENOENT       read /dev/mem
 EOF
@@ -317,6 +324,9 @@ read-init-environ    EACCES       read /proc/1/environ
 read-via-proc-root   EACCES       read /proc/1/root/etc/shadow
 read-supervisor-mem  EACCES|EPERM read /proc/$SERVE_PID/mem
 read-netd-fd         EACCES|EPERM read /proc/$netd/fd/0
+read-supervisor-cwd  EACCES       opendir /proc/$SERVE_PID/cwd
+read-connection      EACCES       read /data/adb/nl2sh/config.state/protocol/connection.json
+read-uid-claims      EACCES|ENOENT opendir /run/nl2sh-sandbox-uids
 open-by-handle       EPERM        open_by_handle /srv/deploy/key
 EOF
 # kill 1 inside the call's PID namespace is the call's own init (the kernel ignores it).
@@ -327,6 +337,8 @@ kill-netd            ESRCH|EPERM  kill $netd
 kill-init            ESRCH|EPERM|done kill 1
 ptrace               ESRCH|EPERM  ptrace $VICTIM
 setuid-root          EPERM        setuid0
+raise-limit          EPERM        raise-limit
+oom-score            EROFS|EACCES write /proc/self/oom_score_adj
 EOF
 proofs kill-everything <<EOF
 kill-everything      ESRCH|EPERM|done kill-all
@@ -343,13 +355,16 @@ tcp-listener         EPERM|EACCES tcp 127.0.0.1 9000
 tcp-netd             EPERM|EACCES tcp 127.0.0.1 8765
 tcp6                 EPERM|EACCES tcp6 ::1 9000
 udp                  EPERM        udp 127.0.0.1 9000
+ping-socket          EPERM|EACCES icmp
 tcp-bind             EPERM|EACCES listen 9001
 packet-socket        EPERM        packet
 netlink-uevent       EPERM        netlink 15
+netlink-set-lo-down  EPERM        rtnl-down 1
 unix-named           EPERM        unix /run/svc/service.sock
 unix-abstract        EPERM        unix-abstract kt-abstract-service
 unix-dgram           EPERM        unix-dgram /run/svc/service.sock.dgram
 unix-pair-dgram      EPERM        pair-dgram /run/svc/service.sock.dgram
+unix-approvals       EPERM        unix /data/adb/nl2sh/config.state/protocol/approvals.sock
 EOF
 proofs locks <<EOF
 flock                ENOLCK       flock /data/lockme
@@ -395,6 +410,16 @@ swapoff              EPERM        swapoff
 kernel-log           EPERM        syslog
 EOF
 # Resources: bounded per call.
+# A setuid-root program on the device (as old su binaries were): it makes a stranger root
+# (the control, outside), and nobody in the sandbox (no_new_privs, nosuid mounts).
+cp /usr/bin/kt /usr/bin/kt-suid && chmod 4755 /usr/bin/kt-suid
+control=$(kt as 1000 1000 -- /usr/bin/kt-suid euid | grep '^KTR')
+out=$(run 8765 "lsusb exec $(hex /usr/bin/kt-suid) euid")
+got=$(field "$out" stdout | tr '\n' ' ')
+[ "$control" = KTR:done:euid\ 0 ] && [ "$(field "$out" sandboxed)" = true ] && has 'KTR:refused:EPERM' "$got"
+verdict $? proof-setuid-binary "outside as uid 1000: $control; in the sandbox: $got"
+rm -f /usr/bin/kt-suid
+
 # Memory: the per-process limit (malloc fails), or the call's cgroup (the kernel's OOM
 # killer ends it, and the result says which limit).
 out=$(run 8765 "lsusb alloc 2048")
@@ -428,6 +453,21 @@ arrived=$(cat $KT/nc.out $KT/svc.out | grep -v 'KTSVC ready' | head -3)
 verdict $? no-connection-arrived "${arrived:-nothing reached the listeners}"
 leaks=$(grep -o 'KTSECRET-[a-z-]*' $KT/outputs | sort -u | tr '\n' ' ')
 check no-secret-in-answers "${leaks:-none}" [ -z "$leaks" ]
+
+# The control: the same attempts, by an ordinary user outside the sandbox, succeed; so
+# the refusals above are the sandbox's, and a hole would show.
+echo original >/data/victim-control && chmod 0666 /data/victim-control
+nc -l -p 9002 >/dev/null 2>&1 &
+CONTROL_LISTENER=$!
+mkdir -p -m 0755 /run/ctl
+kt serve-unix /run/ctl/ctl.sock kt-control-service >/dev/null 2>&1 &
+CONTROL_SERVICE=$!
+wait_for 5 test -S /run/ctl/ctl.sock
+got=$(kt as 1000 1000 -- lsusb @write write /data/victim-control @tcp tcp 127.0.0.1 9002 \
+  @unix unix /run/ctl/ctl.sock @flock flock /data/lockme | cut -d: -f2,3 | tr '\n' ' ')
+[ "$got" = "write:done tcp:done unix:done flock:done " ]
+verdict $? control-unsandboxed "as uid 1000 outside the sandbox: $got"
+kill $CONTROL_LISTENER $CONTROL_SERVICE 2>/dev/null
 
 # ---------- 4. SIGKILL of each worker: the same URL answers again ----------
 
@@ -526,7 +566,35 @@ fail_closed no-mount-namespace "mount namespace" 0 kt deny "${DENY:+$DENY,}nomnt
 fail_closed no-seccomp "seccomp" 0 kt deny "${DENY:+$DENY,}noseccomp" --
 say "INFO netd-without-seccomp $(grep -o 'netd confined.*' $KT/no-seccomp.err | head -1)"
 
-# ---------- 7. netd's filter and Landlock, from inside netd ----------
+# ---------- 7. a kernel without PID namespaces (simulated) ----------
+
+say "TIME no-pid-namespace $(now)"
+# Not essential: the helper becomes a subreaper and kills what the call left behind. The
+# sandbox stays on, the call's processes share the device's PID namespace, and what they
+# cannot signal is anything not of their own uid.
+conf=/data/adb/nl2sh-nopidns/config.toml
+make_config $conf
+chmod 0600 $conf
+if start_tree nopidns 8769 $conf kt deny "${DENY:+$DENY,}nopidns" --; then
+  sb=$(tool 8769 nl2sh_inspect '{}' | kt json result.structuredContent.sandbox)
+  [ "$(field "$sb" active)" = true ] && has '^off' "$(field "$sb" pid_namespace)"
+  verdict $? nopidns-sandbox-active "pid_namespace: $(field "$sb" pid_namespace)"
+  out=$(run 8769 "lsusb @kill-victim kill $VICTIM @kill-netd kill $(worker netd) @daemon daemon 778.5")
+  got=$(field "$out" stdout | grep '^KTR' | cut -d: -f2-4 | tr '\n' ' ')
+  wait_for 5 range_empty
+  left=$(in_range | tr '\n' ' ')
+  [ "$(field "$out" sandboxed)" = true ] && has 'kill-victim:refused:EPERM' "$got" &&
+    has 'kill-netd:refused:EPERM' "$got" && has 'daemon:done' "$got" && [ -z "$left" ] &&
+    kill -0 $VICTIM && [ -n "$(worker netd)" ]
+  verdict $? nopidns-nothing-outlives "$got; left in the uid range: ${left:-none}"
+  stop_tree nopidns
+  verdict $? nopidns-stop "exit $code"
+else
+  fail nopidns "did not start"
+  log_tail $KT/nopidns.err
+fi
+
+# ---------- 8. netd's filter and Landlock, from inside netd ----------
 
 say "TIME netd-inject $(now)"
 # kt inject makes netd itself perform one system call (ptrace, from root): what an
@@ -563,4 +631,5 @@ else
 fi
 
 say "TIME end $(now)"
+say "SUMMARY $COUNT results, $FAILS failed"
 exit $FAILS

@@ -42,6 +42,9 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <sched.h>
@@ -60,6 +63,7 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/reboot.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/sem.h>
 #include <sys/shm.h>
@@ -484,6 +488,9 @@ static int unix_addr(struct sockaddr_un *a, const char *path, int abstract) {
   return (int)(offsetof(struct sockaddr_un, sun_path) + n + (abstract ? 1 : 0));
 }
 
+/* What `alloc` holds, so no compiler can drop the allocations. */
+volatile char *held[1 << 16];
+
 static int attack(int argc, char **argv) {
   const char *c = argv[1];
   const char *a1 = argc > 2 ? argv[2] : "", *a2 = argc > 3 ? argv[3] : "";
@@ -575,7 +582,6 @@ static int attack(int argc, char **argv) {
   }
   if (!strcmp(c, "alloc")) { /* touch N MiB */
     long mib = atol(a1);
-    static volatile char *held[1 << 16];
     for (long i = 0; i < mib && i < (1 << 16); i++) {
       volatile char *m = malloc(1 << 20);
       if (!m) { printf("allocated %ld MiB\n", i); return refused("malloc"); }
@@ -585,6 +591,17 @@ static int attack(int argc, char **argv) {
     return done("allocated all");
   }
   if (!strcmp(c, "setuid0")) return setuid(0) ? refused("setuid 0") : done("root again");
+  if (!strcmp(c, "raise-limit")) { /* past the hard process limit the call was given */
+    struct rlimit rl;
+    getrlimit(RLIMIT_NPROC, &rl);
+    if (rl.rlim_max != RLIM_INFINITY) rl.rlim_max += 1000;
+    rl.rlim_cur = rl.rlim_max;
+    return setrlimit(RLIMIT_NPROC, &rl) ? refused("setrlimit") : done("raised");
+  }
+  if (!strcmp(c, "euid")) { /* who this process is (after a setuid exec, say) */
+    printf("euid %u\n", (unsigned)geteuid());
+    return geteuid() == 0 ? done("euid 0") : (errno = EPERM, refused("not root"));
+  }
 
   /* Network (loopback only in the guest: there is no other interface). */
   if (!strcmp(c, "tcp")) return tcp_connect(AF_INET, a1, atoi(a2));
@@ -604,6 +621,34 @@ static int attack(int argc, char **argv) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (bind(s, (struct sockaddr *)&a, sizeof a) || listen(s, 1)) return refused("bind");
     return done("listening");
+  }
+  if (!strcmp(c, "icmp")) { /* an unprivileged ping socket */
+    int s = socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMP);
+    return s < 0 ? refused("ping socket") : done("ping socket");
+  }
+  if (!strcmp(c, "rtnl-down")) { /* the routing socket a reader may open, asked to write:
+                                    bring interface a1 (an index; 1 is lo) down */
+    int s = socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE);
+    if (s < 0) return refused("netlink socket");
+    struct {
+      struct nlmsghdr nh;
+      struct ifinfomsg ifi;
+    } req = {.nh = {.nlmsg_len = sizeof req, .nlmsg_type = RTM_NEWLINK,
+                    .nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK, .nlmsg_seq = 1},
+             .ifi = {.ifi_family = AF_UNSPEC, .ifi_index = atoi(a1), .ifi_change = IFF_UP}};
+    if (send(s, &req, sizeof req, 0) < 0) return refused("send");
+    char buf[4096];
+    ssize_t n = recv(s, buf, sizeof buf, 0);
+    if (n < 0) return refused("recv");
+    struct nlmsghdr *h = (struct nlmsghdr *)buf;
+    if (h->nlmsg_type == NLMSG_ERROR) {
+      int e = ((struct nlmsgerr *)NLMSG_DATA(h))->error;
+      if (e < 0) {
+        errno = -e;
+        return refused("RTM_NEWLINK");
+      }
+    }
+    return done("interface changed");
   }
   if (!strcmp(c, "packet")) {
     int s = socket(AF_PACKET, SOCK_RAW, htons(3 /* ETH_P_ALL */));
