@@ -176,7 +176,9 @@ verdict $? version "$v"
 
 snapshot >$KT/before
 t0=$(now)
-if start_tree main 8765 $CONF $PREFIX; then
+# Secrets in the supervisor's environment too (the token wins from there; a model key as
+# a configuration would name it): the executor keeps neither, so no command sees them.
+if start_tree main 8765 $CONF $PREFIX env NL2SH_PROTOCOL_TOKEN="$TOKEN" OPENAI_API_KEY=KTSECRET-model-key; then
   pass serve-start "$(grep 'MCP URL' $KT/main.out) in $(awk "BEGIN {print $(now) - $t0}")s"
 else
   fail serve-start "no startup block"
@@ -232,7 +234,7 @@ st=$(field "$out" stdout | tr -s '\t ' ' ' | tr '\n' ' ')
   has 'Groups: +CapEff' "$st" && has 'CapEff: 0{16}' "$st" && has 'CapBnd: 0{16}' "$st" &&
   has 'CapAmb: 0{16}' "$st" && has 'NoNewPrivs: 1' "$st" && has 'Seccomp: 2' "$st"
 verdict $? sandbox-identity "$st"
-for c in 'ls /' 'cat /proc/cpuinfo' 'ps' 'ip addr' 'df -h /' 'uname -a'; do
+for c in 'ls /' 'cat /proc/cpuinfo' 'ps' 'ip addr' 'df -h /' 'uname -a' 'env'; do
   out=$(run 8765 "$c")
   [ "$(field "$out" sandboxed)" = true ] && [ "$(field "$out" exit_code)" = 0 ]
   verdict $? "everyday-$(echo "$c" | tr ' /' '-_')" "exit $(field "$out" exit_code) $(field "$out" stderr)"
@@ -324,6 +326,8 @@ read-init-environ    EACCES       read /proc/1/environ
 read-via-proc-root   EACCES       read /proc/1/root/etc/shadow
 read-supervisor-mem  EACCES|EPERM read /proc/$SERVE_PID/mem
 read-netd-fd         EACCES|EPERM read /proc/$netd/fd/0
+read-supervisor-env  EACCES       read /proc/$SERVE_PID/environ
+read-executor-fd     EACCES|EPERM read /proc/$(worker executor)/fd/0
 read-supervisor-cwd  EACCES       opendir /proc/$SERVE_PID/cwd
 read-connection      EACCES       read /data/adb/nl2sh/config.state/protocol/connection.json
 read-uid-claims      EACCES|ENOENT opendir /run/nl2sh-sandbox-uids
@@ -339,6 +343,7 @@ ptrace               ESRCH|EPERM  ptrace $VICTIM
 setuid-root          EPERM        setuid0
 raise-limit          EPERM        raise-limit
 oom-score            EROFS|EACCES write /proc/self/oom_score_adj
+cgroup-escape        EROFS|EACCES|ENOENT cgroup-join /sys/fs/cgroup/cgroup.procs
 EOF
 proofs kill-everything <<EOF
 kill-everything      ESRCH|EPERM|done kill-all

@@ -1,40 +1,52 @@
 /*
- * kt: the guest's one helper for scripts/kernel-test, a static program (built with zig cc
- * for x86_64-linux-musl). Three jobs:
+ * kt: the one helper of scripts/kernel-test's guests, a static program (zig cc, target
+ * x86_64-linux-musl). Run as root by tests/kernel/checks.sh:
  *
- *   kt post PORT PATH TOKEN BODY     HTTP POST to 127.0.0.1:PORT (loopback only), prints
- *                                    the body (an SSE `data:` line's JSON, dechunked);
- *                                    exit 0 on 2xx, else prints "HTTP <status>" on stderr
- *                                    and exits 1. TOKEN "-" sends no Authorization.
- *   kt json PATH                     reads JSON on stdin, prints the value at PATH (dots;
- *                                    numbers index arrays): a string unescaped, anything
- *                                    else as its JSON text. Exit 1 if absent.
+ *   kt post PORT PATH TOKEN BODY     HTTP POST to 127.0.0.1:PORT (loopback, always); prints
+ *                                    the body (an SSE `data:` line's JSON, dechunked); exit
+ *                                    0 on 2xx, else "HTTP <status>" on stderr and exit 1.
+ *                                    TOKEN `env` takes it from $KT_TOKEN (a command line is
+ *                                    visible to every process, sandboxed ones too); `-`
+ *                                    sends no Authorization.
+ *   kt json PATH                     the value at PATH (dots; numbers index arrays) of the
+ *                                    JSON on stdin: a string unescaped, else its JSON text.
  *   kt deny SPEC[,SPEC...] -- PROG ARGS
- *                                    installs a seccomp filter that makes this kernel look
- *                                    like one without some feature, then execs PROG (the
- *                                    filter is inherited by everything PROG starts):
- *                                      after=N    syscalls above N fail ENOSYS (an older
- *                                                 kernel: 440 is Linux 5.10's last)
- *                                      nopidns    CLONE_NEWPID fails EINVAL
- *                                      noipcns    CLONE_NEWIPC fails EINVAL
- *                                      nomntns    CLONE_NEWNS fails EINVAL
- *                                      nosysvipc  System V IPC and POSIX queues ENOSYS
+ *                                    a seccomp filter that makes this kernel answer as one
+ *                                    without a feature, then exec PROG (everything it starts
+ *                                    inherits the filter):
+ *                                      after=N    system calls above N fail ENOSYS (440 is
+ *                                                 Linux 5.10's last on x86_64)
+ *                                      nopidns / noipcns / nomntns
+ *                                                 CLONE_NEWPID / NEWIPC / NEWNS fail EINVAL
+ *                                      nosysvipc  System V IPC and POSIX queues fail ENOSYS
  *                                      noseccomp  seccomp() and PR_{GET,SET}_SECCOMP EINVAL
- *                                    Any namespace spec also makes clone3 ENOSYS (its flags
+ *                                    (a namespace spec also makes clone3 ENOSYS: its flags
  *                                    are behind a pointer; C libraries fall back to clone).
- *   kt landlock-abi                  prints the kernel's Landlock ABI (0: none)
+ *   kt landlock-abi                  the kernel's Landlock ABI (0: none).
+ *   kt as UID GID -- PROG ARGS       PROG as another user (no groups).
+ *   kt serve-unix PATH NAME          a device service: stream socket PATH, datagram socket
+ *                                    PATH.dgram (both 0777), abstract socket NAME; prints a
+ *                                    line for whatever reaches it.
+ *   kt ipc-setup KEY                 a System V segment of the device's, left in place.
+ *   kt inject PID execve|ptrace|open:PATH
+ *                                    makes process PID perform that system call (ptrace),
+ *                                    in its own context, under its own seccomp filter and
+ *                                    Landlock domain: prints KTI:killed:<signal> or
+ *                                    KTI:returned:<ERRNO or value>.
  *
- * and the attacker: every other subcommand is one attempt at something an unasked,
- * read-only command must not be able to do. In the guest this program is also installed as
+ * Every other subcommand is the attacker: one attempt at something an unasked, read-only
+ * command must not be able to do (see attack() below). In the guest this program is also
  * /usr/bin/lsusb, a name nl2sh's assessment reads as read-only, standing for any
  * read-only-looking program an attacker controls: the kernel sandbox alone must stop it.
- * Each attempt prints one line to stdout:
+ * Arguments written `hex:2f6574...` are decoded first, so the assessment cannot read a
+ * path either. One attempt prints
  *
- *   KTR:done:<what>              the attempt succeeded (a sandbox hole, unless the check
- *                                expects it, e.g. writing the scratch directory)
- *   KTR:refused:<ERRNO>:<what>   the kernel refused it, with that error
+ *   KTR:done:<what>                  it succeeded (a hole, unless the check expects it,
+ *                                    e.g. writing the scratch directory)
+ *   KTR:refused:<ERRNO>:<what>       the kernel refused it, with that error
  *
- * and exits 0 or 1 accordingly.
+ * `@name attempt args @name attempt args ...` runs several, each line labelled
+ * `KTR:name:...`.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -591,6 +603,13 @@ static int attack(int argc, char **argv) {
     return done("allocated all");
   }
   if (!strcmp(c, "setuid0")) return setuid(0) ? refused("setuid 0") : done("root again");
+  if (!strcmp(c, "cgroup-join")) { /* move itself to another cgroup (out of its caps) */
+    int fd = open(a1, O_WRONLY);
+    if (fd < 0) return refused("open cgroup.procs");
+    char pid[16];
+    int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+    return write(fd, pid, n) != n ? refused("write cgroup.procs") : done("moved");
+  }
   if (!strcmp(c, "raise-limit")) { /* past the hard process limit the call was given */
     struct rlimit rl;
     getrlimit(RLIMIT_NPROC, &rl);
