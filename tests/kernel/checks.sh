@@ -141,7 +141,7 @@ LISTENER=$!
 mkdir -p -m 0755 /run/svc
 kt serve-unix /run/svc/service.sock kt-abstract-service >$KT/svc.out 2>&1 &
 SERVICE=$!
-SHM_ID=$(kt ipc-setup 4242)
+say "INFO device-segment $(kt ipc-setup 4242)"
 
 # What nl2sh will find (a simulated older kernel has no Landlock system calls).
 if [ -n "$DENY" ]; then PREFIX="kt deny $DENY --"; else PREFIX=; fi
@@ -183,7 +183,7 @@ if start_tree main 8765 $CONF $PREFIX env NL2SH_PROTOCOL_TOKEN="$TOKEN" OPENAI_A
 else
   fail serve-start "no startup block"
   log_tail $KT/main.err 30
-  say "DONE-EARLY"
+  say "SUMMARY $COUNT results, $FAILS failed"
   exit 1
 fi
 w=$(workers | sort | tr '\n' ' ')
