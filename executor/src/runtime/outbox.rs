@@ -5,7 +5,8 @@
 //! (README, "Audit"); waiting for approvald's acknowledgement costs a round trip between
 //! two processes on every call. Instead the executor appends the row here (one
 //! `write(2)`, [`nl2sh_proto::journal`]), answers, and reports the row to approvald
-//! meanwhile. The file is emptied whenever every row in it is acknowledged. A restarted
+//! meanwhile. The file is emptied when every row in it is acknowledged and it has grown
+//! to [`EMPTY_AT_BYTES`], and at a clean stop. A restarted
 //! executor hands what it finds to approvald ([`ReportedRow`] as `Recover`), which writes
 //! the rows its audit does not hold yet, before serving any call.
 //!
@@ -26,6 +27,10 @@ use nl2sh_proto::journal::{encode_entry, open_append, read_entries};
 pub const OUTBOX_FILE: &str = "protocol/audit-outbox";
 /// Rows that may wait for approvald's acknowledgement after their answers left.
 pub const MAX_UNACKNOWLEDGED: usize = 256;
+/// The file is emptied, once no row waits, only when it holds this much: emptying it
+/// (`ftruncate`) costs more than the call it would follow, and rows approvald has are
+/// harmless there (the next start finds them in the audit and skips them).
+pub const EMPTY_AT_BYTES: u64 = 64 * 1024;
 
 struct Inner {
     file: File,
@@ -33,6 +38,20 @@ struct Inner {
     unacknowledged: usize,
     /// Bytes in the file.
     len: u64,
+}
+
+impl Inner {
+    /// Empty the file if no row in it waits for approvald.
+    fn empty_if_settled(&mut self) {
+        if self.unacknowledged > 0 {
+            return;
+        }
+        // O_APPEND: the next row goes to the new end, 0.
+        match self.file.set_len(0) {
+            Ok(()) => self.len = 0,
+            Err(e) => tracing::warn!(error = %e, "cannot empty the audit outbox"),
+        }
+    }
 }
 
 pub struct Outbox {
@@ -99,17 +118,14 @@ impl Outbox {
         Some(Pending(()))
     }
 
-    /// approvald has the row of `pending`. Once none waits, the file is emptied.
+    /// approvald has the row of `pending`. Once none waits, a file of
+    /// [`EMPTY_AT_BYTES`] or more is emptied.
     pub fn acknowledged(&self, pending: Pending) {
         let Pending(()) = pending;
         let mut inner = self.inner();
         inner.unacknowledged = inner.unacknowledged.saturating_sub(1);
-        if inner.unacknowledged == 0 && inner.len > 0 {
-            // O_APPEND: the next row goes to the new end, 0.
-            match inner.file.set_len(0) {
-                Ok(()) => inner.len = 0,
-                Err(e) => tracing::warn!(error = %e, "cannot empty the audit outbox"),
-            }
+        if inner.len >= EMPTY_AT_BYTES {
+            inner.empty_if_settled();
         }
     }
 
@@ -123,13 +139,7 @@ impl Outbox {
     /// Every row left by an earlier executor is in the audit: empty the file if nothing
     /// of this executor's waits.
     pub fn recovered(&self) {
-        let mut inner = self.inner();
-        if inner.unacknowledged == 0 {
-            match inner.file.set_len(0) {
-                Ok(()) => inner.len = 0,
-                Err(e) => tracing::warn!(error = %e, "cannot empty the audit outbox"),
-            }
-        }
+        self.inner().empty_if_settled();
     }
 
     /// Rows waiting for approvald now.
@@ -147,6 +157,7 @@ impl Outbox {
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
+        self.inner().empty_if_settled();
         true
     }
 }
@@ -221,21 +232,50 @@ mod tests {
     }
 
     #[test]
-    fn the_file_is_emptied_once_every_row_is_acknowledged() {
+    fn a_grown_file_is_emptied_once_every_row_is_acknowledged() {
         let dir = state_dir();
         let (outbox, _) = Outbox::open(dir.path()).unwrap();
         let path = dir.path().join(OUTBOX_FILE);
+        let len = || std::fs::metadata(&path).unwrap().len();
+        // Small: acknowledged rows stay (emptying costs more than they do).
         let a = outbox.keep(&row(1)).unwrap();
-        let b = outbox.keep(&row(2)).unwrap();
         outbox.acknowledged(a);
-        assert!(std::fs::metadata(&path).unwrap().len() > 0);
-        outbox.acknowledged(b);
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+        assert!(len() > 0);
+        // Grown past EMPTY_AT_BYTES: emptied once nothing waits, not before.
+        let mut waiting = Vec::new();
+        while len() < EMPTY_AT_BYTES {
+            waiting.push(outbox.keep(&row(2)).unwrap());
+            if waiting.len() > 1 {
+                outbox.acknowledged(waiting.remove(0));
+            }
+        }
+        assert!(len() >= EMPTY_AT_BYTES);
+        outbox.acknowledged(waiting.remove(0));
+        assert_eq!(len(), 0);
         // Appending goes on at the new end.
         let c = outbox.keep(&row(3)).unwrap();
         let (_, left) = Outbox::open(dir.path()).unwrap();
         assert_eq!(ids(&left), vec![3]);
         outbox.acknowledged(c);
+    }
+
+    #[tokio::test]
+    async fn settling_waits_for_every_acknowledgement_and_empties_the_file() {
+        let dir = state_dir();
+        let (outbox, _) = Outbox::open(dir.path()).unwrap();
+        let outbox = std::sync::Arc::new(outbox);
+        let pending = outbox.keep(&row(1)).unwrap();
+        assert!(!outbox.settle(Duration::from_millis(20)).await);
+        let later = outbox.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            later.acknowledged(pending);
+        });
+        assert!(outbox.settle(Duration::from_secs(5)).await);
+        let len = std::fs::metadata(dir.path().join(OUTBOX_FILE))
+            .unwrap()
+            .len();
+        assert_eq!(len, 0);
     }
 
     #[test]
