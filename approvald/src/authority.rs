@@ -226,13 +226,14 @@ impl Authority {
                 result.call_id
             )));
         };
-        let mut record = AuditRecord::new(AuditKind::Outcome, call_id);
-        describe_action(&mut record, &summary);
-        record.decision = Some(decision.as_str().to_owned());
-        record.success = Some(result.success);
-        record.exit_code = result.exit_code.map(i64::from);
-        record.duration_ms = Some(duration_ms);
-        record.summary = Some(result.summary);
+        let record = last_row(
+            AuditKind::Outcome,
+            call_id,
+            &summary,
+            decision,
+            result,
+            duration_ms,
+        );
         Ok(self.commit(record, call_id).await)
     }
 
@@ -349,22 +350,8 @@ impl Authority {
             result,
             policy,
         } = ran;
-        let call_id = check_action(&summary).map_err(OutOfState)?;
-        let (_, duration_ms) = check_result(&result).map_err(OutOfState)?;
-        if result.call_id != summary.call_id {
-            return Err(OutOfState(format!(
-                "an outcome for call {} reported with the action of call {}",
-                result.call_id, summary.call_id
-            )));
-        }
-        if summary.risk != RiskLevel::ReadOnly || summary.confinement == Confinement::Unconfined {
-            return Err(OutOfState(format!(
-                "call {} ({} risk, {:?}) is no call a policy snapshot lets run",
-                summary.call_id,
-                summary.risk.as_str(),
-                summary.confinement
-            )));
-        }
+        let (call_id, duration_ms) = check_report(&summary, &result).map_err(OutOfState)?;
+        check_snapshot_call(&summary).map_err(OutOfState)?;
         let given = lock(&self.issued)
             .iter()
             .any(|s| s.version.same_as(&policy) && s.reads_unasked.contains(&summary.origin));
@@ -384,93 +371,82 @@ impl Authority {
             }
             decided.remember(summary.call_id);
         }
-        let mut record = AuditRecord::new(AuditKind::Call, call_id);
-        describe_action(&mut record, &summary);
-        record.decision = Some(Decision::Allowed.as_str().to_owned());
-        record.reason = Some(read_only_reason(summary.confinement).to_owned());
-        record.success = Some(result.success);
-        record.exit_code = result.exit_code.map(i64::from);
-        record.duration_ms = Some(duration_ms);
-        record.summary = Some(result.summary);
+        let record = last_row(
+            AuditKind::Call,
+            call_id,
+            &summary,
+            Decision::Allowed,
+            result,
+            duration_ms,
+        );
         Ok(self.commit(record, call_id).await)
     }
 
     /// A row an earlier executor answered for and kept in its outbox: written unless the
     /// audit holds it already (it reached approvald, or its journal, before the restart),
     /// and answered once committed. Checked like the report it repeats, but not against
-    /// this approvald's memory of decisions and snapshots, which began after it.
-    pub async fn recover(&self, row: ReportedRow) -> Result<AuthorityResponse, OutOfState> {
-        let (summary, decision, result, kind) = match row {
-            ReportedRow::Ran(RanRecord {
-                summary, result, ..
-            }) => {
-                if summary.risk != RiskLevel::ReadOnly
-                    || summary.confinement == Confinement::Unconfined
-                {
-                    return Err(OutOfState(format!(
-                        "call {} ({} risk, {:?}) is no call a policy snapshot lets run",
-                        summary.call_id,
-                        summary.risk.as_str(),
-                        summary.confinement
-                    )));
-                }
-                (summary, Decision::Allowed, result, AuditKind::Call)
-            }
+    /// this approvald's memory of decisions and snapshots, which began after it. A row
+    /// that fails the checks is refused, not taken for a live protocol breach: it comes
+    /// from a file, and closing the channel would restart the workers into the same file.
+    pub async fn recover(&self, row: ReportedRow) -> AuthorityResponse {
+        let checked = match &row {
+            ReportedRow::Ran(ran) => check_snapshot_call(&ran.summary)
+                .and_then(|()| check_report(&ran.summary, &ran.result))
+                .map(|ids| (ids, AuditKind::Call)),
             ReportedRow::Finished {
                 summary,
                 decision,
                 result,
-            } => {
-                if !decision.runs() {
-                    return Err(OutOfState(format!(
-                        "an outcome for call {}, which was {}",
-                        summary.call_id,
-                        decision.as_str()
-                    )));
-                }
-                (summary, decision, result, AuditKind::Outcome)
+            } if decision.runs() => {
+                check_report(summary, result).map(|ids| (ids, AuditKind::Outcome))
+            }
+            ReportedRow::Finished { decision, .. } => Err(format!(
+                "an outcome of a call that was {}",
+                decision.as_str()
+            )),
+        };
+        let ((call_id, duration_ms), kind) = match checked {
+            Ok(checked) => checked,
+            Err(why) => {
+                tracing::error!(problem = %Shown::new(&why), "an outbox row refused");
+                return AuthorityResponse::NotRecorded(format!("refused: {why}"));
             }
         };
-        let call_id = check_action(&summary).map_err(OutOfState)?;
-        let (_, duration_ms) = check_result(&result).map_err(OutOfState)?;
-        if result.call_id != summary.call_id {
-            return Err(OutOfState(format!(
-                "an outcome for call {} recovered with the action of call {}",
-                result.call_id, summary.call_id
-            )));
-        }
         match self.store.has_row(call_id, kind).await {
-            Ok(true) => return Ok(AuthorityResponse::Recorded),
+            Ok(true) => return AuthorityResponse::Recorded,
             Ok(false) => {}
             Err(e) => {
                 tracing::error!(error = %e, call_id, "cannot look for a recovered audit row");
-                return Ok(AuthorityResponse::NotRecorded(
-                    "the audit could not be searched".into(),
-                ));
+                return AuthorityResponse::NotRecorded("the audit could not be searched".into());
             }
         }
-        let mut record = AuditRecord::new(kind, call_id);
-        describe_action(&mut record, &summary);
-        record.decision = Some(decision.as_str().to_owned());
-        if kind == AuditKind::Call {
-            record.reason = Some(read_only_reason(summary.confinement).to_owned());
-        }
-        record.success = Some(result.success);
-        record.exit_code = result.exit_code.map(i64::from);
-        record.duration_ms = Some(duration_ms);
-        record.summary = Some(result.summary);
+        let record = match row {
+            ReportedRow::Ran(ran) => last_row(
+                kind,
+                call_id,
+                &ran.summary,
+                Decision::Allowed,
+                ran.result,
+                duration_ms,
+            ),
+            ReportedRow::Finished {
+                summary,
+                decision,
+                result,
+            } => last_row(kind, call_id, &summary, decision, result, duration_ms),
+        };
         tracing::warn!(
             call_id,
             kind = kind.as_str(),
             "an answered call's audit row recovered from the executor's outbox"
         );
-        Ok(match self.store.append_all(vec![record]).await {
+        match self.store.append_all(vec![record]).await {
             Ok(()) => AuthorityResponse::Recorded,
             Err(e) => {
                 tracing::error!(error = %e, call_id, "recovered audit row not recorded");
                 AuthorityResponse::NotRecorded("the audit row could not be recorded".into())
             }
-        })
+        }
     }
 
     async fn judge(&self, summary: &ActionSummary) -> (Decision, String) {
@@ -598,6 +574,56 @@ fn check_len(field: &str, text: &str, max: usize) -> Result<(), String> {
 }
 
 /// Everything a decision row stores is bounded and well-formed; the call id as stored.
+/// A call's last row: `kind` `Outcome` (a decided call) or `Call` (decision and outcome
+/// of a read the policy snapshot let run, with the reason that let it).
+fn last_row(
+    kind: AuditKind,
+    call_id: i64,
+    summary: &ActionSummary,
+    decision: Decision,
+    result: CallResult,
+    duration_ms: i64,
+) -> AuditRecord {
+    let mut record = AuditRecord::new(kind, call_id);
+    describe_action(&mut record, summary);
+    record.decision = Some(decision.as_str().to_owned());
+    if kind == AuditKind::Call {
+        record.reason = Some(read_only_reason(summary.confinement).to_owned());
+    }
+    record.success = Some(result.success);
+    record.exit_code = result.exit_code.map(i64::from);
+    record.duration_ms = Some(duration_ms);
+    record.summary = Some(result.summary);
+    record
+}
+
+/// A reported call's action and result are within bounds and are the same call's: its
+/// id and duration as stored.
+fn check_report(summary: &ActionSummary, result: &CallResult) -> Result<(i64, i64), String> {
+    let call_id = check_action(summary)?;
+    let (_, duration_ms) = check_result(result)?;
+    if result.call_id != summary.call_id {
+        return Err(format!(
+            "an outcome for call {} reported with the action of call {}",
+            result.call_id, summary.call_id
+        ));
+    }
+    Ok((call_id, duration_ms))
+}
+
+/// Only a confined read-only call is one a policy snapshot lets run.
+fn check_snapshot_call(summary: &ActionSummary) -> Result<(), String> {
+    if summary.risk != RiskLevel::ReadOnly || summary.confinement == Confinement::Unconfined {
+        return Err(format!(
+            "call {} ({} risk, {:?}) is no call a policy snapshot lets run",
+            summary.call_id,
+            summary.risk.as_str(),
+            summary.confinement
+        ));
+    }
+    Ok(())
+}
+
 fn check_action(s: &ActionSummary) -> Result<i64, String> {
     let call_id = check_call_id(s.call_id)?;
     if s.tool.is_empty() {

@@ -87,7 +87,7 @@ pub async fn answer_authority(
             Ok(AuthorityResponse::Policy(authority.policy_snapshot().await))
         }
         AuthorityRequest::Ran(ran) => authority.ran(ran).await,
-        AuthorityRequest::Recover(row) => authority.recover(row).await,
+        AuthorityRequest::Recover(row) => Ok(authority.recover(row).await),
     }
 }
 

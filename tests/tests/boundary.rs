@@ -413,6 +413,51 @@ async fn rows_an_earlier_executor_left_in_its_outbox_are_written_once() {
     assert!(w.authority.store().verify().await.unwrap().is_intact());
 }
 
+/// An outbox row approvald refuses (a mutation reported as a read the snapshot let run,
+/// an outcome of a refused call: a file edited, or written by a build with other rules)
+/// is not written, and does not close the channel: that would restart the workers into
+/// the same file, for good.
+#[tokio::test]
+async fn a_refused_outbox_row_is_not_written_and_the_service_goes_on() {
+    let w = wire().await;
+    let mutation_as_read = match reported(911, false) {
+        ReportedRow::Finished {
+            summary, result, ..
+        } => ReportedRow::Ran(RanRecord {
+            summary,
+            result,
+            policy: ConfigVersion::Absent,
+        }),
+        other => panic!("{other:?}"),
+    };
+    let refused_outcome = match reported(912, false) {
+        ReportedRow::Finished {
+            summary, result, ..
+        } => ReportedRow::Finished {
+            summary,
+            decision: Decision::Refused,
+            result,
+        },
+        other => panic!("{other:?}"),
+    };
+    let path = w.dir.path().join(OUTBOX_FILE);
+    let left = [mutation_as_read, refused_outcome, reported(913, true)];
+    let bytes: Vec<u8> = left.iter().flat_map(|r| encode_entry(r).unwrap()).collect();
+    std::fs::write(&path, bytes).unwrap();
+    w.link
+        .recover(read_entries::<ReportedRow>(&path).unwrap().entries)
+        .await;
+    // The channel is up: a call is answered and audited.
+    w.link.refresh().await;
+    assert!(outcome(&w, &stat(1, Path::new("/"))).await.success);
+    assert!(w.link.settle(Duration::from_secs(5)).await);
+    let rows = rows(&w).await;
+    let ids: Vec<i64> = rows.iter().map(|r| r.record.call_id).collect();
+    assert!(ids.contains(&913), "{rows:?}");
+    assert!(!ids.contains(&911) && !ids.contains(&912), "{rows:?}");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+}
+
 /// Random tool arguments through the real executor → approvald path never close a
 /// channel: every call is answered (the configuration is unusable, so approvald refuses
 /// every decision and nothing runs), and approvald still decides the last one.
