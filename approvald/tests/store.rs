@@ -361,7 +361,8 @@ async fn secrets_never_reach_an_audit_row() {
 /// Journal entries as approvald leaves them when it dies after answering for them and
 /// before its writer commits them.
 fn journal_bytes(entries: impl IntoIterator<Item = (u64, i64, AuditRecord)>) -> Vec<u8> {
-    use nl2sh_approvald::store::journal::{encode, Entry};
+    use nl2sh_approvald::store::journal::Entry;
+    use nl2sh_proto::journal::encode_entry as encode;
     let mut bytes = Vec::new();
     for (seq, time_ms, record) in entries {
         bytes.extend(

@@ -23,12 +23,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use nl2sh_proto::journal::{open_append, read_entries, remove, Entries};
+use nl2sh_proto::journal::{encode_entry, open_append, read_entries, remove, Entries};
 use serde::{Deserialize, Serialize};
 
 use super::AuditRecord;
-
-pub use nl2sh_proto::journal::{decode_entries, encode_entry as encode};
 
 /// The journal, relative to the state directory.
 pub const JOURNAL_FILE: &str = "protocol/audit-journal";
@@ -141,7 +139,7 @@ impl Journal {
         }
         self.tidy();
         let seq = self.last_seq + 1;
-        let bytes = encode(&Entry {
+        let bytes = encode_entry(&Entry {
             seq,
             time_ms,
             record: record.clone(),
@@ -151,11 +149,6 @@ impl Journal {
         self.last_seq = seq;
         self.len += bytes.len() as u64;
         Ok(seq)
-    }
-
-    /// The last sequence number given out.
-    pub fn last_seq(&self) -> u64 {
-        self.last_seq
     }
 
     /// Drop the older file once its entries are committed, and start a new file when
@@ -245,10 +238,10 @@ mod tests {
         assert_eq!(read_all(dir.path()).unwrap().entries.len() as u64, last);
         // Not committed: the older file stays, however much is appended.
         for _ in 0..20 {
-            journal.append(&record, 0).unwrap();
+            last = journal.append(&record, 0).unwrap();
         }
         assert!(older.exists());
-        progress.commit_up_to(journal.last_seq() - 1);
+        progress.commit_up_to(last - 1);
         journal.append(&record, 0).unwrap();
         assert!(!older.exists(), "committed older file kept");
         assert!(current.exists());

@@ -150,8 +150,9 @@ impl Authority {
             match recorded(this.client.call(&request).await) {
                 Ok(()) => outbox.acknowledged(pending),
                 Err(why) => {
-                    tracing::error!(call_id = %row.call_id(), error = %why, "approvald did not record an answered call's row");
-                    outbox.kept_for_next_start(pending);
+                    tracing::error!(call_id = %row.call_id(), error = %why, "approvald did not record an answered call's row; it stays in the outbox for the next start");
+                    // Never acknowledged: the file is not emptied while this executor runs.
+                    drop(pending);
                 }
             }
         });

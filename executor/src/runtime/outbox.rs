@@ -129,13 +129,6 @@ impl Outbox {
         }
     }
 
-    /// approvald did not take the row of `pending`: it stays for the next start.
-    pub fn kept_for_next_start(&self, pending: Pending) {
-        let Pending(()) = pending;
-        // Never acknowledged, so the file is not emptied while this executor runs.
-        tracing::warn!("an audit row stays in the outbox until the next start");
-    }
-
     /// Every row left by an earlier executor is in the audit: empty the file if nothing
     /// of this executor's waits.
     pub fn recovered(&self) {
@@ -143,7 +136,7 @@ impl Outbox {
     }
 
     /// Rows waiting for approvald now.
-    pub fn unacknowledged(&self) -> usize {
+    fn unacknowledged(&self) -> usize {
         self.inner().unacknowledged
     }
 
