@@ -386,21 +386,13 @@ static void deny_nr(int n, int e) {
   emit((struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | e));
 }
 
-/* if (nr == n && (args[arg] & mask)) return errno e; */
-static void deny_flag(int n, int arg, unsigned mask, int e) {
+/* if (nr == n && args[arg] OP value) return errno e; OP is BPF_JSET (any bit of
+   value set) or BPF_JEQ (equal) */
+static void deny_when(int n, int arg, unsigned op, unsigned value, int e) {
   emit((struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, NR_OFF));
   emit((struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, n, 0, 3));
   emit((struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(arg)));
-  emit((struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, mask, 0, 1));
-  emit((struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | e));
-}
-
-/* if (nr == n && args[arg] == value) return errno e; */
-static void deny_arg(int n, int arg, unsigned value, int e) {
-  emit((struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, NR_OFF));
-  emit((struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, n, 0, 3));
-  emit((struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(arg)));
-  emit((struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, value, 0, 1));
+  emit((struct sock_filter)BPF_JUMP(BPF_JMP | op | BPF_K, value, 0, 1));
   emit((struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | e));
 }
 
@@ -438,16 +430,16 @@ static int cmd_deny(int argc, char **argv) {
       for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) deny_nr(calls[i], ENOSYS);
     } else if (strcmp(s, "noseccomp") == 0) {
       deny_nr(SYS_seccomp, EINVAL);
-      deny_arg(SYS_prctl, 0, PR_SET_SECCOMP, EINVAL);
-      deny_arg(SYS_prctl, 0, PR_GET_SECCOMP, EINVAL);
+      deny_when(SYS_prctl, 0, BPF_JEQ, PR_SET_SECCOMP, EINVAL);
+      deny_when(SYS_prctl, 0, BPF_JEQ, PR_GET_SECCOMP, EINVAL);
     } else {
       fprintf(stderr, "kt deny: unknown spec %s\n", s);
       return 2;
     }
   }
   if (ns) {
-    deny_flag(SYS_unshare, 0, ns, EINVAL);
-    deny_flag(SYS_clone, 0, ns, EINVAL);
+    deny_when(SYS_unshare, 0, BPF_JSET, ns, EINVAL);
+    deny_when(SYS_clone, 0, BPF_JSET, ns, EINVAL);
     deny_nr(SYS_clone3, ENOSYS);
   }
   emit((struct sock_filter)ALLOW);
