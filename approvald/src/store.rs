@@ -718,103 +718,34 @@ impl Store {
 
     /// Queue `record` and resolve once the batch holding it is committed.
     pub async fn append(&self, record: AuditRecord) -> Result<(), StoreError> {
-        let record = self.redacted(record);
-        record.check_bounds()?;
-        let (ack, done) = oneshot::channel();
-        self.queue
-            .send(Command::Append(Queued::new(
-                record,
-                None,
-                clock::now_unix_ms(),
-                Some(ack),
-            )))
-            .await
-            .map_err(|_| StoreError::Closed)?;
-        self.writer.unpark();
-        done.await.map_err(|_| StoreError::Closed)?
+        self.append_all(vec![record]).await
     }
 
     /// Queue `records` in order and resolve once every one of them is committed.
     pub async fn append_all(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
+        let queued = self
+            .prepared(records)?
+            .into_iter()
+            .map(|record| Queued::new(record, None, clock::now_unix_ms(), None))
+            .collect();
+        self.enqueue(queued, true).await
+    }
+
+    /// `records` redacted, once each is within the bounds of a row.
+    fn prepared(&self, records: Vec<AuditRecord>) -> Result<Vec<AuditRecord>, StoreError> {
         let records: Vec<AuditRecord> = records.into_iter().map(|r| self.redacted(r)).collect();
         for record in &records {
             record.check_bounds()?;
         }
-        let mut waits = Vec::with_capacity(records.len());
-        for record in records {
-            let (ack, done) = oneshot::channel();
-            self.queue
-                .send(Command::Append(Queued::new(
-                    record,
-                    None,
-                    clock::now_unix_ms(),
-                    Some(ack),
-                )))
-                .await
-                .map_err(|_| StoreError::Closed)?;
-            waits.push(done);
-        }
-        self.writer.unpark();
-        for done in waits {
-            done.await.map_err(|_| StoreError::Closed)??;
-        }
-        Ok(())
+        Ok(records)
     }
 
-    /// Queue `record` without waiting for its commit (it is still committed in queue
-    /// order). Waits only while the queue is full.
-    pub async fn append_nowait(&self, record: AuditRecord) -> Result<(), StoreError> {
-        let record = self.redacted(record);
-        record.check_bounds()?;
-        self.queue
-            .send(Command::Append(Queued::new(
-                record,
-                None,
-                clock::now_unix_ms(),
-                None,
-            )))
-            .await
-            .map_err(|_| StoreError::Closed)
-    }
-
-    /// Journal `records` in order ([`journal`]) and queue them for the writer; resolve
-    /// once they are journalled, before their commit. From then on they survive a crash
-    /// of approvald: the next start commits whatever the writer had not. Where the
-    /// journal cannot be written, waits for the commit instead, as [`Store::append_all`].
-    pub async fn append_durable(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
-        let records: Vec<AuditRecord> = records.into_iter().map(|r| self.redacted(r)).collect();
-        for record in &records {
-            record.check_bounds()?;
-        }
-        // Held until the records are queued, so that the writer gets them in journal order.
-        let mut journal = self.journal.lock().await;
-        let mut queued = Vec::with_capacity(records.len());
-        let mut failed = false;
-        for record in records {
-            let time_ms = clock::now_unix_ms();
-            let seq = if failed {
-                None
-            } else {
-                match journal.append(&record, time_ms) {
-                    Ok(seq) => Some(seq),
-                    Err(e) => {
-                        if !self.journal_failing.swap(true, Ordering::Relaxed) {
-                            tracing::error!(error = %e, "cannot write the audit journal; answers wait for their commit");
-                        }
-                        failed = true;
-                        None
-                    }
-                }
-            };
-            queued.push(Queued::new(record, seq, time_ms, None));
-        }
-        if !failed {
-            self.journal_failing.store(false, Ordering::Relaxed);
-        }
-        // Without the journal, every record of the call waits for its commit.
+    /// Queue `queued` in order; with `wait`, resolve once every one is committed (waking
+    /// the writer from its linger), else once queued.
+    async fn enqueue(&self, queued: Vec<Queued>, wait: bool) -> Result<(), StoreError> {
         let mut waits = Vec::new();
         for mut q in queued {
-            if failed {
+            if wait {
                 let (ack, done) = oneshot::channel();
                 q.ack = Some(ack);
                 waits.push(done);
@@ -824,14 +755,63 @@ impl Store {
                 .await
                 .map_err(|_| StoreError::Closed)?;
         }
-        drop(journal);
-        if !waits.is_empty() {
+        if wait {
             self.writer.unpark();
         }
         for done in waits {
             done.await.map_err(|_| StoreError::Closed)??;
         }
         Ok(())
+    }
+
+    /// Queue `record` without waiting for its commit (it is still committed in queue
+    /// order). Waits only while the queue is full.
+    pub async fn append_nowait(&self, record: AuditRecord) -> Result<(), StoreError> {
+        let queued = self
+            .prepared(vec![record])?
+            .into_iter()
+            .map(|record| Queued::new(record, None, clock::now_unix_ms(), None))
+            .collect();
+        self.enqueue(queued, false).await
+    }
+
+    /// Journal `records` in order ([`journal`]) and queue them for the writer; resolve
+    /// once they are journalled, before their commit. From then on they survive a crash
+    /// of approvald: the next start commits whatever the writer had not. Where the
+    /// journal cannot be written, waits for the commit instead, as [`Store::append_all`].
+    pub async fn append_durable(&self, records: Vec<AuditRecord>) -> Result<(), StoreError> {
+        let records = self.prepared(records)?;
+        // Held until the records are queued, so that the writer gets them in journal order.
+        let mut journal = self.journal.lock().await;
+        let mut queued = Vec::with_capacity(records.len());
+        let mut failed = false;
+        for record in records {
+            let time_ms = clock::now_unix_ms();
+            // After a failed write, no more: a journalled entry queued without its
+            // sequence number would never be marked applied, and be replayed again.
+            let written = if failed {
+                None
+            } else {
+                Some(journal.append(&record, time_ms))
+            };
+            let seq = match written {
+                None => None,
+                Some(Ok(seq)) => Some(seq),
+                Some(Err(e)) => {
+                    if !self.journal_failing.swap(true, Ordering::Relaxed) {
+                        tracing::error!(error = %e, "cannot write the audit journal; answers wait for their commit");
+                    }
+                    failed = true;
+                    None
+                }
+            };
+            queued.push(Queued::new(record, seq, time_ms, None));
+        }
+        if !failed {
+            self.journal_failing.store(false, Ordering::Relaxed);
+        }
+        // Without the journal, every record of the call waits for its commit.
+        self.enqueue(queued, failed).await
     }
 
     /// At a clean stop, once everything is flushed: remove the journal if the writer
