@@ -1,4 +1,4 @@
-//! Compile-time provenance for `build_identity` (spec: nl2sh_inspect). Anything that cannot
+//! Compile-time provenance for `build_identity` (docs/PROTOCOLS.md, "MCP": nl2sh_inspect). Anything that cannot
 //! be learned is left unset, and inspect reports it as null.
 
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! or for a read-only call journalled, which survives a crash as well), and records how
 //! decided calls ended.
 //!
-//! Decision order (DESIGN.md §6), with the configuration re-read for every decision:
+//! Decision order (docs/APPROVALS.md, "Decision order"), with the configuration re-read for every decision:
 //!
 //! 1. The configuration cannot be read or is invalid → `Refused` (fail closed).
 //! 2. Policy (`approval_policy`, remote callers raised to at least `balanced`) does not ask
@@ -318,7 +318,7 @@ impl Authority {
     }
 
     /// Which confined read-only calls the configuration as it is now lets run without
-    /// asking (DESIGN.md §3 "policy snapshot"), by the same rule [`Self::decide`] uses.
+    /// asking (docs/ARCHITECTURE.md, "The policy snapshot"), by the same rule [`Self::decide`] uses.
     pub async fn policy_snapshot(&self) -> PolicySnapshot {
         let (version, loaded) = self.current_policy().await;
         let reads_unasked = match loaded {

@@ -1,5 +1,5 @@
 //! `<state>/protocol/approvals.sock`: the local CLI's way to list, approve and reject
-//! pending requests (DESIGN.md §3). Only approvald listens on it.
+//! pending requests (docs/ARCHITECTURE.md, "Channels"). Only approvald listens on it.
 //!
 //! * The socket is created in the private `protocol/` directory (0700), then set to 0600
 //!   and checked; a stale socket left by an earlier run is removed first (the supervisor

@@ -1,4 +1,4 @@
-//! The state directory's SQLite store, `<state>/protocol/tasks.sqlite3` (DESIGN.md §5):
+//! The state directory's SQLite store, `<state>/protocol/tasks.sqlite3` (docs/ARCHITECTURE.md, "State and who owns it"; docs/AUDIT.md):
 //! the hash-chained audit trail, and the delegated tasks ([`tasks`]; Agent sessions live
 //! beside it in `<state>/sessions/`, [`sessions`]).
 //!

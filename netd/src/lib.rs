@@ -1,4 +1,4 @@
-//! netd: the only nl2sh process that parses network bytes (DESIGN.md §1). It owns the
+//! netd: the only nl2sh process that parses network bytes (docs/ARCHITECTURE.md, "The one rule"). It owns the
 //! inherited TCP listener (or stdin/stdout), checks limits, the bearer token, Host and
 //! Origin, speaks MCP with rmcp and A2A 1.0, runs delegated tasks with the built-in
 //! Agent (task state stored by approvald), and asks the executor for everything else

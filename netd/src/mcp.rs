@@ -25,7 +25,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use crate::tool_calls::{ToolCallSlot, ToolCalls};
 use crate::tools;
 
-/// Exactly the versions nl2sh serves (spec/protocol-reference.txt), newest first.
+/// Exactly the versions nl2sh serves (docs/PROTOCOLS.md, "MCP"), newest first.
 pub const SUPPORTED_PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2025_11_25,
     ProtocolVersion::V_2025_06_18,

@@ -1,6 +1,6 @@
 //! netd's seccomp filter, as data: an allow-list with one row per system call and the
 //! reason netd needs it (as firecracker keeps its policies). Anything not listed kills
-//! netd (`SIGSYS`); the supervisor then reports the death and stops the tree.
+//! netd (`SIGSYS`); the supervisor then restarts the workers (docs/ARCHITECTURE.md).
 //!
 //! The list was found by tracing netd (`strace -f` on the whole test suite: HTTP and
 //! stdio, the Rust end-to-end tests and the official MCP Python SDK) after the point where

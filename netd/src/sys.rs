@@ -6,7 +6,7 @@ use crate::error::NetdError;
 
 /// Refuse to go on if this process is root or can become root again.
 ///
-/// The supervisor drops netd's identity between fork and exec (DESIGN.md §9); this is the
+/// The supervisor drops netd's identity between fork and exec (docs/ARCHITECTURE.md, "Starting a worker"); this is the
 /// worker's own check that it happened: the effective uid is not 0, and `setuid(0)`
 /// fails (which also covers a real or saved uid of 0, and a retained CAP_SETUID).
 pub fn verify_unprivileged() -> Result<(), NetdError> {
@@ -27,8 +27,8 @@ pub fn verify_unprivileged() -> Result<(), NetdError> {
 }
 
 /// Make this process non-dumpable: its `/proc/<pid>` entries then belong to root, so
-/// another process of the same uid (the read-only sandbox runs as `nobody` too, by
-/// default) cannot read its memory, descriptors or environment, nor reach the host's
+/// another process of the same uid (should one ever run as netd's uid) cannot read its
+/// memory, descriptors or environment, nor reach the host's
 /// mount namespace through its `/proc/<pid>/root`.
 pub fn forbid_inspection() -> Result<(), NetdError> {
     // SAFETY: prctl with integer arguments only; touches no memory of ours.

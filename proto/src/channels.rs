@@ -228,7 +228,7 @@ pub struct ApprovaldSettings {
 
 // ---- shared domain types --------------------------------------------------------------
 
-/// Risk of a prepared action (DESIGN.md §6), ordered from harmless to worst.
+/// Risk of a prepared action (docs/APPROVALS.md, "Risk levels"), ordered from harmless to worst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum RiskLevel {
     ReadOnly,
@@ -376,7 +376,7 @@ pub struct Attachment {
     pub height: Option<u32>,
 }
 
-/// A direct tool result (spec: `tool`, `success`, bounded `output`, optional attachments).
+/// A direct tool result (docs/PROTOCOLS.md, "MCP": `tool`, `success`, bounded `output`, optional attachments).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolOutcome {
     pub tool: String,

@@ -3,7 +3,7 @@
 //!
 //! An action, a reason, a task id or a tool's or model's text is shown with everything
 //! that could make the terminal show something other than the text made visible, so what
-//! the owner reads is what runs (DESIGN.md §6). [`Shown`] is a [`Display`] wrapper: it
+//! the owner reads is what runs (docs/APPROVALS.md, "How requests are shown"). [`Shown`] is a [`Display`] wrapper: it
 //! escapes while it writes, so `format!`, `println!` and `tracing` fields
 //! (`tool = %Shown::new(&tool)`) use it without a copy.
 //!

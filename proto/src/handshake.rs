@@ -33,7 +33,7 @@ impl Role {
     }
 }
 
-/// The channels of DESIGN.md §3.
+/// The channels of docs/ARCHITECTURE.md, "Channels".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ChannelKind {
     SupervisorNetd,

@@ -1,7 +1,7 @@
 //! Everything the nl2sh processes say to each other, and the limits of the product
-//! contract (`spec/`) that more than one process enforces.
+//! contract (docs/PROTOCOLS.md, "Limits") that more than one process enforces.
 //!
-//! Each channel of DESIGN.md §3 has exactly one request/response pair in [`channels`];
+//! Each channel of docs/ARCHITECTURE.md ("Channels") has exactly one request/response pair in [`channels`];
 //! what a peer may ask for is fixed by those types. Frames are a u32 big-endian length
 //! followed by bincode 2 (serde mode) of a [`frame::Envelope`], bounded by
 //! [`limits::MAX_FRAME_BYTES`] before any allocation.

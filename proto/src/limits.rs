@@ -1,5 +1,6 @@
-//! Limits from `spec/protocol-reference.txt` ("Storage and limits") and
-//! `spec/device-native-mcp-a2a.txt`, named once so every process enforces the same value.
+//! Limits of the product contract (docs/PROTOCOLS.md, "Limits") and of what crosses a
+//! channel (docs/ARCHITECTURE.md, "Where each limit lives"), named once so every process
+//! enforces the same value.
 
 use std::time::Duration;
 

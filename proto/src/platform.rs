@@ -1,5 +1,5 @@
 //! What platform this is, decided in one place: Android is recognised at run time by its
-//! build properties (no Android build target exists here; DESIGN.md §8), so one binary
+//! build properties (no Android build target exists here; docs/TESTING.md, "Android without an Android device"), so one binary
 //! serves both and tests can present an Android profile with stand-in programs.
 
 use std::path::Path;

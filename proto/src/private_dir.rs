@@ -1,4 +1,4 @@
-//! The one check for a private directory of the state tree (DESIGN.md §5: 0700, owned by
+//! The one check for a private directory of the state tree (docs/ARCHITECTURE.md, "State and who owns it": 0700, owned by
 //! the process's uid), for the supervisor and approvald alike.
 //!
 //! The directory is opened with `O_NOFOLLOW | O_DIRECTORY` and everything after that is

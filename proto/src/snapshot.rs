@@ -1,4 +1,4 @@
-//! The policy snapshot (DESIGN.md §3, executor → approvald): which read-only calls
+//! The policy snapshot (docs/ARCHITECTURE.md, "The policy snapshot"; executor → approvald): which read-only calls
 //! approvald lets run without asking, as of one version of the configuration file.
 //!
 //! Why: a read-only call the policy does not ask about is the hot path of direct tool use

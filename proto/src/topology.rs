@@ -15,7 +15,8 @@
 //!                    └─────────────── StoreRequest ────────────────┘
 //! ```
 //!
-//! Arrows point from the asker to the answerer; the numbers are the descriptor each end
+//! The executor and approvald keep the launching uid (root on a device); netd drops to
+//! its own. Arrows point from the asker to the answerer; the numbers are the descriptor each end
 //! has in its process ([`crate::channels::fds`]). Servers never ask their askers anything,
 //! and nothing else connects them: netd can ask for work and store access, never for a
 //! decision; only the executor asks approvald to decide; only a local person's CLI

@@ -1,4 +1,4 @@
-//! The per-configuration state directory (DESIGN.md §5): private directories, the
+//! The per-configuration state directory (docs/ARCHITECTURE.md, "State and who owns it"): private directories, the
 //! one-process-per-state-directory lock, and the private `protocol/connection.json`
 //! announcement that owner UIs use for discovery.
 

@@ -73,7 +73,7 @@ fn child_setup(plan: &ChildPlan) -> io::Result<()> {
     }
     close_from(max_target + 1);
 
-    // 2. Identity, in the order that works (DESIGN.md §9): bounding set while still
+    // 2. Identity, in the order that works (docs/ARCHITECTURE.md, "Starting a worker"): bounding set while still
     //    root, groups, gid, uid, then capability sets, death signal, no_new_privs.
     if let Some(d) = plan.drop_to {
         for cap in 0..=d.cap_last {

@@ -1,6 +1,6 @@
 """nl2sh's A2A 1.0 endpoint driven by the official Python client (`a2a-sdk` 1.3.x) and raw
 JSON-RPC, with the built-in Agent asking a scripted model on 127.0.0.1. Every payload the
-server emits is validated against the A2A 1.0 JSON schema in shared/spec."""
+server emits is validated against the A2A 1.0 JSON schema in netd/tests/data (docs/CONFORMANCE.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 //! The audit journal, `<state>/protocol/audit-journal`: audit rows that approvald has
 //! answered for but the writer has not committed yet.
 //!
-//! An answered call's row must survive a crash of any worker (docs/audit.md). Committing
+//! An answered call's row must survive a crash of any worker (docs/AUDIT.md, "Journal and outbox"). Committing
 //! one SQLite transaction per call before its answer costs about 100 µs of CPU (WAL frames
 //! for every page the row touches, and the checkpoints they bring); appending the row here
 //! with one `write(2)` costs a few. The writer still commits rows in batches; each batch

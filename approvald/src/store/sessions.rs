@@ -1,5 +1,5 @@
 //! The Agent's history per context: `<state>/sessions/<sha256 hex of the context id>.json`,
-//! a JSON array of Chat Completions messages (DESIGN.md §5).
+//! a JSON array of Chat Completions messages (docs/ARCHITECTURE.md, "State and who owns it").
 //!
 //! * Context ids are hostile text: only their hash names a file, so no id can reach
 //!   another path, and the directory listing shows no id.

@@ -1,11 +1,11 @@
-//! Risk assessment of prepared actions (DESIGN.md §6).
+//! Risk assessment of prepared actions (docs/APPROVALS.md, "Risk levels").
 //!
 //! Shell command lines are parsed the way `sh -c LINE` would parse them (quotes,
 //! substitutions, redirections, here-documents, compound commands) and every command
 //! that could run is classified — also those hidden in `$(…)`, `<(…)`, `sh -c`, `su -c`,
 //! `eval`, `find -exec`, `xargs` and wrapper programs — because block lists that look at
 //! the text are bypassed by quoting, substitution and absolute paths
-//! (spec/MCP-NOTES.md). What the parser does not understand is at least `medium`, never
+//! (docs/SECURITY.md, "The shell assessment"). What the parser does not understand is at least `medium`, never
 //! read-only. The line's level is the highest of everything in it.
 //!
 //! Layout: `lexer`/`parser`/`ast` turn text into a tree; `classify`/`invoke` walk it and

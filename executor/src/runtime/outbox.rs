@@ -2,7 +2,7 @@
 //! whose answer left before approvald acknowledged that row.
 //!
 //! A call's answer must not leave before its row is safe from a crash of any worker
-//! (README, "Audit"); waiting for approvald's acknowledgement costs a round trip between
+//! (docs/AUDIT.md, "Journal and outbox"); waiting for approvald's acknowledgement costs a round trip between
 //! two processes on every call. Instead the executor appends the row here (one
 //! `write(2)`, [`nl2sh_proto::journal`]), answers, and reports the row to approvald
 //! meanwhile. The file is emptied when every row in it is acknowledged and it has grown

@@ -1,6 +1,6 @@
 //! One file per MCP tool. Each tool module owns its descriptor (name, description,
 //! schemas) and turns arguments into a typed request on a worker channel; it never runs
-//! anything itself (DESIGN.md §1).
+//! anything itself (docs/ARCHITECTURE.md, "The one rule").
 
 pub mod ask;
 pub mod call;

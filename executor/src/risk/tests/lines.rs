@@ -14,7 +14,7 @@ use Want::{Is, Min};
 
 /// (line, level, requires_root)
 pub(super) const LINES: &[(&str, Want, bool)] = &[
-    // --- Bypass shapes (spec/MCP-NOTES.md: quoting, substitution, newlines, paths).
+    // --- Bypass shapes (docs/SECURITY.md, "The shell assessment": quoting, substitution, newlines, paths).
     ("rm -rf /", Is(Critical), false),
     ("$(echo rm) -rf /", Min(High), false),
     ("`echo rm` -rf /", Min(High), false),
