@@ -18,6 +18,7 @@ pub mod journal;
 pub mod limits;
 pub mod platform;
 pub mod private_dir;
+pub mod private_file;
 pub mod rpc;
 pub mod secret;
 pub mod snapshot;
