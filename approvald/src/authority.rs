@@ -44,15 +44,7 @@ use crate::pending::{Approvals, NotOpened};
 use crate::policy::{self, Policy};
 use crate::store::{AuditKind, AuditRecord, Store};
 
-/// Calls let run and not finished yet, at most. The executor runs far fewer at once
-/// (its channel carries at most `MAX_IN_FLIGHT_PER_CHANNEL` requests); more means it
-/// is not asking the way it should, which is fatal to its channel.
-pub const MAX_RUNNING_CALLS: usize = 4096;
-/// Decided call ids remembered to refuse a second decision for one call.
-pub const MAX_RECENT_DECISIONS: usize = 4096;
-/// Policy snapshots remembered (a configuration edited in a burst gives several; the
-/// executor reports calls under the newest or one just before it).
-pub const MAX_ISSUED_SNAPSHOTS: usize = 8;
+pub use nl2sh_proto::limits::{MAX_ISSUED_SNAPSHOTS, MAX_RECENT_DECISIONS, MAX_RUNNING_CALLS};
 
 pub const REASON_READ_ONLY: &str = "read-only";
 pub const REASON_READ_ONLY_SANDBOXED: &str = "read-only; runs in the read-only sandbox";
@@ -164,7 +156,7 @@ impl Authority {
         let (decision, reason) = self.judge(&summary).await;
         let mut record = AuditRecord::new(AuditKind::Decision, call_id);
         describe_action(&mut record, &summary);
-        record.decision = Some(decision.as_str().to_owned());
+        record.decision = Some(decision);
         record.reason = Some(reason.clone());
         let mut records = vec![record];
         // A call that does not run has ended here: its outcome is recorded with its
@@ -172,7 +164,7 @@ impl Authority {
         if !decision.runs() {
             let mut outcome = AuditRecord::new(AuditKind::Outcome, call_id);
             describe_action(&mut outcome, &summary);
-            outcome.decision = Some(decision.as_str().to_owned());
+            outcome.decision = Some(decision);
             outcome.success = Some(false);
             outcome.duration_ms = Some(0);
             outcome.summary = Some(format!("not run ({})", decision.as_str()));
@@ -549,13 +541,13 @@ fn reads_run_unasked(policy: &Policy, origin: CallOrigin) -> bool {
 }
 
 fn describe_action(record: &mut AuditRecord, s: &ActionSummary) {
-    record.origin = Some(s.origin.as_str().to_owned());
+    record.origin = Some(s.origin);
     record.tool = Some(s.tool.clone());
     record.action = Some(s.action.clone());
     record.arguments_sha256 = Some(s.arguments_sha256.to_ascii_lowercase());
-    record.risk = Some(s.risk.as_str().to_owned());
+    record.risk = Some(s.risk);
     record.requires_root = Some(s.requires_root);
-    record.identity = Some(s.identity.as_str().to_owned());
+    record.identity = Some(s.identity);
     record.task = s.task.as_ref().map(|t| t.0.clone());
 }
 
@@ -586,7 +578,7 @@ fn last_row(
 ) -> AuditRecord {
     let mut record = AuditRecord::new(kind, call_id);
     describe_action(&mut record, summary);
-    record.decision = Some(decision.as_str().to_owned());
+    record.decision = Some(decision);
     if kind == AuditKind::Call {
         record.reason = Some(read_only_reason(summary.confinement).to_owned());
     }

@@ -13,7 +13,7 @@ use nl2sh_proto::topology::{Answerer, CliApprovald, ExecutorApprovald, NetdAppro
 use nl2sh_proto::FrameError;
 
 use crate::authority::Authority;
-use crate::store::tasks::{TaskError, TaskStore};
+use crate::store::tasks::TaskStore;
 
 /// netd's store channel: tasks and sessions. Nothing here creates, lists or decides
 /// approvals.
@@ -31,12 +31,17 @@ pub async fn serve_netd(
 /// Every failure is an answer (`Failed`), never a closed channel: a bad document is
 /// netd's mistake to report, not a breach of the protocol.
 pub async fn answer_store(tasks: &TaskStore, req: StoreRequest) -> StoreResponse {
-    let failed = |e: TaskError| StoreResponse::Failed {
-        kind: e.kind,
-        message: e.message,
-    };
+    let failed = StoreResponse::from;
     match req {
         StoreRequest::Ping => StoreResponse::Pong,
+        StoreRequest::CreateTask { context_id } => {
+            tasks
+                .create(context_id)
+                .map_or_else(failed, |(id, context_id)| StoreResponse::Created {
+                    id,
+                    context_id,
+                })
+        }
         StoreRequest::PutTask(record) => tasks
             .put(record)
             .await

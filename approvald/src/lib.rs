@@ -21,10 +21,9 @@ use std::time::Duration;
 
 use nix::sys::stat::{umask, Mode};
 
-use nl2sh_proto::channels::WorkerSettings;
 use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMode};
 use nl2sh_proto::topology::ApprovaldEnds;
-use nl2sh_proto::worker::{accept_start, ControlEvent};
+use nl2sh_proto::worker::{accept_start, ControlEvent, WorkerError};
 use nl2sh_proto::FrameError;
 
 #[derive(Debug, thiserror::Error)]
@@ -74,11 +73,10 @@ async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
         netd,
         executor,
     } = ends;
-    let (mut control, settings) = accept_start(control).await?;
-    let WorkerSettings::Approvald(settings) = settings else {
-        let _ = control.refuse("settings for another role".into()).await;
-        return Err(ApprovaldError::WrongSettings);
-    };
+    let (mut control, settings) = accept_start(control).await.map_err(|e| match e {
+        WorkerError::WrongSettings => ApprovaldError::WrongSettings,
+        e => e.into(),
+    })?;
     let state_dir = match check_state_dir(PathBuf::from(&settings.state_dir)) {
         Ok(dir) => dir,
         Err(e) => {

@@ -409,7 +409,10 @@ async fn approve_runs_it_and_records_one_row() {
     );
     let rows = rig.rows().await;
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].record.decision.as_deref(), Some("approved"));
+    assert_eq!(
+        rows[0].record.decision.map(|v| v.as_str()),
+        Some("approved")
+    );
     assert_eq!(rows[0].record.call_id, 11);
     assert!(rows[0].record.reason.as_deref().unwrap().contains(&p.id.0));
 }
@@ -700,7 +703,7 @@ async fn every_call_has_one_decision_and_one_outcome() {
             (
                 r.record.call_id,
                 r.record.kind,
-                r.record.decision.clone().unwrap(),
+                r.record.decision.unwrap().as_str().to_string(),
                 r.record.success,
             )
         })

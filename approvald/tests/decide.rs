@@ -127,11 +127,11 @@ async fn read_only_is_allowed_and_recorded_before_the_answer() {
     let r = &rows[0].record;
     assert_eq!(r.kind, AuditKind::Decision);
     assert_eq!(r.call_id, 7);
-    assert_eq!(r.decision.as_deref(), Some("allowed"));
+    assert_eq!(r.decision.map(|v| v.as_str()), Some("allowed"));
     assert_eq!(r.reason.as_deref(), Some(REASON_READ_ONLY));
-    assert_eq!(r.risk.as_deref(), Some("read_only"));
-    assert_eq!(r.origin.as_deref(), Some("mcp_http"));
-    assert_eq!(r.identity.as_deref(), Some("launching_user"));
+    assert_eq!(r.risk.map(|v| v.as_str()), Some("read_only"));
+    assert_eq!(r.origin.map(|v| v.as_str()), Some("mcp_http"));
+    assert_eq!(r.identity.map(|v| v.as_str()), Some("launching_user"));
     assert_eq!(r.tool.as_deref(), Some("shell"));
     assert_eq!(r.action.as_deref(), Some("touch /tmp/x"));
     assert_eq!(r.requires_root, Some(false));
@@ -177,9 +177,15 @@ async fn medium_waits_for_a_local_decision() {
     let rows = rig.rows().await;
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0].record.kind, AuditKind::Decision);
-    assert_eq!(rows[0].record.decision.as_deref(), Some("rejected"));
+    assert_eq!(
+        rows[0].record.decision.map(|v| v.as_str()),
+        Some("rejected")
+    );
     assert_eq!(rows[1].record.kind, AuditKind::Outcome);
-    assert_eq!(rows[1].record.decision.as_deref(), Some("rejected"));
+    assert_eq!(
+        rows[1].record.decision.map(|v| v.as_str()),
+        Some("rejected")
+    );
     assert_eq!(rows[1].record.success, Some(false));
     assert_eq!(
         rows[1].record.summary.as_deref(),
@@ -230,7 +236,12 @@ async fn auto_approve_is_read_for_every_decision() {
     let rows = rig.decision_rows().await;
     let decisions: Vec<_> = rows
         .iter()
-        .map(|r| (r.record.call_id, r.record.decision.clone().unwrap()))
+        .map(|r| {
+            (
+                r.record.call_id,
+                r.record.decision.unwrap().as_str().to_string(),
+            )
+        })
         .collect();
     assert_eq!(
         decisions,
@@ -267,7 +278,7 @@ async fn finished_records_an_outcome_with_what_ran() {
     assert_eq!(outcome.kind, AuditKind::Outcome);
     assert_eq!(outcome.call_id, 9);
     assert_eq!(outcome.tool.as_deref(), Some("shell"));
-    assert_eq!(outcome.decision.as_deref(), Some("allowed"));
+    assert_eq!(outcome.decision.map(|v| v.as_str()), Some("allowed"));
     assert_eq!(outcome.reason, None);
     assert_eq!(
         (outcome.success, outcome.exit_code, outcome.duration_ms),

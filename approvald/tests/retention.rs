@@ -23,7 +23,7 @@ fn record(call_id: i64, summary_bytes: usize) -> AuditRecord {
     let mut r = AuditRecord::new(AuditKind::Outcome, call_id);
     r.tool = Some("fs.stat".into());
     r.action = Some(format!("stat /sdcard/Download/report-{call_id}.pdf"));
-    r.decision = Some("allowed".into());
+    r.decision = Some(nl2sh_proto::channels::Decision::Allowed);
     r.success = Some(true);
     r.duration_ms = Some(3);
     r.summary = Some("s".repeat(summary_bytes));

@@ -18,7 +18,7 @@ fn record(call_id: i64) -> AuditRecord {
     let mut r = AuditRecord::new(AuditKind::Decision, call_id);
     r.tool = Some("shell".into());
     r.action = Some(format!("echo {call_id}"));
-    r.decision = Some("allowed".into());
+    r.decision = Some(nl2sh_proto::channels::Decision::Allowed);
     r.requires_root = Some(false);
     r
 }

@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use nl2sh_approvald::dispatch::serve_netd;
 use nl2sh_approvald::store::sessions::{session_file_name, SESSIONS_DIR};
+use nl2sh_approvald::store::tasks::TaskStore;
 use nl2sh_approvald::store::{Store, StoreError, DB_FILE};
 use nl2sh_proto::channels::{
     ContextId, StoreErrorKind, StoreRequest, StoreResponse, TaskId, TaskPage, TaskQuery,
@@ -33,6 +34,7 @@ type Client = RpcClient<NetdApprovald>;
 struct Rig {
     dir: tempfile::TempDir,
     store: Store,
+    tasks: Arc<TaskStore>,
     client: Client,
     served: JoinHandle<Result<(), FrameError>>,
 }
@@ -47,11 +49,12 @@ impl Rig {
         let secrets: Vec<Secret> = secrets.iter().map(|s| Secret::new(s.to_string())).collect();
         let tasks = Arc::new(store.tasks(&secrets).unwrap());
         let (asker, answerer) = pair::<NetdApprovald>().unwrap();
-        let served = tokio::spawn(serve_netd(answerer, tasks));
+        let served = tokio::spawn(serve_netd(answerer, tasks.clone()));
         let (client, _) = Client::start(asker).await.unwrap();
         Rig {
             dir,
             store,
+            tasks,
             client,
             served,
         }
@@ -63,6 +66,7 @@ impl Rig {
         self.served.await.unwrap().unwrap();
         self.store.flush().await.unwrap();
         drop(self.store);
+        drop(self.tasks);
         // The writer thread closes its connection once the last handle is gone.
         tokio::time::sleep(Duration::from_millis(100)).await;
         self.dir
@@ -72,7 +76,11 @@ impl Rig {
         self.client.call(&req).await.unwrap()
     }
 
+    /// PutTask of `record`, its ids taken as created (CreateTask) first: these tests
+    /// choose ids, since a page's order among tasks of one update time is by id.
     async fn put(&self, record: TaskRecord) -> Result<(), StoreErrorKind> {
+        self.tasks
+            .admit_for_test(record.id.clone(), record.context_id.clone());
         match self.call(StoreRequest::PutTask(record)).await {
             StoreResponse::Stored => Ok(()),
             StoreResponse::Failed { kind, .. } => Err(kind),
@@ -250,6 +258,95 @@ async fn a_task_round_trips_and_updates() {
     assert_eq!(rig.get("t1").await, Some(done));
     assert_eq!(rig.get("t2").await, None);
     assert_eq!(rig.stored_ids(), ["t1"]);
+}
+
+impl Rig {
+    async fn create(&self, context: Option<&str>) -> Result<(TaskId, ContextId), StoreErrorKind> {
+        let context_id = context.map(|c| ContextId(c.into()));
+        match self.call(StoreRequest::CreateTask { context_id }).await {
+            StoreResponse::Created { id, context_id } => Ok((id, context_id)),
+            StoreResponse::Failed { kind, .. } => Err(kind),
+            other => panic!("no answer to CreateTask: {other:?}"),
+        }
+    }
+
+    /// PutTask as netd sends it: no ids taken as created first.
+    async fn put_as_sent(&self, record: TaskRecord) -> Result<(), StoreErrorKind> {
+        match self.call(StoreRequest::PutTask(record)).await {
+            StoreResponse::Stored => Ok(()),
+            StoreResponse::Failed { kind, .. } => Err(kind),
+            other => panic!("no answer to PutTask: {other:?}"),
+        }
+    }
+}
+
+fn is_uuid_v4(id: &str) -> bool {
+    id.len() == 36
+        && id.chars().enumerate().all(|(n, c)| match n {
+            8 | 13 | 18 | 23 => c == '-',
+            14 => c == '4',
+            19 => "89ab".contains(c),
+            _ => c.is_ascii_hexdigit() && !c.is_ascii_uppercase(),
+        })
+}
+
+#[tokio::test]
+async fn the_store_mints_task_ids_and_contexts_when_none_is_given() {
+    let rig = Rig::open(tempfile::tempdir().unwrap(), &["s3cr3t-token"]).await;
+    let (id, context) = rig.create(None).await.unwrap();
+    assert!(is_uuid_v4(&id.0), "{id}");
+    assert!(is_uuid_v4(&context.0), "{context}");
+    assert_ne!(id.0, context.0);
+    // A client's context is continued as given.
+    let (other, kept) = rig.create(Some("client-ctx")).await.unwrap();
+    assert_eq!(kept.0, "client-ctx");
+    assert!(is_uuid_v4(&other.0) && other != id);
+    // Created, not stored: nothing is in the table until the first write.
+    assert!(rig.stored_ids().is_empty());
+    assert_eq!(rig.get(&id.0).await, None);
+    // A context the store would refuse in a record is refused here too.
+    let long = "c".repeat(MAX_ID_BYTES + 1);
+    for bad in ["", long.as_str(), "ctx-s3cr3t-token"] {
+        assert_eq!(
+            rig.create(Some(bad)).await,
+            Err(StoreErrorKind::Invalid),
+            "{bad:?}"
+        );
+    }
+    // The first write carries the created ids; later ones update the task.
+    let submitted = record(&id.0, &context.0, TaskState::Submitted, 1);
+    assert_eq!(rig.put_as_sent(submitted).await, Ok(()));
+    let working = record(&id.0, &context.0, TaskState::Working, 2);
+    assert_eq!(rig.put_as_sent(working.clone()).await, Ok(()));
+    assert_eq!(rig.get(&id.0).await, Some(working));
+}
+
+#[tokio::test]
+async fn a_task_the_store_did_not_create_is_refused() {
+    let rig = Rig::new().await;
+    // An id netd made up.
+    let invented = record("made-up", "c", TaskState::Submitted, 1);
+    assert_eq!(
+        rig.put_as_sent(invented).await,
+        Err(StoreErrorKind::Invalid)
+    );
+    // A created id in another context than it was created in.
+    let (id, context) = rig.create(Some("mine")).await.unwrap();
+    let moved = record(&id.0, "theirs", TaskState::Submitted, 1);
+    assert_eq!(rig.put_as_sent(moved).await, Err(StoreErrorKind::Invalid));
+    assert!(rig.stored_ids().is_empty());
+    // A created id is good for one task: once written, it is an update like any other.
+    rig.put_as_sent(record(&id.0, &context.0, TaskState::Completed, 2))
+        .await
+        .unwrap();
+    assert_eq!(rig.stored_ids(), std::slice::from_ref(&id.0));
+    // Ids are forgotten by a restart: a created id not written before it is refused.
+    let (lost, lost_context) = rig.create(None).await.unwrap();
+    let rig = Rig::open(rig.close().await, &[]).await;
+    let late = record(&lost.0, &lost_context.0, TaskState::Submitted, 3);
+    assert_eq!(rig.put_as_sent(late).await, Err(StoreErrorKind::Invalid));
+    // Tasks stored before the restart are still updated (none here is running).
+    assert_eq!(rig.stored_ids(), [id.0]);
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ pub mod inspect;
 pub mod risk;
 pub mod runtime;
 pub mod sandbox;
+pub mod secrets;
 #[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 mod sys;
 pub mod tools;
@@ -16,10 +17,10 @@ pub mod tools;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use nl2sh_proto::channels::{AuthorityRequest, WorkerSettings};
+use nl2sh_proto::channels::AuthorityRequest;
 use nl2sh_proto::rpc::RpcClient;
 use nl2sh_proto::topology::ExecutorEnds;
-use nl2sh_proto::worker::{accept_start, ControlEvent};
+use nl2sh_proto::worker::{accept_start, ControlEvent, WorkerError};
 
 use runtime::outbox::Outbox;
 
@@ -121,16 +122,15 @@ async fn serve(ends: ExecutorEnds) -> Result<(), ExecutorError> {
         netd,
         approvald,
     } = ends;
-    let (mut control, settings) = accept_start(control).await?;
+    let (mut control, settings) = accept_start(control).await.map_err(|e| match e {
+        WorkerError::WrongSettings => ExecutorError::WrongSettings,
+        e => e.into(),
+    })?;
     // The supervisor starts workers with stop signals ignored (it drains them itself), and
     // an ignored signal stays ignored across exec. Catching them instead (and never
     // acting on it) keeps the executor deaf to them while every command it starts gets the
     // default dispositions back at exec, without code between fork and exec.
     let _caught = catch_stop_signals();
-    let WorkerSettings::Executor(settings) = settings else {
-        let _ = control.refuse("settings for another role".into()).await;
-        return Err(ExecutorError::WrongSettings);
-    };
     tracing::debug!(config = %settings.config_path, "executor starting");
     let (authority, mut authority_task) = RpcClient::start(approvald)
         .await

@@ -28,8 +28,8 @@ use nl2sh_netd::executor::ExecutorClient;
 use nl2sh_netd::store::StoreClient;
 use nl2sh_netd::tasks::{TaskService, Unavailable};
 use nl2sh_proto::channels::{
-    Attachment, ExecutorRequest, ExecutorResponse, HttpSettings, StoreRequest, StoreResponse,
-    TaskPage, ToolOutcome, ToolSpec,
+    Attachment, ContextId, ExecutorRequest, ExecutorResponse, HttpSettings, StoreRequest,
+    StoreResponse, TaskId, TaskPage, ToolOutcome, ToolSpec,
 };
 use nl2sh_proto::rpc::{self, ChannelEnd};
 use nl2sh_proto::topology::{pair, NetdApprovald, NetdExecutor};
@@ -142,6 +142,15 @@ fn answer(req: ExecutorRequest) -> ExecutorResponse {
 fn store_answer(req: StoreRequest) -> StoreResponse {
     match req {
         StoreRequest::Ping => StoreResponse::Pong,
+        // Unique ids, as approvald mints them: netd keys its active tasks by id.
+        StoreRequest::CreateTask { context_id } => {
+            static CREATED: AtomicU64 = AtomicU64::new(0);
+            let n = CREATED.fetch_add(1, Ordering::Relaxed);
+            StoreResponse::Created {
+                id: TaskId(format!("fuzz-task-{n}")),
+                context_id: context_id.unwrap_or_else(|| ContextId(format!("fuzz-context-{n}"))),
+            }
+        }
         StoreRequest::PutTask(_) | StoreRequest::SaveSession { .. } => StoreResponse::Stored,
         StoreRequest::GetTask { .. } => StoreResponse::Task(None),
         StoreRequest::ListTasks(_) => StoreResponse::Tasks(TaskPage {

@@ -16,7 +16,7 @@ pub enum NetdError {
     #[error("rpc: {0}")]
     Rpc(#[from] RpcError),
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] crate::store::StoreClientError),
     #[error(transparent)]
     End(#[from] nl2sh_proto::topology::EndError),
     #[error(transparent)]

@@ -22,9 +22,11 @@
 use std::collections::BTreeMap;
 
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
 };
+
+pub use nl2sh_proto::seccomp::SeccompError;
+use nl2sh_proto::seccomp::{arch, dword};
 
 /// What netd may do with one system call.
 #[derive(Debug, Clone, Copy)]
@@ -508,32 +510,6 @@ pub fn allowed_count(dns: Dns) -> usize {
     table(dns)
         .filter(|r| !matches!(r.verdict, Verdict::Refuse(_)))
         .count()
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SeccompError {
-    #[error("no seccomp filter for this architecture ({0})")]
-    Arch(&'static str),
-    #[error("seccomp table: {0}")]
-    Table(String),
-    #[error("building the seccomp filter: {0}")]
-    Build(#[from] seccompiler::BackendError),
-    #[error("installing the seccomp filter: {0}")]
-    Install(#[from] seccompiler::Error),
-}
-
-fn arch() -> Result<TargetArch, SeccompError> {
-    TargetArch::try_from(std::env::consts::ARCH)
-        .map_err(|_| SeccompError::Arch(std::env::consts::ARCH))
-}
-
-fn dword(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, SeccompError> {
-    Ok(SeccompCondition::new(
-        arg,
-        SeccompCmpArgLen::Dword,
-        op,
-        value,
-    )?)
 }
 
 fn condition(cond: Cond, own_pid: u32) -> Result<SeccompCondition, SeccompError> {

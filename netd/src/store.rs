@@ -5,35 +5,35 @@
 //! answered is the one asked for, and that sizes are within the limits.
 
 use nl2sh_proto::channels::{
-    ContextId, StoreErrorKind, StoreRequest, StoreResponse, TaskId, TaskPage, TaskQuery, TaskRecord,
+    ContextId, StoreErrorKind, StoreFailure, StoreRequest, StoreResponse, TaskId, TaskPage,
+    TaskQuery, TaskRecord,
 };
 use nl2sh_proto::limits::{MAX_ID_BYTES, MAX_TASK_DOCUMENT_BYTES};
 use nl2sh_proto::rpc::{ChannelEnd, RpcClient, RpcError};
 use nl2sh_proto::topology::{Asker, EndError, NetdApprovald};
 
-/// Why the store did not do what netd asked.
+/// Why the store did not do what netd asked: netd's view, as the client of the store
+/// channel (the channel gone, approvald's refusal, an impossible answer). approvald's
+/// own `StoreError` is about its database and files.
 #[derive(Debug, thiserror::Error)]
-pub enum StoreError {
+pub enum StoreClientError {
     /// The channel is gone (approvald ended): netd ends soon after.
     #[error("the task store is unavailable ({0})")]
     Unavailable(#[from] RpcError),
     /// approvald refused or failed (`StoreResponse::Failed`).
-    #[error("the task store refused: {message}")]
-    Failed {
-        kind: StoreErrorKind,
-        message: String,
-    },
+    #[error("the task store refused: {0}")]
+    Refused(StoreFailure),
     /// An answer of the right kind that cannot be right (another task than asked for,
     /// more tasks than the page holds, a document over the limit).
     #[error("the task store answered something impossible: {0}")]
     BadAnswer(String),
 }
 
-impl StoreError {
+impl StoreClientError {
     /// The store's own kind, for the cases callers tell apart (a bad page token).
     pub fn kind(&self) -> Option<StoreErrorKind> {
         match self {
-            StoreError::Failed { kind, .. } => Some(*kind),
+            StoreClientError::Refused(f) => Some(f.kind),
             _ => None,
         }
     }
@@ -46,20 +46,20 @@ pub struct StoreClient {
 
 /// The channel refuses an answer of the wrong kind before this sees it; this only names
 /// the case for the match that unpacks the right one.
-fn unreachable_answer(resp: StoreResponse) -> StoreError {
-    StoreError::Unavailable(RpcError::WrongAnswer(format!("{resp:?}")))
+fn unreachable_answer(resp: StoreResponse) -> StoreClientError {
+    StoreClientError::Unavailable(RpcError::WrongAnswer(format!("{resp:?}")))
 }
 
-fn failed(kind: StoreErrorKind, mut message: String) -> StoreError {
+fn failed(kind: StoreErrorKind, mut message: String) -> StoreClientError {
     // approvald's text goes into logs and error answers: keep it short.
     let kept = nl2sh_proto::text::prefix(&message, 512).len();
     message.truncate(kept);
-    StoreError::Failed { kind, message }
+    StoreClientError::Refused(StoreFailure { kind, message })
 }
 
-fn check_record(record: &TaskRecord) -> Result<(), StoreError> {
+fn check_record(record: &TaskRecord) -> Result<(), StoreClientError> {
     if record.document.len() > MAX_TASK_DOCUMENT_BYTES {
-        return Err(StoreError::BadAnswer(format!(
+        return Err(StoreClientError::BadAnswer(format!(
             "a task document of {} bytes",
             record.document.len()
         )));
@@ -68,7 +68,9 @@ fn check_record(record: &TaskRecord) -> Result<(), StoreError> {
         || record.id.0.len() > MAX_ID_BYTES
         || record.context_id.0.len() > MAX_ID_BYTES
     {
-        return Err(StoreError::BadAnswer("a task id out of bounds".into()));
+        return Err(StoreClientError::BadAnswer(
+            "a task id out of bounds".into(),
+        ));
     }
     Ok(())
 }
@@ -81,15 +83,47 @@ impl StoreClient {
     }
 
     /// Liveness: approvald answers once its store is open (`answer_store`'s Ping).
-    pub async fn ping(&self) -> Result<(), StoreError> {
+    pub async fn ping(&self) -> Result<(), StoreClientError> {
         match self.rpc.call(&StoreRequest::Ping).await? {
             StoreResponse::Pong => Ok(()),
             other => Err(unreachable_answer(other)),
         }
     }
 
+    /// The ids of a new task, minted by approvald: a fresh task id, and `context_id` or
+    /// a fresh one (`answer_create_task`). Nothing is stored until the first `put_task`.
+    pub async fn create_task(
+        &self,
+        context_id: Option<&ContextId>,
+    ) -> Result<(TaskId, ContextId), StoreClientError> {
+        let req = StoreRequest::CreateTask {
+            context_id: context_id.cloned(),
+        };
+        match self.rpc.call(&req).await? {
+            StoreResponse::Created {
+                id,
+                context_id: created,
+            } => {
+                let bounded = |s: &str| !s.is_empty() && s.len() <= MAX_ID_BYTES;
+                if !bounded(&id.0) || !bounded(&created.0) {
+                    return Err(StoreClientError::BadAnswer(
+                        "a created task id out of bounds".into(),
+                    ));
+                }
+                if context_id.is_some_and(|asked| *asked != created) {
+                    return Err(StoreClientError::BadAnswer(
+                        "a task created in another context than the one asked for".into(),
+                    ));
+                }
+                Ok((id, created))
+            }
+            StoreResponse::Failed { kind, message } => Err(failed(kind, message)),
+            other => Err(unreachable_answer(other)),
+        }
+    }
+
     /// Insert or replace one task (`answer_put_task`).
-    pub async fn put_task(&self, record: TaskRecord) -> Result<(), StoreError> {
+    pub async fn put_task(&self, record: TaskRecord) -> Result<(), StoreClientError> {
         match self.rpc.call(&StoreRequest::PutTask(record)).await? {
             StoreResponse::Stored => Ok(()),
             StoreResponse::Failed { kind, message } => Err(failed(kind, message)),
@@ -98,14 +132,14 @@ impl StoreClient {
     }
 
     /// One task, or `None` when the store has none by that id (`answer_get_task`).
-    pub async fn get_task(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {
+    pub async fn get_task(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreClientError> {
         let req = StoreRequest::GetTask { id: id.clone() };
         match self.rpc.call(&req).await? {
             StoreResponse::Task(None) => Ok(None),
             StoreResponse::Task(Some(record)) => {
                 check_record(&record)?;
                 if record.id != *id {
-                    return Err(StoreError::BadAnswer(
+                    return Err(StoreClientError::BadAnswer(
                         "another task than the one asked for".into(),
                     ));
                 }
@@ -117,18 +151,20 @@ impl StoreClient {
     }
 
     /// One page of tasks, newest update first (`answer_list_tasks`).
-    pub async fn list_tasks(&self, query: TaskQuery) -> Result<TaskPage, StoreError> {
+    pub async fn list_tasks(&self, query: TaskQuery) -> Result<TaskPage, StoreClientError> {
         let page_size = query.page_size as usize;
         match self.rpc.call(&StoreRequest::ListTasks(query)).await? {
             StoreResponse::Tasks(page) => {
                 if page.tasks.len() > page_size {
-                    return Err(StoreError::BadAnswer(format!(
+                    return Err(StoreClientError::BadAnswer(format!(
                         "{} tasks on a page of {page_size}",
                         page.tasks.len()
                     )));
                 }
                 if page.next_page_token.len() > MAX_PAGE_TOKEN_BYTES {
-                    return Err(StoreError::BadAnswer("an oversized page token".into()));
+                    return Err(StoreClientError::BadAnswer(
+                        "an oversized page token".into(),
+                    ));
                 }
                 page.tasks.iter().try_for_each(check_record)?;
                 Ok(page)
@@ -140,7 +176,10 @@ impl StoreClient {
 
     /// The Agent history of a context as JSON text, `None` when it has none yet
     /// (`answer_load_session`).
-    pub async fn load_session(&self, context_id: &ContextId) -> Result<Option<String>, StoreError> {
+    pub async fn load_session(
+        &self,
+        context_id: &ContextId,
+    ) -> Result<Option<String>, StoreClientError> {
         let req = StoreRequest::LoadSession {
             context_id: context_id.clone(),
         };
@@ -157,7 +196,7 @@ impl StoreClient {
         &self,
         context_id: &ContextId,
         messages_json: String,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), StoreClientError> {
         let req = StoreRequest::SaveSession {
             context_id: context_id.clone(),
             messages_json,
@@ -172,4 +211,4 @@ impl StoreClient {
 
 /// Longest page token netd passes on, either way: tokens are the store's opaque
 /// cursors, far shorter than this.
-pub const MAX_PAGE_TOKEN_BYTES: usize = 1024;
+pub use nl2sh_proto::limits::MAX_PAGE_TOKEN_BYTES;

@@ -5,13 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nl2sh_proto::channels::{
-    fds, CallOrigin, NetdSettings, NetdTransport, WorkerEvent, WorkerSettings,
-};
+use nl2sh_proto::channels::{fds, CallOrigin, NetdSettings, NetdTransport, WorkerEvent};
 use nl2sh_proto::limits::SHUTDOWN_GRACE;
 use nl2sh_proto::sys::{take_inherited, Expect};
 use nl2sh_proto::topology::NetdEnds;
-use nl2sh_proto::worker::{accept_start, ControlEvent};
+use nl2sh_proto::worker::{accept_start, ControlEvent, WorkerError};
 use nl2sh_proto::FrameError;
 use rmcp::ServiceExt;
 use tokio::sync::oneshot;
@@ -68,16 +66,10 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
         executor,
         approvald,
     } = ends;
-    let (mut control, settings) = accept_start(control).await?;
-    let settings = match settings {
-        WorkerSettings::Netd(settings) => settings,
-        _ => {
-            let _ = control.refuse("settings for another role".into()).await;
-            return Err(NetdError::Protocol(
-                "Start carries another role's settings".into(),
-            ));
-        }
-    };
+    let (mut control, settings) = accept_start(control).await.map_err(|e| match e {
+        WorkerError::WrongSettings => NetdError::Protocol(e.to_string()),
+        e => e.into(),
+    })?;
 
     #[cfg(debug_assertions)]
     let test_violation = settings.test_violation.clone();

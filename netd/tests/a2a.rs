@@ -1,7 +1,7 @@
 //! A2A 1.0 over netd's real router (`serve_http` on 127.0.0.1): the Agent Card, the
 //! JSON-RPC envelope and its errors, and the four served methods, with the task service
-//! on a fake store and a scripted runner (tests/common). Every payload netd emits is
-//! checked against the A2A 1.0 JSON schema (tests/data/a2a-1.0.schema.json).
+//! on approvald's real task store and a scripted runner (tests/common). Every payload
+//! netd emits is checked against the A2A 1.0 JSON schema (tests/data/a2a-1.0.schema.json).
 
 mod common;
 
@@ -432,9 +432,9 @@ async fn send_message_blocks_until_the_task_ends() {
             TaskState::Completed
         ]
     );
-    assert_eq!(h.store.stored(id).unwrap(), *task);
+    assert_eq!(h.store.stored(id).await.unwrap(), *task);
     // The completed turn is the context's history now.
-    let session: Value = serde_json::from_str(&h.store.session(context).unwrap()).unwrap();
+    let session: Value = serde_json::from_str(&h.store.session(context).await.unwrap()).unwrap();
     assert_eq!(session.as_array().unwrap().len(), 2);
     no_leaks(&h);
 }
@@ -691,6 +691,7 @@ async fn a_failed_run_keeps_its_reason_and_result() {
     assert!(h
         .store
         .session(task["contextId"].as_str().unwrap())
+        .await
         .is_none());
 }
 
@@ -796,7 +797,7 @@ fn seeded(id: &str, context: &str, state: TaskState, updated_ms: i64) -> TaskRec
 }
 
 /// Seven tasks: t1..t7 at 1000..=1005 ms (t4 and t5 tie at 1003), contexts A and B.
-fn seed_seven(h: &Harness) {
+async fn seed_seven(h: &Harness) {
     let rows = [
         ("t1", "A", TaskState::Completed, 1000),
         ("t2", "B", TaskState::Failed, 1001),
@@ -807,7 +808,7 @@ fn seed_seven(h: &Harness) {
         ("t7", "B", TaskState::Completed, 1005),
     ];
     for (id, context, state, ms) in rows {
-        h.store.seed(seeded(id, context, state, ms));
+        h.store.seed(seeded(id, context, state, ms)).await;
     }
 }
 
@@ -835,7 +836,7 @@ async fn list(h: &Harness, params: Value) -> Value {
 #[tokio::test]
 async fn list_tasks_pages_newest_first() {
     let h = Harness::start().await;
-    seed_seven(&h);
+    seed_seven(&h).await;
     let mut seen = Vec::new();
     let mut token = String::new();
     let mut pages = 0;
@@ -883,7 +884,7 @@ async fn list_tasks_pages_newest_first() {
 #[tokio::test]
 async fn list_tasks_filters() {
     let h = Harness::start().await;
-    seed_seven(&h);
+    seed_seven(&h).await;
     let page = list(&h, json!({"contextId": "A"})).await;
     assert_eq!(ids(&page), ["t6", "t5", "t3", "t1"]);
     assert_eq!(page["totalSize"], 4);
@@ -924,7 +925,7 @@ async fn list_tasks_filters() {
 #[tokio::test]
 async fn list_tasks_refuses_bad_page_sizes_and_tokens() {
     let h = Harness::start().await;
-    seed_seven(&h);
+    seed_seven(&h).await;
     for (params, field) in [
         (json!({"pageSize": 0}), "pageSize"),
         (json!({"pageSize": 101}), "pageSize"),

@@ -66,6 +66,32 @@ async fn one_context_runs_in_order_while_another_runs_alongside() {
     );
 }
 
+fn is_uuid_v4(id: &Value) -> bool {
+    let id = id.as_str().unwrap();
+    id.len() == 36 && &id[14..15] == "4" && id.chars().all(|c| c == '-' || c.is_ascii_hexdigit())
+}
+
+#[tokio::test]
+async fn task_and_context_ids_are_the_stores() {
+    let h = Harness::start().await;
+    let task = h.send_text("new", None, false).await;
+    assert!(
+        is_uuid_v4(&task["id"]) && is_uuid_v4(&task["contextId"]),
+        "{task}"
+    );
+    let id = task["id"].as_str().unwrap();
+    assert_eq!(h.store.stored(id).await.unwrap(), task);
+    // A client's context is continued as given.
+    let again = h.send_text("again", Some("client-ctx"), false).await;
+    assert_eq!(again["contextId"], "client-ctx");
+    assert!(is_uuid_v4(&again["id"]) && again["id"] != task["id"]);
+    assert!(
+        h.store.violations().is_empty(),
+        "{:?}",
+        h.store.violations()
+    );
+}
+
 async fn wait_terminal(h: &Harness, id: &str) -> Value {
     for _ in 0..500 {
         let task = h.ok("GetTask", json!({ "id": id })).await;
@@ -170,10 +196,10 @@ async fn drain_cancels_every_active_task_and_refuses_new_ones() {
             Some(&TaskState::Canceled),
             "{id}"
         );
-        let doc = store.stored(id).unwrap();
+        let doc = store.stored(id).await.unwrap();
         schema::validate_task(&doc);
     }
-    let queued_doc = store.stored(&queued_id).unwrap();
+    let queued_doc = store.stored(&queued_id).await.unwrap();
     assert_eq!(
         queued_doc["status"]["message"]["parts"][0]["text"],
         "canceled: the service is shutting down"
@@ -196,7 +222,7 @@ async fn drain_cancels_every_active_task_and_refuses_new_ones() {
 #[tokio::test]
 async fn a_store_that_refuses_fails_the_send_and_frees_the_slot() {
     let h = Harness::start().await;
-    h.store.data().refuse_puts = true;
+    h.store.faults().refuse_puts = true;
     let reply = h
         .rpc(
             "SendMessage",
@@ -213,7 +239,7 @@ async fn a_store_that_refuses_fails_the_send_and_frees_the_slot() {
     );
     assert_eq!(h.tasks.active_count(), 0);
     assert!(h.script.events().is_empty(), "nothing ran");
-    h.store.data().refuse_puts = false;
+    h.store.faults().refuse_puts = false;
     let task = h.send_text("x", None, false).await;
     assert_eq!(state(&task), "TASK_STATE_COMPLETED");
 }
@@ -222,7 +248,7 @@ async fn a_store_that_refuses_fails_the_send_and_frees_the_slot() {
 async fn an_unreadable_context_history_fails_the_task() {
     let h = Harness::start().await;
     h.store
-        .data()
+        .faults()
         .sessions
         .insert(ContextId("broken".into()), "{not json".into());
     let task = h.send_text("hello", Some("broken"), false).await;

@@ -529,11 +529,53 @@ pub enum StoreErrorKind {
     Storage,
 }
 
+/// Why a store request failed: what approvald answers (`StoreResponse::Failed`) and what
+/// netd's store client hands its callers. One type on both sides of the channel.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct StoreFailure {
+    pub kind: StoreErrorKind,
+    pub message: String,
+}
+
+impl StoreFailure {
+    pub fn new(kind: StoreErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StoreErrorKind::Invalid, message)
+    }
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(StoreErrorKind::TooLarge, message)
+    }
+}
+
+impl From<StoreFailure> for StoreResponse {
+    fn from(f: StoreFailure) -> Self {
+        StoreResponse::Failed {
+            kind: f.kind,
+            message: f.message,
+        }
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 pub enum StoreRequest {
     /// Liveness: approvald answers once its store is open.
     Ping,
-    /// Insert or replace a task (retention prunes the oldest terminal tasks after it).
+    /// Mint the id of a new task (`Created`): approvald owns the store, so it names what
+    /// goes in it. `context_id` is the client's context to continue, 1 to `MAX_ID_BYTES`
+    /// bytes; `None` has approvald mint one too. Nothing is stored until the task's first
+    /// `PutTask`, which must carry exactly these ids.
+    CreateTask {
+        context_id: Option<ContextId>,
+    },
+    /// Insert or replace a task (retention prunes the oldest terminal tasks after it). A
+    /// task not in the store yet must have been created by `CreateTask` (and not stored
+    /// since), under the context it was created in.
     PutTask(TaskRecord),
     GetTask {
         id: TaskId,
@@ -554,6 +596,12 @@ wire!(StoreRequest, 0x0301);
 #[derive(Debug, Serialize, Deserialize)]
 pub enum StoreResponse {
     Pong,
+    /// The ids of a task `CreateTask` created: a fresh task id (UUID v4 text) and the
+    /// context asked for, or a fresh one.
+    Created {
+        id: TaskId,
+        context_id: ContextId,
+    },
     /// A task or session was stored (as redacted).
     Stored,
     Task(Option<TaskRecord>),

@@ -56,28 +56,71 @@ pub const MIN_AUDIT_MAX_ROWS: u64 = 1_000;
 /// The least `audit_max_bytes` may be: room for the WAL and a few of the largest rows.
 pub const MIN_AUDIT_MAX_BYTES: u64 = 1024 * 1024;
 
+/// What a key's value is, as `nl2sh config get/set` reads and writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    Bool,
+    Integer,
+    Text,
+    /// A string that is never printed nor taken from the command line.
+    Credential,
+    /// `approval_grants`: a TOML array of tables.
+    Grants,
+    /// `model`: its keys are set one by one ([`MODEL_KEYS`]).
+    Table,
+}
+
+/// One key of the file: the one list of them, which [`Config`] and [`ModelConfig`] match
+/// field for field (a test checks it) and `nl2sh config` edits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    pub name: &'static str,
+    pub kind: KeyKind,
+    /// approvald re-reads it for every decision, so a running service uses it at once.
+    pub live: bool,
+}
+
+const fn key(name: &'static str, kind: KeyKind, live: bool) -> Key {
+    Key { name, kind, live }
+}
+
 /// Top-level keys a user may write, in the order error messages list them. The retired
 /// `bridge_auto_approve` is deliberately absent: it is tolerated, not offered.
-pub const KNOWN_KEYS: &[&str] = &[
-    "protocol_token",
-    "protocol_auto_approve",
-    "protocol_start_with_service",
-    "protocol_service_port",
-    "state_dir",
-    "netd_uid",
-    "netd_gid",
-    "sandbox_uid_base",
-    "sandbox_uid_count",
-    "sandbox_max_processes",
-    "sandbox_memory_mib",
-    "sandbox_cpu_secs",
-    "approval_policy",
-    "approval_timeout_secs",
-    "approval_grants",
-    "audit_max_rows",
-    "audit_max_bytes",
-    "model",
+pub const KEYS: &[Key] = &[
+    key("protocol_token", KeyKind::Credential, false),
+    key("protocol_auto_approve", KeyKind::Bool, true),
+    key("protocol_start_with_service", KeyKind::Bool, false),
+    key("protocol_service_port", KeyKind::Integer, false),
+    key("state_dir", KeyKind::Text, false),
+    key("netd_uid", KeyKind::Integer, false),
+    key("netd_gid", KeyKind::Integer, false),
+    key("sandbox_uid_base", KeyKind::Integer, false),
+    key("sandbox_uid_count", KeyKind::Integer, false),
+    key("sandbox_max_processes", KeyKind::Integer, false),
+    key("sandbox_memory_mib", KeyKind::Integer, false),
+    key("sandbox_cpu_secs", KeyKind::Integer, false),
+    key("approval_policy", KeyKind::Text, true),
+    key("approval_timeout_secs", KeyKind::Integer, true),
+    key("approval_grants", KeyKind::Grants, true),
+    key("audit_max_rows", KeyKind::Integer, true),
+    key("audit_max_bytes", KeyKind::Integer, true),
+    key("model", KeyKind::Table, false),
 ];
+
+/// The keys of the `[model]` table.
+pub const MODEL_KEYS: &[Key] = &[
+    key("base_url", KeyKind::Text, false),
+    key("model", KeyKind::Text, false),
+    key("api_key_env", KeyKind::Text, false),
+    key("api_key", KeyKind::Credential, false),
+    key("max_steps", KeyKind::Integer, false),
+    key("request_timeout_secs", KeyKind::Integer, false),
+];
+
+/// Whether `name` is one of [`KEYS`].
+fn is_known_key(name: &str) -> bool {
+    KEYS.iter().any(|k| k.name == name)
+}
 
 /// Top-level keys accepted with any value and ignored.
 const RETIRED_KEYS: &[&str] = &["bridge_auto_approve"];
@@ -719,6 +762,39 @@ fn line_suffix(line: Option<usize>) -> String {
     line.map(|l| format!(":{l}")).unwrap_or_default()
 }
 
+/// The state directory of the configuration at `config_path`: the `state_dir` key if set
+/// (relative to the configuration file's directory), else `<config dir>/<stem>.state`.
+/// The one derivation: every command and process for one configuration finds the same
+/// directory.
+pub fn state_dir(config: &Config, config_path: &Path) -> PathBuf {
+    match &config.state_dir {
+        Some(dir) if dir.is_absolute() => dir.clone(),
+        Some(dir) => config_dir(config_path).join(dir),
+        None => beside_config(config_path, ".state"),
+    }
+}
+
+/// The managed service's directory beside the configuration: `<config dir>/<stem>.service`,
+/// holding `service.log`.
+pub fn service_dir(config_path: &Path) -> PathBuf {
+    beside_config(config_path, ".service")
+}
+
+fn config_dir(config_path: &Path) -> &Path {
+    config_path.parent().unwrap_or(Path::new(""))
+}
+
+/// `<config dir>/<stem><suffix>` (`nl2sh<suffix>` for a file without a stem).
+fn beside_config(config_path: &Path, suffix: &str) -> PathBuf {
+    let mut name = config_path
+        .file_stem()
+        .filter(|s| !s.is_empty())
+        .map(|s| s.to_os_string())
+        .unwrap_or_else(|| std::ffi::OsString::from("nl2sh"));
+    name.push(suffix);
+    config_dir(config_path).join(name)
+}
+
 /// Read and parse the file at `path`. A missing file is [`ConfigError::Missing`]; what
 /// that means (defaults, or an error) is the caller's choice.
 pub fn load(path: &Path, mode: ParseMode) -> Result<Config, ConfigError> {
@@ -752,9 +828,7 @@ pub fn parse(path: &Path, text: &str, mode: ParseMode) -> Result<Config, ConfigE
             .get_ref()
             .iter()
             .map(|(key, _)| key.get_ref().to_string())
-            .filter(|key| {
-                !KNOWN_KEYS.contains(&key.as_str()) && !RETIRED_KEYS.contains(&key.as_str())
-            })
+            .filter(|key| !is_known_key(key) && !RETIRED_KEYS.contains(&key.as_str()))
             .collect();
         for key in unknown {
             doc.get_mut().remove(key.as_str());
@@ -885,8 +959,9 @@ impl Layout {
     }
 }
 
-/// 1-based line number of byte offset `offset` in `text`.
-fn line_at(text: &str, offset: usize) -> usize {
+/// 1-based line number of byte offset `offset` in `text` (the line of a parser's error
+/// span, for messages that must not quote the text).
+pub fn line_at(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]
         .iter()
@@ -927,9 +1002,9 @@ fn describe_toml_error(message: &str, key: Option<&str>, grant: Option<usize>) -
     if let Some(rest) = message.strip_prefix("unknown field `") {
         if let Some(end) = rest.find('`') {
             let field = &rest[..end];
-            let expected = KNOWN_KEYS
+            let expected = KEYS
                 .iter()
-                .map(|k| format!("`{k}`"))
+                .map(|k| format!("`{}`", k.name))
                 .collect::<Vec<_>>()
                 .join(", ");
             return format!("unknown field `{field}`, expected one of {expected}");
@@ -945,6 +1020,84 @@ fn describe_toml_error(message: &str, key: Option<&str>, grant: Option<usize>) -
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    /// The field names serde knows a struct by: what the file may hold.
+    fn fields_of<T: for<'de> Deserialize<'de>>() -> &'static [&'static str] {
+        use serde::de::value::Error;
+        use serde::de::{Error as _, Visitor};
+        struct Probe<'a>(&'a mut &'static [&'static str]);
+        impl<'de> serde::Deserializer<'de> for Probe<'_> {
+            type Error = Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
+                Err(Error::custom("not a struct"))
+            }
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Error> {
+                *self.0 = fields;
+                Err(Error::custom("probed"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+                byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map
+                enum identifier ignored_any
+            }
+        }
+        let mut fields: &'static [&'static str] = &[];
+        let _ = T::deserialize(Probe(&mut fields));
+        fields
+    }
+
+    #[test]
+    fn service_dir_is_beside_the_configuration() {
+        assert_eq!(
+            service_dir(Path::new("/data/adb/nl2sh/config.toml")),
+            PathBuf::from("/data/adb/nl2sh/config.service")
+        );
+        assert_eq!(
+            service_dir(Path::new("/tmp/t/other.conf.toml")),
+            PathBuf::from("/tmp/t/other.conf.service")
+        );
+    }
+
+    #[test]
+    fn state_dir_rules() {
+        let mut c = Config::default();
+        assert_eq!(
+            state_dir(&c, Path::new("/data/adb/nl2sh/config.toml")),
+            PathBuf::from("/data/adb/nl2sh/config.state")
+        );
+        assert_eq!(
+            state_dir(&c, Path::new("/tmp/t/other.conf.toml")),
+            PathBuf::from("/tmp/t/other.conf.state")
+        );
+        assert_eq!(
+            state_dir(&c, Path::new("config.toml")),
+            PathBuf::from("config.state")
+        );
+        c.state_dir = Some("sub/state".into());
+        assert_eq!(
+            state_dir(&c, Path::new("/etc/nl2sh/config.toml")),
+            PathBuf::from("/etc/nl2sh/sub/state")
+        );
+        c.state_dir = Some("/var/lib/nl2sh".into());
+        assert_eq!(
+            state_dir(&c, Path::new("/etc/nl2sh/config.toml")),
+            PathBuf::from("/var/lib/nl2sh")
+        );
+    }
+
+    #[test]
+    fn the_key_table_is_the_structs_fields() {
+        let mut top: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
+        top.extend(RETIRED_KEYS);
+        assert_eq!(fields_of::<Config>(), top.as_slice());
+        let model: Vec<&str> = MODEL_KEYS.iter().map(|k| k.name).collect();
+        assert_eq!(fields_of::<ModelConfig>(), model.as_slice());
+    }
 
     /// The supervisor's parse: the whole file must be right.
     fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {

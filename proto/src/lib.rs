@@ -20,8 +20,10 @@ pub mod platform;
 pub mod private_dir;
 pub mod private_file;
 pub mod rpc;
+pub mod seccomp;
 pub mod secret;
 pub mod snapshot;
+pub mod stored_text;
 #[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 pub mod sys;
 pub mod text;

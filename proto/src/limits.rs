@@ -86,6 +86,24 @@ pub const MAX_ACTION_COMMANDS: usize = 64;
 /// is sent without its argv, and no grant matches it.
 pub const MAX_COMMAND_ARGV_BYTES: usize = 4096;
 
+/// `ListTasks` page size (`TaskQuery.page_size`): netd refuses a request outside it, and
+/// approvald checks it again.
+pub const MIN_PAGE_SIZE: u32 = 1;
+pub const MAX_PAGE_SIZE: u32 = 100;
+/// A `ListTasks` page token, as approvald issues it (`TaskPage.next_page_token`) and a
+/// client hands it back; netd refuses a longer one either way.
+pub const MAX_PAGE_TOKEN_BYTES: usize = 1024;
+
+/// Calls approvald let run that have not finished, at most. The executor runs far fewer
+/// at once (its channel carries at most [`MAX_IN_FLIGHT_PER_CHANNEL`] requests); more
+/// means it is not asking the way it should, which is fatal to its channel.
+pub const MAX_RUNNING_CALLS: usize = 4096;
+/// Decided call ids approvald remembers to refuse a second decision for one call.
+pub const MAX_RECENT_DECISIONS: usize = 4096;
+/// Policy snapshots approvald remembers (a configuration edited in a burst gives
+/// several; the executor reports calls under the newest or one just before it).
+pub const MAX_ISSUED_SNAPSHOTS: usize = 8;
+
 /// Grace for in-flight requests when the service is asked to stop.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -97,6 +115,9 @@ const _: () = {
     assert!(MAX_ARGUMENT_JSON_BYTES < MAX_HTTP_BODY_BYTES);
     // An approval request's parsed commands fit a frame beside everything else in it.
     assert!(MAX_ACTION_COMMANDS * (MAX_COMMAND_ARGV_BYTES + 16) < MAX_FRAME_BYTES / 4);
+    // A page token carries a cursor (an id and a time) and a MAC, hex encoded.
+    assert!(2 * (1 + 8 + MAX_ID_BYTES + 16) <= MAX_PAGE_TOKEN_BYTES);
+    assert!(MAX_RUNNING_CALLS >= MAX_IN_FLIGHT_PER_CHANNEL);
     // Direct calls and the Agents' calls together never queue on the executor channel.
     assert!(MAX_CONCURRENT_TOOL_CALLS + MAX_ACTIVE_TASKS < MAX_IN_FLIGHT_PER_CHANNEL);
 };

@@ -196,6 +196,7 @@ channel!(
         matches!(
             (q, r),
             (Q::Ping, A::Pong)
+                | (Q::CreateTask { .. }, A::Created { .. } | A::Failed { .. })
                 | (Q::PutTask(_) | Q::SaveSession { .. }, A::Stored | A::Failed { .. })
                 | (Q::GetTask { .. }, A::Task(_) | A::Failed { .. })
                 | (Q::ListTasks(_), A::Tasks(_) | A::Failed { .. })
@@ -490,9 +491,69 @@ pub fn control_channel(role: Role) -> Option<ChannelKind> {
         .map(|e| e.kind)
 }
 
+/// A worker process of the tree: a role the supervisor starts and controls, that is an
+/// answerer of one of its control channels in [`TOPOLOGY`] (a test checks the list).
+/// Parsed once from the hidden argument a worker is started with; each has its own
+/// ends and its own `Start` settings ([`crate::worker::ControlChannel::Settings`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Worker {
+    Netd,
+    Executor,
+    Approvald,
+}
+
+impl Worker {
+    /// Every worker, in the order the supervisor drains them.
+    pub const ALL: [Worker; 3] = [Worker::Netd, Worker::Executor, Worker::Approvald];
+
+    pub fn role(self) -> Role {
+        match self {
+            Worker::Netd => Role::Netd,
+            Worker::Executor => Role::Executor,
+            Worker::Approvald => Role::Approvald,
+        }
+    }
+
+    /// The worker playing `role`, if a worker does.
+    pub fn of(role: Role) -> Option<Worker> {
+        Worker::ALL.into_iter().find(|w| w.role() == role)
+    }
+
+    /// Its name: the argument it is started with, and its process name after `nl2sh-`.
+    pub fn name(self) -> &'static str {
+        self.role().as_str()
+    }
+
+    /// The worker named `name` (see [`Worker::name`]).
+    pub fn parse(name: &str) -> Option<Worker> {
+        Worker::ALL.into_iter().find(|w| w.name() == name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_workers_are_the_answerers_of_the_supervisors_control_channels() {
+        let mut answerers: Vec<Role> = TOPOLOGY
+            .iter()
+            .filter(|e| e.asker == Role::Supervisor)
+            .map(|e| e.answerer)
+            .collect();
+        let mut workers: Vec<Role> = Worker::ALL.iter().map(|w| w.role()).collect();
+        answerers.sort_by_key(|r| r.as_str());
+        workers.sort_by_key(|r| r.as_str());
+        assert_eq!(answerers, workers);
+        for w in Worker::ALL {
+            assert_eq!(Worker::parse(w.name()), Some(w));
+            assert_eq!(Worker::of(w.role()), Some(w));
+            assert!(control_channel(w.role()).is_some());
+        }
+        assert_eq!(Worker::parse("supervisor"), None);
+        assert_eq!(Worker::parse("cli"), None);
+        assert_eq!(Worker::of(Role::Supervisor), None);
+    }
 
     #[test]
     fn every_role_inherits_distinct_descriptors_above_stdio() {

@@ -5,9 +5,14 @@ use std::marker::PhantomData;
 
 use tokio::net::UnixStream;
 
-use crate::channels::{ControlRequest, ControlResponse, FromWorker, WorkerEvent, WorkerSettings};
+use crate::channels::{
+    ApprovaldSettings, ControlRequest, ControlResponse, ExecutorSettings, FromWorker, NetdSettings,
+    WorkerEvent, WorkerSettings,
+};
 use crate::frame::{read_frame, write_frame, FrameError};
-use crate::topology::{Answerer, Channel, EndError};
+use crate::topology::{
+    Answerer, Channel, EndError, SupervisorApprovald, SupervisorExecutor, SupervisorNetd,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -17,12 +22,50 @@ pub enum WorkerError {
     Control(FrameError),
     #[error("supervisor sent {0} before Start")]
     NotStarted(&'static str),
+    /// `Start` carried another role's settings (refused on the channel already).
+    #[error("Start carries another role's settings")]
+    WrongSettings,
 }
 
 /// A control channel: the supervisor asks (`Start`, `Drain`), the worker answers and
-/// reports events.
-pub trait ControlChannel: Channel<Request = ControlRequest, Response = FromWorker> {}
-impl<C: Channel<Request = ControlRequest, Response = FromWorker>> ControlChannel for C {}
+/// reports events. Each one's worker starts with settings of its own type, so a worker
+/// cannot be handed another's.
+pub trait ControlChannel: Channel<Request = ControlRequest, Response = FromWorker> {
+    /// What this channel's worker starts with.
+    type Settings;
+    /// This worker's settings out of the `Start` message, or `None` for another's.
+    fn settings(start: WorkerSettings) -> Option<Self::Settings>;
+}
+
+impl ControlChannel for SupervisorNetd {
+    type Settings = NetdSettings;
+    fn settings(start: WorkerSettings) -> Option<NetdSettings> {
+        match start {
+            WorkerSettings::Netd(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl ControlChannel for SupervisorExecutor {
+    type Settings = ExecutorSettings;
+    fn settings(start: WorkerSettings) -> Option<ExecutorSettings> {
+        match start {
+            WorkerSettings::Executor(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl ControlChannel for SupervisorApprovald {
+    type Settings = ApprovaldSettings;
+    fn settings(start: WorkerSettings) -> Option<ApprovaldSettings> {
+        match start {
+            WorkerSettings::Approvald(s) => Some(s),
+            _ => None,
+        }
+    }
+}
 
 /// The supervisor control channel after `Start`.
 pub struct Control<C: ControlChannel> {
@@ -32,23 +75,31 @@ pub struct Control<C: ControlChannel> {
     _channel: PhantomData<fn() -> C>,
 }
 
-/// Handshake on the control channel and read the `Start` settings.
+/// Handshake on the control channel and read this worker's `Start` settings. Another
+/// role's settings are refused on the channel and end the worker
+/// ([`WorkerError::WrongSettings`]).
 pub async fn accept_start<C: ControlChannel>(
     end: Answerer<C>,
-) -> Result<(Control<C>, WorkerSettings), WorkerError> {
+) -> Result<(Control<C>, C::Settings), WorkerError> {
     let mut stream = end.greet().await?;
     let (start_id, first): (u64, ControlRequest) = read_frame(&mut stream)
         .await
         .map_err(WorkerError::Control)?;
     match first {
-        ControlRequest::Start(settings) => Ok((
-            Control {
+        ControlRequest::Start(settings) => {
+            let mut control = Control {
                 stream,
                 start_id,
                 _channel: PhantomData,
-            },
-            *settings,
-        )),
+            };
+            match C::settings(*settings) {
+                Some(settings) => Ok((control, settings)),
+                None => {
+                    let _ = control.refuse("settings for another role".into()).await;
+                    Err(WorkerError::WrongSettings)
+                }
+            }
+        }
         ControlRequest::Drain { .. } => Err(WorkerError::NotStarted("Drain")),
     }
 }

@@ -41,11 +41,11 @@ pub enum Command {
 const SERVICE_EXIT_CODES: &str = "\
 Exit codes:
   status   0 running (the managed service, or a standalone `protocol serve`/`stdio` for
-           this configuration: see Transport); 1 not running, a stale record of a process
-           that died is left; 3 not running; 4 cannot tell (starting, stopping, the state
-           directory used by another configuration, or discovery unreadable)
+           this configuration: see Transport); 3 not running; 10 not running, a stale
+           record of a process that died is left; 11 cannot tell (starting, stopping, the
+           state directory used by another configuration, or discovery unreadable)
   start    0 started, or already running as the managed service; 1 failed (the log's last
-           lines are shown; nothing is left running); 6 not configured
+           lines are shown; nothing is left running); 12 not configured
            (protocol_start_with_service is not true, or the configuration is missing)
   stop     0 stopped, or was not running; 1 failed, or the running process is a standalone
            `protocol serve`/`stdio` (left alone)

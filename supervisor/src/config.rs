@@ -12,6 +12,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use nl2sh_proto::config::ParseMode;
+pub use nl2sh_proto::config::{service_dir, state_dir};
 pub use nl2sh_proto::config::{Config, ConfigError};
 
 /// Configuration path on a rooted Android device.
@@ -81,25 +82,6 @@ fn warn_if_token_readable_by_others(path: &Path, config: &Config) {
     }
 }
 
-/// The state directory of the configuration at `config_path`: the `state_dir` key if set
-/// (relative to the configuration file's directory), else `<config dir>/<stem>.state`.
-pub fn state_dir(config: &Config, config_path: &Path) -> PathBuf {
-    let config_dir = config_path.parent().unwrap_or(Path::new(""));
-    match &config.state_dir {
-        Some(dir) if dir.is_absolute() => dir.clone(),
-        Some(dir) => config_dir.join(dir),
-        None => {
-            let mut name = config_path
-                .file_stem()
-                .filter(|s| !s.is_empty())
-                .map(|s| s.to_os_string())
-                .unwrap_or_else(|| OsString::from("nl2sh"));
-            name.push(".state");
-            config_dir.join(name)
-        }
-    }
-}
-
 /// `path` made absolute against the working directory (without touching the file system
 /// beyond reading the working directory), so a background process started elsewhere finds
 /// the same file and state directory.
@@ -111,19 +93,6 @@ pub fn absolute(path: &Path) -> PathBuf {
 /// exists (so a symlink or a relative path finds the same process), else the absolute path.
 pub fn identity(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| absolute(path))
-}
-
-/// The managed service's directory beside the configuration: `<config dir>/<stem>.service`,
-/// holding `service.log`.
-pub fn service_dir(config_path: &Path) -> PathBuf {
-    let config_dir = config_path.parent().unwrap_or(Path::new(""));
-    let mut name = config_path
-        .file_stem()
-        .filter(|s| !s.is_empty())
-        .map(|s| s.to_os_string())
-        .unwrap_or_else(|| OsString::from("nl2sh"));
-    name.push(".service");
-    config_dir.join(name)
 }
 
 /// The configuration for finding and stopping what runs, which must work even when the
@@ -221,18 +190,6 @@ mod tests {
     }
 
     #[test]
-    fn service_dir_is_beside_the_configuration() {
-        assert_eq!(
-            service_dir(Path::new("/data/adb/nl2sh/config.toml")),
-            PathBuf::from("/data/adb/nl2sh/config.service")
-        );
-        assert_eq!(
-            service_dir(Path::new("/tmp/t/other.conf.toml")),
-            PathBuf::from("/tmp/t/other.conf.service")
-        );
-    }
-
-    #[test]
     fn identity_resolves_symlinks_and_relative_paths() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = std::fs::canonicalize(tmp.path()).unwrap();
@@ -265,32 +222,5 @@ mod tests {
         let (cfg, why) = load_for_discovery(&dir.join("absent.toml"));
         assert_eq!(cfg, Config::default());
         assert!(why.is_none());
-    }
-
-    #[test]
-    fn state_dir_rules() {
-        let mut c = Config::default();
-        assert_eq!(
-            state_dir(&c, Path::new("/data/adb/nl2sh/config.toml")),
-            PathBuf::from("/data/adb/nl2sh/config.state")
-        );
-        assert_eq!(
-            state_dir(&c, Path::new("/tmp/t/other.conf.toml")),
-            PathBuf::from("/tmp/t/other.conf.state")
-        );
-        assert_eq!(
-            state_dir(&c, Path::new("config.toml")),
-            PathBuf::from("config.state")
-        );
-        c.state_dir = Some("sub/state".into());
-        assert_eq!(
-            state_dir(&c, Path::new("/etc/nl2sh/config.toml")),
-            PathBuf::from("/etc/nl2sh/sub/state")
-        );
-        c.state_dir = Some("/var/lib/nl2sh".into());
-        assert_eq!(
-            state_dir(&c, Path::new("/etc/nl2sh/config.toml")),
-            PathBuf::from("/var/lib/nl2sh")
-        );
     }
 }

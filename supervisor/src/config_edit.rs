@@ -13,14 +13,15 @@
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, BufRead, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::fcntl::Flock;
-use nl2sh_proto::config::{self as schema, ConfigError, ParseMode};
+use nl2sh_proto::config::{self as schema, ConfigError, Key, KeyKind, ParseMode, KEYS, MODEL_KEYS};
+use nl2sh_proto::private_file::{self, Owner};
 use toml_edit::{DocumentMut, Item, Table, Value};
 
 use crate::config;
@@ -34,62 +35,6 @@ const MAX_INPUT_BYTES: u64 = 4096;
 /// milliseconds; a longer hold is a stuck or stopped process).
 const LOCK_WAIT: Duration = Duration::from_secs(10);
 const LOCK_POLL: Duration = Duration::from_millis(10);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Bool,
-    Integer,
-    Text,
-    /// A string that is never printed nor taken from the command line.
-    Credential,
-    /// `approval_grants`: a TOML array of tables.
-    Grants,
-    /// `model`: set its keys one by one.
-    Table,
-}
-
-struct Key {
-    name: &'static str,
-    kind: Kind,
-    /// approvald re-reads it for every decision, so a running service uses it at once.
-    live: bool,
-}
-
-const fn key(name: &'static str, kind: Kind, live: bool) -> Key {
-    Key { name, kind, live }
-}
-
-/// Every top-level key of the schema ([`schema::KNOWN_KEYS`], checked by a test).
-const TOP_KEYS: &[Key] = &[
-    key("protocol_token", Kind::Credential, false),
-    key("protocol_auto_approve", Kind::Bool, true),
-    key("protocol_start_with_service", Kind::Bool, false),
-    key("protocol_service_port", Kind::Integer, false),
-    key("state_dir", Kind::Text, false),
-    key("netd_uid", Kind::Integer, false),
-    key("netd_gid", Kind::Integer, false),
-    key("sandbox_uid_base", Kind::Integer, false),
-    key("sandbox_uid_count", Kind::Integer, false),
-    key("sandbox_max_processes", Kind::Integer, false),
-    key("sandbox_memory_mib", Kind::Integer, false),
-    key("sandbox_cpu_secs", Kind::Integer, false),
-    key("approval_policy", Kind::Text, true),
-    key("approval_timeout_secs", Kind::Integer, true),
-    key("approval_grants", Kind::Grants, true),
-    key("audit_max_rows", Kind::Integer, true),
-    key("audit_max_bytes", Kind::Integer, true),
-    key("model", Kind::Table, false),
-];
-
-/// The keys of `[model]`, as `model.<key>`.
-const MODEL_KEYS: &[Key] = &[
-    key("base_url", Kind::Text, false),
-    key("model", Kind::Text, false),
-    key("api_key_env", Kind::Text, false),
-    key("api_key", Kind::Credential, false),
-    key("max_steps", Kind::Integer, false),
-    key("request_timeout_secs", Kind::Integer, false),
-];
 
 /// A key named on the command line: top-level, or `model.<key>`.
 struct Named {
@@ -174,9 +119,9 @@ fn line_suffix(line: Option<usize>) -> String {
 }
 
 fn known_keys() -> String {
-    let mut names: Vec<String> = TOP_KEYS
+    let mut names: Vec<String> = KEYS
         .iter()
-        .filter(|k| k.kind != Kind::Table)
+        .filter(|k| k.kind != KeyKind::Table)
         .map(|k| k.name.to_owned())
         .collect();
     names.extend(MODEL_KEYS.iter().map(|k| format!("model.{}", k.name)));
@@ -208,7 +153,7 @@ fn lookup(name: &str) -> Result<Named, EditError> {
             })
             .ok_or_else(unknown),
         Some(_) => Err(unknown()),
-        None => TOP_KEYS
+        None => KEYS
             .iter()
             .find(|k| k.name == name)
             .map(|spec| Named { spec, table: None })
@@ -216,18 +161,10 @@ fn lookup(name: &str) -> Result<Named, EditError> {
     }
 }
 
-fn line_at(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
-}
-
 fn parse_document(path: &Path, text: &str) -> Result<DocumentMut, EditError> {
     text.parse::<DocumentMut>().map_err(|e| EditError::NotToml {
         path: path.to_owned(),
-        line: e.span().map(|s| line_at(text, s.start)),
+        line: e.span().map(|s| schema::line_at(text, s.start)),
         // The parser's message only: its excerpt of the source could show a credential.
         message: e.message().trim().to_owned(),
     })
@@ -241,17 +178,17 @@ fn new_item(named: &Named, input: &str) -> Result<Item, EditError> {
         got: input.to_owned(),
     };
     Ok(match named.spec.kind {
-        Kind::Bool => match input.trim() {
+        KeyKind::Bool => match input.trim() {
             "true" => toml_edit::value(true),
             "false" => toml_edit::value(false),
             _ => return Err(bad("true or false")),
         },
-        Kind::Integer => {
+        KeyKind::Integer => {
             let n: i64 = input.trim().parse().map_err(|_| bad("a whole number"))?;
             toml_edit::value(n)
         }
-        Kind::Text | Kind::Credential => toml_edit::value(input),
-        Kind::Grants => {
+        KeyKind::Text | KeyKind::Credential => toml_edit::value(input),
+        KeyKind::Grants => {
             let value: Value = input
                 .trim()
                 .parse()
@@ -266,7 +203,7 @@ fn new_item(named: &Named, input: &str) -> Result<Item, EditError> {
                 Err(item) => item,
             }
         }
-        Kind::Table => return Err(EditError::Table),
+        KeyKind::Table => return Err(EditError::Table),
     })
 }
 
@@ -300,7 +237,7 @@ fn put(table: &mut dyn toml_edit::TableLike, name: &str, item: Item) {
 pub fn edit(path: &Path, text: &str, key: &str, input: &str) -> Result<String, EditError> {
     let named = lookup(key)?;
     let item = new_item(&named, input)?;
-    if named.spec.kind == Kind::Credential && !input.is_empty() && named.table.is_none() {
+    if named.spec.kind == KeyKind::Credential && !input.is_empty() && named.table.is_none() {
         // protocol_token: `protocol serve` refuses a configured token that breaks these
         // rules (empty means "generate one at each start").
         crate::token::check(input).map_err(|problem| EditError::BadCredential {
@@ -469,7 +406,7 @@ pub fn get(path: &Path, text: &str, key: &str) -> Result<Got, EditError> {
             .and_then(|t| t.get(named.spec.name)),
     };
     let item = item.filter(|i| !i.is_none());
-    if named.spec.kind == Kind::Credential {
+    if named.spec.kind == KeyKind::Credential {
         let set = item.and_then(Item::as_str).is_some_and(|s| !s.is_empty());
         return Ok(Got::Credential(set));
     }
@@ -647,45 +584,15 @@ fn lock_for_edit(path: &Path) -> Result<Flock<File>, EditError> {
 /// root edits for another uid stays that uid. Callers that read the file first hold
 /// [`lock_for_edit`] around both.
 pub fn save(path: &Path, text: &str) -> Result<(), EditError> {
-    let dir = config_dir(path)?;
-    let previous = fs::metadata(path).ok();
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "config.toml".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let _ = fs::remove_file(&tmp);
-    let written = (|| {
-        let mut file: File = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)
-            .map_err(io_err("cannot create", &tmp))?;
-        // The umask can only have removed bits; make it exactly 0600.
-        file.set_permissions(fs::Permissions::from_mode(0o600))
-            .map_err(io_err("cannot chmod", &tmp))?;
-        if let Some(meta) = &previous {
-            let me = nix::unistd::geteuid().as_raw();
-            if me == 0 && meta.uid() != me {
-                std::os::unix::fs::fchown(&file, Some(meta.uid()), Some(meta.gid()))
-                    .map_err(io_err("cannot chown", &tmp))?;
-            }
-        }
-        file.write_all(text.as_bytes())
-            .and_then(|()| file.sync_all())
-            .map_err(io_err("cannot write", &tmp))?;
-        fs::rename(&tmp, path).map_err(io_err("cannot replace", path))
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    written?;
-    if let Ok(d) = File::open(&dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    config_dir(path)?;
+    // Root editing another user's file keeps it theirs.
+    let owner = fs::metadata(path)
+        .ok()
+        .map_or(Owner::Writer, |meta| Owner::Keep {
+            uid: meta.uid(),
+            gid: meta.gid(),
+        });
+    private_file::replace(path, text.as_bytes(), owner).map_err(io_err("cannot write", path))
 }
 
 /// One line of stdin, without echo when it is a terminal.
@@ -742,7 +649,7 @@ fn config_path(config_arg: Option<PathBuf>) -> PathBuf {
 
 fn fail(e: impl std::fmt::Display) -> ExitCode {
     eprintln!("nl2sh: {e}");
-    ExitCode::FAILURE
+    crate::exit::Exit::Failure.into()
 }
 
 pub fn path_command(config_arg: Option<PathBuf>) -> ExitCode {
@@ -796,10 +703,10 @@ fn set(
     env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
 ) -> Result<(), EditError> {
     let named = lookup(key)?;
-    if named.spec.kind == Kind::Table {
+    if named.spec.kind == KeyKind::Table {
         return Err(EditError::Table);
     }
-    let credential = named.spec.kind == Kind::Credential;
+    let credential = named.spec.kind == KeyKind::Credential;
     let input = match (value.as_deref(), from_env) {
         (_, Some(var)) => match env(&var).map(std::ffi::OsString::into_string) {
             Some(Ok(v)) => v,
@@ -886,15 +793,14 @@ mod tests {
 
     #[test]
     fn every_schema_key_is_editable_and_nothing_else() {
-        for name in schema::KNOWN_KEYS {
-            assert!(lookup(name).is_ok(), "{name}");
+        for k in KEYS {
+            assert!(lookup(k.name).is_ok(), "{}", k.name);
         }
-        assert_eq!(TOP_KEYS.len(), schema::KNOWN_KEYS.len());
         // Each model key is one the schema accepts, with a value of the kind we write.
         for k in MODEL_KEYS {
             let sample = match k.kind {
-                Kind::Integer => "3",
-                Kind::Text if k.name == "base_url" => "http://127.0.0.1:9/v1",
+                KeyKind::Integer => "3",
+                KeyKind::Text if k.name == "base_url" => "http://127.0.0.1:9/v1",
                 _ => "x",
             };
             let mut text = String::from("[model]\nmodel = \"m\"\n");

@@ -1,6 +1,6 @@
 //! The device-local commands: `protocol approvals`, `approve`, `reject` (talking to
 //! approvald on protocol/approvals.sock) and `protocol audit` (reading the audit trail).
-//! Exit codes a script can act on are listed in [`Exit`].
+//! Exit codes a script can act on are in the one table, [`Exit`].
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,30 +11,12 @@ use nl2sh_proto::rpc::RpcClient;
 use nl2sh_proto::topology::{Asker, CliApprovald};
 
 use crate::config;
+use crate::exit::Exit;
 use crate::state;
-
-/// Exit codes of the local commands (0 is success; 2 is a usage error, from clap).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    Failure = 1,
-    /// No protocol service is running for this configuration.
-    NotRunning = 3,
-    NoSuchRequest = 4,
-    Expired = 5,
-    /// The request needs its phrase, or the phrase given was wrong.
-    Phrase = 6,
-    /// `approve` needs an interactive terminal on stdin.
-    NoTerminal = 7,
-    /// `audit --verify` found a broken chain.
-    Tampered = 8,
-    /// approvald closed the connection unanswered: this process is not the service's
-    /// uid, or it was started (directly or not) by nl2sh itself, e.g. a tool command.
-    Refused = 9,
-}
 
 fn fail(code: Exit, message: impl std::fmt::Display) -> ExitCode {
     eprintln!("nl2sh: {message}");
-    ExitCode::from(code as u8)
+    code.into()
 }
 
 fn state_paths(config_arg: Option<PathBuf>) -> Result<(PathBuf, state::StatePaths), String> {
@@ -403,10 +385,10 @@ pub fn audit(
                 let c = &r.record;
                 serde_json::json!({
                     "id": r.id, "time": r.time, "call_id": c.call_id, "kind": c.kind.as_str(),
-                    "origin": c.origin, "tool": c.tool, "action": c.action,
-                    "arguments_sha256": c.arguments_sha256, "risk": c.risk,
-                    "requires_root": c.requires_root, "identity": c.identity,
-                    "decision": c.decision, "reason": c.reason, "success": c.success,
+                    "origin": c.origin.map(|v| v.as_str()), "tool": c.tool, "action": c.action,
+                    "arguments_sha256": c.arguments_sha256, "risk": c.risk.map(|v| v.as_str()),
+                    "requires_root": c.requires_root, "identity": c.identity.map(|v| v.as_str()),
+                    "decision": c.decision.map(|v| v.as_str()), "reason": c.reason, "success": c.success,
                     "exit_code": c.exit_code, "duration_ms": c.duration_ms, "summary": c.summary,
                     "task": c.task,
                 })
@@ -466,11 +448,11 @@ fn audit_line(r: &nl2sh_approvald::store::AuditRow) -> String {
     let decided = || {
         format!(
             "{} {} risk={} as={} from={}: {}",
-            text(&c.decision, "?"),
+            c.decision.map_or("?", |v| v.as_str()),
             text(&c.tool, "?"),
-            text(&c.risk, "?"),
-            text(&c.identity, "?"),
-            text(&c.origin, "?"),
+            c.risk.map_or("?", |v| v.as_str()),
+            c.identity.map_or("?", |v| v.as_str()),
+            c.origin.map_or("?", |v| v.as_str()),
             Shown::new(c.action.as_deref().unwrap_or("")).max_bytes(ACTION_MAX_BYTES),
         )
     };
@@ -609,11 +591,11 @@ mod tests {
     fn an_audit_row_is_one_line_with_its_texts_escaped() {
         use nl2sh_approvald::store::{AuditKind, AuditRecord, AuditRow};
         let mut record = AuditRecord::new(AuditKind::Call, 3);
-        record.decision = Some("allowed".into());
+        record.decision = Some(nl2sh_proto::channels::Decision::Allowed);
         record.tool = Some("shell\u{2028}.exec".into());
-        record.risk = Some("read_only".into());
-        record.identity = Some("launching_user".into());
-        record.origin = Some("mcp_http".into());
+        record.risk = Some(nl2sh_proto::channels::RiskLevel::ReadOnly);
+        record.identity = Some(nl2sh_proto::channels::Identity::Launching);
+        record.origin = Some(nl2sh_proto::channels::CallOrigin::McpHttp);
         record.action = Some(SPOOF.into());
         record.success = Some(true);
         record.duration_ms = Some(2);

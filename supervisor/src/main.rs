@@ -7,7 +7,9 @@ mod advertise;
 mod cli;
 mod config;
 mod config_edit;
+mod exit;
 mod local;
+mod log_tail;
 mod logging;
 mod model;
 mod orphans;
@@ -24,6 +26,7 @@ mod token;
 use std::process::ExitCode;
 
 use clap::Parser;
+use nl2sh_proto::topology::Worker;
 
 /// Log filter when `NL2SH_LOG` is unset. rmcp logs every stateless request at info
 /// (session start and end), which would be several lines per tool call.
@@ -53,15 +56,19 @@ fn main() -> ExitCode {
         return nl2sh_executor::sandbox::helper::main();
     }
     if first.as_deref() == Some(std::ffi::OsStr::new(WORKER_ARG)) {
-        let role = args
+        let worker = args
             .next()
             .and_then(|r| r.into_string().ok())
-            .unwrap_or_default();
+            .and_then(|name| Worker::parse(&name));
         let filter = args
             .next()
             .and_then(|f| f.into_string().ok())
             .unwrap_or_else(|| DEFAULT_LOG_FILTER.into());
-        return run_worker(&role, &filter);
+        let Some(worker) = worker else {
+            eprintln!("nl2sh: unknown worker role");
+            return exit::Exit::Usage.into();
+        };
+        return run_worker(worker, &filter);
     }
     let cli = cli::Cli::parse();
     init_logging(
@@ -108,17 +115,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_worker(role: &str, filter: &str) -> ExitCode {
+fn run_worker(worker: Worker, filter: &str) -> ExitCode {
     use nl2sh_proto::topology::{ApprovaldEnds, EndError, ExecutorEnds, NetdEnds};
-    let name: &'static str = match role {
-        "netd" => "netd",
-        "executor" => "executor",
-        "approvald" => "approvald",
-        _ => {
-            eprintln!("nl2sh: unknown worker role");
-            return ExitCode::from(2);
-        }
-    };
+    let name = worker.name();
     sys::set_process_name(name);
     nl2sh_proto::sys::limit_heap_arenas();
     // Back from the supervisor's protected score to a moderate one (raising needs no
@@ -126,14 +125,14 @@ fn run_worker(role: &str, filter: &str) -> ExitCode {
     let _ = std::fs::write("/proc/self/oom_score_adj", serve::WORKER_OOM_SCORE_ADJ);
     init_logging(filter, name);
     // Each role runs on its ends of the channels the topology table gives it.
-    let ran: Result<ExitCode, EndError> = match name {
-        "netd" => NetdEnds::inherited().map(nl2sh_netd::run),
-        "executor" => ExecutorEnds::inherited().map(nl2sh_executor::run),
-        _ => ApprovaldEnds::inherited().map(nl2sh_approvald::run),
+    let ran: Result<ExitCode, EndError> = match worker {
+        Worker::Netd => NetdEnds::inherited().map(nl2sh_netd::run),
+        Worker::Executor => ExecutorEnds::inherited().map(nl2sh_executor::run),
+        Worker::Approvald => ApprovaldEnds::inherited().map(nl2sh_approvald::run),
     };
     ran.unwrap_or_else(|e| {
         tracing::error!("{name}: {e} (this role is started only by `nl2sh protocol serve`)");
         eprintln!("nl2sh: {e} (this role is started only by `nl2sh protocol serve`)");
-        ExitCode::FAILURE
+        crate::exit::Exit::Failure.into()
     })
 }

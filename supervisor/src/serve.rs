@@ -97,7 +97,7 @@ pub fn serve(config_arg: Option<PathBuf>, transport: Transport) -> ExitCode {
         Err(e) => {
             tracing::error!("{e}");
             eprintln!("nl2sh: {e}");
-            ExitCode::FAILURE
+            crate::exit::Exit::Failure.into()
         }
     };
     if let Some(capture) = capture {
@@ -660,7 +660,7 @@ async fn supervise(
         let cause = end_workers(running, first).await;
         if restart.stdio {
             tracing::error!(cause = %cause, "a worker ended; stopping (stdio)");
-            return ExitCode::FAILURE;
+            return crate::exit::Exit::Failure.into();
         }
         loop {
             if !restart.may_restart() {
@@ -676,7 +676,7 @@ async fn supervise(
                     CRASH_WINDOW.as_secs()
                 );
                 restart.failed(&cause);
-                return ExitCode::FAILURE;
+                return crate::exit::Exit::Failure.into();
             }
             let wait = restart.backoff();
             tokio::select! {

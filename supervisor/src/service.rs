@@ -15,12 +15,11 @@
 //! process start identity and the state directory's lock. `status` reads only; no command
 //! prints the token.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::fs::{self, File};
+use std::io;
 use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -34,8 +33,11 @@ use nl2sh_proto::config::DEFAULT_PROTOCOL_PORT;
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::SHUTDOWN_GRACE;
 use nl2sh_proto::private_dir::{open_private_dir, Create, WideMode};
+use nl2sh_proto::sys::pidfd;
 
 use crate::config::{self, Config, ConfigError};
+use crate::exit::Exit;
+use crate::log_tail;
 use crate::service_log;
 use crate::state::{self, ConnectionInfo, Discovered, StatePaths};
 
@@ -52,36 +54,16 @@ const START_WAIT: Duration = Duration::from_secs(30);
 const STOP_WAIT: Duration = Duration::from_secs(3 * (SHUTDOWN_GRACE.as_secs() + 2) + 5);
 /// Discovery polling interval while waiting.
 const POLL: Duration = Duration::from_millis(50);
-/// A log larger than this is moved to `service.log.1` at the next start (while the
-/// service runs, it keeps the log within it itself: [`service_log`]).
-const LOG_ROTATE_BYTES: u64 = service_log::LOG_CAP_BYTES;
-/// Lines of the log shown when a start fails.
-const LOG_TAIL_LINES: usize = 20;
-/// Bytes of the log read for those lines.
-const LOG_TAIL_BYTES: u64 = 16 * 1024;
-/// How much of this start's log is searched for its startup block.
-const START_LOG_BYTES: u64 = 256 * 1024;
 /// Longest wait, once the service announced itself, for its startup block in the log.
 const BLOCK_LOG_WAIT: Duration = Duration::from_secs(2);
 
-/// Exit codes (see `nl2sh service --help`).
-const EXIT_FAILURE: u8 = 1;
-/// `status`: not running, but a record of a process that died is left (LSB 1).
-const EXIT_STALE: u8 = 1;
-/// `status`: not running (LSB 3).
-const EXIT_NOT_RUNNING: u8 = 3;
-/// `status`: cannot tell (LSB 4).
-const EXIT_UNKNOWN: u8 = 4;
-/// `start`/`restart`: the configuration does not enable the managed service (LSB 6).
-const EXIT_NOT_CONFIGURED: u8 = 6;
-
 /// A failed command: its exit code and message.
 struct Failure {
-    code: u8,
+    code: Exit,
     message: String,
 }
 
-fn failure(code: u8, message: impl Into<String>) -> Failure {
+fn failure(code: Exit, message: impl Into<String>) -> Failure {
     Failure {
         code,
         message: message.into(),
@@ -93,7 +75,7 @@ fn finish(result: Result<(), Failure>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             eprintln!("nl2sh: {}", f.message);
-            ExitCode::from(f.code)
+            f.code.into()
         }
     }
 }
@@ -168,7 +150,7 @@ fn locate_for_start(config_arg: Option<PathBuf>) -> Result<(Target, Config), Fai
         Err(ConfigError::Missing { .. }) => {
             let abs = config::absolute(&path);
             return Err(failure(
-                EXIT_NOT_CONFIGURED,
+                Exit::NotConfigured,
                 format!(
                     "configuration file {} does not exist; create it with the managed service \
                      switched on: nl2sh --config {} config set {SWITCH} true",
@@ -177,12 +159,12 @@ fn locate_for_start(config_arg: Option<PathBuf>) -> Result<(Target, Config), Fai
                 ),
             ));
         }
-        Err(e) => return Err(failure(EXIT_FAILURE, e.to_string())),
+        Err(e) => return Err(failure(Exit::Failure, e.to_string())),
     };
     let target = Target::new(path, &cfg);
     if !cfg.protocol_start_with_service {
         return Err(failure(
-            EXIT_NOT_CONFIGURED,
+            Exit::NotConfigured,
             format!(
                 "the managed service is off for {}: {SWITCH} is not true. Turn it on with `{}` \
                  (or set `{SWITCH} = true` in the file), or run `{}` in a terminal instead",
@@ -202,10 +184,10 @@ pub fn status(config_arg: Option<PathBuf>, json: bool) -> ExitCode {
     let (target, cfg) = locate_leniently(config_arg);
     let found = target.discover();
     let code = match &found {
-        Ok(Discovered::Live(_)) => 0,
-        Ok(Discovered::Stale(_)) => EXIT_STALE,
-        Ok(Discovered::Stopped) => EXIT_NOT_RUNNING,
-        Ok(Discovered::Busy { .. }) | Err(_) => EXIT_UNKNOWN,
+        Ok(Discovered::Live(_)) => Exit::Success,
+        Ok(Discovered::Stale(_)) => Exit::Stale,
+        Ok(Discovered::Stopped) => Exit::NotRunning,
+        Ok(Discovered::Busy { .. }) | Err(_) => Exit::Unknown,
     };
     if json {
         println!("{}", status_json(&target, &found));
@@ -215,7 +197,7 @@ pub fn status(config_arg: Option<PathBuf>, json: bool) -> ExitCode {
     if let Err(e) = &found {
         eprintln!("nl2sh: cannot read discovery: {e}");
     }
-    ExitCode::from(code)
+    code.into()
 }
 
 fn since(info: &ConnectionInfo) -> Option<String> {
@@ -473,39 +455,24 @@ pub fn restart(config_arg: Option<PathBuf>) -> ExitCode {
 /// configuration never interleave (for example a boot script and a person).
 fn control_lock(target: &Target) -> Result<Flock<File>, Failure> {
     open_private_dir(&target.service_dir, Create::IfMissing, WideMode::Tighten)
-        .map_err(|e| failure(EXIT_FAILURE, e.to_string()))?;
+        .map_err(|e| failure(Exit::Failure, e.to_string()))?;
     let path = target.service_dir.join("control.lock");
-    let file = open_private(&path, false)?;
+    let file = state::open_private_file(&path, false)
+        .map_err(|e| failure(Exit::Failure, e.to_string()))?;
     match state::lock_exclusive_within(file, START_WAIT + STOP_WAIT, POLL) {
         Ok(lock) => Ok(lock),
         Err((_, Errno::EWOULDBLOCK)) => Err(failure(
-            EXIT_FAILURE,
+            Exit::Failure,
             format!(
                 "another `nl2sh service` command for {} is still running",
                 target.config_path.display()
             ),
         )),
         Err((_, errno)) => Err(failure(
-            EXIT_FAILURE,
+            Exit::Failure,
             format!("cannot lock {}: {errno}", path.display()),
         )),
     }
-}
-
-/// Open (create 0600) a private regular file of ours without following a symlink.
-fn open_private(path: &Path, append: bool) -> Result<File, Failure> {
-    let file = OpenOptions::new()
-        .read(!append)
-        .write(!append)
-        .append(append)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|e| failure(EXIT_FAILURE, format!("cannot open {}: {e}", path.display())))?;
-    state::check_private_file(path, &file).map_err(|e| failure(EXIT_FAILURE, e.to_string()))?;
-    Ok(file)
 }
 
 /// Discovery, waiting (within `limit`) while the state directory is held by a managed
@@ -515,7 +482,7 @@ fn settle(target: &Target, limit: Duration) -> Result<Discovered, Failure> {
     loop {
         let found = target
             .discover()
-            .map_err(|e| failure(EXIT_FAILURE, format!("cannot read discovery: {e}")))?;
+            .map_err(|e| failure(Exit::Failure, format!("cannot read discovery: {e}")))?;
         let transitional =
             matches!(&found, Discovered::Busy { holder: Some((_, t)) } if t == SERVICE_TRANSPORT);
         if !transitional || Instant::now() >= deadline {
@@ -532,7 +499,7 @@ fn standalone_conflict(target: &Target, info: &ConnectionInfo, action: &str) -> 
         "a standalone `protocol serve`"
     };
     failure(
-        EXIT_FAILURE,
+        Exit::Failure,
         format!(
             "{what} (pid {}, transport {}) is serving {}; {action}. It is not managed by \
              `nl2sh service` and is left running: stop it where it was started (Ctrl-C, or \
@@ -552,7 +519,7 @@ fn busy_failure(target: &Target, holder: &Option<(u32, String)>) -> Failure {
         |(pid, transport)| format!("pid {pid} (transport {})", Shown::new(transport)),
     );
     failure(
-        EXIT_FAILURE,
+        Exit::Failure,
         format!(
             "state directory {} is held by {who} without a verified record for {}; it may \
              serve another configuration with the same state_dir. Nothing was changed",
@@ -579,7 +546,8 @@ fn start_locked(target: &Target, cfg: &Config) -> Result<(), Failure> {
         Discovered::Busy { holder } => return Err(busy_failure(target, &holder)),
         Discovered::Stale(_) | Discovered::Stopped => {}
     }
-    let (log, offset) = open_log(target)?;
+    let (log, offset) = service_log::open_for_start(&target.service_dir, &target.config_path)
+        .map_err(|e| failure(Exit::Failure, e.to_string()))?;
     let mut child = spawn_service(target, cfg, log)?;
     let pid = child.id();
     let deadline = Instant::now() + START_WAIT;
@@ -587,7 +555,7 @@ fn start_locked(target: &Target, cfg: &Config) -> Result<(), Failure> {
     loop {
         let exited = child
             .try_wait()
-            .map_err(|e| failure(EXIT_FAILURE, format!("cannot wait for pid {pid}: {e}")))?;
+            .map_err(|e| failure(Exit::Failure, format!("cannot wait for pid {pid}: {e}")))?;
         let found = target.discover().ok();
         match (&found, exited) {
             // Announced, and its startup block (the token a user looks for) is in the log,
@@ -595,9 +563,11 @@ fn start_locked(target: &Target, cfg: &Config) -> Result<(), Failure> {
             // gets it (a full disk) does not hold the start up for long.
             (Some(Discovered::Live(info)), _)
                 if info.pid == pid
-                    && (crate::startup::holds_whole_block(&log_since(&target.log, offset))
-                        || live_since.get_or_insert_with(Instant::now).elapsed()
-                            >= BLOCK_LOG_WAIT) =>
+                    && (crate::startup::holds_whole_block(&log_tail::log_since(
+                        &target.log,
+                        offset,
+                    )) || live_since.get_or_insert_with(Instant::now).elapsed()
+                        >= BLOCK_LOG_WAIT) =>
             {
                 println!("Started the managed service.");
                 print!(
@@ -618,12 +588,12 @@ fn start_locked(target: &Target, cfg: &Config) -> Result<(), Failure> {
             (_, Some(status)) => {
                 remove_own_record(target, pid);
                 return Err(failure(
-                    EXIT_FAILURE,
+                    Exit::Failure,
                     format!(
                         "the managed service exited during startup ({status}); nothing is left \
                          running. The end of {}:\n{}",
                         target.log.display(),
-                        log_tail(&target.log, offset)
+                        log_tail::log_tail(&target.log, offset)
                     ),
                 ));
             }
@@ -633,13 +603,13 @@ fn start_locked(target: &Target, cfg: &Config) -> Result<(), Failure> {
             terminate(&mut child);
             remove_own_record(target, pid);
             return Err(failure(
-                EXIT_FAILURE,
+                Exit::Failure,
                 format!(
                     "the managed service (pid {pid}) did not announce itself within {} s and was \
                      stopped. The end of {}:\n{}",
                     START_WAIT.as_secs(),
                     target.log.display(),
-                    log_tail(&target.log, offset)
+                    log_tail::log_tail(&target.log, offset)
                 ),
             ));
         }
@@ -647,42 +617,11 @@ fn start_locked(target: &Target, cfg: &Config) -> Result<(), Failure> {
     }
 }
 
-/// The service log, opened for appending (rotated first when large), with a line marking
-/// this start; the offset where this start's output begins.
-fn open_log(target: &Target) -> Result<(File, u64), Failure> {
-    if fs::symlink_metadata(&target.log).is_ok_and(|m| m.is_file() && m.len() > LOG_ROTATE_BYTES) {
-        let old = target.service_dir.join(service_log::OLD_LOG_NAME);
-        fs::rename(&target.log, &old).map_err(|e| {
-            failure(
-                EXIT_FAILURE,
-                format!("cannot rotate {}: {e}", target.log.display()),
-            )
-        })?;
-        // It may hold a token: private, whatever its mode had become.
-        let _ = fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o600));
-    }
-    let mut log = open_private(&target.log, true)?;
-    let offset = log.seek(SeekFrom::End(0)).map_err(|e| {
-        failure(
-            EXIT_FAILURE,
-            format!("cannot use {}: {e}", target.log.display()),
-        )
-    })?;
-    let stamp = nl2sh_approvald::clock::rfc3339_millis(nl2sh_approvald::clock::now_unix_ms());
-    let _ = writeln!(
-        log,
-        "--- {stamp} nl2sh {} service start for {} ---",
-        env!("CARGO_PKG_VERSION"),
-        target.config_path.display()
-    );
-    Ok((log, offset))
-}
-
 /// This binary as `protocol serve` on 0.0.0.0:<protocol_service_port>, detached.
 fn spawn_service(target: &Target, cfg: &Config, log: File) -> Result<Child, Failure> {
     let err_log = log.try_clone().map_err(|e| {
         failure(
-            EXIT_FAILURE,
+            Exit::Failure,
             format!("cannot use {}: {e}", target.log.display()),
         )
     })?;
@@ -707,7 +646,7 @@ fn spawn_service(target: &Target, cfg: &Config, log: File) -> Result<Child, Fail
     crate::sys::detach(&mut cmd);
     cmd.spawn().map_err(|e| {
         failure(
-            EXIT_FAILURE,
+            Exit::Failure,
             format!("cannot start the managed service: {e}"),
         )
     })
@@ -739,64 +678,6 @@ fn remove_own_record(target: &Target, pid: u32) {
             let _ = fs::remove_file(&target.state.connection_json);
         }
     }
-}
-
-/// The last lines this start wrote to the log. Lines that can carry a generated token
-/// are left out: `start` never prints the token. The log holds what the service and
-/// anything it ran wrote, so each line is shown through the one escaping function (its
-/// bytes as they are, invalid UTF-8 as `\xNN`).
-/// What the log holds from `offset` on (from its start if it was rotated meanwhile),
-/// up to [`START_LOG_BYTES`].
-fn log_since(log: &Path, offset: u64) -> String {
-    let mut bytes = Vec::new();
-    if let Ok(mut file) = File::open(log) {
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let from = if len < offset { 0 } else { offset };
-        if file.seek(SeekFrom::Start(from)).is_ok() {
-            let _ = file.take(START_LOG_BYTES).read_to_end(&mut bytes);
-        }
-    }
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
-fn log_tail(log: &Path, offset: u64) -> String {
-    let mut bytes = Vec::new();
-    if let Ok(mut file) = File::open(log) {
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        // Shorter than where this start began: the service rotated it meanwhile.
-        let offset = if len < offset { 0 } else { offset };
-        let from = offset.max(len.saturating_sub(LOG_TAIL_BYTES));
-        if file.seek(SeekFrom::Start(from)).is_ok() {
-            let _ = file.take(LOG_TAIL_BYTES).read_to_end(&mut bytes);
-        }
-    }
-    let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
-    // The text after the last newline, if any, is a line; the empty rest after it is not.
-    if lines.last().is_some_and(|l| l.is_empty()) {
-        lines.pop();
-    }
-    let keep = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
-    let mut out = String::new();
-    for l in keep {
-        if may_hold_token(&String::from_utf8_lossy(l)) {
-            out.push_str("  [a line that may hold the token is not shown; see the log]\n");
-        } else {
-            out.push_str(&format!("  {}\n", Shown::lossy(l)));
-        }
-    }
-    if out.is_empty() {
-        out.push_str("  (nothing)\n");
-    }
-    out
-}
-
-fn may_hold_token(line: &str) -> bool {
-    line.contains("Token:")
-        || line.contains("NL2SH_PROTOCOL_TOKEN=")
-        || line.contains("Bearer ")
-        || line
-            .split(|c: char| !c.is_ascii_hexdigit())
-            .any(|word| word.len() >= 32)
 }
 
 fn stop_locked(target: &Target) -> Result<(), Failure> {
@@ -832,12 +713,14 @@ fn stop_locked(target: &Target) -> Result<(), Failure> {
 fn signal_and_wait(target: &Target, info: &ConnectionInfo) -> Result<(), Failure> {
     // A pidfd names one process; verified after opening it, the signal can only reach
     // the verified process, never a later one that reused the pid.
-    let pidfd = crate::sys::pidfd_open(info.pid);
+    let pidfd = libc::pid_t::try_from(info.pid)
+        .map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))
+        .and_then(pidfd::pidfd_open);
     if !state::process_is_live(info.pid, info.start_time) {
         return Ok(()); // it ended on its own meanwhile
     }
     let sent = match &pidfd {
-        Ok(fd) => crate::sys::pidfd_send_signal(fd.as_fd(), libc::SIGTERM),
+        Ok(fd) => pidfd::pidfd_send_signal(fd.as_fd(), libc::SIGTERM),
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(()),
         // No pidfd here (kernels before 5.3, or a seccomp filter that refuses it): the
         // identity was verified just now.
@@ -850,7 +733,7 @@ fn signal_and_wait(target: &Target, info: &ConnectionInfo) -> Result<(), Failure
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(()),
         Err(e) => {
             return Err(failure(
-                EXIT_FAILURE,
+                Exit::Failure,
                 format!("cannot signal the managed service (pid {}): {e}", info.pid),
             ))
         }
@@ -864,7 +747,7 @@ fn signal_and_wait(target: &Target, info: &ConnectionInfo) -> Result<(), Failure
         }
         if Instant::now() >= deadline {
             return Err(failure(
-                EXIT_FAILURE,
+                Exit::Failure,
                 format!(
                     "the managed service (pid {}) did not exit within {} s of SIGTERM; it is \
                      still draining or stuck. `kill -KILL {}` ends it without draining",
@@ -891,78 +774,6 @@ mod tests {
         assert_eq!(shell_word("/tmp/my config.toml"), "'/tmp/my config.toml'");
         assert_eq!(shell_word("/tmp/it's"), r"'/tmp/it'\''s'");
         assert_eq!(shell_word(""), "''");
-    }
-
-    #[test]
-    fn token_lines_are_left_out_of_the_tail() {
-        let token = "0123456789abcdef".repeat(4);
-        assert!(may_hold_token(&format!("Token:      {token} (generated)")));
-        assert!(may_hold_token(&format!(
-            "export NL2SH_PROTOCOL_TOKEN='{token}'"
-        )));
-        assert!(may_hold_token(&format!("something {token} else")));
-        assert!(!may_hold_token(
-            "2026-01-01T00:00:00Z ERROR nl2sh-supervisor[12]: cannot listen"
-        ));
-
-        let tmp = tempfile::tempdir().unwrap();
-        let log = tmp.path().join("service.log");
-        fs::write(&log, format!("old run\nToken: {token}\n")).unwrap();
-        let offset = fs::metadata(&log).unwrap().len();
-        let mut f = OpenOptions::new().append(true).open(&log).unwrap();
-        writeln!(
-            f,
-            "starting\nexport NL2SH_PROTOCOL_TOKEN='{token}'\nnl2sh: it failed"
-        )
-        .unwrap();
-        let tail = log_tail(&log, offset);
-        assert!(!tail.contains(&token), "{tail}");
-        assert!(!tail.contains("old run"), "{tail}");
-        assert!(tail.contains("nl2sh: it failed"), "{tail}");
-        assert!(tail.contains("starting"), "{tail}");
-        assert_eq!(log_tail(&tmp.path().join("none"), 0), "  (nothing)\n");
-
-        // Whatever a line holds is shown escaped, on its own line.
-        let offset = fs::metadata(&log).unwrap().len();
-        f.write_all(b"bad \x1b[2J\rname \xff\xfe\r\nlast").unwrap();
-        assert_eq!(
-            log_tail(&log, offset),
-            "  bad \\x1b[2J\\rname \\xff\\xfe\\r\n  last\n"
-        );
-    }
-
-    #[test]
-    fn a_large_log_is_rotated_at_start_and_the_new_one_is_private() {
-        use std::os::unix::fs::PermissionsExt;
-        let tmp = tempfile::tempdir().unwrap();
-        let t = Target::new(tmp.path().join("config.toml"), &Config::default());
-        fs::create_dir(&t.service_dir).unwrap();
-        fs::write(&t.log, vec![b'x'; LOG_ROTATE_BYTES as usize + 1]).unwrap();
-        fs::set_permissions(&t.log, fs::Permissions::from_mode(0o644)).unwrap();
-        let (_, offset) = open_log(&t).unwrap_or_else(|f| panic!("{}", f.message));
-        assert_eq!(offset, 0);
-        let rotated = t.service_dir.join(service_log::OLD_LOG_NAME);
-        assert_eq!(fs::metadata(&rotated).unwrap().len(), LOG_ROTATE_BYTES + 1);
-        assert_eq!(
-            fs::metadata(&rotated).unwrap().permissions().mode() & 0o7777,
-            0o600
-        );
-        let text = fs::read_to_string(&t.log).unwrap();
-        assert!(
-            text.starts_with("--- ") && text.contains(" service start for "),
-            "{text}"
-        );
-        assert_eq!(
-            fs::metadata(&t.log).unwrap().permissions().mode() & 0o7777,
-            0o600
-        );
-        // A small log is appended to.
-        let (_, offset) = open_log(&t).unwrap_or_else(|f| panic!("{}", f.message));
-        assert_eq!(offset, text.len() as u64);
-        // A symlink in the log's place is refused, not followed.
-        fs::remove_file(&t.log).unwrap();
-        std::os::unix::fs::symlink(&rotated, &t.log).unwrap();
-        assert!(open_log(&t).is_err());
     }
 
     fn info(transport: &str) -> ConnectionInfo {

@@ -15,7 +15,7 @@
 //! the log directly.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -254,6 +254,52 @@ impl CappedLog {
     }
 }
 
+/// Why `service start` could not open the log it hands the service.
+#[derive(Debug, thiserror::Error)]
+pub enum StartLogError {
+    #[error("cannot rotate {}: {source}", .path.display())]
+    Rotate { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Open(#[from] state::StateError),
+    #[error("cannot use {}: {source}", .path.display())]
+    Use { path: PathBuf, source: io::Error },
+}
+
+/// For `service start`: `<service_dir>/service.log` opened for appending (moved to
+/// `service.log.1` first when over the cap, as the running service would have done),
+/// with a line marking this start for `config_path`; the offset where this start's
+/// output begins.
+pub fn open_for_start(
+    service_dir: &Path,
+    config_path: &Path,
+) -> Result<(File, u64), StartLogError> {
+    let path = service_dir.join(LOG_NAME);
+    if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() > LOG_CAP_BYTES) {
+        let old = service_dir.join(OLD_LOG_NAME);
+        fs::rename(&path, &old).map_err(|source| StartLogError::Rotate {
+            path: path.clone(),
+            source,
+        })?;
+        // It may hold a token: private, whatever its mode had become.
+        let _ = fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o600));
+    }
+    let mut log = state::open_private_file(&path, true)?;
+    let offset = log
+        .seek(SeekFrom::End(0))
+        .map_err(|source| StartLogError::Use {
+            path: path.clone(),
+            source,
+        })?;
+    let stamp = nl2sh_approvald::clock::rfc3339_millis(nl2sh_approvald::clock::now_unix_ms());
+    let _ = writeln!(
+        log,
+        "--- {stamp} nl2sh {} service start for {} ---",
+        env!("CARGO_PKG_VERSION"),
+        config_path.display()
+    );
+    Ok((log, offset))
+}
+
 /// A new private log file (0600, never through a symlink).
 fn open_new(path: &Path) -> io::Result<File> {
     let file = OpenOptions::new()
@@ -413,5 +459,40 @@ mod tests {
         log.write(format!("after{}\n", "!".repeat(60)).as_bytes());
         assert!(read(tmp.path(), OLD_LOG_NAME).starts_with("line 00"));
         assert!(read(tmp.path(), LOG_NAME).contains("after"));
+    }
+
+    #[test]
+    fn a_large_log_is_rotated_at_start_and_the_new_one_is_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("config.service");
+        let config = tmp.path().join("config.toml");
+        let log = dir.join(LOG_NAME);
+        fs::create_dir(&dir).unwrap();
+        fs::write(&log, vec![b'x'; LOG_CAP_BYTES as usize + 1]).unwrap();
+        fs::set_permissions(&log, fs::Permissions::from_mode(0o644)).unwrap();
+        let (_, offset) = open_for_start(&dir, &config).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(offset, 0);
+        let rotated = dir.join(OLD_LOG_NAME);
+        assert_eq!(fs::metadata(&rotated).unwrap().len(), LOG_CAP_BYTES + 1);
+        assert_eq!(
+            fs::metadata(&rotated).unwrap().permissions().mode() & 0o7777,
+            0o600
+        );
+        let text = fs::read_to_string(&log).unwrap();
+        assert!(
+            text.starts_with("--- ") && text.contains(" service start for "),
+            "{text}"
+        );
+        assert_eq!(
+            fs::metadata(&log).unwrap().permissions().mode() & 0o7777,
+            0o600
+        );
+        // A small log is appended to.
+        let (_, offset) = open_for_start(&dir, &config).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(offset, text.len() as u64);
+        // A symlink in the log's place is refused, not followed.
+        fs::remove_file(&log).unwrap();
+        std::os::unix::fs::symlink(&rotated, &log).unwrap();
+        assert!(open_for_start(&dir, &config).is_err());
     }
 }

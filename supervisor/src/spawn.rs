@@ -200,7 +200,7 @@ struct WorkerSpec {
 }
 
 fn is_worker(role: Role) -> bool {
-    matches!(role, Role::Netd | Role::Executor | Role::Approvald)
+    nl2sh_proto::topology::Worker::of(role).is_some()
 }
 
 pub fn kill_all(workers: &mut [Worker]) {

@@ -3,7 +3,7 @@
 //! announcement that owner UIs use for discovery.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -12,6 +12,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMode};
+use nl2sh_proto::private_file::{self, Owner};
 
 const FILE_MODE: u32 = 0o600;
 /// Largest connection.json we read back.
@@ -159,7 +160,7 @@ pub fn prepare(state_dir: &Path, transport: &str) -> Result<StateLock, StateErro
     open_private_dir(&paths.root, Create::WithParents, WideMode::Tighten)?;
     open_private_dir(&paths.protocol_dir, Create::IfMissing, WideMode::Tighten)?;
 
-    let file = open_private_file(&paths.lock)?;
+    let file = open_private_file(&paths.lock, false)?;
     // A discovery probe ([`lock_is_held`]) holds a shared lock for microseconds; a few
     // short retries tell it apart from a real holder, which keeps the lock for its life.
     let lock = match lock_exclusive_within(file, LOCK_RETRY * LOCK_ATTEMPTS, LOCK_RETRY) {
@@ -208,11 +209,13 @@ fn parse_lock_note(text: &str) -> Option<(u32, String)> {
 }
 
 /// Open (creating 0600 if needed) a regular file of ours without following a symlink, and
-/// tighten its mode if it is wider. Never truncates.
-fn open_private_file(path: &Path) -> Result<File, StateError> {
+/// tighten its mode if it is wider. Never truncates: opened for reading and writing, or
+/// (`append`) for appending only.
+pub fn open_private_file(path: &Path, append: bool) -> Result<File, StateError> {
     let file = OpenOptions::new()
-        .read(true)
-        .write(true)
+        .read(!append)
+        .write(!append)
+        .append(append)
         .create(true)
         .truncate(false)
         .mode(FILE_MODE)
@@ -355,7 +358,7 @@ impl ConnectionFile {
 
     /// Replace the record with `info` (atomically, as it was written).
     pub fn update(&mut self, paths: &StatePaths, info: &ConnectionInfo) -> Result<(), StateError> {
-        write_private_json(paths, &paths.connection_json, info)
+        write_private_json(&paths.connection_json, info)
     }
 
     /// Delete the file now (at shutdown, before releasing the lock). A failure is logged;
@@ -389,7 +392,7 @@ pub fn write_connection(
     paths: &StatePaths,
     info: &ConnectionInfo,
 ) -> Result<ConnectionFile, StateError> {
-    write_private_json(paths, &paths.connection_json, info)?;
+    write_private_json(&paths.connection_json, info)?;
     Ok(ConnectionFile {
         path: paths.connection_json.clone(),
         removed: false,
@@ -399,7 +402,7 @@ pub fn write_connection(
 /// Record why the service stopped itself (a crash loop). Call only while holding the
 /// [`StateLock`].
 pub fn write_failure(paths: &StatePaths, record: &FailureRecord) -> Result<(), StateError> {
-    write_private_json(paths, &paths.failure_json, record)
+    write_private_json(&paths.failure_json, record)
 }
 
 /// The last crash loop's record, if one is left. A malformed record reads as none.
@@ -416,53 +419,15 @@ pub fn clear_failure(paths: &StatePaths) {
     }
 }
 
-/// Write `value` as JSON to `path` in the protocol directory atomically: a 0600 temporary
-/// file in the same directory, fsync, rename, fsync of the directory.
-fn write_private_json(
-    paths: &StatePaths,
-    path: &Path,
-    value: &impl serde::Serialize,
-) -> Result<(), StateError> {
-    let json = serde_json::to_vec_pretty(value).map_err(|e| StateError::Malformed {
+/// Write `value` as JSON to `path` in the protocol directory atomically, private (0600),
+/// through the one writer of private files.
+fn write_private_json(path: &Path, value: &impl serde::Serialize) -> Result<(), StateError> {
+    let mut json = serde_json::to_vec_pretty(value).map_err(|e| StateError::Malformed {
         path: path.to_owned(),
         reason: e.to_string(),
     })?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = paths
-        .protocol_dir
-        .join(format!(".{name}.{}.tmp", std::process::id()));
-    match fs::remove_file(&tmp) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_err("cannot remove", &tmp)(e)),
-    }
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(FILE_MODE)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)
-            .map_err(io_err("cannot create", &tmp))?;
-        // The umask can only have removed bits; make it exactly 0600 regardless.
-        check_private_file(&tmp, &file)?;
-        file.write_all(&json)
-            .and_then(|()| file.write_all(b"\n"))
-            .and_then(|()| file.sync_all())
-            .map_err(io_err("cannot write", &tmp))?;
-        fs::rename(&tmp, path).map_err(io_err("cannot rename into place", path))
-    })();
-    if let Err(e) = result {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
-    if let Ok(dir) = File::open(&paths.protocol_dir) {
-        let _ = dir.sync_all();
-    }
-    Ok(())
+    json.push(b'\n');
+    private_file::replace(path, &json, Owner::Writer).map_err(io_err("cannot write", path))
 }
 
 /// Read `protocol/connection.json` as written, without any liveness check. `Ok(None)` when

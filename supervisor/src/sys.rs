@@ -1,6 +1,7 @@
 //! The supervisor's only `unsafe`: what runs in a freshly forked worker or managed service
 //! before `exec` (async-signal-safe: raw syscalls on data prepared before `fork`, no
-//! allocation, no locks), and the pidfd calls `service stop` signals through.
+//! allocation, no locks). The pidfd calls `service stop` signals through are proto's
+//! (`nl2sh_proto::sys::pidfd`).
 
 use std::io;
 use std::os::unix::process::CommandExt;
@@ -253,37 +254,4 @@ fn detach_setup() -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// A descriptor for process `pid` (Linux 5.3). Signals sent through it reach that process
-/// or fail, never a later process that reused the number.
-pub fn pidfd_open(pid: u32) -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
-    // SAFETY: pidfd_open with integer arguments; it returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) };
-    check(fd)?;
-    let fd = libc::c_int::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
-    // SAFETY: the kernel just returned `fd` as a new descriptor that nothing else owns.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
-}
-
-/// Send `signal` to the process behind `pidfd`.
-pub fn pidfd_send_signal(
-    pidfd: std::os::fd::BorrowedFd<'_>,
-    signal: libc::c_int,
-) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: pidfd_send_signal with a live descriptor, a signal number, no siginfo (null)
-    // and no flags.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            signal,
-            std::ptr::null::<libc::siginfo_t>(),
-            0 as libc::c_uint,
-        )
-    };
-    check(rc)
 }

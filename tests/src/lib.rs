@@ -79,7 +79,7 @@ impl Fixture {
         self.config.clone()
     }
     pub fn state_dir(&self) -> PathBuf {
-        self.config.with_file_name("config.state")
+        nl2sh_proto::config::state_dir(&nl2sh_proto::config::Config::default(), &self.config)
     }
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(nl2sh_bin());
@@ -333,53 +333,14 @@ pub fn proc_status(pid: i32, field: &str) -> String {
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
-#[derive(Debug)]
-pub struct HttpResponse {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
+pub use nl2sh_test_http::Response as HttpResponse;
 
-impl HttpResponse {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-    pub fn json(&self) -> serde_json::Value {
-        // Plain JSON, or the last `data:` line of an SSE stream.
-        let text = if self.body.trim_start().starts_with('{') {
-            self.body.clone()
-        } else {
-            self.body
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(str::trim)
-                .rfind(|l| !l.is_empty())
-                .unwrap_or_default()
-                .to_string()
-        };
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
-    }
-}
-
-/// POST a JSON-RPC body to `addr`/mcp as an authorised client would: Bearer `token`,
-/// Host naming the listener, the content types MCP requires.
+/// POST a JSON-RPC body to `addr`/mcp as an authorised client would
+/// ([`nl2sh_test_http::mcp_headers`]).
 pub fn mcp_post(addr: SocketAddr, token: &str, body: &str) -> HttpResponse {
-    http(
-        addr,
-        "POST",
-        "/mcp",
-        &[
-            ("Host", &addr.to_string()),
-            ("Authorization", &format!("Bearer {token}")),
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-            ("MCP-Protocol-Version", "2025-11-25"),
-        ],
-        body.as_bytes(),
-    )
+    let headers = nl2sh_test_http::mcp_headers(addr, token);
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (&**k, &**v)).collect();
+    http(addr, "POST", "/mcp", &headers, body.as_bytes())
 }
 
 /// One HTTP/1.1 request on a fresh connection (Connection: close).
@@ -390,22 +351,10 @@ pub fn http(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> HttpResponse {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str(&format!(
-        "Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    ));
-    s.write_all(req.as_bytes()).unwrap();
-    // The server may answer (413) before reading a large body and close; ignore EPIPE.
-    let _ = s.write_all(body);
-    read_response(&mut s)
+    nl2sh_test_http::send(addr, method, path, headers, body)
 }
 
+/// The response on a connection the caller wrote a request to, read to the end.
 pub fn read_response(s: &mut TcpStream) -> HttpResponse {
     let mut raw = Vec::new();
     let _ = s.read_to_end(&mut raw);
@@ -425,64 +374,14 @@ pub fn try_mcp_post(
     body: &str,
     limit: Duration,
 ) -> Option<HttpResponse> {
-    let mut s = TcpStream::connect_timeout(&addr, limit).ok()?;
-    s.set_read_timeout(Some(limit)).ok()?;
-    s.set_write_timeout(Some(limit)).ok()?;
-    let req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         MCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).ok()?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).ok()?;
-    parse_response(&raw)
+    let headers = nl2sh_test_http::mcp_headers(addr, token);
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (&**k, &**v)).collect();
+    nl2sh_test_http::try_send(addr, "POST", "/mcp", &headers, body.as_bytes(), limit).ok()
 }
 
 /// An HTTP/1.1 response as read off a closed connection; `None` without a status line.
 pub fn parse_response(raw: &[u8]) -> Option<HttpResponse> {
-    let text = String::from_utf8_lossy(raw).to_string();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse().ok())?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| {
-            l.split_once(':')
-                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        })
-        .collect();
-    let chunked = headers
-        .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
-    let body = if chunked {
-        dechunk(body)
-    } else {
-        body.to_string()
-    };
-    Some(HttpResponse {
-        status,
-        headers,
-        body,
-    })
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
+    nl2sh_test_http::parse(raw)
 }
 
 /// An MCP initialize request body.

@@ -271,7 +271,11 @@ async fn a_tool_round_reaches_the_model_and_is_evidence() {
         .iter()
         .find(|r| r.record.tool.as_deref() == Some("fs.stat"))
         .unwrap_or_else(|| panic!("{rows:?}"));
-    assert_eq!(row.record.origin.as_deref(), Some("agent_http"), "{row:?}");
+    assert_eq!(
+        row.record.origin.map(|v| v.as_str()),
+        Some("agent_http"),
+        "{row:?}"
+    );
 }
 
 #[tokio::test]

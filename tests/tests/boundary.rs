@@ -105,7 +105,7 @@ async fn a_read_under_the_snapshot_is_one_row_and_an_edit_applies_to_the_next_ca
     );
     let row = &first[0].record;
     assert_eq!(row.kind, AuditKind::Call);
-    assert_eq!(row.decision.as_deref(), Some("allowed"));
+    assert_eq!(row.decision.map(|v| v.as_str()), Some("allowed"));
     assert_eq!(row.reason.as_deref(), Some(REASON_READ_ONLY));
     assert_eq!(row.success, Some(true));
     assert_eq!(row.tool.as_deref(), Some("fs.stat"));
@@ -405,7 +405,10 @@ async fn rows_an_earlier_executor_left_in_its_outbox_are_written_once() {
     assert_eq!(ids_of(&rows, &[AuditKind::Call]), calls, "{rows:?}");
     assert_eq!(ids_of(&rows, &[AuditKind::Outcome]), vec![903], "{rows:?}");
     let outcome = rows.iter().find(|r| r.record.call_id == 903).unwrap();
-    assert_eq!(outcome.record.decision.as_deref(), Some("approved"));
+    assert_eq!(
+        outcome.record.decision.map(|v| v.as_str()),
+        Some("approved")
+    );
     assert_eq!(
         outcome.record.action.as_deref(),
         Some("/bin/sh -c 'echo recovered-903'")

@@ -5,8 +5,8 @@
 //! from the audit, no completed task was lost, no mutation ran (nobody approved one), the
 //! audit chain verifies, and nothing of the tree is left running.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,25 +14,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use nl2sh_tests::scripted_model::{Reply, ScriptedModel};
-use nl2sh_tests::{is_root, parse_response, try_mcp_post, Fixture, HttpResponse, Server};
+use nl2sh_tests::{is_root, try_mcp_post, Fixture, Server};
 
 const KEY_ENV: &str = "NL2SH_FAULTS_MODEL_KEY";
 const CALL_LIMIT: Duration = Duration::from_secs(20);
-
-/// A POST that may fail while the service restarts.
-fn try_post(addr: SocketAddr, path: &str, extra: &str, body: &str) -> Option<HttpResponse> {
-    let mut s = TcpStream::connect_timeout(&addr, CALL_LIMIT).ok()?;
-    s.set_read_timeout(Some(CALL_LIMIT)).ok()?;
-    let req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Content-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).ok()?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).ok()?;
-    parse_response(&raw)
-}
 
 /// `shell.exec` of `command`; its structured result when the call was answered.
 fn invoke(addr: SocketAddr, token: &str, command: &str) -> Option<Value> {
@@ -45,8 +30,17 @@ fn invoke(addr: SocketAddr, token: &str, command: &str) -> Option<Value> {
 
 fn a2a(addr: SocketAddr, token: &str, method: &str, params: Value) -> Option<Value> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let extra = format!("Authorization: Bearer {token}\r\nA2A-Version: 1.0\r\n");
-    let r = try_post(addr, "/a2a", &extra, &body.to_string())?;
+    let host = addr.to_string();
+    let auth = format!("Bearer {token}");
+    let headers = [
+        ("Host", host.as_str()),
+        ("Authorization", auth.as_str()),
+        ("A2A-Version", "1.0"),
+        ("Content-Type", "application/json"),
+    ];
+    let body = body.to_string();
+    let r = nl2sh_test_http::try_send(addr, "POST", "/a2a", &headers, body.as_bytes(), CALL_LIMIT)
+        .ok()?;
     (r.status == 200).then(|| r.json())
 }
 

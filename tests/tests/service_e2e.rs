@@ -462,7 +462,7 @@ fn status_after_sigkill_reports_a_stale_record_and_a_new_start_works() {
     );
 
     let (code, v) = m.status();
-    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(code, Some(10), "{v}");
     assert_eq!(
         (v["running"].as_bool(), v["stale"].as_bool()),
         (Some(false), Some(true))
@@ -470,7 +470,7 @@ fn status_after_sigkill_reports_a_stale_record_and_a_new_start_works() {
     assert_eq!(v["connections"].as_array().unwrap().len(), 0, "{v}");
     assert_eq!(v["stale_record"]["pid"], pid);
     let (code, text, _) = m.run(&["service", "status"]);
-    assert_eq!(code, Some(1));
+    assert_eq!(code, Some(10));
     assert!(
         text.contains(&format!("not running (stale record: pid {pid}")),
         "{text}"
@@ -560,11 +560,11 @@ fn active_stdio_shows_a_local_process_without_http() {
     let m = Managed::new(SWITCHED_ON);
     let stdio = StdioClient::start(&m.fx);
     // stdio answers as soon as its tree is up, a moment before it announces itself;
-    // meanwhile status says it cannot tell (4), never "running" without a record.
+    // meanwhile status says it cannot tell (11), never "running" without a record.
     let deadline = Instant::now() + Duration::from_secs(10);
     let (code, v) = loop {
         let (code, v) = m.status();
-        if code != Some(4) || Instant::now() > deadline {
+        if code != Some(11) || Instant::now() > deadline {
             break (code, v);
         }
         assert_eq!(v["running"], false, "{v}");
@@ -591,7 +591,7 @@ fn with_the_switch_off_start_is_refused_naming_it_and_nothing_is_created() {
         let m = Managed::new(config);
         for command in ["start", "restart"] {
             let (code, out, err) = m.run(&["service", command]);
-            assert_eq!(code, Some(6), "{command}: {out}\n{err}");
+            assert_eq!(code, Some(12), "{command}: {out}\n{err}");
             assert!(
                 err.contains("protocol_start_with_service is not true"),
                 "{err}"
@@ -612,7 +612,7 @@ fn with_the_switch_off_start_is_refused_naming_it_and_nothing_is_created() {
     let m = Managed::new("");
     std::fs::remove_file(m.fx.config()).unwrap();
     let (code, _, err) = m.run(&["service", "start"]);
-    assert_eq!(code, Some(6));
+    assert_eq!(code, Some(12));
     assert!(err.contains("does not exist"), "{err}");
 }
 

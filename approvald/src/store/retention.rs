@@ -183,7 +183,7 @@ pub(super) fn prune(
     };
     // A hash edited into another type makes a malformed anchor, which `verify` reports,
     // rather than a writer that can no longer commit.
-    let row_sha256 = super::text_or_empty(row_sha256);
+    let row_sha256 = super::chain::text_or_empty(row_sha256);
     let deleted = tx.execute("DELETE FROM audit WHERE id <= ?1", [id])?;
     tx.execute(
         "INSERT INTO audit_anchor (one, pruned_id, pruned_sha256) VALUES (1, ?1, ?2) \

@@ -6,9 +6,10 @@
 //! * `sessions/` is 0700 (checked with the one private-directory check; a symlink there is
 //!   refused), and every file in it is 0600. Everything is done relative to the checked
 //!   directory's descriptor, never by its path again, and without following symlinks.
-//! * A save is atomic: a new 0600 file beside the old one, written and fsynced, renamed
-//!   over it, then the directory fsynced. A reader sees the old history or the new one,
-//!   never part of one; a crash leaves at most a temporary file, removed by the next save.
+//! * A save is atomic, by the one writer of private files (`nl2sh_proto::private_file`):
+//!   a new 0600 file beside the old one, written and fsynced, renamed over it, then the
+//!   directory fsynced. A reader sees the old history or the new one, never part of one;
+//!   a crash leaves at most a temporary file, removed by the next save.
 //! * Bounded: after each save, the [`MAX_SESSION_FILES`] most recently written files are
 //!   kept, within [`MAX_SESSION_BYTES`] together, and older ones are deleted (their
 //!   contexts start over with no history). The file just written is always kept. Tasks
@@ -16,26 +17,27 @@
 //!   their history.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use nix::errno::Errno;
-use nix::fcntl::{openat, renameat, AtFlags, OFlag};
+use nix::fcntl::{openat, AtFlags, OFlag};
 use nix::sys::stat::{fstatat, Mode};
-use nix::unistd::{fsync, unlinkat, UnlinkatFlags};
+use nix::unistd::{unlinkat, UnlinkatFlags};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use nl2sh_proto::channels::ContextId;
+use nl2sh_proto::channels::{ContextId, StoreFailure};
 use nl2sh_proto::limits::{
     MAX_RETAINED_DOCUMENT_BYTES, MAX_RETAINED_TASKS, MAX_TASK_DOCUMENT_BYTES,
 };
 use nl2sh_proto::private_dir::{open_private_dir, Create, WideMode};
+use nl2sh_proto::private_file::{self, Owner, TEMP_SUFFIX};
 
 use super::redact::Redactor;
-use super::tasks::TaskError;
+use super::tasks::storage_failure;
 use super::StoreError;
 
 /// The sessions directory, relative to the state directory.
@@ -47,9 +49,7 @@ pub const MAX_SESSION_BYTES: u64 = MAX_RETAINED_DOCUMENT_BYTES as u64;
 /// One session file at most.
 pub const MAX_SESSION_FILE_BYTES: usize = MAX_TASK_DOCUMENT_BYTES;
 
-const FILE_MODE: u32 = 0o600;
 const SUFFIX: &str = ".json";
-const TEMP_SUFFIX: &str = ".tmp";
 
 pub(crate) struct Sessions {
     dir: PathBuf,
@@ -72,10 +72,6 @@ fn is_session_name(name: &str) -> bool {
     })
 }
 
-fn storage(what: &str, error: impl std::fmt::Display) -> TaskError {
-    TaskError::storage(what, error)
-}
-
 impl Sessions {
     /// Check (creating when missing) `<state_dir>/sessions`.
     pub(crate) fn open(state_dir: &Path, redactor: Arc<Redactor>) -> Result<Sessions, StoreError> {
@@ -89,13 +85,13 @@ impl Sessions {
     }
 
     /// The directory, checked again (it may have been replaced since).
-    fn open_dir(&self) -> Result<OwnedFd, TaskError> {
+    fn open_dir(&self) -> Result<OwnedFd, StoreFailure> {
         open_private_dir(&self.dir, Create::IfMissing, WideMode::Refuse)
-            .map_err(|e| storage("the sessions directory is unusable", e))
+            .map_err(|e| storage_failure("the sessions directory is unusable", e))
     }
 
     /// The history of `context`, or `None` when it has none.
-    pub(crate) fn load(&self, context: &ContextId) -> Result<Option<String>, TaskError> {
+    pub(crate) fn load(&self, context: &ContextId) -> Result<Option<String>, StoreFailure> {
         let dir = self.open_dir()?;
         let name = session_file_name(context);
         let fd = match openat(
@@ -106,20 +102,20 @@ impl Sessions {
         ) {
             Ok(fd) => fd,
             Err(Errno::ENOENT) => return Ok(None),
-            Err(e) => return Err(storage("cannot open a session file", e)),
+            Err(e) => return Err(storage_failure("cannot open a session file", e)),
         };
         let mut file = File::from(fd);
         let meta = file
             .metadata()
-            .map_err(|e| storage("cannot inspect a session file", e))?;
+            .map_err(|e| storage_failure("cannot inspect a session file", e))?;
         if !meta.file_type().is_file() {
-            return Err(storage(
+            return Err(storage_failure(
                 "a session file is unusable",
                 "it is not a regular file",
             ));
         }
         if meta.len() > MAX_SESSION_FILE_BYTES as u64 {
-            return Err(storage(
+            return Err(storage_failure(
                 "a session file is unusable",
                 format!(
                     "it is {} bytes; the limit is {MAX_SESSION_FILE_BYTES}",
@@ -132,9 +128,9 @@ impl Sessions {
         (&mut file)
             .take(MAX_SESSION_FILE_BYTES as u64 + 1)
             .read_to_string(&mut text)
-            .map_err(|e| storage("cannot read a session file", e))?;
+            .map_err(|e| storage_failure("cannot read a session file", e))?;
         if text.len() > MAX_SESSION_FILE_BYTES {
-            return Err(storage(
+            return Err(storage_failure(
                 "a session file is unusable",
                 "it grew past the limit while it was read",
             ));
@@ -143,26 +139,30 @@ impl Sessions {
     }
 
     /// Replace the history of `context` with `messages_json` (a JSON array), redacted.
-    pub(crate) fn save(&self, context: &ContextId, messages_json: String) -> Result<(), TaskError> {
+    pub(crate) fn save(
+        &self,
+        context: &ContextId,
+        messages_json: String,
+    ) -> Result<(), StoreFailure> {
         if messages_json.len() > MAX_SESSION_FILE_BYTES {
-            return Err(TaskError::too_large(format!(
+            return Err(StoreFailure::too_large(format!(
                 "the session is {} bytes; the limit is {MAX_SESSION_FILE_BYTES}",
                 messages_json.len()
             )));
         }
         let mut value: Value = serde_json::from_str(&messages_json)
-            .map_err(|e| TaskError::invalid(format!("the session is not JSON: {e}")))?;
+            .map_err(|e| StoreFailure::invalid(format!("the session is not JSON: {e}")))?;
         if !value.is_array() {
-            return Err(TaskError::invalid(
+            return Err(StoreFailure::invalid(
                 "a session must be a JSON array of messages",
             ));
         }
         let text = self
             .redactor
             .redact_json(messages_json, &mut value)
-            .map_err(|e| TaskError::invalid(format!("the session cannot be stored: {e}")))?;
+            .map_err(|e| StoreFailure::invalid(format!("the session cannot be stored: {e}")))?;
         if text.len() > MAX_SESSION_FILE_BYTES {
-            return Err(TaskError::too_large(format!(
+            return Err(StoreFailure::too_large(format!(
                 "the session is {} bytes with its secrets redacted; the limit is \
                  {MAX_SESSION_FILE_BYTES}",
                 text.len()
@@ -171,50 +171,14 @@ impl Sessions {
         let _saving = super::lock(&self.saving);
         let dir = self.open_dir()?;
         let name = session_file_name(context);
-        write_atomically(&dir, &name, text.as_bytes())?;
+        private_file::replace_at(&dir, &name, text.as_bytes(), Owner::Writer)
+            .map_err(|e| storage_failure("cannot write a session file", e))?;
         if let Err(e) = prune(&dir, &name) {
             // The new history is saved; only old ones may linger until the next save.
             tracing::warn!(error = %e, "old sessions not pruned");
         }
         Ok(())
     }
-}
-
-fn random_suffix() -> String {
-    let mut b = [0u8; 8];
-    match getrandom::fill(&mut b) {
-        Ok(()) => hex::encode(b),
-        // Saves are one at a time, so the process id alone cannot collide.
-        Err(_) => std::process::id().to_string(),
-    }
-}
-
-/// Write `bytes` to a new 0600 file beside `name`, fsync it, rename it over `name` and
-/// fsync the directory.
-fn write_atomically(dir: &OwnedFd, name: &str, bytes: &[u8]) -> Result<(), TaskError> {
-    let temp = format!(".{name}.{}{TEMP_SUFFIX}", random_suffix());
-    let fd = openat(
-        dir,
-        temp.as_str(),
-        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::from_bits_truncate(FILE_MODE),
-    )
-    .map_err(|e| storage("cannot create a session file", e))?;
-    let mut file = File::from(fd);
-    let written = file
-        .write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| storage("cannot write a session file", e))
-        .and_then(|()| {
-            renameat(dir, temp.as_str(), dir, name)
-                .map_err(|e| storage("cannot replace a session file", e))
-        });
-    drop(file);
-    if let Err(e) = written {
-        let _ = unlinkat(dir, temp.as_str(), UnlinkatFlags::NoRemoveDir);
-        return Err(e);
-    }
-    fsync(dir).map_err(|e| storage("cannot sync the sessions directory", e))
 }
 
 /// Delete leftover temporary files, and the session files beyond the bounds, oldest

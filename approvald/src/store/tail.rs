@@ -5,13 +5,15 @@
 //!
 //! * Written by the writer after every committed batch (once its waiters are answered,
 //!   before the next batch): a fixed-length record overwritten in place with one write
-//!   (created through a temporary file and `rename` the first time). A reader that sees a
+//!   (created through a temporary file and `rename` the first time, by the one writer of
+//!   private files). A reader that sees a
 //!   torn record reads again. A reader reads it *before* the database, so a commit
 //!   landing in between only puts the database ahead, which is fine. Replacing the file
 //!   by `rename` on every batch cost a block I/O each on ext4 (`auto_da_alloc` starts the
 //!   new file's writeback at the rename).
-//! * Not fsynced. It vouches for rows that are themselves not fsynced at commit (WAL with
-//!   `synchronous=NORMAL`): syncing it alone would make it outlive those rows at a power
+//! * Not fsynced after a commit (its creation, by the shared writer of private files, is:
+//!   a rare write, once per database or after the file went missing). It vouches for
+//!   rows that are themselves not fsynced at commit (WAL with `synchronous=NORMAL`): syncing it alone would make it outlive those rows at a power
 //!   failure and cry "cut" every time, and syncing both on every batch costs two flash
 //!   flushes per call. A crash of approvald loses neither (both are in the page cache). A
 //!   power failure can lose the newest commits, and then possibly not the tail file:
@@ -22,7 +24,7 @@
 //!   database without one means the file was removed.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -30,8 +32,9 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
+use super::chain::{is_sha256_hex, GENESIS_SHA256};
 use super::retention::Anchor;
-use super::{is_sha256_hex, GENESIS_SHA256};
+use nl2sh_proto::private_file::{self, Owner};
 
 /// The tail file, relative to the state directory.
 pub const TAIL_FILE: &str = "protocol/audit-tail.json";
@@ -46,7 +49,9 @@ pub fn tail_path(db: &Path) -> PathBuf {
     db.with_file_name(TAIL_FILE_NAME)
 }
 
-pub(super) fn temp_path(db: &Path) -> PathBuf {
+/// Where builds before the shared private-file writer made the tail file's temporary
+/// file; a leftover one is removed at open.
+pub(super) fn legacy_temp_path(db: &Path) -> PathBuf {
     db.with_file_name(TAIL_TEMP_NAME)
 }
 
@@ -150,26 +155,17 @@ fn record(tail: &Tail) -> io::Result<Vec<u8>> {
     Ok(text)
 }
 
-/// Create the tail file at `path` (through `temp`, then `rename`; mode 0600).
-pub(super) fn write(path: &Path, temp: &Path, tail: &Tail) -> io::Result<()> {
-    let text = record(tail)?;
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(temp)?;
-    file.write_all(&text)?;
-    drop(file);
-    std::fs::rename(temp, path)
+/// Create the tail file at `path` (mode 0600), by the one writer of private files
+/// (`nl2sh_proto::private_file`: a temporary file, then `rename`).
+pub(super) fn write(path: &Path, tail: &Tail) -> io::Result<()> {
+    private_file::replace(path, &record(tail)?, Owner::Writer)
 }
 
 /// Update the tail file after a commit: the record overwritten in place, in one write of
 /// a fixed length within one sector. Not a rename: on ext4 replacing a file by rename
 /// starts the new file's writeback at once (`auto_da_alloc`), a block I/O per commit. A
 /// missing or odd file is created anew through [`write`].
-pub(super) fn update(path: &Path, temp: &Path, tail: &Tail) -> io::Result<()> {
+pub(super) fn update(path: &Path, tail: &Tail) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
     let opened = OpenOptions::new()
         .write(true)
@@ -177,12 +173,12 @@ pub(super) fn update(path: &Path, temp: &Path, tail: &Tail) -> io::Result<()> {
         .open(path);
     // Missing, or something else (a symlink planted there): replaced by a new file.
     let Ok(file) = opened else {
-        return write(path, temp, tail);
+        return write(path, tail);
     };
     let meta = file.metadata()?;
     if !meta.is_file() || meta.len() != RECORD_BYTES as u64 {
         drop(file);
-        return write(path, temp, tail);
+        return write(path, tail);
     }
     file.write_all_at(&record(tail)?, 0)
 }
@@ -324,22 +320,22 @@ mod tests {
     #[test]
     fn updates_overwrite_the_record_in_place_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
-        let (path, temp) = (dir.path().join("audit-tail.json"), dir.path().join("t.tmp"));
+        let path = dir.path().join("audit-tail.json");
         assert_eq!(read(&path).unwrap(), None);
         // The first update creates it (mode 0600), later ones keep the same file.
-        update(&path, &temp, &tail(1, 'a')).unwrap();
+        update(&path, &tail(1, 'a')).unwrap();
         let first = std::fs::metadata(&path).unwrap();
         assert_eq!(first.mode() & 0o777, 0o600);
         assert_eq!(first.len(), RECORD_BYTES as u64);
         for id in 2..=50 {
-            update(&path, &temp, &tail(id, 'b')).unwrap();
+            update(&path, &tail(id, 'b')).unwrap();
         }
         let last = std::fs::metadata(&path).unwrap();
         assert_eq!((last.ino(), last.len()), (first.ino(), first.len()));
         assert_eq!(read(&path).unwrap(), Some(tail(50, 'b')));
         // A file of another length (an older build's, or an edited one) is replaced.
         std::fs::write(&path, b"{}").unwrap();
-        update(&path, &temp, &tail(51, 'c')).unwrap();
+        update(&path, &tail(51, 'c')).unwrap();
         assert_eq!(read(&path).unwrap(), Some(tail(51, 'c')));
         assert_eq!(std::fs::metadata(&path).unwrap().len(), RECORD_BYTES as u64);
         // A symlink planted in its place is replaced, not followed.
@@ -347,7 +343,7 @@ mod tests {
         std::fs::write(&elsewhere, b"untouched").unwrap();
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
-        update(&path, &temp, &tail(52, 'd')).unwrap();
+        update(&path, &tail(52, 'd')).unwrap();
         assert!(!std::fs::symlink_metadata(&path).unwrap().is_symlink());
         assert_eq!(std::fs::read(&elsewhere).unwrap(), b"untouched");
         assert_eq!(read(&path).unwrap(), Some(tail(52, 'd')));

@@ -23,13 +23,18 @@
 //!   a write that would grow it past twice the limits ([`CEILING_TASKS`],
 //!   [`CEILING_DOCUMENT_BYTES`]) with nothing left to prune is refused (netd runs at most
 //!   `MAX_ACTIVE_TASKS` at once, so only a misbehaving netd gets there).
+//! * Ids: approvald mints every task id, and a context id when the client gave none
+//!   ([`TaskStore::create`], `CreateTask`). A `PutTask` of a task not in the table must
+//!   carry ids minted so (and not stored since); netd cannot invent a task. Minted ids
+//!   wait for their first write in memory, at most [`MAX_UNSTORED_CREATED`], the oldest
+//!   forgotten first: creating stores nothing, and the first write counts against the
+//!   limits below like any other.
 //! * Restart: [`fail_interrupted`] marks every task that was submitted or working when
 //!   approvald last stopped as failed, when the store opens; nothing is resumed or
 //!   replayed.
-//! * Page tokens carry the last task of a page (its update time and id) and a MAC, keyed
-//!   by a random key of this store, over it and a digest of the filters: a token decodes
-//!   only for the filters it was issued for, and only in the approvald that issued it.
+//! * Page tokens: [`super::page_token`].
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -37,17 +42,18 @@ use std::sync::{Arc, Mutex};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use nl2sh_proto::channels::{
-    ContextId, StoreErrorKind, TaskId, TaskPage, TaskQuery, TaskRecord, TaskState,
+    ContextId, StoreErrorKind, StoreFailure, TaskId, TaskPage, TaskQuery, TaskRecord, TaskState,
 };
 use nl2sh_proto::limits::{
-    MAX_ID_BYTES, MAX_RETAINED_DOCUMENT_BYTES, MAX_RETAINED_TASKS, MAX_TASK_DOCUMENT_BYTES,
+    MAX_ACTIVE_TASKS, MAX_ID_BYTES, MAX_RETAINED_DOCUMENT_BYTES, MAX_RETAINED_TASKS,
+    MAX_TASK_DOCUMENT_BYTES,
 };
 use nl2sh_proto::secret::Secret;
 
+use super::page_token::{decode_token, encode_token, filter_digest, Cursor};
 use super::redact::Redactor;
 use super::sessions::Sessions;
 use super::{Store, StoreError, WriterHandle};
@@ -55,9 +61,7 @@ use crate::clock;
 
 /// Blocking store operations (reads, document checks, session files) at once.
 pub const STORE_WORKERS: usize = 4;
-/// Smallest and largest `page_size` of `ListTasks`.
-pub const MIN_PAGE_SIZE: u32 = 1;
-pub const MAX_PAGE_SIZE: u32 = 100;
+pub use nl2sh_proto::limits::{MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 /// Bytes of documents and ids one page carries at most (a page always carries at least
 /// one task), so a page fits a frame whatever `page_size` asks for: fewer tasks come back,
 /// with a token for the rest.
@@ -65,6 +69,10 @@ pub const MAX_PAGE_BYTES: usize = MAX_TASK_DOCUMENT_BYTES;
 /// Running tasks are never pruned; past these, a write that grows the store is refused.
 pub const CEILING_TASKS: u64 = 2 * MAX_RETAINED_TASKS as u64;
 pub const CEILING_DOCUMENT_BYTES: u64 = 2 * MAX_RETAINED_DOCUMENT_BYTES as u64;
+/// Tasks created (`CreateTask`) and not yet written that the store remembers. netd writes
+/// each task right after creating it and holds at most `MAX_ACTIVE_TASKS`, so only a
+/// misbehaving netd (or one whose first writes failed) ever has the oldest forgotten.
+pub const MAX_UNSTORED_CREATED: usize = 4 * MAX_ACTIVE_TASKS;
 /// The text of the status message of a task failed by a restart.
 pub const RESTART_MESSAGE: &str =
     "nl2sh restarted while this task was running; it was not resumed or replayed";
@@ -74,43 +82,15 @@ const RUNNING_STATES_SQL: &str = "('TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING')
 /// Terminal states, as stored.
 const TERMINAL_STATES_SQL: &str =
     "('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED')";
-/// First byte of a page token, which changes if its layout does.
-const TOKEN_VERSION: u8 = 1;
-/// Bytes of the MAC a page token carries.
-const TOKEN_MAC_BYTES: usize = 16;
-const TOKEN_DOMAIN: &[u8] = b"nl2sh-task-page-token-v1\0";
-const FILTER_DOMAIN: &[u8] = b"nl2sh-task-filters-v1\0";
 
-/// Why a store request failed, as netd is told.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct TaskError {
-    pub kind: StoreErrorKind,
-    pub message: String,
+/// A storage failure, logged here (netd only passes it on).
+pub(crate) fn storage_failure(what: &str, error: impl std::fmt::Display) -> StoreFailure {
+    tracing::error!(error = %error, "task store: {what}");
+    StoreFailure::new(StoreErrorKind::Storage, format!("{what}: {error}"))
 }
 
-impl TaskError {
-    pub(super) fn new(kind: StoreErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
-    }
-    pub(super) fn invalid(message: impl Into<String>) -> Self {
-        Self::new(StoreErrorKind::Invalid, message)
-    }
-    pub(super) fn too_large(message: impl Into<String>) -> Self {
-        Self::new(StoreErrorKind::TooLarge, message)
-    }
-    /// A storage failure, logged here (netd only passes it on).
-    pub(super) fn storage(what: &str, error: impl std::fmt::Display) -> Self {
-        tracing::error!(error = %error, "task store: {what}");
-        Self::new(StoreErrorKind::Storage, format!("{what}: {error}"))
-    }
-}
-
-fn sql_error(what: &'static str) -> impl Fn(rusqlite::Error) -> TaskError {
-    move |e| TaskError::storage(what, e)
+fn sql_error(what: &'static str) -> impl Fn(rusqlite::Error) -> StoreFailure {
+    move |e| storage_failure(what, e)
 }
 
 /// Tasks and document bytes in the table.
@@ -163,9 +143,35 @@ struct Prepared {
     document: String,
 }
 
+/// Tasks created and not yet written: their ids, oldest first.
+#[derive(Debug, Default)]
+struct Created {
+    ids: VecDeque<(TaskId, ContextId)>,
+}
+
+impl Created {
+    fn add(&mut self, id: TaskId, context_id: ContextId) {
+        if self.ids.len() >= MAX_UNSTORED_CREATED {
+            if let Some((forgotten, _)) = self.ids.pop_front() {
+                tracing::warn!(task = %forgotten, "a created task was never written; forgotten");
+            }
+        }
+        self.ids.push_back((id, context_id));
+    }
+
+    fn holds(&self, id: &str, context_id: &str) -> bool {
+        self.ids.iter().any(|(i, c)| i.0 == id && c.0 == context_id)
+    }
+
+    fn remove(&mut self, id: &str) {
+        self.ids.retain(|(i, _)| i.0 != id);
+    }
+}
+
 /// The task and session store netd reaches. Cheap to share behind an `Arc`.
 pub struct TaskStore {
     writer: WriterHandle,
+    created: Arc<Mutex<Created>>,
     db_path: PathBuf,
     redactor: Arc<Redactor>,
     sessions: Arc<Sessions>,
@@ -191,6 +197,7 @@ impl TaskStore {
         getrandom::fill(&mut token_key).map_err(|e| StoreError::Random(e.to_string()))?;
         Ok(TaskStore {
             writer: store.writer_handle(),
+            created: Arc::new(Mutex::new(Created::default())),
             db_path: store.path().to_owned(),
             redactor,
             sessions: Arc::new(sessions),
@@ -203,31 +210,31 @@ impl TaskStore {
     /// Run `work` on a blocking thread, at most [`STORE_WORKERS`] at once.
     async fn blocking<T: Send + 'static>(
         &self,
-        work: impl FnOnce() -> Result<T, TaskError> + Send + 'static,
-    ) -> Result<T, TaskError> {
+        work: impl FnOnce() -> Result<T, StoreFailure> + Send + 'static,
+    ) -> Result<T, StoreFailure> {
         let _permit = self
             .workers
             .acquire()
             .await
-            .map_err(|e| TaskError::storage("the store is closing", e))?;
+            .map_err(|e| storage_failure("the store is closing", e))?;
         tokio::task::spawn_blocking(work)
             .await
-            .map_err(|e| TaskError::storage("a store worker failed", e))?
+            .map_err(|e| storage_failure("a store worker failed", e))?
     }
 
     /// Run `read` on a pooled read-only connection, on a blocking thread.
     async fn read<T: Send + 'static>(
         &self,
-        read: impl FnOnce(&mut Connection) -> Result<T, TaskError> + Send + 'static,
-    ) -> Result<T, TaskError> {
+        read: impl FnOnce(&mut Connection) -> Result<T, StoreFailure> + Send + 'static,
+    ) -> Result<T, StoreFailure> {
         let readers = self.readers.clone();
         let db_path = self.db_path.clone();
         self.blocking(move || {
             let pooled = super::lock(&readers).pop();
             let mut conn = match pooled {
                 Some(conn) => conn,
-                None => super::open_read_only(&db_path)
-                    .map_err(|e| TaskError::storage("cannot open the task store", e))?,
+                None => super::schema::open_read_only(&db_path)
+                    .map_err(|e| storage_failure("cannot open the task store", e))?,
             };
             let result = read(&mut conn);
             // A connection that failed is not trusted again; a fresh one is opened.
@@ -242,25 +249,57 @@ impl TaskStore {
         .await
     }
 
+    /// `CreateTask`: a fresh task id, and `context_id` or a fresh one; remembered until
+    /// the task's first write. Stores nothing.
+    pub fn create(
+        &self,
+        context_id: Option<ContextId>,
+    ) -> Result<(TaskId, ContextId), StoreFailure> {
+        let context_id = match context_id {
+            Some(given) => {
+                check_id("context id", &given.0)?;
+                if self.redactor.found_in(&given.0) {
+                    return Err(StoreFailure::invalid(
+                        "a context id must not contain a protected secret",
+                    ));
+                }
+                given
+            }
+            None => ContextId(mint_id()?),
+        };
+        let id = TaskId(mint_id()?);
+        super::lock(&self.created).add(id.clone(), context_id.clone());
+        Ok((id, context_id))
+    }
+
+    /// Take `id` in `context_id` as created here, as an earlier approvald would have: for
+    /// tests that seed tasks with ids of their own choosing (a page's order among tasks
+    /// of one update time is by id). Nothing netd sends reaches it.
+    #[doc(hidden)]
+    pub fn admit_for_test(&self, id: TaskId, context_id: ContextId) {
+        super::lock(&self.created).add(id, context_id);
+    }
+
     /// `PutTask`: check, redact, insert or replace, then prune to the limits.
-    pub async fn put(&self, record: TaskRecord) -> Result<(), TaskError> {
+    pub async fn put(&self, record: TaskRecord) -> Result<(), StoreFailure> {
         let redactor = self.redactor.clone();
         let prepared = self.blocking(move || prepare(record, &redactor)).await?;
         let task_bytes = self.writer.task_bytes.clone();
+        let created = self.created.clone();
         self.writer
             .run(move |conn| {
-                let space = write_task(conn, &prepared)?;
+                let space = write_task(conn, &prepared, &created)?;
                 if let Ok(page_size) = super::page_size_of(conn) {
                     task_bytes.store(space.page_bytes(page_size), Ordering::Relaxed);
                 }
                 Ok(())
             })
             .await
-            .map_err(|e| TaskError::storage("the store's writer is gone", e))?
+            .map_err(|e| storage_failure("the store's writer is gone", e))?
     }
 
     /// `GetTask`.
-    pub async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, TaskError> {
+    pub async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreFailure> {
         check_id("task id", &id.0)?;
         self.read(move |conn| {
             let row = conn
@@ -287,9 +326,9 @@ impl TaskStore {
     }
 
     /// `ListTasks`: newest update first, keyset pages.
-    pub async fn list(&self, query: TaskQuery) -> Result<TaskPage, TaskError> {
+    pub async fn list(&self, query: TaskQuery) -> Result<TaskPage, StoreFailure> {
         if !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&query.page_size) {
-            return Err(TaskError::invalid(format!(
+            return Err(StoreFailure::invalid(format!(
                 "page_size must be {MIN_PAGE_SIZE} to {MAX_PAGE_SIZE}, not {}",
                 query.page_size
             )));
@@ -310,7 +349,10 @@ impl TaskStore {
     }
 
     /// `LoadSession`.
-    pub async fn load_session(&self, context_id: ContextId) -> Result<Option<String>, TaskError> {
+    pub async fn load_session(
+        &self,
+        context_id: ContextId,
+    ) -> Result<Option<String>, StoreFailure> {
         check_id("context id", &context_id.0)?;
         let sessions = self.sessions.clone();
         self.blocking(move || sessions.load(&context_id)).await
@@ -321,7 +363,7 @@ impl TaskStore {
         &self,
         context_id: ContextId,
         messages_json: String,
-    ) -> Result<(), TaskError> {
+    ) -> Result<(), StoreFailure> {
         check_id("context id", &context_id.0)?;
         let sessions = self.sessions.clone();
         self.blocking(move || sessions.save(&context_id, messages_json))
@@ -330,12 +372,12 @@ impl TaskStore {
 }
 
 /// An id as the store accepts it: 1 to [`MAX_ID_BYTES`] bytes.
-pub(super) fn check_id(what: &str, id: &str) -> Result<(), TaskError> {
+pub(super) fn check_id(what: &str, id: &str) -> Result<(), StoreFailure> {
     if id.is_empty() {
-        return Err(TaskError::invalid(format!("the {what} is empty")));
+        return Err(StoreFailure::invalid(format!("the {what} is empty")));
     }
     if id.len() > MAX_ID_BYTES {
-        return Err(TaskError::invalid(format!(
+        return Err(StoreFailure::invalid(format!(
             "the {what} is {} bytes; the limit is {MAX_ID_BYTES}",
             id.len()
         )));
@@ -344,7 +386,7 @@ pub(super) fn check_id(what: &str, id: &str) -> Result<(), TaskError> {
 }
 
 /// Check `record` (ids, size, the document against its columns) and redact it.
-fn prepare(record: TaskRecord, redactor: &Redactor) -> Result<Prepared, TaskError> {
+fn prepare(record: TaskRecord, redactor: &Redactor) -> Result<Prepared, StoreFailure> {
     let TaskRecord {
         id,
         context_id,
@@ -355,24 +397,24 @@ fn prepare(record: TaskRecord, redactor: &Redactor) -> Result<Prepared, TaskErro
     check_id("task id", &id.0)?;
     check_id("context id", &context_id.0)?;
     if redactor.found_in(&id.0) || redactor.found_in(&context_id.0) {
-        return Err(TaskError::invalid(
+        return Err(StoreFailure::invalid(
             "a task or context id must not contain a protected secret",
         ));
     }
     if document.len() > MAX_TASK_DOCUMENT_BYTES {
-        return Err(TaskError::too_large(format!(
+        return Err(StoreFailure::too_large(format!(
             "the task document is {} bytes; the limit is {MAX_TASK_DOCUMENT_BYTES}",
             document.len()
         )));
     }
     let mut value: Value = serde_json::from_str(&document)
-        .map_err(|e| TaskError::invalid(format!("the task document is not JSON: {e}")))?;
+        .map_err(|e| StoreFailure::invalid(format!("the task document is not JSON: {e}")))?;
     check_agrees(&value, &id.0, &context_id.0, state)?;
     let document = redactor
         .redact_json(document, &mut value)
-        .map_err(|e| TaskError::invalid(format!("the task document cannot be stored: {e}")))?;
+        .map_err(|e| StoreFailure::invalid(format!("the task document cannot be stored: {e}")))?;
     if document.len() > MAX_TASK_DOCUMENT_BYTES {
-        return Err(TaskError::too_large(format!(
+        return Err(StoreFailure::too_large(format!(
             "the task document is {} bytes with its secrets redacted; the limit is \
              {MAX_TASK_DOCUMENT_BYTES}",
             document.len()
@@ -396,17 +438,19 @@ fn check_agrees(
     id: &str,
     context_id: &str,
     state: TaskState,
-) -> Result<(), TaskError> {
+) -> Result<(), StoreFailure> {
     let Some(task) = value.as_object() else {
-        return Err(TaskError::invalid("the task document is not a JSON object"));
+        return Err(StoreFailure::invalid(
+            "the task document is not a JSON object",
+        ));
     };
     if task.get("id").and_then(Value::as_str) != Some(id) {
-        return Err(TaskError::invalid(
+        return Err(StoreFailure::invalid(
             "the task document's id is not the record's task id",
         ));
     }
     if task.get("contextId").and_then(Value::as_str) != Some(context_id) {
-        return Err(TaskError::invalid(
+        return Err(StoreFailure::invalid(
             "the task document's contextId is not the record's context id",
         ));
     }
@@ -415,7 +459,7 @@ fn check_agrees(
         .and_then(|s| s.get("state"))
         .and_then(Value::as_str);
     if stated != Some(state.as_a2a()) {
-        return Err(TaskError::invalid(format!(
+        return Err(StoreFailure::invalid(format!(
             "the task document's status.state is not {}, the record's state",
             state.as_a2a()
         )));
@@ -423,8 +467,14 @@ fn check_agrees(
     Ok(())
 }
 
-/// Insert or replace `task` and prune, in one transaction; the space in use after it.
-fn write_task(conn: &mut Connection, task: &Prepared) -> Result<TaskSpace, TaskError> {
+/// Insert or replace `task` and prune, in one transaction; the space in use after it. A
+/// task not in the table must be one of `created` (writes run one at a time on the
+/// writer thread, so nothing comes between this check and the insert).
+fn write_task(
+    conn: &mut Connection,
+    task: &Prepared,
+    created: &Mutex<Created>,
+) -> Result<TaskSpace, StoreFailure> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql_error("cannot begin a task write"))?;
@@ -439,7 +489,7 @@ fn write_task(conn: &mut Connection, task: &Prepared) -> Result<TaskSpace, TaskE
         .map_err(sql_error("cannot read the task"))?;
     if let Some((context_id, state)) = existing {
         if context_id != SqlValue::Text(task.context_id.clone()) {
-            return Err(TaskError::invalid(
+            return Err(StoreFailure::invalid(
                 "the task is stored under another context; a task's context never changes",
             ));
         }
@@ -460,11 +510,16 @@ fn write_task(conn: &mut Connection, task: &Prepared) -> Result<TaskSpace, TaskE
             if same {
                 return Ok(before);
             }
-            return Err(TaskError::invalid(format!(
+            return Err(StoreFailure::invalid(format!(
                 "the task is {} already; a finished task never changes",
                 state.as_a2a()
             )));
         }
+    } else if !super::lock(created).holds(&task.id, &task.context_id) {
+        return Err(StoreFailure::invalid(
+            "no such task was created (CreateTask), in this context, and left unwritten; \
+             task ids are minted by the store",
+        ));
     }
     tx.execute(
         "INSERT INTO tasks (id, context_id, state, updated_ms, bytes, document) \
@@ -487,7 +542,7 @@ fn write_task(conn: &mut Connection, task: &Prepared) -> Result<TaskSpace, TaskE
         && (after.tasks > before.tasks || after.document_bytes > before.document_bytes)
     {
         // Dropping the transaction rolls the write back.
-        return Err(TaskError::too_large(format!(
+        return Err(StoreFailure::too_large(format!(
             "the task store is full of unfinished tasks, which are never pruned: this write \
              would make it {} tasks with {} bytes of documents, past {CEILING_TASKS} tasks \
              or {CEILING_DOCUMENT_BYTES} bytes",
@@ -495,6 +550,7 @@ fn write_task(conn: &mut Connection, task: &Prepared) -> Result<TaskSpace, TaskE
         )));
     }
     tx.commit().map_err(sql_error("cannot commit the task"))?;
+    super::lock(created).remove(&task.id);
     if pruned > 0 {
         tracing::debug!(pruned, tasks = after.tasks, "old finished tasks pruned");
     }
@@ -545,9 +601,9 @@ fn stored_record(
     state: SqlValue,
     updated_ms: SqlValue,
     document: SqlValue,
-) -> Result<TaskRecord, TaskError> {
+) -> Result<TaskRecord, StoreFailure> {
     let broken = || {
-        TaskError::storage(
+        storage_failure(
             "a stored task is damaged",
             "its columns are not what this store writes",
         )
@@ -569,13 +625,6 @@ fn stored_record(
         updated_ms,
         document,
     })
-}
-
-/// Where a page starts: after this task, in list order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Cursor {
-    updated_ms: i64,
-    id: String,
 }
 
 /// The `WHERE` conditions and their parameters for `query`'s filters.
@@ -613,7 +662,7 @@ fn list_page(
     after: Option<Cursor>,
     key: &[u8; 32],
     filters: &[u8; 32],
-) -> Result<TaskPage, TaskError> {
+) -> Result<TaskPage, StoreFailure> {
     let tx = conn
         .transaction()
         .map_err(sql_error("cannot begin reading tasks"))?;
@@ -704,116 +753,6 @@ fn list_page(
     })
 }
 
-/// SHA-256 of `query`'s filters (not its page size or token), each field tagged and
-/// length-prefixed so distinct filters never digest alike.
-fn filter_digest(query: &TaskQuery) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update(FILTER_DOMAIN);
-    let text = |h: &mut Sha256, t: Option<&str>| match t {
-        None => h.update([0u8]),
-        Some(t) => {
-            h.update([1u8]);
-            h.update((t.len() as u64).to_be_bytes());
-            h.update(t.as_bytes());
-        }
-    };
-    text(&mut h, query.context_id.as_ref().map(|c| c.0.as_str()));
-    text(&mut h, query.state.map(TaskState::as_a2a));
-    match query.updated_after_ms {
-        None => h.update([0u8]),
-        Some(ms) => {
-            h.update([1u8]);
-            h.update(ms.to_be_bytes());
-        }
-    }
-    h.finalize().into()
-}
-
-/// HMAC-SHA256 (RFC 2104) of the concatenation of `parts`.
-fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
-    const BLOCK: usize = 64;
-    let mut block = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        let digest: [u8; 32] = Sha256::digest(key).into();
-        block[..32].copy_from_slice(&digest);
-    } else {
-        block[..key.len()].copy_from_slice(key);
-    }
-    let mut inner = Sha256::new();
-    inner.update(block.map(|b| b ^ 0x36));
-    for part in parts {
-        inner.update(part);
-    }
-    let inner: [u8; 32] = inner.finalize().into();
-    let mut outer = Sha256::new();
-    outer.update(block.map(|b| b ^ 0x5c));
-    outer.update(inner);
-    outer.finalize().into()
-}
-
-fn token_mac(key: &[u8; 32], filters: &[u8; 32], cursor: &Cursor) -> [u8; 32] {
-    hmac_sha256(
-        key,
-        &[
-            TOKEN_DOMAIN,
-            filters,
-            &cursor.updated_ms.to_be_bytes(),
-            cursor.id.as_bytes(),
-        ],
-    )
-}
-
-/// Hex of: version, the cursor's update time (8 bytes) and id, the first
-/// [`TOKEN_MAC_BYTES`] of its MAC.
-fn encode_token(key: &[u8; 32], filters: &[u8; 32], cursor: &Cursor) -> String {
-    let mac = token_mac(key, filters, cursor);
-    let mut bytes = Vec::with_capacity(1 + 8 + cursor.id.len() + TOKEN_MAC_BYTES);
-    bytes.push(TOKEN_VERSION);
-    bytes.extend_from_slice(&cursor.updated_ms.to_be_bytes());
-    bytes.extend_from_slice(cursor.id.as_bytes());
-    bytes.extend_from_slice(&mac[..TOKEN_MAC_BYTES]);
-    hex::encode(bytes)
-}
-
-/// The cursor of a token this store issued for these filters; anything else is
-/// `BadPageToken`.
-fn decode_token(key: &[u8; 32], filters: &[u8; 32], token: &str) -> Result<Cursor, TaskError> {
-    let bad = || {
-        TaskError::new(
-            StoreErrorKind::BadPageToken,
-            "the page token was not issued by this store for these filters (tokens do not \
-             outlive a restart, and are bound to the filters of the first page)",
-        )
-    };
-    const MIN: usize = 1 + 8 + 1 + TOKEN_MAC_BYTES;
-    const MAX: usize = 1 + 8 + MAX_ID_BYTES + TOKEN_MAC_BYTES;
-    if token.len() < 2 * MIN || token.len() > 2 * MAX {
-        return Err(bad());
-    }
-    let bytes = hex::decode(token).map_err(|_| bad())?;
-    if bytes[0] != TOKEN_VERSION {
-        return Err(bad());
-    }
-    let (body, mac) = bytes.split_at(bytes.len() - TOKEN_MAC_BYTES);
-    let mut ms = [0u8; 8];
-    ms.copy_from_slice(&body[1..9]);
-    let id = std::str::from_utf8(&body[9..]).map_err(|_| bad())?;
-    let cursor = Cursor {
-        updated_ms: i64::from_be_bytes(ms),
-        id: id.to_owned(),
-    };
-    let expected = token_mac(key, filters, &cursor);
-    // Compared in full whatever differs first.
-    let diff = expected[..TOKEN_MAC_BYTES]
-        .iter()
-        .zip(mac)
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-    if diff != 0 {
-        return Err(bad());
-    }
-    Ok(cursor)
-}
-
 /// Mark every task that was submitted or working as failed (see the module docs), in one
 /// transaction; how many there were.
 pub(super) fn fail_interrupted(conn: &mut Connection, now_ms: i64) -> Result<usize, StoreError> {
@@ -891,106 +830,51 @@ fn failed_document(
     Value::Object(task).to_string()
 }
 
-/// A fresh message id: a random UUID (version 4), or, should the OS random source fail,
-/// one made unique by the time and position.
-fn restart_message_id(now_ms: i64, n: usize) -> String {
+/// A fresh id: a random UUID (version 4) in its text form. Ids name tasks, contexts and
+/// messages; they are unique, not credentials.
+fn new_uuid() -> Result<String, getrandom::Error> {
     let mut b = [0u8; 16];
-    if getrandom::fill(&mut b).is_err() {
-        return format!("nl2sh-restart-{now_ms}-{n}");
-    }
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h = hex::encode(b);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+    getrandom::fill(&mut b)?;
+    Ok(uuid::Builder::from_random_bytes(b).into_uuid().to_string())
+}
+
+/// A fresh task or context id. Without the OS random source there is none: an id made
+/// from the time could repeat one in the table.
+fn mint_id() -> Result<String, StoreFailure> {
+    new_uuid().map_err(|e| storage_failure("no system randomness for a new id", e))
+}
+
+/// A fresh message id, or, should the OS random source fail, one made unique by the time
+/// and position.
+fn restart_message_id(now_ms: i64, n: usize) -> String {
+    new_uuid().unwrap_or_else(|_| format!("nl2sh-restart-{now_ms}-{n}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn query(context: Option<&str>, state: Option<TaskState>, after: Option<i64>) -> TaskQuery {
-        TaskQuery {
-            context_id: context.map(|c| ContextId(c.into())),
-            state,
-            updated_after_ms: after,
-            page_size: 10,
-            page_token: None,
-        }
+    #[test]
+    fn minted_ids_are_uuid_v4_text_and_differ() {
+        let a = mint_id().unwrap();
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+        assert!("89ab".contains(&a[19..20]), "{a}");
+        assert_ne!(a, mint_id().unwrap());
     }
 
     #[test]
-    fn hmac_matches_rfc_4231() {
-        // Test case 2 of RFC 4231.
-        let mac = hmac_sha256(b"Jefe", &[b"what do ya want ", b"for nothing?"]);
-        assert_eq!(
-            hex::encode(mac),
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
-        // Test case 6: a key longer than the block is hashed first.
-        let mac = hmac_sha256(
-            &[0xaa; 131],
-            &[b"Test Using Larger Than Block-Size Key - Hash Key First"],
-        );
-        assert_eq!(
-            hex::encode(mac),
-            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
-        );
-    }
-
-    #[test]
-    fn tokens_decode_only_with_their_key_and_filters() {
-        let key = [7u8; 32];
-        let filters = filter_digest(&query(Some("c"), None, None));
-        let cursor = Cursor {
-            updated_ms: -5,
-            id: "task-é".into(),
-        };
-        let token = encode_token(&key, &filters, &cursor);
-        assert_eq!(decode_token(&key, &filters, &token).unwrap(), cursor);
-        let bad = |t: &str, k: &[u8; 32], f: &[u8; 32]| {
-            decode_token(k, f, t).unwrap_err().kind == StoreErrorKind::BadPageToken
-        };
-        assert!(bad(&token, &[8u8; 32], &filters));
-        for other in [
-            query(None, None, None),
-            query(Some("d"), None, None),
-            query(Some("c"), Some(TaskState::Working), None),
-            query(Some("c"), None, Some(0)),
-        ] {
-            assert!(bad(&token, &key, &filter_digest(&other)));
+    fn the_oldest_unwritten_creations_are_forgotten_past_the_limit() {
+        let mut created = Created::default();
+        for n in 0..=MAX_UNSTORED_CREATED {
+            created.add(TaskId(format!("t{n}")), ContextId("c".into()));
         }
-        let mut flipped = token.clone().into_bytes();
-        flipped[4] = if flipped[4] == b'0' { b'1' } else { b'0' };
-        assert!(bad(std::str::from_utf8(&flipped).unwrap(), &key, &filters));
-        for junk in [
-            "",
-            "zz",
-            "0",
-            &token[..token.len() - 2],
-            &format!("{token}00"),
-        ] {
-            assert!(bad(junk, &key, &filters), "{junk}");
-        }
-        assert!(bad(&"ab".repeat(400), &key, &filters));
-    }
-
-    #[test]
-    fn filter_digests_tell_fields_apart() {
-        let a = filter_digest(&query(Some("TASK_STATE_WORKING"), None, None));
-        let b = filter_digest(&query(None, Some(TaskState::Working), None));
-        assert_ne!(a, b);
-        let mut q = query(None, None, None);
-        let base = filter_digest(&q);
-        q.page_size = 99;
-        q.page_token = Some("x".into());
-        assert_eq!(filter_digest(&q), base);
+        assert_eq!(created.ids.len(), MAX_UNSTORED_CREATED);
+        assert!(!created.holds("t0", "c"));
+        assert!(created.holds("t1", "c"));
+        assert!(!created.holds("t1", "other"));
+        created.remove("t1");
+        assert!(!created.holds("t1", "c"));
     }
 
     #[test]

@@ -139,7 +139,12 @@ impl Rig {
             .await
             .into_iter()
             .filter(|r| r.record.kind == AuditKind::Decision)
-            .map(|r| (r.record.call_id, r.record.decision.unwrap()))
+            .map(|r| {
+                (
+                    r.record.call_id,
+                    r.record.decision.unwrap().as_str().to_string(),
+                )
+            })
             .collect()
     }
 

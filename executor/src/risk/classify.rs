@@ -122,17 +122,27 @@ impl Walker {
         }
     }
 
-    /// Parse and assess a command line found `depth` levels deep.
-    pub fn shell_text(&mut self, text: &str, depth: usize, stdin: &Stdin) -> Assessment {
-        let mut a = Assessment::read_only();
+    /// Whether one more step `depth` levels deep is within the assessment's bounds; if
+    /// not, `a` says why (too deep is critical, too many steps high) and nothing that
+    /// follows is resolved.
+    pub(super) fn within_bounds(&mut self, depth: usize, a: &mut Assessment) -> bool {
         if depth > MAX_DEPTH {
             a.raise(Critical, TOO_DEEP);
             self.commands.unresolve(TOO_DEEP);
-            return a;
+            return false;
         }
         if !self.step() {
             a.raise(High, "too complex to assess");
             self.commands.unresolve("too complex to assess");
+            return false;
+        }
+        true
+    }
+
+    /// Parse and assess a command line found `depth` levels deep.
+    pub fn shell_text(&mut self, text: &str, depth: usize, stdin: &Stdin) -> Assessment {
+        let mut a = Assessment::read_only();
+        if !self.within_bounds(depth, &mut a) {
             return a;
         }
         if text.contains('\0') {

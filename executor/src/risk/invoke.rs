@@ -1,7 +1,7 @@
 //! From the words of a simple command to the program that runs: computed names,
 //! paths, and dispatch to wrappers, interpreters and the program tables.
 
-use nl2sh_proto::channels::RiskLevel::{Critical, High, Medium};
+use nl2sh_proto::channels::RiskLevel::{High, Medium};
 
 use super::args::Arg;
 use super::classify::{Stdin, Walker};
@@ -9,7 +9,7 @@ use super::exec_table::{INTERPRETERS, SYSTEM_BIN_DIRS};
 use super::lexer::shorten;
 use super::paths::normalize;
 use super::wrap_table::WRAPPERS;
-use super::{Assessment, MAX_DEPTH, TOO_DEEP};
+use super::Assessment;
 
 impl Walker {
     /// Assess running `args` (program first) `depth` levels deep.
@@ -18,14 +18,7 @@ impl Walker {
         let Some((first, rest)) = args.split_first() else {
             return a;
         };
-        if depth > MAX_DEPTH {
-            a.raise(Critical, TOO_DEEP);
-            self.commands.unresolve(TOO_DEEP);
-            return a;
-        }
-        if !self.step() {
-            a.raise(High, "too complex to assess");
-            self.commands.unresolve("too complex to assess");
+        if !self.within_bounds(depth, &mut a) {
             return a;
         }
         for arg in args {

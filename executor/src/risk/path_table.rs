@@ -4,7 +4,11 @@
 //! literal characters); a tie takes the higher level. A home directory written as `~` is
 //! matched as `/~`.
 
+use std::sync::LazyLock;
+
 use nl2sh_proto::channels::RiskLevel::{self, Critical, Dangerous, High, Low, Medium, ReadOnly};
+
+use crate::secrets::SECRET_LOCATIONS;
 
 pub(super) const WRITE_PATHS: &[(&str, RiskLevel, &str)] = &[
     // Raw storage and memory.
@@ -123,39 +127,21 @@ pub(super) const WRITE_PATHS: &[(&str, RiskLevel, &str)] = &[
     ),
 ];
 
-pub(super) const READ_PATHS: &[(&str, RiskLevel, &str)] = &[
-    ("/data/adb", Medium, "root (Magisk) data"),
-    ("/data/data", Medium, "an app's private data"),
-    ("/data/user", Medium, "an app's private data"),
-    ("/data/user_de", Medium, "an app's private data"),
-    (
-        "/data/system_ce",
-        Medium,
-        "credential-encrypted system data",
-    ),
-    ("/data/system_de", Medium, "device-encrypted system data"),
-    (
-        "/data/system/locksettings.db",
-        Medium,
-        "lock screen credentials",
-    ),
+/// What reading a path means, beyond [`SECRET_LOCATIONS`] (every one of which is
+/// `medium` to read: [`READ_PATHS`]): secrets wherever they are (`**/`), raw storage and
+/// memory, other processes' memory and environment.
+const READ_RULES: &[(&str, RiskLevel, &str)] = &[
     (
         "/data/system/gatekeeper*",
         Medium,
         "lock screen credentials",
     ),
-    ("/data/misc/keystore", Medium, "keystore"),
-    ("/data/misc/wifi", Medium, "Wi-Fi passwords"),
-    ("/data/misc/vpn", Medium, "VPN credentials"),
-    ("/etc/shadow", Medium, "password hashes"),
-    ("/etc/shadow-", Medium, "password hashes (backup)"),
-    ("/etc/gshadow-", Medium, "group passwords (backup)"),
-    ("/etc/security/opasswd", Medium, "old password hashes"),
-    ("/etc/gshadow", Medium, "group passwords"),
-    ("/etc/ssh/ssh_host_*_key", Medium, "host private key"),
-    ("/etc/ssl/private", Medium, "TLS private keys"),
     ("**/.ssh/id_*", Medium, "SSH private key"),
     ("**/.ssh/id_*.pub", ReadOnly, "SSH public key"),
+    // Public keys are no secret, in the homes whose `.ssh` is one too.
+    ("/root/.ssh/id_*.pub", ReadOnly, "SSH public key"),
+    ("/home/*/.ssh/id_*.pub", ReadOnly, "SSH public key"),
+    ("/~/.ssh/id_*.pub", ReadOnly, "SSH public key"),
     ("**/.gnupg", Medium, "GnuPG keys"),
     ("**/.aws/credentials", Medium, "cloud credentials"),
     ("**/.netrc", Medium, "stored passwords"),
@@ -179,6 +165,26 @@ pub(super) const READ_PATHS: &[(&str, RiskLevel, &str)] = &[
     ("/proc/*/environ", Medium, "another process's environment"),
     ("/proc/*/mem", Medium, "another process's memory"),
 ];
+
+/// What reading a path means: every secret location the sandbox masks, `medium`, and
+/// [`READ_RULES`]. One table of secrets, so that what the sandbox hides and what asks a
+/// person before it is read cannot drift apart.
+pub(super) static READ_PATHS: LazyLock<Vec<(&'static str, RiskLevel, &'static str)>> =
+    LazyLock::new(|| {
+        let mut rows: Vec<_> = SECRET_LOCATIONS
+            .iter()
+            .map(|(pattern, why)| (*pattern, Medium, *why))
+            .collect();
+        // A home directory written `~` is matched as `/~` (module comment): the
+        // secrets of every home are the secrets of `~` too.
+        rows.extend(SECRET_LOCATIONS.iter().filter_map(|(pattern, why)| {
+            let rest = pattern.strip_prefix("/home/*/")?;
+            let tilde: &'static str = Box::leak(format!("/~/{rest}").into_boxed_str());
+            Some((tilde, Medium, *why))
+        }));
+        rows.extend(READ_RULES.iter().copied());
+        rows
+    });
 
 /// Trees whose recursive deletion destroys the system or all the user's data. A
 /// component `*` stands for any one name (every home directory).

@@ -338,7 +338,7 @@ pub(super) fn write_level(path: &str) -> (RiskLevel, String) {
 pub(super) fn read_level_relative(rel: &str) -> Option<(RiskLevel, String)> {
     let rel_comps = components(rel);
     let mut worst: Option<(RiskLevel, String)> = None;
-    for (pattern, level, _) in READ_PATHS {
+    for (pattern, level, _) in READ_PATHS.iter() {
         if *level == RiskLevel::ReadOnly {
             continue;
         }
@@ -360,7 +360,7 @@ pub(super) fn read_level_relative(rel: &str) -> Option<(RiskLevel, String)> {
             let dir = pat.get(..k).unwrap_or_default().join("/");
             let prefix = if anywhere { "/x/" } else { "/" };
             let full = normalize(&format!("{prefix}{dir}/{}", rel_comps.join("/")));
-            if let Some((level, _)) = lookup(READ_PATHS, &full) {
+            if let Some((level, _)) = lookup(READ_PATHS.as_slice(), &full) {
                 if level > RiskLevel::ReadOnly && worst.as_ref().is_none_or(|(w, _)| level > *w) {
                     worst = Some((
                         level,
@@ -417,7 +417,7 @@ pub(super) fn see_through(path: &str) -> Seen {
 }
 
 pub(super) fn read_level(path: &str) -> Option<(RiskLevel, String)> {
-    lookup(READ_PATHS, path)
+    lookup(READ_PATHS.as_slice(), path)
         .filter(|(level, _)| *level > RiskLevel::ReadOnly)
         .map(|(level, why)| {
             (

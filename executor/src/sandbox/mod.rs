@@ -3,7 +3,7 @@
 //! assessment only decides when to ask; the kernel makes what runs unasked harmless:
 //!
 //! * its own mount namespace with every mount read-only, a minimal `/dev`, a throwaway
-//!   scratch tmpfs as `TMPDIR`, and nl2sh's own files plus [`masks::SECRET_LOCATIONS`]
+//!   scratch tmpfs as `TMPDIR`, and nl2sh's own files plus [`crate::secrets::SECRET_LOCATIONS`]
 //!   masked ([`mounts`]);
 //! * an unprivileged identity of its own: each running call takes a uid (and the same
 //!   gid) from the reserved range `sandbox_uid_base` .. + `sandbox_uid_count`, never

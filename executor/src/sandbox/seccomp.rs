@@ -6,9 +6,11 @@
 use std::collections::BTreeMap;
 
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
 };
+
+pub use nl2sh_proto::seccomp::SeccompError;
+use nl2sh_proto::seccomp::{arch, dword};
 
 /// `kexec_file_load`: the libc crate names it for every target this filter covers but
 /// aarch64 musl (the static phone build); arm64 takes the generic number.
@@ -154,30 +156,6 @@ const NAMESPACE_FLAGS: &[libc::c_int] = &[
     libc::CLONE_NEWCGROUP,
 ];
 
-#[derive(Debug, thiserror::Error)]
-pub enum SeccompError {
-    #[error("no seccomp filter for this architecture ({0})")]
-    Arch(&'static str),
-    #[error("building the seccomp filter: {0}")]
-    Build(#[from] seccompiler::BackendError),
-    #[error("installing the seccomp filter: {0}")]
-    Install(#[from] seccompiler::Error),
-}
-
-fn condition(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, SeccompError> {
-    Ok(SeccompCondition::new(
-        arg,
-        SeccompCmpArgLen::Dword,
-        op,
-        value,
-    )?)
-}
-
-fn arch() -> Result<TargetArch, SeccompError> {
-    TargetArch::try_from(std::env::consts::ARCH)
-        .map_err(|_| SeccompError::Arch(std::env::consts::ARCH))
-}
-
 /// The x32 ABI on x86_64 reaches the same calls under other numbers; refuse those too.
 // `c_long` is `i64` only on 64-bit targets; the conversion is real elsewhere.
 #[allow(clippy::useless_conversion)]
@@ -210,11 +188,11 @@ pub fn programs(ipc_namespace: bool) -> Result<Vec<BpfProgram>, SeccompError> {
     // and, for netlink, the protocol one of NETLINK_PROTOCOLS.
     let other_family: Vec<SeccompCondition> = SOCKET_FAMILIES
         .iter()
-        .map(|(family, _)| condition(0, SeccompCmpOp::Ne, *family as u64))
+        .map(|(family, _)| dword(0, SeccompCmpOp::Ne, *family as u64))
         .collect::<Result<_, _>>()?;
-    let mut other_netlink = vec![condition(0, SeccompCmpOp::Eq, libc::AF_NETLINK as u64)?];
+    let mut other_netlink = vec![dword(0, SeccompCmpOp::Eq, libc::AF_NETLINK as u64)?];
     for (protocol, _) in NETLINK_PROTOCOLS {
-        other_netlink.push(condition(2, SeccompCmpOp::Ne, *protocol as u64)?);
+        other_netlink.push(dword(2, SeccompCmpOp::Ne, *protocol as u64)?);
     }
     for n in with_x32(libc::SYS_socket) {
         rules.insert(
@@ -232,8 +210,8 @@ pub fn programs(ipc_namespace: bool) -> Result<Vec<BpfProgram>, SeccompError> {
         rules.insert(
             n,
             vec![
-                SeccompRule::new(vec![condition(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?])?,
-                SeccompRule::new(vec![condition(
+                SeccompRule::new(vec![dword(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?])?,
+                SeccompRule::new(vec![dword(
                     1,
                     SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
                     libc::SOCK_DGRAM as u64,
@@ -246,7 +224,7 @@ pub fn programs(ipc_namespace: bool) -> Result<Vec<BpfProgram>, SeccompError> {
         .iter()
         .map(|flag| {
             let bit = *flag as u64;
-            Ok(SeccompRule::new(vec![condition(
+            Ok(SeccompRule::new(vec![dword(
                 0,
                 SeccompCmpOp::MaskedEq(bit),
                 bit,
@@ -268,13 +246,7 @@ pub fn programs(ipc_namespace: bool) -> Result<Vec<BpfProgram>, SeccompError> {
     }
     let lock_commands: Vec<SeccompRule> = LOCK_FCNTL_COMMANDS
         .iter()
-        .map(|cmd| {
-            Ok(SeccompRule::new(vec![condition(
-                1,
-                SeccompCmpOp::Eq,
-                *cmd,
-            )?])?)
-        })
+        .map(|cmd| Ok(SeccompRule::new(vec![dword(1, SeccompCmpOp::Eq, *cmd)?])?))
         .collect::<Result<_, SeccompError>>()?;
     for n in with_x32(libc::SYS_fcntl) {
         locks.insert(n, lock_commands.clone());

@@ -4,15 +4,16 @@
 //! enums as their name or number), else -32602 naming the field.
 
 use nl2sh_proto::channels::{ContextId, TaskQuery, TaskState};
-use nl2sh_proto::limits::{MAX_AGENT_TEXT_BYTES, MAX_ID_BYTES};
+use nl2sh_proto::limits::{
+    MAX_AGENT_TEXT_BYTES, MAX_ID_BYTES, MAX_PAGE_SIZE, MAX_PAGE_TOKEN_BYTES, MIN_PAGE_SIZE,
+};
 use serde_json::{Map, Value};
 
 use super::error::A2aError;
-use crate::store::MAX_PAGE_TOKEN_BYTES;
 use crate::tasks::document::{parse_rfc3339_ceil_ms, View};
 
+/// `pageSize` when the request names none (the A2A default).
 pub const DEFAULT_PAGE_SIZE: u32 = 50;
-pub const MAX_PAGE_SIZE: u32 = 100;
 
 /// Output modes nl2sh can answer in: the result is JSON, the answer text.
 const OUTPUT_MODES: [&str; 6] = [
@@ -397,13 +398,13 @@ pub fn list(params: &Obj) -> Result<List, A2aError> {
     };
     let page_size = match int32(params, "pageSize", "pageSize")? {
         None => DEFAULT_PAGE_SIZE,
-        Some(n) if (1..=i64::from(MAX_PAGE_SIZE)).contains(&n) => {
+        Some(n) if (i64::from(MIN_PAGE_SIZE)..=i64::from(MAX_PAGE_SIZE)).contains(&n) => {
             u32::try_from(n).unwrap_or(DEFAULT_PAGE_SIZE)
         }
         Some(_) => {
             return Err(A2aError::invalid(
                 "pageSize",
-                format!("pageSize must be 1-{MAX_PAGE_SIZE}"),
+                format!("pageSize must be {MIN_PAGE_SIZE}-{MAX_PAGE_SIZE}"),
             ))
         }
     };

@@ -28,22 +28,13 @@ pub fn parse_rfc3339_ceil_ms(text: &str) -> Option<i64> {
     Some(if sub_ms > 0 { ms.saturating_add(1) } else { ms })
 }
 
-/// A new random id in the UUID v4 text form. Ids name tasks, contexts, messages and
-/// artifacts; they are not credentials, only unique.
+/// A new random id in the UUID v4 text form, for messages and artifacts: they are not
+/// credentials, only unique. Task and context ids are the store's: approvald mints them
+/// (`StoreClient::create_task`).
 pub fn new_id() -> Result<String, getrandom::Error> {
     let mut b = [0u8; 16];
     getrandom::fill(&mut b)?;
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    Ok(format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    ))
+    Ok(uuid::Builder::from_random_bytes(b).into_uuid().to_string())
 }
 
 /// How a task ended, for its final status message and artifacts.

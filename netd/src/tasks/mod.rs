@@ -1,10 +1,10 @@
 //! The task service: delegated tasks for the built-in Agent, shared by A2A and the MCP
 //! task tools (HTTP and stdio).
 //!
-//! * A task is created SUBMITTED, becomes WORKING when its turn comes, and ends
-//!   COMPLETED, FAILED or CANCELED. Each transition is stored (PutTask) before anyone
-//!   can see it, so a terminal task read back from the store is what the last answer
-//!   showed.
+//! * A task is created SUBMITTED (its ids minted by approvald, which owns the store),
+//!   becomes WORKING when its turn comes, and ends COMPLETED, FAILED or CANCELED. Each
+//!   transition is stored (PutTask) before anyone can see it, so a terminal task read
+//!   back from the store is what the last answer showed.
 //! * At most [`MAX_ACTIVE_TASKS`] are active, counting those waiting for their context;
 //!   one more is refused at once ([`TaskError::Busy`]).
 //! * Tasks of one context run one after another in the order they were stored (their
@@ -32,7 +32,7 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, AgentEnd, AgentJob, AgentRun};
-use crate::store::{StoreClient, StoreError};
+use crate::store::{StoreClient, StoreClientError};
 use document::{Ending, TaskDoc};
 
 /// How long [`TaskService::cancel`] waits for a cancelled run to settle before it
@@ -98,17 +98,9 @@ pub enum TaskError {
     #[error("the service is shutting down and takes no new tasks")]
     Draining,
     #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("no system randomness for a new id")]
-    Randomness,
+    Store(#[from] StoreClientError),
     #[error("the stored task is unreadable")]
     Unreadable,
-}
-
-impl From<getrandom::Error> for TaskError {
-    fn from(_: getrandom::Error) -> Self {
-        TaskError::Randomness
-    }
 }
 
 /// A new task, validated by its front door.
@@ -179,6 +171,8 @@ struct Active {
 #[derive(Default)]
 struct State {
     active: HashMap<TaskId, Active>,
+    /// Submissions counted against the limit while approvald mints their ids.
+    reserved: usize,
     /// Per context, the last task in line and the signal it sends when it (and every
     /// task before it) is done.
     tails: HashMap<ContextId, (TaskId, watch::Receiver<bool>)>,
@@ -221,15 +215,14 @@ impl TaskService {
         self.inner.state().active.len()
     }
 
-    /// Create a task: refused at once over the limit or while draining; otherwise it is
-    /// stored SUBMITTED before this returns, and runs when its context is free. Dropping
-    /// the returned future or handle does not affect the task.
+    /// Create a task: refused at once over the limit or while draining; otherwise
+    /// approvald mints its ids (and a context's, when none is given), and it is stored
+    /// SUBMITTED before this returns, and runs when its context is free. Dropping the
+    /// returned future or handle does not affect a task once created.
     pub async fn submit(&self, new: NewTask) -> Result<TaskHandle, TaskError> {
-        let id = TaskId(document::new_id()?);
-        let context = match new.context {
-            Some(c) if !c.0.is_empty() => c,
-            _ => ContextId(document::new_id()?),
-        };
+        let reservation = Reservation::take(&self.inner)?;
+        let asked = new.context.filter(|c| !c.0.is_empty());
+        let (id, context) = self.inner.store.create_task(asked.as_ref()).await?;
         let doc = TaskDoc::new(id.clone(), context.clone(), new.message);
         let submitted = Arc::new(doc.to_json());
         let (tx, rx) = watch::channel(Snapshot {
@@ -239,11 +232,15 @@ impl TaskService {
         let cancel = CancellationToken::new();
         {
             let mut state = self.inner.state();
+            reservation.release(&mut state);
+            // A drain that began while the ids were minted has not seen this task.
             if self.inner.draining.load(Ordering::Acquire) {
                 return Err(TaskError::Draining);
             }
-            if state.active.len() >= MAX_ACTIVE_TASKS {
-                return Err(TaskError::Busy);
+            if state.active.contains_key(&id) {
+                return Err(TaskError::Store(StoreClientError::BadAnswer(
+                    "a created task id already in use".into(),
+                )));
             }
             state.active.insert(
                 id.clone(),
@@ -268,7 +265,7 @@ impl TaskService {
         match stored_rx.await {
             Ok(Ok(())) => Ok(TaskHandle { id, rx, submitted }),
             Ok(Err(e)) => Err(e.into()),
-            Err(_) => Err(TaskError::Store(StoreError::BadAnswer(
+            Err(_) => Err(TaskError::Store(StoreClientError::BadAnswer(
                 "the task ended before it was stored".into(),
             ))),
         }
@@ -374,6 +371,44 @@ impl TaskService {
     }
 }
 
+/// A place under the active-task limit, held while approvald mints a task's ids; given
+/// back when the task is active, or when the submission fails or is dropped.
+struct Reservation {
+    inner: Option<Arc<Inner>>,
+}
+
+impl Reservation {
+    fn take(inner: &Arc<Inner>) -> Result<Reservation, TaskError> {
+        let mut state = inner.state();
+        if inner.draining.load(Ordering::Acquire) {
+            return Err(TaskError::Draining);
+        }
+        if state.active.len() + state.reserved >= MAX_ACTIVE_TASKS {
+            return Err(TaskError::Busy);
+        }
+        state.reserved += 1;
+        Ok(Reservation {
+            inner: Some(inner.clone()),
+        })
+    }
+
+    /// Give the place back under a lock the caller already holds.
+    fn release(mut self, state: &mut State) {
+        if self.inner.take().is_some() {
+            state.reserved = state.reserved.saturating_sub(1);
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            let mut state = inner.state();
+            state.reserved = state.reserved.saturating_sub(1);
+        }
+    }
+}
+
 /// An id as error messages show it: bounded.
 fn shown(id: &str) -> String {
     nl2sh_proto::text::shortened(id, 64)
@@ -397,7 +432,7 @@ struct Task {
 }
 
 impl Task {
-    async fn drive(mut self, stored: oneshot::Sender<Result<(), StoreError>>) {
+    async fn drive(mut self, stored: oneshot::Sender<Result<(), StoreClientError>>) {
         if let Err(e) = self.inner.store.put_task(self.doc.record()).await {
             tracing::warn!(
                 task = %Shown::new(&self.doc.id.0),

@@ -1,5 +1,6 @@
 //! netd's real HTTP front door (`serve_http` on 127.0.0.1) with the task service wired
-//! to a fake store and a scripted runner, and a fake executor that answers anything.
+//! to approvald's real task store (behind a test proxy) and a scripted runner, and a fake
+//! executor that answers anything.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,13 +17,13 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use super::runner::Script;
-use super::store::FakeStore;
+use super::store::StoreProxy;
 use super::{send, Reply};
 
 pub const TOKEN: &str = "nl2sh-task-test-token-0123456789abcdefghijklmnop";
 pub const ORIGIN: &str = "http://phone.test:8765";
 
-/// netd's HTTP front door on `listener` with `limits`, `executor`, a fresh fake store and
+/// netd's HTTP front door on `listener` with `limits`, `executor`, a fresh store and
 /// bearer `token`, its origin the listener's own address. Sending on (or dropping) the
 /// returned sender stops it; the handle ends with how it stopped.
 pub async fn serve_with_limits(
@@ -82,10 +83,10 @@ pub async fn fake_executor() -> ExecutorClient {
     ExecutorClient::start(ours).await.unwrap().0
 }
 
-/// A task service over a fresh fake store (refusing documents with the test token) and
+/// A task service over a fresh store (reporting documents with the test token) and
 /// `runner`.
-pub async fn task_service(runner: Arc<dyn Runner>) -> (TaskService, FakeStore) {
-    let store = FakeStore::new(&[TOKEN]);
+pub async fn task_service(runner: Arc<dyn Runner>) -> (TaskService, StoreProxy) {
+    let store = StoreProxy::new(&[TOKEN]);
     let tasks = TaskService::new(store.client().await, runner);
     (tasks, store)
 }
@@ -102,7 +103,7 @@ pub async fn backends(executor: ExecutorClient) -> Backends {
 
 pub struct Harness {
     pub addr: SocketAddr,
-    pub store: FakeStore,
+    pub store: StoreProxy,
     pub script: Arc<Script>,
     pub tasks: TaskService,
     _stop: oneshot::Sender<()>,

@@ -1,53 +1,89 @@
-//! An in-process stand-in for approvald's task store, over a real `NetdApprovald`
-//! channel pair: HashMap-backed, with the store's semantics (ListTasks newest update
-//! first, then id descending; filters; opaque page tokens, bad ones refused;
-//! `updated_after_ms` strictly after), and the checks approvald makes on what it is given
-//! (columns agree with the document, size). It also records what it was given, and any
-//! document or session holding a forbidden string (the protocol token).
+//! approvald's real task store (`TaskStore` and its `answer_store` dispatch, in a
+//! temporary state directory) on a real `NetdApprovald` channel pair, behind a thin
+//! proxy. The proxy keeps no tasks and pages nothing: it records what netd sent (each
+//! PutTask's state; any document or session holding a forbidden string, the protocol
+//! token; anything the store refused as invalid), and injects the faults a test asks for
+//! ([`Faults`]), which the real store cannot produce on demand.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
+use nl2sh_approvald::dispatch::answer_store;
+use nl2sh_approvald::store::tasks::TaskStore;
+use nl2sh_approvald::store::Store;
 use nl2sh_netd::store::StoreClient;
 use nl2sh_proto::channels::{
-    ContextId, StoreErrorKind, StoreRequest, StoreResponse, TaskId, TaskPage, TaskQuery,
-    TaskRecord, TaskState,
+    ContextId, StoreErrorKind, StoreRequest, StoreResponse, TaskId, TaskRecord, TaskState,
 };
-use nl2sh_proto::limits::MAX_TASK_DOCUMENT_BYTES;
 use nl2sh_proto::rpc;
 use nl2sh_proto::topology::{pair, NetdApprovald};
+use nl2sh_proto::Secret;
 use serde_json::Value;
 
+/// Faults the proxy injects.
 #[derive(Default)]
-pub struct Data {
-    pub tasks: HashMap<TaskId, TaskRecord>,
-    pub sessions: HashMap<ContextId, String>,
-    /// Every PutTask, in order: (id, state).
-    pub puts: Vec<(TaskId, TaskState)>,
-    /// What approvald would have refused, or a secret found.
-    pub violations: Vec<String>,
-    /// Strings no stored document or session may contain.
-    pub forbidden: Vec<String>,
-    /// Answer every PutTask with `Failed { Storage }`.
+pub struct Faults {
+    /// Answer every PutTask with `Failed { Storage }` (a full disk), unstored.
     pub refuse_puts: bool,
+    /// LoadSession of these contexts answers this text instead of asking the store (a
+    /// damaged session file).
+    pub sessions: HashMap<ContextId, String>,
 }
 
-#[derive(Clone, Default)]
-pub struct FakeStore {
-    pub data: Arc<Mutex<Data>>,
+/// What netd sent, as the proxy saw it.
+#[derive(Default)]
+struct Seen {
+    /// Every PutTask, in order: (id, state).
+    puts: Vec<(TaskId, TaskState)>,
+    /// What the store refused as invalid, or a secret sent to it.
+    violations: Vec<String>,
 }
 
-impl FakeStore {
+struct Shared {
+    tasks: Arc<TaskStore>,
+    /// Strings no document or session netd sends may contain.
+    forbidden: Vec<String>,
+    seen: Mutex<Seen>,
+    faults: Mutex<Faults>,
+    // The store's writer and its directory live as long as the proxy.
+    _store: Store,
+    _dir: tempfile::TempDir,
+}
+
+#[derive(Clone)]
+pub struct StoreProxy {
+    shared: Arc<Shared>,
+}
+
+impl StoreProxy {
+    /// A fresh store in a temporary directory, redacting `forbidden` as approvald
+    /// redacts the secrets it is given.
     pub fn new(forbidden: &[&str]) -> Self {
-        let store = Self::default();
-        store.data().forbidden = forbidden.iter().map(|s| s.to_string()).collect();
-        store
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let secrets: Vec<Secret> = forbidden
+            .iter()
+            .map(|s| Secret::new(s.to_string()))
+            .collect();
+        let tasks = Arc::new(store.tasks(&secrets).unwrap());
+        Self {
+            shared: Arc::new(Shared {
+                tasks,
+                forbidden: forbidden.iter().map(|s| s.to_string()).collect(),
+                seen: Mutex::new(Seen::default()),
+                faults: Mutex::new(Faults::default()),
+                _store: store,
+                _dir: dir,
+            }),
+        }
     }
 
-    pub fn data(&self) -> std::sync::MutexGuard<'_, Data> {
-        self.data.lock().unwrap()
+    pub fn faults(&self) -> std::sync::MutexGuard<'_, Faults> {
+        self.shared.faults.lock().unwrap()
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.shared.seen.lock().unwrap()
     }
 
     /// Serve the store on a fresh channel; netd's client for it.
@@ -55,19 +91,20 @@ impl FakeStore {
         let (ours, theirs) = pair::<NetdApprovald>().unwrap();
         let me = self.clone();
         tokio::spawn(rpc::serve(theirs, move |req: StoreRequest| {
-            let answer = me.answer(req);
-            async move { Ok(answer) }
+            let me = me.clone();
+            async move { Ok(me.answer(req).await) }
         }));
         let (client, _end) = StoreClient::start(ours).await.unwrap();
         client
     }
 
     pub fn violations(&self) -> Vec<String> {
-        self.data().violations.clone()
+        self.seen().violations.clone()
     }
 
+    /// The state of each PutTask of task `id` netd sent, in order.
     pub fn states_of(&self, id: &str) -> Vec<TaskState> {
-        self.data()
+        self.seen()
             .puts
             .iter()
             .filter(|(t, _)| t.0 == id)
@@ -75,182 +112,103 @@ impl FakeStore {
             .collect()
     }
 
-    pub fn stored(&self, id: &str) -> Option<Value> {
-        let data = self.data();
-        let record = data.tasks.get(&TaskId(id.to_string()))?;
+    /// The task as the store holds it.
+    pub async fn stored(&self, id: &str) -> Option<Value> {
+        let record = self
+            .shared
+            .tasks
+            .get(TaskId(id.to_string()))
+            .await
+            .unwrap()?;
         Some(serde_json::from_str(&record.document).unwrap())
     }
 
-    pub fn session(&self, context: &str) -> Option<String> {
-        self.data()
-            .sessions
-            .get(&ContextId(context.to_string()))
-            .cloned()
+    /// The history of `context` as the store holds it.
+    pub async fn session(&self, context: &str) -> Option<String> {
+        self.shared
+            .tasks
+            .load_session(ContextId(context.to_string()))
+            .await
+            .unwrap()
     }
 
-    /// Put a record straight into the store (as an earlier netd would have).
-    pub fn seed(&self, record: TaskRecord) {
-        self.data().tasks.insert(record.id.clone(), record);
+    /// Put a record straight into the store, with an id of the test's choosing (as an
+    /// earlier netd would have left it).
+    pub async fn seed(&self, record: TaskRecord) {
+        let tasks = &self.shared.tasks;
+        tasks.admit_for_test(record.id.clone(), record.context_id.clone());
+        tasks.put(record).await.unwrap();
     }
 
-    fn answer(&self, req: StoreRequest) -> StoreResponse {
-        let mut data = self.data();
-        match req {
-            StoreRequest::Ping => StoreResponse::Pong,
+    async fn answer(&self, req: StoreRequest) -> StoreResponse {
+        match &req {
             StoreRequest::PutTask(record) => {
-                data.puts.push((record.id.clone(), record.state));
-                if data.refuse_puts {
-                    return failed(StoreErrorKind::Storage, "disk full (test)");
+                self.seen().puts.push((record.id.clone(), record.state));
+                if self.faults().refuse_puts {
+                    return StoreResponse::Failed {
+                        kind: StoreErrorKind::Storage,
+                        message: "disk full (test)".into(),
+                    };
                 }
-                if record.document.len() > MAX_TASK_DOCUMENT_BYTES {
-                    return failed(StoreErrorKind::TooLarge, "document over 4 MiB");
+                if let Err(why) = timestamp_agrees(record) {
+                    self.seen().violations.push(why);
                 }
-                if let Err(why) = agrees(&record) {
-                    data.violations.push(why);
-                    return failed(StoreErrorKind::Invalid, "columns disagree");
+                if self.holds_secret(&record.document) {
+                    let why = format!("task {} sent with a secret", record.id);
+                    self.seen().violations.push(why);
                 }
-                let leaked = data
-                    .forbidden
-                    .iter()
-                    .any(|secret| record.document.contains(secret.as_str()));
-                if leaked {
-                    data.violations
-                        .push(format!("task {} stored with a secret", record.id));
-                }
-                data.tasks.insert(record.id.clone(), record);
-                StoreResponse::Stored
             }
-            StoreRequest::GetTask { id } => StoreResponse::Task(data.tasks.get(&id).cloned()),
-            StoreRequest::ListTasks(query) => list(&data, &query),
+            StoreRequest::SaveSession { messages_json, .. } if self.holds_secret(messages_json) => {
+                self.seen()
+                    .violations
+                    .push("a session sent with a secret".into());
+            }
             StoreRequest::LoadSession { context_id } => {
-                StoreResponse::Session(data.sessions.get(&context_id).cloned())
+                if let Some(text) = self.faults().sessions.get(context_id) {
+                    return StoreResponse::Session(Some(text.clone()));
+                }
             }
-            StoreRequest::SaveSession {
-                context_id,
-                messages_json,
-            } => {
-                if !matches!(serde_json::from_str(&messages_json), Ok(Value::Array(_))) {
-                    data.violations
-                        .push("a session that is not a JSON array".to_string());
-                }
-                if data
-                    .forbidden
-                    .iter()
-                    .any(|secret| messages_json.contains(secret.as_str()))
-                {
-                    data.violations.push("a session saved with a secret".into());
-                }
-                data.sessions.insert(context_id, messages_json);
-                StoreResponse::Stored
+            _ => {}
+        }
+        let what = match &req {
+            StoreRequest::PutTask(record) => format!("task {}", record.id),
+            StoreRequest::SaveSession { context_id, .. } => format!("session {context_id}"),
+            _ => String::new(),
+        };
+        let answer = answer_store(&self.shared.tasks, req).await;
+        if let StoreResponse::Failed {
+            kind: StoreErrorKind::Invalid,
+            message,
+        } = &answer
+        {
+            if !what.is_empty() {
+                self.seen()
+                    .violations
+                    .push(format!("{what} refused: {message}"));
             }
         }
+        answer
+    }
+
+    fn holds_secret(&self, text: &str) -> bool {
+        self.shared
+            .forbidden
+            .iter()
+            .any(|secret| text.contains(secret.as_str()))
     }
 }
 
-fn failed(kind: StoreErrorKind, message: &str) -> StoreResponse {
-    StoreResponse::Failed {
-        kind,
-        message: message.into(),
-    }
-}
-
-/// approvald's check: the columns say what the document says.
-fn agrees(record: &TaskRecord) -> Result<(), String> {
+/// netd keeps `updated_ms` and the document's `status.timestamp` one instant (the store
+/// orders by the column; clients read the document).
+fn timestamp_agrees(record: &TaskRecord) -> Result<(), String> {
     let doc: Value = serde_json::from_str(&record.document)
         .map_err(|e| format!("task {} document is not JSON: {e}", record.id))?;
     let ts = doc["status"]["timestamp"].as_str().unwrap_or("");
     let ms = chrono::DateTime::parse_from_rfc3339(ts)
         .map(|t| t.timestamp_millis())
         .map_err(|_| format!("task {}: bad timestamp {ts:?}", record.id))?;
-    let checks = [
-        (doc["id"] == record.id.0.as_str(), "id"),
-        (
-            doc["contextId"] == record.context_id.0.as_str(),
-            "contextId",
-        ),
-        (doc["status"]["state"] == record.state.as_a2a(), "state"),
-        (ms == record.updated_ms, "timestamp"),
-    ];
-    match checks.iter().find(|(ok, _)| !ok) {
-        Some((_, what)) => Err(format!("task {}: column {what} disagrees", record.id)),
-        None => Ok(()),
+    if ms != record.updated_ms {
+        return Err(format!("task {}: column updated_ms disagrees", record.id));
     }
-}
-
-fn filters_hash(q: &TaskQuery) -> u64 {
-    let mut h = DefaultHasher::new();
-    q.context_id.hash(&mut h);
-    q.state.map(TaskState::as_a2a).hash(&mut h);
-    q.updated_after_ms.hash(&mut h);
-    h.finish()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<String> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes = (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()?;
-    String::from_utf8(bytes).ok()
-}
-
-/// `v1.<updated_ms>.<hex id>.<filters>`: the last task of the page before.
-fn cursor(token: &str, q: &TaskQuery) -> Option<(i64, String)> {
-    let mut parts = token.split('.');
-    if parts.next()? != "v1" {
-        return None;
-    }
-    let updated: i64 = parts.next()?.parse().ok()?;
-    let id = unhex(parts.next()?)?;
-    let filters: u64 = parts.next()?.parse().ok()?;
-    (parts.next().is_none() && filters == filters_hash(q)).then_some((updated, id))
-}
-
-fn list(data: &Data, q: &TaskQuery) -> StoreResponse {
-    let mut matching: Vec<&TaskRecord> = data
-        .tasks
-        .values()
-        .filter(|r| q.context_id.as_ref().is_none_or(|c| r.context_id == *c))
-        .filter(|r| q.state.is_none_or(|s| r.state == s))
-        .filter(|r| q.updated_after_ms.is_none_or(|after| r.updated_ms > after))
-        .collect();
-    matching.sort_by(|a, b| (b.updated_ms, &b.id.0).cmp(&(a.updated_ms, &a.id.0)));
-    let total_size = matching.len() as u64;
-    let start = match &q.page_token {
-        None => 0,
-        Some(token) => match cursor(token, q) {
-            Some((updated, id)) => matching
-                .iter()
-                .position(|r| (r.updated_ms, r.id.0.as_str()) < (updated, id.as_str()))
-                .unwrap_or(matching.len()),
-            None => return failed(StoreErrorKind::BadPageToken, "not a page token"),
-        },
-    };
-    let page: Vec<TaskRecord> = matching
-        .iter()
-        .skip(start)
-        .take(q.page_size as usize)
-        .map(|r| (*r).clone())
-        .collect();
-    let more = start + page.len() < matching.len();
-    let next_page_token = match (more, page.last()) {
-        (true, Some(last)) => format!(
-            "v1.{}.{}.{}",
-            last.updated_ms,
-            hex(last.id.0.as_bytes()),
-            filters_hash(q)
-        ),
-        _ => String::new(),
-    };
-    StoreResponse::Tasks(TaskPage {
-        tasks: page,
-        total_size,
-        next_page_token,
-    })
+    Ok(())
 }
