@@ -120,25 +120,26 @@ pub(crate) async fn run_job<T: Send + 'static>(
     answered.await.map_err(|_| StoreError::Closed)
 }
 
+/// Create the tail file for `head` (a new file, through a rename).
 pub(crate) fn write_tail(path: &Path, head: &Head) -> Result<(), StoreError> {
-    let t = tail::Tail {
-        id: head.id,
-        row_sha256: head.sha256.clone(),
-    };
-    tail::write(path, &t).map_err(|source| StoreError::Io {
-        what: "cannot write",
-        path: path.to_owned(),
-        source,
-    })
+    tail_io(path, head, tail::write)
 }
 
 /// [`write_tail`] for the writer's updates after a commit (in place, no rename).
 pub(crate) fn update_tail(path: &Path, head: &Head) -> Result<(), StoreError> {
+    tail_io(path, head, tail::update)
+}
+
+fn tail_io(
+    path: &Path,
+    head: &Head,
+    io: fn(&Path, &tail::Tail) -> std::io::Result<()>,
+) -> Result<(), StoreError> {
     let t = tail::Tail {
         id: head.id,
         row_sha256: head.sha256.clone(),
     };
-    tail::update(path, &t).map_err(|source| StoreError::Io {
+    io(path, &t).map_err(|source| StoreError::Io {
         what: "cannot write",
         path: path.to_owned(),
         source,

@@ -1,59 +1,42 @@
-//! Bench-only reference server for `benches/invoke.rs`: `nl2sh_invoke` served by ONE
-//! process, without the privilege-separated tree.
+//! Bench-only reference server for `benches/invoke.rs`: the tree's own code in ONE
+//! process.
 //!
-//! * HTTP: axum with rmcp's Streamable HTTP service configured exactly as netd configures
-//!   it (stateless, JSON responses, no legacy sessions, 32 KiB body limit), behind a front
-//!   door doing what netd's does on the hot path (body-size check, Bearer token, Host,
-//!   body collected under the limit).
-//! * MCP: netd's own `nl2sh_invoke` descriptor and result shaping
-//!   (`nl2sh_netd::tools::{all, call::to_result}`), the same argument checks.
-//! * Tool: the executor's [`Pipeline`] called in process — the registration, validation,
-//!   `fs.stat`/`shell.exec` preparation, locks, privilege binding and run code the tree's
-//!   executor runs, with no netd→executor hop. The pipeline asks an approval authority
-//!   through an `RpcClient`, so one in-process socketpair remains:
-//!   `--authority bare` (default) answers it in this process without storing anything
-//!   (read-only allowed, the rest refused); `--authority audited` answers it with
-//!   approvald's real `Authority` and SQLite store in a private state directory, with the
-//!   executor's audit outbox beside it.
+//! * HTTP, MCP and the tools' glue: netd's real front door (`serve_http_with`: the
+//!   connection table, Host and Bearer checks, the 32 KiB body limit, rmcp configured as
+//!   netd configures it, `nl2sh_invoke`'s argument checks and result shaping).
+//! * Tool: the executor's real dispatch and [`Pipeline`] (registration, validation,
+//!   `fs.stat`/`shell.exec` preparation, locks, privilege binding, the read-only sandbox),
+//!   reached over an in-process `NetdExecutor` socketpair as netd reaches it.
+//! * Approval: `--authority bare` (default) answers the executor in this process without
+//!   storing anything (read-only allowed, the rest refused); `--authority audited` answers
+//!   it with approvald's real `Authority` and SQLite store in a private state directory,
+//!   with the executor's audit outbox beside it.
+//! * Tasks: approvald's real task store in a temporary directory (the bench delegates
+//!   none; the routes need one).
+//!
+//! So the tree and this process run the same code; what separates them is processes:
+//! their identities, confinement, and the kernel's work between them.
 //!
 //! Usage: `single_rmcp --port N [--authority bare|audited] [--state-dir DIR]`, token from
 //! `NL2SH_PROTOCOL_TOKEN`. Binds 127.0.0.1 only and prints `Listening on: ADDR`.
 
-use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::middleware::{self, Next};
-use axum::response::Response;
-use axum::Router;
-use http_body_util::{BodyExt, Limited};
-use nl2sh_executor::device::DeviceEnv;
+use nl2sh_approvald::store::Store;
 use nl2sh_executor::runtime::authority::Authority as AuthorityLink;
-use nl2sh_executor::runtime::pipeline::Pipeline;
-use nl2sh_netd::mcp::SUPPORTED_PROTOCOL_VERSIONS;
-use nl2sh_netd::tools;
+use nl2sh_netd::executor::ExecutorClient;
+use nl2sh_netd::store::StoreClient;
+use nl2sh_netd::tasks::{TaskService, Unavailable};
+use nl2sh_netd::{serve_http_with, Backends, HttpLimits};
 use nl2sh_proto::channels::{
-    AuthorityRequest, AuthorityResponse, CallOrigin, ConfigVersion, Correlation, Decision,
-    InvokeRequest, PolicySnapshot, RiskLevel,
+    AuthorityRequest, AuthorityResponse, CallOrigin, ConfigVersion, Decision, HttpSettings,
+    PolicySnapshot, RiskLevel,
 };
-use nl2sh_proto::limits::{MAX_ARGUMENT_JSON_BYTES, MAX_HTTP_BODY_BYTES, MAX_TOOL_NAME_BYTES};
 use nl2sh_proto::rpc::{self, RpcClient};
-use nl2sh_proto::topology::{pair, ExecutorApprovald};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
-    ServerConfig, Tool,
-};
-use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::Value;
+use nl2sh_proto::topology::{pair, ExecutorApprovald, NetdApprovald, NetdExecutor};
+use nl2sh_proto::Secret;
 
 #[derive(Clone, Copy, PartialEq)]
 enum AuthorityMode {
@@ -135,7 +118,6 @@ async fn serve(opts: Options) -> Result<(), String> {
             audited_authority(opts.state_dir.as_deref().expect("checked")).await?
         }
     };
-    let device = DeviceEnv::probe(std::env::var("PATH").ok());
     // The same read-only sandbox the tree uses (its default uid range, nothing else
     // masked).
     let sandbox = nl2sh_executor::sandbox::Sandbox::new(
@@ -148,36 +130,51 @@ async fn serve(opts: Options) -> Result<(), String> {
             Vec::new(),
         ),
     );
-    let pipeline = Arc::new(Pipeline::new(
-        device,
+    let runtime = Arc::new(nl2sh_executor::Runtime::new(
+        std::env::var("PATH").ok().as_deref(),
         Some(authority),
         Some(Arc::new(sandbox)),
+        Default::default(),
     ));
+    let (asker, answerer) = pair::<NetdExecutor>().map_err(|e| e.to_string())?;
+    tokio::spawn(nl2sh_executor::dispatch::serve_netd(answerer, runtime));
+    let (executor, _) = ExecutorClient::start(asker)
+        .await
+        .map_err(|e| e.to_string())?;
+
+    let tasks_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let store = Store::open(tasks_dir.path()).map_err(|e| e.to_string())?;
+    let task_store = Arc::new(store.tasks(&[]).map_err(|e| e.to_string())?);
+    let (asker, answerer) = pair::<NetdApprovald>().map_err(|e| e.to_string())?;
+    tokio::spawn(nl2sh_approvald::dispatch::serve_netd(answerer, task_store));
+    let (store_client, _) = StoreClient::start(asker).await.map_err(|e| e.to_string())?;
+    let runner = Arc::new(Unavailable("no Agent in the bench".into()));
+    let backends = Backends {
+        executor,
+        tasks: TaskService::new(store_client, runner),
+    };
+
     let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], opts.port)))
         .await
         .map_err(|e| format!("bind: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let gate = Arc::new(Gate {
-        bearer: format!("Bearer {}", opts.token),
-        host: addr.to_string(),
-    });
-    let config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
-        .with_json_response(true)
-        .disable_allowed_hosts()
-        .with_max_request_body_bytes(MAX_HTTP_BODY_BYTES);
-    let mcp = StreamableHttpService::new(
-        move || Ok(Single::new(pipeline.clone())),
-        Arc::new(NeverSessionManager::default()),
-        config,
-    );
-    let app = Router::new()
-        .route_service("/mcp", mcp)
-        .route_layer(middleware::from_fn_with_state(gate, guard));
+    let settings = HttpSettings {
+        token: Secret::new(opts.token),
+        advertised_origin: format!("http://{addr}"),
+        local_authorities: vec![addr.to_string()],
+    };
     println!("Listening on: {addr}");
-    axum::serve(listener, app)
-        .await
-        .map_err(|e| format!("serve: {e}"))
+    serve_http_with(
+        listener,
+        settings,
+        HttpLimits::default(),
+        backends,
+        std::future::pending(),
+    )
+    .await
+    .map_err(|e| format!("serve: {e}"))?;
+    drop(tasks_dir);
+    Ok(())
 }
 
 /// An authority that stores nothing: read-only actions are allowed, the rest refused
@@ -237,138 +234,4 @@ async fn audited_authority(state_dir: &std::path::Path) -> Result<Arc<AuthorityL
     let link = AuthorityLink::with_outbox(client, config, Some(Arc::new(outbox)));
     link.refresh().await;
     Ok(link)
-}
-
-struct Gate {
-    bearer: String,
-    host: String,
-}
-
-async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
-    let (mut parts, body) = request.into_parts();
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_HTTP_BODY_BYTES as u64) {
-        return error_response(StatusCode::PAYLOAD_TOO_LARGE, "request body is over 32 KiB");
-    }
-    let authorized = parts
-        .headers
-        .get(header::AUTHORIZATION)
-        .is_some_and(|v| v.as_bytes() == gate.bearer.as_bytes());
-    if !authorized {
-        return error_response(StatusCode::UNAUTHORIZED, "missing or invalid bearer token");
-    }
-    let host_ok = parts
-        .headers
-        .get(header::HOST)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(gate.host.as_bytes()));
-    if !host_ok {
-        return error_response(StatusCode::FORBIDDEN, "Host is not allowed");
-    }
-    parts.headers.remove(header::AUTHORIZATION);
-    let bytes = match Limited::new(body, MAX_HTTP_BODY_BYTES).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => return error_response(StatusCode::BAD_REQUEST, "request body unreadable"),
-    };
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
-}
-
-fn error_response(status: StatusCode, message: &str) -> Response {
-    let body = serde_json::json!({ "error": message }).to_string();
-    let mut response = Response::new(Body::from(body));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
-static NEXT_CALL_ID: AtomicU64 = AtomicU64::new(1);
-
-/// The MCP server: one per request, as with netd.
-#[derive(Clone)]
-struct Single {
-    pipeline: Arc<Pipeline>,
-}
-
-impl Single {
-    fn new(pipeline: Arc<Pipeline>) -> Self {
-        Self { pipeline }
-    }
-
-    /// netd's `nl2sh_invoke` argument checks, then the pipeline in process.
-    async fn invoke(&self, arguments: Option<&JsonObject>) -> CallToolResult {
-        let empty = JsonObject::new();
-        let arguments = arguments.unwrap_or(&empty);
-        if arguments.keys().any(|k| k != "tool" && k != "arguments") {
-            return failure("nl2sh_invoke: unexpected field");
-        }
-        let tool = match arguments.get("tool") {
-            Some(Value::String(t)) if !t.is_empty() && t.len() <= MAX_TOOL_NAME_BYTES => t,
-            _ => return failure("nl2sh_invoke: `tool` must be a non-empty string"),
-        };
-        let args_text = match arguments.get("arguments") {
-            None | Some(Value::Null) => "{}".to_string(),
-            Some(v @ Value::Object(_)) => v.to_string(),
-            Some(_) => return failure("nl2sh_invoke: `arguments` must be an object"),
-        };
-        if args_text.len() > MAX_ARGUMENT_JSON_BYTES {
-            return failure("nl2sh_invoke: arguments are too large");
-        }
-        let outcome = self
-            .pipeline
-            .invoke(InvokeRequest {
-                correlation: Correlation(NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed)),
-                origin: CallOrigin::McpHttp,
-                task: None,
-                tool: tool.clone(),
-                arguments: args_text,
-            })
-            .await;
-        tools::call::to_result(&outcome, None)
-    }
-}
-
-fn failure(text: &str) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(text)])
-}
-
-impl ServerHandler for Single {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
-            .with_server_info(Implementation::new("nl2sh-bench-single", "0"))
-    }
-
-    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(SUPPORTED_PROTOCOL_VERSIONS)
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools::all()))
-    }
-
-    fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools::all().into_iter().find(|t| t.name == name)
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        if request.name != tools::invoke::NAME {
-            return Err(ErrorData::invalid_params("tool not found", None));
-        }
-        Ok(self.invoke(request.arguments.as_ref()).await.into())
-    }
 }
