@@ -1,5 +1,5 @@
 //! `nl2sh_invoke` over HTTP: the privilege-separated tree versus one process serving the
-//! same tool (issue budgets: throughput tree/single ≥ 0.85 at concurrency 32; median
+//! same tool (budgets, docs/BENCHMARKS.md: throughput tree/single ≥ 0.85 at concurrency 32; median
 //! latency at concurrency 1, everything on one core: the privilege-separation cost, tree
 //! minus single with approvald's audit in process, ≤ 15 µs, and the total overhead, tree
 //! minus single without it, ≤ 40 µs; the four processes under that load ≤ 32 MiB
@@ -12,8 +12,8 @@
 //!
 //! * tree: `nl2sh protocol serve --host 127.0.0.1 --port P`, `NL2SH_PROTOCOL_TOKEN` set,
 //!   `NL2SH_LOG=warn`.
-//! * single: `single_rmcp` (src/bin/single_rmcp.rs): rmcp Streamable HTTP configured as
-//!   netd configures it, calling the executor's `Pipeline` in process. The reference for
+//! * single: `single_rmcp` (src/bin/single_rmcp.rs): netd's own front door and MCP code
+//!   and the executor's own dispatch, over in-process socketpairs. The reference for
 //!   the budgets is `--authority bare` (no approvald, no audit); `--authority audited`
 //!   (approvald's Authority and SQLite store in the same process) is printed alongside
 //!   to split the tree's cost into "audit" and "process hops".
@@ -314,8 +314,8 @@ fn main() {
     ]);
     println!();
     println!(
-        "nl2sh_invoke fs.stat: tree vs single process (`single_rmcp --authority bare`: same rmcp \
-         config, netd's tool glue, the executor Pipeline in process, no approvald)"
+        "nl2sh_invoke fs.stat: tree vs single process (`single_rmcp --authority bare`: netd's \
+         and the executor's own code in one process over socketpairs, no approvald)"
     );
     nl2sh_tests::print_table(
         &[
