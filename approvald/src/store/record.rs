@@ -189,3 +189,63 @@ pub fn recent_path(path: &Path, limit: usize) -> Result<Vec<AuditRow>, StoreErro
 fn stored<T: StoredText>(text: Option<String>) -> Option<T> {
     text.as_deref().and_then(T::from_text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `AuditRecord` as builds before the typed columns wrote it into the journal.
+    #[derive(serde::Serialize)]
+    struct UntypedRecord {
+        call_id: i64,
+        kind: AuditKind,
+        origin: Option<String>,
+        tool: Option<String>,
+        action: Option<String>,
+        arguments_sha256: Option<String>,
+        risk: Option<String>,
+        requires_root: Option<bool>,
+        identity: Option<String>,
+        decision: Option<String>,
+        reason: Option<String>,
+        success: Option<bool>,
+        exit_code: Option<i64>,
+        duration_ms: Option<i64>,
+        summary: Option<String>,
+        task: Option<String>,
+    }
+
+    #[test]
+    fn a_journal_entry_of_an_older_build_reads_as_the_typed_record() {
+        let old = UntypedRecord {
+            call_id: 7,
+            kind: AuditKind::Call,
+            origin: Some("agent_http".into()),
+            tool: Some("fs.stat".into()),
+            action: Some("stat /".into()),
+            arguments_sha256: None,
+            risk: Some("read_only".into()),
+            requires_root: Some(false),
+            identity: Some("launching_user".into()),
+            decision: Some("allowed".into()),
+            reason: None,
+            success: Some(true),
+            exit_code: Some(0),
+            duration_ms: Some(1),
+            summary: Some("ok".into()),
+            task: None,
+        };
+        let bytes = nl2sh_proto::journal::encode_entry(&old).unwrap();
+        let read = nl2sh_proto::journal::decode_entries::<AuditRecord>(&bytes);
+        assert_eq!(read.garbage_bytes, 0);
+        let [record] = read.entries.as_slice() else {
+            panic!("{:?}", read.entries);
+        };
+        assert_eq!(record.origin, Some(CallOrigin::AgentHttp));
+        assert_eq!(record.risk, Some(RiskLevel::ReadOnly));
+        assert_eq!(record.identity, Some(Identity::Launching));
+        assert_eq!(record.decision, Some(Decision::Allowed));
+        // And what this build writes is the same bytes.
+        assert_eq!(nl2sh_proto::journal::encode_entry(record).unwrap(), bytes);
+    }
+}
