@@ -561,10 +561,9 @@ fn lock_for_edit(path: &Path) -> Result<Flock<File>, EditError> {
     // Root editing another user's configuration leaves a lock it made theirs, as `save`
     // leaves the file: they must still be able to take it. Never one it found.
     if created {
-        if let Ok(config) = fs::metadata(path) {
-            let me = nix::unistd::geteuid().as_raw();
-            if me == 0 && config.uid() != me {
-                std::os::unix::fs::fchown(&file, Some(config.uid()), Some(config.gid()))
+        if let Owner::Keep { uid, gid } = owner_kept(path) {
+            if nix::unistd::geteuid().is_root() {
+                std::os::unix::fs::fchown(&file, Some(uid), Some(gid))
                     .map_err(io_err("cannot chown", &lock))?;
             }
         }
@@ -585,14 +584,24 @@ fn lock_for_edit(path: &Path) -> Result<Flock<File>, EditError> {
 /// [`lock_for_edit`] around both.
 pub fn save(path: &Path, text: &str) -> Result<(), EditError> {
     config_dir(path)?;
-    // Root editing another user's file keeps it theirs.
-    let owner = fs::metadata(path)
-        .ok()
-        .map_or(Owner::Writer, |meta| Owner::Keep {
-            uid: meta.uid(),
-            gid: meta.gid(),
-        });
-    private_file::replace(path, text.as_bytes(), owner).map_err(io_err("cannot write", path))
+    private_file::replace(path, text.as_bytes(), owner_kept(path))
+        .map_err(io_err("cannot write", path))
+}
+
+/// Who the edited file stays owned by: root editing another user's configuration keeps
+/// it theirs. Only a plain file counts (callers pass the symlink's target,
+/// [`write_target`]): a link itself would otherwise hand root's new file to whoever owns
+/// what it points at.
+fn owner_kept(path: &Path) -> Owner {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_file() && meta.uid() != nix::unistd::geteuid().as_raw() => {
+            Owner::Keep {
+                uid: meta.uid(),
+                gid: meta.gid(),
+            }
+        }
+        _ => Owner::Writer,
+    }
 }
 
 /// One line of stdin, without echo when it is a terminal.
@@ -1195,6 +1204,55 @@ approval_timeout_secs = 30
 
     fn mode(p: &Path) -> u32 {
         fs::metadata(p).unwrap().mode() & 0o7777
+    }
+
+    /// Root editing another user's configuration leaves it (and its lock) theirs, also
+    /// when the configuration is a symlink to it (edited where it points; the link stays).
+    #[test]
+    fn root_keeps_a_users_configuration_theirs() {
+        use std::os::unix::fs::MetadataExt;
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root to own files as another user");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let owned = |p: &Path| {
+            let m = fs::symlink_metadata(p).unwrap();
+            (m.uid(), m.gid())
+        };
+        let theirs = tmp.path().join("theirs.toml");
+        fs::write(&theirs, "").unwrap();
+        std::os::unix::fs::chown(&theirs, Some(4242), Some(4242)).unwrap();
+        set(
+            &theirs,
+            "protocol_service_port",
+            Some("9000".into()),
+            None,
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(owned(&theirs), (4242, 4242));
+        assert_eq!(owned(&lock_path(&theirs)), (4242, 4242));
+
+        let link = tmp.path().join("config.toml");
+        std::os::unix::fs::symlink(&theirs, &link).unwrap();
+        set(
+            &link,
+            "protocol_service_port",
+            Some("9001".into()),
+            None,
+            &no_env,
+        )
+        .unwrap();
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(
+            fs::read_to_string(&theirs).unwrap(),
+            "protocol_service_port = 9001\n"
+        );
+        assert_eq!(owned(&theirs), (4242, 4242));
     }
 
     #[test]
