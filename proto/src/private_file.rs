@@ -184,16 +184,19 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_write_leaves_the_old_file_and_no_temporary() {
+    fn a_failed_write_leaves_what_was_there_and_no_temporary() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, b"old").unwrap();
-        // A directory where the file is: the rename fails.
+        // A directory with a file in it where the file is: the rename fails.
         let sub = dir.path().join("d");
         std::fs::create_dir(&sub).unwrap();
-        std::fs::write(sub.join("x"), b"").unwrap();
+        std::fs::write(sub.join("x"), b"kept").unwrap();
         assert!(replace(&sub, b"new", Owner::Writer).is_err());
         assert!(leftovers(dir.path()).is_empty());
+        assert!(std::fs::metadata(&sub).unwrap().is_dir());
+        assert_eq!(std::fs::read(sub.join("x")).unwrap(), b"kept");
+        // A neighbour is untouched.
         assert_eq!(std::fs::read(&path).unwrap(), b"old");
     }
 }
