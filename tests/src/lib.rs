@@ -336,11 +336,11 @@ pub fn proc_status(pid: i32, field: &str) -> String {
 pub use nl2sh_test_http::Response as HttpResponse;
 
 /// POST a JSON-RPC body to `addr`/mcp as an authorised client would
-/// ([`nl2sh_test_http::mcp_headers`]).
+/// ([`nl2sh_test_http::with_mcp_headers`]).
 pub fn mcp_post(addr: SocketAddr, token: &str, body: &str) -> HttpResponse {
-    let headers = nl2sh_test_http::mcp_headers(addr, token);
-    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (&**k, &**v)).collect();
-    http(addr, "POST", "/mcp", &headers, body.as_bytes())
+    nl2sh_test_http::with_mcp_headers(addr, token, |headers| {
+        http(addr, "POST", "/mcp", headers, body.as_bytes())
+    })
 }
 
 /// One HTTP/1.1 request on a fresh connection (Connection: close).
@@ -374,9 +374,9 @@ pub fn try_mcp_post(
     body: &str,
     limit: Duration,
 ) -> Option<HttpResponse> {
-    let headers = nl2sh_test_http::mcp_headers(addr, token);
-    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (&**k, &**v)).collect();
-    nl2sh_test_http::try_send(addr, "POST", "/mcp", &headers, body.as_bytes(), limit).ok()
+    nl2sh_test_http::with_mcp_headers(addr, token, |headers| {
+        nl2sh_test_http::try_send(addr, "POST", "/mcp", headers, body.as_bytes(), limit).ok()
+    })
 }
 
 /// An HTTP/1.1 response as read off a closed connection; `None` without a status line.

@@ -14,11 +14,9 @@ use serde_json::Value;
 pub use nl2sh_test_http::Response as Reply;
 
 /// An authorized MCP POST (JSON-RPC `body`) on a fresh connection, with `token`
-/// ([`nl2sh_test_http::mcp_headers`]).
+/// ([`nl2sh_test_http::mcp_post_async`]).
 pub async fn mcp_post(addr: SocketAddr, token: &str, body: &Value) -> Reply {
-    let headers = nl2sh_test_http::mcp_headers(addr, token);
-    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (&**k, &**v)).collect();
-    send(addr, "POST", "/mcp", &headers, body.to_string().as_bytes()).await
+    nl2sh_test_http::mcp_post_async(addr, token, &body.to_string()).await
 }
 
 /// One HTTP/1.1 request on a fresh connection (`Connection: close`), read to the end.

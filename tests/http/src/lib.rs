@@ -53,18 +53,24 @@ impl Response {
     }
 }
 
-/// The headers of an authorised MCP POST to `addr`: Host naming the listener, Bearer
-/// `token`, the content types MCP requires and [`MCP_VERSION`].
-pub fn mcp_headers(addr: SocketAddr, token: &str) -> Vec<(String, String)> {
-    vec![
-        ("Host".into(), addr.to_string()),
-        ("Authorization".into(), format!("Bearer {token}")),
-        ("Content-Type".into(), "application/json".into()),
-        (
-            "Accept".into(),
-            "application/json, text/event-stream".into(),
-        ),
-        ("MCP-Protocol-Version".into(), MCP_VERSION.into()),
+/// Call `send` with the headers of an authorised MCP POST to `addr`: Host naming the
+/// listener, Bearer `token`, the content types MCP requires and [`MCP_VERSION`].
+pub fn with_mcp_headers<R>(
+    addr: SocketAddr,
+    token: &str,
+    send: impl FnOnce(&[(&str, &str)]) -> R,
+) -> R {
+    let (host, bearer) = (addr.to_string(), format!("Bearer {token}"));
+    send(&mcp_headers(&host, &bearer))
+}
+
+fn mcp_headers<'a>(host: &'a str, bearer: &'a str) -> [(&'a str, &'a str); 5] {
+    [
+        ("Host", host),
+        ("Authorization", bearer),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", MCP_VERSION),
     ]
 }
 
@@ -198,6 +204,13 @@ pub async fn send_async(
         .unwrap_or_else(|_| panic!("{method} {path} to {addr}: no response in time"))
         .unwrap_or_else(|e| panic!("{method} {path} to {addr}: {e}"));
     parse(&raw).unwrap_or_else(|| panic!("no HTTP status in {:?}", String::from_utf8_lossy(&raw)))
+}
+
+/// An authorised MCP POST of `body` ([`with_mcp_headers`]) on the test's own runtime.
+pub async fn mcp_post_async(addr: SocketAddr, token: &str, body: &str) -> Response {
+    let (host, bearer) = (addr.to_string(), format!("Bearer {token}"));
+    let headers = mcp_headers(&host, &bearer);
+    send_async(addr, "POST", "/mcp", &headers, body.as_bytes()).await
 }
 
 #[cfg(test)]
