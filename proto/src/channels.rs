@@ -118,6 +118,7 @@ pub enum WorkerSettings {
     Netd(NetdSettings),
     Executor(ExecutorSettings),
     Approvald(ApprovaldSettings),
+    Web(WebSettings),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -214,6 +215,18 @@ impl UidRange {
     pub fn contains(self, uid: u32) -> bool {
         uid >= self.first && uid - self.first < self.count
     }
+}
+
+/// What the Web console needs to serve on its inherited listener.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WebSettings {
+    /// The console's own origin, `http://host:port`: the only Origin a change may carry.
+    pub origin: String,
+    /// Authorities (`host:port`) a request's Host header may name.
+    pub local_authorities: Vec<String>,
+    /// The listener is not loopback and serves plain HTTP (the owner allowed it with
+    /// `web_allow_insecure_http`): every page says so.
+    pub insecure_remote: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -828,6 +841,11 @@ pub enum CliRequest {
     /// Commit every audit row approvald has answered for, then answer `Done`: what
     /// `protocol audit` reads afterwards holds every call answered before it asked.
     FlushAudit,
+    /// A one-time Web console login code (`nl2sh web login`): single use, valid for
+    /// [`crate::limits::WEB_LOGIN_CODE_TTL`].
+    WebLogin,
+    /// Revoke every Web console session (`nl2sh web logout --all`).
+    WebLogoutAll,
 }
 wire!(CliRequest, 0x0501);
 
@@ -845,6 +863,10 @@ pub enum CliErrorKind {
 #[derive(Debug, Serialize, Deserialize)]
 pub enum CliResponse {
     Pending(Vec<PendingApproval>),
+    /// A login code for the Web console, and how long it is valid.
+    LoginCode { code: Secret, valid_secs: u64 },
+    /// Sessions revoked.
+    LoggedOut { sessions: u64 },
     /// The request was approved (or rejected) and its call released.
     Done,
     Error {
@@ -853,6 +875,203 @@ pub enum CliResponse {
     },
 }
 wire!(CliResponse, 0x0502);
+
+
+// ---- Web console → approvald: the owner's requests ------------------------------------
+
+/// Proof that a request comes from an owner's browser session: the session secret from
+/// its cookie and, for changes, the session's CSRF token. approvald keeps only hashes of
+/// both and checks them on every request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OwnerProof {
+    pub session: Secret,
+    pub csrf: Option<Secret>,
+}
+
+/// The CSRF token of a session: SHA-256 of a fixed label and the session secret, in hex.
+/// Derived rather than stored, so the console can hand it to its page again after a
+/// reload, approvald can check it from the session alone, and a page of another origin,
+/// which cannot read the HttpOnly cookie, cannot compute it.
+pub fn csrf_for(session: &Secret) -> Secret {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(b"nl2sh web csrf v1\0");
+    hash.update(session.expose().as_bytes());
+    let digest = hash.finalize();
+    let mut text = String::with_capacity(64);
+    for byte in digest.iter() {
+        text.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
+        text.push(char::from(b"0123456789abcdef"[usize::from(byte & 0xf)]));
+    }
+    Secret::new(text)
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum OwnerRequest {
+    /// Trade a one-time login code (from `nl2sh web login`) for a session.
+    RedeemLogin { code: Secret },
+    /// Whether the session is live (and the CSRF token right, when given).
+    Check { proof: OwnerProof },
+    /// End this session (needs the CSRF token).
+    Logout { proof: OwnerProof },
+    /// Something the owner does; [`OwnerAction::changes`] ones need the CSRF token.
+    Act {
+        proof: OwnerProof,
+        action: OwnerAction,
+    },
+}
+wire!(OwnerRequest, 0x0701);
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum OwnerAction {
+    ListPending,
+    Decide {
+        id: ApprovalId,
+        approve: bool,
+        phrase: Option<String>,
+    },
+    /// The configured grants, each as one line of text.
+    Grants,
+    /// The newest tasks (at most 100).
+    Tasks { limit: u32 },
+    Task { id: TaskId },
+    /// The newest audit rows (at most 500).
+    Audit { limit: u32 },
+    VerifyAudit,
+    /// The "MCP / A2A" settings as the file has them.
+    Settings,
+    /// Validate and save one setting exactly as `nl2sh config set` does.
+    SaveSetting { key: String, value: Secret },
+    /// Save a new random `protocol_token` (never shown back).
+    RotateToken,
+}
+
+impl OwnerAction {
+    /// Whether the action changes something (and so needs the session's CSRF token).
+    pub fn changes(&self) -> bool {
+        matches!(
+            self,
+            OwnerAction::Decide { .. } | OwnerAction::SaveSetting { .. } | OwnerAction::RotateToken
+        )
+    }
+}
+
+/// One setting of the "MCP / A2A" category as the owner sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SettingView {
+    pub key: String,
+    /// The value in the file, or the default (`set`/`not set` for a credential).
+    pub value: String,
+    /// Whether the file sets it (else `value` is the default).
+    pub set: bool,
+    pub credential: bool,
+    /// Applies at the next decision; otherwise a restart is needed.
+    pub live: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OwnerErrorKind {
+    /// No such session, or it expired or was revoked: log in again.
+    NotLoggedIn,
+    /// A change without the session's CSRF token.
+    BadCsrf,
+    /// Too many failed login attempts; wait.
+    RateLimited,
+    NoSuchRequest,
+    Expired,
+    PhraseRequired,
+    WrongPhrase,
+    /// The request itself is wrong (an unknown key, a value that does not validate).
+    Invalid,
+    NoSuchTask,
+    /// approvald could not do it (the store or the file failed).
+    Unavailable,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum OwnerResponse {
+    LoggedIn {
+        session: Secret,
+        csrf: Secret,
+        expires_in_secs: u64,
+    },
+    /// The session is live.
+    Owner { expires_in_secs: u64 },
+    Done,
+    Pending(Vec<PendingApproval>),
+    Grants(Vec<String>),
+    Tasks(Vec<TaskRecord>),
+    Task(TaskRecord),
+    /// Audit rows, newest first, each a JSON object as `protocol audit --json` prints it.
+    Audit(Vec<String>),
+    Verified { intact: bool, message: String },
+    Settings(Vec<SettingView>),
+    Saved { message: String, restart_needed: bool },
+    Refused { kind: OwnerErrorKind, message: String },
+}
+wire!(OwnerResponse, 0x0702);
+
+// ---- Web console → supervisor: discovery ------------------------------------------------
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum DiscoveryRequest {
+    /// What runs for this configuration now (read afresh).
+    Discover,
+}
+wire!(DiscoveryRequest, 0x0801);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProtocolState {
+    Running,
+    Stopped,
+    Unknown,
+}
+
+/// The protocol service of this configuration as discovery sees it: what the Web
+/// console's "MCP / A2A" page shows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProtocolStatus {
+    pub state: ProtocolState,
+    /// `http`, `service` or `stdio` when running.
+    pub transport: Option<String>,
+    pub version: String,
+    pub mcp_url: Option<String>,
+    pub a2a_url: Option<String>,
+    pub card_url: Option<String>,
+    pub listen: Option<String>,
+    pub pid: Option<u32>,
+    pub since: Option<String>,
+    /// The live token (HTTP only); the console shows it only to a verified owner who
+    /// asks for it.
+    pub token: Option<Secret>,
+    pub config_path: String,
+    /// One line for the owner (why stopped or unknown, or where it listens).
+    pub detail: String,
+    /// Client configuration for the running service; when it is not running over HTTP,
+    /// for the default loopback origin, and `examples` says so.
+    pub snippets: ClientSnippets,
+    pub examples: bool,
+}
+
+/// What the owner copies into a client. None of it holds the token: each names the
+/// `NL2SH_PROTOCOL_TOKEN` environment variable the client reads it from.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ClientSnippets {
+    /// `~/.codex/config.toml`.
+    pub codex_toml: String,
+    /// An `mcpServers` JSON document.
+    pub mcp_servers_json: String,
+    /// The command that starts the service for this configuration.
+    pub startup_command: String,
+    /// A curl command with an A2A 1.0 `SendMessage` request body.
+    pub a2a_request: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum DiscoveryResponse {
+    Protocols(Box<ProtocolStatus>),
+}
+wire!(DiscoveryResponse, 0x0802);
 
 // ---- executor → sandbox helper (the plan on the helper's stdin) ------------------------
 
@@ -918,4 +1137,12 @@ pub mod fds {
     pub const APPROVALD_NETD: i32 = 4;
     /// approvald: server end of executor → approvald.
     pub const APPROVALD_EXECUTOR: i32 = 5;
+    /// approvald: server end of web → approvald.
+    pub const APPROVALD_WEB: i32 = 6;
+    /// web: client end of web → approvald.
+    pub const WEB_APPROVALD: i32 = 4;
+    /// web: client end of web → supervisor (discovery).
+    pub const WEB_SUPERVISOR: i32 = 5;
+    /// web: the Web console's TCP listener.
+    pub const WEB_LISTENER: i32 = 6;
 }

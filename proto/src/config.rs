@@ -104,6 +104,12 @@ pub const KEYS: &[Key] = &[
     key("approval_grants", KeyKind::Grants, true),
     key("audit_max_rows", KeyKind::Integer, true),
     key("audit_max_bytes", KeyKind::Integer, true),
+    key("web_host", KeyKind::Text, false),
+    key("web_port", KeyKind::Integer, false),
+    key("web_allow_insecure_http", KeyKind::Bool, false),
+    key("web_uid", KeyKind::Integer, false),
+    key("web_gid", KeyKind::Integer, false),
+    key("approval_notifications", KeyKind::Bool, true),
     key("model", KeyKind::Table, false),
 ];
 
@@ -199,6 +205,19 @@ pub struct Config {
     /// Bytes the audit database and its WAL take at most (at least
     /// [`MIN_AUDIT_MAX_BYTES`], default [`DEFAULT_AUDIT_MAX_BYTES`]).
     pub audit_max_bytes: Option<u64>,
+    /// Address the Web console listens on (default [`DEFAULT_WEB_HOST`], loopback).
+    pub web_host: Option<String>,
+    /// The Web console's port (default [`DEFAULT_WEB_PORT`]; 0 asks for any free port).
+    pub web_port: Option<u16>,
+    /// Allow a Web console listener that is not loopback over plain HTTP (off: the
+    /// owner's session cookie would cross the network in clear).
+    pub web_allow_insecure_http: bool,
+    /// Unprivileged uid of the Web console (default [`default_web_ids`]).
+    pub web_uid: Option<u32>,
+    /// Unprivileged gid of the Web console (default [`default_web_ids`]).
+    pub web_gid: Option<u32>,
+    /// On Android, post a notification for each pending approval (default on).
+    pub approval_notifications: Option<bool>,
     /// The built-in Agent's model (`[model]`); without it delegated tasks fail.
     pub model: Option<ModelConfig>,
     /// Retired; accepted with any TOML type and ignored.
@@ -232,6 +251,12 @@ impl std::fmt::Debug for Config {
             .field("approval_grants", &self.approval_grants)
             .field("audit_max_rows", &self.audit_max_rows)
             .field("audit_max_bytes", &self.audit_max_bytes)
+            .field("web_host", &self.web_host)
+            .field("web_port", &self.web_port)
+            .field("web_allow_insecure_http", &self.web_allow_insecure_http)
+            .field("web_uid", &self.web_uid)
+            .field("web_gid", &self.web_gid)
+            .field("approval_notifications", &self.approval_notifications)
             .field("model", &self.model)
             .finish_non_exhaustive()
     }
@@ -258,6 +283,27 @@ impl Config {
             self.netd_gid.unwrap_or(gid),
             groups,
         )
+    }
+
+    /// (uid, gid) of the Web console, defaults applied.
+    pub fn web_ids(&self) -> (u32, u32) {
+        let (uid, gid) = default_web_ids();
+        (self.web_uid.unwrap_or(uid), self.web_gid.unwrap_or(gid))
+    }
+
+    /// The Web console's bind address as written (checked at startup), else loopback.
+    pub fn web_host(&self) -> &str {
+        self.web_host.as_deref().unwrap_or(DEFAULT_WEB_HOST)
+    }
+
+    /// The Web console's port: the configured one, else 8766. 0 means "any free port".
+    pub fn web_port(&self) -> u16 {
+        self.web_port.unwrap_or(DEFAULT_WEB_PORT)
+    }
+
+    /// Whether pending approvals post Android notifications.
+    pub fn approval_notifications(&self) -> bool {
+        self.approval_notifications.unwrap_or(true)
     }
 
     /// (first uid, count) of the sandbox's uid range, defaults applied.
@@ -366,6 +412,28 @@ impl Config {
                 ));
             }
         }
+        let (web_uid, web_gid) = self.web_ids();
+        for (key, id) in [("web_uid", web_uid), ("web_gid", web_gid)] {
+            let why = if id == 0 {
+                "must not be 0: the Web console parses network input and never runs as root"
+                    .to_owned()
+            } else if (base..=last).contains(&id) {
+                format!("lies in the sandbox's uid range {base}..={last}")
+            } else if id == netd_uid || id == netd_gid {
+                "is netd's: the Web console and netd each have an identity of their own".into()
+            } else {
+                continue;
+            };
+            return Err((at(key), format!("{key} {id} {why}")));
+        }
+        if let Some(host) = &self.web_host {
+            if host.parse::<std::net::IpAddr>().is_err() {
+                return Err((
+                    at("web_host"),
+                    format!("web_host {host:?} is not an IP address"),
+                ));
+            }
+        }
         if self
             .state_dir
             .as_ref()
@@ -430,6 +498,18 @@ fn netd_ids_for(android: bool) -> (u32, u32, Vec<u32>) {
     } else {
         (65534, 65534, Vec::new())
     }
+}
+
+/// The Web console's bind address by default: loopback only.
+pub const DEFAULT_WEB_HOST: &str = "127.0.0.1";
+/// The Web console's port by default (the protocols' is [`DEFAULT_PROTOCOL_PORT`]).
+pub const DEFAULT_WEB_PORT: u16 = 8766;
+
+/// (uid, gid) of the Web console by default: the uid just below the sandbox's default
+/// range, in the same unassigned region (see [`DEFAULT_SANDBOX_UID_BASE`]), so it is
+/// neither netd's, nor a sandboxed call's, nor any user's or app's.
+pub fn default_web_ids() -> (u32, u32) {
+    (DEFAULT_SANDBOX_UID_BASE - 1, DEFAULT_SANDBOX_UID_BASE - 1)
 }
 
 /// First uid of the sandbox's range by default, on Linux and Android alike: 0x9000_0000.

@@ -10,7 +10,7 @@ use crate::frame::{read_frame, write_frame, FrameError, Wire};
 pub const MAGIC: [u8; 8] = *b"NL2SH\0ch";
 /// Bumped whenever any channel enum changes shape; both sides must match exactly (they
 /// are always the same executable, so a mismatch means something else is on the fd).
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Role {
@@ -18,6 +18,7 @@ pub enum Role {
     Netd,
     Executor,
     Approvald,
+    Web,
     Cli,
 }
 
@@ -28,6 +29,7 @@ impl Role {
             Role::Netd => "netd",
             Role::Executor => "executor",
             Role::Approvald => "approvald",
+            Role::Web => "web",
             Role::Cli => "cli",
         }
     }
@@ -43,6 +45,9 @@ pub enum ChannelKind {
     NetdApprovald,
     ExecutorApprovald,
     CliApprovald,
+    SupervisorWeb,
+    WebApprovald,
+    WebSupervisor,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

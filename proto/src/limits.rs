@@ -26,6 +26,21 @@ pub const BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
 pub const MAX_PENDING_APPROVALS: usize = 8;
 /// How long a pending approval waits; configurable downward only.
 pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
+/// A Web console login code (`nl2sh web login`) is valid this long, once.
+pub const WEB_LOGIN_CODE_TTL: Duration = Duration::from_secs(120);
+/// A Web console session lasts this long from its login, then the owner logs in again.
+pub const WEB_SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+/// Web console sessions alive at once; a new one beyond ends the oldest.
+pub const MAX_WEB_SESSIONS: usize = 16;
+/// Login codes waiting to be used at once; a new one beyond ends the oldest.
+pub const MAX_WEB_LOGIN_CODES: usize = 8;
+/// Failed login attempts allowed per [`WEB_LOGIN_FAILURE_WINDOW`]; past it every attempt
+/// is refused until the window passes (a code is 128 random bits, so this only stops
+/// a flood from filling the log and the CPU).
+pub const MAX_WEB_LOGIN_FAILURES: u32 = 10;
+pub const WEB_LOGIN_FAILURE_WINDOW: Duration = Duration::from_secs(60);
+/// Request body of the Web console's API.
+pub const MAX_WEB_BODY_BYTES: usize = 16 * 1024;
 /// One stored task document.
 pub const MAX_TASK_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
 /// Retained tasks, count.

@@ -71,7 +71,8 @@ use tokio::net::UnixStream;
 
 use crate::channels::{
     fds, AuthorityRequest, AuthorityResponse, CliRequest, CliResponse, ControlRequest,
-    ExecutorRequest, ExecutorResponse, FromWorker, StoreRequest, StoreResponse,
+    DiscoveryRequest, DiscoveryResponse, ExecutorRequest, ExecutorResponse, FromWorker,
+    OwnerRequest, OwnerResponse, StoreRequest, StoreResponse,
 };
 use crate::frame::{FrameError, Wire};
 use crate::handshake::{handshake, ChannelKind, Role};
@@ -112,13 +113,16 @@ const fn edge<C: Channel>() -> Edge {
 }
 
 /// Every channel of the tree, derived from the [`Channel`] implementations below.
-pub const TOPOLOGY: [Edge; 7] = [
+pub const TOPOLOGY: [Edge; 10] = [
     edge::<SupervisorApprovald>(),
     edge::<SupervisorExecutor>(),
     edge::<SupervisorNetd>(),
+    edge::<SupervisorWeb>(),
     edge::<NetdExecutor>(),
     edge::<NetdApprovald>(),
     edge::<ExecutorApprovald>(),
+    edge::<WebApprovald>(),
+    edge::<WebSupervisor>(),
     edge::<CliApprovald>(),
 ];
 
@@ -169,6 +173,11 @@ channel!(
 channel!(
     /// Supervisor ⇄ netd: start (with the token), drain; events up (stdin closed).
     SupervisorNetd: Supervisor (None) -> Netd (Some(fds::SUPERVISOR)),
+    ControlRequest => FromWorker, |q, r| control_answers(q, r)
+);
+channel!(
+    /// Supervisor ⇄ the Web console: start (with its listener's origin), drain.
+    SupervisorWeb: Supervisor (None) -> Web (Some(fds::SUPERVISOR)),
     ControlRequest => FromWorker, |q, r| control_answers(q, r)
 );
 channel!(
@@ -226,6 +235,46 @@ channel!(
     }
 );
 channel!(
+    /// Web console → approvald: the owner's requests, each with its session proof.
+    /// Never the executor's decisions, never the store's writes.
+    WebApprovald: Web (Some(fds::WEB_APPROVALD)) -> Approvald (Some(fds::APPROVALD_WEB)),
+    OwnerRequest => OwnerResponse, |q, r| {
+        use OwnerRequest as Q;
+        use OwnerResponse as A;
+        match (q, r) {
+            (_, A::Refused { .. }) => true,
+            (Q::RedeemLogin { .. }, A::LoggedIn { .. }) => true,
+            (Q::Check { .. }, A::Owner { .. }) => true,
+            (Q::Logout { .. }, A::Done) => true,
+            (Q::Act { action, .. }, r) => {
+                use crate::channels::OwnerAction as O;
+                matches!(
+                    (action, r),
+                    (O::ListPending, A::Pending(_))
+                        | (O::Decide { .. }, A::Done)
+                        | (O::Grants, A::Grants(_))
+                        | (O::Tasks { .. }, A::Tasks(_))
+                        | (O::Task { .. }, A::Task(_))
+                        | (O::Audit { .. }, A::Audit(_))
+                        | (O::VerifyAudit, A::Verified { .. })
+                        | (O::Settings, A::Settings(_))
+                        | (O::SaveSetting { .. } | O::RotateToken, A::Saved { .. })
+                )
+            }
+            _ => false,
+        }
+    }
+);
+channel!(
+    /// Web console → supervisor: discovery of the protocol service (read afresh each
+    /// time). The one channel the supervisor answers: it answers from discovery alone and
+    /// never waits on the Web console, so it cannot deadlock with `SupervisorWeb`.
+    WebSupervisor: Web (Some(fds::WEB_SUPERVISOR)) -> Supervisor (None),
+    DiscoveryRequest => DiscoveryResponse, |q, r| {
+        matches!((q, r), (DiscoveryRequest::Discover, DiscoveryResponse::Protocols(_)))
+    }
+);
+channel!(
     /// Local CLI → approvald over `protocol/approvals.sock` (same uid, not from the tree).
     CliApprovald: Cli (None) -> Approvald (None),
     CliRequest => CliResponse, |q, r| {
@@ -238,6 +287,8 @@ channel!(
                     Q::Approve { .. } | Q::Reject { .. } | Q::FlushAudit,
                     A::Done | A::Error { .. }
                 )
+                | (Q::WebLogin, A::LoginCode { .. } | A::Error { .. })
+                | (Q::WebLogoutAll, A::LoggedOut { .. } | A::Error { .. })
         )
     }
 );
@@ -389,6 +440,13 @@ pub struct ApprovaldEnds {
     pub control: Answerer<SupervisorApprovald>,
     pub netd: Answerer<NetdApprovald>,
     pub executor: Answerer<ExecutorApprovald>,
+    pub web: Answerer<WebApprovald>,
+}
+
+pub struct WebEnds {
+    pub control: Answerer<SupervisorWeb>,
+    pub approvald: Asker<WebApprovald>,
+    pub supervisor: Asker<WebSupervisor>,
 }
 
 /// The supervisor's ends: it asks on every control channel.
@@ -396,6 +454,8 @@ pub struct SupervisorEnds {
     pub approvald: Asker<SupervisorApprovald>,
     pub executor: Asker<SupervisorExecutor>,
     pub netd: Asker<SupervisorNetd>,
+    pub web: Asker<SupervisorWeb>,
+    pub discovery: Answerer<WebSupervisor>,
 }
 
 impl NetdEnds {
@@ -424,6 +484,17 @@ impl ApprovaldEnds {
             control: Answerer::inherited()?,
             netd: Answerer::inherited()?,
             executor: Answerer::inherited()?,
+            web: Answerer::inherited()?,
+        })
+    }
+}
+
+impl WebEnds {
+    pub fn inherited() -> Result<Self, EndError> {
+        Ok(Self {
+            control: Answerer::inherited()?,
+            approvald: Asker::inherited()?,
+            supervisor: Asker::inherited()?,
         })
     }
 }
@@ -435,6 +506,7 @@ pub struct InProcess {
     pub netd: NetdEnds,
     pub executor: ExecutorEnds,
     pub approvald: ApprovaldEnds,
+    pub web: WebEnds,
 }
 
 impl InProcess {
@@ -445,11 +517,16 @@ impl InProcess {
         let (netd_exec, exec_netd) = pair::<NetdExecutor>()?;
         let (netd_appr, appr_netd) = pair::<NetdApprovald>()?;
         let (exec_appr, appr_exec) = pair::<ExecutorApprovald>()?;
+        let (sup_web, web_sup) = pair::<SupervisorWeb>()?;
+        let (web_appr, appr_web) = pair::<WebApprovald>()?;
+        let (web_disc, sup_disc) = pair::<WebSupervisor>()?;
         Ok(Self {
             supervisor: SupervisorEnds {
                 approvald: sup_appr,
                 executor: sup_exec,
                 netd: sup_netd,
+                web: sup_web,
+                discovery: sup_disc,
             },
             netd: NetdEnds {
                 control: netd_sup,
@@ -465,6 +542,12 @@ impl InProcess {
                 control: appr_sup,
                 netd: appr_netd,
                 executor: appr_exec,
+                web: appr_web,
+            },
+            web: WebEnds {
+                control: web_sup,
+                approvald: web_appr,
+                supervisor: web_disc,
             },
         })
     }
@@ -500,17 +583,24 @@ pub enum Worker {
     Netd,
     Executor,
     Approvald,
+    Web,
 }
 
 impl Worker {
     /// Every worker, in the order the supervisor drains them.
-    pub const ALL: [Worker; 3] = [Worker::Netd, Worker::Executor, Worker::Approvald];
+    pub const ALL: [Worker; 4] = [
+        Worker::Web,
+        Worker::Netd,
+        Worker::Executor,
+        Worker::Approvald,
+    ];
 
     pub fn role(self) -> Role {
         match self {
             Worker::Netd => Role::Netd,
             Worker::Executor => Role::Executor,
             Worker::Approvald => Role::Approvald,
+            Worker::Web => Role::Web,
         }
     }
 
@@ -557,18 +647,25 @@ mod tests {
 
     #[test]
     fn every_role_inherits_distinct_descriptors_above_stdio() {
-        for role in [Role::Netd, Role::Executor, Role::Approvald] {
+        for role in [Role::Netd, Role::Executor, Role::Approvald, Role::Web] {
             let fds: Vec<i32> = inherited_by(role).into_iter().map(|(_, fd)| fd).collect();
             let mut unique = fds.clone();
             unique.sort_unstable();
             unique.dedup();
             assert_eq!(fds.len(), unique.len(), "{role:?}: {fds:?}");
             assert!(fds.iter().all(|fd| *fd > 2), "{role:?}: {fds:?}");
-            assert!(!fds.contains(&fds::NETD_LISTENER), "{role:?}: {fds:?}");
         }
+        // The listeners are placed beside the channels, never on one of them.
+        assert!(!inherited_by(Role::Netd)
+            .iter()
+            .any(|(_, fd)| *fd == fds::NETD_LISTENER));
+        assert!(!inherited_by(Role::Web)
+            .iter()
+            .any(|(_, fd)| *fd == fds::WEB_LISTENER));
         assert_eq!(inherited_by(Role::Netd).len(), 3);
         assert_eq!(inherited_by(Role::Executor).len(), 3);
-        assert_eq!(inherited_by(Role::Approvald).len(), 3);
+        assert_eq!(inherited_by(Role::Approvald).len(), 4);
+        assert_eq!(inherited_by(Role::Web).len(), 3);
         assert!(inherited_by(Role::Supervisor).is_empty());
         assert!(inherited_by(Role::Cli).is_empty());
     }
@@ -576,8 +673,12 @@ mod tests {
     #[test]
     fn servers_do_not_ask_their_askers() {
         // No two edges between the same workers in opposite directions, and netd answers
-        // only the supervisor.
+        // only the supervisor. The one exception: the Web console asks the supervisor
+        // for discovery, which the supervisor answers without asking anything back.
         for a in &TOPOLOGY {
+            if a.kind == ChannelKind::WebSupervisor || a.kind == ChannelKind::SupervisorWeb {
+                continue;
+            }
             assert!(
                 !TOPOLOGY
                     .iter()
@@ -588,6 +689,19 @@ mod tests {
                 assert_eq!(a.asker, Role::Supervisor);
             }
         }
+        // The Web console answers only the supervisor, and asks only approvald (the
+        // owner's requests) and the supervisor (discovery): never netd or the executor.
+        for e in &TOPOLOGY {
+            if e.answerer == Role::Web {
+                assert_eq!(e.asker, Role::Supervisor);
+            }
+            if e.asker == Role::Web {
+                assert!(matches!(e.answerer, Role::Approvald | Role::Supervisor), "{e:?}");
+            }
+            if e.asker == Role::Netd {
+                assert!(!matches!(e.kind, ChannelKind::WebApprovald));
+            }
+        }
         // Only the executor asks approvald for decisions.
         assert_eq!(
             TOPOLOGY
@@ -596,7 +710,7 @@ mod tests {
                 .map(|e| e.asker),
             Some(Role::Executor)
         );
-        for role in [Role::Netd, Role::Executor, Role::Approvald] {
+        for role in [Role::Netd, Role::Executor, Role::Approvald, Role::Web] {
             assert!(control_channel(role).is_some(), "{role:?}");
         }
     }
