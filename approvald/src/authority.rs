@@ -40,7 +40,8 @@ use nl2sh_proto::limits::{
 };
 use nl2sh_proto::rpc::OutOfState;
 
-use crate::pending::{Approvals, NotOpened};
+use crate::notify::Notifier;
+use crate::pending::{Approvals, Decider, NotOpened};
 use crate::policy::{self, Policy};
 use crate::store::{AuditKind, AuditRecord, Store};
 
@@ -66,6 +67,8 @@ pub struct Authority {
     issued: Mutex<VecDeque<PolicySnapshot>>,
     decided: Mutex<Decided>,
     approvals: Approvals,
+    /// Tells the owner that a request waits (Android); off unless set.
+    notifier: Notifier,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -121,11 +124,24 @@ impl Authority {
             issued: Mutex::new(VecDeque::new()),
             decided: Mutex::new(Decided::default()),
             approvals: Approvals::new(),
+            notifier: Notifier::off(),
         }
+    }
+
+    /// Post pending requests with `notifier` (the service: [`Notifier::for_this_device`]).
+    #[must_use]
+    pub fn with_notifier(mut self, notifier: Notifier) -> Self {
+        self.notifier = notifier;
+        self
     }
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The configuration file decisions are made under.
+    pub fn config_path(&self) -> &std::path::Path {
+        &self.config_path
     }
 
     /// Decide, record the decision, and only then answer it. A decision that needs a
@@ -255,18 +271,33 @@ impl Authority {
         self.approvals.list()
     }
 
-    /// Approve pending request `id` (with its phrase when it has one).
+    /// Approve pending request `id` (with its phrase when it has one) from the CLI.
     pub fn approve(
         &self,
         id: &ApprovalId,
         phrase: Option<&str>,
     ) -> Result<(), (CliErrorKind, String)> {
-        self.approvals.approve(&id.0, phrase)
+        self.approve_by(id, phrase, Decider::Cli)
     }
 
-    /// Reject pending request `id`.
+    /// Reject pending request `id` from the CLI.
     pub fn reject(&self, id: &ApprovalId) -> Result<(), (CliErrorKind, String)> {
-        self.approvals.reject(&id.0)
+        self.reject_by(id, Decider::Cli)
+    }
+
+    /// Approve pending request `id`, decided `by` (the reason recorded says where).
+    pub fn approve_by(
+        &self,
+        id: &ApprovalId,
+        phrase: Option<&str>,
+        by: Decider,
+    ) -> Result<(), (CliErrorKind, String)> {
+        self.approvals.approve(&id.0, phrase, by)
+    }
+
+    /// Reject pending request `id`, decided `by`.
+    pub fn reject_by(&self, id: &ApprovalId, by: Decider) -> Result<(), (CliErrorKind, String)> {
+        self.approvals.reject(&id.0, by)
     }
 
     /// Settle every pending request as refused, refuse new ones, and wait (at most
@@ -460,7 +491,20 @@ impl Authority {
             return settled;
         }
         match self.approvals.open(summary.clone(), policy.timeout) {
-            Ok(ticket) => ticket.wait().await,
+            Ok(ticket) => {
+                // Posted without waiting; replaced once settled, also when this future is
+                // dropped (the notice drops with it).
+                let notice = if policy.notifications {
+                    self.notifier.pending(ticket.id(), summary, policy.timeout)
+                } else {
+                    None
+                };
+                let settled = ticket.wait().await;
+                if let Some(notice) = notice {
+                    notice.settled(settled.0);
+                }
+                settled
+            }
             Err(NotOpened::Settled(settled)) => settled,
         }
     }

@@ -1,18 +1,23 @@
 //! The whole surface each peer can reach in approvald: one `match` per channel. A request
 //! out of state (an outcome for a call never let run, a second decision for one call)
-//! closes its channel.
+//! closes its channel. The Web console's requests have none: every refusal is an answer.
 
 use std::sync::Arc;
 
 use nl2sh_proto::channels::{
-    AuthorityRequest, AuthorityResponse, CliErrorKind, CliRequest, CliResponse, StoreRequest,
-    StoreResponse,
+    AuthorityRequest, AuthorityResponse, CliErrorKind, CliRequest, CliResponse, OwnerAction,
+    OwnerErrorKind, OwnerRequest, OwnerResponse, StoreRequest, StoreResponse,
 };
+use nl2sh_proto::limits::WEB_LOGIN_CODE_TTL;
 use nl2sh_proto::rpc::{self, OutOfState};
-use nl2sh_proto::topology::{Answerer, CliApprovald, ExecutorApprovald, NetdApprovald};
+use nl2sh_proto::topology::{
+    Answerer, CliApprovald, ExecutorApprovald, NetdApprovald, WebApprovald,
+};
 use nl2sh_proto::FrameError;
 
 use crate::authority::Authority;
+use crate::owner::sessions::{seconds_ceil, RedeemError};
+use crate::owner::{self, refused, OwnerSessions, SettingsEditor};
 use crate::store::tasks::TaskStore;
 
 /// netd's store channel: tasks and sessions. Nothing here creates, lists or decides
@@ -101,16 +106,22 @@ pub async fn answer_authority(
 pub async fn serve_cli(
     end: Answerer<CliApprovald>,
     authority: Arc<Authority>,
+    sessions: Arc<OwnerSessions>,
 ) -> Result<(), FrameError> {
     let within = Some(crate::socket::HANDSHAKE_TIMEOUT);
     rpc::serve_greeted_within(end, within, move |req: CliRequest| {
         let authority = authority.clone();
-        async move { Ok(answer_cli(&authority, req).await) }
+        let sessions = sessions.clone();
+        async move { Ok(answer_cli(&authority, &sessions, req).await) }
     })
     .await
 }
 
-pub async fn answer_cli(authority: &Authority, req: CliRequest) -> CliResponse {
+pub async fn answer_cli(
+    authority: &Authority,
+    sessions: &OwnerSessions,
+    req: CliRequest,
+) -> CliResponse {
     let done = |r: Result<(), _>| match r {
         Ok(()) => CliResponse::Done,
         Err((kind, message)) => CliResponse::Error { kind, message },
@@ -126,5 +137,125 @@ pub async fn answer_cli(authority: &Authority, req: CliRequest) -> CliResponse {
                 message: format!("the audit could not be committed: {e}"),
             },
         },
+        // Only a person outside the nl2sh process tree reaches this socket, so no tool
+        // command can log in to the console.
+        CliRequest::WebLogin => match sessions.issue_code() {
+            Ok(code) => {
+                tracing::info!(
+                    valid_secs = WEB_LOGIN_CODE_TTL.as_secs(),
+                    "Web console login code issued"
+                );
+                CliResponse::LoginCode {
+                    code,
+                    valid_secs: WEB_LOGIN_CODE_TTL.as_secs(),
+                }
+            }
+            Err(e) => CliResponse::Error {
+                kind: CliErrorKind::Unavailable,
+                message: format!("no login code could be made: the OS random source failed: {e}"),
+            },
+        },
+        CliRequest::WebLogoutAll => {
+            let ended = sessions.logout_all();
+            tracing::info!(sessions = ended, "every Web console session ended");
+            CliResponse::LoggedOut { sessions: ended }
+        }
+    }
+}
+
+/// The Web console's owner channel. Every request but a login carries its session's
+/// proof, checked before anything else is looked at; changes need the CSRF token too.
+/// Nothing here is ever out of state (a refusal is an answer), so only a broken frame
+/// ends the channel. A console that closes its end, even before it greeted (it exited,
+/// or was never started), is a peer exiting: `Ok`.
+pub async fn serve_web(
+    end: Answerer<WebApprovald>,
+    authority: Arc<Authority>,
+    tasks: Arc<TaskStore>,
+    sessions: Arc<OwnerSessions>,
+    settings: Arc<dyn SettingsEditor>,
+) -> Result<(), FrameError> {
+    let served = rpc::serve(end, move |req: OwnerRequest| {
+        let authority = authority.clone();
+        let tasks = tasks.clone();
+        let sessions = sessions.clone();
+        let settings = settings.clone();
+        async move { Ok(answer_web(&authority, &tasks, &sessions, &settings, req).await) }
+    })
+    .await;
+    match served {
+        // Only the handshake can end that way: closed before its hello, or gone while
+        // ours was written.
+        Err(FrameError::Closed) => Ok(()),
+        Err(FrameError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+pub async fn answer_web(
+    authority: &Authority,
+    tasks: &TaskStore,
+    sessions: &OwnerSessions,
+    settings: &Arc<dyn SettingsEditor>,
+    req: OwnerRequest,
+) -> OwnerResponse {
+    let no = |why: owner::sessions::Refused| refused(why.kind(), why.to_string());
+    let (proof, action) = match req {
+        OwnerRequest::RedeemLogin { code } => {
+            return match sessions.redeem(&code) {
+                Ok(login) => {
+                    tracing::info!("Web console session started");
+                    OwnerResponse::LoggedIn {
+                        session: login.session,
+                        csrf: login.csrf,
+                        expires_in_secs: seconds_ceil(login.expires_in),
+                    }
+                }
+                Err(RedeemError::Refused(why)) => no(why),
+                Err(e @ RedeemError::Random(_)) => {
+                    refused(OwnerErrorKind::Unavailable, e.to_string())
+                }
+            }
+        }
+        OwnerRequest::Check { proof } => {
+            return match sessions.check(&proof, false) {
+                Ok(left) => OwnerResponse::Owner {
+                    expires_in_secs: seconds_ceil(left),
+                },
+                Err(why) => no(why),
+            }
+        }
+        OwnerRequest::Logout { proof } => {
+            return match sessions.logout(&proof) {
+                Ok(()) => {
+                    tracing::info!("Web console session ended by its owner");
+                    OwnerResponse::Done
+                }
+                Err(why) => no(why),
+            }
+        }
+        OwnerRequest::Act { proof, action } => (proof, action),
+    };
+    if let Err(why) = sessions.check(&proof, action.changes()) {
+        return no(why);
+    }
+    let config_path = authority.config_path();
+    match action {
+        OwnerAction::ListPending => OwnerResponse::Pending(authority.list_pending()),
+        OwnerAction::Decide {
+            id,
+            approve,
+            phrase,
+        } => owner::decide(authority, &id, approve, phrase.as_deref()),
+        OwnerAction::Grants => owner::grants(config_path).await,
+        OwnerAction::Tasks { limit } => owner::tasks(tasks, limit).await,
+        OwnerAction::Task { id } => owner::task(tasks, id).await,
+        OwnerAction::Audit { limit } => owner::audit(authority, limit).await,
+        OwnerAction::VerifyAudit => owner::verify_audit(authority).await,
+        OwnerAction::Settings => owner::settings(settings, config_path).await,
+        OwnerAction::SaveSetting { key, value } => {
+            owner::save_setting(settings, config_path, key, value).await
+        }
+        OwnerAction::RotateToken => owner::rotate_token(settings, config_path).await,
     }
 }

@@ -1,13 +1,16 @@
 //! approvald: owns the state directory (tasks, approvals, audit) and is the one owner of
-//! approval decisions. It answers netd's store channel, the executor's authority channel
-//! and the local CLI on `protocol/approvals.sock`; each is a separate type, so netd can
-//! never reach the authority or approval surface.
+//! approval decisions. It answers netd's store channel, the executor's authority channel,
+//! the Web console's owner channel (every request checked against a session only
+//! approvald knows, [`owner::sessions`]) and the local CLI on `protocol/approvals.sock`;
+//! each is a separate type, so netd can never reach the authority or approval surface.
 
 #![forbid(unsafe_code)]
 
 pub mod authority;
 pub mod clock;
 pub mod dispatch;
+pub mod notify;
+pub mod owner;
 pub mod peer;
 pub mod pending;
 pub mod policy;
@@ -25,6 +28,8 @@ use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMo
 use nl2sh_proto::topology::ApprovaldEnds;
 use nl2sh_proto::worker::{accept_start, ControlEvent, WorkerError};
 use nl2sh_proto::FrameError;
+
+pub use owner::{SavedSetting, SettingRefused, SettingsEditor};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApprovaldError {
@@ -48,13 +53,15 @@ pub enum ApprovaldError {
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// Entry point of the hidden `approvald` role, on its ends of the tree's channels
-/// (inherited in production: `ApprovaldEnds::inherited()`).
-pub fn run(ends: ApprovaldEnds) -> ExitCode {
+/// (inherited in production: `ApprovaldEnds::inherited()`). `settings` is the
+/// supervisor's configuration editor, which the Web console's settings page saves
+/// through.
+pub fn run(ends: ApprovaldEnds, settings: Arc<dyn SettingsEditor>) -> ExitCode {
     // Everything approvald creates is private to its uid. The store creates its files
     // 0600 explicitly and SQLite copies the database's mode to `-wal`/`-shm`; the umask
     // also covers any file SQLite or a later module creates without saying a mode.
     umask(Mode::from_bits_truncate(0o077));
-    nl2sh_proto::worker::run_single_threaded("approvald", serve(ends))
+    nl2sh_proto::worker::run_single_threaded("approvald", serve(ends, settings))
 }
 
 /// The state directory must be ours and private before anything is stored in it. The
@@ -64,7 +71,7 @@ fn check_state_dir(path: PathBuf) -> Result<PathBuf, ApprovaldError> {
     Ok(path)
 }
 
-async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
+async fn serve(ends: ApprovaldEnds, editor: Arc<dyn SettingsEditor>) -> Result<(), ApprovaldError> {
     // Our parent is the supervisor, the root of the nl2sh process tree: nothing in that
     // tree (tool commands included) may approve. Read first, while it surely is.
     let peer_policy = socket::PeerPolicy::outside_parent_tree();
@@ -72,6 +79,7 @@ async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
         control,
         netd,
         executor,
+        web,
     } = ends;
     let (mut control, settings) = accept_start(control).await.map_err(|e| match e {
         WorkerError::WrongSettings => ApprovaldError::WrongSettings,
@@ -110,7 +118,12 @@ async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
             return Err(e.into());
         }
     };
-    let authority = Arc::new(authority::Authority::new(store, &settings.config_path));
+    let authority = Arc::new(
+        authority::Authority::new(store, &settings.config_path)
+            .with_notifier(notify::Notifier::for_this_device()),
+    );
+    // Web console sessions live as long as this process: a restart logs the owner out.
+    let sessions = Arc::new(owner::OwnerSessions::new());
     let approvals_socket = match socket::ApprovalsSocket::bind(&state_dir) {
         Ok(s) => s,
         Err(e) => {
@@ -122,14 +135,26 @@ async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
     };
     tracing::debug!(path = %approvals_socket.path().display(), "approvals socket ready");
     let (stop_socket, socket_stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving_socket = approvals_socket.serve(authority.clone(), peer_policy, async move {
-        let _ = socket_stopped.await;
-    });
+    let serving_socket = approvals_socket.serve(
+        authority.clone(),
+        sessions.clone(),
+        peer_policy,
+        async move {
+            let _ = socket_stopped.await;
+        },
+    );
     let mut socket_task = tokio::spawn(serving_socket);
     // Serve each channel at once, each in its own task (the handshakes included): peers
     // may wait on an answer here before they complete their other handshakes.
     let mut executor_task = tokio::spawn(dispatch::serve_executor(executor, authority.clone()));
-    let mut netd_task = tokio::spawn(dispatch::serve_netd(netd, tasks));
+    let mut netd_task = tokio::spawn(dispatch::serve_netd(netd, tasks.clone()));
+    let mut web_task = tokio::spawn(dispatch::serve_web(
+        web,
+        authority.clone(),
+        tasks,
+        sessions,
+        editor,
+    ));
     control
         .started()
         .await
@@ -149,8 +174,10 @@ async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
         ))
     };
     // netd is the first to go when the tree drains, while the executor may still have
-    // audit records to send: a clean end of netd's channel alone stops nothing.
+    // audit records to send: a clean end of netd's channel alone stops nothing. Nor does
+    // the Web console's: it may exit (or never run) while the service goes on.
     let mut netd_open = true;
+    let mut web_open = true;
     let (drain_id, result) = loop {
         tokio::select! {
             event = control.next_event() => break match event {
@@ -162,6 +189,12 @@ async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
             r = &mut netd_task, if netd_open => {
                 netd_open = false;
                 if let Err(e) = ended("netd", r) {
+                    break (None, Err(e));
+                }
+            }
+            r = &mut web_task, if web_open => {
+                web_open = false;
+                if let Err(e) = ended("web", r) {
                     break (None, Err(e));
                 }
             }

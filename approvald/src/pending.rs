@@ -38,6 +38,26 @@ const MAX_CLI_TEXT: usize = 256;
 /// How a pending request was settled, with a reason a user can read.
 pub type Settled = (Decision, String);
 
+/// Where the owner decided a request: recorded in the decision's reason (the audit has
+/// no column of its own for it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decider {
+    /// `nl2sh protocol approve/reject` in a terminal at the device.
+    Cli,
+    /// The Web console, in a logged-in owner's browser.
+    Web,
+}
+
+impl Decider {
+    /// How a reason says where: "approved {where_}".
+    pub fn where_(self) -> &'static str {
+        match self {
+            Decider::Cli => "at the device",
+            Decider::Web => "in the Web console",
+        }
+    }
+}
+
 pub fn refused_full_reason() -> String {
     format!(
         "needs local approval, but {MAX_PENDING_APPROVALS} approvals are already pending; \
@@ -268,9 +288,9 @@ impl Approvals {
             .collect()
     }
 
-    /// Approve request `id`. A bound phrase must be given exactly; a missing or wrong one
-    /// leaves the request pending.
-    pub fn approve(&self, id: &str, phrase: Option<&str>) -> Result<(), CliError> {
+    /// Approve request `id`, decided `by`. A bound phrase must be given exactly; a
+    /// missing or wrong one leaves the request pending.
+    pub fn approve(&self, id: &str, phrase: Option<&str>, by: Decider) -> Result<(), CliError> {
         check_cli_text("request id", id)?;
         if let Some(p) = phrase {
             check_cli_text("phrase", p)?;
@@ -305,15 +325,16 @@ impl Approvals {
         tracing::info!(
             id,
             call_id = %entry.summary.call_id,
-            "approved at the device"
+            "approved {}",
+            by.where_()
         );
-        let reason = format!("approved at the device (request {id})");
+        let reason = format!("approved {} (request {id})", by.where_());
         st.settle(index, Decision::Approved, reason, now);
         Ok(())
     }
 
-    /// Reject request `id`.
-    pub fn reject(&self, id: &str) -> Result<(), CliError> {
+    /// Reject request `id`, decided `by`.
+    pub fn reject(&self, id: &str, by: Decider) -> Result<(), CliError> {
         check_cli_text("request id", id)?;
         let mut st = self.state();
         let now = Instant::now();
@@ -321,9 +342,13 @@ impl Approvals {
         tracing::info!(
             id,
             call_id = %st.pending[index].summary.call_id,
-            "rejected at the device"
+            "rejected {}",
+            by.where_()
         );
-        let reason = format!("needs local approval: rejected at the device (request {id})");
+        let reason = format!(
+            "needs local approval: rejected {} (request {id})",
+            by.where_()
+        );
         st.settle(index, Decision::Rejected, reason, now);
         Ok(())
     }

@@ -10,7 +10,8 @@
 //!   line by the commands the executor parsed out of it ([`covers_commands`]), never by
 //!   its text's prefix;
 //! * `audit_max_rows` / `audit_max_bytes`: the authority hands them to the store when a
-//!   changed file is read, so the writer never reads them.
+//!   changed file is read, so the writer never reads them;
+//! * `approval_notifications`: whether a pending request posts an Android notification.
 //!
 //! A missing file means the defaults. Anything unreadable or invalid is an error, and
 //! callers fail closed.
@@ -42,6 +43,9 @@ pub struct Policy {
     pub grants: Vec<Grant>,
     /// How much of the audit trail is kept.
     pub audit_limits: AuditLimits,
+    /// Whether a pending request posts an Android notification (`approval_notifications`;
+    /// only on Android, see [`crate::notify`]).
+    pub notifications: bool,
 }
 
 impl Default for Policy {
@@ -52,6 +56,7 @@ impl Default for Policy {
             timeout: APPROVAL_TIMEOUT,
             grants: Vec::new(),
             audit_limits: AuditLimits::default(),
+            notifications: true,
         }
     }
 }
@@ -67,6 +72,7 @@ impl From<Config> for Policy {
                 max_rows: config.audit_max_rows.unwrap_or(defaults.max_rows),
                 max_bytes: config.audit_max_bytes.unwrap_or(defaults.max_bytes),
             },
+            notifications: config.approval_notifications(),
             grants: config.approval_grants,
         }
     }
@@ -241,6 +247,21 @@ mod tests {
         // Bad values are the shared parse's to refuse (nl2sh_proto::config's tests); here,
         // only that approvald's reading refuses them too.
         assert!(parse_text("approval_policy = 'lenient'").is_err());
+    }
+
+    #[test]
+    fn notifications_default_on() {
+        assert!(parse_text("").unwrap().notifications);
+        assert!(
+            parse_text("approval_notifications = true")
+                .unwrap()
+                .notifications
+        );
+        assert!(
+            !parse_text("approval_notifications = false")
+                .unwrap()
+                .notifications
+        );
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!   the tree rooted at the supervisor) a peer that is in the nl2sh process tree (a tool
 //!   command, or a worker) is logged and closed the same way; see [`crate::peer`].
 //! * Then the handshake (`CliApprovald`, we are `Approvald`, the peer `Cli`), then
-//!   [`CliRequest`](nl2sh_proto::channels::CliRequest)s until the peer closes.
+//!   [`CliRequest`](nl2sh_proto::channels::CliRequest)s until the peer closes. These
+//!   checks are also what keeps Web console login codes (`WebLogin`) from tool commands.
 //! * At most [`MAX_CONNECTIONS`] connections at once; more are closed at once.
 //! * The file is removed when the listener is dropped (clean exit).
 
@@ -32,6 +33,7 @@ use nl2sh_proto::unix_socket;
 
 use crate::authority::Authority;
 use crate::dispatch;
+use crate::owner::OwnerSessions;
 use crate::peer::TreeRoot;
 
 pub use crate::peer::PeerPolicy;
@@ -144,6 +146,7 @@ impl ApprovalsSocket {
     pub async fn serve(
         mut self,
         authority: Arc<Authority>,
+        sessions: Arc<OwnerSessions>,
         policy: PeerPolicy,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), SocketError> {
@@ -188,7 +191,13 @@ impl ApprovalsSocket {
                         );
                         continue;
                     }
-                    connections.spawn(connection(stream, euid, tree.clone(), authority.clone()));
+                    connections.spawn(connection(
+                        stream,
+                        euid,
+                        tree.clone(),
+                        authority.clone(),
+                        sessions.clone(),
+                    ));
                 }
             }
         };
@@ -237,6 +246,7 @@ async fn connection(
     euid: u32,
     tree: Option<Arc<TreeRoot>>,
     authority: Arc<Authority>,
+    sessions: Arc<OwnerSessions>,
 ) {
     let cred = match getsockopt(&stream, sockopt::PeerCredentials) {
         Ok(cred) => cred,
@@ -287,7 +297,7 @@ async fn connection(
             return;
         }
     };
-    if let Err(e) = dispatch::serve_cli(end, authority).await {
+    if let Err(e) = dispatch::serve_cli(end, authority, sessions).await {
         tracing::warn!(error = %e, peer_pid = cred.pid(), "approvals socket: connection closed");
     }
 }

@@ -9,6 +9,7 @@ use nl2sh_approvald::authority::{
 };
 use nl2sh_approvald::dispatch::answer_cli;
 use nl2sh_approvald::dispatch::serve_executor;
+use nl2sh_approvald::owner::OwnerSessions;
 use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
 use nl2sh_proto::channels::{
     ActionSummary, AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CallResult, CliRequest,
@@ -156,7 +157,13 @@ async fn medium_waits_for_a_local_decision() {
             .unwrap()
     });
     let id = loop {
-        match answer_cli(&rig.authority, CliRequest::ListPending).await {
+        match answer_cli(
+            &rig.authority,
+            &OwnerSessions::new(),
+            CliRequest::ListPending,
+        )
+        .await
+        {
             CliResponse::Pending(list) if !list.is_empty() => break list[0].id.clone(),
             _ => tokio::time::sleep(std::time::Duration::from_millis(2)).await,
         }
@@ -164,7 +171,12 @@ async fn medium_waits_for_a_local_decision() {
     // Nothing is recorded while it waits.
     assert!(rig.rows().await.is_empty());
     assert!(matches!(
-        answer_cli(&rig.authority, CliRequest::Reject { id: id.clone() }).await,
+        answer_cli(
+            &rig.authority,
+            &OwnerSessions::new(),
+            CliRequest::Reject { id: id.clone() }
+        )
+        .await,
         CliResponse::Done
     ));
     let AuthorityResponse::Decided { decision, reason } = waiting.await.unwrap() else {

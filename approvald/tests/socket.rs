@@ -68,9 +68,14 @@ fn serve_with(rig: &Rig, policy: PeerPolicy) -> Served {
     let socket = ApprovalsSocket::bind(rig.dir.path()).unwrap();
     let path = socket.path().to_owned();
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(socket.serve(rig.authority.clone(), policy, async move {
-        let _ = stopped.await;
-    }));
+    let task = tokio::spawn(socket.serve(
+        rig.authority.clone(),
+        rig.sessions.clone(),
+        policy,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
     Served {
         path,
         stop: Some(stop),
@@ -172,6 +177,45 @@ async fn serves_the_same_uid_and_is_removed_on_exit() {
     served.task.await.unwrap().unwrap();
     assert!(!served.path.exists());
     assert!(cli.call(&CliRequest::ListPending).await.is_err());
+}
+
+/// `nl2sh web login` and `nl2sh web logout --all` reach the session table over the
+/// socket (and so only from a person outside the nl2sh tree).
+#[tokio::test]
+async fn web_login_codes_and_logout_all_come_over_the_socket() {
+    use nl2sh_proto::channels::{csrf_for, OwnerProof};
+    let rig = Rig::new().await;
+    let served = serve(&rig);
+    let cli = connect(&served.path).await;
+    let code = match cli.call(&CliRequest::WebLogin).await.unwrap() {
+        CliResponse::LoginCode { code, valid_secs } => {
+            assert_eq!(valid_secs, 120);
+            assert_eq!(code.expose().len(), 64);
+            assert!(code
+                .expose()
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+            code
+        }
+        other => panic!("{other:?}"),
+    };
+    let login = rig.sessions.redeem(&code).unwrap();
+    let proof = OwnerProof {
+        csrf: Some(csrf_for(&login.session)),
+        session: login.session,
+    };
+    assert!(rig.sessions.check(&proof, true).is_ok());
+    // An unused code goes with the sessions.
+    let unused = match cli.call(&CliRequest::WebLogin).await.unwrap() {
+        CliResponse::LoginCode { code, .. } => code,
+        other => panic!("{other:?}"),
+    };
+    assert!(matches!(
+        cli.call(&CliRequest::WebLogoutAll).await.unwrap(),
+        CliResponse::LoggedOut { sessions: 1 }
+    ));
+    assert!(rig.sessions.check(&proof, false).is_err());
+    assert!(rig.sessions.redeem(&unused).is_err());
 }
 
 #[tokio::test]
@@ -343,11 +387,14 @@ async fn a_state_directory_at_any_depth_is_served() {
         .is_socket());
     assert_eq!(mode(&path), 0o600);
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(
-        socket.serve(rig.authority.clone(), PeerPolicy::SameUid, async move {
+    let task = tokio::spawn(socket.serve(
+        rig.authority.clone(),
+        rig.sessions.clone(),
+        PeerPolicy::SameUid,
+        async move {
             let _ = stopped.await;
-        }),
-    );
+        },
+    ));
     let waiting = rig.decide_later(summary(1, RiskLevel::Medium));
     rig.wait_pending(1).await;
     let cli = connect(&path).await;

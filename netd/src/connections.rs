@@ -137,7 +137,7 @@ impl HttpLimits {
     /// The cap fitted to `open_files` (the soft limit; 0 if unknown), with at least one
     /// slot for newcomers and the reserve at most half the cap; the tool-call cap at most
     /// a quarter of the connection cap (at least one).
-    pub(crate) fn fitted(mut self, open_files: u64) -> Self {
+    pub fn fitted(mut self, open_files: u64) -> Self {
         if open_files > 0 {
             let budget =
                 usize::try_from(open_files.saturating_sub(DESCRIPTORS_KEPT)).unwrap_or(usize::MAX);
@@ -197,7 +197,15 @@ impl Conn {
 
 /// The request extension through which `http::guard` marks a connection authorized.
 #[derive(Clone)]
-pub(crate) struct ConnHandle(pub(crate) Arc<Conn>);
+pub struct ConnHandle(pub(crate) Arc<Conn>);
+
+impl ConnHandle {
+    /// This connection carried a request that passed its server's authentication: it
+    /// may hold one of the reserved slots from now on.
+    pub fn mark_authorized(&self) {
+        self.0.mark_authorized();
+    }
+}
 
 /// A request in flight; dropped when its response body is done (or abandoned).
 struct InFlight(Arc<Conn>);
@@ -345,7 +353,7 @@ fn pick_victim(open: &BTreeMap<u64, Arc<Conn>>, eligible: impl Fn(&Conn) -> bool
 /// Serve `router` on `listener` within `limits` (already [`HttpLimits::fitted`]) until
 /// `shutdown` resolves; then stop accepting, let every connection finish its requests in
 /// flight, and return.
-pub(crate) async fn serve(
+pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: HttpLimits,

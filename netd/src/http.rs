@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, uri, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -53,6 +53,7 @@ pub use crate::connections::HttpLimits;
 use crate::connections::{ConnHandle, BODY_READ_TIMEOUT};
 use crate::executor::ExecutorClient;
 use crate::mcp::McpServer;
+use crate::origin::{Authorities, HostPort, Origin};
 use crate::tasks::TaskService;
 use crate::tool_calls::ToolCalls;
 
@@ -172,8 +173,7 @@ async fn not_found() -> Response {
 /// What a request must match to reach a protected route.
 struct Gate {
     token_digest: [u8; 32],
-    advertised: Origin,
-    local: Vec<HostPort>,
+    authorities: Authorities,
     /// How long an authorized request's body may take to arrive.
     body_read: Duration,
 }
@@ -203,10 +203,17 @@ impl Gate {
         }
         Ok(Self {
             token_digest: digest(token.as_bytes()),
-            advertised,
-            local,
+            authorities: Authorities { advertised, local },
             body_read: BODY_READ_TIMEOUT,
         })
+    }
+
+    fn host_allowed(&self, uri: &Uri, headers: &HeaderMap) -> bool {
+        self.authorities.host_allowed(uri, headers)
+    }
+
+    fn origin_allowed(&self, headers: &HeaderMap) -> bool {
+        self.authorities.origin_allowed(headers)
     }
 
     fn authorized(&self, headers: &HeaderMap) -> bool {
@@ -216,53 +223,6 @@ impl Gate {
         // Both sides hashed to 32 bytes, then compared without early exit: neither the
         // token's bytes nor its length shape the timing.
         bool::from(digest(candidate).ct_eq(&self.token_digest))
-    }
-
-    fn host_allowed(&self, uri: &Uri, headers: &HeaderMap) -> bool {
-        let mut hosts = headers.get_all(header::HOST).iter();
-        let from_header = match (hosts.next(), hosts.next()) {
-            (Some(h), None) => Some(h),
-            (None, None) => None,
-            _ => return false,
-        };
-        let mut named = false;
-        if let Some(h) = from_header {
-            let Ok(text) = h.to_str() else {
-                return false;
-            };
-            if !self.authority_allowed(text) {
-                return false;
-            }
-            named = true;
-        }
-        // An absolute-form target (`POST http://host/mcp`) names the host too.
-        if let Some(a) = uri.authority() {
-            if !self.authority_allowed(a.as_str()) {
-                return false;
-            }
-            named = true;
-        }
-        named
-    }
-
-    fn authority_allowed(&self, text: &str) -> bool {
-        let advertised = HostPort::parse(text, self.advertised.default_port())
-            .is_some_and(|h| h == self.advertised.authority);
-        let local = HostPort::parse(text, 80).is_some_and(|h| self.local.contains(&h));
-        advertised || local
-    }
-
-    fn origin_allowed(&self, headers: &HeaderMap) -> bool {
-        let mut origins = headers.get_all(header::ORIGIN).iter();
-        match (origins.next(), origins.next()) {
-            (None, _) => true,
-            (Some(o), None) => o
-                .to_str()
-                .ok()
-                .and_then(Origin::parse)
-                .is_some_and(|o| o == self.advertised),
-            (Some(_), Some(_)) => false,
-        }
     }
 }
 
@@ -284,66 +244,6 @@ fn bearer_token(headers: &HeaderMap) -> Option<&[u8]> {
     }
     let token = rest.trim_ascii();
     (!token.is_empty()).then_some(token)
-}
-
-/// A host (lowercase; IPv6 in brackets) and a port, the default port filled in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct HostPort {
-    host: String,
-    port: u16,
-}
-
-impl HostPort {
-    fn parse(text: &str, default_port: u16) -> Option<Self> {
-        let authority = uri::Authority::try_from(text).ok()?;
-        Self::from_authority(&authority, default_port)
-    }
-
-    fn from_authority(authority: &uri::Authority, default_port: u16) -> Option<Self> {
-        if authority.as_str().contains('@') || authority.host().is_empty() {
-            return None;
-        }
-        Some(Self {
-            host: authority.host().to_ascii_lowercase(),
-            port: authority.port_u16().unwrap_or(default_port),
-        })
-    }
-}
-
-/// A web origin, `scheme://host[:port]`, normalized.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Origin {
-    https: bool,
-    authority: HostPort,
-}
-
-impl Origin {
-    fn parse(text: &str) -> Option<Self> {
-        let parsed = Uri::try_from(text).ok()?;
-        let https = match parsed.scheme_str()?.to_ascii_lowercase().as_str() {
-            "http" => false,
-            "https" => true,
-            _ => return None,
-        };
-        // An origin is scheme and authority only (a lone trailing "/" is tolerated).
-        if !parsed
-            .path_and_query()
-            .is_none_or(|pq| matches!(pq.as_str(), "" | "/"))
-        {
-            return None;
-        }
-        let default_port = if https { 443 } else { 80 };
-        let authority = HostPort::from_authority(parsed.authority()?, default_port)?;
-        Some(Self { https, authority })
-    }
-
-    fn default_port(&self) -> u16 {
-        if self.https {
-            443
-        } else {
-            80
-        }
-    }
 }
 
 /// The checks of the module comment, in that order, then the bounded body.

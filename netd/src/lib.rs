@@ -16,6 +16,7 @@ pub mod error;
 pub mod executor;
 pub mod http;
 pub mod mcp;
+pub mod origin;
 #[cfg(all(
     target_os = "linux",
     any(

@@ -864,9 +864,14 @@ pub enum CliErrorKind {
 pub enum CliResponse {
     Pending(Vec<PendingApproval>),
     /// A login code for the Web console, and how long it is valid.
-    LoginCode { code: Secret, valid_secs: u64 },
+    LoginCode {
+        code: Secret,
+        valid_secs: u64,
+    },
     /// Sessions revoked.
-    LoggedOut { sessions: u64 },
+    LoggedOut {
+        sessions: u64,
+    },
     /// The request was approved (or rejected) and its call released.
     Done,
     Error {
@@ -875,7 +880,6 @@ pub enum CliResponse {
     },
 }
 wire!(CliResponse, 0x0502);
-
 
 // ---- Web console → approvald: the owner's requests ------------------------------------
 
@@ -933,15 +937,24 @@ pub enum OwnerAction {
     /// The configured grants, each as one line of text.
     Grants,
     /// The newest tasks (at most 100).
-    Tasks { limit: u32 },
-    Task { id: TaskId },
+    Tasks {
+        limit: u32,
+    },
+    Task {
+        id: TaskId,
+    },
     /// The newest audit rows (at most 500).
-    Audit { limit: u32 },
+    Audit {
+        limit: u32,
+    },
     VerifyAudit,
     /// The "MCP / A2A" settings as the file has them.
     Settings,
     /// Validate and save one setting exactly as `nl2sh config set` does.
-    SaveSetting { key: String, value: Secret },
+    SaveSetting {
+        key: String,
+        value: Secret,
+    },
     /// Save a new random `protocol_token` (never shown back).
     RotateToken,
 }
@@ -996,7 +1009,9 @@ pub enum OwnerResponse {
         expires_in_secs: u64,
     },
     /// The session is live.
-    Owner { expires_in_secs: u64 },
+    Owner {
+        expires_in_secs: u64,
+    },
     Done,
     Pending(Vec<PendingApproval>),
     Grants(Vec<String>),
@@ -1004,10 +1019,19 @@ pub enum OwnerResponse {
     Task(TaskRecord),
     /// Audit rows, newest first, each a JSON object as `protocol audit --json` prints it.
     Audit(Vec<String>),
-    Verified { intact: bool, message: String },
+    Verified {
+        intact: bool,
+        message: String,
+    },
     Settings(Vec<SettingView>),
-    Saved { message: String, restart_needed: bool },
-    Refused { kind: OwnerErrorKind, message: String },
+    Saved {
+        message: String,
+        restart_needed: bool,
+    },
+    Refused {
+        kind: OwnerErrorKind,
+        message: String,
+    },
 }
 wire!(OwnerResponse, 0x0702);
 

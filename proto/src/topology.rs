@@ -696,7 +696,10 @@ mod tests {
                 assert_eq!(e.asker, Role::Supervisor);
             }
             if e.asker == Role::Web {
-                assert!(matches!(e.answerer, Role::Approvald | Role::Supervisor), "{e:?}");
+                assert!(
+                    matches!(e.answerer, Role::Approvald | Role::Supervisor),
+                    "{e:?}"
+                );
             }
             if e.asker == Role::Netd {
                 assert!(!matches!(e.kind, ChannelKind::WebApprovald));

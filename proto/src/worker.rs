@@ -7,11 +7,12 @@ use tokio::net::UnixStream;
 
 use crate::channels::{
     ApprovaldSettings, ControlRequest, ControlResponse, ExecutorSettings, FromWorker, NetdSettings,
-    WorkerEvent, WorkerSettings,
+    WebSettings, WorkerEvent, WorkerSettings,
 };
 use crate::frame::{read_frame, write_frame, FrameError};
 use crate::topology::{
     Answerer, Channel, EndError, SupervisorApprovald, SupervisorExecutor, SupervisorNetd,
+    SupervisorWeb,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +63,16 @@ impl ControlChannel for SupervisorApprovald {
     fn settings(start: WorkerSettings) -> Option<ApprovaldSettings> {
         match start {
             WorkerSettings::Approvald(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl ControlChannel for SupervisorWeb {
+    type Settings = WebSettings;
+    fn settings(start: WorkerSettings) -> Option<WebSettings> {
+        match start {
+            WorkerSettings::Web(s) => Some(s),
             _ => None,
         }
     }

@@ -20,8 +20,13 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
 
+    /// Run the Web console alone in the foreground (with MCP/A2A too when
+    /// protocol_start_with_service = true); Ctrl-C stops what it started.
+    #[arg(long)]
+    pub web_only: bool,
+
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -36,6 +41,36 @@ pub enum Command {
     /// Read and edit the configuration file, keeping its comments and order.
     #[command(subcommand, after_help = CONFIG_HELP)]
     Config(ConfigCommand),
+    /// The owner's Web console of the running service.
+    #[command(subcommand, after_help = WEB_HELP)]
+    Web(WebCommand),
+}
+
+const WEB_HELP: &str = "\
+The console runs with `nl2sh service start` (web_host:web_port, default 127.0.0.1:8766) or
+alone with `nl2sh --web-only`. Reaching its port makes nobody the owner: `web login` asks the
+running service for a one-time login link (valid 120 s, usable once), over the same local
+socket as `protocol approve`, which no process of the service itself can use.
+Exit codes: 0 done; 1 failed; 2 usage; 3 nothing runs for this configuration, or it has no
+Web console.";
+
+#[derive(Debug, Subcommand)]
+pub enum WebCommand {
+    /// Print a one-time login link for the Web console (valid 120 s, usable once).
+    #[command(after_help = WEB_HELP)]
+    Login {
+        /// Open it in the browser instead (Android: an ACTION_VIEW intent; elsewhere
+        /// xdg-open).
+        #[arg(long)]
+        open: bool,
+    },
+    /// End Web console sessions.
+    #[command(after_help = WEB_HELP)]
+    Logout {
+        /// Every session (the only form: sessions are not named).
+        #[arg(long, required = true)]
+        all: bool,
+    },
 }
 
 const SERVICE_EXIT_CODES: &str = "\
@@ -197,6 +232,25 @@ mod tests {
     }
 
     #[test]
+    fn web_only_and_web_commands() {
+        let c = parse(&["--config", "/a.toml", "--web-only"]).unwrap();
+        assert!(c.web_only && c.command.is_none());
+        // Refused in `main` (clap cannot make an argument conflict with a subcommand
+        // while `--config` stays global).
+        assert!(parse(&["--web-only", "service", "start"]).unwrap().web_only);
+        assert!(matches!(
+            parse(&["web", "login", "--open"]).unwrap().command,
+            Some(Command::Web(WebCommand::Login { open: true }))
+        ));
+        assert!(parse(&["web", "logout"]).is_err(), "--all is required");
+        assert!(matches!(
+            parse(&["web", "logout", "--all"]).unwrap().command,
+            Some(Command::Web(WebCommand::Logout { all: true }))
+        ));
+        assert!(parse(&[]).unwrap().command.is_none());
+    }
+
+    #[test]
     fn config_before_or_after_the_subcommand() {
         let a = parse(&["--config", "/a.toml", "protocol", "serve"]).unwrap();
         let b = parse(&["protocol", "serve", "--config", "/a.toml"]).unwrap();
@@ -206,7 +260,7 @@ mod tests {
 
     #[test]
     fn allow_insecure_http_forms() {
-        let serve = |args: &[&str]| match parse(args).unwrap().command {
+        let serve = |args: &[&str]| match parse(args).unwrap().command.unwrap() {
             Command::Protocol(ProtocolCommand::Serve(s)) => s,
             other => panic!("{other:?}"),
         };
@@ -222,7 +276,7 @@ mod tests {
 
     #[test]
     fn service_and_config_commands() {
-        let cmd = |args: &[&str]| parse(args).unwrap().command;
+        let cmd = |args: &[&str]| parse(args).unwrap().command.unwrap();
         assert!(matches!(
             cmd(&["service", "status", "--json"]),
             Command::Service(ServiceCommand::Status { json: true })

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::fcntl::Flock;
+use nl2sh_proto::channels::SettingView;
 use nl2sh_proto::config::{self as schema, ConfigError, Key, KeyKind, ParseMode, KEYS, MODEL_KEYS};
 use nl2sh_proto::private_file::{self, Owner};
 use toml_edit::{DocumentMut, Item, Table, Value};
@@ -463,6 +464,12 @@ fn default_of(named: &Named, path: &Path) -> Option<String> {
         (None, "approval_grants") => "[]".into(),
         (None, "audit_max_rows") => DEFAULT_AUDIT_MAX_ROWS.to_string(),
         (None, "audit_max_bytes") => DEFAULT_AUDIT_MAX_BYTES.to_string(),
+        (None, "web_host") => DEFAULT_WEB_HOST.into(),
+        (None, "web_port") => DEFAULT_WEB_PORT.to_string(),
+        (None, "web_allow_insecure_http") => "false".into(),
+        (None, "web_uid") => defaults.web_ids().0.to_string(),
+        (None, "web_gid") => defaults.web_ids().1.to_string(),
+        (None, "approval_notifications") => "true".into(),
         (Some(_), "base_url") => DEFAULT_MODEL_BASE_URL.into(),
         (Some(_), "api_key_env") => DEFAULT_MODEL_API_KEY_ENV.into(),
         (Some(_), "max_steps") => DEFAULT_MODEL_MAX_STEPS.to_string(),
@@ -729,34 +736,138 @@ fn set(
         (Some(v), None) => v.to_owned(),
         (None, None) => return Err(EditError::NoInput),
     };
-    let target = write_target(path);
-    let lock = lock_for_edit(&target)?;
-    let before = read_text(&target)?;
-    let after = edit(&target, &before, key, &input)?;
-    save(&target, &after)?;
-    drop(lock);
+    let applied = apply(path, key, &input)?;
     if credential {
         println!(
             "Saved {} in {} (value not shown).",
             named.full(),
-            target.display()
+            applied.target.display()
         );
     } else {
         println!(
             "Saved {} = {} in {}.",
             named.full(),
             input.trim(),
-            target.display()
+            applied.target.display()
         );
     }
-    if before
-        .parse::<DocumentMut>()
-        .is_ok_and(|d| d.contains_key(RETIRED_KEY))
-    {
+    if applied.removed_retired {
         println!("Removed the retired {RETIRED_KEY} (it was ignored).");
     }
     println!("{}", restart_note(path, named.spec.live));
     Ok(())
+}
+
+/// What one saved edit did.
+struct Applied {
+    target: PathBuf,
+    removed_retired: bool,
+}
+
+/// Validate `key = input` against the file at `path` and save it, under the edit lock:
+/// what `config set` and the owner's consoles both do.
+fn apply(path: &Path, key: &str, input: &str) -> Result<Applied, EditError> {
+    let target = write_target(path);
+    let lock = lock_for_edit(&target)?;
+    let before = read_text(&target)?;
+    let after = edit(&target, &before, key, input)?;
+    save(&target, &after)?;
+    drop(lock);
+    let removed_retired = before
+        .parse::<DocumentMut>()
+        .is_ok_and(|d| d.contains_key(RETIRED_KEY));
+    Ok(Applied {
+        target,
+        removed_retired,
+    })
+}
+
+/// The settings of the consoles' "MCP / A2A" category, in the order they are shown.
+pub const OWNER_SETTINGS: &[&str] = &[
+    "protocol_start_with_service",
+    "protocol_service_port",
+    "protocol_token",
+    "protocol_auto_approve",
+    "approval_notifications",
+];
+
+/// The owner's consoles (Web, later the TUI) read and save their settings through
+/// approvald with this: the same validation, lock and atomic save as `config set`, and
+/// only the keys of [`OWNER_SETTINGS`].
+pub struct OwnerSettings;
+
+impl nl2sh_approvald::SettingsEditor for OwnerSettings {
+    fn settings(&self, config_path: &Path) -> Result<Vec<SettingView>, String> {
+        let text = read_text(&write_target(config_path)).map_err(|e| e.to_string())?;
+        OWNER_SETTINGS
+            .iter()
+            .map(|key| {
+                let spec = lookup(key).map_err(|e| e.to_string())?.spec;
+                let (value, set) = match get(config_path, &text, key).map_err(|e| e.to_string())? {
+                    Got::Credential(set) => ((if set { "set" } else { "not set" }).to_owned(), set),
+                    Got::Value(v) => (v, true),
+                    Got::Default(v) => (v, false),
+                };
+                Ok(SettingView {
+                    key: (*key).to_owned(),
+                    value,
+                    set,
+                    credential: spec.kind == KeyKind::Credential,
+                    live: spec.live,
+                })
+            })
+            .collect()
+    }
+
+    fn save(
+        &self,
+        config_path: &Path,
+        key: &str,
+        value: &str,
+    ) -> Result<nl2sh_approvald::SavedSetting, nl2sh_approvald::SettingRefused> {
+        use nl2sh_approvald::{SavedSetting, SettingRefused};
+        if !OWNER_SETTINGS.contains(&key) {
+            return Err(SettingRefused::Invalid(format!(
+                "`{key}` is not one of the console's settings ({}); use `nl2sh config set`",
+                OWNER_SETTINGS.join(", ")
+            )));
+        }
+        let spec = lookup(key)
+            .map_err(|e| SettingRefused::Invalid(e.to_string()))?
+            .spec;
+        let applied = apply(config_path, key, value).map_err(|e| match e {
+            EditError::Io { .. } | EditError::Locked { .. } | EditError::Read(_) => {
+                SettingRefused::Failed(e.to_string())
+            }
+            e => SettingRefused::Invalid(e.to_string()),
+        })?;
+        let shown = if spec.kind == KeyKind::Credential {
+            "(value not shown)".to_owned()
+        } else {
+            format!("= {}", value.trim())
+        };
+        let mut message = format!("Saved {key} {shown} in {}.", applied.target.display());
+        if applied.removed_retired {
+            message.push_str(&format!(
+                " Removed the retired {RETIRED_KEY} (it was ignored)."
+            ));
+        }
+        message.push(' ');
+        message.push_str(&restart_note(config_path, spec.live));
+        Ok(SavedSetting {
+            message,
+            restart_needed: !spec.live,
+        })
+    }
+
+    fn rotate_token(
+        &self,
+        config_path: &Path,
+    ) -> Result<nl2sh_approvald::SavedSetting, nl2sh_approvald::SettingRefused> {
+        let token = crate::token::generate()
+            .map_err(|e| nl2sh_approvald::SettingRefused::Failed(e.to_string()))?;
+        self.save(config_path, "protocol_token", token.expose())
+    }
 }
 
 /// What a running service does with the change (it is told nothing).

@@ -14,12 +14,14 @@ use crate::config;
 use crate::exit::Exit;
 use crate::state;
 
-fn fail(code: Exit, message: impl std::fmt::Display) -> ExitCode {
+pub(crate) fn fail(code: Exit, message: impl std::fmt::Display) -> ExitCode {
     eprintln!("nl2sh: {message}");
     code.into()
 }
 
-fn state_paths(config_arg: Option<PathBuf>) -> Result<(PathBuf, state::StatePaths), String> {
+pub(crate) fn state_paths(
+    config_arg: Option<PathBuf>,
+) -> Result<(PathBuf, state::StatePaths), String> {
     let explicit = config_arg.is_some();
     let config_path = config_arg.unwrap_or_else(config::default_config_path);
     let cfg = config::load(&config_path, explicit).map_err(|e| e.to_string())?;
@@ -64,14 +66,14 @@ async fn connect(
     Ok(client)
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| fail(Exit::Failure, format!("cannot start: {e}")))
 }
 
-async fn ask(
+pub(crate) async fn ask(
     config_path: &Path,
     sock: &Path,
     req: CliRequest,
@@ -83,7 +85,7 @@ async fn ask(
         .map_err(|e| (Exit::Failure, format!("approvald did not answer: {e}")))
 }
 
-fn cli_error(kind: CliErrorKind, message: String) -> (Exit, String) {
+pub(crate) fn cli_error(kind: CliErrorKind, message: String) -> (Exit, String) {
     let code = match kind {
         CliErrorKind::NoSuchRequest => Exit::NoSuchRequest,
         CliErrorKind::Expired => Exit::Expired,
@@ -98,7 +100,7 @@ async fn pending(config_path: &Path, sock: &Path) -> Result<Vec<PendingApproval>
     match ask(config_path, sock, CliRequest::ListPending).await? {
         CliResponse::Pending(list) => Ok(list),
         CliResponse::Error { kind, message } => Err(cli_error(kind, message)),
-        CliResponse::Done => Err((Exit::Failure, "approvald answered out of place".into())),
+        _ => Err((Exit::Failure, "approvald answered out of place".into())),
     }
 }
 
@@ -243,9 +245,7 @@ pub fn decide(
         match ask(&config_path, &sock, req).await? {
             CliResponse::Done => Ok(()),
             CliResponse::Error { kind, message } => Err(cli_error(kind, message)),
-            CliResponse::Pending(_) => {
-                Err((Exit::Failure, "approvald answered out of place".into()))
-            }
+            _ => Err((Exit::Failure, "approvald answered out of place".into())),
         }
     });
     match result {
@@ -381,18 +381,7 @@ pub fn audit(
     if json {
         let v: Vec<serde_json::Value> = rows
             .iter()
-            .map(|r| {
-                let c = &r.record;
-                serde_json::json!({
-                    "id": r.id, "time": r.time, "call_id": c.call_id, "kind": c.kind.as_str(),
-                    "origin": c.origin.map(|v| v.as_str()), "tool": c.tool, "action": c.action,
-                    "arguments_sha256": c.arguments_sha256, "risk": c.risk.map(|v| v.as_str()),
-                    "requires_root": c.requires_root, "identity": c.identity.map(|v| v.as_str()),
-                    "decision": c.decision.map(|v| v.as_str()), "reason": c.reason, "success": c.success,
-                    "exit_code": c.exit_code, "duration_ms": c.duration_ms, "summary": c.summary,
-                    "task": c.task,
-                })
-            })
+            .map(nl2sh_approvald::store::AuditRow::to_json)
             .collect();
         println!("{}", serde_json::Value::Array(v));
         return ExitCode::SUCCESS;

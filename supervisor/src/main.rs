@@ -7,6 +7,7 @@ mod advertise;
 mod cli;
 mod config;
 mod config_edit;
+mod discovery;
 mod exit;
 mod local;
 mod log_tail;
@@ -22,6 +23,7 @@ mod state;
 #[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 mod sys;
 mod token;
+mod web;
 
 use std::process::ExitCode;
 
@@ -75,7 +77,21 @@ fn main() -> ExitCode {
         &std::env::var("NL2SH_LOG").unwrap_or_else(|_| DEFAULT_LOG_FILTER.into()),
         "supervisor",
     );
-    match cli.command {
+    if cli.web_only && cli.command.is_some() {
+        eprintln!("nl2sh: --web-only runs alone; give it no subcommand");
+        return exit::Exit::Usage.into();
+    }
+    let Some(command) = cli.command else {
+        if cli.web_only {
+            return serve::serve(cli.config, serve::Transport::WebOnly);
+        }
+        use clap::CommandFactory;
+        let _ = cli::Cli::command().print_help();
+        return exit::Exit::Usage.into();
+    };
+    match command {
+        cli::Command::Web(cli::WebCommand::Login { open }) => web::login(cli.config, open),
+        cli::Command::Web(cli::WebCommand::Logout { .. }) => web::logout_all(cli.config),
         cli::Command::Protocol(cli::ProtocolCommand::Serve(args)) => {
             serve::serve(cli.config, serve::Transport::Http(args))
         }
@@ -116,7 +132,7 @@ fn main() -> ExitCode {
 }
 
 fn run_worker(worker: Worker, filter: &str) -> ExitCode {
-    use nl2sh_proto::topology::{ApprovaldEnds, EndError, ExecutorEnds, NetdEnds};
+    use nl2sh_proto::topology::{ApprovaldEnds, EndError, ExecutorEnds, NetdEnds, WebEnds};
     let name = worker.name();
     sys::set_process_name(name);
     nl2sh_proto::sys::limit_heap_arenas();
@@ -128,7 +144,10 @@ fn run_worker(worker: Worker, filter: &str) -> ExitCode {
     let ran: Result<ExitCode, EndError> = match worker {
         Worker::Netd => NetdEnds::inherited().map(nl2sh_netd::run),
         Worker::Executor => ExecutorEnds::inherited().map(nl2sh_executor::run),
-        Worker::Approvald => ApprovaldEnds::inherited().map(nl2sh_approvald::run),
+        Worker::Approvald => ApprovaldEnds::inherited().map(|ends| {
+            nl2sh_approvald::run(ends, std::sync::Arc::new(config_edit::OwnerSettings))
+        }),
+        Worker::Web => WebEnds::inherited().map(nl2sh_web::run),
     };
     ran.unwrap_or_else(|e| {
         tracing::error!("{name}: {e} (this role is started only by `nl2sh protocol serve`)");

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use nl2sh_proto::channels::{
     ApprovaldSettings, ControlRequest, ControlResponse, ExecutorSettings, FromWorker, HttpSettings,
-    NetdSettings, NetdTransport, UidRange, WorkerEvent, WorkerSettings,
+    NetdSettings, NetdTransport, UidRange, WebSettings, WorkerEvent, WorkerSettings,
 };
 use nl2sh_proto::frame::{read_frame, write_frame};
 use nl2sh_proto::handshake::{handshake, Role};
@@ -25,7 +25,8 @@ use nl2sh_proto::topology::control_channel;
 use crate::advertise::{self, Origin};
 use crate::cli::ServeArgs;
 use crate::config;
-use crate::spawn::{kill_all, NetdIdentity, NetdIo, Tree, Worker};
+use crate::discovery::Discovery;
+use crate::spawn::{kill_all, NetdIdentity, NetdIo, Tree, WebIo, Worker};
 use crate::startup;
 use crate::state::{self, ConnectionInfo};
 use crate::token;
@@ -56,6 +57,10 @@ pub enum ServeError {
     Host(String),
     #[error("--allow-insecure-http=false requires a loopback --host (such as 127.0.0.1); {0} is not loopback")]
     InsecureHttp(IpAddr),
+    #[error("web_host {0} is not loopback: the owner's session would cross the network in plain HTTP; set web_allow_insecure_http = true to allow it")]
+    InsecureWeb(IpAddr),
+    #[error("web_host {0:?} is not an IP address")]
+    WebHost(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -74,7 +79,13 @@ pub enum Transport {
     Http(ServeArgs),
     /// MCP on this process's stdin/stdout, for a local client that launched us.
     Stdio,
+    /// `nl2sh --web-only`: the Web console in the foreground, with MCP/A2A as the managed
+    /// service serves them when `protocol_start_with_service = true`, else without.
+    WebOnly,
 }
+
+/// The transport name `--web-only` announces in discovery.
+pub const WEB_ONLY_TRANSPORT: &str = "console";
 
 pub fn serve(config_arg: Option<PathBuf>, transport: Transport) -> ExitCode {
     // The managed service keeps its own log within its cap, from before any worker
@@ -155,6 +166,41 @@ fn prepare_http(
     Ok((listener, settings, announcement))
 }
 
+/// The Web console's listener and settings, from `web_host`/`web_port`.
+fn prepare_web(cfg: &config::Config) -> Result<(TcpListener, WebSettings), ServeError> {
+    let host: IpAddr = cfg
+        .web_host()
+        .parse()
+        .map_err(|_| ServeError::WebHost(cfg.web_host().to_owned()))?;
+    if !host.is_loopback() && !cfg.web_allow_insecure_http {
+        return Err(ServeError::InsecureWeb(host));
+    }
+    let listener = bind(host, cfg.web_port())?;
+    let listening = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: SocketAddr::new(host, cfg.web_port()),
+        source,
+    })?;
+    let origin = advertise::default_origin(listening);
+    let settings = WebSettings {
+        origin: origin.origin_string(),
+        local_authorities: local_authorities(host, listening.port()),
+        insecure_remote: !host.is_loopback(),
+    };
+    Ok((listener, settings))
+}
+
+/// `protocol serve` as the managed service and `--web-only` with protocols: every
+/// interface, the configured port, plain HTTP allowed.
+fn service_args(cfg: &config::Config) -> ServeArgs {
+    ServeArgs {
+        host: "0.0.0.0".into(),
+        port: cfg.service_port(),
+        advertised_url: None,
+        allow_insecure_http: true,
+        managed_service: false,
+    }
+}
+
 fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, ServeError> {
     let explicit = config_arg.is_some();
     let config_path = config_arg.unwrap_or_else(config::default_config_path);
@@ -174,13 +220,24 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         Transport::Http(args) if args.managed_service => "service",
         Transport::Http(_) => "http",
         Transport::Stdio => "stdio",
+        Transport::WebOnly => WEB_ONLY_TRANSPORT,
     };
-    // Validate the HTTP front door before taking the lock, so a bad flag never
+    // The Web console runs with the managed service and alone (`--web-only`); a
+    // standalone `protocol serve` or `stdio` starts no UI.
+    let with_web = matches!(&transport, Transport::Http(a) if a.managed_service)
+        || matches!(transport, Transport::WebOnly);
+    // Validate the HTTP front doors before taking the lock, so a bad flag never
     // disturbs a running service's state.
     let http = match &transport {
         Transport::Http(args) => Some(prepare_http(args, &cfg)?),
-        Transport::Stdio => None,
+        Transport::WebOnly if cfg.protocol_start_with_service => {
+            Some(prepare_http(&service_args(&cfg), &cfg)?)
+        }
+        Transport::WebOnly | Transport::Stdio => None,
     };
+    // A Web console that cannot start closes the protocol listener just opened (it is
+    // dropped with `http` on this error).
+    let web = with_web.then(|| prepare_web(&cfg)).transpose()?;
     let lock = state::prepare(&state_dir, transport_name)?;
     let redact = crate::model::secrets_to_redact(
         &cfg,
@@ -188,13 +245,34 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         &model,
     );
 
+    let stdio = matches!(transport, Transport::Stdio);
     let (netd_io, netd_transport, announcement) = match http {
         Some((listener, settings, announcement)) => (
             NetdIo::Listener(OwnedFd::from(listener)),
             NetdTransport::Http(settings),
             Some(announcement),
         ),
-        None => (NetdIo::Stdio, NetdTransport::Stdio, None),
+        None if stdio => (NetdIo::Stdio, NetdTransport::Stdio, None),
+        // A Web console alone: no netd, no executor (their settings are never sent).
+        None => (NetdIo::Off, NetdTransport::Stdio, None),
+    };
+    let (web_io, web_settings) = match web {
+        Some((listener, settings)) => {
+            let (uid, gid) = cfg.web_ids();
+            let identity = NetdIdentity {
+                uid,
+                gid,
+                groups: Vec::new(),
+            };
+            (
+                Some(WebIo {
+                    listener: OwnedFd::from(listener),
+                    identity,
+                }),
+                Some(settings),
+            )
+        }
+        None => (None, None),
     };
     let (uid, gid, groups) = cfg.netd_ids();
     let identity = NetdIdentity { uid, gid, groups };
@@ -220,7 +298,13 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
     if let Err(e) = crate::orphans::become_subreaper() {
         tracing::warn!(error = %e, "cannot become a child subreaper");
     }
-    let tree = Tree::spawn(&netd_io, &identity, &log_filter).map_err(ServeError::Spawn)?;
+    let tree = Tree::spawn(&netd_io, &identity, web_io.as_ref(), &log_filter)
+        .map_err(ServeError::Spawn)?;
+    let discovery = Arc::new(Discovery {
+        paths: lock.paths().clone(),
+        identity: config::identity(&config_path),
+        config_path: config_path.clone(),
+    });
     let starts = Starts {
         netd: Some(NetdSettings {
             transport: netd_transport,
@@ -252,9 +336,10 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
             redact,
             config_path: config_path.display().to_string(),
         }),
+        web: web_settings.clone(),
     };
     rt.block_on(async move {
-        let mut running = start_tree(tree, starts.clone()).await?;
+        let mut running = start_tree(tree, starts.clone(), &discovery).await?;
         let worker_pids = Arc::new(Mutex::new(running.pids()));
         let reaper = tokio::spawn(crate::orphans::reap(worker_pids.clone()));
         let mut info =
@@ -265,6 +350,10 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
             info.a2a_url = Some(a.origin.a2a_url());
             info.agent_card_url = Some(a.origin.agent_card_url());
             info.token = Some(a.token.expose().to_string());
+        }
+        if let (Some(web), Some(io)) = (&web_settings, &web_io) {
+            info.web_url = Some(web.origin.clone());
+            info.web_listen = local_addr_of(&io.listener);
         }
         let connection = state::write_connection(lock.paths(), &info)?;
         state::clear_failure(lock.paths());
@@ -284,11 +373,23 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
                 crate::service_log::startup_block_printed(&block);
             }
             tracing::info!(listen = %a.listening, origin = %a.origin.origin_string(), "serving");
-        } else {
+        } else if stdio {
             tracing::info!("serving MCP on stdin/stdout");
+        }
+        if let Some(url) = &info.web_url {
+            let note = match &announcement {
+                Some(_) => "",
+                None => " (MCP/A2A not started: protocol_start_with_service is not true)",
+            };
+            // Printed for the person at the terminal (`--web-only`) and kept in the
+            // service log; it holds no secret: the console needs `nl2sh web login`.
+            println!("Web console: {url}{note}\nLog in with: nl2sh web login");
+            tracing::info!(url = %url, "Web console serving");
         }
         let mut restart = Restart {
             netd_io,
+            web_io,
+            discovery,
             identity,
             log_filter,
             starts: starts.for_restart(),
@@ -297,7 +398,7 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
             info,
             connection,
             deaths: VecDeque::new(),
-            stdio: announcement.is_none(),
+            stdio,
         };
         let outcome = supervise(&mut running, &mut signals, &mut restart).await;
         reaper.abort();
@@ -317,6 +418,7 @@ struct Starts {
     netd: Option<NetdSettings>,
     executor: Option<ExecutorSettings>,
     approvald: Option<ApprovaldSettings>,
+    web: Option<WebSettings>,
 }
 
 impl Starts {
@@ -338,6 +440,7 @@ impl Starts {
             Role::Netd => self.netd.take().map(WorkerSettings::Netd),
             Role::Executor => self.executor.take().map(WorkerSettings::Executor),
             Role::Approvald => self.approvald.take().map(WorkerSettings::Approvald),
+            Role::Web => self.web.take().map(WorkerSettings::Web),
             Role::Supervisor | Role::Cli => None,
         }
     }
@@ -346,6 +449,20 @@ impl Starts {
 /// Request ids on a control channel: the one `Start`, the one `Drain`.
 const START_ID: u64 = 1;
 const DRAIN_ID: u64 = 2;
+
+/// The address a listener is bound to, as text.
+fn local_addr_of(listener: &OwnedFd) -> Option<String> {
+    let sock = nix::sys::socket::getsockname::<nix::sys::socket::SockaddrStorage>(
+        std::os::fd::AsRawFd::as_raw_fd(listener),
+    )
+    .ok()?;
+    sock.as_sockaddr_in()
+        .map(|a| SocketAddr::from(std::net::SocketAddrV4::from(*a)).to_string())
+        .or_else(|| {
+            sock.as_sockaddr_in6()
+                .map(|a| SocketAddr::from(std::net::SocketAddrV6::from(*a)).to_string())
+        })
+}
 
 /// Bind `host:port`; when the port is taken, an available port on the same address.
 fn bind(host: IpAddr, port: u16) -> Result<TcpListener, ServeError> {
@@ -399,6 +516,10 @@ fn local_authorities(host: IpAddr, port: u16) -> Vec<String> {
 }
 
 struct Running {
+    /// Ends of channels whose peer role this tree does not run (see `Tree::parked`).
+    _parked: Vec<std::os::unix::net::UnixStream>,
+    /// Answers the Web console's discovery while this worker set lives.
+    discovery: Option<tokio::task::JoinHandle<()>>,
     workers: Vec<Worker>,
     writers: Vec<tokio::net::unix::OwnedWriteHalf>,
     events: mpsc::UnboundedReceiver<(usize, Result<FromWorker, nl2sh_proto::FrameError>)>,
@@ -410,8 +531,40 @@ impl Running {
     }
 }
 
-async fn start_tree(tree: Tree, starts: Starts) -> Result<Running, ServeError> {
-    let Tree { mut workers } = tree;
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(task) = self.discovery.take() {
+            task.abort();
+        }
+    }
+}
+
+async fn start_tree(
+    tree: Tree,
+    starts: Starts,
+    discovery: &Arc<Discovery>,
+) -> Result<Running, ServeError> {
+    let Tree {
+        mut workers,
+        discovery: discovery_end,
+        parked,
+    } = tree;
+    // Served from the start: the Web console may ask before it answers Start.
+    let discovery_end = discovery_end.map(|end| {
+        end.set_nonblocking(true)?;
+        UnixStream::from_std(end)
+    });
+    let discovery = match discovery_end.transpose() {
+        Ok(end) => end.and_then(|end| {
+            nl2sh_proto::topology::Answerer::connected(end)
+                .ok()
+                .map(|end| tokio::spawn(crate::discovery::serve(end, discovery.clone())))
+        }),
+        Err(e) => {
+            kill_all(&mut workers);
+            return Err(ServeError::Spawn(e));
+        }
+    };
     let mut streams = Vec::new();
     for w in &workers {
         let std = match w.control.try_clone() {
@@ -499,6 +652,8 @@ async fn start_tree(tree: Tree, starts: Starts) -> Result<Running, ServeError> {
         });
     }
     Ok(Running {
+        _parked: parked,
+        discovery,
         workers,
         writers,
         events,
@@ -550,6 +705,9 @@ const PEER_DEATH_GRACE: Duration = Duration::from_secs(3);
 struct Restart {
     /// The listener (or stdio) every netd gets: clients keep the same URL.
     netd_io: NetdIo,
+    /// The Web console's listener, the same for every restart.
+    web_io: Option<WebIo>,
+    discovery: Arc<Discovery>,
     identity: NetdIdentity,
     log_filter: String,
     /// The same settings (token, model, paths) as the first start.
@@ -585,9 +743,14 @@ impl Restart {
 
     /// A new worker set on the same listener with the same settings.
     async fn start(&self) -> Result<Running, ServeError> {
-        let tree = Tree::spawn(&self.netd_io, &self.identity, &self.log_filter)
-            .map_err(ServeError::Spawn)?;
-        start_tree(tree, self.starts.clone()).await
+        let tree = Tree::spawn(
+            &self.netd_io,
+            &self.identity,
+            self.web_io.as_ref(),
+            &self.log_filter,
+        )
+        .map_err(ServeError::Spawn)?;
+        start_tree(tree, self.starts.clone(), &self.discovery).await
     }
 
     /// The new set runs: record it for the reaper and in connection.json.
@@ -786,8 +949,7 @@ fn describe(status: std::process::ExitStatus) -> String {
 /// netd first (it stops accepting and lets requests settle), then the others.
 async fn drain(running: &mut Running) {
     let grace = SHUTDOWN_GRACE;
-    let order = [Role::Netd, Role::Executor, Role::Approvald];
-    for role in order {
+    for role in nl2sh_proto::topology::Worker::ALL.map(|w| w.role()) {
         let Some(i) = running.workers.iter().position(|w| w.role == role) else {
             continue;
         };

@@ -221,6 +221,26 @@ fn connection_json(info: &ConnectionInfo) -> serde_json::Value {
     })
 }
 
+/// The connections of a live process: its protocol transport (none for a Web console
+/// alone) and its Web console (transport `web`, `url`), never a token.
+fn connections_json(info: &ConnectionInfo) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    if info.transport != crate::serve::WEB_ONLY_TRANSPORT || info.mcp_url.is_some() {
+        out.push(connection_json(info));
+    }
+    if let Some(url) = &info.web_url {
+        out.push(json!({
+            "transport": "web",
+            "url": url,
+            "listen": info.web_listen,
+            "pid": info.pid,
+            "version": info.version,
+            "since": since(info),
+        }));
+    }
+    out
+}
+
 /// The crash loop that stopped the service, when nothing runs now.
 fn failure_of(
     target: &Target,
@@ -241,7 +261,7 @@ fn status_json(
     };
     let failure = failure_of(target, found);
     let (state_word, connections, stale_record, lock_holder, error) = match found {
-        Ok(Discovered::Live(info)) => ("running", vec![connection_json(info)], None, None, None),
+        Ok(Discovered::Live(info)) => ("running", connections_json(info), None, None, None),
         Ok(Discovered::Stopped) if failure.is_some() => ("failed", vec![], None, None, None),
         Ok(Discovered::Stale(info)) => (
             "stale",
@@ -293,6 +313,12 @@ fn status_text(
             let what = match info.transport.as_str() {
                 SERVICE_TRANSPORT => "running (managed service)",
                 "stdio" => "running (protocol stdio: a local MCP client's process; no HTTP)",
+                crate::serve::WEB_ONLY_TRANSPORT if info.mcp_url.is_some() => {
+                    "running (nl2sh --web-only, with MCP/A2A; not managed by `nl2sh service`)"
+                }
+                crate::serve::WEB_ONLY_TRANSPORT => {
+                    "running (nl2sh --web-only: the Web console alone; MCP/A2A stopped)"
+                }
                 _ => "running (standalone protocol serve; not managed by `nl2sh service`)",
             };
             line("Status", what);
@@ -311,6 +337,9 @@ fn status_text(
             }
             if let Some(listen) = &info.listen {
                 line("Listening", &shown(listen));
+            }
+            if let Some(url) = &info.web_url {
+                line("Web", &format!("{} (log in: nl2sh web login)", shown(url)));
             }
             line("PID", &info.pid.to_string());
             if info.restarts > 0 {

@@ -67,6 +67,14 @@ pub struct NetdIdentity {
 /// The supervisor's ends of the control channels and the running children.
 pub struct Tree {
     pub workers: Vec<Worker>,
+    /// The supervisor's answering end of the Web console's discovery channel, when the
+    /// tree has a Web console.
+    pub discovery: Option<UnixStream>,
+    /// Ends whose peer role this tree does not run (netd and the executor in a Web
+    /// console without protocols, the Web console in `protocol serve`): held open and
+    /// never greeted, so the worker on the other side waits at that channel's handshake
+    /// instead of seeing its peer die. Closed with the tree.
+    pub parked: Vec<UnixStream>,
 }
 
 pub struct Worker {
@@ -80,42 +88,89 @@ pub enum NetdIo {
     Listener(OwnedFd),
     /// stdio: netd inherits stdin and stdout.
     Stdio,
+    /// No protocols (a Web console alone): neither netd nor the executor runs.
+    Off,
+}
+
+/// The Web console of a tree: its listener and identity.
+pub struct WebIo {
+    pub listener: OwnedFd,
+    pub identity: NetdIdentity,
 }
 
 impl Tree {
-    /// Start the workers. `netd_io` stays the caller's: a restarted tree gets the same
-    /// listener.
+    /// Start the workers. `netd_io` and `web` stay the caller's: a restarted tree gets the
+    /// same listeners.
     pub fn spawn(
         netd_io: &NetdIo,
         netd_identity: &NetdIdentity,
+        web: Option<&WebIo>,
         log_filter: &str,
     ) -> io::Result<Self> {
         // What can fail before any process exists, first.
         let root = nix::unistd::geteuid().is_root();
         let netd_drop = root.then(|| drop_target(netd_identity)).transpose()?;
+        let web_drop = match web {
+            Some(w) if root => Some(drop_target(&w.identity)?),
+            _ => None,
+        };
+        let protocols = !matches!(netd_io, NetdIo::Off);
+        let runs = |role: Role| match role {
+            Role::Netd | Role::Executor => protocols,
+            Role::Web => web.is_some(),
+            Role::Approvald => true,
+            Role::Supervisor | Role::Cli => false,
+        };
 
         // One socketpair per channel of the table; the supervisor keeps its asking ends
-        // of the control channels, every other end goes to its role at its number.
+        // of the control channels (and its answering end of discovery), every other end
+        // goes to its role at its number, or is parked when that role does not run here.
         let mut controls: Vec<(Role, UnixStream)> = Vec::new();
         let mut inherited: Vec<(Role, OwnedFd, i32)> = Vec::new();
+        let mut parked: Vec<UnixStream> = Vec::new();
+        let mut discovery = None;
         for edge in TOPOLOGY.iter() {
-            let (Some(answerer_fd), true) = (edge.answerer_fd, is_worker(edge.answerer)) else {
-                continue; // connected at run time (approvals.sock)
-            };
+            // Connected at run time (approvals.sock), or between roles none of which runs.
+            let placed = |role: Role, fd: Option<i32>| fd.is_some() && is_worker(role);
+            if !(placed(edge.answerer, edge.answerer_fd) || placed(edge.asker, edge.asker_fd)) {
+                continue;
+            }
+            if edge.asker == Role::Supervisor && !runs(edge.answerer) {
+                continue; // the control channel of a worker this tree does not start
+            }
             let (asker_end, answerer_end) = UnixStream::pair()?;
-            inherited.push((edge.answerer, OwnedFd::from(answerer_end), answerer_fd));
-            match (edge.asker, edge.asker_fd) {
-                (Role::Supervisor, _) => controls.push((edge.answerer, asker_end)),
-                (role, Some(fd)) if is_worker(role) => {
-                    inherited.push((role, OwnedFd::from(asker_end), fd))
-                }
-                (role, _) => {
-                    return Err(io::Error::other(format!(
-                        "the topology gives {:?}'s end of {:?} no descriptor",
-                        role, edge.kind
-                    )))
+            for (role, fd, end, supervisor_side) in [
+                (
+                    edge.answerer,
+                    edge.answerer_fd,
+                    answerer_end,
+                    Role::Supervisor == edge.answerer,
+                ),
+                (
+                    edge.asker,
+                    edge.asker_fd,
+                    asker_end,
+                    Role::Supervisor == edge.asker,
+                ),
+            ] {
+                match (supervisor_side, fd) {
+                    (true, _) if edge.asker == Role::Web => discovery = Some(end),
+                    (true, _) => controls.push((edge.answerer, end)),
+                    (false, Some(fd)) if runs(role) => {
+                        inherited.push((role, OwnedFd::from(end), fd))
+                    }
+                    (false, Some(_)) => parked.push(end),
+                    (false, None) => {
+                        return Err(io::Error::other(format!(
+                            "the topology gives {:?}'s end of {:?} no descriptor",
+                            role, edge.kind
+                        )))
+                    }
                 }
             }
+        }
+        if web.is_none() {
+            discovery = None;
         }
         let fds_of = |role: Role| -> Vec<(i32, i32)> {
             inherited
@@ -135,17 +190,17 @@ impl Tree {
         if let NetdIo::Listener(l) = netd_io {
             netd_fds.push((l.as_raw_fd(), fds::NETD_LISTENER));
         }
-        let specs = [
-            WorkerSpec {
-                role: Role::Approvald,
-                fds: fds_of(Role::Approvald),
-                env: APPROVALD_ENV,
-                drop_to: None,
-                no_new_privs: false,
-                keep_stdio: false,
-                control: control_of(Role::Approvald)?,
-            },
-            WorkerSpec {
+        let mut specs = vec![WorkerSpec {
+            role: Role::Approvald,
+            fds: fds_of(Role::Approvald),
+            env: APPROVALD_ENV,
+            drop_to: None,
+            no_new_privs: false,
+            keep_stdio: false,
+            control: control_of(Role::Approvald)?,
+        }];
+        if protocols {
+            specs.push(WorkerSpec {
                 role: Role::Executor,
                 fds: fds_of(Role::Executor),
                 env: EXECUTOR_ENV,
@@ -153,8 +208,8 @@ impl Tree {
                 no_new_privs: false,
                 keep_stdio: false,
                 control: control_of(Role::Executor)?,
-            },
-            WorkerSpec {
+            });
+            specs.push(WorkerSpec {
                 role: Role::Netd,
                 fds: netd_fds,
                 env: &[],
@@ -162,8 +217,21 @@ impl Tree {
                 no_new_privs: true,
                 keep_stdio: matches!(netd_io, NetdIo::Stdio),
                 control: control_of(Role::Netd)?,
-            },
-        ];
+            });
+        }
+        if let Some(w) = web {
+            let mut web_fds = fds_of(Role::Web);
+            web_fds.push((w.listener.as_raw_fd(), fds::WEB_LISTENER));
+            specs.push(WorkerSpec {
+                role: Role::Web,
+                fds: web_fds,
+                env: &[],
+                drop_to: web_drop,
+                no_new_privs: true,
+                keep_stdio: false,
+                control: control_of(Role::Web)?,
+            });
+        }
         let mut workers = Vec::with_capacity(specs.len());
         for spec in specs {
             match spawn_one(&spec, log_filter) {
@@ -179,8 +247,12 @@ impl Tree {
             }
         }
         // The workers' ends of the channels close when this returns: from now on only the
-        // workers hold them (and the caller the listener, for a restart).
-        Ok(Self { workers })
+        // workers hold them (and the caller the listeners, for a restart).
+        Ok(Self {
+            workers,
+            discovery,
+            parked,
+        })
     }
 }
 
@@ -216,7 +288,7 @@ fn drop_target(id: &NetdIdentity) -> io::Result<DropTo> {
     if id.uid == 0 || id.gid == 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "netd_uid/netd_gid must not be 0",
+            "an unprivileged worker's uid and gid must not be 0",
         ));
     }
     if id.groups.len() > 4 {

@@ -197,6 +197,27 @@ fn toml_basic_string(s: &str) -> String {
     out
 }
 
+/// The command that starts the managed service of the configuration at `config_path`.
+pub fn service_start_command(config_path: &str) -> String {
+    format!(
+        "nl2sh --config {} service start\n",
+        shell_single_quote(config_path)
+    )
+}
+
+/// A curl command sending an A2A 1.0 `SendMessage` to `a2a_url`, the token read from
+/// the client's environment.
+pub fn a2a_request(a2a_url: &str) -> String {
+    format!(
+        "curl -s {} -H \"Authorization: Bearer ${TOKEN_ENV}\" \\\n  \
+         -H 'A2A-Version: 1.0' -H 'Content-Type: application/json' -d '{{\n  \
+         \"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\",\"params\":{{\n    \
+         \"message\":{{\"messageId\":\"m1\",\"role\":\"ROLE_USER\",\"parts\":[{{\"text\":\"How full is /data?\"}}]}},\n    \
+         \"configuration\":{{\"returnImmediately\":true}}}}}}'\n",
+        shell_single_quote(a2a_url)
+    )
+}
+
 /// `'text'` for a POSIX shell, with embedded single quotes closed, escaped and reopened.
 fn shell_single_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -207,6 +228,29 @@ mod tests {
     use super::*;
     use crate::advertise::parse_advertised_url;
     use std::net::{IpAddr, Ipv4Addr};
+
+    #[test]
+    fn the_a2a_request_is_a_valid_send_message() {
+        let cmd = a2a_request("http://203.0.113.5:8765/a2a");
+        assert!(
+            cmd.starts_with("curl -s 'http://203.0.113.5:8765/a2a' "),
+            "{cmd}"
+        );
+        assert!(cmd.contains("Bearer $NL2SH_PROTOCOL_TOKEN"), "{cmd}");
+        let body = cmd
+            .split("-d '")
+            .nth(1)
+            .unwrap()
+            .trim_end()
+            .trim_end_matches('\'');
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["method"], "SendMessage");
+        assert_eq!(v["params"]["message"]["role"], "ROLE_USER");
+        assert_eq!(
+            service_start_command("/data/it's/config.toml"),
+            "nl2sh --config '/data/it'\\''s/config.toml' service start\n"
+        );
+    }
 
     fn lan() -> Origin {
         Origin::http(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 5)), 8765)

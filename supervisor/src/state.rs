@@ -282,6 +282,12 @@ pub struct ConnectionInfo {
     /// Why it last did (the worker and how it ended), if it did.
     #[serde(default)]
     pub last_restart_cause: Option<String>,
+    /// The Web console's origin, when this process serves one.
+    #[serde(default)]
+    pub web_url: Option<String>,
+    /// The Web console's bound listener.
+    #[serde(default)]
+    pub web_listen: Option<String>,
 }
 
 /// `protocol/failure.json`: the service stopped itself after its workers kept dying.
@@ -339,6 +345,8 @@ impl ConnectionInfo {
             listen: None,
             restarts: 0,
             last_restart_cause: None,
+            web_url: None,
+            web_listen: None,
         })
     }
 }

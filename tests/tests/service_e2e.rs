@@ -278,7 +278,11 @@ fn start_status_repeated_start_restart_and_stop() {
 
     // Stop: the whole tree exits and the record goes.
     let workers = children_of(new_pid);
-    assert_eq!(workers.len(), 3, "{workers:?}");
+    assert_eq!(
+        workers.len(),
+        4,
+        "netd, executor, approvald and web: {workers:?}"
+    );
     let (code, out, err) = m.run(&["service", "stop"]);
     assert_eq!(code, Some(0), "{out}\n{err}");
     assert!(

@@ -138,6 +138,23 @@ pub struct AuditRow {
     pub row_sha256: String,
 }
 
+impl AuditRow {
+    /// The row as `protocol audit --json` prints it, and the Web console's audit page
+    /// receives it: one object, every column by name, enums as their stored text.
+    pub fn to_json(&self) -> serde_json::Value {
+        let c = &self.record;
+        serde_json::json!({
+            "id": self.id, "time": self.time, "call_id": c.call_id, "kind": c.kind.as_str(),
+            "origin": c.origin.map(|v| v.as_str()), "tool": c.tool, "action": c.action,
+            "arguments_sha256": c.arguments_sha256, "risk": c.risk.map(|v| v.as_str()),
+            "requires_root": c.requires_root, "identity": c.identity.map(|v| v.as_str()),
+            "decision": c.decision.map(|v| v.as_str()), "reason": c.reason, "success": c.success,
+            "exit_code": c.exit_code, "duration_ms": c.duration_ms, "summary": c.summary,
+            "task": c.task,
+        })
+    }
+}
+
 /// The last `limit` rows of the database at `path`, oldest first.
 pub fn recent_path(path: &Path, limit: usize) -> Result<Vec<AuditRow>, StoreError> {
     let conn = open_read_only(path)?;
@@ -213,6 +230,38 @@ mod tests {
         duration_ms: Option<i64>,
         summary: Option<String>,
         task: Option<String>,
+    }
+
+    #[test]
+    fn a_row_as_json_names_every_column() {
+        let mut record = AuditRecord::new(AuditKind::Decision, 9);
+        record.origin = Some(CallOrigin::McpHttp);
+        record.tool = Some("shell.exec".into());
+        record.action = Some("touch /tmp/\u{1b}x".into());
+        record.risk = Some(RiskLevel::Medium);
+        record.requires_root = Some(false);
+        record.identity = Some(Identity::Launching);
+        record.decision = Some(Decision::Approved);
+        record.reason = Some("approved at the device (request abc234)".into());
+        record.task = Some("t-1".into());
+        let row = AuditRow {
+            id: 3,
+            time: "2026-01-02T03:04:05.006Z".into(),
+            record,
+            prev_sha256: "0".repeat(64),
+            row_sha256: "1".repeat(64),
+        };
+        assert_eq!(
+            row.to_json(),
+            serde_json::json!({
+                "id": 3, "time": "2026-01-02T03:04:05.006Z", "call_id": 9, "kind": "decision",
+                "origin": "mcp_http", "tool": "shell.exec", "action": "touch /tmp/\u{1b}x",
+                "arguments_sha256": null, "risk": "medium", "requires_root": false,
+                "identity": "launching_user", "decision": "approved",
+                "reason": "approved at the device (request abc234)", "success": null,
+                "exit_code": null, "duration_ms": null, "summary": null, "task": "t-1",
+            })
+        );
     }
 
     #[test]

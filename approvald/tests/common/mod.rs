@@ -11,6 +11,8 @@ use tokio::task::JoinHandle;
 
 use nl2sh_approvald::authority::Authority;
 use nl2sh_approvald::dispatch::{answer_cli, serve_executor};
+use nl2sh_approvald::notify::Notifier;
+use nl2sh_approvald::owner::OwnerSessions;
 use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
 use nl2sh_proto::channels::{
     ActionSummary, AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CliErrorKind,
@@ -25,15 +27,21 @@ pub struct Rig {
     pub dir: tempfile::TempDir,
     pub config: PathBuf,
     pub authority: Arc<Authority>,
+    pub sessions: Arc<OwnerSessions>,
     pub client: Client,
 }
 
 impl Rig {
     pub async fn new() -> Rig {
+        Self::with_notifier(Notifier::off()).await
+    }
+
+    /// A rig whose pending requests post through `notifier`.
+    pub async fn with_notifier(notifier: Notifier) -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let config = dir.path().join("config.toml");
-        let authority = Arc::new(Authority::new(store, &config));
+        let authority = Arc::new(Authority::new(store, &config).with_notifier(notifier));
         let (a, b) = pair::<ExecutorApprovald>().unwrap();
         tokio::spawn(serve_executor(b, authority.clone()));
         let (client, _) = Client::start(a).await.unwrap();
@@ -41,6 +49,7 @@ impl Rig {
             dir,
             config,
             authority,
+            sessions: Arc::new(OwnerSessions::new()),
             client,
         }
     }
@@ -80,7 +89,7 @@ impl Rig {
     }
 
     pub async fn cli(&self, req: CliRequest) -> CliResponse {
-        answer_cli(&self.authority, req).await
+        answer_cli(&self.authority, &self.sessions, req).await
     }
 
     pub async fn pending(&self) -> Vec<PendingApproval> {

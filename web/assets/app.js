@@ -1,0 +1,1528 @@
+// nl2sh Web console: the device owner's pages.
+//
+// Security rules of this file (the page is served with a strict Content-Security-Policy):
+// * every string that comes from the server is hostile; it reaches the DOM only as a
+//   text node, an input's value or a data-* attribute, never as markup (this file uses
+//   no API that parses an HTML string);
+// * elements are built with el(), which sets only attributes from a short allowlist;
+// * every change (POST) carries the CSRF token and the JSON content type.
+'use strict';
+
+(function () {
+  // ---------------------------------------------------------------------------------
+  // DOM helpers
+  // ---------------------------------------------------------------------------------
+
+  // Attributes el() may set with setAttribute. None of them can run script or load
+  // anything; href is further limited to same-document fragments.
+  var SAFE_ATTRS = {
+    class: true, id: true, type: true, for: true, placeholder: true, autocomplete: true,
+    title: true, name: true, role: true, min: true, max: true, step: true,
+    inputmode: true, autocapitalize: true, spellcheck: true, tabindex: true,
+    scope: true, colspan: true, lang: true, dir: true, href: true, maxlength: true,
+    enterkeyhint: true
+  };
+  // Properties el() may set directly on the element.
+  var SAFE_PROPS = { value: true, checked: true, disabled: true, readOnly: true, hidden: true };
+
+  function el(tag, attrs) {
+    var node = document.createElement(tag);
+    if (attrs) {
+      Object.keys(attrs).forEach(function (name) {
+        var v = attrs[name];
+        if (v === null || v === undefined || v === false) {
+          return;
+        }
+        if (SAFE_PROPS[name]) {
+          node[name] = v;
+          return;
+        }
+        var lower = name.toLowerCase();
+        var ok = SAFE_ATTRS[lower] || /^data-[a-z0-9-]+$/.test(lower) || /^aria-[a-z]+$/.test(lower);
+        if (!ok || lower.slice(0, 2) === 'on') {
+          throw new Error('el(): attribute not allowed: ' + name);
+        }
+        if (lower === 'href' && String(v).charAt(0) !== '#') {
+          throw new Error('el(): only #fragment links are allowed');
+        }
+        node.setAttribute(lower, v === true ? '' : String(v));
+      });
+    }
+    for (var i = 2; i < arguments.length; i++) {
+      append(node, arguments[i]);
+    }
+    return node;
+  }
+
+  // append(parent, child, ...): strings become text nodes; arrays are flattened; null,
+  // undefined and false are skipped.
+  function append(parent, child) {
+    if (arguments.length > 2) {
+      for (var i = 1; i < arguments.length; i++) {
+        append(parent, arguments[i]);
+      }
+      return;
+    }
+    if (child === null || child === undefined || child === false) {
+      return;
+    }
+    if (Array.isArray(child)) {
+      child.forEach(function (c) { append(parent, c); });
+      return;
+    }
+    if (child instanceof Node) {
+      parent.appendChild(child);
+      return;
+    }
+    parent.appendChild(document.createTextNode(String(child)));
+  }
+
+  function clear(node) {
+    while (node.firstChild) {
+      node.removeChild(node.firstChild);
+    }
+  }
+
+  function $(id) {
+    return document.getElementById(id);
+  }
+
+  // Server values, coerced to what the page expects (a hostile or broken server cannot
+  // make the page call a method on a non-string, say).
+  function str(v) {
+    if (typeof v === 'string') {
+      return v;
+    }
+    if (typeof v === 'number' || typeof v === 'boolean') {
+      return String(v);
+    }
+    return '';
+  }
+  function has(v) {
+    return v !== null && v !== undefined && str(v) !== '';
+  }
+  function arr(v) {
+    return Array.isArray(v) ? v : [];
+  }
+  function obj(v) {
+    return v !== null && typeof v === 'object' && !Array.isArray(v) ? v : {};
+  }
+
+  // Characters that change how text looks without being seen: direction overrides and
+  // isolates, zero-width characters, control characters other than newline and tab.
+  var INVISIBLE_RE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
+
+  function hasInvisible(s) {
+    INVISIBLE_RE.lastIndex = 0;
+    return INVISIBLE_RE.test(s);
+  }
+  function escapeInvisible(s) {
+    return s.replace(INVISIBLE_RE, function (c) {
+      var hex = c.charCodeAt(0).toString(16).toUpperCase();
+      while (hex.length < 4) {
+        hex = '0' + hex;
+      }
+      return '\u27e8U+' + hex + '\u27e9';
+    });
+  }
+
+  // A command or action shown exactly as text; when it holds invisible or
+  // direction-changing characters, a warning and a copy with them spelled out follow.
+  function actionBlock(text, extraClass) {
+    var s = str(text);
+    var out = [el('pre', { class: 'action' + (extraClass ? ' ' + extraClass : '') }, s)];
+    if (hasInvisible(s)) {
+      out.push(el('div', { class: 'invisible-warning' },
+        el('p', null, 'This text contains invisible or direction-changing characters. With them spelled out:'),
+        el('pre', { class: 'action-escaped' }, escapeInvisible(s))));
+    }
+    return out;
+  }
+
+  function fmtTime(s) {
+    var raw = str(s);
+    if (!raw) {
+      return '';
+    }
+    var d = new Date(raw);
+    if (isNaN(d.getTime())) {
+      return raw;
+    }
+    return d.toLocaleString(undefined, {
+      year: 'numeric', month: 'short', day: 'numeric',
+      hour: '2-digit', minute: '2-digit', second: '2-digit'
+    });
+  }
+
+  function timeEl(s) {
+    var raw = str(s);
+    return el('span', { class: 'time', title: raw }, fmtTime(raw));
+  }
+
+  // ---------------------------------------------------------------------------------
+  // API
+  // ---------------------------------------------------------------------------------
+
+  var state = {
+    csrf: null,
+    session: null,
+    loggedIn: false,
+    page: null,          // the page shown: 'mcp' | 'approvals' | 'tasks' | 'audit'
+    renderSeq: 0,        // bumped on every page change; stale async results are dropped
+    pollTimer: null,
+    pollBusy: false,
+    tickTimer: null,
+    approvals: null      // the approvals page's live state, when it is shown
+  };
+
+  function ApiError(status, kind, message) {
+    this.status = status;
+    this.kind = kind;
+    this.message = message;
+  }
+  ApiError.prototype = Object.create(Error.prototype);
+  ApiError.prototype.name = 'ApiError';
+
+  // fetch() a JSON API path. Resolves with the parsed body (null for 204); rejects with an
+  // ApiError. A 401 (other than at login) sends the owner back to the login screen.
+  function api(method, path, body, opts) {
+    opts = opts || {};
+    var init = { method: method, credentials: 'same-origin', cache: 'no-store', headers: {} };
+    if (method !== 'GET') {
+      init.headers['Content-Type'] = 'application/json';
+      if (!opts.noCsrf) {
+        init.headers['X-CSRF-Token'] = state.csrf || '';
+      }
+      init.body = JSON.stringify(body === undefined ? {} : body);
+    }
+    init.headers.Accept = 'application/json';
+    return fetch(path, init).then(function (res) {
+      if (res.status === 204) {
+        return null;
+      }
+      return res.text().then(function (text) {
+        var data = null;
+        try {
+          data = text ? JSON.parse(text) : null;
+        } catch (e) {
+          data = null;
+        }
+        if (res.ok) {
+          if (data === null || typeof data !== 'object') {
+            throw new ApiError(res.status, 'bad_response', 'Unexpected answer from the server (HTTP ' + res.status + ').');
+          }
+          return data;
+        }
+        var d = obj(data);
+        var err = new ApiError(res.status, str(d.kind) || 'http_' + res.status,
+          str(d.error) || 'The server answered HTTP ' + res.status + '.');
+        if (res.status === 401 && !opts.no401) {
+          showLogin(null);
+        }
+        throw err;
+      });
+    }, function () {
+      throw new ApiError(0, 'network', 'Cannot reach the console server.');
+    });
+  }
+
+  function errorText(err) {
+    if (err && typeof err.message === 'string' && err.message) {
+      return err.message;
+    }
+    return 'Something went wrong.';
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Login, session, shell
+  // ---------------------------------------------------------------------------------
+
+  function stopTimers() {
+    if (state.pollTimer) {
+      clearTimeout(state.pollTimer);
+      state.pollTimer = null;
+    }
+    if (state.tickTimer) {
+      clearInterval(state.tickTimer);
+      state.tickTimer = null;
+    }
+  }
+
+  function showLogin(message) {
+    state.loggedIn = false;
+    state.csrf = null;
+    state.session = null;
+    state.page = null;
+    state.approvals = null;
+    state.renderSeq++;
+    stopTimers();
+    clear($('page'));
+    $('app').hidden = true;
+    $('loading').hidden = true;
+    $('login-screen').hidden = false;
+    var e = $('login-error');
+    e.textContent = message || '';
+    e.hidden = !message;
+    document.title = 'nl2sh';
+  }
+
+  function showApp() {
+    var s = state.session || {};
+    state.loggedIn = true;
+    $('loading').hidden = true;
+    $('login-screen').hidden = true;
+    $('login-error').hidden = true;
+    $('app').hidden = false;
+    $('version').textContent = has(s.version) ? 'v' + str(s.version) : '';
+    setInsecure(s.insecure_remote === true);
+    startPolling();
+    route();
+  }
+
+  function setInsecure(on) {
+    if (on) {
+      $('insecure-banner').hidden = false;
+    } else if (state.session && state.session.insecure_remote !== true) {
+      $('insecure-banner').hidden = true;
+    }
+  }
+
+  function loadSession() {
+    return api('GET', '/api/session', undefined, { no401: true }).then(function (s) {
+      state.session = s;
+      state.csrf = str(s.csrf);
+      showApp();
+    }, function (err) {
+      if (err.status === 401) {
+        showLogin(null);
+      } else {
+        showLogin('The console could not load: ' + errorText(err));
+      }
+    });
+  }
+
+  // A "#login=CODE" fragment: trade the one-time code for a session. The fragment is
+  // removed from the address bar (and history) straight away, worked or not.
+  function loginFromFragment() {
+    var code = location.hash.slice('#login='.length);
+    try {
+      code = decodeURIComponent(code);
+    } catch (e) {
+      // keep it as it is
+    }
+    history.replaceState(null, '', location.pathname);
+    return api('POST', '/api/login', { code: code }, { noCsrf: true, no401: true }).then(function (r) {
+      state.csrf = str(r.csrf);
+      return loadSession();
+    }, function (err) {
+      var msg;
+      if (err.status === 401 || err.kind === 'not_logged_in') {
+        msg = 'This login link was already used or has expired. Run `nl2sh web login` on the device for a new one.';
+      } else if (err.status === 429 || err.kind === 'rate_limited') {
+        msg = 'Too many login attempts. Wait a minute, then run `nl2sh web login` on the device for a new link.';
+      } else {
+        msg = 'Login failed: ' + errorText(err);
+      }
+      // An owner who is already logged in keeps the session; otherwise, the login screen.
+      return api('GET', '/api/session', undefined, { no401: true }).then(function (s) {
+        state.session = s;
+        state.csrf = str(s.csrf);
+        showApp();
+        flash(msg);
+      }, function () {
+        showLogin(msg);
+      });
+    });
+  }
+
+  // A short-lived notice at the top of the page area.
+  function flash(message) {
+    var page = $('page');
+    var n = el('p', { class: 'flash error', role: 'alert' }, message);
+    page.insertBefore(n, page.firstChild);
+  }
+
+  function logout() {
+    var b = $('logout');
+    b.disabled = true;
+    api('POST', '/api/logout', {}).then(function () {
+      b.disabled = false;
+      showLogin(null);
+    }, function (err) {
+      b.disabled = false;
+      if (err.status !== 401) {
+        flash('Logout failed: ' + errorText(err));
+      }
+    });
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Routing
+  // ---------------------------------------------------------------------------------
+
+  var PAGES = ['mcp', 'approvals', 'tasks', 'audit'];
+
+  function parseHash() {
+    var h = location.hash.replace(/^#/, '');
+    var name = h;
+    var arg = null;
+    var slash = h.indexOf('/');
+    if (slash >= 0) {
+      name = h.slice(0, slash);
+      arg = h.slice(slash + 1);
+      try {
+        arg = decodeURIComponent(arg);
+      } catch (e) {
+        arg = null;
+      }
+    }
+    if (PAGES.indexOf(name) < 0) {
+      name = 'mcp';
+      arg = null;
+    }
+    return { page: name, arg: arg };
+  }
+
+  function route() {
+    if (!state.loggedIn) {
+      return;
+    }
+    var r = parseHash();
+    state.renderSeq++;
+    state.page = r.page;
+    state.approvals = null;
+    if (state.tickTimer) {
+      clearInterval(state.tickTimer);
+      state.tickTimer = null;
+    }
+    var buttons = document.querySelectorAll('#menu .menu-item');
+    for (var i = 0; i < buttons.length; i++) {
+      var active = buttons[i].getAttribute('data-page') === r.page;
+      buttons[i].classList.toggle('active', active);
+      if (active) {
+        buttons[i].setAttribute('aria-current', 'page');
+        if (buttons[i].scrollIntoView && window.matchMedia('(max-width: 700px)').matches) {
+          buttons[i].scrollIntoView({ block: 'nearest', inline: 'nearest' });
+        }
+      } else {
+        buttons[i].removeAttribute('aria-current');
+      }
+    }
+    var page = $('page');
+    clear(page);
+    page.setAttribute('data-page', r.page);
+    window.scrollTo(0, 0);
+    if (r.page === 'mcp') {
+      renderMcp(page);
+    } else if (r.page === 'approvals') {
+      renderApprovals(page);
+    } else if (r.page === 'tasks') {
+      if (r.arg !== null && r.arg !== '') {
+        renderTask(page, r.arg);
+      } else {
+        renderTasks(page);
+      }
+    } else if (r.page === 'audit') {
+      renderAudit(page);
+    }
+  }
+
+  function go(hash) {
+    if (location.hash === hash) {
+      route();
+    } else {
+      location.hash = hash;
+    }
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Small UI pieces
+  // ---------------------------------------------------------------------------------
+
+  function pageHeader(title, actions) {
+    return el('div', { class: 'page-header' },
+      el('h2', null, title),
+      el('div', { class: 'page-actions' }, actions || []));
+  }
+
+  function button(label, attrs, onClick) {
+    var a = Object.assign({ type: 'button', class: 'btn' }, attrs || {});
+    var b = el('button', a, label);
+    if (onClick) {
+      b.addEventListener('click', onClick);
+    }
+    return b;
+  }
+
+  function statusMsg(text, cls) {
+    return el('p', { class: 'msg ' + (cls || '') }, text);
+  }
+
+  // Is this render still the one on screen?
+  function current(seq) {
+    return state.loggedIn && seq === state.renderSeq;
+  }
+
+  // Copy text to the clipboard, then say "Copied" next to the button.
+  function copyText(text, btn) {
+    function done(ok) {
+      var next = btn.nextSibling;
+      if (next && next.classList && (next.classList.contains('copied') || next.classList.contains('copy-failed'))) {
+        next.parentNode.removeChild(next);
+      }
+      var note = ok ? el('span', { class: 'copied', role: 'status' }, 'Copied')
+        : el('span', { class: 'copy-failed', role: 'status' }, 'Copy failed: select the text and copy it');
+      btn.parentNode.insertBefore(note, btn.nextSibling);
+      setTimeout(function () {
+        if (note.parentNode) {
+          note.parentNode.removeChild(note);
+        }
+      }, ok ? 2000 : 5000);
+    }
+    function fallback() {
+      var ta = el('textarea', { class: 'offscreen', 'aria-hidden': 'true', tabindex: '-1' });
+      ta.value = text;
+      ta.readOnly = true;
+      document.body.appendChild(ta);
+      var ok = false;
+      try {
+        ta.focus();
+        ta.select();
+        ta.setSelectionRange(0, text.length);
+        ok = document.execCommand('copy');
+      } catch (e) {
+        ok = false;
+      }
+      document.body.removeChild(ta);
+      btn.focus();
+      done(ok);
+    }
+    if (navigator.clipboard && typeof navigator.clipboard.writeText === 'function' && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(function () { done(true); }, fallback);
+    } else {
+      fallback();
+    }
+  }
+
+  function copyButton(id, getText, label) {
+    var b = button(label || 'Copy', { id: id, class: 'btn btn-small copy' });
+    b.addEventListener('click', function () {
+      copyText(getText(), b);
+    });
+    return b;
+  }
+
+  function riskLabel(risk) {
+    var r = str(risk) || 'unknown';
+    var level = 'neutral';
+    if (r === 'medium') {
+      level = 'amber';
+    } else if (r === 'dangerous' || r === 'critical') {
+      level = 'red';
+    }
+    return el('span', { class: 'risk risk-' + level, 'data-risk': r }, r.replace(/_/g, ' '));
+  }
+
+  // ---------------------------------------------------------------------------------
+  // MCP / A2A page
+  // ---------------------------------------------------------------------------------
+
+  var SNIPPETS = [
+    { key: 'codex_toml', id: 'copy-codex', pre: 'snippet-codex', title: 'Codex (~/.codex/config.toml)' },
+    { key: 'mcp_servers_json', id: 'copy-json', pre: 'snippet-json', title: 'mcpServers JSON' },
+    { key: 'startup_command', id: 'copy-startup', pre: 'snippet-startup', title: 'Start the service' },
+    { key: 'a2a_request', id: 'copy-a2a', pre: 'snippet-a2a', title: 'A2A SendMessage (curl)' }
+  ];
+
+  function renderMcp(page) {
+    var seq = state.renderSeq;
+    var body = el('div', { id: 'connection', class: 'section' }, el('p', { class: 'muted' }, 'Loading…'));
+    var refresh = button('Refresh', { id: 'refresh-connection' }, function () {
+      loadConnection(body, seq, refresh);
+    });
+    append(page, pageHeader('MCP / A2A', [refresh]));
+    append(page, body);
+    append(page, renderSettingsSection(seq));
+    loadConnection(body, seq, refresh);
+  }
+
+  function loadConnection(body, seq, refresh) {
+    refresh.disabled = true;
+    api('GET', '/api/connection').then(function (c) {
+      if (!current(seq)) {
+        return;
+      }
+      refresh.disabled = false;
+      clear(body);
+      append(body, connectionView(c, seq));
+    }, function (err) {
+      if (!current(seq)) {
+        return;
+      }
+      refresh.disabled = false;
+      clear(body);
+      append(body, statusMsg(errorText(err), 'error'));
+    });
+  }
+
+  function connectionStatus(c) {
+    var st = str(c.state);
+    var transport = str(c.transport);
+    var text;
+    if (st === 'running' && transport === 'stdio') {
+      text = 'A local client runs nl2sh over stdio; no HTTP endpoint';
+    } else if (st === 'running') {
+      var where = has(c.mcp_url) ? str(c.mcp_url) : str(c.listen);
+      text = (transport === 'service' ? 'Running as the service over HTTP' : 'Running over HTTP') +
+        (where ? ' at ' + where : '');
+    } else {
+      text = has(c.detail) ? str(c.detail) : (st === 'stopped' ? 'Stopped' : 'State unknown');
+    }
+    var cls = st === 'running' ? 'running' : (st === 'stopped' ? 'stopped' : 'unknown');
+    var word = st === 'running' ? 'Running' : (st === 'stopped' ? 'Stopped' : 'Unknown');
+    var line = el('div', { id: 'connection-status', class: 'status status-' + cls, 'data-state': cls, role: 'status' },
+      el('span', { class: 'status-dot', 'aria-hidden': 'true' }),
+      el('span', { class: 'status-word' }, word),
+      el('span', { class: 'status-text' }, text));
+    var out = [line];
+    if (st === 'running' && has(c.detail)) {
+      out.push(el('p', { class: 'status-detail muted', id: 'connection-detail' }, str(c.detail)));
+    }
+    return out;
+  }
+
+  function connectionView(c, seq) {
+    var frag = connectionStatus(c);
+    if (obj(c.web).insecure_remote === true) {
+      setInsecure(true);
+    }
+
+    var dl = el('dl', { class: 'kv', id: 'connection-details' });
+    function row(label, value, mono, key) {
+      if (!has(value)) {
+        return;
+      }
+      append(dl, el('div', { class: 'kv-row', 'data-key': key },
+        el('dt', null, label),
+        el('dd', { class: mono ? 'mono' : null }, str(value))));
+    }
+    row('Version', c.version, false, 'version');
+    row('MCP URL', c.mcp_url, true, 'mcp_url');
+    row('A2A URL', c.a2a_url, true, 'a2a_url');
+    row('Agent Card URL', c.card_url, true, 'card_url');
+    row('Listen', c.listen, true, 'listen');
+    row('PID', c.pid, true, 'pid');
+    row('Since', fmtTime(c.since), false, 'since');
+    row('Configuration', c.config_path, true, 'config_path');
+
+    var tokenDd = el('dd', { id: 'token-cell' });
+    append(dl, el('div', { class: 'kv-row', 'data-key': 'token' }, el('dt', null, 'Token'), tokenDd));
+    tokenHidden(tokenDd, c.token_available === true, seq);
+    frag.push(dl);
+
+    // Snippets
+    var snippets = obj(c.snippets);
+    var examples = c.examples === true;
+    var sec = el('section', { class: 'section', id: 'snippets' },
+      el('h3', null, 'Connect a client'));
+    SNIPPETS.forEach(function (s) {
+      var text = str(snippets[s.key]);
+      var pre = el('pre', { class: 'snippet-code', id: s.pre }, text);
+      append(sec, el('div', { class: 'snippet', 'data-snippet': s.key },
+        el('div', { class: 'snippet-head' },
+          el('h4', null, s.title),
+          examples ? el('span', { class: 'tag example-tag' }, 'Example (service not running; default loopback address)') : null,
+          el('span', { class: 'spacer' }),
+          copyButton(s.id, function () { return pre.textContent; })),
+        pre));
+    });
+    frag.push(sec);
+    return frag;
+  }
+
+  function tokenHidden(dd, available, seq) {
+    clear(dd);
+    if (!available) {
+      append(dd, el('span', { class: 'muted', id: 'token-state' }, 'no HTTP token (not running over HTTP)'));
+      return;
+    }
+    var reveal = button('Reveal token', { id: 'reveal-token', class: 'btn btn-small' });
+    var err = el('span', { class: 'error inline', hidden: true });
+    reveal.addEventListener('click', function () {
+      reveal.disabled = true;
+      api('POST', '/api/connection/token', {}).then(function (r) {
+        if (!current(seq)) {
+          return;
+        }
+        tokenShown(dd, str(r.token), seq);
+      }, function (e) {
+        if (!current(seq)) {
+          return;
+        }
+        reveal.disabled = false;
+        err.textContent = errorText(e);
+        err.hidden = false;
+      });
+    });
+    append(dd, el('div', { class: 'token-row' },
+      el('span', { class: 'muted', id: 'token-state' }, 'hidden'), reveal, err));
+  }
+
+  function tokenShown(dd, token, seq) {
+    clear(dd);
+    var input = el('input', {
+      id: 'token-value', class: 'mono token-input', type: 'text', readOnly: true,
+      autocomplete: 'off', spellcheck: 'false', autocapitalize: 'off', 'aria-label': 'HTTP token'
+    });
+    input.value = token;
+    input.addEventListener('focus', function () { input.select(); });
+    append(dd, el('div', { class: 'token-row' },
+      input,
+      copyButton('copy-token', function () { return input.value; }),
+      button('Hide', { id: 'hide-token', class: 'btn btn-small' }, function () {
+        tokenHidden(dd, true, seq);
+      })));
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Settings (on the MCP / A2A page)
+  // ---------------------------------------------------------------------------------
+
+  var SETTING_INFO = {
+    protocol_start_with_service: { kind: 'bool', label: 'Start MCP/A2A with the service' },
+    protocol_service_port: { kind: 'port', label: 'Service port', help: '0 picks any free port.' },
+    protocol_token: { kind: 'token', label: 'HTTP token' },
+    protocol_auto_approve: {
+      kind: 'bool', label: 'Approve every request automatically',
+      warning: 'Approves every request, dangerous and critical ones included, with no one asked. Only for callers you fully trust.'
+    },
+    approval_notifications: { kind: 'bool', label: 'Notify on Android when a request waits' }
+  };
+  var SETTING_ORDER = ['protocol_start_with_service', 'protocol_service_port', 'protocol_token',
+    'protocol_auto_approve', 'approval_notifications'];
+
+  function renderSettingsSection(seq) {
+    var list = el('div', { id: 'settings-list' }, el('p', { class: 'muted' }, 'Loading…'));
+    var sec = el('section', { class: 'section settings', id: 'settings' }, el('h2', null, 'Settings'), list);
+    api('GET', '/api/settings').then(function (r) {
+      if (!current(seq)) {
+        return;
+      }
+      clear(list);
+      var items = arr(r.settings).map(obj).filter(function (s) { return has(s.key); });
+      items.sort(function (a, b) {
+        var ia = SETTING_ORDER.indexOf(str(a.key));
+        var ib = SETTING_ORDER.indexOf(str(b.key));
+        return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib);
+      });
+      if (!items.length) {
+        append(list, el('p', { class: 'muted' }, 'No settings.'));
+      }
+      items.forEach(function (s) {
+        append(list, settingRow(s, seq));
+      });
+    }, function (err) {
+      if (!current(seq)) {
+        return;
+      }
+      clear(list);
+      append(list, statusMsg(errorText(err), 'error'));
+    });
+    return sec;
+  }
+
+  function showSettingResult(msgEl, ok, text, restart) {
+    clear(msgEl);
+    msgEl.className = 'setting-msg ' + (ok ? 'ok' : 'error');
+    if (text) {
+      append(msgEl, el('span', { class: 'setting-msg-text' }, text));
+    }
+    if (restart) {
+      append(msgEl, el('span', { class: 'restart-needed' }, 'Restart needed: ',
+        el('code', null, 'nl2sh service restart')));
+    }
+    msgEl.hidden = false;
+  }
+
+  function settingRow(s, seq) {
+    var key = str(s.key);
+    var info = SETTING_INFO[key] || { kind: s.credential === true ? 'token' : 'text', label: key };
+    var inputId = 'input-' + key;
+    var msg = el('div', { id: 'msg-' + key, class: 'setting-msg', role: 'status', 'aria-live': 'polite', hidden: true });
+    var form = el('form', { class: 'setting', id: 'form-' + key, 'data-key': key, autocomplete: 'off' });
+    var stored = str(s.value);
+    var input;
+    var saveLabel = 'Save';
+    var controls;
+    var extra = null;
+    var stateEl = null;
+
+    // "default" while the configuration does not set this key.
+    var defTag = el('span', { class: 'tag default-tag', hidden: s.set === true }, 'default');
+    function defaultTag() {
+      return defTag;
+    }
+
+    if (info.kind === 'bool') {
+      input = el('input', { type: 'checkbox', id: inputId, class: 'checkbox' });
+      input.checked = stored === 'true';
+      controls = el('div', { class: 'setting-control' },
+        el('label', { class: 'check-label', for: inputId }, input, el('span', null, info.label)),
+        defaultTag());
+    } else if (info.kind === 'port') {
+      input = el('input', {
+        type: 'number', id: inputId, class: 'mono port-input', min: '0', max: '65535', step: '1',
+        inputmode: 'numeric', autocomplete: 'off'
+      });
+      input.value = stored;
+      controls = el('div', { class: 'setting-control' },
+        el('label', { for: inputId, class: 'field-label' }, info.label), input, defaultTag());
+    } else if (info.kind === 'token') {
+      saveLabel = 'Save token';
+      // A hidden username field keeps browsers from guessing one for this password form.
+      input = el('input', {
+        type: 'password', id: inputId, class: 'mono token-entry', autocomplete: 'off',
+        spellcheck: 'false', autocapitalize: 'off', placeholder: 'New token'
+      });
+      stateEl = el('span', { id: 'state-' + key, class: 'tag token-state' }, stored || 'unknown');
+      controls = el('div', { class: 'setting-control' },
+        el('label', { for: inputId, class: 'field-label' }, info.label),
+        stateEl, input);
+      extra = el('p', { class: 'help' }, '32–256 printable characters, no spaces. Clients using the old token stop working.');
+    } else {
+      input = el('input', { type: 'text', id: inputId, class: 'mono', autocomplete: 'off', spellcheck: 'false' });
+      input.value = stored;
+      controls = el('div', { class: 'setting-control' },
+        el('label', { for: inputId, class: 'field-label' }, info.label), input, defaultTag());
+    }
+
+    var save = el('button', { type: 'submit', id: 'save-' + key, class: 'btn btn-primary' }, saveLabel);
+    var buttons = el('div', { class: 'setting-buttons' }, save);
+    var rotate = null;
+    if (info.kind === 'token') {
+      rotate = button('Rotate token', { id: 'rotate-token', class: 'btn' });
+      append(buttons, rotate);
+    }
+
+    append(form, el('div', { class: 'setting-main' }, controls, buttons));
+    if (info.help) {
+      append(form, el('p', { class: 'help' }, info.help));
+    }
+    if (extra) {
+      append(form, extra);
+    }
+    if (info.warning) {
+      append(form, el('p', { class: 'warning', id: 'warn-' + key }, info.warning));
+    }
+    if (s.live === false) {
+      form.setAttribute('data-live', 'false');
+    }
+    append(form, msg);
+
+    function busy(on) {
+      save.disabled = on;
+      if (rotate) {
+        rotate.disabled = on;
+      }
+    }
+
+    function afterSave(r) {
+      if (!current(seq)) {
+        return;
+      }
+      busy(false);
+      var rr = obj(r);
+      showSettingResult(msg, true, str(rr.message) || 'Saved.', rr.restart_needed === true);
+      if (info.kind === 'token') {
+        input.value = '';
+        refreshSettingState(key, seq, function (fresh) {
+          stateEl.textContent = str(fresh.value) || 'unknown';
+        });
+      } else {
+        refreshSettingState(key, seq, function (fresh) {
+          stored = str(fresh.value);
+          defTag.hidden = fresh.set === true;
+        });
+      }
+    }
+
+    function onError(err) {
+      if (!current(seq)) {
+        return;
+      }
+      busy(false);
+      showSettingResult(msg, false, errorText(err), false);
+    }
+
+    form.addEventListener('submit', function (ev) {
+      ev.preventDefault();
+      var value;
+      if (info.kind === 'bool') {
+        value = input.checked ? 'true' : 'false';
+      } else if (info.kind === 'port') {
+        value = input.value.trim();
+        if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) {
+          showSettingResult(msg, false, 'Enter a port number from 0 to 65535.', false);
+          return;
+        }
+      } else if (info.kind === 'token') {
+        value = input.value;
+        if (!value) {
+          showSettingResult(msg, false, 'Type the new token first (or use Rotate token for a random one).', false);
+          input.focus();
+          return;
+        }
+      } else {
+        value = input.value;
+      }
+      if (key === 'protocol_auto_approve' && value === 'true') {
+        if (!window.confirm('Approve every request automatically, dangerous and critical ones included, with no one asked?\n\nOnly for callers you fully trust.')) {
+          input.checked = stored === 'true';
+          showSettingResult(msg, false, 'Not saved.', false);
+          return;
+        }
+      }
+      busy(true);
+      api('POST', '/api/settings', { key: key, value: value }).then(afterSave, onError);
+    });
+
+    if (rotate) {
+      rotate.addEventListener('click', function () {
+        busy(true);
+        api('POST', '/api/settings/rotate-token', {}).then(afterSave, onError);
+      });
+    }
+    return form;
+  }
+
+  // Read one setting afresh after a change (the stored state, e.g. "set" for the token).
+  function refreshSettingState(key, seq, fn) {
+    api('GET', '/api/settings').then(function (r) {
+      if (!current(seq)) {
+        return;
+      }
+      arr(r.settings).map(obj).forEach(function (s) {
+        if (str(s.key) === key) {
+          fn(s);
+        }
+      });
+    }, function () { /* the message already shown stands */ });
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Approvals: polled every second for the menu's badge, and for the page when shown
+  // ---------------------------------------------------------------------------------
+
+  function startPolling() {
+    stopTimers();
+    pollApprovals();
+  }
+
+  function schedulePoll() {
+    if (state.pollTimer) {
+      clearTimeout(state.pollTimer);
+    }
+    state.pollTimer = setTimeout(pollApprovals, 1000);
+  }
+
+  function pollApprovals() {
+    state.pollTimer = null;
+    if (!state.loggedIn) {
+      return;
+    }
+    if (state.pollBusy) {
+      schedulePoll();
+      return;
+    }
+    state.pollBusy = true;
+    api('GET', '/api/approvals').then(function (r) {
+      state.pollBusy = false;
+      if (!state.loggedIn) {
+        return;
+      }
+      $('net-banner').hidden = true;
+      var pending = arr(r.pending).map(obj).filter(function (p) { return has(p.id); });
+      setBadge(pending.length);
+      if (state.approvals) {
+        updateApprovals(pending, arr(r.grants));
+      }
+      schedulePoll();
+    }, function (err) {
+      state.pollBusy = false;
+      if (!state.loggedIn) {
+        return;
+      }
+      if (err.status === 0) {
+        $('net-banner').hidden = false;
+      }
+      if (state.approvals) {
+        var st = state.approvals.status;
+        st.textContent = errorText(err);
+        st.hidden = false;
+      }
+      schedulePoll();
+    });
+  }
+
+  function setBadge(n) {
+    var b = $('approvals-badge');
+    b.textContent = String(n);
+    b.hidden = n === 0;
+    b.setAttribute('aria-label', n + (n === 1 ? ' pending request' : ' pending requests'));
+    document.title = n ? '(' + n + ') nl2sh' : 'nl2sh';
+  }
+
+  function renderApprovals(page) {
+    var list = el('div', { id: 'approval-list', class: 'approval-list', 'aria-live': 'polite' });
+    var empty = el('p', { id: 'approvals-empty', class: 'empty', hidden: true }, 'No requests are waiting.');
+    var loading = el('p', { class: 'muted', id: 'approvals-loading' }, 'Loading…');
+    var status = el('p', { id: 'approvals-status', class: 'msg error', hidden: true });
+    var grants = el('div', { id: 'grants' }, el('p', { class: 'muted' }, 'Loading…'));
+    append(page, pageHeader('Approvals'));
+    append(page, status, loading, empty, list);
+    append(page, el('section', { class: 'section', id: 'grants-section' }, el('h3', null, 'Grants'), grants));
+    state.approvals = {
+      list: list, empty: empty, loading: loading, status: status, grants: grants,
+      cards: new Map(), grantsKey: null, decided: new Map(), seq: state.renderSeq
+    };
+    state.tickTimer = setInterval(tickApprovals, 1000);
+    // Fill the page right away rather than at the next tick.
+    if (!state.pollBusy) {
+      if (state.pollTimer) {
+        clearTimeout(state.pollTimer);
+      }
+      pollApprovals();
+    }
+  }
+
+  function updateApprovals(pending, grants) {
+    var a = state.approvals;
+    var now = Date.now();
+    a.loading.hidden = true;
+    a.status.hidden = true;
+    var seen = new Set();
+    pending.forEach(function (p) {
+      var id = str(p.id);
+      seen.add(id);
+      var decidedAt = a.decided.get(id);
+      if (decidedAt !== undefined && now - decidedAt < 10000) {
+        return; // decided here a moment ago; the server will drop it
+      }
+      var card = a.cards.get(id);
+      if (!card) {
+        card = makeCard(p);
+        a.cards.set(id, card);
+        a.list.appendChild(card.node);
+      }
+      card.deadline = now + Math.max(0, Number(p.seconds_left) || 0) * 1000;
+      updateTimeLeft(card);
+    });
+    a.cards.forEach(function (card, id) {
+      if (!seen.has(id) && !(card.keepUntil && card.keepUntil > now)) {
+        if (card.node.parentNode) {
+          card.node.parentNode.removeChild(card.node);
+        }
+        a.cards.delete(id);
+      }
+    });
+    a.decided.forEach(function (t, id) {
+      if (now - t > 60000) {
+        a.decided.delete(id);
+      }
+    });
+    a.empty.hidden = a.cards.size > 0;
+
+    var gk = JSON.stringify(grants);
+    if (gk !== a.grantsKey) {
+      a.grantsKey = gk;
+      clear(a.grants);
+      if (!grants.length) {
+        append(a.grants, el('p', { id: 'grants-empty', class: 'empty' }, 'No grants.'));
+      } else {
+        append(a.grants, el('ul', { id: 'grants-list', class: 'grants' },
+          grants.map(function (g) {
+            return el('li', { class: 'grant mono' }, typeof g === 'string' ? g : JSON.stringify(g));
+          })));
+      }
+    }
+  }
+
+  function tickApprovals() {
+    var a = state.approvals;
+    if (!a) {
+      return;
+    }
+    a.cards.forEach(updateTimeLeft);
+  }
+
+  function updateTimeLeft(card) {
+    var left = Math.max(0, Math.round((card.deadline - Date.now()) / 1000));
+    var text;
+    if (left <= 0) {
+      text = 'Expired';
+    } else {
+      var m = Math.floor(left / 60);
+      var sec = left % 60;
+      text = 'Time left: ' + (m ? m + ' min ' + (sec < 10 ? '0' : '') + sec + ' s' : sec + ' s');
+    }
+    if (card.timeEl.textContent !== text) {
+      card.timeEl.textContent = text;
+    }
+    card.timeEl.classList.toggle('urgent', left > 0 && left <= 15);
+    card.timeEl.setAttribute('data-seconds', String(left));
+  }
+
+  function makeCard(p) {
+    var id = str(p.id);
+    var risk = str(p.risk);
+    var phrase = p.phrase === null || p.phrase === undefined ? null : str(p.phrase);
+    var timeEl = el('span', { class: 'time-left' });
+    var errEl = el('p', { class: 'error', role: 'alert', hidden: true });
+    var phraseInput = null;
+
+    var meta = el('dl', { class: 'kv kv-compact' });
+    function row(label, value, mono) {
+      if (!has(value)) {
+        return;
+      }
+      append(meta, el('div', { class: 'kv-row' }, el('dt', null, label),
+        el('dd', { class: mono ? 'mono' : null }, str(value))));
+    }
+    row('Identity', p.identity, false);
+    row('Origin', p.origin, false);
+    row('Task', p.task, true);
+    row('Request', id, true);
+
+    var reasons = arr(p.reasons);
+    var approve = el('button', { type: 'button', class: 'btn btn-approve approve' }, 'Approve');
+    var reject = el('button', { type: 'button', class: 'btn btn-reject reject' }, 'Reject');
+
+    var node = el('article', { class: 'request risk-border-' + (risk === 'dangerous' || risk === 'critical' ? 'red' : risk === 'medium' ? 'amber' : 'neutral'), 'data-id': id, 'data-risk': risk },
+      el('div', { class: 'request-head' },
+        riskLabel(risk),
+        el('span', { class: 'tool mono' }, str(p.tool)),
+        p.requires_root === true ? el('span', { class: 'root-tag' }, 'runs as root') : null,
+        el('span', { class: 'spacer' }),
+        timeEl),
+      actionBlock(p.action),
+      meta,
+      reasons.length ? el('div', { class: 'reasons-block' },
+        el('h4', null, 'Why it needs approval'),
+        el('ul', { class: 'reasons' }, reasons.map(function (r) { return el('li', null, str(r)); }))) : null);
+
+    if (phrase !== null) {
+      phraseInput = el('input', {
+        type: 'text', class: 'phrase mono', autocomplete: 'off', spellcheck: 'false',
+        autocapitalize: 'off', 'aria-label': 'Approval phrase', enterkeyhint: 'done'
+      });
+      append(node, el('div', { class: 'phrase-block' },
+        el('p', null, 'Type this phrase to approve:'),
+        el('code', { class: 'phrase-text' }, phrase),
+        phraseInput));
+      phraseInput.addEventListener('keydown', function (ev) {
+        if (ev.key === 'Enter') {
+          ev.preventDefault();
+          approve.click();
+        }
+      });
+    }
+    append(node, errEl, el('div', { class: 'request-buttons' }, approve, reject));
+
+    var card = { id: id, node: node, timeEl: timeEl, deadline: Date.now(), keepUntil: 0 };
+
+    function fail(message, gone) {
+      errEl.textContent = message;
+      errEl.hidden = false;
+      if (gone) {
+        node.classList.add('gone');
+        card.keepUntil = Date.now() + 6000;
+        approve.disabled = true;
+        reject.disabled = true;
+        if (phraseInput) {
+          phraseInput.disabled = true;
+        }
+      } else {
+        approve.disabled = false;
+        reject.disabled = false;
+      }
+    }
+
+    function decide(decision) {
+      var typed = null;
+      if (decision === 'approve' && phraseInput) {
+        typed = phraseInput.value;
+        if (!typed.trim()) {
+          fail('Type the phrase shown above to approve.', false);
+          phraseInput.focus();
+          return;
+        }
+      }
+      if (decision === 'reject' && !window.confirm('Reject this request?')) {
+        return;
+      }
+      approve.disabled = true;
+      reject.disabled = true;
+      errEl.hidden = true;
+      api('POST', '/api/approvals/' + encodeURIComponent(id), { decision: decision, phrase: typed }).then(function () {
+        var a = state.approvals;
+        if (!a) {
+          return;
+        }
+        a.decided.set(id, Date.now());
+        a.cards.delete(id);
+        if (node.parentNode) {
+          node.parentNode.removeChild(node);
+        }
+        a.empty.hidden = a.cards.size > 0;
+      }, function (err) {
+        if (err.kind === 'no_such_request' || err.status === 404) {
+          fail('This request is no longer waiting (decided elsewhere, or gone).', true);
+        } else if (err.kind === 'expired' || err.status === 410) {
+          fail('This request expired before the decision reached it.', true);
+        } else {
+          fail(errorText(err), false);
+          if (phraseInput && (err.kind === 'wrong_phrase' || err.kind === 'phrase_required')) {
+            phraseInput.focus();
+            phraseInput.select();
+          }
+        }
+      });
+    }
+
+    approve.addEventListener('click', function () { decide('approve'); });
+    reject.addEventListener('click', function () { decide('reject'); });
+    return card;
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Tasks
+  // ---------------------------------------------------------------------------------
+
+  function shortState(s) {
+    var v = str(s).replace(/^TASK_STATE_/i, '').toLowerCase().replace(/_/g, ' ');
+    if (v === 'cancelled') {
+      v = 'canceled';
+    }
+    return v || 'unknown';
+  }
+
+  function stateLabel(s) {
+    var v = shortState(s);
+    var cls = 'neutral';
+    if (v === 'completed') {
+      cls = 'green';
+    } else if (v === 'failed' || v === 'rejected') {
+      cls = 'red';
+    } else if (v === 'working' || v === 'submitted' || v === 'input required' || v === 'auth required') {
+      cls = 'blue';
+    }
+    return el('span', { class: 'state state-' + cls, 'data-state': v }, v);
+  }
+
+  // A table cell with a label for the stacked (narrow-screen) layout; its content sits
+  // in one wrapper so the stacked grid has exactly two columns.
+  function td(label, cls) {
+    var inner = el('div', { class: 'cell' + (cls ? ' ' + cls : '') });
+    for (var i = 2; i < arguments.length; i++) {
+      append(inner, arguments[i]);
+    }
+    var cell = el('td', { 'data-label': label }, inner);
+    if (!inner.firstChild || inner.textContent === '') {
+      cell.className = 'empty-cell';
+    }
+    return cell;
+  }
+
+  function renderTasks(page) {
+    var seq = state.renderSeq;
+    var body = el('div', { id: 'tasks', class: 'section' }, el('p', { class: 'muted' }, 'Loading…'));
+    var refresh = button('Refresh', { id: 'refresh-tasks' }, load);
+    append(page, pageHeader('Tasks', [refresh]), body);
+
+    function load() {
+      refresh.disabled = true;
+      api('GET', '/api/tasks').then(function (r) {
+        if (!current(seq)) {
+          return;
+        }
+        refresh.disabled = false;
+        clear(body);
+        var tasks = arr(r.tasks).map(obj);
+        if (!tasks.length) {
+          append(body, el('p', { class: 'empty', id: 'tasks-empty' }, 'No tasks yet.'));
+          return;
+        }
+        var tbody = el('tbody');
+        tasks.forEach(function (t) {
+          var id = str(t.id);
+          var link = button(id, { class: 'task-link linklike mono', 'data-id': id }, function () {
+            go('#tasks/' + encodeURIComponent(id));
+          });
+          append(tbody, el('tr', { class: 'task-row', 'data-id': id },
+            td('Task', 'cell-link', link),
+            td('State', null, stateLabel(t.state)),
+            td('Updated', null, timeEl(t.updated)),
+            td('Context', 'mono small', str(t.context_id))));
+        });
+        append(body, el('table', { class: 'table stack', id: 'tasks-table' },
+          el('thead', null, el('tr', null,
+            el('th', { scope: 'col' }, 'Task'), el('th', { scope: 'col' }, 'State'),
+            el('th', { scope: 'col' }, 'Updated'), el('th', { scope: 'col' }, 'Context'))),
+          tbody));
+      }, function (err) {
+        if (!current(seq)) {
+          return;
+        }
+        refresh.disabled = false;
+        clear(body);
+        append(body, statusMsg(errorText(err), 'error'));
+      });
+    }
+    load();
+  }
+
+  function partView(part) {
+    var p = obj(part);
+    if (typeof p.text === 'string') {
+      return el('pre', { class: 'part part-text' }, p.text);
+    }
+    if (p.data !== undefined) {
+      var json;
+      try {
+        json = JSON.stringify(p.data, null, 2);
+      } catch (e) {
+        json = String(p.data);
+      }
+      return el('pre', { class: 'part part-data' }, json === undefined ? 'null' : json);
+    }
+    if (p.file !== undefined) {
+      var f = obj(p.file);
+      var label = str(f.name) || str(f.uri) || str(f.fileWithUri) || 'file';
+      return el('p', { class: 'part part-file' }, 'File: ' + label + (has(f.mimeType) ? ' (' + str(f.mimeType) + ')' : ''));
+    }
+    var other;
+    try {
+      other = JSON.stringify(p, null, 2);
+    } catch (e) {
+      other = '';
+    }
+    return el('pre', { class: 'part part-other' }, other);
+  }
+
+  function partsView(parts) {
+    var ps = arr(parts);
+    if (!ps.length) {
+      return el('p', { class: 'muted' }, '(no content)');
+    }
+    return el('div', { class: 'parts' }, ps.map(partView));
+  }
+
+  function roleName(r) {
+    var v = str(r).replace(/^ROLE_/i, '').toLowerCase();
+    return v || 'unknown';
+  }
+
+  function renderTask(page, id) {
+    var seq = state.renderSeq;
+    var back = button('Back', { id: 'task-back', class: 'btn' }, function () {
+      go('#tasks');
+    });
+    var body = el('div', { id: 'task-detail', class: 'section', 'data-id': id }, el('p', { class: 'muted' }, 'Loading…'));
+    append(page, pageHeader('Task', [back]), body);
+    api('GET', '/api/tasks/' + encodeURIComponent(id)).then(function (r) {
+      if (!current(seq)) {
+        return;
+      }
+      clear(body);
+      var t = obj(r.task);
+      var status = obj(t.status);
+      var msg = obj(status.message);
+      var dl = el('dl', { class: 'kv' },
+        el('div', { class: 'kv-row' }, el('dt', null, 'Task'), el('dd', { class: 'mono', id: 'task-id' }, str(t.id) || id)),
+        el('div', { class: 'kv-row' }, el('dt', null, 'State'), el('dd', { id: 'task-state' }, stateLabel(status.state))),
+        has(status.timestamp) ? el('div', { class: 'kv-row' }, el('dt', null, 'Updated'), el('dd', null, timeEl(status.timestamp))) : null,
+        has(t.contextId) ? el('div', { class: 'kv-row' }, el('dt', null, 'Context'), el('dd', { class: 'mono' }, str(t.contextId))) : null);
+      append(body, dl);
+
+      if (status.message) {
+        append(body, el('section', { class: 'subsection', id: 'task-status-message' },
+          el('h3', null, 'Status message'), partsView(msg.parts)));
+      }
+
+      var history = arr(t.history).map(obj);
+      append(body, el('section', { class: 'subsection', id: 'task-history' },
+        el('h3', null, 'History'),
+        history.length ? history.map(function (m) {
+          var role = roleName(m.role);
+          return el('div', { class: 'message role-' + (role === 'user' ? 'user' : role === 'agent' ? 'agent' : 'other'), 'data-role': role },
+            el('div', { class: 'message-role' }, role),
+            partsView(m.parts));
+        }) : el('p', { class: 'muted' }, 'No messages.')));
+
+      var artifacts = arr(t.artifacts).map(obj);
+      append(body, el('section', { class: 'subsection', id: 'task-artifacts' },
+        el('h3', null, 'Artifacts'),
+        artifacts.length ? artifacts.map(function (a) {
+          return el('div', { class: 'artifact' },
+            el('div', { class: 'artifact-name' }, str(a.name) || str(a.artifactId) || 'artifact'),
+            has(a.description) ? el('p', { class: 'muted' }, str(a.description)) : null,
+            partsView(a.parts));
+        }) : el('p', { class: 'muted' }, 'No artifacts.')));
+    }, function (err) {
+      if (!current(seq)) {
+        return;
+      }
+      clear(body);
+      append(body, statusMsg(err.status === 404 ? 'No such task.' : errorText(err), 'error'));
+    });
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Audit
+  // ---------------------------------------------------------------------------------
+
+  function renderAudit(page) {
+    var seq = state.renderSeq;
+    var body = el('div', { id: 'audit', class: 'section' }, el('p', { class: 'muted' }, 'Loading…'));
+    var result = el('span', { id: 'verify-result', class: 'verify-result', role: 'status', hidden: true });
+    var refresh = button('Refresh', { id: 'refresh-audit' }, load);
+    var verify = button('Verify audit chain', { id: 'verify-audit' }, function () {
+      verify.disabled = true;
+      result.hidden = true;
+      api('POST', '/api/audit/verify', {}).then(function (r) {
+        if (!current(seq)) {
+          return;
+        }
+        verify.disabled = false;
+        var intact = r.intact === true;
+        result.className = 'verify-result ' + (intact ? 'ok' : 'bad');
+        result.textContent = str(r.message) || (intact ? 'The audit chain is intact.' : 'The audit chain is broken.');
+        result.hidden = false;
+      }, function (err) {
+        if (!current(seq)) {
+          return;
+        }
+        verify.disabled = false;
+        result.className = 'verify-result bad';
+        result.textContent = errorText(err);
+        result.hidden = false;
+      });
+    });
+    append(page, pageHeader('Audit', [verify, refresh]), el('div', { class: 'verify-line' }, result), body);
+
+    function load() {
+      refresh.disabled = true;
+      api('GET', '/api/audit?limit=100').then(function (r) {
+        if (!current(seq)) {
+          return;
+        }
+        refresh.disabled = false;
+        clear(body);
+        var rows = arr(r.rows).map(obj);
+        if (!rows.length) {
+          append(body, el('p', { class: 'empty', id: 'audit-empty' }, 'No audit records yet.'));
+          return;
+        }
+        var tbody = el('tbody');
+        rows.forEach(function (row) {
+          append(tbody, auditRow(row));
+        });
+        append(body, el('p', { class: 'muted small' }, 'Newest ' + rows.length + ' records.'),
+          el('table', { class: 'table stack-wide audit-table', id: 'audit-table' },
+            el('thead', null, el('tr', null,
+              ['Time', 'Kind', 'Decision', 'Tool', 'Risk', 'Origin', 'Action', 'Outcome'].map(function (h) {
+                return el('th', { scope: 'col' }, h);
+              }))),
+            tbody));
+      }, function (err) {
+        if (!current(seq)) {
+          return;
+        }
+        refresh.disabled = false;
+        clear(body);
+        append(body, statusMsg(errorText(err), 'error'));
+      });
+    }
+    load();
+  }
+
+  function auditRow(r) {
+    var outcome = [];
+    if (r.success === true) {
+      outcome.push(el('span', { class: 'outcome-ok' }, 'success'));
+    } else if (r.success === false) {
+      outcome.push(el('span', { class: 'outcome-bad' }, 'failed'));
+    }
+    var bits = [];
+    if (has(r.exit_code)) {
+      bits.push('exit ' + str(r.exit_code));
+    }
+    if (has(r.duration_ms)) {
+      bits.push(str(r.duration_ms) + ' ms');
+    }
+    if (bits.length) {
+      outcome.push(el('span', { class: 'muted' }, (outcome.length ? ' · ' : '') + bits.join(' · ')));
+    }
+    if (has(r.summary)) {
+      outcome.push(el('div', { class: 'summary' }, str(r.summary)));
+    }
+    var decision = str(r.decision);
+    return el('tr', { class: 'audit-row', 'data-id': str(r.id) },
+      td('Time', null, timeEl(r.time)),
+      td('Kind', null, str(r.kind)),
+      td('Decision', null,
+        decision ? el('span', { class: 'decision decision-' + decisionClass(decision) }, decision) : null,
+        has(r.reason) ? el('div', { class: 'reason muted small' }, str(r.reason)) : null),
+      td('Tool', 'mono', str(r.tool)),
+      td('Risk', null, has(r.risk) ? riskLabel(r.risk) : null),
+      td('Origin', null, str(r.origin)),
+      td('Action', 'action-cell',
+        has(r.action) ? actionBlock(r.action, 'action-small') : null,
+        has(r.task) ? el('div', { class: 'muted small' }, 'task ', el('span', { class: 'mono' }, str(r.task))) : null),
+      td('Outcome', null, outcome));
+  }
+
+  function decisionClass(d) {
+    if (/^(approved|allowed|auto_approved|allow|approve|granted)/.test(d)) {
+      return 'ok';
+    }
+    if (/^(rejected|denied|refused|deny|reject|expired|blocked)/.test(d)) {
+      return 'bad';
+    }
+    return 'neutral';
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Start
+  // ---------------------------------------------------------------------------------
+
+  function init() {
+    var items = document.querySelectorAll('#menu .menu-item');
+    for (var i = 0; i < items.length; i++) {
+      (function (b) {
+        b.addEventListener('click', function () {
+          go('#' + b.getAttribute('data-page'));
+        });
+      })(items[i]);
+    }
+    $('logout').addEventListener('click', logout);
+    window.addEventListener('hashchange', function () {
+      if (location.hash.indexOf('#login=') === 0) {
+        loginFromFragment();
+        return;
+      }
+      route();
+    });
+    if (location.hash.indexOf('#login=') === 0) {
+      loginFromFragment();
+    } else {
+      loadSession();
+    }
+  }
+
+  if (document.readyState === 'loading') {
+    document.addEventListener('DOMContentLoaded', init);
+  } else {
+    init();
+  }
+})();

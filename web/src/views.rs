@@ -1,0 +1,172 @@
+//! What the API answers, as JSON for the page. Every text that came from a caller, a
+//! tool or a model (actions, reasons, ids, summaries, task text) passes through the one
+//! escaping function the CLI uses ([`Shown`]), so the page shows exactly what the
+//! terminal would: a right-to-left override or a zero-width space is named, never
+//! obeyed. The page then puts it in the DOM as text, never as markup.
+
+use nl2sh_proto::channels::{PendingApproval, ProtocolState, ProtocolStatus, TaskRecord};
+use nl2sh_proto::display::Shown;
+use nl2sh_proto::limits::MAX_ACTION_BYTES;
+use serde_json::{json, Map, Value};
+
+fn shown(text: &str) -> String {
+    Shown::new(text).to_string()
+}
+
+/// One pending request as the Approvals page shows it.
+pub fn pending(p: &PendingApproval) -> Value {
+    json!({
+        "id": shown(&p.id.0),
+        "tool": shown(&p.tool),
+        // Shown whole, as the CLI shows it: the executor refuses a longer one.
+        "action": Shown::new(&p.action).max_bytes(MAX_ACTION_BYTES).to_string(),
+        "risk": p.risk.as_str(),
+        "requires_root": p.requires_root,
+        "identity": p.identity.as_str(),
+        "origin": p.origin.as_str(),
+        "task": p.task.as_ref().map(|t| shown(&t.0)),
+        "reasons": p.reasons.iter().map(|r| shown(r)).collect::<Vec<_>>(),
+        "seconds_left": p.seconds_left,
+        "phrase": p.phrase.as_deref().map(shown),
+    })
+}
+
+/// One line of the task list.
+pub fn task_line(t: &TaskRecord) -> Value {
+    json!({
+        "id": shown(&t.id.0),
+        // The raw id too, for the page to ask for this task again (sent back, never shown).
+        "ref": t.id.0,
+        "context_id": shown(&t.context_id.0),
+        "state": t.state.as_a2a(),
+        "updated": utc_seconds(t.updated_ms),
+    })
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` (seconds are enough for a list; the document has the exact
+/// timestamp).
+fn utc_seconds(unix_ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(unix_ms)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_else(|| unix_ms.to_string())
+}
+
+/// Every string inside `value` through [`Shown`] (keys too): a task document or an audit
+/// row holds caller and model text anywhere.
+pub fn shown_json(value: Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(shown_long(&s)),
+        Value::Array(items) => Value::Array(items.into_iter().map(shown_json).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (shown(&k), shown_json(v)))
+                .collect::<Map<String, Value>>(),
+        ),
+        other => other,
+    }
+}
+
+/// Long text (tool output, an answer) is shown up to the task document's own bound, not
+/// cut at the one-line default.
+fn shown_long(text: &str) -> String {
+    Shown::new(text).max_bytes(64 * 1024).to_string()
+}
+
+/// One task whole: the A2A `Task` document with every string shown.
+pub fn task(t: &TaskRecord) -> Value {
+    match serde_json::from_str::<Value>(&t.document) {
+        Ok(doc) => shown_json(doc),
+        // approvald checked the document when it stored it; say so rather than fail.
+        Err(_) => json!({ "id": shown(&t.id.0), "unreadable": true }),
+    }
+}
+
+/// The "MCP / A2A" page's data: everything but the token.
+pub fn connection(status: &ProtocolStatus, web_origin: &str, insecure_remote: bool) -> Value {
+    let state = match status.state {
+        ProtocolState::Running => "running",
+        ProtocolState::Stopped => "stopped",
+        ProtocolState::Unknown => "unknown",
+    };
+    let opt = |v: &Option<String>| v.as_deref().map(shown);
+    json!({
+        "state": state,
+        "transport": opt(&status.transport),
+        "version": shown(&status.version),
+        "mcp_url": opt(&status.mcp_url),
+        "a2a_url": opt(&status.a2a_url),
+        "card_url": opt(&status.card_url),
+        "listen": opt(&status.listen),
+        "pid": status.pid,
+        "since": opt(&status.since),
+        "detail": shown(&status.detail),
+        "config_path": shown(&status.config_path),
+        "token_available": status.token.is_some(),
+        "examples": status.examples,
+        // Copied verbatim into a client's file: made by the supervisor from validated
+        // URLs and the configuration path, never from a caller's text.
+        "snippets": {
+            "codex_toml": status.snippets.codex_toml,
+            "mcp_servers_json": status.snippets.mcp_servers_json,
+            "startup_command": status.snippets.startup_command,
+            "a2a_request": status.snippets.a2a_request,
+        },
+        "web": { "origin": web_origin, "insecure_remote": insecure_remote },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nl2sh_proto::channels::{
+        ApprovalId, CallId, CallOrigin, ContextId, Identity, RiskLevel, TaskId, TaskState,
+    };
+
+    #[test]
+    fn a_pending_request_shows_hostile_text_as_the_cli_does() {
+        let p = PendingApproval {
+            id: ApprovalId("ab12".into()),
+            call_id: CallId(1),
+            origin: CallOrigin::McpHttp,
+            task: Some(TaskId("t\u{1b}[2J".into())),
+            tool: "shell.exec".into(),
+            action: "rm -rf /tmp/x \u{202e}fdp.exe <img src=x onerror=alert(1)>".into(),
+            risk: RiskLevel::Dangerous,
+            requires_root: true,
+            identity: Identity::Root,
+            reasons: vec!["deletes\nfiles".into()],
+            seconds_left: 99,
+            phrase: Some("approve ab12".into()),
+        };
+        let v = pending(&p);
+        assert_eq!(
+            v["action"],
+            "rm -rf /tmp/x \\u{202e}fdp.exe <img src=x onerror=alert(1)>"
+        );
+        assert_eq!(v["task"], "t\\x1b[2J");
+        assert_eq!(v["reasons"][0], "deletes\\nfiles");
+        assert_eq!(v["risk"], "dangerous");
+        assert_eq!(v["phrase"], "approve ab12");
+    }
+
+    #[test]
+    fn task_documents_are_shown_string_by_string() {
+        let t = TaskRecord {
+            id: TaskId("t1".into()),
+            context_id: ContextId("c1".into()),
+            state: TaskState::Completed,
+            updated_ms: 1_764_547_200_000,
+            document: r#"{"id":"t1","history":[{"parts":[{"text":"a\u0007b"}]}]}"#.into(),
+        };
+        assert_eq!(task(&t)["history"][0]["parts"][0]["text"], "a\\x07b");
+        assert_eq!(task_line(&t)["updated"], "2025-12-01T00:00:00Z");
+        assert_eq!(task_line(&t)["state"], "TASK_STATE_COMPLETED");
+    }
+
+    #[test]
+    fn dates_across_eras() {
+        assert_eq!(utc_seconds(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_seconds(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_seconds(-1000), "1969-12-31T23:59:59Z");
+    }
+}
