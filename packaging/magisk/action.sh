@@ -4,8 +4,11 @@
 # sh ./action.sh`; KernelSU and APatch run it by its full path from the module directory).
 #
 # Shows whether the managed service runs and the URLs an agent needs, starting the
-# service first if it is stopped. The access token is never shown: the screen may be seen
-# or recorded by others. It is in the service's log, readable by root only.
+# service first if it is stopped, then opens the owner's console: under KernelSU and
+# APatch it points to nl2sh's WebUI in the manager (webroot/); under Magisk it opens that
+# WebUI in WebUI X when installed, otherwise the Web console in the browser with a fresh
+# one-time login (`nl2sh web login --open`). The access token is never shown: the screen
+# may be seen or recorded by others. It is in the service's log, readable by root only.
 
 MODDIR=${0%/*}
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -13,6 +16,15 @@ MODDIR=${0%/*}
 nl2sh_use_manager_busybox "$0" "$@"
 
 NL2SH_BIN=$MODDIR/system/bin/nl2sh
+# This module's id (module.prop), which a WebUI host is given to show its WebUI.
+NL2SH_MODULE_ID=nl2sh
+# WebUI X, MMRL's standalone WebUI app (for Magisk, whose manager has no WebUI): its
+# package, and the exported activity that shows a module's WebUI for the module id in the
+# MOD_ID string extra (WebUI-X-Portable: app/src/main/AndroidManifest.xml, WXActivity;
+# MMRL: ModId.getModId reads MOD_ID, then id). Root's `am` may start it although the
+# activity asks callers for WebUI X's own permission.
+NL2SH_WEBUIX_PACKAGE=com.dergoogler.mmrl.wx
+NL2SH_WEBUIX_ACTIVITY=$NL2SH_WEBUIX_PACKAGE/.ui.activity.webui.WebUIActivity
 umask 077
 
 # The connections of `service status --json`, each as labelled lines in a fixed order.
@@ -20,7 +32,7 @@ umask 077
 # puts each connection object (they hold no nested objects) on a line of its own.
 show_connections() {
     tr '\n}' ' \n' <"$1" | while IFS= read -r object; do
-        for field in mcp_url a2a_url card_url transport version pid since; do
+        for field in mcp_url a2a_url card_url url transport version pid since; do
             value=$(printf '%s\n' "$object" |
                 sed -n -E "s/.*\"$field\"[[:space:]]*:[[:space:]]*(\"([^\"]*)\"|([0-9]+)).*/\2\3/p")
             [ -n "$value" ] || continue
@@ -28,6 +40,7 @@ show_connections() {
             mcp_url) label='MCP:       ' ;;
             a2a_url) label='A2A:       ' ;;
             card_url) label='Agent Card:' ;;
+            url) label='Web:       ' ;;
             transport) label='Transport: ' ;;
             version) label='Version:   ' ;;
             pid) label='PID:       ' ;;
@@ -43,6 +56,50 @@ read_status() {
     "$NL2SH_BIN" --config "$NL2SH_CONFIG" service status --json </dev/null >"$status_file" 2>/dev/null
 }
 
+# The Web console in the browser, logged in: `web login --open` asks the running service
+# for a one-time login link and hands it to the browser (an ACTION_VIEW intent); the link
+# itself is never printed. Shows nl2sh's words (redacted) either way.
+open_web_console() {
+    console_file=$(nl2sh_tmp_output console) || {
+        echo "! Cannot write in $NL2SH_DATA_DIR."
+        return 1
+    }
+    "$NL2SH_BIN" --config "$NL2SH_CONFIG" web login --open </dev/null >"$console_file" 2>&1
+    console_status=$?
+    nl2sh_log "action: web login --open exit $console_status"
+    nl2sh_log_output "$console_file"
+    if [ "$console_status" -eq 0 ]; then
+        echo "Console: the Web console opens in your browser, logged in."
+        nl2sh_redact <"$console_file" | sed 's/^/  /'
+        return 0
+    fi
+    echo "! The Web console did not open (exit $console_status):"
+    nl2sh_redact <"$console_file" | sed 's/^/  /'
+    echo "  From a root shell: nl2sh --config $NL2SH_CONFIG web login"
+    return 1
+}
+
+# The owner's console: status, URLs and the pending approvals, to approve or reject.
+open_console() {
+    # KernelSU and APatch set these for every module script; their managers show a
+    # module's webroot/ themselves.
+    if [ "${KSU:-}" = true ] || [ "${APATCH:-}" = true ]; then
+        echo "Console: open nl2sh's WebUI in your manager (Modules, nl2sh, WebUI) for the"
+        echo "  status, the URLs and the pending approvals, to approve or reject them."
+        return 0
+    fi
+    if pm path "$NL2SH_WEBUIX_PACKAGE" </dev/null >/dev/null 2>&1; then
+        # `am start` says "Error" on a failed start, and not always with an exit status.
+        if webuix_out=$(am start -n "$NL2SH_WEBUIX_ACTIVITY" -e MOD_ID "$NL2SH_MODULE_ID" </dev/null 2>&1) &&
+            ! printf '%s\n' "$webuix_out" | grep -q Error; then
+            echo "Console: opened nl2sh's WebUI in WebUI X."
+            return 0
+        fi
+        echo "! WebUI X did not open nl2sh's WebUI; opening the Web console instead."
+    fi
+    open_web_console
+}
+
 echo "nl2sh device agent (MCP / A2A)"
 if [ ! -x "$NL2SH_BIN" ]; then
     echo "! $NL2SH_BIN is missing: reinstall the module."
@@ -56,7 +113,7 @@ status_file=$(nl2sh_tmp_output status) || {
     echo "! Cannot write in $NL2SH_DATA_DIR."
     exit 1
 }
-trap 'rm -f "$status_file" "${start_file:-}"' EXIT
+trap 'rm -f "$status_file" "${start_file:-}" "${console_file:-}"' EXIT
 
 if read_status; then
     echo "Status: running"
@@ -105,4 +162,8 @@ echo "Token: not shown here. As root, read it from"
 echo "  $NL2SH_SERVICE_LOG"
 echo "  (it changes at every start unless protocol_token is set in $NL2SH_CONFIG)."
 echo "Agents send it as 'Authorization: Bearer <token>'. Settings: $NL2SH_CONFIG"
+echo
+# The status above is what this button is for: a console that does not open is said,
+# not a failure of the Action.
+open_console
 exit 0

@@ -95,6 +95,7 @@ if [ "${KSU:-}" = true ]; then
     ui_print "  /data/adb/modules/nl2sh/system/bin/nl2sh."
 fi
 ui_print "- Reboot to start the service (an upgrade keeps the running one until then)."
-ui_print "- After boot, press Action for the status and the MCP/A2A URLs."
+ui_print "- After boot, press Action for the status, the MCP/A2A URLs and the console"
+ui_print "  (nl2sh's WebUI in KernelSU/APatch/WebUI X, else the Web console)."
 ui_print "- The access token is never shown here; as root, read it from"
 ui_print "  $NL2SH_SERVICE_LOG"

@@ -42,11 +42,12 @@ nl2sh_use_manager_busybox() {
 }
 
 # Output of nl2sh with anything shaped like a credential replaced: a run of 32 or more
-# token characters (the generated token is 64 hex digits). URLs and paths never have such
-# a run, since dots, colons and slashes break it. Used on every nl2sh output a script
-# logs or shows, in case a version prints more than `service status` promises.
+# token characters (the generated token is 64 hex digits), and whatever follows
+# `#login=` (a Web console login link works once, but it is a login while it lasts). URLs
+# and paths never have such a run, since dots, colons and slashes break it. Used on every
+# nl2sh output a script logs or shows, in case a version prints more than it promises.
 nl2sh_redact() {
-    sed -E 's/[A-Za-z0-9_-]{32,}/[redacted]/g'
+    sed -E -e 's/#login=[^[:space:]]*/#login=[redacted]/g' -e 's/[A-Za-z0-9_-]{32,}/[redacted]/g'
 }
 
 # One timestamped line in module.log, which stays private (0600) whoever created it.

@@ -162,6 +162,11 @@ pub enum ProtocolCommand {
         /// The exact phrase bound to this request (dangerous and critical actions).
         #[arg(long)]
         phrase: Option<String>,
+        /// The person confirmed already, in a console that runs this command for them
+        /// (the root manager's WebUI): no terminal needed. Still refused to every process
+        /// of the service's own tree.
+        #[arg(long)]
+        yes: bool,
     },
     /// Reject a pending request; its action does not run.
     Reject {

@@ -199,13 +199,18 @@ pub fn decide(
     id: String,
     approve: bool,
     phrase: Option<String>,
+    confirmed: bool,
 ) -> ExitCode {
-    // One-time device-local approval means a person at a terminal, not a script.
-    if approve && !nix::unistd::isatty(std::io::stdin()).unwrap_or(false) {
+    // One-time device-local approval means a person at a terminal, not a script, unless
+    // the person confirmed elsewhere (`--yes`: the root manager's WebUI, which runs the
+    // CLI outside the service's tree). Either way approvald refuses every process of the
+    // service's own tree, so a tool command cannot approve with or without `--yes`.
+    if approve && !confirmed && !nix::unistd::isatty(std::io::stdin()).unwrap_or(false) {
         return fail(
             Exit::NoTerminal,
             "approve needs an interactive terminal on stdin: an approval is a person's decision \
-             at the device, which a script or a remote agent must not make",
+             at the device, which a script or a remote agent must not make (a console that \
+             asked the person itself passes --yes)",
         );
     }
     let (config_path, paths) = match state_paths(config_arg) {

@@ -85,8 +85,10 @@ fn main() -> ExitCode {
         if cli.web_only {
             return serve::serve(cli.config, serve::Transport::WebOnly);
         }
+        // A usage error, as clap reports one: the help on stderr, exit 2. (A terminal
+        // user interface takes this place once there is one.)
         use clap::CommandFactory;
-        let _ = cli::Cli::command().print_help();
+        eprint!("{}", cli::Cli::command().render_help());
         return exit::Exit::Usage.into();
     };
     match command {
@@ -101,11 +103,11 @@ fn main() -> ExitCode {
         cli::Command::Protocol(cli::ProtocolCommand::Approvals { json }) => {
             local::approvals(cli.config, json)
         }
-        cli::Command::Protocol(cli::ProtocolCommand::Approve { id, phrase }) => {
-            local::decide(cli.config, id, true, phrase)
+        cli::Command::Protocol(cli::ProtocolCommand::Approve { id, phrase, yes }) => {
+            local::decide(cli.config, id, true, phrase, yes)
         }
         cli::Command::Protocol(cli::ProtocolCommand::Reject { id }) => {
-            local::decide(cli.config, id, false, None)
+            local::decide(cli.config, id, false, None, false)
         }
         cli::Command::Protocol(cli::ProtocolCommand::Audit {
             since,

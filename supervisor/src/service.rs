@@ -821,6 +821,8 @@ mod tests {
             listen: Some("0.0.0.0:8765".into()),
             restarts: 2,
             last_restart_cause: Some("executor (pid 7) killed by signal 9".into()),
+            web_url: None,
+            web_listen: None,
         }
     }
 

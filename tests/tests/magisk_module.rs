@@ -6,8 +6,11 @@
 //! (`NL2SH_BUSYBOX_PATHS`). Nothing here reads or writes the real /data or /system.
 //!
 //! The service itself is a stand-in `nl2sh` script that records its arguments and
-//! simulates `service start|stop|status`; one test runs the real debug binary when it has
-//! the `service` command. Also here: the init example and the systemd unit.
+//! simulates `service start|stop|status` and `web login [--open]`; one test runs the real
+//! debug binary when it has the `service` command. Android's `pm` and `am` (and
+//! `xdg-open`, which the real binary uses on a Linux host) are the stand-ins of
+//! tests/fixtures/webui-bin, on `PATH` after the fakes. Also here: the module's WebUI
+//! (webroot/), the init example and the systemd unit.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -25,6 +28,15 @@ const TOKEN: &str = "5f0c6a2e9b1d4f7a8c3e6b0d2a9f1e4c7b5d8a0e3f6c9b2d5a8e1f4c7b0
 const OWNER_TOKEN: &str = "owner-chosen-token-that-must-never-be-printed-0123456789";
 /// No script may take longer (they all end within seconds with the fake `sleep`).
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(60);
+/// The one-time Web console login code the stand-in's `web login` issues: never printed
+/// or logged by a script (a login while it lasts).
+const LOGIN_CODE: &str = "c0de7a1b";
+/// The Web console the stand-in service advertises (transport "web").
+const WEB_URL: &str = "http://127.0.0.1:8766";
+/// WebUI X (MMRL's standalone WebUI app) and the activity that shows a module's WebUI.
+const WEBUIX_PACKAGE: &str = "com.dergoogler.mmrl.wx";
+const WEBUIX_START: &str =
+    "start -n com.dergoogler.mmrl.wx/.ui.activity.webui.WebUIActivity -e MOD_ID nl2sh";
 const MCP_URL: &str = "http://127.0.0.20:8765/mcp";
 const A2A_URL: &str = "http://127.0.0.20:8765/a2a";
 const CARD_URL: &str = "http://127.0.0.20:8765/.well-known/agent-card.json";
@@ -38,6 +50,15 @@ fn repo() -> PathBuf {
 
 fn module_src() -> PathBuf {
     repo().join("packaging/magisk")
+}
+
+fn webroot() -> PathBuf {
+    module_src().join("webroot")
+}
+
+/// The stand-ins for Android's `pm` and `am`, and for `xdg-open`.
+fn webui_bin() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/webui-bin")
 }
 
 #[derive(Clone, Debug)]
@@ -137,9 +158,30 @@ const FAKE_SLEEP: &str = r#"#!/bin/sh
 echo "$1" >>"$FAKE_STATE/sleeps"
 "#;
 
-/// The stand-in service: the contract of `nl2sh --config P service start|stop|status`.
+/// The stand-in service: the contract of `nl2sh --config P service start|stop|status` and
+/// `nl2sh --config P web login [--open]` (which hands the link to `am`, as the real one
+/// does on Android; FAKE_LOGIN_LEAKS makes a careless version that prints it anyway).
 const FAKE_NL2SH: &str = r#"#!/bin/sh
 printf '%s\n' "$*" >>"$FAKE_STATE/nl2sh_calls"
+if [ "$1" = --config ] && [ "$3" = web ] && [ "$4" = login ]; then
+    if [ ! -f "$FAKE_STATE/running" ]; then
+        echo "nl2sh: no nl2sh service is running for $2: start it with \`nl2sh service start\`" >&2
+        exit 3
+    fi
+    link="$FAKE_WEB_URL/#login=$FAKE_LOGIN_CODE"
+    if [ "$5" = --open ]; then
+        if ! am start -a android.intent.action.VIEW -d "$link" </dev/null >/dev/null; then
+            echo "nl2sh: cannot open the browser: am start: exit status: 1" >&2
+            exit 1
+        fi
+        if [ -n "${FAKE_LOGIN_LEAKS:-}" ]; then echo "Opened $link"; fi
+        echo "Opened the Web console in the browser (the link works once, for 120 s)."
+    else
+        echo "Open this link within 120 s; it works once:"
+        echo "  $link"
+    fi
+    exit 0
+fi
 if [ "$1" != --config ] || [ "$3" != service ]; then
     echo "fake nl2sh: unexpected arguments: $*" >&2
     exit 64
@@ -175,7 +217,7 @@ stop)
 status)
     if [ -f "$FAKE_STATE/running" ]; then
         if [ "$5" = --json ]; then
-            printf '{\n  "running": true,\n  "connections": [\n    {\n      "transport": "http",\n      "mcp_url": "%s",\n      "a2a_url": "%s",\n      "card_url": "%s",\n      "pid": 4242,\n      "version": "0.1.0",\n      "since": "2026-01-01T00:00:00Z"\n    }' "$FAKE_MCP_URL" "$FAKE_A2A_URL" "$FAKE_CARD_URL"
+            printf '{\n  "running": true,\n  "connections": [\n    {\n      "transport": "http",\n      "mcp_url": "%s",\n      "a2a_url": "%s",\n      "card_url": "%s",\n      "pid": 4242,\n      "version": "0.1.0",\n      "since": "2026-01-01T00:00:00Z"\n    },\n    {"listen": "127.0.0.1:8766", "pid": 4242, "since": "2026-01-01T00:00:00Z", "transport": "web", "url": "%s", "version": "0.1.0"}' "$FAKE_MCP_URL" "$FAKE_A2A_URL" "$FAKE_CARD_URL" "$FAKE_WEB_URL"
             if [ -n "${FAKE_STDIO_TOO:-}" ]; then
                 printf ',{"a2a_url":null,"card_url":null,"mcp_url":null,"pid":4343,"since":"2026-01-02T00:00:00Z","transport":"stdio","version":"0.1.0"}'
             fi
@@ -273,7 +315,18 @@ impl Sim {
         fs::create_dir_all(root.join("tmp")).unwrap();
         write_executable(&fakebin.join("getprop"), FAKE_GETPROP);
         write_executable(&fakebin.join("sleep"), FAKE_SLEEP);
-        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", fakebin.display());
+        // Copies, executable whatever mode the checkout gave the fixtures.
+        let webui_bin = root.join("webui-bin");
+        fs::create_dir_all(&webui_bin).unwrap();
+        for name in ["pm", "am", "xdg-open"] {
+            let text = fs::read_to_string(self::webui_bin().join(name)).unwrap();
+            write_executable(&webui_bin.join(name), &text);
+        }
+        let path = format!(
+            "{}:{}:/usr/local/bin:/usr/bin:/bin",
+            fakebin.display(),
+            webui_bin.display()
+        );
         let env = vec![
             ("PATH".to_string(), path),
             ("LC_ALL".to_string(), "C".to_string()),
@@ -282,6 +335,8 @@ impl Sim {
             ("FAKE_MCP_URL".to_string(), MCP_URL.to_string()),
             ("FAKE_A2A_URL".to_string(), A2A_URL.to_string()),
             ("FAKE_CARD_URL".to_string(), CARD_URL.to_string()),
+            ("FAKE_WEB_URL".to_string(), WEB_URL.to_string()),
+            ("FAKE_LOGIN_CODE".to_string(), LOGIN_CODE.to_string()),
             ("NL2SH_DATA_DIR".to_string(), data.display().to_string()),
             ("NL2SH_BUSYBOX_PATHS".to_string(), String::new()),
         ];
@@ -871,6 +926,408 @@ fn action_sh_shows_every_connection() {
     }
 }
 
+/// Nothing a script printed or logged holds a credential: the token, the login code, or a
+/// login link of any form.
+fn assert_no_credentials(sim: &Sim, run: &Run, what: &str) {
+    let log = sim.module_log();
+    for (name, text) in [("the Action screen", run.all()), ("module.log", log)] {
+        for secret in [TOKEN, LOGIN_CODE] {
+            assert!(
+                !text.contains(secret),
+                "{what}: {name} holds {secret:?}:\n{text}"
+            );
+        }
+        for (at, _) in text.match_indices("#login=") {
+            assert!(
+                text[at..].starts_with("#login=[redacted]"),
+                "{what}: {name} holds a login link:\n{text}"
+            );
+        }
+    }
+}
+
+/// The `web login` calls the stand-in service got.
+fn web_logins(sim: &Sim) -> Vec<String> {
+    sim.recorded("nl2sh_calls")
+        .into_iter()
+        .filter(|c| c.contains(" web login"))
+        .collect()
+}
+
+#[test]
+fn action_sh_opens_the_web_console_logged_in_when_no_webui_app_is_there() {
+    for shell in shells() {
+        // Magisk, no WebUI X: started, shown, then the Web console in the browser.
+        let sim = Sim::installed(&shell);
+        let run = sim.run_in(&sim.modpath, &["./action.sh"], &[]);
+        run.assert_ok(shell.name);
+        assert_shows_connection(&run, shell.name);
+        assert!(
+            run.stdout.contains(&format!("Web:        {WEB_URL}\n")),
+            "{}: the Web console's URL:\n{}",
+            shell.name,
+            run.stdout
+        );
+        let config = sim.config().display().to_string();
+        assert_eq!(
+            web_logins(&sim),
+            vec![format!("--config {config} web login --open")],
+            "{}",
+            shell.name
+        );
+        assert_eq!(
+            sim.recorded("pm"),
+            vec![format!("path {WEBUIX_PACKAGE}")],
+            "{}: looked for WebUI X",
+            shell.name
+        );
+        // The browser got the one-time link: an ACTION_VIEW intent with #login=.
+        let am = sim.recorded("am");
+        assert_eq!(am.len(), 1, "{}: {am:?}", shell.name);
+        assert_eq!(
+            am[0],
+            format!("start -a android.intent.action.VIEW -d {WEB_URL}/#login={LOGIN_CODE}"),
+            "{}",
+            shell.name
+        );
+        assert!(am[0].contains("#login="));
+        assert!(
+            run.stdout
+                .contains("Console: the Web console opens in your browser, logged in."),
+            "{}:\n{}",
+            shell.name,
+            run.stdout
+        );
+        // The status comes first, the console last.
+        let console = run.stdout.find("Console:").unwrap();
+        assert!(run.stdout.find("config.service/service.log").unwrap() < console);
+        assert_no_credentials(&sim, &run, shell.name);
+        assert!(sim.module_log().contains("action: web login --open exit 0"));
+        // The private temporary files are gone.
+        assert!(fs::read_dir(&sim.data).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with('.')));
+
+        // A careless nl2sh that printed the link: the screen and the log still do not.
+        let sim = Sim::installed(&shell);
+        sim.set_running(true);
+        let run = sim.script("action.sh", &[("FAKE_LOGIN_LEAKS", "1")]);
+        run.assert_ok(shell.name);
+        assert!(
+            run.stdout.contains("#login=[redacted]"),
+            "{}:\n{}",
+            shell.name,
+            run.stdout
+        );
+        assert_no_credentials(&sim, &run, shell.name);
+
+        // No browser: said, with the way to do it by hand; the status was still shown.
+        let sim = Sim::installed(&shell);
+        sim.set_running(true);
+        let run = sim.script("action.sh", &[("FAKE_AM_FAILS", "1")]);
+        run.assert_ok(shell.name);
+        assert_shows_connection(&run, shell.name);
+        assert!(
+            run.stdout
+                .contains("! The Web console did not open (exit 1):"),
+            "{}:\n{}",
+            shell.name,
+            run.stdout
+        );
+        assert!(run.stdout.contains("cannot open the browser"));
+        assert!(run.stdout.contains(&format!(
+            "nl2sh --config {} web login",
+            sim.config().display()
+        )));
+        assert_no_credentials(&sim, &run, shell.name);
+    }
+}
+
+#[test]
+fn action_sh_points_to_the_managers_webui_under_kernelsu_and_apatch() {
+    for shell in shells() {
+        for manager in ["KSU", "APATCH"] {
+            let sim = Sim::installed(&shell);
+            let what = format!("{} {manager}", shell.name);
+            // WebUI X installed too: the manager's own WebUI still comes first.
+            let run = sim.script(
+                "action.sh",
+                &[(manager, "true"), ("FAKE_PACKAGES", WEBUIX_PACKAGE)],
+            );
+            run.assert_ok(&what);
+            assert_shows_connection(&run, &what);
+            assert!(
+                run.stdout
+                    .contains("Console: open nl2sh's WebUI in your manager"),
+                "{what}:\n{}",
+                run.stdout
+            );
+            assert!(web_logins(&sim).is_empty(), "{what}");
+            assert!(sim.recorded("am").is_empty(), "{what}");
+            assert!(sim.recorded("pm").is_empty(), "{what}");
+            assert_no_credentials(&sim, &run, &what);
+        }
+    }
+}
+
+#[test]
+fn action_sh_opens_the_webui_in_webui_x_under_magisk() {
+    for shell in shells() {
+        let sim = Sim::installed(&shell);
+        sim.set_running(true);
+        let run = sim.script("action.sh", &[("FAKE_PACKAGES", WEBUIX_PACKAGE)]);
+        run.assert_ok(shell.name);
+        assert_shows_connection(&run, shell.name);
+        assert_eq!(
+            sim.recorded("am"),
+            vec![WEBUIX_START.to_string()],
+            "{}",
+            shell.name
+        );
+        assert!(
+            run.stdout
+                .contains("Console: opened nl2sh's WebUI in WebUI X."),
+            "{}:\n{}",
+            shell.name,
+            run.stdout
+        );
+        assert!(web_logins(&sim).is_empty(), "{}", shell.name);
+        assert_no_credentials(&sim, &run, shell.name);
+
+        // WebUI X installed but its activity does not start: the Web console instead.
+        let sim = Sim::installed(&shell);
+        sim.set_running(true);
+        let run = sim.script(
+            "action.sh",
+            &[
+                ("FAKE_PACKAGES", WEBUIX_PACKAGE),
+                ("FAKE_BROKEN_PACKAGES", WEBUIX_PACKAGE),
+            ],
+        );
+        run.assert_ok(shell.name);
+        let am = sim.recorded("am");
+        assert_eq!(am.len(), 2, "{}: {am:?}", shell.name);
+        assert_eq!(am[0], WEBUIX_START);
+        assert!(am[1].starts_with(&format!(
+            "start -a android.intent.action.VIEW -d {WEB_URL}/#login="
+        )));
+        assert!(run.stdout.contains("! WebUI X did not open nl2sh's WebUI"));
+        assert!(run
+            .stdout
+            .contains("Console: the Web console opens in your browser, logged in."));
+        assert_eq!(web_logins(&sim).len(), 1);
+        assert_no_credentials(&sim, &run, shell.name);
+    }
+}
+
+/// The `src` and `href` values of an HTML text, in order.
+fn html_urls(html: &str) -> Vec<String> {
+    let mut urls = Vec::new();
+    for attr in ["src=\"", "href=\""] {
+        let mut rest = html;
+        while let Some(at) = rest.find(attr) {
+            let value = &rest[at + attr.len()..];
+            let end = value.find('"').expect("a closed attribute");
+            urls.push(value[..end].to_string());
+            rest = &value[end..];
+        }
+    }
+    urls
+}
+
+/// The CSP's directives: name -> sources.
+fn csp_directives(csp: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    csp.split(';')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| {
+            let mut words = d.split_whitespace();
+            let name = words.next().unwrap().to_string();
+            (name, words.map(str::to_string).collect())
+        })
+        .collect()
+}
+
+/// A policy that allows only this module's own files and no inline or evaluated code.
+fn assert_strict_csp(csp: &str, what: &str) {
+    let d = csp_directives(csp);
+    assert_eq!(
+        d.get("default-src"),
+        Some(&vec!["'none'".to_string()]),
+        "{what}: {csp}"
+    );
+    for directive in ["script-src", "style-src"] {
+        assert_eq!(
+            d.get(directive),
+            Some(&vec!["'self'".to_string()]),
+            "{what}: {directive} in {csp}"
+        );
+    }
+    assert_eq!(
+        d.get("connect-src"),
+        Some(&vec!["'none'".to_string()]),
+        "{what}"
+    );
+    assert_eq!(
+        d.get("base-uri"),
+        Some(&vec!["'none'".to_string()]),
+        "{what}"
+    );
+    assert_eq!(
+        d.get("form-action"),
+        Some(&vec!["'none'".to_string()]),
+        "{what}"
+    );
+    for loose in [
+        "unsafe", "*", "http:", "https:", "data:", "blob:", "{domain}",
+    ] {
+        assert!(!csp.contains(loose), "{what}: {loose:?} in {csp}");
+    }
+}
+
+#[test]
+fn the_webui_is_local_files_with_a_strict_csp_and_no_inline_code() {
+    let root = webroot();
+    for file in ["index.html", "app.js", "style.css", "config.json"] {
+        let bytes = fs::read(root.join(file)).unwrap_or_else(|e| panic!("webroot/{file}: {e}"));
+        assert!(
+            !bytes.contains(&b'\r'),
+            "webroot/{file}: LF line endings only"
+        );
+        assert!(
+            bytes.ends_with(b"\n"),
+            "webroot/{file}: ends with a newline"
+        );
+        assert!(std::str::from_utf8(&bytes).is_ok(), "webroot/{file}: UTF-8");
+    }
+
+    // index.html: only this directory's files, no inline script or style, and the CSP.
+    let html = fs::read_to_string(root.join("index.html")).unwrap();
+    let lower = html.to_ascii_lowercase();
+    let urls = html_urls(&html);
+    assert_eq!(urls, vec!["app.js".to_string(), "style.css".to_string()]);
+    for url in &urls {
+        assert!(
+            root.join(url).is_file(),
+            "index.html refers to a missing {url}"
+        );
+    }
+    assert_eq!(lower.matches("<script").count(), 1, "one script, app.js");
+    assert!(lower.contains("<script src=\"app.js\" defer></script>"));
+    assert!(!lower.contains("<style"), "no inline <style>");
+    assert!(!lower.contains(" style="), "no style attribute");
+    for word in lower.split(|c: char| c.is_whitespace() || c == '<') {
+        assert!(
+            !(word.starts_with("on") && word.contains('=')),
+            "index.html: an inline event handler: {word}"
+        );
+    }
+    for remote in [
+        "http:",
+        "https:",
+        "//",
+        "javascript:",
+        "data:",
+        "@import",
+        "url(",
+    ] {
+        assert!(!lower.contains(remote), "index.html holds {remote:?}");
+    }
+    let meta = "<meta http-equiv=\"content-security-policy\" content=\"";
+    let at = lower.find(meta).expect("index.html declares its CSP") + meta.len();
+    let page_csp = &html[at..at + html[at..].find('"').unwrap()];
+    assert_strict_csp(page_csp, "index.html");
+    // The token is never on the page; where it is, is.
+    assert!(html.contains("/data/adb/nl2sh/config.service/service.log"));
+
+    // config.json (read by WebUI X): valid JSON with the same strict policy, the shell
+    // permission, and no caching that would outlive a module upgrade.
+    let config: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(root.join("config.json")).unwrap())
+            .expect("webroot/config.json is JSON");
+    let csp = config["contentSecurityPolicy"]
+        .as_str()
+        .expect("config.json: contentSecurityPolicy");
+    assert_strict_csp(csp, "config.json");
+    assert_eq!(
+        csp_directives(csp).get("frame-ancestors"),
+        Some(&vec!["'none'".to_string()])
+    );
+    assert_eq!(
+        config["permissions"],
+        serde_json::json!(["kernelsu.permission.SHELL"])
+    );
+    assert_eq!(config["caching"], serde_json::json!(false));
+
+    // app.js: no API that parses markup or evaluates text, no network, the one bridge
+    // call as KernelSU's own library makes it, and the strict argument checks.
+    let js = fs::read_to_string(root.join("app.js")).unwrap();
+    let code: String = js
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    for banned in [
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+        "Function(",
+        "createContextualFragment",
+        "DOMParser",
+        "fetch(",
+        "XMLHttpRequest",
+        "WebSocket",
+        "http:",
+        "https:",
+        "ksu.spawn",
+    ] {
+        assert!(!code.contains(banned), "app.js uses {banned:?}");
+    }
+    assert_eq!(code.matches("ksu.exec(").count(), 1, "one bridge call");
+    assert!(code.contains("window.ksu.exec(command, JSON.stringify({}), name);"));
+    assert!(code.contains("var name = 'exec_callback_' + Date.now() + '_' + callbackCounter++;"));
+    assert!(js.contains("//     window.ksu.exec(command, \"{}\", callbackName)"));
+    assert!(code.contains("var ID_RE = /^[a-z0-9]{1,32}$/;"));
+    assert!(code.contains("var PHRASE_RE = /^approve (dangerous|critical) ([a-z0-9]{1,32})$/;"));
+    assert!(code.contains("var BIN = '/data/adb/modules/nl2sh/system/bin/nl2sh';"));
+    assert!(code.contains("var CONFIG = '/data/adb/nl2sh/config.toml';"));
+    assert!(code.contains(" protocol approve ' + id + ' --yes'"));
+    assert!(code.contains("cmd += \" --phrase '\" + phrase + \"'\";"));
+
+    let css = fs::read_to_string(root.join("style.css")).unwrap();
+    for remote in ["url(", "@import", "http:", "https:", "expression("] {
+        assert!(!css.contains(remote), "style.css holds {remote:?}");
+    }
+}
+
+#[test]
+fn the_module_zip_carries_the_webroot() {
+    // Building the zip cross-compiles nl2sh (minutes, with zig): instead, what the build
+    // does with the module sources. It copies the whole directory into the stage and zips
+    // every file there, so webroot/ goes in with the scripts.
+    let build = fs::read_to_string(repo().join("packaging/build")).unwrap();
+    assert!(
+        build.contains(r#"cp -a "$module_src/." "$stage/""#),
+        "packaging/build copies the whole module directory"
+    );
+    assert!(
+        build.contains("find . -type f -o -type l") && build.contains("os.walk(stage)"),
+        "packaging/build zips every file of the stage"
+    );
+    // And the simulated install (the zip as the installer extracts it) has it.
+    let sim = Sim::new(&shells()[0]);
+    for file in ["index.html", "app.js", "style.css", "config.json"] {
+        assert!(
+            sim.modpath.join("webroot").join(file).is_file(),
+            "webroot/{file} is not installed"
+        );
+    }
+}
+
 #[test]
 fn uninstall_sh_stops_the_service_and_keeps_the_data_directory() {
     for shell in shells() {
@@ -1230,7 +1687,15 @@ fn the_real_binary_runs_as_the_module_expects() {
     );
     assert!(log.contains("service started"), "{log}");
 
-    let action = sim.script("action.sh", &[]);
+    // `web login --open` writes its private redirect page under XDG_RUNTIME_DIR: the
+    // simulated root's, removed with it.
+    let runtime_dir = sim.root.join("run");
+    fs::create_dir_all(&runtime_dir).unwrap();
+    fs::set_permissions(&runtime_dir, fs::Permissions::from_mode(0o700)).unwrap();
+    let action = sim.script(
+        "action.sh",
+        &[("XDG_RUNTIME_DIR", runtime_dir.to_str().unwrap())],
+    );
     action.assert_ok("action.sh with the real binary");
     assert!(
         action.stdout.contains("Status: running"),
@@ -1238,6 +1703,45 @@ fn the_real_binary_runs_as_the_module_expects() {
         action.stdout
     );
     assert!(action.stdout.contains("/mcp"), "{}", action.stdout);
+    // The Web console runs with the service, and the Action opened it logged in: on this
+    // Linux host the real `web login --open` hands xdg-open (the stand-in) a private page
+    // that redirects to the one-time link, which the screen never shows.
+    assert!(
+        action.stdout.contains("Web:        http://127.0.0.1:"),
+        "{}",
+        action.stdout
+    );
+    assert!(
+        action
+            .stdout
+            .contains("Console: the Web console opens in your browser, logged in."),
+        "{}",
+        action.all()
+    );
+    let opened = sim.recorded("xdg-open");
+    assert_eq!(opened.len(), 1, "{}", action.all());
+    assert!(
+        opened[0].starts_with(runtime_dir.to_str().unwrap()),
+        "{opened:?}"
+    );
+    let page = fs::read_to_string(sim.state.join("xdg-open-page")).unwrap_or_default();
+    let code = page
+        .split("#login=")
+        .nth(1)
+        .map(|rest| rest.split('"').next().unwrap_or("").to_string())
+        .unwrap_or_default();
+    assert!(
+        code.len() >= 32,
+        "no login link in the page xdg-open got: {page:?}"
+    );
+    assert!(
+        !action.all().contains(&code),
+        "action.sh showed the login code"
+    );
+    assert!(
+        !sim.module_log().contains(&code),
+        "module.log holds the login code"
+    );
     let service_log =
         fs::read_to_string(sim.data.join("config.service/service.log")).unwrap_or_default();
     for token in service_log

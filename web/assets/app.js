@@ -750,6 +750,10 @@
     var inputId = 'input-' + key;
     var msg = el('div', { id: 'msg-' + key, class: 'setting-msg', role: 'status', 'aria-live': 'polite', hidden: true });
     var form = el('form', { class: 'setting', id: 'form-' + key, 'data-key': key, autocomplete: 'off' });
+    // The page checks and reports values itself, next to the field (the browser's own
+    // validation would block the submit with a transient bubble and leave an old
+    // "Saved" message standing).
+    form.noValidate = true;
     var stored = str(s.value);
     var input;
     var saveLabel = 'Save';
@@ -796,6 +800,11 @@
         el('label', { for: inputId, class: 'field-label' }, info.label), input, defaultTag());
     }
 
+    // An edit makes the last save's message stale.
+    input.addEventListener('input', function () {
+      msg.hidden = true;
+      msg.textContent = '';
+    });
     var save = el('button', { type: 'submit', id: 'save-' + key, class: 'btn btn-primary' }, saveLabel);
     var buttons = el('div', { class: 'setting-buttons' }, save);
     var rotate = null;

@@ -14,26 +14,61 @@
 //! that `nl2sh web login` gets from approvald over `approvals.sock`, whose peer check
 //! refuses every process of the tree.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod assets;
+pub mod confine;
 pub mod http;
+#[cfg(all(
+    target_os = "linux",
+    any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        target_arch = "riscv64"
+    )
+))]
+pub mod seccomp;
+#[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
+mod sys;
 pub mod views;
 pub mod worker;
 
 use std::process::ExitCode;
 
+use nl2sh_proto::channels::fds;
+use nl2sh_proto::sys::{take_inherited, Expect};
+
 /// Entry point of the hidden `web` role, on its ends of the tree's channels (inherited
 /// in production: `WebEnds::inherited()`).
 pub fn run(ends: nl2sh_proto::topology::WebEnds) -> ExitCode {
-    // The supervisor dropped our identity before exec; a console running as root (a
-    // misconfigured launch) refuses rather than parse a browser's bytes with privilege.
-    if nix::unistd::geteuid().is_root() || nix::unistd::getuid().is_root() {
-        tracing::error!("web refuses to start: it must not run as root");
-        return ExitCode::FAILURE;
+    // The listener is claimed now, like the channels: once confined the console inspects
+    // no descriptor (the filter refuses fstat). If it cannot be, the worker tries again
+    // after `Start` and tells the supervisor why it refuses.
+    let listener = match take_inherited(fds::WEB_LISTENER, Expect::TcpListener) {
+        Ok(fd) => worker::Listener::Given(std::net::TcpListener::from(fd)),
+        Err(e) => {
+            tracing::warn!(error = %e, "web: no inherited listener");
+            worker::Listener::Inherited
+        }
+    };
+    // Before the runtime and any thread exist, and before a byte is read from anyone:
+    // a console running as root, or with a capability, refuses rather than parse a
+    // browser's bytes with privilege; what a parser bug could reach from here on is
+    // fixed now (docs/SECURITY.md).
+    match confine::apply() {
+        Ok(report) => tracing::info!(
+            seccomp = %report.seccomp,
+            landlock = %report.landlock,
+            uid = report.uid,
+            gid = report.gid,
+            no_new_privs = report.no_new_privs,
+            dumpable = report.dumpable,
+            "web confined"
+        ),
+        Err(e) => {
+            tracing::error!(error = %e, "web refuses to start: cannot confine itself");
+            return ExitCode::FAILURE;
+        }
     }
-    nl2sh_proto::worker::run_single_threaded(
-        "web",
-        worker::serve(ends, worker::Listener::Inherited),
-    )
+    nl2sh_proto::worker::run_single_threaded("web", worker::serve(ends, listener))
 }

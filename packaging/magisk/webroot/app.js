@@ -1,0 +1,852 @@
+// nl2sh's module WebUI: the owner's console inside the root manager (KernelSU's and
+// APatch's module WebUI, MMRL's WebUI X). It shows whether the service runs, its URLs,
+// and the requests waiting for approval, and approves or rejects them, by running the
+// nl2sh CLI as root through the manager's bridge. The access token is never read here.
+//
+// ---- How this page calls the host (what a test's fake must provide) -----------------
+//
+// The manager injects a global object `ksu` (a Java bridge). This page uses exactly one
+// of its methods, called as KernelSU's own `kernelsu` npm package calls it (tiann/KernelSU
+// js/index.js, exec()):
+//
+//     window.ksu.exec(command, "{}", callbackName)
+//
+//   command       one shell command line, one of the COMMANDS below (a string);
+//   "{}"          the options, always the string JSON.stringify({}): no cwd, no env;
+//   callbackName  a name not used before, "exec_callback_" + Date.now() + "_" + N
+//                 (N counts the page's calls from 0). The page defines
+//                 window[callbackName] = function (errno, stdout, stderr) {...} BEFORE the
+//                 call; the host calls it once, later, with the command's exit status (a
+//                 number) and its stdout and stderr (strings; the managers join the lines
+//                 with "\n", without a final newline). The page deletes it when called.
+//
+// `window.ksu` is looked up at every call, so a fake may be installed before or after
+// app.js loads (the first call happens after DOMContentLoaded). Nothing else of the host
+// is used: no ksu.spawn, toast, moduleInfo, fullScreen, no network (the page's CSP has
+// connect-src 'none'). A call the host never answers fails after a timeout (WebUI X asks
+// the person to grant "kernelsu.permission.SHELL" and, until then, answers nothing).
+//
+// COMMANDS (N stands for the fixed prefix
+//   '/data/adb/modules/nl2sh/system/bin/nl2sh' --config '/data/adb/nl2sh/config.toml'):
+//   status     N service status --json </dev/null
+//   approvals  N protocol approvals --json </dev/null
+//   start      ( umask 077; N service start </dev/null >'/data/adb/nl2sh/.webui-start.out'
+//              2>&1; s=$?; sed -E ... '/data/adb/nl2sh/.webui-start.out'; rm -f ...; exit $s )
+//              (on one line; prints nl2sh's words with credentials redacted)
+//   console    N web login --open </dev/null
+//   approve    N protocol approve ID --yes </dev/null
+//              N protocol approve ID --yes --phrase 'approve RISK ID' </dev/null
+//   reject     N protocol reject ID </dev/null
+// The page polls status (and approvals while the service runs) every 2 s.
+//
+// ---- Security rules of this file ---------------------------------------------------
+// * Text from a command (the CLI's JSON included) is hostile: it reaches the page only
+//   through textContent / createTextNode, never as markup (no innerHTML, no
+//   insertAdjacentHTML, no document.write, no eval), and a request's fields are shown
+//   escaped (show()) so no control, bidi or invisible character can change what is read.
+// * Nothing but fixed text, a validated request id (^[a-z0-9]{1,32}$) and a validated,
+//   single-quoted phrase ('approve dangerous|critical ID', equal to the request's own
+//   phrase, risk and id) is ever put into a command line.
+// * An approval is sent only after a confirm step; dangerous and critical ones only once
+//   the person typed the request's phrase.
+'use strict';
+
+(function () {
+  // ---------------------------------------------------------------------------------
+  // Fixed paths and commands
+  // ---------------------------------------------------------------------------------
+
+  // The binary in the module directory: KernelSU mounts a module's system/ only with a
+  // metamodule, so /system/bin/nl2sh may not exist. The module's configuration.
+  var BIN = '/data/adb/modules/nl2sh/system/bin/nl2sh';
+  var CONFIG = '/data/adb/nl2sh/config.toml';
+  var START_OUT = '/data/adb/nl2sh/.webui-start.out';
+  var N = "'" + BIN + "' --config '" + CONFIG + "'";
+  // Credential-shaped text in command output replaced, as the module's scripts do.
+  var SED_REDACT = "sed -E -e 's/#login=[^[:space:]]*/#login=[redacted]/g' " +
+    "-e 's/[A-Za-z0-9_-]{32,}/[redacted]/g'";
+
+  var COMMANDS = {
+    status: N + ' service status --json </dev/null',
+    approvals: N + ' protocol approvals --json </dev/null',
+    // A file, not a pipe: a started service must not keep the bridge's pipes open. In a
+    // subshell, so that `exit` leaves only it.
+    start: '( umask 077; ' + N + " service start </dev/null >'" + START_OUT + "' 2>&1; s=$?; " +
+      SED_REDACT + " '" + START_OUT + "'; rm -f '" + START_OUT + "'; exit $s )",
+    console: N + ' web login --open </dev/null'
+  };
+
+  var ID_RE = /^[a-z0-9]{1,32}$/;
+  // The only phrases approvald makes: `approve <risk> <id>` for dangerous and critical.
+  var PHRASE_RE = /^approve (dangerous|critical) ([a-z0-9]{1,32})$/;
+
+  function approveCommand(id, phrase) {
+    if (!ID_RE.test(id)) {
+      return null;
+    }
+    var cmd = N + ' protocol approve ' + id + ' --yes';
+    if (phrase !== null) {
+      var m = PHRASE_RE.exec(phrase);
+      if (!m || m[2] !== id) {
+        return null;
+      }
+      cmd += " --phrase '" + phrase + "'";
+    }
+    return cmd + ' </dev/null';
+  }
+
+  function rejectCommand(id) {
+    if (!ID_RE.test(id)) {
+      return null;
+    }
+    return N + ' protocol reject ' + id + ' </dev/null';
+  }
+
+  var POLL_MS = 2000;
+  var TIMEOUT_MS = { status: 20000, approvals: 20000, start: 120000, console: 30000, decide: 30000 };
+
+  // ---------------------------------------------------------------------------------
+  // The bridge
+  // ---------------------------------------------------------------------------------
+
+  var callbackCounter = 0;
+
+  function HostError(message) {
+    this.message = message;
+  }
+  HostError.prototype = Object.create(Error.prototype);
+  HostError.prototype.name = 'HostError';
+
+  function hasHost() {
+    return typeof window.ksu === 'object' && window.ksu !== null &&
+      typeof window.ksu.exec === 'function';
+  }
+
+  // Run `command` as root; resolves with {errno, stdout, stderr}.
+  function exec(command, timeoutMs) {
+    return new Promise(function (resolve, reject) {
+      if (!hasHost()) {
+        reject(new HostError('no root manager bridge (window.ksu) on this page'));
+        return;
+      }
+      var name = 'exec_callback_' + Date.now() + '_' + callbackCounter++;
+      var done = false;
+      var timer = setTimeout(function () {
+        if (done) {
+          return;
+        }
+        done = true;
+        // A late answer finds a no-op rather than an error in the console.
+        window[name] = function () {
+          delete window[name];
+        };
+        reject(new HostError('the manager did not answer (if it asks for the shell ' +
+          'permission, allow it)'));
+      }, timeoutMs);
+      window[name] = function (errno, stdout, stderr) {
+        delete window[name];
+        if (done) {
+          return;
+        }
+        done = true;
+        clearTimeout(timer);
+        resolve({
+          errno: typeof errno === 'number' ? errno : Number(errno),
+          stdout: typeof stdout === 'string' ? stdout : '',
+          stderr: typeof stderr === 'string' ? stderr : ''
+        });
+      };
+      try {
+        window.ksu.exec(command, JSON.stringify({}), name);
+      } catch (e) {
+        done = true;
+        clearTimeout(timer);
+        delete window[name];
+        reject(new HostError('the manager refused the command: ' + String(e && e.message)));
+      }
+    });
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Text
+  // ---------------------------------------------------------------------------------
+
+  // Code points shown as \u{X} (besides C0 and DEL), the table of nl2sh's own escaping
+  // (proto/src/display.rs, HIDDEN): C1 controls, format characters (bidi controls,
+  // zero-width characters, tags), separators, spaces other than U+0020, blank letters.
+  var HIDDEN = [
+    [0x0080, 0x009F], [0x00A0, 0x00A0], [0x00AD, 0x00AD], [0x034F, 0x034F],
+    [0x0600, 0x0605], [0x061C, 0x061C], [0x06DD, 0x06DD], [0x070F, 0x070F],
+    [0x0890, 0x0891], [0x08E2, 0x08E2], [0x115F, 0x1160], [0x1680, 0x1680],
+    [0x17B4, 0x17B5], [0x180B, 0x180F], [0x2000, 0x200F], [0x2028, 0x2029],
+    [0x202A, 0x202F], [0x205F, 0x206F], [0x2800, 0x2800], [0x3000, 0x3000],
+    // (0xD800-0xDFFF: a lone surrogate, which JSON may carry but UTF-8 text cannot.)
+    [0x3164, 0x3164], [0xD800, 0xDFFF], [0xFEFF, 0xFEFF], [0xFFA0, 0xFFA0],
+    [0xFFF9, 0xFFFB], [0x110BD, 0x110BD], [0x110CD, 0x110CD], [0x13430, 0x1343F],
+    [0x1BCA0, 0x1BCA3], [0x1D173, 0x1D17A], [0xE0001, 0xE0001], [0xE0020, 0xE007F]
+  ];
+  var MAX_SPACES = 8;
+
+  function hidden(cp) {
+    if (cp < 0x80) {
+      return false;
+    }
+    for (var i = 0; i < HIDDEN.length; i++) {
+      if (cp >= HIDDEN[i][0] && cp <= HIDDEN[i][1]) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  function hex(cp) {
+    return cp.toString(16);
+  }
+
+  // `s` as nl2sh's CLI shows it (`protocol approvals`): \ as \\, newline, return and tab
+  // as \n \r \t, other C0 controls and DEL as \xNN, hidden code points as \u{X}, a run
+  // of more than 8 spaces as \x20{N}. Everything else is left as it is. One line.
+  function show(value) {
+    var s = typeof value === 'string' ? value : (value === null || value === undefined ? '' : String(value));
+    var out = '';
+    var spaces = 0;
+    function flushSpaces() {
+      if (spaces > MAX_SPACES) {
+        out += '\\x20{' + spaces + '}';
+      } else {
+        out += ' '.repeat(spaces);
+      }
+      spaces = 0;
+    }
+    for (var i = 0; i < s.length;) {
+      var cp = s.codePointAt(i);
+      // A lone surrogate is one code unit; a pair is two.
+      var len = cp > 0xFFFF ? 2 : 1;
+      i += len;
+      if (cp === 0x20) {
+        spaces++;
+        continue;
+      }
+      flushSpaces();
+      if (cp === 0x5C) {
+        out += '\\\\';
+      } else if (cp === 0x0A) {
+        out += '\\n';
+      } else if (cp === 0x0D) {
+        out += '\\r';
+      } else if (cp === 0x09) {
+        out += '\\t';
+      } else if (cp < 0x20 || cp === 0x7F) {
+        out += '\\x' + (cp < 0x10 ? '0' : '') + hex(cp);
+      } else if (hidden(cp)) {
+        out += '\\u{' + hex(cp) + '}';
+      } else {
+        out += String.fromCodePoint(cp);
+      }
+    }
+    flushSpaces();
+    return out;
+  }
+
+  // Command output for the page: credentials redacted, escaped, bounded.
+  function outputText(s) {
+    var t = (typeof s === 'string' ? s : '')
+      .replace(/#login=\S*/g, '#login=[redacted]')
+      .replace(/[A-Za-z0-9_-]{32,}/g, '[redacted]')
+      .trim();
+    if (t.length > 1500) {
+      t = t.slice(0, 1500) + ' …';
+    }
+    return t.split('\n').map(show).join('\n');
+  }
+
+  function str(v) {
+    if (typeof v === 'string') {
+      return v;
+    }
+    if (typeof v === 'number' || typeof v === 'boolean') {
+      return String(v);
+    }
+    return '';
+  }
+
+  // ---------------------------------------------------------------------------------
+  // DOM
+  // ---------------------------------------------------------------------------------
+
+  // An element with a class and children (strings become text nodes).
+  function el(tag, className) {
+    var node = document.createElement(tag);
+    if (className) {
+      node.className = className;
+    }
+    for (var i = 2; i < arguments.length; i++) {
+      var child = arguments[i];
+      if (child === null || child === undefined || child === false) {
+        continue;
+      }
+      node.appendChild(typeof child === 'string' ? document.createTextNode(child) : child);
+    }
+    return node;
+  }
+
+  function $(id) {
+    return document.getElementById(id);
+  }
+
+  function setText(node, text) {
+    node.textContent = text;
+  }
+
+  function clear(node) {
+    while (node.firstChild) {
+      node.removeChild(node.firstChild);
+    }
+  }
+
+  function message(node, text, kind) {
+    if (!text) {
+      node.hidden = true;
+      setText(node, '');
+      return;
+    }
+    node.className = 'message' + (kind ? ' message-' + kind : '');
+    setText(node, text);
+    node.hidden = false;
+  }
+
+  // What an exit status of the CLI means, for a message.
+  function failure(what, r) {
+    var known = {
+      3: 'the service is not running',
+      4: 'no such request: it was decided elsewhere, or it is gone',
+      5: 'the request expired; its action did not run',
+      6: 'the phrase was missing or wrong; nothing was approved',
+      7: 'this nl2sh wants a terminal to approve (it is older than this page): use a root shell',
+      9: 'nl2sh refused: the command ran inside the service\'s own process tree',
+      12: 'the service is not configured to start: set protocol_start_with_service = true in ' + CONFIG,
+      126: 'nl2sh is not executable at ' + BIN + ': reinstall the module',
+      127: 'nl2sh is missing at ' + BIN + ': reinstall the module'
+    };
+    var text = what + ' failed (exit ' + r.errno + ')';
+    if (known[r.errno]) {
+      text += ': ' + known[r.errno];
+    }
+    var detail = outputText(r.stderr || r.stdout);
+    if (detail) {
+      text += '.\n' + detail;
+    }
+    return text;
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Service status
+  // ---------------------------------------------------------------------------------
+
+  var status = { running: null, web: false, signature: '' };
+
+  function parseJson(text) {
+    try {
+      return JSON.parse(text);
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function renderStatus(r) {
+    var pill = $('state');
+    var summary = $('service-summary');
+    var dl = $('endpoints');
+    var json = parseJson(r.stdout);
+    var obj = json !== null && typeof json === 'object' && !Array.isArray(json) ? json : {};
+    var conns = Array.isArray(obj.connections) ? obj.connections : [];
+    var running = r.errno === 0 && obj.running !== false;
+    var state;
+    var text;
+    if (r.errno === 0) {
+      state = 'running';
+      text = 'Running.';
+    } else if (r.errno === 3 || r.errno === 10) {
+      state = 'stopped';
+      text = r.errno === 10 ?
+        'Stopped (a process of it died; its record is left). Start it again below.' :
+        'Stopped. Start it below, or reboot (the module starts it at boot).';
+    } else if (r.errno === 11) {
+      state = 'unknown';
+      text = 'Cannot tell (' + show(str(obj.state) || 'starting or stopping') + '); trying again.';
+    } else {
+      state = 'unknown';
+      text = failure('Reading the status', r);
+    }
+    var rows = [];
+    var web = '';
+    conns.forEach(function (c) {
+      if (c === null || typeof c !== 'object') {
+        return;
+      }
+      if (str(c.transport) === 'web') {
+        if (str(c.url)) {
+          web = str(c.url);
+          rows.push(['Web console', web]);
+        }
+        return;
+      }
+      if (str(c.mcp_url)) {
+        rows.push(['MCP', str(c.mcp_url)]);
+      }
+      if (str(c.a2a_url)) {
+        rows.push(['A2A', str(c.a2a_url)]);
+      }
+      if (str(c.card_url)) {
+        rows.push(['Agent Card', str(c.card_url)]);
+      }
+      if (str(c.listen)) {
+        rows.push(['Listening', str(c.listen)]);
+      }
+      if (str(c.transport)) {
+        rows.push(['Transport', str(c.transport)]);
+      }
+      if (str(c.pid)) {
+        rows.push(['PID', str(c.pid)]);
+      }
+      if (str(c.version)) {
+        rows.push(['Version', str(c.version)]);
+      }
+      if (str(c.since)) {
+        rows.push(['Since', str(c.since)]);
+      }
+    });
+    if (running && rows.length === 0) {
+      text = 'Running, with no HTTP endpoint advertised (a local stdio session, or MCP/A2A is off).';
+    }
+
+    var signature = JSON.stringify([state, text, rows]);
+    if (signature !== status.signature) {
+      status.signature = signature;
+      pill.className = 'pill pill-' + state;
+      setText(pill, state);
+      setText(summary, text);
+      clear(dl);
+      rows.forEach(function (row) {
+        dl.appendChild(el('dt', null, row[0]));
+        dl.appendChild(el('dd', 'value', show(row[1])));
+      });
+      dl.hidden = rows.length === 0;
+    }
+    status.running = running;
+    status.web = running && web !== '';
+    $('start').hidden = !(state === 'stopped');
+    $('console').hidden = !status.web;
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Pending approvals
+  // ---------------------------------------------------------------------------------
+
+  // id -> { req, node, parts, mode: null | 'approve' | 'reject', busy, decided }
+  var cards = {};
+
+  function requestSignature(req) {
+    return JSON.stringify([req.id, req.call_id, req.origin, req.task, req.tool, req.action,
+      req.risk, req.requires_root, req.identity, req.reasons, req.phrase]);
+  }
+
+  // The request as the page keeps it: every field coerced to what is expected.
+  function normalize(raw) {
+    if (raw === null || typeof raw !== 'object') {
+      return null;
+    }
+    return {
+      id: str(raw.id),
+      call_id: str(raw.call_id),
+      origin: str(raw.origin),
+      task: raw.task === null || raw.task === undefined ? '' : str(raw.task),
+      tool: str(raw.tool),
+      action: str(raw.action),
+      risk: str(raw.risk),
+      requires_root: raw.requires_root === true,
+      identity: str(raw.identity),
+      reasons: Array.isArray(raw.reasons) ? raw.reasons.map(str) : [],
+      seconds_left: typeof raw.seconds_left === 'number' ? raw.seconds_left : null,
+      phrase: typeof raw.phrase === 'string' ? raw.phrase : null
+    };
+  }
+
+  function needsPhrase(req) {
+    return req.risk === 'dangerous' || req.risk === 'critical' || req.phrase !== null;
+  }
+
+  // The phrase to send, or null when this request's is not what approvald makes.
+  function checkedPhrase(req) {
+    if (req.phrase === null) {
+      return null;
+    }
+    var m = PHRASE_RE.exec(req.phrase);
+    if (!m || m[1] !== req.risk || m[2] !== req.id || req.phrase !== 'approve ' + req.risk + ' ' + req.id) {
+      return null;
+    }
+    return req.phrase;
+  }
+
+  function metaText(req) {
+    var parts = [];
+    parts.push('runs as ' + show(req.identity || '?') + (req.requires_root ? ' (requires root)' : ''));
+    if (req.origin) {
+      parts.push('from ' + show(req.origin));
+    }
+    if (req.task) {
+      parts.push('task ' + show(req.task));
+    }
+    if (req.seconds_left !== null) {
+      parts.push(req.seconds_left + ' s left');
+    }
+    return parts.join(' · ');
+  }
+
+  function buildCard(req) {
+    var c = { req: req, mode: null, busy: false, decided: false, parts: {} };
+    var p = c.parts;
+    p.meta = el('p', 'meta', metaText(req));
+    p.approve = el('button', 'btn btn-approve', 'Approve…');
+    p.reject = el('button', 'btn btn-reject', 'Reject…');
+    p.approve.type = 'button';
+    p.reject.type = 'button';
+    p.confirm = el('div', 'confirm');
+    p.confirm.hidden = true;
+    p.message = el('p', 'message');
+    p.message.hidden = true;
+    p.message.setAttribute('role', 'status');
+
+    var reasons = el('ul', 'reasons');
+    req.reasons.forEach(function (r) {
+      reasons.appendChild(el('li', null, show(r)));
+    });
+
+    var riskClass = /^[a-z_]{1,16}$/.test(req.risk) ? ' risk-' + req.risk : '';
+    c.node = el('article', 'request' + riskClass,
+      el('header', 'request-head',
+        el('span', 'risk', show(req.risk || 'unknown')),
+        el('span', 'tool', show(req.tool)),
+        el('span', 'rid', show(req.id))),
+      p.meta,
+      el('p', 'label', 'Action, exactly as it will run:'),
+      el('pre', 'action', show(req.action)),
+      req.reasons.length ? el('p', 'label', 'Why it needs you:') : null,
+      req.reasons.length ? reasons : null,
+      el('div', 'buttons', p.approve, p.reject),
+      p.confirm,
+      p.message);
+
+    p.approve.addEventListener('click', function () {
+      openConfirm(c, 'approve');
+    });
+    p.reject.addEventListener('click', function () {
+      openConfirm(c, 'reject');
+    });
+    return c;
+  }
+
+  function setBusy(c, busy) {
+    c.busy = busy;
+    c.parts.approve.disabled = busy || c.decided;
+    c.parts.reject.disabled = busy || c.decided;
+    if (busy) {
+      Array.prototype.forEach.call(c.parts.confirm.querySelectorAll('button, input'), function (n) {
+        n.disabled = true;
+      });
+    }
+  }
+
+  function closeConfirm(c) {
+    c.mode = null;
+    clear(c.parts.confirm);
+    c.parts.confirm.hidden = true;
+  }
+
+  function openConfirm(c, mode) {
+    if (c.busy || c.decided) {
+      return;
+    }
+    var req = c.req;
+    var box = c.parts.confirm;
+    closeConfirm(c);
+    message(c.parts.message, '');
+    c.mode = mode;
+
+    var go = el('button', 'btn ' + (mode === 'approve' ? 'btn-approve' : 'btn-reject'),
+      mode === 'approve' ? 'Approve now' : 'Reject now');
+    var cancel = el('button', 'btn btn-quiet', 'Cancel');
+    go.type = 'button';
+    cancel.type = 'button';
+    cancel.addEventListener('click', function () {
+      closeConfirm(c);
+    });
+
+    if (mode === 'reject') {
+      box.appendChild(el('p', null, 'Reject request ' + show(req.id) + '? Its action does not run.'));
+      go.addEventListener('click', function () {
+        decide(c, 'reject', null);
+      });
+      box.appendChild(el('div', 'buttons', go, cancel));
+      box.hidden = false;
+      go.focus();
+      return;
+    }
+
+    if (!ID_RE.test(req.id)) {
+      box.appendChild(el('p', 'warn', 'This request\'s id is not in the form nl2sh uses; ' +
+        'it is not approved from here. Use a root shell: nl2sh protocol approvals.'));
+      box.appendChild(el('div', 'buttons', cancel));
+      box.hidden = false;
+      return;
+    }
+
+    if (needsPhrase(req)) {
+      var phrase = checkedPhrase(req);
+      if (phrase === null) {
+        box.appendChild(el('p', 'warn', 'This ' + show(req.risk) + ' request has no valid ' +
+          'confirmation phrase; it is not approved from here. Use a root shell: ' +
+          'nl2sh protocol approvals.'));
+        box.appendChild(el('div', 'buttons', cancel));
+        box.hidden = false;
+        return;
+      }
+      var input = el('input', 'phrase');
+      input.type = 'text';
+      input.setAttribute('autocomplete', 'off');
+      input.setAttribute('autocapitalize', 'none');
+      input.setAttribute('autocorrect', 'off');
+      input.setAttribute('spellcheck', 'false');
+      input.setAttribute('aria-label', 'Confirmation phrase');
+      box.appendChild(el('p', null, 'This is a ' + show(req.risk) + ' action. It runs as soon ' +
+        'as you approve. To approve it, type:'));
+      box.appendChild(el('p', 'phrase-shown', el('code', null, show(phrase))));
+      box.appendChild(input);
+      go.disabled = true;
+      input.addEventListener('input', function () {
+        go.disabled = c.busy || input.value.trim() !== phrase;
+      });
+      go.addEventListener('click', function () {
+        if (input.value.trim() !== phrase) {
+          return;
+        }
+        decide(c, 'approve', phrase);
+      });
+      box.appendChild(el('div', 'buttons', go, cancel));
+      box.hidden = false;
+      input.focus();
+      return;
+    }
+
+    box.appendChild(el('p', null, 'Approve request ' + show(req.id) + '? Its action runs as soon ' +
+      'as you approve.'));
+    go.addEventListener('click', function () {
+      decide(c, 'approve', null);
+    });
+    box.appendChild(el('div', 'buttons', go, cancel));
+    box.hidden = false;
+    go.focus();
+  }
+
+  function decide(c, mode, phrase) {
+    if (c.busy || c.decided) {
+      return;
+    }
+    var cmd = mode === 'approve' ? approveCommand(c.req.id, phrase) : rejectCommand(c.req.id);
+    if (cmd === null) {
+      message(c.parts.message, 'Not sent: the request\'s id or phrase is not in the form nl2sh uses.', 'error');
+      return;
+    }
+    setBusy(c, true);
+    message(c.parts.message, mode === 'approve' ? 'Approving…' : 'Rejecting…');
+    exec(cmd, TIMEOUT_MS.decide).then(function (r) {
+      if (r.errno === 0) {
+        c.decided = true;
+        closeConfirm(c);
+        c.node.classList.add('decided');
+        message(c.parts.message, mode === 'approve' ? 'Approved: the action runs now.' :
+          'Rejected: the action does not run.', 'ok');
+      } else {
+        // Whatever went wrong, a new decision starts from the buttons again.
+        closeConfirm(c);
+        message(c.parts.message, failure(mode === 'approve' ? 'Approving' : 'Rejecting', r), 'error');
+        if (r.errno === 4 || r.errno === 5) {
+          c.decided = true;
+        }
+      }
+    }, function (e) {
+      closeConfirm(c);
+      message(c.parts.message, (mode === 'approve' ? 'Approving' : 'Rejecting') +
+        ' failed: ' + e.message + '.', 'error');
+    }).then(function () {
+      setBusy(c, false);
+      schedule(0);
+    });
+  }
+
+  function renderApprovals(list, note) {
+    var box = $('approvals');
+    var summary = $('approvals-summary');
+    var seen = {};
+    var gone = [];
+    var count = 0;
+    (list || []).forEach(function (raw) {
+      var req = normalize(raw);
+      if (req === null || !req.id || seen[req.id]) {
+        return;
+      }
+      seen[req.id] = true;
+      count++;
+      var c = cards[req.id];
+      if (c && requestSignature(c.req) !== requestSignature(req)) {
+        // The same id for another request: never keep a confirm step made for the old one.
+        box.removeChild(c.node);
+        c = null;
+      }
+      if (!c) {
+        c = buildCard(req);
+        cards[req.id] = c;
+        box.appendChild(c.node);
+      } else {
+        c.req.seconds_left = req.seconds_left;
+        setText(c.parts.meta, metaText(c.req));
+      }
+    });
+    Object.keys(cards).forEach(function (id) {
+      if (!seen[id]) {
+        var c = cards[id];
+        if (c.mode !== null && !c.decided) {
+          gone.push(id);
+        }
+        if (c.node.parentNode) {
+          c.node.parentNode.removeChild(c.node);
+        }
+        delete cards[id];
+      }
+    });
+    setText($('approvals-count'), count ? '(' + count + ')' : '');
+    var text = note || (count ? 'Each runs only once you approve it here, in the Web console, ' +
+      'or from a root shell.' : 'None. Requests from agents that need you appear here.');
+    if (gone.length) {
+      text = 'Request ' + gone.map(show).join(', ') + ' is gone: decided elsewhere, or it expired. ' + text;
+    }
+    setText(summary, text);
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Buttons
+  // ---------------------------------------------------------------------------------
+
+  function runButton(button, what, command, timeoutMs, busyText, okText) {
+    var out = $('service-message');
+    button.disabled = true;
+    message(out, busyText);
+    exec(command, timeoutMs).then(function (r) {
+      if (r.errno === 0) {
+        message(out, okText, 'ok');
+      } else {
+        message(out, failure(what, r), 'error');
+      }
+    }, function (e) {
+      message(out, what + ' failed: ' + e.message + '.', 'error');
+    }).then(function () {
+      button.disabled = false;
+      schedule(0);
+    });
+  }
+
+  function wire() {
+    $('start').addEventListener('click', function () {
+      runButton($('start'), 'Starting the service', COMMANDS.start, TIMEOUT_MS.start,
+        'Starting the service…', 'Started.');
+    });
+    $('console').addEventListener('click', function () {
+      runButton($('console'), 'Opening the Web console', COMMANDS.console, TIMEOUT_MS.console,
+        'Opening the Web console in the browser…',
+        'The Web console opens in your browser, logged in (the link works once).');
+    });
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Polling
+  // ---------------------------------------------------------------------------------
+
+  var timer = null;
+  var polling = false;
+  var again = false;
+
+  function schedule(ms) {
+    if (polling) {
+      again = true;
+      return;
+    }
+    if (timer !== null) {
+      clearTimeout(timer);
+    }
+    timer = setTimeout(poll, ms);
+  }
+
+  function hostMissing(text) {
+    var banner = $('host-error');
+    setText(banner, text);
+    banner.hidden = false;
+  }
+
+  function poll() {
+    timer = null;
+    if (document.hidden) {
+      return; // resumed by visibilitychange
+    }
+    if (!hasHost()) {
+      hostMissing('This page runs inside a root manager\'s module WebUI (KernelSU, APatch, ' +
+        'WebUI X); the manager\'s bridge (window.ksu) is not here. On Magisk, install WebUI X, ' +
+        'or press the module\'s Action button to open the Web console in the browser.');
+      setText($('service-summary'), 'Unavailable.');
+      setText($('approvals-summary'), 'Unavailable.');
+      return;
+    }
+    $('host-error').hidden = true;
+    polling = true;
+    exec(COMMANDS.status, TIMEOUT_MS.status).then(function (r) {
+      renderStatus(r);
+      if (!status.running) {
+        renderApprovals([], status.running === false ? 'None while the service is not running.' : null);
+        return null;
+      }
+      return exec(COMMANDS.approvals, TIMEOUT_MS.approvals).then(function (a) {
+        var list = a.errno === 0 ? parseJson(a.stdout) : null;
+        if (a.errno === 0 && Array.isArray(list)) {
+          renderApprovals(list, null);
+        } else if (a.errno === 0) {
+          setText($('approvals-summary'), 'nl2sh answered something that is not a list; trying again.');
+        } else {
+          setText($('approvals-summary'), failure('Reading the requests', a));
+        }
+      });
+    }).catch(function (e) {
+      setText($('service-summary'), 'No answer: ' + e.message + '.');
+    }).then(function () {
+      polling = false;
+      var soon = again;
+      again = false;
+      schedule(soon ? 0 : POLL_MS);
+    });
+  }
+
+  document.addEventListener('visibilitychange', function () {
+    if (!document.hidden && !polling && timer === null) {
+      schedule(0);
+    }
+  });
+
+  function start() {
+    wire();
+    schedule(0);
+  }
+
+  if (document.readyState === 'loading') {
+    document.addEventListener('DOMContentLoaded', start);
+  } else {
+    start();
+  }
+}());

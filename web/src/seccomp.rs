@@ -1,0 +1,551 @@
+//! The Web console's seccomp filter, as data: an allow-list with one row per system call
+//! and the reason the console needs it (netd's, `netd/src/seccomp.rs`, is the model).
+//! Anything not listed kills the console (`SIGSYS`); the supervisor then restarts the
+//! workers (docs/ARCHITECTURE.md, "Stopping and restarting").
+//!
+//! The console does much less than netd, so its list is much shorter. Once confined it
+//! serves HTTP on its inherited listener and talks over its three inherited channels on
+//! one thread: it opens no file, creates no socket but its runtime's local pair,
+//! connects nowhere, binds nothing, starts no thread and no process, and reads nothing
+//! about itself from `/proc`. Its pages are compiled in; its listener is claimed before
+//! the filter exists ([`crate::run`]).
+//!
+//! The list was found by tracing the console (`strace -f` on `nl2sh --web-only`, debug
+//! and release builds: the login, every API page, the static files, a 404, a refused
+//! POST, 150 concurrent clients past the connection cap, idle and half-sent requests
+//! timing out, a body over the limit, then SIGTERM to the supervisor, which drains the
+//! console) after the point where the filter is installed, i.e. after start-up and
+//! before the runtime exists. A few rows that no trace shows are there for paths a
+//! trace does not take: the other C library (the release build is static musl; the
+//! traces are glibc and musl), aborting on a panic (the release profile aborts), a
+//! crash in a signal handler, the clock when the vDSO cannot serve it. Each says so.
+//!
+//! Refusals ([`Verdict::Refuse`]) are installed as filters of their own before the
+//! allow-list; the kernel applies the strictest answer of all of them. The allow-list
+//! comes last, so installing the earlier ones needs no row.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+};
+
+pub use nl2sh_proto::seccomp::SeccompError;
+use nl2sh_proto::seccomp::{arch, dword};
+
+/// What the console may do with one system call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Allowed, whatever the arguments.
+    Allow,
+    /// Allowed when any of the conditions holds; otherwise the console is killed.
+    AllowIf(&'static [Cond]),
+    /// Always refused with this errno (`EPERM` or `ENOSYS`): the caller copes.
+    Refuse(i32),
+}
+
+/// A condition on one argument (index from 0), compared on its low 32 bits: every
+/// argument checked here is an `int` (or flags the kernel reads as one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cond {
+    Eq(u8, u64),
+    /// None of these bits is set.
+    LacksBits(u8, u64),
+    /// The argument is the console's own process id (known when the filter is built).
+    OwnPid(u8),
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy)]
+pub struct Row {
+    pub nr: libc::c_long,
+    pub name: &'static str,
+    pub verdict: Verdict,
+    pub why: &'static str,
+}
+
+macro_rules! row {
+    ($sys:ident, $verdict:expr, $why:expr) => {
+        Row {
+            nr: libc::$sys,
+            name: stringify!($sys),
+            verdict: $verdict,
+            why: $why,
+        }
+    };
+}
+
+use Verdict::{Allow, AllowIf, Refuse};
+
+/// An ioctl request as the filter compares it (`Ioctl` is `c_ulong` on glibc and `c_int`
+/// on musl).
+#[allow(clippy::unnecessary_cast)]
+const fn ioctl(request: libc::Ioctl) -> u64 {
+    request as u64
+}
+
+/// The rows every supported architecture shares.
+pub const COMMON: &[Row] = &[
+    // ---- memory -----------------------------------------------------------------------
+    row!(SYS_brk, Allow, "malloc grows and trims the heap (glibc)"),
+    row!(
+        SYS_mmap,
+        AllowIf(&[Cond::LacksBits(2, libc::PROT_EXEC as u64)]),
+        "large buffers, and musl's malloc for everything; never executable memory (the \
+         console loads no code: nothing dlopens)"
+    ),
+    row!(
+        SYS_mprotect,
+        AllowIf(&[Cond::LacksBits(2, libc::PROT_EXEC as u64)]),
+        "musl's malloc makes reserved pages of its bookkeeping area usable; never \
+         executable memory"
+    ),
+    row!(SYS_munmap, Allow, "free of large buffers"),
+    row!(
+        SYS_mremap,
+        Allow,
+        "realloc of large buffers (an API page's JSON as it grows)"
+    ),
+    row!(
+        SYS_madvise,
+        Allow,
+        "free returns memory: glibc's malloc_trim once the console started, musl's \
+         malloc as it frees"
+    ),
+    // ---- one thread, its signals and its end ------------------------------------------
+    row!(
+        SYS_futex,
+        Allow,
+        "std's locks and once-cells (uncontended on one thread, but the exit path wakes)"
+    ),
+    row!(
+        SYS_sigaltstack,
+        Allow,
+        "std frees the main thread's signal stack as the console exits"
+    ),
+    row!(
+        SYS_rt_sigprocmask,
+        Allow,
+        "abort() blocks signals before raising SIGABRT (the release profile aborts on a \
+         panic; not in the traces)"
+    ),
+    row!(
+        SYS_rt_sigaction,
+        Allow,
+        "abort() and std's SIGSEGV handler put the default action back before the signal \
+         that ends the console (not in the traces)"
+    ),
+    row!(
+        SYS_rt_sigreturn,
+        Allow,
+        "return from std's SIGSEGV handler, so a crash ends as SIGSEGV (not in the traces)"
+    ),
+    row!(
+        SYS_getpid,
+        Allow,
+        "glibc's abort() signals its own process (not in the traces)"
+    ),
+    row!(
+        SYS_gettid,
+        Allow,
+        "glibc's abort() asks the kernel for the thread to signal (not in the traces)"
+    ),
+    row!(
+        SYS_tgkill,
+        AllowIf(&[Cond::OwnPid(0)]),
+        "glibc's abort() raises SIGABRT on the console itself; no other process (not in \
+         the traces)"
+    ),
+    row!(
+        SYS_tkill,
+        AllowIf(&[Cond::OwnPid(0)]),
+        "musl's abort() raises SIGABRT on its thread: the console's only thread, whose \
+         id is the process id, so no other process or thread (not in the traces)"
+    ),
+    row!(
+        SYS_restart_syscall,
+        Allow,
+        "the kernel resumes a call a stop signal interrupted (not in the traces)"
+    ),
+    row!(SYS_exit_group, Allow, "the console exits"),
+    // ---- time -------------------------------------------------------------------------
+    row!(
+        SYS_clock_gettime,
+        Allow,
+        "timers and log timestamps; the vDSO serves them unless the clock source needs \
+         the kernel (not in the traces)"
+    ),
+    row!(
+        SYS_getrandom,
+        Allow,
+        "std seeds its hash maps' keys once per thread (the runtime's own seed comes from \
+         them). In the traces the console's thread did so before the filter, as logging \
+         started; a thread that has not (the confinement tests') does it here"
+    ),
+    // ---- the event loop (mio/tokio), made after the filter is on -------------------------
+    row!(SYS_epoll_create1, Allow, "the runtime's poller"),
+    row!(
+        SYS_epoll_ctl,
+        Allow,
+        "registers the channels, the listener and connections"
+    ),
+    row!(
+        SYS_epoll_pwait,
+        Allow,
+        "waits for events (musl's epoll_wait; the only form on aarch64)"
+    ),
+    row!(SYS_eventfd2, Allow, "the runtime's waker"),
+    row!(
+        SYS_socketpair,
+        AllowIf(&[Cond::Eq(0, libc::AF_UNIX as u64)]),
+        "the runtime's signal driver makes a local pair when it starts; AF_UNIX only. \
+         The console makes no other socket: `socket` is not listed"
+    ),
+    // ---- descriptors the console holds ---------------------------------------------------
+    row!(
+        SYS_read,
+        Allow,
+        "the runtime's waker resets its eventfd (not in the traces)"
+    ),
+    row!(SYS_write, Allow, "logs to stderr; the runtime's waker"),
+    row!(
+        SYS_writev,
+        Allow,
+        "HTTP responses (head and body in one call)"
+    ),
+    row!(
+        SYS_recvfrom,
+        Allow,
+        "channel frames and HTTP requests (recv)"
+    ),
+    row!(
+        SYS_sendto,
+        Allow,
+        "channel frames (send); no socket the console holds takes an address"
+    ),
+    row!(SYS_accept4, Allow, "connections on the inherited listener"),
+    row!(
+        SYS_shutdown,
+        Allow,
+        "half-closes a finished HTTP connection"
+    ),
+    row!(SYS_close, Allow, "closes connections"),
+    row!(
+        SYS_fcntl,
+        AllowIf(&[
+            Cond::Eq(1, libc::F_GETFD as u64),
+            Cond::Eq(1, libc::F_GETFL as u64),
+            Cond::Eq(1, libc::F_DUPFD_CLOEXEC as u64),
+        ]),
+        "the runtime duplicates its poller and its signal pair (F_DUPFD_CLOEXEC); debug \
+         builds of std and tokio read descriptor flags (F_GETFD, F_GETFL). Nothing sets \
+         them: sockets become non-blocking by ioctl"
+    ),
+    row!(
+        SYS_ioctl,
+        AllowIf(&[Cond::Eq(1, ioctl(libc::FIONBIO))]),
+        "makes the channels and the listener non-blocking (FIONBIO) as the runtime takes \
+         them; nothing else, no terminal or device ioctl"
+    ),
+    // ---- refused --------------------------------------------------------------------
+    row!(
+        SYS_newfstatat,
+        Refuse(libc::EPERM),
+        "nothing is inspected after start: the listener is claimed before the filter. \
+         Refused, not fatal, so that claiming it again (what the worker does if that \
+         failed) reports an error to the supervisor; a path's metadata stays out of reach"
+    ),
+    row!(
+        SYS_fstat,
+        Refuse(libc::EPERM),
+        "as newfstatat, for musl, which checks a descriptor with fstat"
+    ),
+];
+
+/// Rows for calls that exist only on x86_64 (aarch64 and riscv64 have the `p*` forms
+/// only, which [`COMMON`] lists).
+#[cfg(target_arch = "x86_64")]
+pub const ARCH: &[Row] = &[row!(SYS_epoll_wait, Allow, "waits for events (glibc)")];
+
+#[cfg(not(target_arch = "x86_64"))]
+pub const ARCH: &[Row] = &[];
+
+/// Every row for this architecture, common ones first.
+pub fn table() -> impl Iterator<Item = &'static Row> {
+    COMMON.iter().chain(ARCH.iter())
+}
+
+/// How many system calls the table lets through (with or without conditions).
+pub fn allowed_count() -> usize {
+    table()
+        .filter(|r| !matches!(r.verdict, Verdict::Refuse(_)))
+        .count()
+}
+
+fn condition(cond: Cond, own_pid: u32) -> Result<SeccompCondition, SeccompError> {
+    match cond {
+        Cond::Eq(arg, value) => dword(arg, SeccompCmpOp::Eq, value),
+        Cond::LacksBits(arg, bits) => dword(arg, SeccompCmpOp::MaskedEq(bits), 0),
+        Cond::OwnPid(arg) => dword(arg, SeccompCmpOp::Eq, u64::from(own_pid)),
+    }
+}
+
+/// Any one of `conds` (a rule per condition: seccompiler ORs rules).
+fn any_of(conds: &[Cond], own_pid: u32) -> Result<Vec<SeccompRule>, SeccompError> {
+    conds
+        .iter()
+        .map(|c| Ok(SeccompRule::new(vec![condition(*c, own_pid)?])?))
+        .collect()
+}
+
+// `c_long` is `i64` on every architecture this module builds a filter for.
+#[allow(clippy::useless_conversion)]
+fn key(nr: libc::c_long) -> i64 {
+    i64::from(nr)
+}
+
+/// The filters in installation order (see the module comment), for the console's own
+/// pid: one per errno the table refuses with, then the allow-list.
+pub fn programs(own_pid: u32) -> Result<Vec<BpfProgram>, SeccompError> {
+    let arch = arch()?;
+    let mut allow: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    let mut refusals: BTreeMap<i32, BTreeMap<i64, Vec<SeccompRule>>> = BTreeMap::new();
+    for row in table() {
+        let nr = key(row.nr);
+        let rules = match row.verdict {
+            Verdict::Allow => Vec::new(),
+            Verdict::AllowIf(conds) => any_of(conds, own_pid)?,
+            Verdict::Refuse(errno) => {
+                if ![libc::EPERM, libc::ENOSYS].contains(&errno) {
+                    return Err(SeccompError::Table(format!(
+                        "{}: only EPERM and ENOSYS refusals are built",
+                        row.name
+                    )));
+                }
+                // The allow-list lets it through; the refusal's own filter answers.
+                refusals.entry(errno).or_default().insert(nr, Vec::new());
+                Vec::new()
+            }
+        };
+        if allow.insert(nr, rules).is_some() {
+            return Err(SeccompError::Table(format!("{} listed twice", row.name)));
+        }
+    }
+    let mut programs = Vec::with_capacity(refusals.len() + 1);
+    for (errno, rules) in refusals {
+        let filter = SeccompFilter::new(
+            rules,
+            SeccompAction::Allow,
+            SeccompAction::Errno(errno.unsigned_abs()),
+            arch,
+        )?;
+        programs.push(filter.try_into()?);
+    }
+    let allow_list = SeccompFilter::new(
+        allow,
+        SeccompAction::KillProcess,
+        SeccompAction::Allow,
+        arch,
+    )?;
+    programs.push(allow_list.try_into()?);
+    Ok(programs)
+}
+
+/// Install the filters on every thread of the process (there is one when the console
+/// calls this; TSYNC makes sure of it). Sets no_new_privs, which the console already
+/// has.
+pub fn install(own_pid: u32) -> Result<(), SeccompError> {
+    for program in programs(own_pid)? {
+        seccompiler::apply_filter_all_threads(&program)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(nr: libc::c_long) -> Option<Verdict> {
+        table().find(|r| r.nr == nr).map(|r| r.verdict)
+    }
+
+    /// Not listed (fatal), or listed only to be refused.
+    fn not_allowed(nr: libc::c_long) -> bool {
+        matches!(verdict(nr), None | Some(Verdict::Refuse(_)))
+    }
+
+    #[test]
+    fn the_filters_build_for_this_architecture() {
+        let programs = programs(std::process::id()).unwrap();
+        // The EPERM refusals, then the allow-list.
+        assert_eq!(programs.len(), 2);
+        assert!(programs.iter().all(|p| !p.is_empty()));
+    }
+
+    #[test]
+    fn every_row_is_listed_once_with_a_reason() {
+        let mut seen = std::collections::HashSet::new();
+        for row in table() {
+            assert!(seen.insert(row.nr), "{} listed twice", row.name);
+            assert!(row.name.starts_with("SYS_"), "{}", row.name);
+            assert!(row.why.trim().len() >= 10, "{} has no reason", row.name);
+            if let Verdict::AllowIf(conds) = row.verdict {
+                assert!(!conds.is_empty(), "{} allows nothing", row.name);
+            }
+            if let Verdict::Refuse(errno) = row.verdict {
+                assert!([libc::EPERM, libc::ENOSYS].contains(&errno), "{}", row.name);
+            }
+        }
+        let refused = table()
+            .filter(|r| matches!(r.verdict, Verdict::Refuse(_)))
+            .count();
+        assert_eq!(allowed_count() + refused, table().count());
+    }
+
+    #[test]
+    fn what_the_console_must_never_do_is_not_allowed() {
+        let mut never = vec![
+            // Running anything.
+            libc::SYS_execve,
+            libc::SYS_execveat,
+            // Another thread or process, a namespace, another identity.
+            libc::SYS_clone,
+            libc::SYS_clone3,
+            libc::SYS_unshare,
+            libc::SYS_setns,
+            libc::SYS_setuid,
+            libc::SYS_setgid,
+            libc::SYS_setreuid,
+            libc::SYS_setregid,
+            libc::SYS_setresuid,
+            libc::SYS_setresgid,
+            libc::SYS_setgroups,
+            libc::SYS_setfsuid,
+            libc::SYS_capset,
+            libc::SYS_prctl,
+            libc::SYS_seccomp,
+            // The network beyond what it inherited.
+            libc::SYS_socket,
+            libc::SYS_connect,
+            libc::SYS_bind,
+            libc::SYS_listen,
+            libc::SYS_sendmsg,
+            libc::SYS_recvmsg,
+            libc::SYS_sendmmsg,
+            libc::SYS_setsockopt,
+            // Files: none at all.
+            libc::SYS_openat,
+            libc::SYS_openat2,
+            libc::SYS_open_by_handle_at,
+            libc::SYS_name_to_handle_at,
+            libc::SYS_statx,
+            libc::SYS_readlinkat,
+            libc::SYS_getdents64,
+            libc::SYS_unlinkat,
+            libc::SYS_mkdirat,
+            libc::SYS_renameat2,
+            libc::SYS_linkat,
+            libc::SYS_symlinkat,
+            libc::SYS_fchmodat,
+            libc::SYS_fchownat,
+            libc::SYS_truncate,
+            libc::SYS_chdir,
+            libc::SYS_chroot,
+            libc::SYS_mount,
+            libc::SYS_umount2,
+            libc::SYS_pivot_root,
+            libc::SYS_memfd_create,
+            // Other processes.
+            libc::SYS_ptrace,
+            libc::SYS_process_vm_readv,
+            libc::SYS_process_vm_writev,
+            libc::SYS_kill,
+            libc::SYS_rt_sigqueueinfo,
+            libc::SYS_rt_tgsigqueueinfo,
+            libc::SYS_pidfd_open,
+            libc::SYS_pidfd_send_signal,
+            libc::SYS_pidfd_getfd,
+            libc::SYS_kcmp,
+            // The kernel's larger surfaces.
+            libc::SYS_bpf,
+            libc::SYS_io_uring_setup,
+            libc::SYS_perf_event_open,
+            libc::SYS_userfaultfd,
+            libc::SYS_keyctl,
+            libc::SYS_add_key,
+            libc::SYS_init_module,
+            libc::SYS_finit_module,
+            libc::SYS_reboot,
+            libc::SYS_mbind,
+            libc::SYS_personality,
+        ];
+        if cfg!(target_arch = "x86_64") {
+            never.extend(x86_64_only());
+        }
+        for nr in never {
+            assert!(not_allowed(nr), "syscall {nr} must not be allowed");
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn x86_64_only() -> Vec<libc::c_long> {
+        vec![
+            libc::SYS_open,
+            libc::SYS_creat,
+            libc::SYS_stat,
+            libc::SYS_lstat,
+            libc::SYS_fork,
+            libc::SYS_vfork,
+            libc::SYS_uselib,
+            libc::SYS_iopl,
+            libc::SYS_ioperm,
+            libc::SYS_modify_ldt,
+        ]
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn x86_64_only() -> Vec<libc::c_long> {
+        Vec::new()
+    }
+
+    /// The conditions of an `AllowIf` row.
+    fn conds(nr: libc::c_long) -> &'static [Cond] {
+        match verdict(nr) {
+            Some(AllowIf(conds)) => conds,
+            other => panic!("syscall {nr}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn what_is_allowed_is_as_narrow_as_the_console_needs() {
+        // Memory is never executable.
+        for nr in [libc::SYS_mmap, libc::SYS_mprotect] {
+            assert_eq!(conds(nr), [Cond::LacksBits(2, libc::PROT_EXEC as u64)]);
+        }
+        // Signals only to itself.
+        for nr in [libc::SYS_tgkill, libc::SYS_tkill] {
+            assert_eq!(conds(nr), [Cond::OwnPid(0)]);
+        }
+        // The one socket it makes is a local pair.
+        assert_eq!(
+            conds(libc::SYS_socketpair),
+            [Cond::Eq(0, libc::AF_UNIX as u64)]
+        );
+        // Descriptor flags are read, never set; no ioctl but FIONBIO.
+        for c in conds(libc::SYS_fcntl) {
+            let Cond::Eq(1, cmd) = c else { panic!("{c:?}") };
+            assert!(
+                [libc::F_GETFD, libc::F_GETFL, libc::F_DUPFD_CLOEXEC].contains(&(*cmd as i32)),
+                "{cmd}"
+            );
+        }
+        assert_eq!(conds(libc::SYS_ioctl), [Cond::Eq(1, ioctl(libc::FIONBIO))]);
+        // The event loop's wait exists in its form for this architecture.
+        assert_eq!(verdict(libc::SYS_epoll_pwait), Some(Allow));
+        if cfg!(target_arch = "x86_64") {
+            assert!(table().any(|r| r.name == "SYS_epoll_wait"));
+        }
+        // Far fewer calls than netd's list.
+        assert!(allowed_count() < 45, "{}", allowed_count());
+    }
+}
