@@ -646,3 +646,52 @@ fn a_console_that_cannot_start_leaves_nothing_listening() {
     let (code, _, err) = run_without_terminal(&fx, &["web", "login"]);
     assert_eq!(code, Some(3), "{err}");
 }
+
+#[test]
+fn a_killed_console_is_restarted_on_the_same_port_and_its_sessions_end() {
+    let c = Console::start(false, "");
+    let (session, _) = c.log_in();
+    let web_worker = || {
+        nl2sh_tests::children_of(c.child.id() as i32)
+            .into_iter()
+            .find(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|comm| comm.trim() == "nl2sh-web")
+            })
+    };
+    let old = web_worker().expect("a web worker");
+    // SAFETY: kill with integer arguments.
+    unsafe { libc::kill(old, libc::SIGKILL) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let fresh = web_worker().filter(|pid| *pid != old);
+        let host = c.web.to_string();
+        let up = nl2sh_test_http::try_send(
+            c.web,
+            "GET",
+            "/",
+            &[("Host", &host)],
+            b"",
+            Duration::from_secs(2),
+        )
+        .is_ok_and(|r| r.status == 200);
+        if fresh.is_some() && up {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the console did not come back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The worker set restarted as a whole: approvald's sessions went with it.
+    c.get("/api/session", Some(&session)).assert_refusal(401);
+    let (session, _) = c.log_in();
+    assert_eq!(c.get("/api/session", Some(&session)).status, 200);
+    let (_, v) = c.status();
+    let web = v["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["transport"] == "web")
+        .cloned()
+        .unwrap();
+    assert_eq!(web["url"], c.origin(), "{v}");
+}

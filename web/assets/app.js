@@ -515,7 +515,7 @@
   function riskLabel(risk) {
     var r = str(risk) || 'unknown';
     var level = 'neutral';
-    if (r === 'medium') {
+    if (r === 'medium' || r === 'high') {
       level = 'amber';
     } else if (r === 'dangerous' || r === 'critical') {
       level = 'red';
@@ -1106,7 +1106,7 @@
     var approve = el('button', { type: 'button', class: 'btn btn-approve approve' }, 'Approve');
     var reject = el('button', { type: 'button', class: 'btn btn-reject reject' }, 'Reject');
 
-    var node = el('article', { class: 'request risk-border-' + (risk === 'dangerous' || risk === 'critical' ? 'red' : risk === 'medium' ? 'amber' : 'neutral'), 'data-id': id, 'data-risk': risk },
+    var node = el('article', { class: 'request risk-border-' + (risk === 'dangerous' || risk === 'critical' ? 'red' : risk === 'medium' || risk === 'high' ? 'amber' : 'neutral'), 'data-id': id, 'data-risk': risk },
       el('div', { class: 'request-head' },
         riskLabel(risk),
         el('span', { class: 'tool mono' }, str(p.tool)),
