@@ -170,7 +170,7 @@ fn start_status_repeated_start_restart_and_stop() {
     assert_eq!(mode(&m.service_dir()), 0o700);
     assert_eq!(mode(&m.service_dir().join("service.log")), 0o600);
 
-    // Status as JSON: one connection, the managed service, never the token.
+    // Status as JSON: the managed service and its Web console, never the token.
     let (code, v) = m.status();
     assert_eq!(code, Some(0), "{v}");
     assert_eq!(
@@ -179,8 +179,10 @@ fn start_status_repeated_start_restart_and_stop() {
     );
     assert_eq!(v["managed"], true);
     let c = &v["connections"][0];
-    assert_eq!(v["connections"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["connections"].as_array().unwrap().len(), 2, "{v}");
     assert_eq!(c["transport"], "service");
+    assert_eq!(v["connections"][1]["transport"], "web", "{v}");
+    assert!(v["connections"][1]["url"].is_string(), "{v}");
     let pid = c["pid"].as_i64().unwrap() as i32;
     let port = m.addr().port();
     assert_ne!(port, 0);

@@ -1,0 +1,896 @@
+"""The Magisk/KernelSU module's WebUI (packaging/magisk/webroot/) in a real browser.
+
+The page runs in Debian's headless Chromium (selenium, browser.py) at a phone's size, served
+as it is by a small stdlib HTTP server, with the module's CSP (config.json) as a response
+header too, as MMRL's WebUI X sends it. The root manager's bridge, `window.ksu`, is a
+stand-in injected before the page's scripts (DevTools, Page.addScriptToEvaluateOnNewDocument):
+its `exec(command, "{}", callbackName)` hands the command to the test server, which accepts
+only the shapes app.js documents (its fixed prefix
+`'/data/adb/modules/nl2sh/system/bin/nl2sh' --config '/data/adb/nl2sh/config.toml'` and one
+of its commands), swaps that prefix for the real binary and this test's configuration, runs
+it with /bin/sh -c outside the nl2sh process tree (as the manager does, as root) and calls
+`window[callbackName](errno, stdout, stderr)` back. Anything else is refused and recorded.
+
+How the answer reaches the page: the page's CSP has connect-src 'none', so the stand-in
+cannot fetch() (test_the_csp_is_served_and_blocks_fetch shows it). It loads a same-origin
+<script src="/exec?..."> instead (script-src 'self' allows it) whose body calls the callback:
+a JSONP bridge, as invisible to the CSP as the manager's Java bridge is.
+
+The service is a real `nl2sh --config X --web-only` (MCP in the same process) on port 0 with
+a fixed token; the requests to approve come from real MCP tools/call requests.
+Screenshots: <repo>/target/web-screenshots/webui-*.png.
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from browser import PHONE, Browser, Browsers, browsers  # noqa: F401 - `browsers` is a fixture
+from conftest import NL2SH_BIN
+
+WEBROOT = Path(__file__).resolve().parents[2] / "packaging" / "magisk" / "webroot"
+TOKEN = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+MCP_PROTOCOL_VERSION = "2025-11-25"
+STARTUP_TIMEOUT = 20.0
+STOP_TIMEOUT = 15.0
+EXEC_TIMEOUT = 30.0
+# The page polls every 2 s: a change shows within one or two rounds.
+APPEAR_TIMEOUT = 8.0
+
+# What app.js puts in front of every nl2sh command (its BIN and CONFIG, single-quoted).
+PAGE_PREFIX = "'/data/adb/modules/nl2sh/system/bin/nl2sh' --config '/data/adb/nl2sh/config.toml'"
+_ID = r"[a-z0-9]{1,32}"
+# The rest of each command app.js may build (its COMMANDS comment), after PAGE_PREFIX.
+ALLOWED_TAILS = {
+    "status": re.compile(r" service status --json </dev/null"),
+    "approvals": re.compile(r" protocol approvals --json </dev/null"),
+    "console": re.compile(r" web login --open </dev/null"),
+    "approve": re.compile(rf" protocol approve (?P<id>{_ID}) --yes </dev/null"),
+    "approve-phrase": re.compile(
+        rf" protocol approve (?P<id>{_ID}) --yes --phrase 'approve (?:dangerous|critical) (?P=id)' </dev/null"
+    ),
+    "reject": re.compile(rf" protocol reject (?P<id>{_ID}) </dev/null"),
+}
+CALLBACK_RE = re.compile(r"exec_callback_\d+_\d+")
+
+# The stand-in bridge. Deliberately small: what KernelSU/APatch/WebUI X expose to the page
+# as far as app.js uses it, nothing more.
+KSU_STANDIN = r"""
+(function () {
+  if (window.ksu) { return; }
+  window.__ksuCalls = 0;
+  window.ksu = {
+    exec: function (command, options, callbackName) {
+      window.__ksuCalls++;
+      var s = document.createElement('script');
+      s.src = '/exec?cb=' + encodeURIComponent(String(callbackName)) +
+        '&opts=' + encodeURIComponent(String(options)) +
+        '&cmd=' + encodeURIComponent(String(command));
+      s.onload = function () { s.remove(); };
+      s.onerror = function () {
+        s.remove();
+        if (typeof window[callbackName] === 'function') {
+          window[callbackName](1, '', 'test bridge: /exec did not load');
+        }
+      };
+      (document.head || document.documentElement).appendChild(s);
+    }
+  };
+})();
+"""
+
+
+# ---------------------------------------------------------------------------------------
+# The service: a real `nl2sh --config X --web-only`
+# ---------------------------------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("NL2SH_PROTOCOL_TOKEN", None)
+    env.pop("NL2SH_LOG", None)
+    return env
+
+
+def _port_of(listen: str) -> int:
+    return int(listen.rsplit(":", 1)[1])
+
+
+@dataclass
+class Service:
+    config: Path
+    dir: Path
+    proc: subprocess.Popen
+    stderr_path: Path
+    status: dict = field(default_factory=dict)  # `service status --json` once it ran
+    web_url: str = ""
+    mcp_url: str = ""
+    protocol_port: int = 0
+
+    def cli(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [NL2SH_BIN, "--config", str(self.config), *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=timeout,
+        )
+
+    def read_status(self) -> dict:
+        try:
+            return json.loads(self.cli("service", "status", "--json").stdout)
+        except json.JSONDecodeError:
+            return {}
+
+    def pending(self) -> list[dict]:
+        r = self.cli("protocol", "approvals", "--json")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    def stderr_text(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def invoke_async(self, command: str) -> McpCall:
+        return McpCall(self, command)
+
+
+class McpCall:
+    """One MCP tools/call (nl2sh_invoke shell.exec) in flight on a thread: it waits for the
+    owner's decision. Sent to 127.0.0.1 only."""
+
+    def __init__(self, service: Service, command: str):
+        self.command = command
+        self._answer: dict | None = None
+        self._error: BaseException | None = None
+        port = service.protocol_port
+        body = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "nl2sh_invoke", "arguments": {"tool": "shell.exec", "arguments": {"command": command}}},
+        }
+        headers = {
+            "Host": f"127.0.0.1:{port}",
+            "Authorization": f"Bearer {TOKEN}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": MCP_PROTOCOL_VERSION,
+        }
+
+        def run() -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            try:
+                conn.request("POST", "/mcp", body=json.dumps(body).encode(), headers=headers)
+                r = conn.getresponse()
+                text = r.read().decode()
+                assert r.status == 200, (r.status, text)
+                self._answer = _jsonrpc_message(r.getheader("content-type") or "", text)
+            except BaseException as e:  # noqa: BLE001 - handed to the test in result()
+                self._error = e
+            finally:
+                conn.close()
+
+        self._thread = threading.Thread(target=run, daemon=True, name=f"mcp {command[:30]}")
+        self._thread.start()
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def result(self, timeout: float = 15.0) -> dict:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"the MCP call did not return within {timeout}s: {self.command}"
+        if self._error is not None:
+            raise self._error
+        assert self._answer is not None and "result" in self._answer, f"protocol error: {self._answer}"
+        return self._answer["result"]
+
+
+def _jsonrpc_message(content_type: str, body: str) -> dict:
+    if content_type.startswith("text/event-stream"):
+        for line in body.splitlines():
+            if line.startswith("data:") and line[5:].strip():
+                message = json.loads(line[5:])
+                if "id" in message:
+                    return message
+        raise AssertionError(f"no JSON-RPC answer in the event stream: {body!r}")
+    return json.loads(body)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory) -> Iterator[Service]:
+    if not os.access(NL2SH_BIN, os.X_OK):
+        pytest.fail(f"nl2sh binary not found or not executable: {NL2SH_BIN} (set NL2SH_BIN or run cargo build)")
+    d = tmp_path_factory.mktemp("webui-service")
+    config = d / "config.toml"
+    config.write_text(
+        "web_port = 0\n"
+        "protocol_service_port = 0\n"
+        f'protocol_token = "{TOKEN}"\n'
+        "protocol_start_with_service = true\n"
+        "approval_timeout_secs = 60\n"
+    )
+    config.chmod(0o600)
+    stderr_path = d / "service.stderr"
+    with stderr_path.open("wb") as err:
+        proc = subprocess.Popen(
+            [NL2SH_BIN, "--config", str(config), "--web-only"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=_env(),
+        )
+    s = Service(config=config, dir=d, proc=proc, stderr_path=stderr_path)
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"nl2sh --web-only exited early (rc={proc.returncode}):\n{s.stderr_text()}")
+            status = s.read_status()
+            conns = status.get("connections") or []
+            web = next((c for c in conns if c.get("transport") == "web" and c.get("url")), None)
+            proto = next((c for c in conns if c.get("mcp_url") and c.get("listen")), None)
+            if web and proto:
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"the service did not start in {STARTUP_TIMEOUT}s: {conns}\n{s.stderr_text()}")
+            time.sleep(0.05)
+        s.status = status
+        s.web_url = web["url"]
+        s.mcp_url = proto["mcp_url"]
+        # It may listen on 0.0.0.0 and advertise a network address: use loopback, same port.
+        s.protocol_port = _port_of(proto["listen"])
+        assert s.mcp_url.endswith(f":{s.protocol_port}/mcp"), proto
+        yield s
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"nl2sh --web-only did not exit within {STOP_TIMEOUT}s of SIGTERM:\n{s.stderr_text()}")
+    assert rc == 0, f"nl2sh --web-only exit code after SIGTERM was {rc}, expected 0:\n{s.stderr_text()}"
+
+
+# ---------------------------------------------------------------------------------------
+# The manager stand-in: the webroot and the bridge's /exec
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class ExecEntry:
+    """One command the page sent through the bridge."""
+
+    via: str  # "script" (the stand-in's JSONP) or "fetch" (a POST, which the CSP should stop)
+    command: str
+    options: str
+    callback: str
+    kind: str | None  # the ALLOWED_TAILS key, None when refused
+    errno: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    refused: str = ""  # why, when refused
+    seconds: float = 0.0
+
+
+class WebUI:
+    """The webroot on 127.0.0.1:<port> with the bridge's /exec, on a thread."""
+
+    CONTENT_TYPES = {
+        ".html": "text/html; charset=utf-8",
+        ".js": "text/javascript; charset=utf-8",
+        ".css": "text/css; charset=utf-8",
+        ".json": "application/json",
+    }
+
+    def __init__(self, service: Service, standin_bin: Path, runtime_dir: Path, log_path: Path):
+        self.service = service
+        self.csp = json.loads((WEBROOT / "config.json").read_text())["contentSecurityPolicy"]
+        self.real_prefix = f"{shlex.quote(NL2SH_BIN)} --config {shlex.quote(str(service.config))}"
+        self.env = dict(
+            _env(),
+            PATH=f"{standin_bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            XDG_RUNTIME_DIR=str(runtime_dir),
+        )
+        self.log_path = log_path
+        self.entries: list[ExecEntry] = []
+        self.requests: list[str] = []  # every request line the server got
+        self._lock = threading.Lock()
+        webui = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def _send(self, status: int, ctype: str, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Security-Policy", webui.csp)
+                self.send_header("X-Content-Type-Options", "nosniff")
+                self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                with webui._lock:
+                    webui.requests.append(f"GET {self.path}")
+                url = urllib.parse.urlsplit(self.path)
+                if url.path == "/exec":
+                    q = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+                    one = lambda k: (q.get(k) or [""])[0]  # noqa: E731
+                    cb = one("cb")
+                    entry = webui.run("script", one("cmd"), one("opts"), cb)
+                    if not CALLBACK_RE.fullmatch(cb):
+                        self._send(400, "text/javascript; charset=utf-8", b"/* bad callback name */")
+                        return
+                    # JSON (ASCII-escaped, so U+2028 and </script> are harmless) is a JS expression.
+                    js = "window[%s](%d, %s, %s);" % (
+                        json.dumps(cb),
+                        entry.errno,
+                        json.dumps(entry.stdout),
+                        json.dumps(entry.stderr),
+                    )
+                    self._send(200, "text/javascript; charset=utf-8", js.encode())
+                    return
+                name = "index.html" if url.path in ("/", "/index.html") else url.path.lstrip("/")
+                path = WEBROOT / name
+                if "/" in name or not path.is_file():
+                    self._send(404, "text/plain", b"not found")
+                    return
+                self._send(200, webui.CONTENT_TYPES.get(path.suffix, "application/octet-stream"), path.read_bytes())
+
+            def do_POST(self) -> None:  # noqa: N802
+                # The bridge as first designed (fetch('/exec', {method: 'POST', body: cmd})):
+                # served, but the page's connect-src 'none' must keep it from ever arriving.
+                with webui._lock:
+                    webui.requests.append(f"POST {self.path}")
+                length = int(self.headers.get("Content-Length") or 0)
+                cmd = self.rfile.read(length).decode(errors="replace")
+                if urllib.parse.urlsplit(self.path).path != "/exec":
+                    self._send(404, "text/plain", b"not found")
+                    return
+                e = webui.run("fetch", cmd, "", "")
+                body = json.dumps({"errno": e.errno, "stdout": e.stdout, "stderr": e.stderr}).encode()
+                self._send(200, "application/json", body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True, name="webui server")
+        self.thread.start()
+
+    # -- the bridge -----------------------------------------------------------------------
+
+    def classify(self, command: str) -> str | None:
+        if not command.startswith(PAGE_PREFIX):
+            return None
+        tail = command[len(PAGE_PREFIX) :]
+        for kind, pattern in ALLOWED_TAILS.items():
+            if pattern.fullmatch(tail):
+                return kind
+        return None
+
+    def run(self, via: str, command: str, options: str, callback: str) -> ExecEntry:
+        kind = self.classify(command)
+        entry = ExecEntry(via=via, command=command, options=options, callback=callback, kind=kind)
+        started = time.monotonic()
+        if kind is None:
+            entry.errno, entry.stderr = 1, "refused by the test's bridge: not a command of app.js's shape"
+            entry.refused = "not a documented command"
+        elif via == "script" and not CALLBACK_RE.fullmatch(callback):
+            entry.errno, entry.refused = 1, f"callback name {callback!r} not exec_callback_<ms>_<n>"
+        else:
+            real = self.real_prefix + command[len(PAGE_PREFIX) :]
+            try:
+                p = subprocess.run(
+                    ["/bin/sh", "-c", real],
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    env=self.env,
+                    timeout=EXEC_TIMEOUT,
+                    start_new_session=True,
+                )
+                entry.errno = p.returncode if p.returncode >= 0 else 128 - p.returncode
+                # The managers join the output's lines with "\n", without a final newline.
+                entry.stdout = p.stdout[:-1] if p.stdout.endswith("\n") else p.stdout
+                entry.stderr = p.stderr[:-1] if p.stderr.endswith("\n") else p.stderr
+            except subprocess.TimeoutExpired:
+                entry.errno, entry.stderr = 124, f"timed out after {EXEC_TIMEOUT}s"
+        entry.seconds = round(time.monotonic() - started, 3)
+        with self._lock:
+            self.entries.append(entry)
+            with self.log_path.open("a") as f:
+                f.write(json.dumps(entry.__dict__) + "\n")
+        return entry
+
+    # -- what the tests look at -------------------------------------------------------------
+
+    def snapshot(self) -> list[ExecEntry]:
+        with self._lock:
+            return list(self.entries)
+
+    def wait_entry(self, kind: str, contains: str, timeout: float = 10.0, since: int = 0) -> ExecEntry:
+        deadline = time.monotonic() + timeout
+        while True:
+            for e in self.snapshot()[since:]:
+                if e.kind == kind and contains in e.command:
+                    return e
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the page did not send a {kind} command with {contains!r} within {timeout}s; sent: "
+                    + json.dumps([e.command for e in self.snapshot()[since:]], indent=1)[-3000:]
+                )
+            time.sleep(0.05)
+
+    def assert_only_page_commands(self) -> None:
+        entries = self.snapshot()
+        refused = [e for e in entries if e.refused]
+        assert not refused, "the page sent commands outside app.js's shape:\n" + "\n".join(
+            f"{e.refused}: {e.command!r}" for e in refused
+        )
+        assert all(e.via == "script" for e in entries), "a fetch() reached the bridge despite the CSP"
+        assert all(e.options == "{}" for e in entries), {e.options for e in entries}
+        callbacks = [e.callback for e in entries]
+        assert len(callbacks) == len(set(callbacks)), "a callback name was used twice"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5)
+
+
+@dataclass
+class XdgOpen:
+    args: Path  # one argument per line, as the stand-in got them
+    pages: Path  # a copy of what each argument's file held
+
+
+@pytest.fixture(scope="module")
+def xdg_open(tmp_path_factory) -> XdgOpen:
+    """A stand-in `xdg-open` that records its argument (and a copy of that file)."""
+    d = tmp_path_factory.mktemp("webui-bin")
+    record = XdgOpen(args=d / "xdg-open.args", pages=d / "xdg-open.pages")
+    script = d / "xdg-open"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"printf '%s\\n' \"$1\" >> {shlex.quote(str(record.args))}\n"
+        f"cat -- \"$1\" >> {shlex.quote(str(record.pages))} 2>/dev/null\n"
+        "exit 0\n"
+    )
+    script.chmod(0o755)
+    return record
+
+
+@pytest.fixture(scope="module")
+def webui(service: Service, xdg_open: XdgOpen, tmp_path_factory) -> Iterator[WebUI]:
+    runtime = tmp_path_factory.mktemp("webui-run")
+    runtime.chmod(0o700)
+    log = tmp_path_factory.mktemp("webui-log") / "commands.jsonl"
+    w = WebUI(service, xdg_open.args.parent, runtime, log)
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+# ---------------------------------------------------------------------------------------
+# Using the page
+# ---------------------------------------------------------------------------------------
+
+
+def open_webui(browsers: Browsers, webui: WebUI, name: str) -> Browser:
+    """A phone-sized browser with the stand-in bridge, on the WebUI, once it shows the
+    service running (its first poll answered)."""
+    b = browsers.new(size=PHONE, name=name)
+    b.driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": KSU_STANDIN})
+    b.get(webui.origin + "/")
+    b.until(lambda: b.find("#state").get_attribute("textContent") == "running", APPEAR_TIMEOUT, "the page shows the service running")
+    assert b.find("#host-error").get_attribute("hidden") is not None, b.find("#host-error").text
+    return b
+
+
+FIND_CARD = """
+const cards = document.querySelectorAll('#approvals article.request');
+for (const card of cards) {
+  const pre = card.querySelector('pre.action');
+  if (pre && pre.textContent.includes(arguments[0])) { return card; }
+}
+return null;"""
+
+
+def wait_card(b: Browser, needle: str, timeout: float = APPEAR_TIMEOUT):
+    return b.until(lambda: b.js(FIND_CARD, needle), timeout, f"a request card showing {needle!r}")
+
+
+def card_button(card, css: str):
+    return card.find_element("css selector", css)
+
+
+def card_text(card, css: str) -> str:
+    """The text of the card's element as the DOM has it (the CSS upper-cases some labels)."""
+    return card.find_element("css selector", css).get_attribute("textContent")
+
+
+def card_gone(b: Browser, needle: str) -> bool:
+    return b.js(FIND_CARD, needle) is None
+
+
+def endpoints(b: Browser) -> dict[str, str]:
+    """The Service card's rows, label -> value, as the page shows them."""
+    return b.js(
+        """
+        const out = {};
+        const dl = document.getElementById('endpoints');
+        for (const dt of dl.querySelectorAll('dt')) {
+          const dd = dt.nextElementSibling;
+          if (!(dt.textContent in out)) { out[dt.textContent] = dd ? dd.textContent : null; }
+        }
+        return out;"""
+    )
+
+
+def dom_text(b: Browser) -> str:
+    """Everything of the page a person or a script could read: markup, text, input values."""
+    return b.js(
+        """
+        const values = Array.from(document.querySelectorAll('input, textarea')).map(n => n.value);
+        return document.documentElement.outerHTML + '\\n' + document.body.innerText + '\\n' + values.join('\\n');"""
+    )
+
+
+def shot(b: Browser, name: str) -> Path:
+    """A full-page screenshot from the top (scrolled, the sticky bar would be drawn mid-page)."""
+    b.js("window.scrollTo(0, 0);")
+    return b.screenshot(name)
+
+
+# Records, from before a click, when a card's message says what and when the card leaves.
+WATCH_CARD = """
+const card = arguments[0];
+const w = window.__watch = {messages: [], removedAt: null};
+const t0 = performance.now();
+new MutationObserver(() => {
+  const m = card.querySelector('p.message');
+  const text = m && !m.hidden ? m.textContent : '';
+  const last = w.messages.length ? w.messages[w.messages.length - 1][1] : null;
+  if (text && text !== last) { w.messages.push([Math.round(performance.now() - t0), text]); }
+  if (!card.isConnected && w.removedAt === null) { w.removedAt = Math.round(performance.now() - t0); }
+}).observe(document.getElementById('approvals'), {subtree: true, childList: true, characterData: true, attributes: true});
+"""
+
+
+def finish(b: Browser, webui: WebUI) -> None:
+    """What every test ends with: no JS error or CSP violation, only app.js's commands."""
+    b.assert_clean_console()
+    webui.assert_only_page_commands()
+
+
+# ---------------------------------------------------------------------------------------
+# 1. Status
+# ---------------------------------------------------------------------------------------
+
+
+def test_the_page_shows_the_running_service_and_its_urls_but_no_token(
+    service: Service, webui: WebUI, browsers: Browsers
+):
+    b = open_webui(browsers, webui, "status")
+    b.wait_visible("#endpoints")
+    rows = endpoints(b)
+    status = service.read_status()
+    proto = next(c for c in status["connections"] if c.get("mcp_url"))
+    web = next(c for c in status["connections"] if c.get("transport") == "web")
+    assert rows.get("MCP") == proto["mcp_url"] == service.mcp_url, rows
+    assert rows.get("A2A") == proto["a2a_url"], rows
+    assert rows.get("Web console") == web["url"] == service.web_url, rows
+    assert b.find("#service-summary").text == "Running."
+    assert "pill-running" in b.find("#state").get_attribute("class")
+    assert b.find("#console").is_displayed(), "no Open Web console button while the web console runs"
+    assert not b.find("#start").is_displayed(), "a Start button while the service runs"
+    b.until(lambda: b.find("#approvals-summary").text.startswith("None."), APPEAR_TIMEOUT, "no requests yet")
+
+    # The token: not in the page, nor in anything the page sent or received.
+    assert TOKEN not in dom_text(b)
+    for e in webui.snapshot():
+        assert TOKEN not in e.command + e.stdout + e.stderr, e
+    sent = {e.kind for e in webui.snapshot()}
+    assert {"status", "approvals"} <= sent, sent
+    assert not b.horizontal_overflow(), "the page scrolls sideways on a phone"
+    shot(b, "webui-status")
+    # The same in the dark (the page follows prefers-color-scheme).
+    b.driver.execute_cdp_cmd(
+        "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}
+    )
+    assert b.js("return matchMedia('(prefers-color-scheme: dark)').matches;")
+    shot(b, "webui-status-dark")
+    finish(b, webui)
+
+
+# ---------------------------------------------------------------------------------------
+# 2. Approve
+# ---------------------------------------------------------------------------------------
+
+
+def test_a_request_from_mcp_is_approved_in_the_page(
+    service: Service, webui: WebUI, browsers: Browsers, tmp_path: Path
+):
+    b = open_webui(browsers, webui, "approve")
+    marker = tmp_path / "marker"
+    call = service.invoke_async(f"touch {marker}")
+    card = wait_card(b, str(marker))
+    rid = card_text(card, ".rid")
+    assert re.fullmatch(_ID, rid), rid
+    assert card_text(card, ".risk") == "low"
+    assert card_text(card, ".tool") == "shell.exec"
+    assert b.find("#approvals-count").text == "(1)"
+    assert any(p["id"] == rid and str(marker) in p["action"] for p in service.pending())
+
+    # The first click only opens the confirm step: nothing is sent yet.
+    before = len(webui.snapshot())
+    card_button(card, ":scope > .buttons > .btn-approve").click()
+    go = b.until(
+        lambda: (lambda n: n if n.is_displayed() else None)(card_button(card, ".confirm .btn-approve")),
+        3,
+        "the confirm step",
+    )
+    assert go.text == "Approve now"
+    assert rid in card_button(card, ".confirm").text
+    shot(b, "webui-approve-confirm")
+    time.sleep(0.3)  # a moment for a (wrong) early command to show up
+    assert not [e for e in webui.snapshot()[before:] if e.kind and e.kind.startswith("approve")]
+    assert not marker.exists()
+    # The confirm step survives the page's polls (the card is not redrawn under the finger).
+    b.until(lambda: len(webui.snapshot()) >= before + 2, 5, "a poll after the confirm step opened")
+    assert card_button(card, ".confirm").is_displayed()
+
+    b.js(WATCH_CARD, card)
+    go.click()
+    entry = webui.wait_entry("approve", f" protocol approve {rid} --yes ", since=before)
+    assert entry.errno == 0, entry
+    result = call.result()
+    assert result.get("isError") is not True, result
+    assert marker.exists(), "the approved command did not run"
+    b.until(lambda: card_gone(b, str(marker)), APPEAR_TIMEOUT, "the approved card leaves the page")
+    b.until(lambda: b.find("#approvals-count").text == "", APPEAR_TIMEOUT, "the count cleared")
+    assert all(p["id"] != rid for p in service.pending())
+    # The page said so on the card (however briefly: the next poll removes the card).
+    watch = b.js("return window.__watch;")
+    said = [m for m in watch["messages"] if m[1].startswith("Approved")]
+    assert said, watch
+    print(f"webui: 'Approved' shown at {said[0][0]} ms, card removed at {watch['removedAt']} ms: {watch}")
+    shot(b, "webui-approved")
+    finish(b, webui)
+
+
+# ---------------------------------------------------------------------------------------
+# 3. A dangerous request: its phrase, then rejected
+# ---------------------------------------------------------------------------------------
+
+
+def test_a_dangerous_request_needs_its_phrase_and_is_rejected(
+    service: Service, webui: WebUI, browsers: Browsers, tmp_path: Path
+):
+    b = open_webui(browsers, webui, "dangerous")
+    victim = tmp_path / "victim"
+    (victim / "sub").mkdir(parents=True)
+    (victim / "sub" / "file").write_text("keep me")
+    call = service.invoke_async(f"rm -rf {victim}")
+    card = wait_card(b, str(victim))
+    rid = card_text(card, ".rid")
+    assert card_text(card, ".risk") == "dangerous"
+    assert "risk-dangerous" in card.get_attribute("class")
+    expected = next(p for p in service.pending() if p["id"] == rid)["phrase"]
+    assert expected == f"approve dangerous {rid}", expected
+
+    card_button(card, ":scope > .buttons > .btn-approve").click()
+    field_ = b.until(
+        lambda: (lambda n: n if n.is_displayed() else None)(card_button(card, "input.phrase")), 3, "the phrase field"
+    )
+    assert card_button(card, ".phrase-shown code").text == expected
+    go = card_button(card, ".confirm .btn-approve")
+    assert not go.is_enabled(), "Approve is enabled before the phrase is typed"
+
+    # Near misses keep it disabled; a click on it does nothing.
+    for wrong in ("approve dangerous nope", expected[:-1], expected.upper(), f"approve critical {rid}"):
+        field_.clear()
+        field_.send_keys(wrong)
+        assert not go.is_enabled(), f"Approve enabled for {wrong!r}"
+    b.js("arguments[0].click();", go)
+    field_.clear()
+    field_.send_keys(expected)
+    b.until(lambda: go.is_enabled(), 2, "Approve enabled once the exact phrase is typed")
+    assert not b.horizontal_overflow()
+    shot(b, "webui-dangerous-phrase")
+    time.sleep(0.3)
+    assert not [e for e in webui.snapshot() if e.kind and e.kind.startswith("approve") and rid in e.command]
+
+    # Change of mind: cancel, then reject through its own confirm step.
+    card_button(card, ".confirm .btn-quiet").click()
+    b.until(lambda: not card_button(card, ".confirm").is_displayed(), 2, "the confirm step closed")
+    before = len(webui.snapshot())
+    card_button(card, ":scope > .buttons > .btn-reject").click()
+    reject = b.until(
+        lambda: (lambda n: n if n.is_displayed() else None)(card_button(card, ".confirm .btn-reject")),
+        3,
+        "the reject confirm step",
+    )
+    assert reject.text == "Reject now"
+    assert victim.is_dir()
+    reject.click()
+    entry = webui.wait_entry("reject", f" protocol reject {rid} ", since=before)
+    assert entry.errno == 0, entry
+    result = call.result()
+    assert result.get("isError") is True, result
+    assert "reject" in json.dumps(result).lower(), result
+    assert victim.is_dir() and (victim / "sub" / "file").read_text() == "keep me", "a rejected command ran"
+    b.until(lambda: card_gone(b, str(victim)), APPEAR_TIMEOUT, "the rejected card leaves the page")
+    assert not [e for e in webui.snapshot() if e.kind and e.kind.startswith("approve") and rid in e.command], (
+        "an approve command was sent for the dangerous request"
+    )
+    finish(b, webui)
+
+
+# ---------------------------------------------------------------------------------------
+# 4. Hostile text
+# ---------------------------------------------------------------------------------------
+
+
+def test_hostile_action_text_shows_as_text(service: Service, webui: WebUI, browsers: Browsers, tmp_path: Path):
+    b = open_webui(browsers, webui, "hostile")
+    tag = f"hostile-{time.monotonic_ns()}"
+    payload = "<img src=x onerror=window.__pwned=1>"
+    command = f"echo '{payload}' '\u202e{tag}' > {tmp_path / 'out'}"
+    call = service.invoke_async(command)
+    card = wait_card(b, tag)
+    rid = card_text(card, ".rid")
+    action = b.js("return arguments[0].querySelector('pre.action').textContent;", card)
+    # Shown literally, the bidi override escaped the way the CLI shows it.
+    assert payload in action, action
+    assert "\\u{202e}" + tag in action, action
+    assert "\u202e" not in b.js("return document.body.textContent;"), "a raw U+202E reached the page"
+    assert b.js("return document.querySelectorAll('img').length;") == 0
+    assert b.js("return document.querySelectorAll('#approvals pre.action *').length;") == 0
+    assert b.js("return typeof window.__pwned;") == "undefined"
+    assert not b.horizontal_overflow(), "the hostile card makes the page scroll sideways"
+    shot(b, "webui-hostile")
+
+    card_button(card, ":scope > .buttons > .btn-reject").click()
+    b.until(lambda: card_button(card, ".confirm .btn-reject").is_displayed(), 3, "the reject confirm step")
+    card_button(card, ".confirm .btn-reject").click()
+    entry = webui.wait_entry("reject", f" protocol reject {rid} ")
+    assert entry.errno == 0, entry
+    assert call.result().get("isError") is True
+    assert not (tmp_path / "out").exists()
+    b.until(lambda: card_gone(b, tag), APPEAR_TIMEOUT, "the rejected card leaves the page")
+    assert b.js("return typeof window.__pwned;") == "undefined"
+    finish(b, webui)
+
+
+# ---------------------------------------------------------------------------------------
+# 5. Open Web console
+# ---------------------------------------------------------------------------------------
+
+
+def test_open_web_console_hands_a_login_page_to_xdg_open(
+    service: Service, webui: WebUI, browsers: Browsers, xdg_open: XdgOpen
+):
+    b = open_webui(browsers, webui, "console")
+    opened_before = xdg_open.args.read_text().splitlines() if xdg_open.args.exists() else []
+    before = len(webui.snapshot())
+    b.wait_clickable("#console").click()
+    entry = webui.wait_entry("console", " web login --open ", since=before)
+    assert entry.errno == 0, entry
+    msg = b.until(
+        lambda: (lambda n: n if n.is_displayed() and "message-ok" in n.get_attribute("class") else None)(
+            b.find("#service-message")
+        ),
+        5,
+        "the page says the console opens",
+    )
+    assert "opens in your browser" in msg.text, msg.text
+
+    opened = xdg_open.args.read_text().splitlines()[len(opened_before) :]
+    assert len(opened) == 1, opened
+    page_path = Path(opened[0])
+    assert page_path.is_absolute() and page_path.is_file(), opened
+    assert oct(page_path.stat().st_mode & 0o777) == oct(0o600)
+    page = page_path.read_text()
+    assert "#login=" in page, page
+    link = re.search(r"url=(http://[^\"'\s>]+)", page).group(1)
+    assert link.startswith(f"{service.web_url}/#login="), link
+    code = link.split("#login=", 1)[1]
+    assert len(code) >= 16, link
+
+    # The page never shows (or received) the code.
+    text = dom_text(b)
+    assert code not in text and "#login=" not in text
+    assert code not in entry.stdout + entry.stderr and "#login=" not in entry.stdout + entry.stderr
+    shot(b, "webui-console-opened")
+    finish(b, webui)
+
+
+# ---------------------------------------------------------------------------------------
+# 6. The CSP, and what the page sent over the whole run
+# ---------------------------------------------------------------------------------------
+
+
+def test_the_csp_is_served_and_blocks_fetch(webui: WebUI, browsers: Browsers):
+    """The CSP is on every file (header, from config.json, and the page's meta), and it
+    stops a fetch() to the page's own origin: the bridge first asked for (POST /exec via
+    fetch) cannot work in this page, hence the JSONP one."""
+    for name in ("/", "/app.js", "/style.css", "/config.json"):
+        conn = http.client.HTTPConnection("127.0.0.1", int(webui.origin.rsplit(":", 1)[1]), timeout=5)
+        conn.request("GET", name)
+        r = conn.getresponse()
+        r.read()
+        conn.close()
+        assert r.status == 200 and r.getheader("Content-Security-Policy") == webui.csp, name
+    assert "connect-src 'none'" in webui.csp
+    assert "connect-src 'none'" in (WEBROOT / "index.html").read_text()
+
+    # The bridge's own gate (checked here without running anything): only app.js's shapes.
+    ok = PAGE_PREFIX + " protocol approve ab12 --yes --phrase 'approve dangerous ab12' </dev/null"
+    assert webui.classify(ok) == "approve-phrase"
+    for bad in (
+        "id",
+        PAGE_PREFIX + " service status --json </dev/null; id",
+        PAGE_PREFIX + " protocol approve ab12 --yes --phrase 'approve dangerous zz99' </dev/null",
+        PAGE_PREFIX + " protocol approve AB;id --yes </dev/null",
+        " " + PAGE_PREFIX + " service status --json </dev/null",
+    ):
+        assert webui.classify(bad) is None, bad
+
+    b = open_webui(browsers, webui, "csp")
+    b.driver.set_script_timeout(10)
+    outcome = b.driver.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1];
+        fetch('/exec', {method: 'POST', body: arguments[0] + ' service status --json </dev/null'})
+          .then(r => done('answered ' + r.status), e => done('blocked: ' + e));""",
+        PAGE_PREFIX,
+    )
+    assert outcome.startswith("blocked"), outcome
+    b.until(lambda: b.js("return window.__browserTest.csp.length;") > 0, 3, "the violation is reported")
+    assert not [r for r in webui.requests if r.startswith("POST")], webui.requests
+    problems = b.console_problems()
+    # Chrome's lines for the blocked fetch, and the recorder's violation; nothing else.
+    assert problems and all("/exec" in p and ("Content Security Policy" in p or "connect-src" in p) for p in problems), (
+        problems
+    )
+    webui.assert_only_page_commands()
+
+
+def test_every_command_the_page_sent_had_app_js_shape(service: Service, webui: WebUI, browsers: Browsers):
+    """Over the whole module: every command matched app.js's list, ran, and none was refused."""
+    b = open_webui(browsers, webui, "last")
+    b.assert_clean_console()
+    entries = webui.snapshot()
+    assert entries, "the page sent nothing"
+    webui.assert_only_page_commands()
+    kinds = {e.kind for e in entries}
+    assert {"status", "approvals"} <= kinds, kinds
+    # A command that failed (besides a decision on a gone request) would mean the page and
+    # the CLI disagree.
+    failed = [e for e in entries if e.errno != 0]
+    assert not failed, "\n".join(f"{e.errno} {e.command!r}: {e.stderr}" for e in failed)
+    assert service.proc.poll() is None, service.stderr_text()
