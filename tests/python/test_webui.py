@@ -51,6 +51,9 @@ STOP_TIMEOUT = 15.0
 EXEC_TIMEOUT = 30.0
 # The page polls every 2 s: a change shows within one or two rounds.
 APPEAR_TIMEOUT = 8.0
+# A card the page decided stays 5 s with its outcome (DECIDED_SHOWN_MS), then goes at the
+# next poll.
+GONE_TIMEOUT = 15.0
 
 # What app.js puts in front of every nl2sh command (its BIN and CONFIG, single-quoted).
 PAGE_PREFIX = "'/data/adb/modules/nl2sh/system/bin/nl2sh' --config '/data/adb/nl2sh/config.toml'"
@@ -670,13 +673,14 @@ def test_a_request_from_mcp_is_approved_in_the_page(
     result = call.result()
     assert result.get("isError") is not True, result
     assert marker.exists(), "the approved command did not run"
-    b.until(lambda: card_gone(b, str(marker)), APPEAR_TIMEOUT, "the approved card leaves the page")
+    b.until(lambda: card_gone(b, str(marker)), GONE_TIMEOUT, "the approved card leaves the page")
     b.until(lambda: b.find("#approvals-count").text == "", APPEAR_TIMEOUT, "the count cleared")
     assert all(p["id"] != rid for p in service.pending())
-    # The page said so on the card (however briefly: the next poll removes the card).
+    # The page said so on the card, and the card stayed long enough to be read.
     watch = b.js("return window.__watch;")
     said = [m for m in watch["messages"] if m[1].startswith("Approved")]
     assert said, watch
+    assert watch["removedAt"] is not None and watch["removedAt"] - said[0][0] >= 4000, watch
     print(f"webui: 'Approved' shown at {said[0][0]} ms, card removed at {watch['removedAt']} ms: {watch}")
     shot(b, "webui-approved")
     finish(b, webui)
@@ -743,7 +747,7 @@ def test_a_dangerous_request_needs_its_phrase_and_is_rejected(
     assert result.get("isError") is True, result
     assert "reject" in json.dumps(result).lower(), result
     assert victim.is_dir() and (victim / "sub" / "file").read_text() == "keep me", "a rejected command ran"
-    b.until(lambda: card_gone(b, str(victim)), APPEAR_TIMEOUT, "the rejected card leaves the page")
+    b.until(lambda: card_gone(b, str(victim)), GONE_TIMEOUT, "the rejected card leaves the page")
     assert not [e for e in webui.snapshot() if e.kind and e.kind.startswith("approve") and rid in e.command], (
         "an approve command was sent for the dangerous request"
     )
@@ -781,7 +785,7 @@ def test_hostile_action_text_shows_as_text(service: Service, webui: WebUI, brows
     assert entry.errno == 0, entry
     assert call.result().get("isError") is True
     assert not (tmp_path / "out").exists()
-    b.until(lambda: card_gone(b, tag), APPEAR_TIMEOUT, "the rejected card leaves the page")
+    b.until(lambda: card_gone(b, tag), GONE_TIMEOUT, "the rejected card leaves the page")
     assert b.js("return typeof window.__pwned;") == "undefined"
     finish(b, webui)
 

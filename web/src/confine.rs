@@ -565,7 +565,8 @@ mod tests {
                     let (status, stderr) = finish(child, Duration::from_secs(5));
                     panic!("the child printed no port: {status:?}\n{stderr}");
                 }
-                if let Some(port) = line.trim().strip_prefix("PORT=") {
+                // libtest's "test … … " precedes it on the line.
+                if let Some((_, port)) = line.trim().split_once("PORT=") {
                     break port.parse().unwrap();
                 }
             };

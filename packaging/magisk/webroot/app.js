@@ -103,6 +103,8 @@
   }
 
   var POLL_MS = 2000;
+  // How long a card this page decided stays, showing the outcome, once it is gone.
+  var DECIDED_SHOWN_MS = 5000;
   var TIMEOUT_MS = { status: 20000, approvals: 20000, start: 120000, console: 30000, decide: 30000 };
 
   // ---------------------------------------------------------------------------------
@@ -662,6 +664,7 @@
     exec(cmd, TIMEOUT_MS.decide).then(function (r) {
       if (r.errno === 0) {
         c.decided = true;
+        c.decidedAt = Date.now();
         closeConfirm(c);
         c.node.classList.add('decided');
         message(c.parts.message, mode === 'approve' ? 'Approved: the action runs now.' :
@@ -715,6 +718,11 @@
     Object.keys(cards).forEach(function (id) {
       if (!seen[id]) {
         var c = cards[id];
+        // A request this page just decided stays a few seconds with its outcome, so the
+        // person sees that the decision was taken.
+        if (c.decidedAt && Date.now() - c.decidedAt < DECIDED_SHOWN_MS) {
+          return;
+        }
         if (c.mode !== null && !c.decided) {
           gone.push(id);
         }
