@@ -6,7 +6,6 @@ import os
 import queue
 import re
 import secrets
-import signal
 import subprocess
 import threading
 import time
@@ -18,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from scripted_model import ScriptedModel
+from web_service import require_nl2sh, sigterm_on_exit
 
-NL2SH_BIN = os.environ.get("NL2SH_BIN") or str(Path(__file__).parents[2] / "target/debug/nl2sh")
 # Stand-in Android programs (screencap, uiautomator, input, ...) put first on PATH so the
 # server registers its Android tools exactly as it would on a device.
 ANDROID_STANDINS = Path(__file__).parents[1] / "fixtures" / "android-bin"
@@ -30,7 +29,6 @@ def android_env(**extra: str) -> dict[str, str]:
     return dict(os.environ, PATH=f"{ANDROID_STANDINS}:{os.environ.get('PATH', '')}", **extra)
 
 STARTUP_TIMEOUT = 15.0
-STOP_TIMEOUT = 15.0
 _BLOCK_END = ("Set NL2SH_PROTOCOL_TOKEN", "This output contains the token")
 
 
@@ -46,9 +44,7 @@ class Server:
 @pytest.fixture
 def nl2sh_bin() -> str:
     """Path of the binary under test; fail early with a clear message if it is missing."""
-    if not os.access(NL2SH_BIN, os.X_OK):
-        pytest.fail(f"nl2sh binary not found or not executable: {NL2SH_BIN} (set NL2SH_BIN or run cargo build)")
-    return NL2SH_BIN
+    return require_nl2sh()
 
 
 @pytest.fixture
@@ -128,44 +124,35 @@ def serve(nl2sh_bin: str, config_file: Path, tmp_path: Path, **extra_env: str) -
         return stderr_path.read_text(errors="replace")
 
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        url = listen = None
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                pytest.fail(f"server startup block not complete in {STARTUP_TIMEOUT}s:\n{seen}\n{stderr_text()}")
-            try:
-                line = lines.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            if line is None:
-                pytest.fail(f"server stdout closed early (rc={proc.poll()}):\n{seen}\n{stderr_text()}")
-            seen.append(line)
-            if m := re.match(r"^MCP URL:\s+(http://\S+)$", line):
-                url = m.group(1)
-            if m := re.match(r"^Listening on: (\S+)$", line):
-                listen = m.group(1)
-            if line.startswith(_BLOCK_END):
-                break
+        with sigterm_on_exit(proc, "server", stderr_text):
+            deadline = time.monotonic() + STARTUP_TIMEOUT
+            url = listen = None
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    pytest.fail(f"server startup block not complete in {STARTUP_TIMEOUT}s:\n{seen}\n{stderr_text()}")
+                try:
+                    line = lines.get(timeout=remaining)
+                except queue.Empty:
+                    continue
+                if line is None:
+                    pytest.fail(f"server stdout closed early (rc={proc.poll()}):\n{seen}\n{stderr_text()}")
+                seen.append(line)
+                if m := re.match(r"^MCP URL:\s+(http://\S+)$", line):
+                    url = m.group(1)
+                if m := re.match(r"^Listening on: (\S+)$", line):
+                    listen = m.group(1)
+                if line.startswith(_BLOCK_END):
+                    break
 
-        assert listen is not None and url is not None, f"missing Listening/MCP URL lines:\n{seen}"
-        host, _, port_s = listen.rpartition(":")
-        assert host == "127.0.0.1", listen
-        port = int(port_s)
-        assert port > 0
-        assert url == f"http://127.0.0.1:{port}/mcp"
-        yield Server(url=url, port=port, token=token, config=config_file, stdout=seen)
+            assert listen is not None and url is not None, f"missing Listening/MCP URL lines:\n{seen}"
+            host, _, port_s = listen.rpartition(":")
+            assert host == "127.0.0.1", listen
+            port = int(port_s)
+            assert port > 0
+            assert url == f"http://127.0.0.1:{port}/mcp"
+            yield Server(url=url, port=port, token=token, config=config_file, stdout=seen)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            rc = proc.wait(timeout=STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            pytest.fail(f"server did not exit within {STOP_TIMEOUT}s of SIGTERM:\n{stderr_text()}")
-        finally:
-            pump_thread.join(timeout=5)
-            assert proc.stdout is not None
-            proc.stdout.close()
-    assert rc == 0, f"server exit code after SIGTERM was {rc}, expected 0:\n{stderr_text()}"
+        pump_thread.join(timeout=5)
+        assert proc.stdout is not None
+        proc.stdout.close()

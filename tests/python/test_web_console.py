@@ -17,15 +17,11 @@ import html.parser
 import http.client
 import http.server
 import json
-import os
 import re
-import signal
-import subprocess
 import threading
 import time
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -33,12 +29,8 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.support import expected_conditions as EC
 
 from browser import DESKTOP, PHONE, Browser, Browsers, browsers  # noqa: F401 - `browsers` is a fixture
-from conftest import NL2SH_BIN
+from web_service import TOKEN, Response, WebService, web_service
 
-TOKEN = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-MCP_PROTOCOL_VERSION = "2025-11-25"
-STARTUP_TIMEOUT = 20.0
-STOP_TIMEOUT = 15.0
 # The Approvals page polls every second: a new request shows within a second or two.
 APPEAR_TIMEOUT = 5.0
 USED_LINK_MESSAGE = "already used or has expired"
@@ -49,46 +41,8 @@ USED_LINK_MESSAGE = "already used or has expired"
 # ---------------------------------------------------------------------------------------
 
 
-@dataclass
-class Response:
-    status: int
-    headers: dict[str, str]
-    body: str
-
-    def json(self):
-        return json.loads(self.body)
-
-
-@dataclass
-class Console:
-    """A running `nl2sh --web-only` and what the tests need to reach it."""
-
-    config: Path
-    dir: Path
-    proc: subprocess.Popen
-    stderr_path: Path
-    origin: str = ""  # http://127.0.0.1:<web port>
-    web_port: int = 0
-    protocol_port: int = 0
-    mcp_url: str = ""  # as the service advertises it (its status' mcp_url)
-    a2a_url: str = ""
-
-    def cli(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [NL2SH_BIN, "--config", str(self.config), *args],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            env=_env(),
-            timeout=timeout,
-        )
-
-    def status(self) -> dict:
-        r = self.cli("service", "status", "--json")
-        try:
-            return json.loads(r.stdout)
-        except json.JSONDecodeError:
-            return {}
+class Console(WebService):
+    """The running `nl2sh --web-only`, with what the console's own page does over HTTP."""
 
     def login_link(self) -> str:
         """A fresh one-time login link from `nl2sh web login`."""
@@ -99,17 +53,8 @@ class Console:
         assert links[0].startswith(f"{self.origin}/#login="), links[0]
         return links[0]
 
-    def pending(self) -> list[dict]:
-        """`nl2sh protocol approvals --json`: the requests waiting, as the CLI sees them."""
-        r = self.cli("protocol", "approvals", "--json")
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout)
-
     def config_text(self) -> str:
         return self.config.read_text()
-
-    def stderr_text(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
 
     # -- HTTP as the console's own page sends it --------------------------------------
 
@@ -136,27 +81,7 @@ class Console:
             headers["X-CSRF-Token"] = csrf
         return self.request("POST", path, body, headers)
 
-    # -- a client of the protocols ------------------------------------------------------
-
-    def protocol_post(self, path: str, body: dict, extra: dict[str, str], timeout: float) -> Response:
-        conn = http.client.HTTPConnection("127.0.0.1", self.protocol_port, timeout=timeout)
-        try:
-            headers = {
-                "Host": f"127.0.0.1:{self.protocol_port}",
-                "Authorization": f"Bearer {TOKEN}",
-                "Content-Type": "application/json",
-                **extra,
-            }
-            conn.request("POST", path, body=json.dumps(body).encode(), headers=headers)
-            r = conn.getresponse()
-            return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode())
-        finally:
-            conn.close()
-
-    def invoke_async(self, command: str) -> McpCall:
-        """`tools/call` of nl2sh_invoke shell.exec `command` over MCP, on a thread (it
-        waits for the owner's decision)."""
-        return McpCall(self, command)
+    # -- a client of A2A (MCP: invoke_async) ------------------------------------------------
 
     def a2a_send(self, text: str) -> dict:
         """An A2A SendMessage that returns at once with the new task."""
@@ -176,131 +101,12 @@ class Console:
         return v["result"]["task"]
 
 
-class McpCall:
-    """One MCP tools/call in flight on a thread."""
-
-    def __init__(self, console: Console, command: str):
-        self.command = command
-        self._result: dict | None = None
-        self._error: BaseException | None = None
-        body = {
-            "jsonrpc": "2.0",
-            "id": 3,
-            "method": "tools/call",
-            "params": {
-                "name": "nl2sh_invoke",
-                "arguments": {"tool": "shell.exec", "arguments": {"command": command}},
-            },
-        }
-        extra = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": MCP_PROTOCOL_VERSION}
-
-        def run() -> None:
-            try:
-                r = console.protocol_post("/mcp", body, extra, timeout=120)
-                assert r.status == 200, r
-                self._result = _jsonrpc_message(r)
-            except BaseException as e:  # noqa: BLE001 - handed to the test in result()
-                self._error = e
-
-        self._thread = threading.Thread(target=run, daemon=True, name=f"mcp {command[:30]}")
-        self._thread.start()
-
-    def done(self) -> bool:
-        return not self._thread.is_alive()
-
-    def result(self, timeout: float = 15.0) -> dict:
-        """The tools/call result ({"content", "structuredContent", "isError"})."""
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), f"the MCP call did not return within {timeout}s: {self.command}"
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        assert "result" in self._result, f"protocol error: {self._result}"
-        return self._result["result"]
-
-
-def _jsonrpc_message(r: Response) -> dict:
-    """The JSON-RPC answer of a Streamable HTTP POST (a JSON body or an SSE stream)."""
-    if r.headers.get("content-type", "").startswith("text/event-stream"):
-        for line in r.body.splitlines():
-            if line.startswith("data:") and line[5:].strip():
-                message = json.loads(line[5:])
-                if "id" in message:
-                    return message
-        raise AssertionError(f"no JSON-RPC answer in the event stream: {r.body!r}")
-    return r.json()
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("NL2SH_PROTOCOL_TOKEN", None)
-    env.pop("NL2SH_LOG", None)
-    return env
-
-
-def _port_of(listen: str) -> int:
-    return int(listen.rsplit(":", 1)[1])
-
-
 @pytest.fixture(scope="module")
 def console(tmp_path_factory) -> Iterator[Console]:
     """`nl2sh --config X --web-only` with MCP/A2A in the same process, both on port 0;
     SIGTERMed at the end, and it must exit cleanly."""
-    if not os.access(NL2SH_BIN, os.X_OK):
-        pytest.fail(f"nl2sh binary not found or not executable: {NL2SH_BIN} (set NL2SH_BIN or run cargo build)")
-    d = tmp_path_factory.mktemp("web-console")
-    config = d / "config.toml"
-    config.write_text(
-        "web_port = 0\n"
-        "protocol_service_port = 0\n"
-        f'protocol_token = "{TOKEN}"\n'
-        "protocol_start_with_service = true\n"
-        "approval_timeout_secs = 60\n"
-    )
-    config.chmod(0o600)
-    stderr_path = d / "console.stderr"
-    with stderr_path.open("wb") as err:
-        proc = subprocess.Popen(
-            [NL2SH_BIN, "--config", str(config), "--web-only"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env=_env(),
-        )
-    c = Console(config=config, dir=d, proc=proc, stderr_path=stderr_path)
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"nl2sh --web-only exited early (rc={proc.returncode}):\n{c.stderr_text()}")
-            conns = c.status().get("connections") or []
-            web = next((x for x in conns if x.get("transport") == "web" and x.get("listen")), None)
-            proto = next((x for x in conns if x.get("mcp_url")), None)
-            if web and proto:
-                break
-            if time.monotonic() > deadline:
-                pytest.fail(f"the console did not start in {STARTUP_TIMEOUT}s: {conns}\n{c.stderr_text()}")
-            time.sleep(0.05)
-        c.web_port = _port_of(web["listen"])
-        assert web["url"] == f"http://127.0.0.1:{c.web_port}", web
-        c.origin = web["url"]
-        # The protocols may listen on 0.0.0.0 (advertising a network address): connect to
-        # loopback on the same port.
-        c.protocol_port = _port_of(proto["listen"])
-        c.mcp_url = proto["mcp_url"]
-        c.a2a_url = proto["a2a_url"]
-        assert c.mcp_url.endswith(f":{c.protocol_port}/mcp"), proto
+    with web_service(tmp_path_factory.mktemp("web-console"), "console", cls=Console) as c:
         yield c
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            rc = proc.wait(timeout=STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            pytest.fail(f"nl2sh --web-only did not exit within {STOP_TIMEOUT}s of SIGTERM:\n{c.stderr_text()}")
-    assert rc == 0, f"nl2sh --web-only exit code after SIGTERM was {rc}, expected 0:\n{c.stderr_text()}"
 
 
 # ---------------------------------------------------------------------------------------

@@ -29,25 +29,20 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from browser import PHONE, Browser, Browsers, browsers  # noqa: F401 - `browsers` is a fixture
-from conftest import NL2SH_BIN
+from web_service import NL2SH_BIN, TOKEN, WebService, clean_env, web_service
 
 WEBROOT = Path(__file__).resolve().parents[2] / "packaging" / "magisk" / "webroot"
-TOKEN = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-MCP_PROTOCOL_VERSION = "2025-11-25"
-STARTUP_TIMEOUT = 20.0
-STOP_TIMEOUT = 15.0
 EXEC_TIMEOUT = 30.0
 # The page polls every 2 s: a change shows within one or two rounds.
 APPEAR_TIMEOUT = 8.0
@@ -103,173 +98,10 @@ KSU_STANDIN = r"""
 # ---------------------------------------------------------------------------------------
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("NL2SH_PROTOCOL_TOKEN", None)
-    env.pop("NL2SH_LOG", None)
-    return env
-
-
-def _port_of(listen: str) -> int:
-    return int(listen.rsplit(":", 1)[1])
-
-
-@dataclass
-class Service:
-    config: Path
-    dir: Path
-    proc: subprocess.Popen
-    stderr_path: Path
-    status: dict = field(default_factory=dict)  # `service status --json` once it ran
-    web_url: str = ""
-    mcp_url: str = ""
-    protocol_port: int = 0
-
-    def cli(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [NL2SH_BIN, "--config", str(self.config), *args],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            env=_env(),
-            timeout=timeout,
-        )
-
-    def read_status(self) -> dict:
-        try:
-            return json.loads(self.cli("service", "status", "--json").stdout)
-        except json.JSONDecodeError:
-            return {}
-
-    def pending(self) -> list[dict]:
-        r = self.cli("protocol", "approvals", "--json")
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout)
-
-    def stderr_text(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def invoke_async(self, command: str) -> McpCall:
-        return McpCall(self, command)
-
-
-class McpCall:
-    """One MCP tools/call (nl2sh_invoke shell.exec) in flight on a thread: it waits for the
-    owner's decision. Sent to 127.0.0.1 only."""
-
-    def __init__(self, service: Service, command: str):
-        self.command = command
-        self._answer: dict | None = None
-        self._error: BaseException | None = None
-        port = service.protocol_port
-        body = {
-            "jsonrpc": "2.0",
-            "id": 3,
-            "method": "tools/call",
-            "params": {"name": "nl2sh_invoke", "arguments": {"tool": "shell.exec", "arguments": {"command": command}}},
-        }
-        headers = {
-            "Host": f"127.0.0.1:{port}",
-            "Authorization": f"Bearer {TOKEN}",
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": MCP_PROTOCOL_VERSION,
-        }
-
-        def run() -> None:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-            try:
-                conn.request("POST", "/mcp", body=json.dumps(body).encode(), headers=headers)
-                r = conn.getresponse()
-                text = r.read().decode()
-                assert r.status == 200, (r.status, text)
-                self._answer = _jsonrpc_message(r.getheader("content-type") or "", text)
-            except BaseException as e:  # noqa: BLE001 - handed to the test in result()
-                self._error = e
-            finally:
-                conn.close()
-
-        self._thread = threading.Thread(target=run, daemon=True, name=f"mcp {command[:30]}")
-        self._thread.start()
-
-    def done(self) -> bool:
-        return not self._thread.is_alive()
-
-    def result(self, timeout: float = 15.0) -> dict:
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), f"the MCP call did not return within {timeout}s: {self.command}"
-        if self._error is not None:
-            raise self._error
-        assert self._answer is not None and "result" in self._answer, f"protocol error: {self._answer}"
-        return self._answer["result"]
-
-
-def _jsonrpc_message(content_type: str, body: str) -> dict:
-    if content_type.startswith("text/event-stream"):
-        for line in body.splitlines():
-            if line.startswith("data:") and line[5:].strip():
-                message = json.loads(line[5:])
-                if "id" in message:
-                    return message
-        raise AssertionError(f"no JSON-RPC answer in the event stream: {body!r}")
-    return json.loads(body)
-
-
 @pytest.fixture(scope="module")
-def service(tmp_path_factory) -> Iterator[Service]:
-    if not os.access(NL2SH_BIN, os.X_OK):
-        pytest.fail(f"nl2sh binary not found or not executable: {NL2SH_BIN} (set NL2SH_BIN or run cargo build)")
-    d = tmp_path_factory.mktemp("webui-service")
-    config = d / "config.toml"
-    config.write_text(
-        "web_port = 0\n"
-        "protocol_service_port = 0\n"
-        f'protocol_token = "{TOKEN}"\n'
-        "protocol_start_with_service = true\n"
-        "approval_timeout_secs = 60\n"
-    )
-    config.chmod(0o600)
-    stderr_path = d / "service.stderr"
-    with stderr_path.open("wb") as err:
-        proc = subprocess.Popen(
-            [NL2SH_BIN, "--config", str(config), "--web-only"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env=_env(),
-        )
-    s = Service(config=config, dir=d, proc=proc, stderr_path=stderr_path)
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"nl2sh --web-only exited early (rc={proc.returncode}):\n{s.stderr_text()}")
-            status = s.read_status()
-            conns = status.get("connections") or []
-            web = next((c for c in conns if c.get("transport") == "web" and c.get("url")), None)
-            proto = next((c for c in conns if c.get("mcp_url") and c.get("listen")), None)
-            if web and proto:
-                break
-            if time.monotonic() > deadline:
-                pytest.fail(f"the service did not start in {STARTUP_TIMEOUT}s: {conns}\n{s.stderr_text()}")
-            time.sleep(0.05)
-        s.status = status
-        s.web_url = web["url"]
-        s.mcp_url = proto["mcp_url"]
-        # It may listen on 0.0.0.0 and advertise a network address: use loopback, same port.
-        s.protocol_port = _port_of(proto["listen"])
-        assert s.mcp_url.endswith(f":{s.protocol_port}/mcp"), proto
+def service(tmp_path_factory) -> Iterator[WebService]:
+    with web_service(tmp_path_factory.mktemp("webui-service"), "service") as s:
         yield s
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            rc = proc.wait(timeout=STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            pytest.fail(f"nl2sh --web-only did not exit within {STOP_TIMEOUT}s of SIGTERM:\n{s.stderr_text()}")
-    assert rc == 0, f"nl2sh --web-only exit code after SIGTERM was {rc}, expected 0:\n{s.stderr_text()}"
 
 
 # ---------------------------------------------------------------------------------------
@@ -303,12 +135,12 @@ class WebUI:
         ".json": "application/json",
     }
 
-    def __init__(self, service: Service, standin_bin: Path, runtime_dir: Path, log_path: Path):
+    def __init__(self, service: WebService, standin_bin: Path, runtime_dir: Path, log_path: Path):
         self.service = service
         self.csp = json.loads((WEBROOT / "config.json").read_text())["contentSecurityPolicy"]
         self.real_prefix = f"{shlex.quote(NL2SH_BIN)} --config {shlex.quote(str(service.config))}"
-        self.env = dict(
-            _env(),
+        # What the manager runs the page's commands with: the stand-in xdg-open first on PATH.
+        self.env = clean_env(
             PATH=f"{standin_bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
             XDG_RUNTIME_DIR=str(runtime_dir),
         )
@@ -486,7 +318,7 @@ def xdg_open(tmp_path_factory) -> XdgOpen:
 
 
 @pytest.fixture(scope="module")
-def webui(service: Service, xdg_open: XdgOpen, tmp_path_factory) -> Iterator[WebUI]:
+def webui(service: WebService, xdg_open: XdgOpen, tmp_path_factory) -> Iterator[WebUI]:
     runtime = tmp_path_factory.mktemp("webui-run")
     runtime.chmod(0o700)
     log = tmp_path_factory.mktemp("webui-log") / "commands.jsonl"
@@ -528,6 +360,11 @@ def wait_card(b: Browser, needle: str, timeout: float = APPEAR_TIMEOUT):
 
 def card_button(card, css: str):
     return card.find_element("css selector", css)
+
+
+def wait_shown(b: Browser, card, css: str, what: str, timeout: float = 3.0):
+    """The card's element `css`, once it is displayed (a step the card opens on a click)."""
+    return b.until(lambda: (lambda n: n if n.is_displayed() else None)(card_button(card, css)), timeout, what)
 
 
 def card_text(card, css: str) -> str:
@@ -595,17 +432,17 @@ def finish(b: Browser, webui: WebUI) -> None:
 
 
 def test_the_page_shows_the_running_service_and_its_urls_but_no_token(
-    service: Service, webui: WebUI, browsers: Browsers
+    service: WebService, webui: WebUI, browsers: Browsers
 ):
     b = open_webui(browsers, webui, "status")
     b.wait_visible("#endpoints")
     rows = endpoints(b)
-    status = service.read_status()
+    status = service.status()
     proto = next(c for c in status["connections"] if c.get("mcp_url"))
     web = next(c for c in status["connections"] if c.get("transport") == "web")
     assert rows.get("MCP") == proto["mcp_url"] == service.mcp_url, rows
     assert rows.get("A2A") == proto["a2a_url"], rows
-    assert rows.get("Web console") == web["url"] == service.web_url, rows
+    assert rows.get("Web console") == web["url"] == service.origin, rows
     assert b.find("#service-summary").text == "Running."
     assert "pill-running" in b.find("#state").get_attribute("class")
     assert b.find("#console").is_displayed(), "no Open Web console button while the web console runs"
@@ -635,7 +472,7 @@ def test_the_page_shows_the_running_service_and_its_urls_but_no_token(
 
 
 def test_a_request_from_mcp_is_approved_in_the_page(
-    service: Service, webui: WebUI, browsers: Browsers, tmp_path: Path
+    service: WebService, webui: WebUI, browsers: Browsers, tmp_path: Path
 ):
     b = open_webui(browsers, webui, "approve")
     marker = tmp_path / "marker"
@@ -651,11 +488,7 @@ def test_a_request_from_mcp_is_approved_in_the_page(
     # The first click only opens the confirm step: nothing is sent yet.
     before = len(webui.snapshot())
     card_button(card, ":scope > .buttons > .btn-approve").click()
-    go = b.until(
-        lambda: (lambda n: n if n.is_displayed() else None)(card_button(card, ".confirm .btn-approve")),
-        3,
-        "the confirm step",
-    )
+    go = wait_shown(b, card, ".confirm .btn-approve", "the confirm step")
     assert go.text == "Approve now"
     assert rid in card_button(card, ".confirm").text
     shot(b, "webui-approve-confirm")
@@ -692,7 +525,7 @@ def test_a_request_from_mcp_is_approved_in_the_page(
 
 
 def test_a_dangerous_request_needs_its_phrase_and_is_rejected(
-    service: Service, webui: WebUI, browsers: Browsers, tmp_path: Path
+    service: WebService, webui: WebUI, browsers: Browsers, tmp_path: Path
 ):
     b = open_webui(browsers, webui, "dangerous")
     victim = tmp_path / "victim"
@@ -707,9 +540,7 @@ def test_a_dangerous_request_needs_its_phrase_and_is_rejected(
     assert expected == f"approve dangerous {rid}", expected
 
     card_button(card, ":scope > .buttons > .btn-approve").click()
-    field_ = b.until(
-        lambda: (lambda n: n if n.is_displayed() else None)(card_button(card, "input.phrase")), 3, "the phrase field"
-    )
+    field_ = wait_shown(b, card, "input.phrase", "the phrase field")
     assert card_button(card, ".phrase-shown code").text == expected
     go = card_button(card, ".confirm .btn-approve")
     assert not go.is_enabled(), "Approve is enabled before the phrase is typed"
@@ -733,11 +564,7 @@ def test_a_dangerous_request_needs_its_phrase_and_is_rejected(
     b.until(lambda: not card_button(card, ".confirm").is_displayed(), 2, "the confirm step closed")
     before = len(webui.snapshot())
     card_button(card, ":scope > .buttons > .btn-reject").click()
-    reject = b.until(
-        lambda: (lambda n: n if n.is_displayed() else None)(card_button(card, ".confirm .btn-reject")),
-        3,
-        "the reject confirm step",
-    )
+    reject = wait_shown(b, card, ".confirm .btn-reject", "the reject confirm step")
     assert reject.text == "Reject now"
     assert victim.is_dir()
     reject.click()
@@ -759,7 +586,7 @@ def test_a_dangerous_request_needs_its_phrase_and_is_rejected(
 # ---------------------------------------------------------------------------------------
 
 
-def test_hostile_action_text_shows_as_text(service: Service, webui: WebUI, browsers: Browsers, tmp_path: Path):
+def test_hostile_action_text_shows_as_text(service: WebService, webui: WebUI, browsers: Browsers, tmp_path: Path):
     b = open_webui(browsers, webui, "hostile")
     tag = f"hostile-{time.monotonic_ns()}"
     payload = "<img src=x onerror=window.__pwned=1>"
@@ -779,8 +606,7 @@ def test_hostile_action_text_shows_as_text(service: Service, webui: WebUI, brows
     shot(b, "webui-hostile")
 
     card_button(card, ":scope > .buttons > .btn-reject").click()
-    b.until(lambda: card_button(card, ".confirm .btn-reject").is_displayed(), 3, "the reject confirm step")
-    card_button(card, ".confirm .btn-reject").click()
+    wait_shown(b, card, ".confirm .btn-reject", "the reject confirm step").click()
     entry = webui.wait_entry("reject", f" protocol reject {rid} ")
     assert entry.errno == 0, entry
     assert call.result().get("isError") is True
@@ -796,7 +622,7 @@ def test_hostile_action_text_shows_as_text(service: Service, webui: WebUI, brows
 
 
 def test_open_web_console_hands_a_login_page_to_xdg_open(
-    service: Service, webui: WebUI, browsers: Browsers, xdg_open: XdgOpen
+    service: WebService, webui: WebUI, browsers: Browsers, xdg_open: XdgOpen
 ):
     b = open_webui(browsers, webui, "console")
     opened_before = xdg_open.args.read_text().splitlines() if xdg_open.args.exists() else []
@@ -821,7 +647,7 @@ def test_open_web_console_hands_a_login_page_to_xdg_open(
     page = page_path.read_text()
     assert "#login=" in page, page
     link = re.search(r"url=(http://[^\"'\s>]+)", page).group(1)
-    assert link.startswith(f"{service.web_url}/#login="), link
+    assert link.startswith(f"{service.origin}/#login="), link
     code = link.split("#login=", 1)[1]
     assert len(code) >= 16, link
 
@@ -884,7 +710,7 @@ def test_the_csp_is_served_and_blocks_fetch(webui: WebUI, browsers: Browsers):
     webui.assert_only_page_commands()
 
 
-def test_every_command_the_page_sent_had_app_js_shape(service: Service, webui: WebUI, browsers: Browsers):
+def test_every_command_the_page_sent_had_app_js_shape(service: WebService, webui: WebUI, browsers: Browsers):
     """Over the whole module: every command matched app.js's list, ran, and none was refused."""
     b = open_webui(browsers, webui, "last")
     b.assert_clean_console()

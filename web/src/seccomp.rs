@@ -236,10 +236,12 @@ pub const COMMON: &[Row] = &[
             Cond::Eq(1, libc::F_GETFD as u64),
             Cond::Eq(1, libc::F_GETFL as u64),
             Cond::Eq(1, libc::F_DUPFD_CLOEXEC as u64),
+            Cond::Eq(1, libc::F_SETFD as u64),
         ]),
-        "the runtime duplicates its poller and its signal pair (F_DUPFD_CLOEXEC); debug \
-         builds of std and tokio read descriptor flags (F_GETFD, F_GETFL). Nothing sets \
-         them: sockets become non-blocking by ioctl"
+        "the runtime duplicates its poller and its signal pair (F_DUPFD_CLOEXEC), after \
+         which musl sets close-on-exec once more (F_SETFD; clearing it would gain \
+         nothing: nothing can exec); debug builds of std and tokio read descriptor flags \
+         (F_GETFD, F_GETFL). Never F_SETFL: sockets become non-blocking by ioctl"
     ),
     row!(
         SYS_ioctl,
@@ -531,11 +533,18 @@ mod tests {
             conds(libc::SYS_socketpair),
             [Cond::Eq(0, libc::AF_UNIX as u64)]
         );
-        // Descriptor flags are read, never set; no ioctl but FIONBIO.
+        // Descriptor flags are read (and close-on-exec set), never the file status
+        // flags; no ioctl but FIONBIO.
         for c in conds(libc::SYS_fcntl) {
             let Cond::Eq(1, cmd) = c else { panic!("{c:?}") };
             assert!(
-                [libc::F_GETFD, libc::F_GETFL, libc::F_DUPFD_CLOEXEC].contains(&(*cmd as i32)),
+                [
+                    libc::F_GETFD,
+                    libc::F_GETFL,
+                    libc::F_DUPFD_CLOEXEC,
+                    libc::F_SETFD
+                ]
+                .contains(&(*cmd as i32)),
                 "{cmd}"
             );
         }

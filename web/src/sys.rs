@@ -229,6 +229,13 @@ pub mod attempt {
         result(unsafe { libc::setuid(0) }.into()).map(drop)
     }
 
+    /// `tkill(<process id>, SIGABRT)`: what musl's `abort()` does on the main thread.
+    pub fn abort_main_thread() -> io::Result<()> {
+        let pid = libc::c_long::from(std::process::id());
+        // SAFETY: tkill takes integers only; SIGABRT's default action ends the process.
+        result(unsafe { libc::syscall(libc::SYS_tkill, pid, libc::SIGABRT) }).map(drop)
+    }
+
     /// `prctl(PR_SET_DUMPABLE, 1)`: making itself inspectable again.
     pub fn dumpable() -> io::Result<()> {
         // SAFETY: prctl with integer arguments only.
