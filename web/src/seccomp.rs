@@ -10,15 +10,23 @@
 //! about itself from `/proc`. Its pages are compiled in; its listener is claimed before
 //! the filter exists ([`crate::run`]).
 //!
-//! The list was found by tracing the console (`strace -f` on `nl2sh --web-only`, debug
-//! and release builds: the login, every API page, the static files, a 404, a refused
-//! POST, 150 concurrent clients past the connection cap, idle and half-sent requests
-//! timing out, a body over the limit, then SIGTERM to the supervisor, which drains the
-//! console) after the point where the filter is installed, i.e. after start-up and
-//! before the runtime exists. A few rows that no trace shows are there for paths a
-//! trace does not take: the other C library (the release build is static musl; the
-//! traces are glibc and musl), aborting on a panic (the release profile aborts), a
-//! crash in a signal handler, the clock when the vDSO cannot serve it. Each says so.
+//! The list was found by tracing the console (`strace -f` on `nl2sh --web-only`: the
+//! glibc debug and release builds and the static musl debug build, on x86_64: the login,
+//! every API page, the static files, a 404, a refused POST, 150 concurrent clients past
+//! the connection cap, idle and half-sent requests timing out, a body over the limit,
+//! then SIGTERM to the supervisor, which drains the console) after the point where the
+//! filter is installed, i.e. after start-up and before the runtime exists. The three
+//! differ little: debug builds of std and tokio read descriptor flags (`fcntl`
+//! F_GETFD/F_GETFL), the release build returns memory (`madvise`), musl's `fcntl` sets
+//! close-on-exec again after duplicating and its malloc maps every allocation. A few
+//! rows no trace shows are there for paths a trace does not take: aborting on a panic
+//! (the release profile aborts; the confinement tests in `confine.rs` abort under the
+//! filter), a crash in std's SIGSEGV handler, musl's malloc past its first bookkeeping
+//! area, the clock when the vDSO cannot serve it. Each says so.
+//!
+//! aarch64 (and riscv64) have no `epoll_wait`, `open` or `stat` family: the `p*` and
+//! `*at` forms are the only ones and are what [`COMMON`] lists; [`ARCH`] holds what only
+//! x86_64 has.
 //!
 //! Refusals ([`Verdict::Refuse`]) are installed as filters of their own before the
 //! allow-list; the kernel applies the strictest answer of all of them. The allow-list
@@ -87,24 +95,33 @@ const fn ioctl(request: libc::Ioctl) -> u64 {
 /// The rows every supported architecture shares.
 pub const COMMON: &[Row] = &[
     // ---- memory -----------------------------------------------------------------------
-    row!(SYS_brk, Allow, "malloc grows and trims the heap (glibc)"),
+    row!(
+        SYS_brk,
+        Allow,
+        "glibc's malloc grows and trims the heap; musl's keeps its bookkeeping there"
+    ),
     row!(
         SYS_mmap,
         AllowIf(&[Cond::LacksBits(2, libc::PROT_EXEC as u64)]),
-        "large buffers, and musl's malloc for everything; never executable memory (the \
-         console loads no code: nothing dlopens)"
+        "musl's malloc for everything, glibc's for large buffers; never executable \
+         memory (the console loads no code: nothing dlopens)"
     ),
     row!(
         SYS_mprotect,
         AllowIf(&[Cond::LacksBits(2, libc::PROT_EXEC as u64)]),
-        "musl's malloc makes reserved pages of its bookkeeping area usable; never \
-         executable memory"
+        "musl's malloc makes reserved pages of its bookkeeping area usable once the \
+         first runs out (its source; not in the traces, which never allocated that \
+         much); never executable memory"
     ),
-    row!(SYS_munmap, Allow, "free of large buffers"),
+    row!(
+        SYS_munmap,
+        Allow,
+        "free of large buffers (musl: of most); std frees the signal stack at exit"
+    ),
     row!(
         SYS_mremap,
         Allow,
-        "realloc of large buffers (an API page's JSON as it grows)"
+        "realloc of large buffers, an API page's JSON as it grows (not in the traces)"
     ),
     row!(
         SYS_madvise,
@@ -126,8 +143,8 @@ pub const COMMON: &[Row] = &[
     row!(
         SYS_rt_sigprocmask,
         Allow,
-        "abort() blocks signals before raising SIGABRT (the release profile aborts on a \
-         panic; not in the traces)"
+        "musl blocks and restores signals around some of its calls; abort() blocks \
+         them before raising SIGABRT (the release profile aborts on a panic)"
     ),
     row!(
         SYS_rt_sigaction,
