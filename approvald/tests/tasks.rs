@@ -1205,3 +1205,27 @@ async fn task_documents_do_not_count_against_the_audit_byte_limit() {
     assert!(rig.store.verify().await.unwrap().is_intact());
     assert_eq!(rig.list(query(100)).await.unwrap().total_size, 8);
 }
+
+#[tokio::test]
+async fn the_owners_console_reads_tasks_from_the_file_newest_first() {
+    let rig = Rig::new().await;
+    rig.put_ok(record("old", "c1", TaskState::Completed, 1_000))
+        .await;
+    rig.put_ok(record("new", "c2", TaskState::Working, 3_000))
+        .await;
+    rig.put_ok(record("mid", "c1", TaskState::Failed, 2_000))
+        .await;
+    let db = rig.dir.path().join(DB_FILE);
+    let listed = nl2sh_approvald::store::tasks::recent_tasks_path(&db, 50).unwrap();
+    assert_eq!(ids(&listed), ["new", "mid", "old"]);
+    assert_eq!(
+        ids(&nl2sh_approvald::store::tasks::recent_tasks_path(&db, 2).unwrap()),
+        ["new", "mid"]
+    );
+    let one = nl2sh_approvald::store::tasks::task_path(&db, &task_id("mid")).unwrap();
+    assert_eq!(one, Some(record("mid", "c1", TaskState::Failed, 2_000)));
+    assert_eq!(
+        nl2sh_approvald::store::tasks::task_path(&db, &task_id("none")).unwrap(),
+        None
+    );
+}

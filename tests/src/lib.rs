@@ -4,6 +4,7 @@
 
 pub mod in_process;
 pub mod scripted_model;
+pub mod tmux;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

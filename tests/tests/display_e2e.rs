@@ -4,106 +4,12 @@
 //! terminal (tmux) with every control visible, by `protocol approvals`, by `approve`
 //! before it acts, and by `audit`.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use nl2sh_tests::{nl2sh_bin, run_without_terminal, wait_pending, Fixture, Server};
-
-/// A tmux server of this test's own, on a socket in a private directory (so nothing is
-/// left in tmux's shared one), killed when dropped.
-struct Tmux {
-    dir: tempfile::TempDir,
-}
-
-impl Tmux {
-    /// None (the reason printed) where tmux is not installed.
-    fn start() -> Option<Tmux> {
-        if Command::new("tmux").arg("-V").output().is_err() {
-            eprintln!("skipped: tmux is not installed (scripts/test installs it)");
-            return None;
-        }
-        let dir = tempfile::Builder::new()
-            .prefix("nl2sh-tmux-")
-            .tempdir()
-            .expect("tempdir");
-        Some(Tmux { dir })
-    }
-
-    fn tmux(&self) -> Command {
-        let mut cmd = Command::new("tmux");
-        // No user configuration: the screen is tmux's defaults, 200x50.
-        cmd.args(["-f", "/dev/null", "-S"])
-            .arg(self.dir.path().join("socket"));
-        cmd
-    }
-
-    /// Run `args` of the nl2sh binary for `fx` in a new 200x50 window and return the
-    /// screen once it has exited (wrapped lines joined), and its exit code.
-    fn run(&self, fx: &Fixture, session: &str, args: &[&str]) -> (i32, String) {
-        self.run_rows(fx, session, args, true)
-    }
-
-    /// [`Tmux::run`], with the screen's rows as a person sees them when `join` is false
-    /// (a wrapped line is several rows).
-    fn run_rows(&self, fx: &Fixture, session: &str, args: &[&str], join: bool) -> (i32, String) {
-        let mut line = format!(
-            "env -u NL2SH_PROTOCOL_TOKEN -u NL2SH_LOG {} --config {}",
-            sq(&nl2sh_bin().display().to_string()),
-            sq(&fx.config().display().to_string())
-        );
-        for a in args {
-            line.push(' ');
-            line.push_str(&sq(a));
-        }
-        // The window stays after the command so its screen can be read.
-        line.push_str("; echo \"[exit $?]\"; sleep 600");
-        let status = self
-            .tmux()
-            .args(["new-session", "-d", "-x", "200", "-y", "50", "-s", session])
-            .arg(&line)
-            .status()
-            .expect("run tmux");
-        assert!(status.success(), "tmux new-session failed");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let mut capture = self.tmux();
-            capture.args(["capture-pane", "-p", "-t", session]);
-            if join {
-                capture.arg("-J");
-            }
-            let out = capture.output().expect("tmux capture-pane");
-            let screen = String::from_utf8_lossy(&out.stdout).into_owned();
-            let code = screen.lines().find_map(|l| {
-                l.trim()
-                    .strip_prefix("[exit ")?
-                    .strip_suffix(']')?
-                    .parse()
-                    .ok()
-            });
-            if let Some(code) = code {
-                return (code, screen);
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the command did not finish in tmux:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.tmux().arg("kill-server").status();
-    }
-}
-
-/// `s` single-quoted for sh.
-fn sq(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
+use nl2sh_tests::tmux::Tmux;
+use nl2sh_tests::{run_without_terminal, wait_pending, Fixture, Server};
 
 #[test]
 fn a_spoofing_action_is_shown_escaped_on_a_terminal_and_before_approve_acts() {
