@@ -1,7 +1,8 @@
-//! netd confines itself once, in [`crate::run`], after the identity check and before the
-//! runtime exists or the first frame is read: open-file limit raised, then Landlock (best
-//! effort by kernel ABI), then the seccomp allow-list ([`crate::seccomp`]) last, so the
-//! earlier steps need no rows of their own. Threads created later inherit all of it.
+//! netd confines itself once, in [`crate::run`], after the identity check
+//! ([`verify_unprivileged`], [`forbid_inspection`]) and before the runtime exists or the
+//! first frame is read: open-file limit raised, then Landlock (best effort by kernel ABI),
+//! then the seccomp allow-list ([`crate::seccomp`]) last, so the earlier steps need no
+//! rows of their own. Threads created later inherit all of it.
 //!
 //! What is active is kept for `nl2sh_inspect` (its `netd` object) and logged once.
 //!
@@ -15,10 +16,33 @@ use std::sync::OnceLock;
 
 use crate::agent::dns::{NameService, RESOLV_CONF};
 
+use nl2sh_proto::sys::process;
 use serde_json::{json, Value};
 
 use crate::error::NetdError;
 use crate::sys;
+
+/// Refuse to go on if this process is root or can become root again.
+///
+/// The supervisor drops netd's identity between fork and exec (docs/ARCHITECTURE.md,
+/// "Starting a worker"); this is the worker's own check that it happened: the effective
+/// uid is not 0, and `setuid(0)` fails (which also covers a real or saved uid of 0, and a
+/// retained CAP_SETUID). Call before any thread exists: setuid acts per thread.
+pub fn verify_unprivileged() -> Result<(), NetdError> {
+    let euid = process::effective_uid();
+    if euid == 0 {
+        return Err(NetdError::Privileges("netd must not run as root".into()));
+    }
+    process::verify_no_way_back(euid).map_err(|e| NetdError::Privileges(e.to_string()))
+}
+
+/// Make netd non-dumpable, so another process of its uid (should one ever run as netd's
+/// uid) cannot read its memory, descriptors or environment
+/// ([`process::forbid_inspection`]).
+pub fn forbid_inspection() -> Result<(), NetdError> {
+    process::forbid_inspection()
+        .map_err(|e| NetdError::Privileges(format!("cannot make netd non-dumpable: {e}")))
+}
 
 /// What [`apply`] put in place.
 #[derive(Debug, Clone)]
@@ -74,7 +98,7 @@ pub fn report_json() -> Value {
     match APPLIED.get() {
         Some(report) => report.to_json(),
         None => {
-            let state = sys::process_state();
+            let state = process::process_state();
             Report {
                 seccomp: "off (netd runs in-process)".into(),
                 landlock: "off (netd runs in-process)".into(),
@@ -110,7 +134,7 @@ pub fn apply() -> Result<&'static Report, NetdError> {
 /// Android's resolver on any machine).
 pub fn apply_for(names: NameService) -> Result<&'static Report, NetdError> {
     let open_files = sys::raise_open_file_limit()?;
-    let threads = sys::process_state().threads;
+    let threads = process::process_state().threads;
     let (landlock, files_confined) = landlock(&names);
     // Landlock binds the calling thread and those it creates; a thread that already
     // existed would escape it (the filter is synchronized to every thread). Without
@@ -139,7 +163,7 @@ pub fn apply_for(names: NameService) -> Result<&'static Report, NetdError> {
     }
     let names = NAMES.get_or_init(|| names).clone();
     // Read before the filter: it refuses these prctl reads.
-    let state = sys::process_state();
+    let state = process::process_state();
     let (seccomp, filtered) = seccomp(&names)?;
     let report = Report {
         seccomp,
@@ -155,51 +179,24 @@ pub fn apply_for(names: NameService) -> Result<&'static Report, NetdError> {
     Ok(APPLIED.get_or_init(|| report))
 }
 
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "riscv64"
-    )
-))]
-/// The filter's state for the report, and whether it is on.
-fn seccomp(names: &NameService) -> Result<(String, bool), NetdError> {
-    use crate::seccomp;
-    if !sys::kernel_has_seccomp() {
-        return Ok(("off (kernel)".into(), false));
-    }
-    let dns = match names {
-        NameService::System => seccomp::Dns::System,
-        NameService::SystemWithoutFiles => seccomp::Dns::SystemWithoutFiles,
-        NameService::DnsProxyd(_) => seccomp::Dns::AndroidDnsProxy,
-    };
-    match seccomp::install(std::process::id(), dns) {
-        Ok(()) => Ok((
-            format!("on ({} system calls allowed)", seccomp::allowed_count(dns)),
-            true,
-        )),
-        Err(seccomp::SeccompError::Arch(arch)) => {
-            Ok((format!("off (no filter for {arch})"), false))
+nl2sh_proto::cfg_seccomp_filter! {
+    {
+        /// The filter's state for the report, and whether it is on.
+        fn seccomp(names: &NameService) -> Result<(String, bool), NetdError> {
+            use crate::seccomp::{table, Dns};
+            let dns = match names {
+                NameService::System => Dns::System,
+                NameService::SystemWithoutFiles => Dns::SystemWithoutFiles,
+                NameService::DnsProxyd(_) => Dns::AndroidDnsProxy,
+            };
+            nl2sh_proto::seccomp::apply(table(dns), std::process::id())
+                .map_err(|e| NetdError::Privileges(e.to_string()))
         }
-        Err(e) => Err(NetdError::Privileges(e.to_string())),
+    } else {
+        fn seccomp(_names: &NameService) -> Result<(String, bool), NetdError> {
+            Ok(nl2sh_proto::seccomp::no_filter())
+        }
     }
-}
-
-#[cfg(not(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "riscv64"
-    )
-)))]
-fn seccomp(_names: &NameService) -> Result<(String, bool), NetdError> {
-    // seccompiler builds filters for x86_64, aarch64 and riscv64 only.
-    Ok((
-        format!("off (no filter for {})", std::env::consts::ARCH),
-        false,
-    ))
 }
 
 /// The newest Landlock ABI this build knows; older kernels enforce what they have.
@@ -280,4 +277,20 @@ fn resolver_paths() -> Vec<std::path::PathBuf> {
         }
     }
     paths
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_root_and_accepts_an_unprivileged_uid() {
+        let result = verify_unprivileged();
+        if process::effective_uid() == 0 {
+            assert!(matches!(result, Err(NetdError::Privileges(_))));
+        } else {
+            // An ordinary test user cannot become root, so the check passes.
+            assert!(result.is_ok(), "{result:?}");
+        }
+    }
 }

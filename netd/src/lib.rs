@@ -17,15 +17,9 @@ pub mod executor;
 pub mod http;
 pub mod mcp;
 pub mod origin;
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "riscv64"
-    )
-))]
-pub mod seccomp;
+nl2sh_proto::cfg_seccomp_filter! {
+    pub mod seccomp;
+}
 pub mod store;
 #[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 mod sys;
@@ -48,7 +42,7 @@ pub use mcp::McpServer;
 /// the end of stdin in stdio mode).
 pub fn run(ends: nl2sh_proto::topology::NetdEnds) -> ExitCode {
     // Before any thread exists: setuid and capabilities act per thread.
-    if let Err(e) = sys::verify_unprivileged().and_then(|()| sys::forbid_inspection()) {
+    if let Err(e) = confine::verify_unprivileged().and_then(|()| confine::forbid_inspection()) {
         tracing::error!(error = %e, "netd refuses to start");
         return ExitCode::FAILURE;
     }

@@ -18,74 +18,15 @@
 //! the errno refusals ([`Verdict::Refuse`], [`Verdict::AllowElseEperm`]), `clone3` →
 //! `ENOSYS`, and last the allow-list itself, whose default is to kill the process. The
 //! allow-list comes last so the earlier installations need no row of their own.
+//!
+//! Only the rows are netd's: what a row is and how a table becomes those filters is
+//! shared with the Web console's table, in `nl2sh_proto::seccomp`.
 
-use std::collections::BTreeMap;
-
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-};
-
-pub use nl2sh_proto::seccomp::SeccompError;
-use nl2sh_proto::seccomp::{arch, dword};
-
-/// What netd may do with one system call.
-#[derive(Debug, Clone, Copy)]
-pub enum Verdict {
-    /// Allowed, whatever the arguments.
-    Allow,
-    /// Allowed when any of the conditions holds; otherwise netd is killed.
-    AllowIf(&'static [Cond]),
-    /// Allowed when any of the conditions holds; otherwise refused with `EPERM`, because
-    /// libraries try other forms of the call and cope with a refusal.
-    AllowElseEperm(&'static [Cond]),
-    /// Allowed, except refused with `EPERM` when any of the conditions holds (a library
-    /// tries it and copes with the refusal).
-    AllowUnlessEperm(&'static [Cond]),
-    /// Always refused with this errno: a library probes the call and copes.
-    Refuse(i32),
-}
-
-/// A condition on one argument (index from 0), compared on its low 32 bits: every
-/// argument checked here is an `int` (or flags the kernel reads as one).
-#[derive(Debug, Clone, Copy)]
-pub enum Cond {
-    Eq(u8, u64),
-    /// All of these bits are set.
-    HasBits(u8, u64),
-    /// None of these bits is set.
-    LacksBits(u8, u64),
-    /// The argument is netd's own process id (known when the filter is built).
-    OwnPid(u8),
-}
-
-/// One row of the table.
-#[derive(Debug, Clone, Copy)]
-pub struct Row {
-    pub nr: libc::c_long,
-    pub name: &'static str,
-    pub verdict: Verdict,
-    pub why: &'static str,
-}
-
-macro_rules! row {
-    ($sys:ident, $verdict:expr, $why:expr) => {
-        Row {
-            nr: libc::$sys,
-            name: stringify!($sys),
-            verdict: $verdict,
-            why: $why,
-        }
-    };
-}
+pub use nl2sh_proto::seccomp::{Cond, Row, SeccompError, Verdict};
+use nl2sh_proto::seccomp::{ioctl, BpfProgram};
+use nl2sh_proto::seccomp_row as row;
 
 use Verdict::{Allow, AllowElseEperm, AllowIf, AllowUnlessEperm, Refuse};
-
-/// An ioctl request as the filter compares it (`Ioctl` is `c_ulong` on glibc and `c_int`
-/// on musl).
-#[allow(clippy::unnecessary_cast)]
-const fn ioctl(request: libc::Ioctl) -> u64 {
-    request as u64
-}
 
 /// The rows every supported architecture shares.
 pub const COMMON: &[Row] = &[
@@ -492,7 +433,7 @@ fn arch_open(_dns: Dns) -> &'static [Row] {
 pub const ARCH: &[Row] = &[];
 
 /// Every row for a device that resolves names with `dns`, common ones first.
-pub fn table(dns: Dns) -> impl Iterator<Item = &'static Row> {
+pub fn table(dns: Dns) -> impl Iterator<Item = &'static Row> + Clone {
     let resolver = match dns {
         Dns::System => SYSTEM_RESOLVER,
         Dns::SystemWithoutFiles => SYSTEM_RESOLVER_WITHOUT_FILES,
@@ -507,120 +448,12 @@ pub fn table(dns: Dns) -> impl Iterator<Item = &'static Row> {
 
 /// How many system calls the table lets through (with or without conditions).
 pub fn allowed_count(dns: Dns) -> usize {
-    table(dns)
-        .filter(|r| !matches!(r.verdict, Verdict::Refuse(_)))
-        .count()
-}
-
-fn condition(cond: Cond, own_pid: u32) -> Result<SeccompCondition, SeccompError> {
-    match cond {
-        Cond::Eq(arg, value) => dword(arg, SeccompCmpOp::Eq, value),
-        Cond::HasBits(arg, bits) => dword(arg, SeccompCmpOp::MaskedEq(bits), bits),
-        Cond::LacksBits(arg, bits) => dword(arg, SeccompCmpOp::MaskedEq(bits), 0),
-        Cond::OwnPid(arg) => dword(arg, SeccompCmpOp::Eq, u64::from(own_pid)),
-    }
-}
-
-/// Any one of `conds` (a rule per condition: seccompiler ORs rules).
-fn any_of(conds: &[Cond], own_pid: u32) -> Result<Vec<SeccompRule>, SeccompError> {
-    conds
-        .iter()
-        .map(|c| Ok(SeccompRule::new(vec![condition(*c, own_pid)?])?))
-        .collect()
-}
-
-/// None of `conds` (one rule whose conditions all must hold). Only equalities can be
-/// negated here; the table uses nothing else with [`Verdict::AllowElseEperm`].
-fn none_of(conds: &[Cond]) -> Result<Vec<SeccompRule>, SeccompError> {
-    let negated = conds
-        .iter()
-        .map(|c| match c {
-            Cond::Eq(arg, value) => dword(*arg, SeccompCmpOp::Ne, *value),
-            other => Err(SeccompError::Table(format!(
-                "cannot negate the condition {other:?}"
-            ))),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(vec![SeccompRule::new(negated)?])
-}
-
-// `c_long` is `i64` on every architecture this module builds a filter for.
-#[allow(clippy::useless_conversion)]
-fn key(nr: libc::c_long) -> i64 {
-    i64::from(nr)
+    nl2sh_proto::seccomp::allowed_count(table(dns))
 }
 
 /// The filters in installation order (see the module comment), for netd's own pid.
 pub fn programs(own_pid: u32, dns: Dns) -> Result<Vec<BpfProgram>, SeccompError> {
-    let arch = arch()?;
-    let mut allow: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    let mut eperm: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    let mut enosys: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for row in table(dns) {
-        let nr = key(row.nr);
-        match row.verdict {
-            Verdict::Allow => {
-                allow.insert(nr, Vec::new());
-            }
-            Verdict::AllowIf(conds) => {
-                allow.insert(nr, any_of(conds, own_pid)?);
-            }
-            Verdict::AllowElseEperm(conds) => {
-                // The allow-list lets every form through; the errno filter refuses the
-                // forms outside `conds`.
-                allow.insert(nr, Vec::new());
-                eperm.insert(nr, none_of(conds)?);
-            }
-            Verdict::AllowUnlessEperm(conds) => {
-                // Likewise, refusing the forms that match `conds`.
-                allow.insert(nr, Vec::new());
-                eperm.insert(nr, any_of(conds, own_pid)?);
-            }
-            Verdict::Refuse(errno) => {
-                allow.insert(nr, Vec::new());
-                let refusals = if errno == libc::ENOSYS {
-                    &mut enosys
-                } else if errno == libc::EPERM {
-                    &mut eperm
-                } else {
-                    return Err(SeccompError::Table(format!(
-                        "{}: only EPERM and ENOSYS refusals are built",
-                        row.name
-                    )));
-                };
-                refusals.insert(nr, Vec::new());
-            }
-        }
-    }
-    let refuse = |rules, errno: i32| -> Result<BpfProgram, SeccompError> {
-        let filter = SeccompFilter::new(
-            rules,
-            SeccompAction::Allow,
-            SeccompAction::Errno(errno as u32),
-            arch,
-        )?;
-        Ok(filter.try_into()?)
-    };
-    let allow_list = SeccompFilter::new(
-        allow,
-        SeccompAction::KillProcess,
-        SeccompAction::Allow,
-        arch,
-    )?;
-    Ok(vec![
-        refuse(eperm, libc::EPERM)?,
-        refuse(enosys, libc::ENOSYS)?,
-        allow_list.try_into()?,
-    ])
-}
-
-/// Install the filters on every thread of the process (there is one when netd calls
-/// this; TSYNC makes sure of it). Sets no_new_privs, which netd already has.
-pub fn install(own_pid: u32, dns: Dns) -> Result<(), SeccompError> {
-    for program in programs(own_pid, dns)? {
-        seccompiler::apply_filter_all_threads(&program)?;
-    }
-    Ok(())
+    nl2sh_proto::seccomp::programs(table(dns), own_pid)
 }
 
 #[cfg(test)]

@@ -19,16 +19,11 @@
 pub mod assets;
 pub mod confine;
 pub mod http;
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "riscv64"
-    )
-))]
-pub mod seccomp;
-#[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
+nl2sh_proto::cfg_seccomp_filter! {
+    pub mod seccomp;
+}
+#[cfg(test)]
+#[allow(unsafe_code)] // tests only: the one room for it, each block with a SAFETY comment
 mod sys;
 pub mod views;
 pub mod worker;

@@ -31,66 +31,15 @@
 //! Refusals ([`Verdict::Refuse`]) are installed as filters of their own before the
 //! allow-list; the kernel applies the strictest answer of all of them. The allow-list
 //! comes last, so installing the earlier ones needs no row.
+//!
+//! Only the rows are the console's: what a row is and how a table becomes those filters
+//! is shared with netd's table, in `nl2sh_proto::seccomp`.
 
-use std::collections::BTreeMap;
-
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-};
-
-pub use nl2sh_proto::seccomp::SeccompError;
-use nl2sh_proto::seccomp::{arch, dword};
-
-/// What the console may do with one system call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// Allowed, whatever the arguments.
-    Allow,
-    /// Allowed when any of the conditions holds; otherwise the console is killed.
-    AllowIf(&'static [Cond]),
-    /// Always refused with this errno (`EPERM` or `ENOSYS`): the caller copes.
-    Refuse(i32),
-}
-
-/// A condition on one argument (index from 0), compared on its low 32 bits: every
-/// argument checked here is an `int` (or flags the kernel reads as one).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cond {
-    Eq(u8, u64),
-    /// None of these bits is set.
-    LacksBits(u8, u64),
-    /// The argument is the console's own process id (known when the filter is built).
-    OwnPid(u8),
-}
-
-/// One row of the table.
-#[derive(Debug, Clone, Copy)]
-pub struct Row {
-    pub nr: libc::c_long,
-    pub name: &'static str,
-    pub verdict: Verdict,
-    pub why: &'static str,
-}
-
-macro_rules! row {
-    ($sys:ident, $verdict:expr, $why:expr) => {
-        Row {
-            nr: libc::$sys,
-            name: stringify!($sys),
-            verdict: $verdict,
-            why: $why,
-        }
-    };
-}
+pub use nl2sh_proto::seccomp::{Cond, Row, SeccompError, Verdict};
+use nl2sh_proto::seccomp::{ioctl, BpfProgram};
+use nl2sh_proto::seccomp_row as row;
 
 use Verdict::{Allow, AllowIf, Refuse};
-
-/// An ioctl request as the filter compares it (`Ioctl` is `c_ulong` on glibc and `c_int`
-/// on musl).
-#[allow(clippy::unnecessary_cast)]
-const fn ioctl(request: libc::Ioctl) -> u64 {
-    request as u64
-}
 
 /// The rows every supported architecture shares.
 pub const COMMON: &[Row] = &[
@@ -290,94 +239,19 @@ pub const ARCH: &[Row] = &[row!(SYS_epoll_wait, Allow, "waits for events (glibc)
 pub const ARCH: &[Row] = &[];
 
 /// Every row for this architecture, common ones first.
-pub fn table() -> impl Iterator<Item = &'static Row> {
+pub fn table() -> impl Iterator<Item = &'static Row> + Clone {
     COMMON.iter().chain(ARCH.iter())
 }
 
 /// How many system calls the table lets through (with or without conditions).
 pub fn allowed_count() -> usize {
-    table()
-        .filter(|r| !matches!(r.verdict, Verdict::Refuse(_)))
-        .count()
-}
-
-fn condition(cond: Cond, own_pid: u32) -> Result<SeccompCondition, SeccompError> {
-    match cond {
-        Cond::Eq(arg, value) => dword(arg, SeccompCmpOp::Eq, value),
-        Cond::LacksBits(arg, bits) => dword(arg, SeccompCmpOp::MaskedEq(bits), 0),
-        Cond::OwnPid(arg) => dword(arg, SeccompCmpOp::Eq, u64::from(own_pid)),
-    }
-}
-
-/// Any one of `conds` (a rule per condition: seccompiler ORs rules).
-fn any_of(conds: &[Cond], own_pid: u32) -> Result<Vec<SeccompRule>, SeccompError> {
-    conds
-        .iter()
-        .map(|c| Ok(SeccompRule::new(vec![condition(*c, own_pid)?])?))
-        .collect()
-}
-
-// `c_long` is `i64` on every architecture this module builds a filter for.
-#[allow(clippy::useless_conversion)]
-fn key(nr: libc::c_long) -> i64 {
-    i64::from(nr)
+    nl2sh_proto::seccomp::allowed_count(table())
 }
 
 /// The filters in installation order (see the module comment), for the console's own
 /// pid: one per errno the table refuses with, then the allow-list.
 pub fn programs(own_pid: u32) -> Result<Vec<BpfProgram>, SeccompError> {
-    let arch = arch()?;
-    let mut allow: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    let mut refusals: BTreeMap<i32, BTreeMap<i64, Vec<SeccompRule>>> = BTreeMap::new();
-    for row in table() {
-        let nr = key(row.nr);
-        let rules = match row.verdict {
-            Verdict::Allow => Vec::new(),
-            Verdict::AllowIf(conds) => any_of(conds, own_pid)?,
-            Verdict::Refuse(errno) => {
-                if ![libc::EPERM, libc::ENOSYS].contains(&errno) {
-                    return Err(SeccompError::Table(format!(
-                        "{}: only EPERM and ENOSYS refusals are built",
-                        row.name
-                    )));
-                }
-                // The allow-list lets it through; the refusal's own filter answers.
-                refusals.entry(errno).or_default().insert(nr, Vec::new());
-                Vec::new()
-            }
-        };
-        if allow.insert(nr, rules).is_some() {
-            return Err(SeccompError::Table(format!("{} listed twice", row.name)));
-        }
-    }
-    let mut programs = Vec::with_capacity(refusals.len() + 1);
-    for (errno, rules) in refusals {
-        let filter = SeccompFilter::new(
-            rules,
-            SeccompAction::Allow,
-            SeccompAction::Errno(errno.unsigned_abs()),
-            arch,
-        )?;
-        programs.push(filter.try_into()?);
-    }
-    let allow_list = SeccompFilter::new(
-        allow,
-        SeccompAction::KillProcess,
-        SeccompAction::Allow,
-        arch,
-    )?;
-    programs.push(allow_list.try_into()?);
-    Ok(programs)
-}
-
-/// Install the filters on every thread of the process (there is one when the console
-/// calls this; TSYNC makes sure of it). Sets no_new_privs, which the console already
-/// has.
-pub fn install(own_pid: u32) -> Result<(), SeccompError> {
-    for program in programs(own_pid)? {
-        seccompiler::apply_filter_all_threads(&program)?;
-    }
-    Ok(())
+    nl2sh_proto::seccomp::programs(table(), own_pid)
 }
 
 #[cfg(test)]

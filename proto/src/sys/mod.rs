@@ -1,7 +1,9 @@
 //! This crate's only `unsafe`: taking over descriptors a worker inherited from the
-//! supervisor (claiming ownership of an fd number), and the pidfd calls in [`pidfd`].
+//! supervisor (claiming ownership of an fd number), the pidfd calls in [`pidfd`], and
+//! what a worker asks the kernel about itself before it confines itself in [`process`].
 
 pub mod pidfd;
+pub mod process;
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
