@@ -23,6 +23,7 @@ mod state;
 #[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 mod sys;
 mod token;
+mod tui;
 mod web;
 
 use std::process::ExitCode;
@@ -73,10 +74,14 @@ fn main() -> ExitCode {
         return run_worker(worker, &filter);
     }
     let cli = cli::Cli::parse();
-    init_logging(
-        &std::env::var("NL2SH_LOG").unwrap_or_else(|_| DEFAULT_LOG_FILTER.into()),
-        "supervisor",
-    );
+    // The terminal console owns the screen: log lines on stderr would land in it.
+    let console = cli.command.is_none() && !cli.web_only && tui::on_a_terminal();
+    let filter = if console {
+        "off".to_owned()
+    } else {
+        std::env::var("NL2SH_LOG").unwrap_or_else(|_| DEFAULT_LOG_FILTER.into())
+    };
+    init_logging(&filter, "supervisor");
     if cli.web_only && cli.command.is_some() {
         eprintln!("nl2sh: --web-only runs alone; give it no subcommand");
         return exit::Exit::Usage.into();
@@ -85,8 +90,11 @@ fn main() -> ExitCode {
         if cli.web_only {
             return serve::serve(cli.config, serve::Transport::WebOnly);
         }
-        // A usage error, as clap reports one: the help on stderr, exit 2. (A terminal
-        // user interface takes this place once there is one.)
+        if console {
+            return tui::run(cli.config);
+        }
+        // Without a terminal, a usage error as clap reports one: the help on stderr,
+        // exit 2.
         use clap::CommandFactory;
         eprint!("{}", cli::Cli::command().render_help());
         return exit::Exit::Usage.into();

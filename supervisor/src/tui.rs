@@ -1,0 +1,244 @@
+//! `nl2sh` with no subcommand, on a terminal: the owner's terminal console
+//! (docs/CLI.md, "The terminal console"). The screens are the `nl2sh-tui` crate's; this
+//! module is what they ask of the device, answered the way the CLI commands answer:
+//! discovery as `service status` reads it, approvals over `protocol/approvals.sock` like
+//! `protocol approve` (so approvald's peer check applies: a tool command running this
+//! console is refused), settings through the same editor as `config set`, tasks read from
+//! the store as `protocol audit` reads the audit, and the managed service started and
+//! stopped by `service start`/`stop`.
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+
+use nl2sh_proto::channels::{
+    ApprovalId, CliErrorKind, CliRequest, CliResponse, PendingApproval, ProtocolStatus,
+    SettingView, TaskId, TaskRecord,
+};
+use nl2sh_tui::{Device, DeviceError, DeviceErrorKind, Saved};
+
+use crate::config;
+use crate::config_edit::OwnerSettings;
+use crate::discovery::Discovery;
+use crate::exit::Exit;
+use crate::local::{ask, runtime, state_paths};
+use crate::state::{self, Discovered, StatePaths};
+
+/// What the terminal console asks of this device.
+pub struct LocalDevice {
+    config_path: PathBuf,
+    paths: StatePaths,
+    discovery: Discovery,
+    rt: tokio::runtime::Runtime,
+}
+
+fn failed(message: impl std::fmt::Display) -> DeviceError {
+    DeviceError {
+        kind: DeviceErrorKind::Failed,
+        message: message.to_string(),
+    }
+}
+
+/// Reaching approvald failed (exit code and message, as the CLI reports it).
+fn cli_failure((code, message): (Exit, String)) -> DeviceError {
+    let kind = match code {
+        Exit::NotRunning => DeviceErrorKind::NotRunning,
+        Exit::Refused => DeviceErrorKind::Refused,
+        _ => DeviceErrorKind::Failed,
+    };
+    DeviceError { kind, message }
+}
+
+/// approvald's refusal as the console's error kind.
+fn refusal(kind: CliErrorKind, message: String) -> DeviceError {
+    let kind = match kind {
+        CliErrorKind::NoSuchRequest => DeviceErrorKind::NoSuchRequest,
+        CliErrorKind::Expired => DeviceErrorKind::Expired,
+        CliErrorKind::PhraseRequired => DeviceErrorKind::PhraseRequired,
+        CliErrorKind::WrongPhrase => DeviceErrorKind::WrongPhrase,
+        CliErrorKind::InvalidRequest => DeviceErrorKind::Invalid,
+        CliErrorKind::Unavailable => DeviceErrorKind::Failed,
+    };
+    // The console shows it through the one escaping function.
+    DeviceError { kind, message }
+}
+
+impl LocalDevice {
+    pub fn open(config_arg: Option<PathBuf>) -> Result<LocalDevice, String> {
+        let (config_path, paths) = state_paths(config_arg)?;
+        let rt = runtime().map_err(|_| "cannot start the runtime".to_owned())?;
+        let absolute = config::absolute(&config_path);
+        let discovery = Discovery {
+            paths: paths.clone(),
+            identity: config::identity(&absolute),
+            config_path: config_path.clone(),
+        };
+        Ok(LocalDevice {
+            config_path,
+            paths,
+            discovery,
+            rt,
+        })
+    }
+
+    fn cli(&self, request: CliRequest) -> Result<CliResponse, DeviceError> {
+        let answer = self
+            .rt
+            .block_on(ask(&self.config_path, &self.paths.approvals_sock, request))
+            .map_err(cli_failure)?;
+        match answer {
+            CliResponse::Error { kind, message } => Err(refusal(kind, message)),
+            other => Ok(other),
+        }
+    }
+
+    /// `nl2sh --config P service ARGS`, its output kept for the message.
+    fn service(&self, verb: &str) -> Result<String, DeviceError> {
+        let exe = std::env::current_exe().map_err(failed)?;
+        let out = Command::new(exe)
+            .arg("--config")
+            .arg(&self.config_path)
+            .args(["service", verb])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(failed)?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if out.status.success() {
+            Ok(text)
+        } else {
+            Err(failed(text.trim()))
+        }
+    }
+}
+
+impl Device for LocalDevice {
+    fn status(&self) -> ProtocolStatus {
+        self.discovery.status()
+    }
+
+    fn pending(&self) -> Result<Vec<PendingApproval>, DeviceError> {
+        match self.cli(CliRequest::ListPending)? {
+            CliResponse::Pending(list) => Ok(list),
+            _ => Err(failed("approvald answered out of place")),
+        }
+    }
+
+    fn decide(&self, id: &str, approve: bool, phrase: Option<&str>) -> Result<(), DeviceError> {
+        let id = ApprovalId(id.to_owned());
+        let request = if approve {
+            CliRequest::Approve {
+                id,
+                phrase: phrase.map(str::to_owned),
+            }
+        } else {
+            CliRequest::Reject { id }
+        };
+        match self.cli(request)? {
+            CliResponse::Done => Ok(()),
+            _ => Err(failed("approvald answered out of place")),
+        }
+    }
+
+    fn grants(&self) -> Result<Vec<String>, DeviceError> {
+        let cfg = config::load(&self.config_path, true).map_err(failed)?;
+        Ok(cfg
+            .approval_grants
+            .iter()
+            .map(nl2sh_approvald::owner::grant_line)
+            .collect())
+    }
+
+    fn tasks(&self, limit: u32) -> Result<Vec<TaskRecord>, DeviceError> {
+        if !self.paths.tasks_db.exists() {
+            return Ok(Vec::new());
+        }
+        nl2sh_approvald::store::tasks::recent_tasks_path(&self.paths.tasks_db, limit)
+            .map_err(failed)
+    }
+
+    fn task(&self, id: &TaskId) -> Result<TaskRecord, DeviceError> {
+        nl2sh_approvald::store::tasks::task_path(&self.paths.tasks_db, id)
+            .map_err(failed)?
+            .ok_or_else(|| DeviceError {
+                kind: DeviceErrorKind::Invalid,
+                message: "no such task".into(),
+            })
+    }
+
+    fn settings(&self) -> Result<Vec<SettingView>, DeviceError> {
+        nl2sh_approvald::SettingsEditor::settings(&OwnerSettings, &self.config_path).map_err(failed)
+    }
+
+    fn save_setting(&self, key: &str, value: &str) -> Result<Saved, DeviceError> {
+        saved(nl2sh_approvald::SettingsEditor::save(
+            &OwnerSettings,
+            &self.config_path,
+            key,
+            value,
+        ))
+    }
+
+    fn rotate_token(&self) -> Result<Saved, DeviceError> {
+        saved(nl2sh_approvald::SettingsEditor::rotate_token(
+            &OwnerSettings,
+            &self.config_path,
+        ))
+    }
+
+    fn start_with_service(&self) -> bool {
+        config::load_for_discovery(&self.config_path)
+            .0
+            .protocol_start_with_service
+    }
+
+    fn start_protocols(&self) -> Result<bool, DeviceError> {
+        let identity = config::identity(&config::absolute(&self.config_path));
+        if matches!(
+            state::discover(&self.paths, &identity),
+            Ok(Discovered::Live(_))
+        ) {
+            return Ok(false); // reused, never stopped by the console
+        }
+        self.service("start").map(|_| true)
+    }
+
+    fn stop_protocols(&self) -> Result<(), DeviceError> {
+        self.service("stop").map(|_| ())
+    }
+}
+
+fn saved(
+    result: Result<nl2sh_approvald::SavedSetting, nl2sh_approvald::SettingRefused>,
+) -> Result<Saved, DeviceError> {
+    match result {
+        Ok(s) => Ok(Saved {
+            message: s.message,
+            restart_needed: s.restart_needed,
+        }),
+        Err(nl2sh_approvald::SettingRefused::Invalid(message)) => Err(DeviceError {
+            kind: DeviceErrorKind::Invalid,
+            message,
+        }),
+        Err(nl2sh_approvald::SettingRefused::Failed(message)) => Err(failed(message)),
+    }
+}
+
+/// Whether stdin and stdout are both terminals: the console needs a person at one.
+pub fn on_a_terminal() -> bool {
+    nix::unistd::isatty(std::io::stdin()).unwrap_or(false)
+        && nix::unistd::isatty(std::io::stdout()).unwrap_or(false)
+}
+
+/// Open the console for the configuration.
+pub fn run(config_arg: Option<PathBuf>) -> ExitCode {
+    let device = match LocalDevice::open(config_arg) {
+        Ok(d) => d,
+        Err(e) => return crate::local::fail(Exit::Failure, e),
+    };
+    let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::env::var("TERM").map_or(true, |t| t != "dumb");
+    nl2sh_tui::run(&device, nl2sh_tui::Options { color })
+}

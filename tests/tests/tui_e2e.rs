@@ -1,0 +1,205 @@
+//! The terminal console (`nl2sh` with no subcommand) as a person uses it: in tmux, keys
+//! typed with `send-keys`, the screen read with `capture-pane`, at 80x24.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use nl2sh_tests::tmux::{sq, Tmux};
+use nl2sh_tests::{pending_approvals, wait_pending, Fixture, Server};
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// The console for `fx` in a new 80x24 window; the shell prints its exit code and
+/// `stty -a` before and after into files beside the configuration.
+fn open(tmux: &Tmux, fx: &Fixture, session: &str) {
+    let dir = fx.dir.path();
+    let line = format!(
+        "stty -a > {before}; {console}; echo \"[exit $?]\"; stty -a > {after}; sleep 600",
+        before = sq(&dir.join("stty-before").display().to_string()),
+        after = sq(&dir.join("stty-after").display().to_string()),
+        console = Tmux::nl2sh_line(fx, &[]),
+    );
+    tmux.open(session, 80, 24, &line);
+}
+
+fn exited(screen: &str) -> bool {
+    screen.contains("[exit ")
+}
+
+#[test]
+fn the_startup_page_shows_the_running_service_and_its_token_only_when_asked() {
+    let Some(tmux) = Tmux::start() else { return };
+    let fx = Fixture::new(&format!("protocol_token = \"{TOKEN}\"\n"));
+    let server = Server::start(&fx, &[], &[]);
+    open(&tmux, &fx, "s");
+    let mcp = format!("http://{}/mcp", server.addr);
+    let screen = tmux.wait_screen("s", "the MCP URL", |s| s.contains(&mcp));
+    assert!(screen.contains("hidden (t reveals it)"), "{screen}");
+    assert!(!screen.contains(TOKEN), "{screen}");
+    tmux.send_keys("s", &["t"]);
+    // 64 characters after the label wrap on an 80-column screen: look for its first half.
+    let half = &TOKEN[..32];
+    tmux.wait_screen("s", "the revealed token", |s| s.contains(half));
+    tmux.send_keys("s", &["t"]);
+    tmux.wait_screen("s", "the token hidden again", |s| !s.contains(half));
+    // It started nothing, so it quits at once and leaves the service running.
+    tmux.send_keys("s", &["q"]);
+    let screen = tmux.wait_screen("s", "the console's exit", exited);
+    assert!(screen.contains("[exit 0]"), "{screen}");
+    assert!(
+        nl2sh_tests::alive(server.pid()),
+        "the console stopped a service it did not start"
+    );
+    let before = std::fs::read_to_string(fx.dir.path().join("stty-before")).unwrap();
+    let after = tmux_file(&fx, "stty-after");
+    assert_eq!(before, after, "the terminal was left changed");
+}
+
+/// A file the window's shell writes once the console has exited.
+fn tmux_file(fx: &Fixture, name: &str) -> String {
+    let path = fx.dir.path().join(name);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            if !text.is_empty() {
+                return text;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "{name} not written");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn nothing_running_is_one_status_line_and_settings_save_as_config_set_does() {
+    let Some(tmux) = Tmux::start() else { return };
+    let fx = Fixture::new("protocol_service_port = 8765\n");
+    open(&tmux, &fx, "s");
+    let screen = tmux.wait_screen("s", "the stopped status", |s| s.contains("stopped"));
+    // One status line: no URL, no client configuration.
+    assert!(!screen.contains("http://"), "{screen}");
+    assert!(!screen.contains("mcp_servers"), "{screen}");
+    // The port: the second setting. 70000 is refused before anything is saved.
+    tmux.send_keys("s", &["j", "Enter"]);
+    tmux.wait_screen("s", "the port entry", |s| s.contains("8765"));
+    tmux.send_keys("s", &["BSpace"; 6]);
+    tmux.type_text("s", "70000");
+    tmux.send_keys("s", &["Enter"]);
+    tmux.wait_screen("s", "the refusal", |s| s.contains("65535"));
+    assert!(std::fs::read_to_string(fx.config())
+        .unwrap()
+        .contains("protocol_service_port = 8765"));
+    tmux.send_keys("s", &["BSpace"; 6]);
+    tmux.type_text("s", "9123");
+    tmux.send_keys("s", &["Enter"]);
+    tmux.wait_screen("s", "the saved message", |s| s.contains("Saved"));
+    let text = std::fs::read_to_string(fx.config()).unwrap();
+    assert!(text.contains("protocol_service_port = 9123"), "{text}");
+    tmux.send_keys("s", &["q"]);
+    tmux.wait_screen("s", "the console's exit", exited);
+}
+
+#[test]
+fn requests_are_approved_and_rejected_with_keys_and_shown_escaped() {
+    let Some(tmux) = Tmux::start() else { return };
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let server = Server::start(&fx, &[], &[]);
+    open(&tmux, &fx, "s");
+    tmux.wait_screen("s", "the console", |s| s.contains("MCP / A2A"));
+    tmux.send_keys("s", &["2"]);
+    tmux.wait_screen("s", "the approvals page", |s| s.contains("No requests"));
+
+    // Approve: `a`, then confirm. The command runs.
+    let marker = fx.dir.path().join("tui-marker");
+    let call = server.invoke_async(
+        "shell.exec",
+        json!({ "command": format!("touch {}", marker.display()) }),
+    );
+    wait_pending(&fx, 1);
+    tmux.wait_screen("s", "the request", |s| s.contains("tui-marker"));
+    tmux.send_keys("s", &["a"]);
+    tmux.send_keys("s", &["y"]);
+    let r = call.join().unwrap();
+    assert!(!r.is_error, "{r:?}");
+    assert!(marker.exists());
+
+    // A spoofed action (a carriage return and an erase-line that would paint another
+    // command over it, and a right-to-left override): shown with its controls visible,
+    // then rejected.
+    let spoofed = fx.dir.path().join("spoof");
+    let command = format!(
+        "touch {} # \r\u{1b}[2Kaction: ls -l \u{202e}",
+        spoofed.display()
+    );
+    let call = server.invoke_async("shell.exec", json!({ "command": command }));
+    wait_pending(&fx, 1);
+    let screen = tmux.wait_screen("s", "the spoofed request", |s| s.contains("\\x1b[2K"));
+    assert!(screen.contains("\\r"), "{screen}");
+    assert!(screen.contains("\\u{202e}"), "{screen}");
+    assert!(
+        !screen
+            .lines()
+            .any(|l| l.trim_start().starts_with("action: ls")),
+        "{screen}"
+    );
+    tmux.send_keys("s", &["r"]);
+    tmux.send_keys("s", &["y"]);
+    let r = call.join().unwrap();
+    assert!(r.is_error, "a rejected command answered as run: {r:?}");
+    assert!(!spoofed.exists());
+
+    // A dangerous one: a wrong phrase is refused, the request stays.
+    let victim = fx.dir.path().join("victim");
+    std::fs::create_dir_all(victim.join("sub")).unwrap();
+    let call = server.invoke_async(
+        "shell.exec",
+        json!({ "command": format!("rm -rf {}", victim.display()) }),
+    );
+    let p = wait_pending(&fx, 1).remove(0);
+    let id = p["id"].as_str().unwrap().to_string();
+    tmux.wait_screen("s", "the dangerous request", |s| s.contains(&id));
+    tmux.send_keys("s", &["a"]);
+    tmux.wait_screen("s", "the phrase question", |s| {
+        s.contains("approve dangerous")
+    });
+    tmux.type_text("s", "approve dangerous nope");
+    tmux.send_keys("s", &["Enter"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(pending_approvals(&fx).len(), 1, "a wrong phrase decided it");
+    assert!(victim.exists());
+    tmux.send_keys("s", &["Escape"]);
+    tmux.send_keys("s", &["r"]);
+    tmux.send_keys("s", &["y"]);
+    let r = call.join().unwrap();
+    assert!(r.is_error, "{r:?}");
+    assert!(victim.exists(), "a rejected command ran");
+    tmux.send_keys("s", &["q"]);
+    tmux.wait_screen("s", "the console's exit", exited);
+}
+
+#[test]
+fn the_console_starts_the_service_when_configured_and_stops_only_that() {
+    let Some(tmux) = Tmux::start() else { return };
+    let fx = Fixture::new(
+        "protocol_start_with_service = true\nprotocol_service_port = 0\nweb_port = 0\n",
+    );
+    open(&tmux, &fx, "s");
+    tmux.wait_screen("s", "the started service", |s| {
+        s.contains("started by this TUI")
+    });
+    let (code, _, _) = nl2sh_tests::run_without_terminal(&fx, &["service", "status"]);
+    assert_eq!(code, Some(0));
+    // Quitting asks first, then stops what it started.
+    tmux.send_keys("s", &["q"]);
+    tmux.wait_screen("s", "the quit question", |s| s.contains("y/Enter"));
+    tmux.send_keys("s", &["y"]);
+    let screen = tmux.wait_screen("s", "the console's exit", exited);
+    assert!(screen.contains("[exit 0]"), "{screen}");
+    let (code, _, _) = nl2sh_tests::run_without_terminal(&fx, &["service", "status"]);
+    assert_eq!(code, Some(3), "the service the console started outlived it");
+    assert_eq!(
+        std::fs::read_to_string(fx.dir.path().join("stty-before")).unwrap(),
+        tmux_file(&fx, "stty-after")
+    );
+}

@@ -1,0 +1,1153 @@
+//! The interface's state machine: what is shown, what each key does, and what is asked of
+//! the [`Device`]. No terminal here: [`App::handle_key`] and [`App::tick`] change the
+//! state, [`App::draw`] (in `view.rs`) renders it into any ratatui frame, so the tests
+//! drive it with a fake device and ratatui's `TestBackend`.
+
+use std::cell::{Cell, RefCell};
+use std::time::{Duration, Instant};
+
+use nl2sh_proto::channels::{
+    PendingApproval, ProtocolState, ProtocolStatus, SettingView, TaskId, TaskRecord,
+};
+use nl2sh_proto::display::Shown;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::text::Line;
+
+use crate::device::{Device, DeviceError, DeviceErrorKind};
+use crate::task::Row;
+use crate::Options;
+
+/// How often the pending requests are read again.
+pub const POLL_EVERY: Duration = Duration::from_secs(1);
+/// How often discovery is read again (the header's status word).
+const STATUS_EVERY: Duration = Duration::from_secs(5);
+/// Tasks listed on the Tasks page, as the Web console lists them.
+pub const TASK_LIMIT: u32 = 50;
+/// A request decided here is not shown again for this long, while approvald drops it.
+const DECIDED_HIDE: Duration = Duration::from_secs(10);
+/// Characters a text entry takes (a token is at most 256).
+const MAX_ENTRY_CHARS: usize = 1024;
+
+/// The pages, in the order of their numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Page {
+    /// 1: "MCP / A2A": status, client configuration, settings.
+    Protocols,
+    /// 2: pending requests and the grants.
+    Approvals,
+    /// 3: recent tasks and one task.
+    Tasks,
+    /// 4: the built-in Agent (not available yet).
+    Ask,
+}
+
+impl Page {
+    pub const ALL: [Page; 4] = [Page::Protocols, Page::Approvals, Page::Tasks, Page::Ask];
+
+    pub fn number(self) -> usize {
+        match self {
+            Page::Protocols => 1,
+            Page::Approvals => 2,
+            Page::Tasks => 3,
+            Page::Ask => 4,
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Page::Protocols => "MCP / A2A",
+            Page::Approvals => "Approvals",
+            Page::Tasks => "Tasks",
+            Page::Ask => "Ask",
+        }
+    }
+
+    fn from_number(n: usize) -> Option<Page> {
+        Page::ALL.get(n.checked_sub(1)?).copied()
+    }
+}
+
+/// How the interface ended: what to tell the owner once the terminal is restored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quit {
+    /// A line for the owner (already escaped), if there is something to say.
+    pub message: Option<String>,
+    /// Stopping the service this TUI started failed.
+    pub failed: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoteKind {
+    Info,
+    Ok,
+    Error,
+}
+
+/// A line for the owner; device text in it is already escaped.
+#[derive(Debug, Clone)]
+pub(crate) struct Note {
+    pub kind: NoteKind,
+    pub text: String,
+}
+
+impl Note {
+    fn new(kind: NoteKind, text: impl Into<String>) -> Self {
+        Self {
+            kind,
+            text: text.into(),
+        }
+    }
+}
+
+/// A pending request and when it expires by our clock.
+pub(crate) struct Waiting {
+    pub request: PendingApproval,
+    pub deadline: Instant,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EntryKind {
+    Port,
+    /// Typed without echo and never shown back.
+    Secret,
+    Text,
+}
+
+/// What waits for an answer before anything else happens. Not `Debug`: an entry may hold
+/// a token being typed.
+pub(crate) enum Modal {
+    /// Approve or reject a request without a phrase: y/Enter or n/Esc.
+    Decide {
+        request: PendingApproval,
+        approve: bool,
+    },
+    /// Approve a dangerous or critical request: its phrase typed exactly.
+    Phrase {
+        request: PendingApproval,
+        typed: String,
+        error: Option<String>,
+    },
+    /// Save a switch's new value.
+    Toggle {
+        key: String,
+        label: String,
+        value: bool,
+    },
+    /// Type a setting's value.
+    Entry {
+        key: String,
+        label: String,
+        kind: EntryKind,
+        typed: String,
+        error: Option<String>,
+    },
+    /// Save a new random token.
+    Rotate,
+    /// Quit and stop the service this TUI started.
+    Quit,
+}
+
+/// What the arrows select on the "MCP / A2A" page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum McpItem {
+    Snippets,
+    Setting(String),
+    Rotate,
+}
+
+/// The client configuration snippets: field, title.
+pub(crate) const SNIPPETS: [&str; 4] = [
+    "Codex (~/.codex/config.toml)",
+    "mcpServers JSON",
+    "Start the service",
+    "A2A SendMessage (curl)",
+];
+
+/// The settings of the "MCP / A2A" category, in the Web console's order, with their
+/// labels.
+pub(crate) const SETTINGS: [(&str, &str); 5] = [
+    (
+        "protocol_start_with_service",
+        "Start MCP/A2A with the service",
+    ),
+    ("protocol_service_port", "Service port"),
+    ("protocol_token", "HTTP token"),
+    (
+        "protocol_auto_approve",
+        "Approve every request automatically",
+    ),
+    (
+        "approval_notifications",
+        "Notify on Android when a request waits",
+    ),
+];
+
+/// The warning `protocol_auto_approve` always carries.
+pub(crate) const AUTO_APPROVE_WARNING: &str =
+    "Approves every request, dangerous and critical ones included, with no one asked.";
+
+pub(crate) fn setting_label(key: &str) -> Option<&'static str> {
+    SETTINGS.iter().find(|(k, _)| *k == key).map(|(_, l)| *l)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SettingKind {
+    Bool,
+    Port,
+    Secret,
+    Text,
+}
+
+pub(crate) fn setting_kind(s: &SettingView) -> SettingKind {
+    match s.key.as_str() {
+        "protocol_start_with_service" | "protocol_auto_approve" | "approval_notifications" => {
+            SettingKind::Bool
+        }
+        "protocol_service_port" => SettingKind::Port,
+        "protocol_token" => SettingKind::Secret,
+        _ if s.credential => SettingKind::Secret,
+        _ if s.value == "true" || s.value == "false" => SettingKind::Bool,
+        _ => SettingKind::Text,
+    }
+}
+
+/// One task opened from the list.
+pub(crate) struct Detail {
+    pub id: TaskId,
+    pub rows: Result<Vec<Row>, String>,
+    /// The rows wrapped for the last width drawn.
+    pub cache: RefCell<Option<(usize, Vec<Line<'static>>)>>,
+}
+
+/// Which scroll position a view keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum View {
+    Protocols = 0,
+    Approvals = 1,
+    Tasks = 2,
+    Task = 3,
+    Ask = 4,
+}
+
+/// The terminal interface's whole state.
+pub struct App {
+    pub(crate) color: bool,
+    pub(crate) page: Page,
+    pub(crate) status: ProtocolStatus,
+    /// This TUI started the service (and stops it when it quits).
+    pub(crate) started: bool,
+    /// What happened at startup, shown on the "MCP / A2A" page.
+    pub(crate) startup: Option<Note>,
+    pub(crate) token_shown: bool,
+    pub(crate) snippet: usize,
+    pub(crate) mcp_sel: McpItem,
+    pub(crate) settings: Result<Vec<SettingView>, String>,
+    pub(crate) waiting: Vec<Waiting>,
+    pub(crate) pending_error: Option<String>,
+    pub(crate) approval_sel: usize,
+    decided: Vec<(String, Instant)>,
+    pub(crate) grants: Option<Result<Vec<String>, String>>,
+    pub(crate) tasks: Option<Result<Vec<TaskRecord>, String>>,
+    pub(crate) task_sel: usize,
+    pub(crate) detail: Option<Detail>,
+    pub(crate) modal: Option<Modal>,
+    pub(crate) note: Option<Note>,
+    clipboard: Vec<String>,
+    quit: Option<Quit>,
+    pub(crate) now: Instant,
+    last_poll: Option<Instant>,
+    last_status: Instant,
+    /// Top line of each view, as last drawn (draw keeps the selection visible).
+    pub(crate) scroll: [Cell<usize>; 5],
+    /// Whether drawing scrolls to the selection (off after PgUp/PgDn until it moves).
+    pub(crate) follow: Cell<bool>,
+    /// Rows of the page body, as last drawn (what PgUp/PgDn move by).
+    pub(crate) body_rows: Cell<usize>,
+}
+
+fn shown(text: &str) -> String {
+    Shown::new(text).to_string()
+}
+
+fn device_error(prefix: &str, e: &DeviceError) -> String {
+    format!("{prefix}{}", Shown::new(&e.message))
+}
+
+impl App {
+    /// The interface at startup: reads discovery and, when `protocol_start_with_service`
+    /// is on and nothing runs, starts the managed service (remembering that this TUI
+    /// started it); then reads the settings and the pending requests.
+    pub fn new(device: &dyn Device, options: Options) -> Self {
+        let now = Instant::now();
+        let mut app = App {
+            color: options.color,
+            page: Page::Protocols,
+            status: device.status(),
+            started: false,
+            startup: None,
+            token_shown: false,
+            snippet: 0,
+            mcp_sel: McpItem::Snippets,
+            settings: Ok(Vec::new()),
+            waiting: Vec::new(),
+            pending_error: None,
+            approval_sel: 0,
+            decided: Vec::new(),
+            grants: None,
+            tasks: None,
+            task_sel: 0,
+            detail: None,
+            modal: None,
+            note: None,
+            clipboard: Vec::new(),
+            quit: None,
+            now,
+            last_poll: None,
+            last_status: now,
+            scroll: Default::default(),
+            follow: Cell::new(false),
+            body_rows: Cell::new(10),
+        };
+        app.start_protocols(device);
+        app.load_settings(device);
+        app.mcp_sel = app
+            .mcp_items()
+            .into_iter()
+            .next()
+            .unwrap_or(McpItem::Snippets);
+        app.poll(device);
+        app
+    }
+
+    fn start_protocols(&mut self, device: &dyn Device) {
+        if !device.start_with_service() || self.status.state == ProtocolState::Running {
+            return;
+        }
+        self.startup = Some(match device.start_protocols() {
+            Ok(true) => {
+                tracing::debug!("the TUI started the protocol service");
+                self.started = true;
+                Note::new(
+                    NoteKind::Ok,
+                    "Started the service (protocol_start_with_service = true); quitting stops it.",
+                )
+            }
+            Ok(false) => Note::new(
+                NoteKind::Info,
+                "The service was already running; quitting leaves it running.",
+            ),
+            Err(e) => Note::new(
+                NoteKind::Error,
+                device_error("Could not start the service: ", &e),
+            ),
+        });
+        self.status = device.status();
+        self.last_status = self.now;
+    }
+
+    /// The page shown.
+    pub fn page(&self) -> Page {
+        self.page
+    }
+
+    /// Set once the owner quit (and what the TUI started was stopped): restore the
+    /// terminal, then print the message.
+    pub fn quit(&self) -> Option<&Quit> {
+        self.quit.as_ref()
+    }
+
+    /// Texts the owner asked to copy since the last call: the runner writes each to the
+    /// terminal as OSC 52.
+    pub fn take_clipboard(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.clipboard)
+    }
+
+    /// Whether this TUI started the service (so quitting stops it).
+    pub fn started_protocols(&self) -> bool {
+        self.started
+    }
+
+    /// Time passing: [`App::tick_at`] now.
+    pub fn tick(&mut self, device: &dyn Device) {
+        self.tick_at(device, Instant::now());
+    }
+
+    /// Time passing, by the clock `now`: the pending requests are read again every
+    /// [`POLL_EVERY`] (their seconds left count down in between), discovery every 5 s.
+    pub fn tick_at(&mut self, device: &dyn Device, now: Instant) {
+        self.now = now;
+        if self
+            .last_poll
+            .is_none_or(|at| now.saturating_duration_since(at) >= POLL_EVERY)
+        {
+            self.poll(device);
+        }
+        if now.saturating_duration_since(self.last_status) >= STATUS_EVERY {
+            self.status = device.status();
+            self.last_status = now;
+            if self.status.token.is_none() {
+                self.token_shown = false;
+            }
+            self.fix_mcp_sel();
+        }
+    }
+
+    /// Reads the pending requests (and, on the Approvals page, the grants).
+    fn poll(&mut self, device: &dyn Device) {
+        let now = self.now;
+        self.last_poll = Some(now);
+        self.decided
+            .retain(|(_, at)| now.saturating_duration_since(*at) < DECIDED_HIDE);
+        let selected = self
+            .waiting
+            .get(self.approval_sel)
+            .map(|w| w.request.id.0.clone());
+        match device.pending() {
+            Ok(list) => {
+                self.pending_error = None;
+                self.waiting = list
+                    .into_iter()
+                    .filter(|p| !self.decided.iter().any(|(id, _)| *id == p.id.0))
+                    .map(|p| Waiting {
+                        deadline: now + Duration::from_secs(p.seconds_left),
+                        request: p,
+                    })
+                    .collect();
+            }
+            Err(e) => {
+                self.pending_error = Some(match e.kind {
+                    DeviceErrorKind::NotRunning => {
+                        device_error("Nothing is running, so no request can wait: ", &e)
+                    }
+                    _ => device_error("Cannot read the pending requests: ", &e),
+                });
+                if e.kind == DeviceErrorKind::NotRunning {
+                    self.waiting.clear();
+                }
+            }
+        }
+        if let Some(id) = selected {
+            if let Some(at) = self.waiting.iter().position(|w| w.request.id.0 == id) {
+                self.approval_sel = at;
+            }
+        }
+        self.approval_sel = self.approval_sel.min(self.waiting.len().saturating_sub(1));
+        if self.page == Page::Approvals {
+            self.grants = Some(
+                device
+                    .grants()
+                    .map_err(|e| device_error("Cannot read the grants: ", &e)),
+            );
+        }
+    }
+
+    /// Seconds a request has left by the clock of the last tick.
+    pub(crate) fn seconds_left(&self, w: &Waiting) -> u64 {
+        let left = w.deadline.saturating_duration_since(self.now);
+        left.as_millis().div_ceil(1000) as u64
+    }
+
+    fn load_settings(&mut self, device: &dyn Device) {
+        self.settings = device
+            .settings()
+            .map(|mut list| {
+                list.sort_by_key(|s| {
+                    SETTINGS
+                        .iter()
+                        .position(|(k, _)| *k == s.key)
+                        .unwrap_or(SETTINGS.len())
+                });
+                list
+            })
+            .map_err(|e| device_error("The settings could not be read: ", &e));
+        self.fix_mcp_sel();
+    }
+
+    fn load_tasks(&mut self, device: &dyn Device) {
+        self.tasks = Some(
+            device
+                .tasks(TASK_LIMIT)
+                .map_err(|e| device_error("Cannot read the tasks: ", &e)),
+        );
+        let len = self
+            .tasks
+            .as_ref()
+            .map_or(0, |t| t.as_ref().map_or(0, Vec::len));
+        self.task_sel = self.task_sel.min(len.saturating_sub(1));
+    }
+
+    /// Whether the client configuration is shown: only while the protocols run.
+    pub(crate) fn shows_snippets(&self) -> bool {
+        self.status.state == ProtocolState::Running
+    }
+
+    /// What the arrows move through on the "MCP / A2A" page, top to bottom.
+    pub(crate) fn mcp_items(&self) -> Vec<McpItem> {
+        let mut items = Vec::new();
+        if self.shows_snippets() {
+            items.push(McpItem::Snippets);
+        }
+        if let Ok(settings) = &self.settings {
+            items.extend(settings.iter().map(|s| McpItem::Setting(s.key.clone())));
+            if settings.iter().any(|s| s.key == "protocol_token") {
+                items.push(McpItem::Rotate);
+            }
+        }
+        items
+    }
+
+    fn fix_mcp_sel(&mut self) {
+        let items = self.mcp_items();
+        if !items.contains(&self.mcp_sel) {
+            if let Some(first) = items.into_iter().next() {
+                self.mcp_sel = first;
+            }
+        }
+    }
+
+    pub(crate) fn snippet_text(&self, index: usize) -> &str {
+        let s = &self.status.snippets;
+        match index {
+            0 => &s.codex_toml,
+            1 => &s.mcp_servers_json,
+            2 => &s.startup_command,
+            _ => &s.a2a_request,
+        }
+    }
+
+    pub(crate) fn view(&self) -> View {
+        match self.page {
+            Page::Protocols => View::Protocols,
+            Page::Approvals => View::Approvals,
+            Page::Tasks if self.detail.is_some() => View::Task,
+            Page::Tasks => View::Tasks,
+            Page::Ask => View::Ask,
+        }
+    }
+
+    fn set_note(&mut self, kind: NoteKind, text: impl Into<String>) {
+        self.note = Some(Note::new(kind, text));
+    }
+
+    // ---- keys ------------------------------------------------------------------------
+
+    /// One key. Ctrl-C quits at once (stopping what this TUI started); with a question
+    /// or an entry open, the key answers it; otherwise the page's keys apply.
+    pub fn handle_key(&mut self, key: KeyEvent, device: &dyn Device) {
+        if key.kind == KeyEventKind::Release {
+            return;
+        }
+        if key.modifiers.contains(KeyModifiers::CONTROL)
+            && matches!(key.code, KeyCode::Char('c' | 'C'))
+        {
+            self.quit_now(device);
+            return;
+        }
+        if let Some(modal) = self.modal.take() {
+            self.modal_key(modal, key, device);
+            return;
+        }
+        let plain = !key
+            .modifiers
+            .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        match key.code {
+            KeyCode::Char('q') if plain => {
+                if self.started {
+                    self.modal = Some(Modal::Quit);
+                } else {
+                    self.quit_now(device);
+                }
+                return;
+            }
+            KeyCode::Tab => {
+                let next = Page::ALL[self.page.number() % Page::ALL.len()];
+                self.set_page(next, device);
+                return;
+            }
+            KeyCode::BackTab => {
+                let prev = Page::ALL[(self.page.number() + Page::ALL.len() - 2) % Page::ALL.len()];
+                self.set_page(prev, device);
+                return;
+            }
+            KeyCode::Char(c @ '1'..='4') if plain => {
+                if let Some(page) = c.to_digit(10).and_then(|n| Page::from_number(n as usize)) {
+                    self.set_page(page, device);
+                }
+                return;
+            }
+            KeyCode::PageDown | KeyCode::PageUp | KeyCode::Home | KeyCode::End => {
+                self.scroll_key(key.code);
+                return;
+            }
+            _ => {}
+        }
+        if !plain {
+            return;
+        }
+        match self.page {
+            Page::Protocols => self.protocols_key(key.code, device),
+            Page::Approvals => self.approvals_key(key.code),
+            Page::Tasks => self.tasks_key(key.code, device),
+            Page::Ask => {}
+        }
+    }
+
+    fn set_page(&mut self, page: Page, device: &dyn Device) {
+        if page != self.page {
+            self.note = None;
+            self.token_shown = false;
+            self.follow.set(false);
+        }
+        self.page = page;
+        match page {
+            Page::Approvals => self.poll(device),
+            Page::Tasks if self.tasks.is_none() => self.load_tasks(device),
+            _ => {}
+        }
+    }
+
+    fn scroll_key(&mut self, code: KeyCode) {
+        let cell = &self.scroll[self.view() as usize];
+        let page = self.body_rows.get().saturating_sub(1).max(1);
+        let top = cell.get();
+        cell.set(match code {
+            KeyCode::PageDown => top.saturating_add(page),
+            KeyCode::PageUp => top.saturating_sub(page),
+            KeyCode::Home => 0,
+            _ => usize::MAX,
+        });
+        self.follow.set(false);
+    }
+
+    fn protocols_key(&mut self, code: KeyCode, device: &dyn Device) {
+        match code {
+            KeyCode::Char('t') => {
+                if self.status.token.is_some() && self.shows_snippets() {
+                    self.token_shown = !self.token_shown;
+                } else {
+                    self.set_note(
+                        NoteKind::Info,
+                        "No HTTP token: nothing serves MCP/A2A over HTTP now.",
+                    );
+                }
+            }
+            KeyCode::Char('r') => {
+                self.status = device.status();
+                self.last_status = self.now;
+                if self.status.token.is_none() {
+                    self.token_shown = false;
+                }
+                self.load_settings(device);
+                self.set_note(NoteKind::Info, "Refreshed.");
+            }
+            KeyCode::Up | KeyCode::Char('k') => self.move_mcp(-1),
+            KeyCode::Down | KeyCode::Char('j') => self.move_mcp(1),
+            KeyCode::Left | KeyCode::Char('h') if self.shows_snippets() => {
+                self.snippet = (self.snippet + SNIPPETS.len() - 1) % SNIPPETS.len();
+                self.mcp_sel = McpItem::Snippets;
+                self.follow.set(true);
+            }
+            KeyCode::Right | KeyCode::Char('l' | 's') if self.shows_snippets() => {
+                self.snippet = (self.snippet + 1) % SNIPPETS.len();
+                self.mcp_sel = McpItem::Snippets;
+                self.follow.set(true);
+            }
+            KeyCode::Char('c') => self.copy_snippet(),
+            KeyCode::Enter => match self.mcp_sel.clone() {
+                McpItem::Snippets => self.copy_snippet(),
+                McpItem::Setting(key) => self.edit_setting(&key),
+                McpItem::Rotate => self.modal = Some(Modal::Rotate),
+            },
+            KeyCode::Esc => self.note = None,
+            _ => {}
+        }
+    }
+
+    fn move_mcp(&mut self, by: isize) {
+        let items = self.mcp_items();
+        if items.is_empty() {
+            return;
+        }
+        let at = items.iter().position(|i| *i == self.mcp_sel).unwrap_or(0);
+        let to = at.saturating_add_signed(by).min(items.len() - 1);
+        self.mcp_sel = items[to].clone();
+        self.follow.set(true);
+    }
+
+    fn copy_snippet(&mut self) {
+        if !self.shows_snippets() {
+            self.set_note(
+                NoteKind::Info,
+                "The client configuration is shown while the service runs.",
+            );
+            return;
+        }
+        let text = self.snippet_text(self.snippet).to_string();
+        if text.is_empty() {
+            self.set_note(NoteKind::Info, "Nothing to copy.");
+            return;
+        }
+        self.clipboard.push(text);
+        self.mcp_sel = McpItem::Snippets;
+        self.set_note(
+            NoteKind::Ok,
+            format!(
+                "Copied \"{}\" (OSC 52). If your terminal ignores OSC 52, select the text on the screen.",
+                SNIPPETS[self.snippet]
+            ),
+        );
+    }
+
+    fn edit_setting(&mut self, key: &str) {
+        let Ok(settings) = &self.settings else {
+            return;
+        };
+        let Some(s) = settings.iter().find(|s| s.key == key) else {
+            return;
+        };
+        let label = setting_label(&s.key)
+            .map(str::to_string)
+            .unwrap_or_else(|| shown(&s.key));
+        let entry = |kind, typed: String| Modal::Entry {
+            key: s.key.clone(),
+            label: label.clone(),
+            kind,
+            typed,
+            error: None,
+        };
+        self.modal = Some(match setting_kind(s) {
+            SettingKind::Bool => Modal::Toggle {
+                key: s.key.clone(),
+                label: label.clone(),
+                value: s.value != "true",
+            },
+            SettingKind::Port => {
+                let current = if s.value.bytes().all(|b| b.is_ascii_digit()) {
+                    s.value.clone()
+                } else {
+                    String::new()
+                };
+                entry(EntryKind::Port, current)
+            }
+            SettingKind::Secret => entry(EntryKind::Secret, String::new()),
+            SettingKind::Text => entry(EntryKind::Text, s.value.clone()),
+        });
+    }
+
+    fn approvals_key(&mut self, code: KeyCode) {
+        match code {
+            KeyCode::Up | KeyCode::Char('k') => {
+                self.approval_sel = self.approval_sel.saturating_sub(1);
+                self.follow.set(true);
+            }
+            KeyCode::Down | KeyCode::Char('j') => {
+                self.approval_sel =
+                    (self.approval_sel + 1).min(self.waiting.len().saturating_sub(1));
+                self.follow.set(true);
+            }
+            KeyCode::Char(c @ ('a' | 'r')) => {
+                let Some(w) = self.waiting.get(self.approval_sel) else {
+                    self.set_note(NoteKind::Info, "No request is waiting.");
+                    return;
+                };
+                let request = w.request.clone();
+                self.follow.set(true);
+                self.modal = Some(if c == 'a' && request.phrase.is_some() {
+                    Modal::Phrase {
+                        request,
+                        typed: String::new(),
+                        error: None,
+                    }
+                } else {
+                    Modal::Decide {
+                        request,
+                        approve: c == 'a',
+                    }
+                });
+            }
+            KeyCode::Esc => self.note = None,
+            _ => {}
+        }
+    }
+
+    fn tasks_key(&mut self, code: KeyCode, device: &dyn Device) {
+        if self.detail.is_some() {
+            let cell = &self.scroll[View::Task as usize];
+            match code {
+                KeyCode::Esc | KeyCode::Backspace | KeyCode::Left => {
+                    self.detail = None;
+                    self.follow.set(true);
+                }
+                KeyCode::Up | KeyCode::Char('k') => {
+                    cell.set(cell.get().saturating_sub(1));
+                }
+                KeyCode::Down | KeyCode::Char('j') => {
+                    cell.set(cell.get().saturating_add(1));
+                }
+                KeyCode::Char('r') => {
+                    if let Some(id) = self.detail.as_ref().map(|d| d.id.clone()) {
+                        self.open_task(&id, device);
+                    }
+                }
+                _ => {}
+            }
+            return;
+        }
+        let len = match &self.tasks {
+            Some(Ok(list)) => list.len(),
+            _ => 0,
+        };
+        match code {
+            KeyCode::Up | KeyCode::Char('k') => {
+                self.task_sel = self.task_sel.saturating_sub(1);
+                self.follow.set(true);
+            }
+            KeyCode::Down | KeyCode::Char('j') => {
+                self.task_sel = (self.task_sel + 1).min(len.saturating_sub(1));
+                self.follow.set(true);
+            }
+            KeyCode::Char('r') => {
+                self.load_tasks(device);
+                self.set_note(NoteKind::Info, "Refreshed.");
+            }
+            KeyCode::Enter => {
+                let id = match &self.tasks {
+                    Some(Ok(list)) => list.get(self.task_sel).map(|t| t.id.clone()),
+                    _ => None,
+                };
+                if let Some(id) = id {
+                    self.scroll[View::Task as usize].set(0);
+                    self.open_task(&id, device);
+                }
+            }
+            KeyCode::Esc => self.note = None,
+            _ => {}
+        }
+    }
+
+    fn open_task(&mut self, id: &TaskId, device: &dyn Device) {
+        let rows = match device.task(id) {
+            Ok(record) => Ok(crate::task::rows(&record)),
+            Err(e) => Err(device_error("Cannot read the task: ", &e)),
+        };
+        self.detail = Some(Detail {
+            id: id.clone(),
+            rows,
+            cache: RefCell::new(None),
+        });
+    }
+
+    fn modal_key(&mut self, modal: Modal, key: KeyEvent, device: &dyn Device) {
+        let plain = !key
+            .modifiers
+            .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        let yes = matches!(key.code, KeyCode::Enter | KeyCode::Char('y' | 'Y')) && plain;
+        let no = matches!(key.code, KeyCode::Esc | KeyCode::Char('n' | 'N')) && plain;
+        match modal {
+            Modal::Decide { request, approve } => {
+                if yes {
+                    self.decide(device, &request, approve, None);
+                } else if no {
+                    self.set_note(NoteKind::Info, "Cancelled: nothing was sent.");
+                } else {
+                    self.modal = Some(Modal::Decide { request, approve });
+                }
+            }
+            Modal::Phrase {
+                request,
+                mut typed,
+                mut error,
+            } => match key.code {
+                KeyCode::Esc => self.set_note(NoteKind::Info, "Cancelled: nothing was sent."),
+                KeyCode::Enter => {
+                    let phrase = request.phrase.as_deref().unwrap_or_default();
+                    if typed.is_empty() {
+                        error = Some("Type the phrase shown to approve.".into());
+                    } else if typed != phrase {
+                        error = Some(
+                            "That is not the phrase (nothing was sent): type it exactly as shown."
+                                .into(),
+                        );
+                    } else {
+                        match device.decide(&request.id.0, true, Some(&typed)) {
+                            Ok(()) => {
+                                self.decided_ok(&request, true);
+                                return;
+                            }
+                            Err(e)
+                                if matches!(
+                                    e.kind,
+                                    DeviceErrorKind::WrongPhrase | DeviceErrorKind::PhraseRequired
+                                ) =>
+                            {
+                                error = Some(device_error("Refused: ", &e));
+                            }
+                            Err(e) => {
+                                self.decide_failed(&request, &e);
+                                return;
+                            }
+                        }
+                    }
+                    self.modal = Some(Modal::Phrase {
+                        request,
+                        typed,
+                        error,
+                    });
+                }
+                _ => {
+                    if edit(&mut typed, key) {
+                        error = None;
+                    }
+                    self.modal = Some(Modal::Phrase {
+                        request,
+                        typed,
+                        error,
+                    });
+                }
+            },
+            Modal::Toggle {
+                key: k,
+                label,
+                value,
+            } => {
+                if yes {
+                    self.save(device, &k, if value { "true" } else { "false" });
+                } else if no {
+                    self.set_note(NoteKind::Info, "Not saved.");
+                } else {
+                    self.modal = Some(Modal::Toggle {
+                        key: k,
+                        label,
+                        value,
+                    });
+                }
+            }
+            Modal::Entry {
+                key: k,
+                label,
+                kind,
+                mut typed,
+                mut error,
+            } => match key.code {
+                KeyCode::Esc => {
+                    typed.clear();
+                    self.set_note(NoteKind::Info, "Not saved.");
+                }
+                KeyCode::Enter => {
+                    let value = match kind {
+                        EntryKind::Port => typed.trim().to_string(),
+                        _ => typed.clone(),
+                    };
+                    let check = match kind {
+                        EntryKind::Port if !valid_port(&value) => {
+                            Some("Enter a port number from 0 to 65535 (0 picks any free port).")
+                        }
+                        EntryKind::Secret if value.is_empty() => Some(
+                            "Type the new token first (or use \"Rotate token\" for a random one).",
+                        ),
+                        _ => None,
+                    };
+                    if let Some(message) = check {
+                        error = Some(message.into());
+                    } else {
+                        match device.save_setting(&k, &value) {
+                            Ok(saved) => {
+                                typed.clear();
+                                self.saved(device, &saved);
+                                return;
+                            }
+                            Err(e) => error = Some(device_error("Not saved: ", &e)),
+                        }
+                    }
+                    self.modal = Some(Modal::Entry {
+                        key: k,
+                        label,
+                        kind,
+                        typed,
+                        error,
+                    });
+                }
+                _ => {
+                    if edit(&mut typed, key) {
+                        error = None;
+                    }
+                    self.modal = Some(Modal::Entry {
+                        key: k,
+                        label,
+                        kind,
+                        typed,
+                        error,
+                    });
+                }
+            },
+            Modal::Rotate => {
+                if yes {
+                    match device.rotate_token() {
+                        Ok(saved) => self.saved(device, &saved),
+                        Err(e) => self.set_note(NoteKind::Error, device_error("Not rotated: ", &e)),
+                    }
+                } else if no {
+                    self.set_note(NoteKind::Info, "Not rotated.");
+                } else {
+                    self.modal = Some(Modal::Rotate);
+                }
+            }
+            Modal::Quit => {
+                if yes {
+                    self.quit_now(device);
+                } else if no {
+                    self.note = None;
+                } else {
+                    self.modal = Some(Modal::Quit);
+                }
+            }
+        }
+    }
+
+    fn decide(
+        &mut self,
+        device: &dyn Device,
+        request: &PendingApproval,
+        approve: bool,
+        phrase: Option<&str>,
+    ) {
+        match device.decide(&request.id.0, approve, phrase) {
+            Ok(()) => self.decided_ok(request, approve),
+            Err(e) => self.decide_failed(request, &e),
+        }
+    }
+
+    fn decided_ok(&mut self, request: &PendingApproval, approve: bool) {
+        let id = &request.id.0;
+        tracing::debug!(id = %Shown::new(id), approve, "decided from the TUI");
+        self.decided.push((id.clone(), self.now));
+        self.waiting.retain(|w| w.request.id.0 != *id);
+        self.approval_sel = self.approval_sel.min(self.waiting.len().saturating_sub(1));
+        let verb = if approve { "Approved" } else { "Rejected" };
+        self.set_note(NoteKind::Ok, format!("{verb} {}.", shown(id)));
+    }
+
+    fn decide_failed(&mut self, request: &PendingApproval, e: &DeviceError) {
+        let id = shown(&request.id.0);
+        let text = match e.kind {
+            DeviceErrorKind::NoSuchRequest => {
+                format!("Request {id}: decided elsewhere or gone.")
+            }
+            DeviceErrorKind::Expired => {
+                format!("Request {id} expired before the decision reached it.")
+            }
+            DeviceErrorKind::WrongPhrase => {
+                device_error(&format!("Request {id}: wrong phrase: "), e)
+            }
+            DeviceErrorKind::PhraseRequired => {
+                device_error(&format!("Request {id} needs its phrase: "), e)
+            }
+            DeviceErrorKind::NotRunning => device_error("Nothing is running: ", e),
+            DeviceErrorKind::Refused => device_error("Refused: ", e),
+            DeviceErrorKind::Invalid | DeviceErrorKind::Failed => {
+                device_error(&format!("Request {id} was not decided: "), e)
+            }
+        };
+        if matches!(
+            e.kind,
+            DeviceErrorKind::NoSuchRequest | DeviceErrorKind::Expired
+        ) {
+            // It will not come back: drop it now rather than at the next poll.
+            self.decided.push((request.id.0.clone(), self.now));
+            self.waiting.retain(|w| w.request.id != request.id);
+            self.approval_sel = self.approval_sel.min(self.waiting.len().saturating_sub(1));
+        }
+        self.set_note(NoteKind::Error, text);
+    }
+
+    fn save(&mut self, device: &dyn Device, key: &str, value: &str) {
+        match device.save_setting(key, value) {
+            Ok(saved) => self.saved(device, &saved),
+            Err(e) => self.set_note(NoteKind::Error, device_error("Not saved: ", &e)),
+        }
+    }
+
+    fn saved(&mut self, device: &dyn Device, saved: &crate::device::Saved) {
+        let mut text = if saved.message.is_empty() {
+            "Saved.".to_string()
+        } else {
+            shown(&saved.message)
+        };
+        if saved.restart_needed {
+            text.push_str(" restart needed: nl2sh service restart");
+        }
+        self.set_note(NoteKind::Ok, text);
+        self.load_settings(device);
+    }
+
+    /// Quit now; stop the service first if this TUI started it.
+    fn quit_now(&mut self, device: &dyn Device) {
+        self.modal = None;
+        let quit = if self.started {
+            match device.stop_protocols() {
+                Ok(()) => {
+                    self.started = false;
+                    Quit {
+                        message: Some("Stopped the service this TUI started.".into()),
+                        failed: false,
+                    }
+                }
+                Err(e) => Quit {
+                    message: Some(device_error(
+                        "Could not stop the service this TUI started: ",
+                        &e,
+                    )),
+                    failed: true,
+                },
+            }
+        } else {
+            Quit {
+                message: None,
+                failed: false,
+            }
+        };
+        self.quit = Some(quit);
+    }
+}
+
+/// Whether `value` is a port number: 1–5 digits, at most 65535.
+fn valid_port(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= 5
+        && value.bytes().all(|b| b.is_ascii_digit())
+        && value.parse::<u32>().is_ok_and(|p| p <= 65535)
+}
+
+/// A key typed into an entry: a character appended, Backspace erasing one. Whether the
+/// text changed.
+fn edit(typed: &mut String, key: KeyEvent) -> bool {
+    if key
+        .modifiers
+        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT)
+    {
+        return false;
+    }
+    match key.code {
+        KeyCode::Backspace => typed.pop().is_some(),
+        KeyCode::Char(c) if !c.is_control() && typed.chars().count() < MAX_ENTRY_CHARS => {
+            typed.push(c);
+            true
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports() {
+        for ok in ["0", "1", "8765", "65535", "00080"] {
+            assert!(valid_port(ok), "{ok}");
+        }
+        for bad in ["", "65536", "70000", "-1", "123456", "80a", " 80", "+80"] {
+            assert!(!valid_port(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! What the terminal interface asks of the device. The supervisor implements [`Device`]
+//! over local files and approvald's local socket; the tests use a fake.
+//!
+//! Every string these calls return came from the device, a caller, a tool or a model: the
+//! interface shows each one through [`nl2sh_proto::display::Shown`].
+
+use nl2sh_proto::channels::{PendingApproval, ProtocolStatus, SettingView, TaskId, TaskRecord};
+
+/// What the TUI asks of the device. Calls block briefly (local files and a local socket).
+pub trait Device {
+    /// Discovery now (as `service status` reads it), with the live token when one serves HTTP.
+    fn status(&self) -> ProtocolStatus;
+    fn pending(&self) -> Result<Vec<PendingApproval>, DeviceError>;
+    fn decide(&self, id: &str, approve: bool, phrase: Option<&str>) -> Result<(), DeviceError>;
+    fn grants(&self) -> Result<Vec<String>, DeviceError>;
+    fn tasks(&self, limit: u32) -> Result<Vec<TaskRecord>, DeviceError>;
+    fn task(&self, id: &TaskId) -> Result<TaskRecord, DeviceError>;
+    /// The "MCP / A2A" settings (protocol_start_with_service, protocol_service_port, protocol_token (credential: value "set"/"not set"), protocol_auto_approve, approval_notifications).
+    fn settings(&self) -> Result<Vec<SettingView>, DeviceError>;
+    /// Validate and save as `nl2sh config set` does.
+    fn save_setting(&self, key: &str, value: &str) -> Result<Saved, DeviceError>;
+    fn rotate_token(&self) -> Result<Saved, DeviceError>;
+    /// protocol_start_with_service from the configuration.
+    fn start_with_service(&self) -> bool;
+    /// Start the managed service for this configuration; Ok(true) when this call started it, Ok(false) when one already ran (reused, never stopped by the TUI).
+    fn start_protocols(&self) -> Result<bool, DeviceError>;
+    /// Stop the managed service this TUI started.
+    fn stop_protocols(&self) -> Result<(), DeviceError>;
+}
+
+/// Why a [`Device`] call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceErrorKind {
+    /// Nothing runs for this configuration (no approvald to ask).
+    NotRunning,
+    /// No request with that id waits: decided elsewhere, or gone.
+    NoSuchRequest,
+    /// The request expired before the decision reached it.
+    Expired,
+    /// A dangerous or critical request needs its phrase.
+    PhraseRequired,
+    /// The phrase given is not the request's.
+    WrongPhrase,
+    /// The value or request does not validate.
+    Invalid,
+    /// Refused: not a person (another user, or a process nl2sh started).
+    Refused,
+    /// Anything else (the message says what).
+    Failed,
+}
+
+/// A failed [`Device`] call: its kind and a message for the owner (shown escaped).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct DeviceError {
+    pub kind: DeviceErrorKind,
+    pub message: String,
+}
+
+impl DeviceError {
+    pub fn new(kind: DeviceErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// What a saved setting (or a rotated token) answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Saved {
+    pub message: String,
+    pub restart_needed: bool,
+}

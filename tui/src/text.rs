@@ -1,0 +1,200 @@
+//! Small text helpers: wrapping to the terminal's width without losing a character, the
+//! OSC 52 clipboard sequence, and UTC times.
+//!
+//! Nothing here escapes: text from a device, a caller, a tool or a model is passed
+//! through [`nl2sh_proto::display::Shown`] before it reaches these functions.
+
+use unicode_width::UnicodeWidthChar;
+
+/// Columns `c` takes on a terminal (0 for combining marks).
+pub(crate) fn char_width(c: char) -> usize {
+    c.width().unwrap_or(0)
+}
+
+/// Columns `s` takes on a terminal.
+pub(crate) fn width(s: &str) -> usize {
+    s.chars().map(char_width).sum()
+}
+
+/// `text` in lines of at most `first` columns (the first line) and `rest` columns (the
+/// others). Every character is kept, in order: the lines joined are `text` again, so a
+/// value is never cut by the layout. A line breaks after a space when one is near its
+/// end (prose reads better), else between two characters. A character wider than a
+/// whole line gets a line of its own.
+pub(crate) fn wrap(text: &str, first: usize, rest: usize) -> Vec<String> {
+    let first = first.max(1);
+    let rest = rest.max(1);
+    let mut out = Vec::new();
+    let mut line = String::new();
+    let mut used = 0;
+    let mut limit = first;
+    // Byte offset just after the last space in `line`, and the columns up to there.
+    let mut space: Option<(usize, usize)> = None;
+    for c in text.chars() {
+        let cw = char_width(c);
+        if used + cw > limit && !line.is_empty() {
+            let tail_fits = |at: usize, upto: usize| {
+                // The part after the space, plus `c`, must fit the next line.
+                let tail = used - upto;
+                at < line.len() && upto * 2 >= limit && tail + cw <= rest
+            };
+            match space {
+                Some((at, upto)) if tail_fits(at, upto) => {
+                    let tail = line.split_off(at);
+                    out.push(std::mem::replace(&mut line, tail));
+                    used -= upto;
+                }
+                _ => {
+                    out.push(std::mem::take(&mut line));
+                    used = 0;
+                }
+            }
+            limit = rest;
+            space = None;
+        }
+        line.push(c);
+        used += cw;
+        if c == ' ' {
+            space = Some((line.len(), used));
+        }
+    }
+    out.push(line);
+    out
+}
+
+/// Standard base64 (RFC 4648, with padding).
+pub(crate) fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let sextet = |shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
+        out.push(sextet(18));
+        out.push(sextet(12));
+        out.push(if chunk.len() > 1 { sextet(6) } else { '=' });
+        out.push(if chunk.len() > 2 { sextet(0) } else { '=' });
+    }
+    out
+}
+
+/// The OSC 52 sequence that asks the terminal to put `text` on the clipboard:
+/// `ESC ] 52 ; c ; <base64> BEL`. Base64 keeps every byte of `text` out of the terminal's
+/// parser.
+pub fn osc52(text: &str) -> String {
+    format!("\u{1b}]52;c;{}\u{7}", base64(text.as_bytes()))
+}
+
+/// Milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`.
+pub(crate) fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let of_day = secs.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        of_day / 3600,
+        of_day % 3600 / 60,
+        of_day % 60
+    )
+}
+
+/// Seconds left as a person reads them: `45 s`, `1 min 05 s`, `expired`.
+pub(crate) fn time_left(secs: u64) -> String {
+    if secs == 0 {
+        "expired".to_string()
+    } else if secs < 60 {
+        format!("{secs} s left")
+    } else {
+        format!("{} min {:02} s left", secs / 60, secs % 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrap_keeps_every_character() {
+        let texts = [
+            "",
+            "short",
+            "touch /tmp/x\\u{202e}txt.exe\\x1b[2J\\r\\n evil and then some more words here",
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "日本語の文字列は二桁の幅を持つので折り返しに注意が必要です",
+            "e\u{301}e\u{301}e\u{301}e\u{301} words  with   spaces",
+        ];
+        for text in texts {
+            for (first, rest) in [(1, 1), (3, 5), (10, 10), (7, 20), (80, 76), (0, 0)] {
+                let lines = wrap(text, first, rest);
+                assert_eq!(lines.concat(), text, "{text:?} {first} {rest}");
+                for (i, line) in lines.iter().enumerate() {
+                    let limit = if i == 0 { first } else { rest }.max(1);
+                    // Only a single wide character may exceed a one-column line.
+                    assert!(
+                        width(line) <= limit.max(2),
+                        "{line:?} over {limit} in {text:?}"
+                    );
+                    if limit >= 2 {
+                        assert!(width(line) <= limit, "{line:?} over {limit}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn wrap_prefers_spaces() {
+        assert_eq!(
+            wrap("hello brave new world", 12, 12),
+            ["hello brave ", "new world"]
+        );
+        // Full lines when there is no space.
+        assert_eq!(wrap("abcdefghij", 4, 4), ["abcd", "efgh", "ij"]);
+        assert_eq!(wrap("", 4, 4), [""]);
+    }
+
+    #[test]
+    fn base64_matches_rfc4648() {
+        for (input, want) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(input.as_bytes()), want);
+        }
+        assert_eq!(osc52("foo"), "\u{1b}]52;c;Zm9v\u{7}");
+    }
+
+    #[test]
+    fn utc_times() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_700_000_000_123), "2023-11-14 22:13:20 UTC");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc(-1000), "1969-12-31 23:59:59 UTC");
+    }
+
+    #[test]
+    fn time_left_words() {
+        assert_eq!(time_left(0), "expired");
+        assert_eq!(time_left(45), "45 s left");
+        assert_eq!(time_left(65), "1 min 05 s left");
+    }
+}

@@ -1,0 +1,960 @@
+//! Drawing: [`App::draw`] renders the state into a ratatui frame of any size.
+//!
+//! Every value that came from the device, a caller, a tool or a model is passed through
+//! [`Shown`] before it becomes a span, and long values are wrapped to the width (never
+//! cut by the layout: what does not fit scrolls).
+
+use nl2sh_proto::channels::{PendingApproval, ProtocolState};
+use nl2sh_proto::display::Shown;
+use nl2sh_proto::limits::MAX_ACTION_BYTES;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Clear, Paragraph};
+use ratatui::Frame;
+
+use crate::app::{
+    setting_kind, setting_label, App, EntryKind, McpItem, Modal, NoteKind, Page, SettingKind, View,
+    AUTO_APPROVE_WARNING, SNIPPETS,
+};
+use crate::task::{Look, Row};
+use crate::text::{time_left, utc, width, wrap};
+
+fn shown(text: &str) -> String {
+    Shown::new(text).to_string()
+}
+
+/// Styles, or none at all without colour.
+#[derive(Clone, Copy)]
+pub(crate) struct Theme {
+    color: bool,
+}
+
+impl Theme {
+    fn pick(self, style: Style) -> Style {
+        if self.color {
+            style
+        } else {
+            Style::default()
+        }
+    }
+    fn plain(self) -> Style {
+        Style::default()
+    }
+    fn heading(self) -> Style {
+        self.pick(Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD))
+    }
+    fn label(self) -> Style {
+        self.pick(Style::new().add_modifier(Modifier::BOLD))
+    }
+    fn selected(self) -> Style {
+        self.pick(Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD))
+    }
+    fn muted(self) -> Style {
+        self.pick(Style::new().fg(Color::DarkGray))
+    }
+    fn ok(self) -> Style {
+        self.pick(Style::new().fg(Color::Green))
+    }
+    fn warn(self) -> Style {
+        self.pick(Style::new().fg(Color::Yellow))
+    }
+    fn error(self) -> Style {
+        self.pick(Style::new().fg(Color::Red).add_modifier(Modifier::BOLD))
+    }
+    fn tab(self) -> Style {
+        self.pick(Style::new().add_modifier(Modifier::REVERSED | Modifier::BOLD))
+    }
+    fn state(self, state: ProtocolState) -> Style {
+        match state {
+            ProtocolState::Running => {
+                self.pick(Style::new().fg(Color::Green).add_modifier(Modifier::BOLD))
+            }
+            ProtocolState::Stopped => {
+                self.pick(Style::new().fg(Color::Red).add_modifier(Modifier::BOLD))
+            }
+            ProtocolState::Unknown => {
+                self.pick(Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD))
+            }
+        }
+    }
+    fn risk(self, risk: &str) -> Style {
+        match risk {
+            "dangerous" | "critical" => self.error(),
+            "medium" | "high" => {
+                self.pick(Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD))
+            }
+            _ => self.label(),
+        }
+    }
+    fn note(self, kind: NoteKind) -> Style {
+        match kind {
+            NoteKind::Info => self.plain(),
+            NoteKind::Ok => self.ok(),
+            NoteKind::Error => self.error(),
+        }
+    }
+    fn look(self, look: Look) -> Style {
+        match look {
+            Look::Plain => self.plain(),
+            Look::Heading => self.heading(),
+            Look::Label => self.label(),
+            Look::Muted => self.muted(),
+            Look::Error => self.error(),
+        }
+    }
+}
+
+/// Lines of a page, wrapped to its width, with the range of the selected item.
+pub(crate) struct Body {
+    pub lines: Vec<Line<'static>>,
+    width: usize,
+    pub selected: Option<(usize, usize)>,
+}
+
+impl Body {
+    fn new(width: usize) -> Self {
+        Self {
+            lines: Vec::new(),
+            width: width.max(1),
+            selected: None,
+        }
+    }
+
+    fn blank(&mut self) {
+        self.lines.push(Line::default());
+    }
+
+    /// `text` wrapped to the width.
+    fn text(&mut self, text: &str, style: Style) {
+        self.field("", Style::default(), text, style, 0);
+    }
+
+    /// `lead` (ours), then `text` wrapped, its further lines indented by `indent`. A
+    /// lead too wide for the line gets a line of its own.
+    fn field(&mut self, lead: &str, lead_style: Style, text: &str, style: Style, indent: usize) {
+        let lead_width = width(lead);
+        let indent = indent.min(self.width / 2);
+        let rest = self.width - indent;
+        if lead_width > 0 && lead_width + 1 > self.width {
+            for part in wrap(lead, self.width, self.width) {
+                self.lines.push(Line::from(Span::styled(part, lead_style)));
+            }
+            for part in wrap(text, rest, rest) {
+                self.lines.push(Line::from(vec![
+                    Span::raw(" ".repeat(indent)),
+                    Span::styled(part, style),
+                ]));
+            }
+            return;
+        }
+        let first = self.width - lead_width;
+        for (i, part) in wrap(text, first, rest).into_iter().enumerate() {
+            let head = if i == 0 {
+                Span::styled(lead.to_string(), lead_style)
+            } else {
+                Span::raw(" ".repeat(indent))
+            };
+            self.lines
+                .push(Line::from(vec![head, Span::styled(part, style)]));
+        }
+    }
+
+    fn start(&self) -> usize {
+        self.lines.len()
+    }
+
+    fn select_from(&mut self, start: usize) {
+        self.selected = Some((start, self.lines.len()));
+    }
+}
+
+/// The first line of a request as `nl2sh protocol approvals` prints it, with the time left
+/// counting down, and its further fields: action, reasons, phrase. Every value escaped.
+pub(crate) fn describe(r: &PendingApproval, left: u64) -> (String, Vec<(&'static str, String)>) {
+    let head = format!(
+        "{id}  {tool}  risk {risk}{root}  as {identity}  from {origin}{task}  {left}",
+        id = Shown::new(&r.id.0),
+        tool = Shown::new(&r.tool),
+        risk = r.risk.as_str(),
+        root = if r.requires_root {
+            " (requires root)"
+        } else {
+            ""
+        },
+        identity = r.identity.as_str(),
+        origin = r.origin.as_str(),
+        task = r
+            .task
+            .as_ref()
+            .map(|t| format!(" (task {})", Shown::new(&t.0)))
+            .unwrap_or_default(),
+        left = time_left(left),
+    );
+    let mut fields = vec![(
+        "action: ",
+        Shown::new(&r.action)
+            .max_bytes(MAX_ACTION_BYTES)
+            .to_string(),
+    )];
+    for reason in &r.reasons {
+        fields.push(("why: ", shown(reason)));
+    }
+    if let Some(phrase) = &r.phrase {
+        fields.push(("phrase: ", shown(phrase)));
+    }
+    (head, fields)
+}
+
+/// The key help in lines of at most `columns`, broken between its " · " items.
+fn pack(help: &str, columns: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for item in help.split(" · ") {
+        if !line.is_empty() && width(&line) + 3 + width(item) <= columns {
+            line.push_str(" · ");
+            line.push_str(item);
+            continue;
+        }
+        if !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        let mut parts = wrap(item, columns, columns);
+        line = parts.pop().unwrap_or_default();
+        lines.extend(parts);
+    }
+    lines.push(line);
+    lines
+}
+
+impl App {
+    fn theme(&self) -> Theme {
+        Theme { color: self.color }
+    }
+
+    /// Renders the whole interface into `frame`, whatever its size.
+    pub fn draw(&self, frame: &mut Frame) {
+        let area = frame.area();
+        if area.width == 0 || area.height == 0 {
+            return;
+        }
+        let theme = self.theme();
+        let w = usize::from(area.width);
+        let h = usize::from(area.height);
+
+        let help = pack(self.help(), w);
+        let header_rows = if h >= 8 { 2 } else { 1 };
+        let footer_rows = help.len().min(if h >= 8 { 2 } else { usize::from(h >= 3) });
+        let note_lines = self
+            .note
+            .as_ref()
+            .map(|n| wrap(&n.text, w, w))
+            .unwrap_or_default();
+        let room = h.saturating_sub(header_rows + footer_rows);
+        let note_rows = note_lines.len().min(room.saturating_sub(3));
+        let body_rows = room.saturating_sub(note_rows);
+
+        let rows = |from: usize, count: usize| Rect {
+            x: area.x,
+            y: area.y + from as u16,
+            width: area.width,
+            height: count as u16,
+        };
+
+        // The page.
+        let view = self.view();
+        let body = self.body(view, w);
+        let total = body.lines.len();
+        let cell = &self.scroll[view as usize];
+        let mut top = cell.get();
+        if self.follow.get() {
+            if let Some((start, end)) = body.selected {
+                if start < top {
+                    top = start;
+                } else if end > top + body_rows {
+                    top = if end - start > body_rows {
+                        start
+                    } else {
+                        end - body_rows
+                    };
+                }
+            }
+        }
+        top = top.min(total.saturating_sub(body_rows));
+        cell.set(top);
+        self.body_rows.set(body_rows);
+        let visible: Vec<Line> = body.lines.into_iter().skip(top).take(body_rows).collect();
+        frame.render_widget(Paragraph::new(visible), rows(header_rows, body_rows));
+
+        // The header: version and status, then the pages (and where the view is).
+        let position = (total > body_rows).then(|| {
+            format!(
+                " {}-{}/{} PgUp/PgDn",
+                top + 1,
+                (top + body_rows).min(total),
+                total
+            )
+        });
+        let mut header = vec![self.title_line(w)];
+        if header_rows == 2 {
+            header.push(self.tabs_line(w, position.as_deref()));
+        }
+        frame.render_widget(Paragraph::new(header), rows(0, header_rows));
+
+        // The note, then the keys.
+        if note_rows > 0 {
+            let style = theme.note(self.note.as_ref().map_or(NoteKind::Info, |n| n.kind));
+            let mut lines: Vec<Line> = note_lines
+                .iter()
+                .take(note_rows)
+                .map(|l| Line::from(Span::styled(l.clone(), style)))
+                .collect();
+            if note_lines.len() > note_rows {
+                if let Some(last) = lines.last_mut() {
+                    *last = Line::from(Span::styled(
+                        "… (the message goes on: make the terminal larger)",
+                        style,
+                    ));
+                }
+            }
+            frame.render_widget(
+                Paragraph::new(lines),
+                rows(header_rows + body_rows, note_rows),
+            );
+        }
+        if footer_rows > 0 {
+            let lines: Vec<Line> = help
+                .into_iter()
+                .take(footer_rows)
+                .map(|l| Line::from(Span::styled(l, theme.muted())))
+                .collect();
+            frame.render_widget(Paragraph::new(lines), rows(h - footer_rows, footer_rows));
+        }
+
+        if let Some(modal) = &self.modal {
+            self.draw_modal(frame, area, modal);
+        }
+    }
+
+    fn title_line(&self, w: usize) -> Line<'static> {
+        let theme = self.theme();
+        let word = match self.status.state {
+            ProtocolState::Running => "Running",
+            ProtocolState::Stopped => "Stopped",
+            ProtocolState::Unknown => "Unknown",
+        };
+        let mut spans = vec![
+            Span::styled(
+                format!("nl2sh {}", Shown::new(&self.status.version)),
+                theme.label(),
+            ),
+            Span::raw(" · "),
+            Span::styled(word, theme.state(self.status.state)),
+        ];
+        let waiting = self.waiting.len();
+        if self.started {
+            // Left out where it would push the count of waiting requests off the line.
+            let used: usize = spans.iter().map(Span::width).sum();
+            let started = " (started by this TUI)";
+            let count = if waiting > 0 { 12 } else { 0 };
+            if used + started.len() + count <= w {
+                spans.push(Span::raw(started));
+            }
+        }
+        if waiting > 0 {
+            let used: usize = spans.iter().map(Span::width).sum();
+            let text = format!("{waiting} waiting");
+            let pad = w.saturating_sub(used + text.len()).max(2);
+            spans.push(Span::raw(" ".repeat(pad)));
+            spans.push(Span::styled(text, theme.warn()));
+        }
+        Line::from(spans)
+    }
+
+    fn tabs_line(&self, w: usize, position: Option<&str>) -> Line<'static> {
+        let theme = self.theme();
+        let mut spans = Vec::new();
+        for page in Page::ALL {
+            let mut name = format!("{} {}", page.number(), page.title());
+            if page == Page::Approvals && !self.waiting.is_empty() {
+                name.push_str(&format!(" ({})", self.waiting.len()));
+            }
+            if page == self.page {
+                spans.push(Span::styled(format!("[{name}]"), theme.tab()));
+            } else {
+                spans.push(Span::raw(format!(" {name} ")));
+            }
+            spans.push(Span::raw(" "));
+        }
+        if let Some(position) = position {
+            let used: usize = spans.iter().map(Span::width).sum();
+            if used + position.len() <= w {
+                spans.push(Span::raw(" ".repeat(w - used - position.len())));
+                spans.push(Span::styled(position.to_string(), theme.muted()));
+            }
+        }
+        Line::from(spans)
+    }
+
+    /// The keys of what is shown.
+    fn help(&self) -> &'static str {
+        match &self.modal {
+            Some(Modal::Phrase { .. }) => {
+                "Type the phrase · Enter: approve · Backspace: erase · Esc: cancel · Ctrl-C: quit"
+            }
+            Some(Modal::Entry { .. }) => {
+                "Type the value · Enter: save · Backspace: erase · Esc: cancel · Ctrl-C: quit"
+            }
+            Some(_) => "y/Enter: yes · n/Esc: no · Ctrl-C: quit",
+            None => match self.page {
+                Page::Protocols => {
+                    "Tab/1-4: page · ↑↓/jk: select · Enter: edit · ←→: snippet · c: copy · \
+                     t: token · r: refresh · PgUp/PgDn: scroll · q: quit"
+                }
+                Page::Approvals => {
+                    "Tab/1-4: page · ↑↓/jk: select · a: approve · r: reject · PgUp/PgDn: scroll · \
+                     q: quit"
+                }
+                Page::Tasks if self.detail.is_some() => {
+                    "Esc: back · ↑↓/jk PgUp/PgDn: scroll · r: reload · Tab/1-4: page · q: quit"
+                }
+                Page::Tasks => {
+                    "Tab/1-4: page · ↑↓/jk: select · Enter: open · r: refresh · PgUp/PgDn: scroll · \
+                     q: quit"
+                }
+                Page::Ask => "Tab/1-4: page · q: quit",
+            },
+        }
+    }
+
+    fn body(&self, view: View, w: usize) -> Body {
+        match view {
+            View::Protocols => self.protocols_body(w),
+            View::Approvals => self.approvals_body(w),
+            View::Tasks => self.tasks_body(w),
+            View::Task => self.task_body(w),
+            View::Ask => {
+                let mut body = Body::new(w);
+                body.text(
+                    "Ask (the built-in Agent from the terminal) is not available yet; delegate \
+                     tasks over A2A or MCP (`nl2sh_ask`).",
+                    self.theme().plain(),
+                );
+                body
+            }
+        }
+    }
+
+    fn protocols_body(&self, w: usize) -> Body {
+        let theme = self.theme();
+        let mut body = Body::new(w);
+        let st = &self.status;
+        let running = st.state == ProtocolState::Running;
+        if running {
+            let transport = st.transport.as_deref().unwrap_or("");
+            let text = if transport == "stdio" {
+                "A local client runs nl2sh over stdio; no HTTP endpoint".to_string()
+            } else {
+                let at = st
+                    .mcp_url
+                    .as_deref()
+                    .or(st.listen.as_deref())
+                    .map(|u| format!(" at {}", Shown::new(u)))
+                    .unwrap_or_default();
+                let how = if transport == "service" {
+                    "Running as the service over HTTP"
+                } else {
+                    "Running over HTTP"
+                };
+                format!("{how}{at}")
+            };
+            body.field(
+                "● Running  ",
+                theme.state(st.state),
+                &text,
+                theme.plain(),
+                2,
+            );
+            if !st.detail.is_empty() {
+                body.field("  ", theme.plain(), &shown(&st.detail), theme.muted(), 2);
+            }
+            let kv = |body: &mut Body, label: &str, value: &str| {
+                body.field(
+                    &format!("  {label:<16}"),
+                    theme.label(),
+                    value,
+                    theme.plain(),
+                    18,
+                );
+            };
+            kv(&mut body, "Version", &shown(&st.version));
+            for (label, value) in [
+                ("Transport", &st.transport),
+                ("MCP URL", &st.mcp_url),
+                ("A2A URL", &st.a2a_url),
+                ("Agent Card URL", &st.card_url),
+                ("Listen", &st.listen),
+            ] {
+                if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
+                    kv(&mut body, label, &shown(value));
+                }
+            }
+            if let Some(pid) = st.pid {
+                kv(&mut body, "PID", &pid.to_string());
+            }
+            if let Some(since) = st.since.as_deref().filter(|v| !v.is_empty()) {
+                kv(&mut body, "Since", &shown(since));
+            }
+            if !st.config_path.is_empty() {
+                kv(&mut body, "Configuration", &shown(&st.config_path));
+            }
+            let token = match &st.token {
+                None => "no HTTP token (not running over HTTP)".to_string(),
+                Some(_) if !self.token_shown => "hidden (t reveals it)".to_string(),
+                Some(token) => format!("{}  (t hides it)", Shown::new(token.expose())),
+            };
+            kv(&mut body, "Token", &token);
+        } else {
+            // One line: the protocols are not running, and why.
+            let (word, fallback) = match st.state {
+                ProtocolState::Stopped => ("○ Stopped  ", "Stopped"),
+                _ => ("? Unknown  ", "State unknown"),
+            };
+            let detail = if st.detail.is_empty() {
+                fallback.to_string()
+            } else {
+                shown(&st.detail)
+            };
+            body.field(word, theme.state(st.state), &detail, theme.plain(), 2);
+        }
+        if let Some(note) = &self.startup {
+            body.text(&note.text, theme.note(note.kind));
+        }
+
+        if running {
+            body.blank();
+            let start = body.start();
+            let selected = self.mcp_sel == McpItem::Snippets;
+            let lead = if selected { "> " } else { "  " };
+            let title = format!(
+                "Connect a client  < {}/{} {} >",
+                self.snippet + 1,
+                SNIPPETS.len(),
+                SNIPPETS[self.snippet]
+            );
+            body.field(
+                lead,
+                theme.selected(),
+                &title,
+                if selected {
+                    theme.selected()
+                } else {
+                    theme.heading()
+                },
+                2,
+            );
+            if st.examples {
+                body.field(
+                    "  ",
+                    theme.plain(),
+                    "Example (the service does not serve HTTP): for the default loopback address.",
+                    theme.warn(),
+                    2,
+                );
+            }
+            for line in self.snippet_text(self.snippet).split('\n') {
+                body.field("  ", theme.plain(), &shown(line), theme.plain(), 2);
+            }
+            body.field(
+                "  ",
+                theme.plain(),
+                "c copies it (OSC 52) · ←/→ shows another",
+                theme.muted(),
+                2,
+            );
+            if selected {
+                body.select_from(start);
+            }
+        }
+
+        body.blank();
+        body.text("Settings", theme.heading());
+        match &self.settings {
+            Err(e) => body.text(e, theme.error()),
+            Ok(settings) if settings.is_empty() => body.text("No settings.", theme.muted()),
+            Ok(settings) => {
+                for s in settings {
+                    let start = body.start();
+                    let selected = self.mcp_sel == McpItem::Setting(s.key.clone());
+                    let label = setting_label(&s.key)
+                        .map(str::to_string)
+                        .unwrap_or_else(|| shown(&s.key));
+                    let lead = format!("{}{label:<39} ", if selected { "> " } else { "  " });
+                    let mut value = shown(&s.value);
+                    if !s.set && setting_kind(s) != SettingKind::Secret {
+                        value.push_str(" (default)");
+                    }
+                    body.field(
+                        &lead,
+                        if selected {
+                            theme.selected()
+                        } else {
+                            theme.plain()
+                        },
+                        &value,
+                        theme.label(),
+                        4,
+                    );
+                    if s.key == "protocol_auto_approve" {
+                        body.field("    ", theme.plain(), AUTO_APPROVE_WARNING, theme.warn(), 4);
+                    }
+                    if selected {
+                        body.select_from(start);
+                    }
+                }
+                if settings.iter().any(|s| s.key == "protocol_token") {
+                    let start = body.start();
+                    let selected = self.mcp_sel == McpItem::Rotate;
+                    body.field(
+                        if selected { "> " } else { "  " },
+                        theme.selected(),
+                        "Rotate token: save a new random one (never shown)",
+                        if selected {
+                            theme.selected()
+                        } else {
+                            theme.plain()
+                        },
+                        4,
+                    );
+                    if selected {
+                        body.select_from(start);
+                    }
+                }
+            }
+        }
+        body
+    }
+
+    fn approvals_body(&self, w: usize) -> Body {
+        let theme = self.theme();
+        let mut body = Body::new(w);
+        if let Some(e) = &self.pending_error {
+            body.text(e, theme.error());
+        }
+        if self.waiting.is_empty() && self.pending_error.is_none() {
+            body.text("No requests are waiting.", theme.muted());
+        }
+        for (i, waiting) in self.waiting.iter().enumerate() {
+            let start = body.start();
+            let selected = i == self.approval_sel;
+            let (head, fields) = describe(&waiting.request, self.seconds_left(waiting));
+            let lead_style = if selected {
+                theme.selected()
+            } else {
+                theme.plain()
+            };
+            body.field(
+                if selected { "> " } else { "  " },
+                lead_style,
+                &head,
+                theme.risk(waiting.request.risk.as_str()),
+                4,
+            );
+            for (label, value) in fields {
+                let lead = format!("    {label}");
+                let indent = width(&lead);
+                body.field(&lead, theme.label(), &value, theme.plain(), indent);
+            }
+            if selected {
+                body.select_from(start);
+            }
+            body.blank();
+        }
+        body.blank();
+        body.text("Grants (read-only)", theme.heading());
+        match &self.grants {
+            None => body.text("Loading…", theme.muted()),
+            Some(Err(e)) => body.text(e, theme.error()),
+            Some(Ok(grants)) if grants.is_empty() => body.text("No grants.", theme.muted()),
+            Some(Ok(grants)) => {
+                for grant in grants {
+                    body.field("  - ", theme.plain(), &shown(grant), theme.plain(), 4);
+                }
+            }
+        }
+        body
+    }
+
+    fn tasks_body(&self, w: usize) -> Body {
+        let theme = self.theme();
+        let mut body = Body::new(w);
+        match &self.tasks {
+            None => body.text("Loading…", theme.muted()),
+            Some(Err(e)) => body.text(e, theme.error()),
+            Some(Ok(tasks)) if tasks.is_empty() => body.text("No tasks yet.", theme.muted()),
+            Some(Ok(tasks)) => {
+                body.text(
+                    &format!("The newest {} tasks (Enter opens one)", tasks.len()),
+                    theme.heading(),
+                );
+                for (i, task) in tasks.iter().enumerate() {
+                    let start = body.start();
+                    let selected = i == self.task_sel;
+                    let line = format!(
+                        "{}  {}  {}",
+                        Shown::new(&task.id.0),
+                        crate::task::short_state(task.state.as_a2a()),
+                        utc(task.updated_ms)
+                    );
+                    body.field(
+                        if selected { "> " } else { "  " },
+                        theme.selected(),
+                        &line,
+                        if selected {
+                            theme.selected()
+                        } else {
+                            theme.plain()
+                        },
+                        4,
+                    );
+                    body.field(
+                        "    context ",
+                        theme.muted(),
+                        &shown(&task.context_id.0),
+                        theme.muted(),
+                        4,
+                    );
+                    if selected {
+                        body.select_from(start);
+                    }
+                }
+            }
+        }
+        body
+    }
+
+    fn task_body(&self, w: usize) -> Body {
+        let theme = self.theme();
+        let mut body = Body::new(w);
+        let Some(detail) = &self.detail else {
+            return body;
+        };
+        let rows: &[Row] = match &detail.rows {
+            Err(e) => {
+                body.text(
+                    &format!("Task {}", Shown::new(&detail.id.0)),
+                    theme.heading(),
+                );
+                body.text(e, theme.error());
+                return body;
+            }
+            Ok(rows) => rows,
+        };
+        if let Some((cached_width, lines)) = &*detail.cache.borrow() {
+            if *cached_width == w {
+                body.lines = lines.clone();
+                return body;
+            }
+        }
+        for row in rows {
+            let style = theme.look(row.look);
+            let lead_style = if row.look == Look::Plain && !row.lead.trim().is_empty() {
+                theme.label()
+            } else {
+                style
+            };
+            body.field(&row.lead, lead_style, &row.text, style, row.indent);
+        }
+        *detail.cache.borrow_mut() = Some((w, body.lines.clone()));
+        body
+    }
+
+    fn draw_modal(&self, frame: &mut Frame, area: Rect, modal: &Modal) {
+        let theme = self.theme();
+        let outer_w = usize::from(area.width).min(78);
+        let bordered = outer_w >= 12 && area.height >= 5;
+        let inner_w = if bordered { outer_w - 2 } else { outer_w };
+        let mut body = Body::new(inner_w);
+        let title = self.modal_body(modal, &mut body);
+        let max_inner_h = usize::from(area.height) - if bordered { 2 } else { 0 };
+        let mut lines = body.lines;
+        if lines.len() > max_inner_h {
+            let more = lines.len() - max_inner_h + 1;
+            lines.truncate(max_inner_h.saturating_sub(1));
+            lines.push(Line::from(Span::styled(
+                format!("… {more} more lines (Esc, then read the request on the page)"),
+                theme.warn(),
+            )));
+            lines.truncate(max_inner_h);
+        }
+        let outer_h = lines.len() + if bordered { 2 } else { 0 };
+        let rect = Rect {
+            x: area.x + (area.width - outer_w as u16) / 2,
+            y: area.y + (area.height - outer_h as u16) / 2,
+            width: outer_w as u16,
+            height: outer_h as u16,
+        };
+        frame.render_widget(Clear, rect);
+        let paragraph = Paragraph::new(lines);
+        if bordered {
+            let block = Block::bordered()
+                .title(Span::styled(format!(" {title} "), theme.label()))
+                .border_style(theme.warn());
+            frame.render_widget(paragraph.block(block), rect);
+        } else {
+            frame.render_widget(paragraph, rect);
+        }
+    }
+
+    /// The modal's lines (question first, so a long request is what gets cut) and title.
+    fn modal_body(&self, modal: &Modal, body: &mut Body) -> &'static str {
+        let theme = self.theme();
+        let request = |body: &mut Body, r: &PendingApproval| {
+            let left = self
+                .waiting
+                .iter()
+                .find(|w| w.request.id == r.id)
+                .map_or(0, |w| self.seconds_left(w));
+            let (head, fields) = describe(r, left);
+            body.field("", theme.plain(), &head, theme.risk(r.risk.as_str()), 2);
+            for (label, value) in fields {
+                let lead = format!("  {label}");
+                let indent = width(&lead);
+                body.field(&lead, theme.label(), &value, theme.plain(), indent);
+            }
+        };
+        let input = |body: &mut Body, shown_text: String| {
+            // The end of what was typed, where the cursor is.
+            let room = body.width.saturating_sub(3).max(1);
+            let mut tail: Vec<char> = Vec::new();
+            let mut used = 0;
+            for c in shown_text.chars().rev() {
+                let cw = crate::text::char_width(c);
+                if used + cw > room {
+                    break;
+                }
+                used += cw;
+                tail.push(c);
+            }
+            let tail: String = tail.into_iter().rev().collect();
+            body.lines.push(Line::from(vec![
+                Span::styled("> ", theme.selected()),
+                Span::raw(tail),
+                Span::styled("_", theme.selected()),
+            ]));
+        };
+        match modal {
+            Modal::Decide {
+                request: r,
+                approve,
+            } => {
+                let verb = if *approve { "Approve" } else { "Reject" };
+                body.text(
+                    &format!("{verb} request {}?", Shown::new(&r.id.0)),
+                    theme.label(),
+                );
+                body.text(
+                    &format!("y/Enter: {} · n/Esc: cancel", verb.to_lowercase()),
+                    theme.muted(),
+                );
+                body.blank();
+                request(body, r);
+                if *approve {
+                    "Approve"
+                } else {
+                    "Reject"
+                }
+            }
+            Modal::Phrase {
+                request: r,
+                typed,
+                error,
+            } => {
+                body.text(
+                    &format!(
+                        "Request {} is {}: type its phrase exactly to approve it.",
+                        Shown::new(&r.id.0),
+                        r.risk.as_str()
+                    ),
+                    theme.label(),
+                );
+                body.field(
+                    "Phrase: ",
+                    theme.label(),
+                    &shown(r.phrase.as_deref().unwrap_or_default()),
+                    theme.warn(),
+                    2,
+                );
+                input(body, shown(typed));
+                if let Some(e) = error {
+                    body.text(e, theme.error());
+                }
+                body.text("Enter: approve · Esc: cancel", theme.muted());
+                body.blank();
+                request(body, r);
+                "Approve with the phrase"
+            }
+            Modal::Toggle { key, label, value } => {
+                let word = if *value { "on" } else { "off" };
+                body.text(
+                    &format!("Turn {word} \"{label}\"? ({} = {value})", Shown::new(key)),
+                    theme.label(),
+                );
+                if key == "protocol_auto_approve" && *value {
+                    body.text(AUTO_APPROVE_WARNING, theme.error());
+                    body.text("Only for callers you fully trust.", theme.warn());
+                }
+                body.text("y/Enter: save · n/Esc: cancel", theme.muted());
+                "Change a setting"
+            }
+            Modal::Entry {
+                key,
+                label,
+                kind,
+                typed,
+                error,
+            } => {
+                body.text(&format!("{label} ({})", Shown::new(key)), theme.label());
+                match kind {
+                    EntryKind::Port => {
+                        body.text(
+                            "A port from 0 to 65535; 0 picks any free port.",
+                            theme.muted(),
+                        );
+                        input(body, shown(typed));
+                    }
+                    EntryKind::Secret => {
+                        body.text(
+                            "32-256 printable characters, no spaces. It is not shown as you \
+                             type, nor ever after. Clients using the old token stop working.",
+                            theme.muted(),
+                        );
+                        input(body, "*".repeat(typed.chars().count()));
+                    }
+                    EntryKind::Text => input(body, shown(typed)),
+                }
+                if let Some(e) = error {
+                    body.text(e, theme.error());
+                }
+                body.text("Enter: save · Esc: cancel", theme.muted());
+                "Change a setting"
+            }
+            Modal::Rotate => {
+                body.text(
+                    "Save a new random token? It is never shown; clients using the old token \
+                     stop working.",
+                    theme.label(),
+                );
+                body.text("y/Enter: rotate · n/Esc: cancel", theme.muted());
+                "Rotate the token"
+            }
+            Modal::Quit => {
+                body.text(
+                    "Quit and stop the service this TUI started? y/n",
+                    theme.label(),
+                );
+                "Quit"
+            }
+        }
+    }
+}

@@ -1,0 +1,1151 @@
+//! The terminal interface without a terminal: the App state machine driven by keys and
+//! time against a fake Device, rendered with ratatui's TestBackend.
+
+use std::cell::{Cell, RefCell};
+use std::time::{Duration, Instant};
+
+use nl2sh_proto::channels::{
+    ApprovalId, CallId, CallOrigin, ClientSnippets, ContextId, Identity, PendingApproval,
+    ProtocolState, ProtocolStatus, RiskLevel, SettingView, TaskId, TaskRecord, TaskState,
+};
+use nl2sh_proto::Secret;
+use nl2sh_tui::{App, Device, DeviceError, DeviceErrorKind, Options, Page, Saved};
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::style::{Color, Modifier};
+use ratatui::Terminal;
+
+const TOKEN: &str = "tok-0123456789abcdef0123456789abcdef-live";
+const CODEX: &str = "[mcp_servers.nl2sh]\nurl = \"http://192.0.2.7:8765/mcp\"\nbearer_token_env_var = \"NL2SH_PROTOCOL_TOKEN\"";
+const SPOOF: &str = "touch /tmp/x\u{202e}txt.exe\u{1b}[2J\r\n evil";
+
+// ---- the fake device ------------------------------------------------------------------
+
+struct Fake {
+    status: RefCell<ProtocolStatus>,
+    start_with_service: bool,
+    /// What start_protocols answers; Ok(true) also makes the status running.
+    start_answer: Result<bool, DeviceError>,
+    starts: Cell<u32>,
+    stops: Cell<u32>,
+    pending: RefCell<Result<Vec<PendingApproval>, DeviceError>>,
+    decisions: RefCell<Vec<(String, bool, Option<String>)>>,
+    decide_error: RefCell<Option<DeviceError>>,
+    grants: Vec<String>,
+    tasks: Vec<TaskRecord>,
+    task_limits: RefCell<Vec<u32>>,
+    settings: RefCell<Vec<SettingView>>,
+    saves: RefCell<Vec<(String, String)>>,
+    rotations: Cell<u32>,
+}
+
+impl Fake {
+    fn new(status: ProtocolStatus) -> Self {
+        Fake {
+            status: RefCell::new(status),
+            start_with_service: false,
+            start_answer: Ok(true),
+            starts: Cell::new(0),
+            stops: Cell::new(0),
+            pending: RefCell::new(Ok(Vec::new())),
+            decisions: RefCell::new(Vec::new()),
+            decide_error: RefCell::new(None),
+            grants: vec!["shell.exec command [\"ls\", \"**\"] max_risk high".into()],
+            tasks: vec![task("task-1"), task("task-2")],
+            task_limits: RefCell::new(Vec::new()),
+            settings: RefCell::new(settings()),
+            saves: RefCell::new(Vec::new()),
+            rotations: Cell::new(0),
+        }
+    }
+
+    fn with_pending(self, list: Vec<PendingApproval>) -> Self {
+        *self.pending.borrow_mut() = Ok(list);
+        self
+    }
+}
+
+impl Device for Fake {
+    fn status(&self) -> ProtocolStatus {
+        self.status.borrow().clone()
+    }
+    fn pending(&self) -> Result<Vec<PendingApproval>, DeviceError> {
+        self.pending.borrow().clone()
+    }
+    fn decide(&self, id: &str, approve: bool, phrase: Option<&str>) -> Result<(), DeviceError> {
+        self.decisions
+            .borrow_mut()
+            .push((id.to_string(), approve, phrase.map(str::to_string)));
+        match self.decide_error.borrow().clone() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+    fn grants(&self) -> Result<Vec<String>, DeviceError> {
+        Ok(self.grants.clone())
+    }
+    fn tasks(&self, limit: u32) -> Result<Vec<TaskRecord>, DeviceError> {
+        self.task_limits.borrow_mut().push(limit);
+        Ok(self.tasks.clone())
+    }
+    fn task(&self, id: &TaskId) -> Result<TaskRecord, DeviceError> {
+        self.tasks
+            .iter()
+            .find(|t| t.id == *id)
+            .cloned()
+            .ok_or_else(|| DeviceError::new(DeviceErrorKind::Invalid, "no such task"))
+    }
+    fn settings(&self) -> Result<Vec<SettingView>, DeviceError> {
+        Ok(self.settings.borrow().clone())
+    }
+    fn save_setting(&self, key: &str, value: &str) -> Result<Saved, DeviceError> {
+        self.saves
+            .borrow_mut()
+            .push((key.to_string(), value.to_string()));
+        for s in self.settings.borrow_mut().iter_mut() {
+            if s.key == key {
+                s.value = if s.credential {
+                    "set".into()
+                } else {
+                    value.into()
+                };
+                s.set = true;
+            }
+        }
+        Ok(Saved {
+            message: format!("Saved {key}."),
+            restart_needed: key != "protocol_auto_approve",
+        })
+    }
+    fn rotate_token(&self) -> Result<Saved, DeviceError> {
+        self.rotations.set(self.rotations.get() + 1);
+        Ok(Saved {
+            message: "A new token is saved.".into(),
+            restart_needed: true,
+        })
+    }
+    fn start_with_service(&self) -> bool {
+        self.start_with_service
+    }
+    fn start_protocols(&self) -> Result<bool, DeviceError> {
+        self.starts.set(self.starts.get() + 1);
+        if let Ok(true) = self.start_answer {
+            *self.status.borrow_mut() = running();
+        }
+        self.start_answer.clone()
+    }
+    fn stop_protocols(&self) -> Result<(), DeviceError> {
+        self.stops.set(self.stops.get() + 1);
+        *self.status.borrow_mut() = stopped("Stopped.");
+        Ok(())
+    }
+}
+
+fn running() -> ProtocolStatus {
+    ProtocolStatus {
+        state: ProtocolState::Running,
+        transport: Some("service".into()),
+        version: "0.1.0".into(),
+        mcp_url: Some("http://192.0.2.7:8765/mcp".into()),
+        a2a_url: Some("http://192.0.2.7:8765/a2a".into()),
+        card_url: Some("http://192.0.2.7:8765/.well-known/agent-card.json".into()),
+        listen: Some("0.0.0.0:8765".into()),
+        pid: Some(4242),
+        since: Some("2026-05-01T10:00:00Z".into()),
+        token: Some(Secret::new(TOKEN.into())),
+        config_path: "/data/adb/nl2sh/config.toml".into(),
+        detail: String::new(),
+        snippets: ClientSnippets {
+            codex_toml: CODEX.into(),
+            mcp_servers_json: "{\"mcpServers\": {}}".into(),
+            startup_command: "nl2sh service start".into(),
+            a2a_request: "curl -sS http://192.0.2.7:8765/a2a".into(),
+        },
+        examples: false,
+    }
+}
+
+fn stopped(detail: &str) -> ProtocolStatus {
+    ProtocolStatus {
+        state: ProtocolState::Stopped,
+        transport: None,
+        mcp_url: None,
+        a2a_url: None,
+        card_url: None,
+        listen: None,
+        pid: None,
+        since: None,
+        token: None,
+        detail: detail.into(),
+        examples: true,
+        ..running()
+    }
+}
+
+fn setting(key: &str, value: &str, credential: bool) -> SettingView {
+    SettingView {
+        key: key.into(),
+        value: value.into(),
+        set: true,
+        credential,
+        live: key == "protocol_auto_approve",
+    }
+}
+
+fn settings() -> Vec<SettingView> {
+    vec![
+        // Out of order: the App sorts them as the Web console does.
+        setting("protocol_auto_approve", "false", false),
+        setting("protocol_start_with_service", "true", false),
+        setting("protocol_service_port", "8765", false),
+        setting("protocol_token", "set", true),
+        setting("approval_notifications", "true", false),
+    ]
+}
+
+fn request(id: &str, action: &str, risk: RiskLevel) -> PendingApproval {
+    let dangerous = risk >= RiskLevel::Dangerous;
+    PendingApproval {
+        id: ApprovalId(id.into()),
+        call_id: CallId(7),
+        origin: CallOrigin::McpHttp,
+        task: Some(TaskId("task-1".into())),
+        tool: "shell.exec".into(),
+        action: action.into(),
+        risk,
+        requires_root: true,
+        identity: Identity::Root,
+        reasons: vec!["writes a file".into()],
+        seconds_left: 60,
+        phrase: dangerous.then(|| format!("approve dangerous {id}")),
+    }
+}
+
+fn task(id: &str) -> TaskRecord {
+    let document = serde_json::json!({
+        "id": id, "contextId": "ctx-1",
+        "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-05-01T10:00:00.000Z",
+            "message": {"role": "ROLE_AGENT", "parts": [{"text": "All done.\u{1b}[31m"}]}},
+        "history": [
+            {"role": "ROLE_USER", "parts": [{"text": "how full is /data?"}]},
+            {"role": "ROLE_AGENT", "parts": [{"text": "All done."}]}
+        ],
+        "artifacts": [{"artifactId": "a1", "name": "result", "parts": [{"data": {"answer": 42}}]}]
+    });
+    TaskRecord {
+        id: TaskId(id.into()),
+        context_id: ContextId("ctx-1".into()),
+        state: TaskState::Completed,
+        updated_ms: 1_777_629_600_000,
+        document: document.to_string(),
+    }
+}
+
+// ---- driving and reading ----------------------------------------------------------------
+
+const COLOR: Options = Options { color: true };
+
+fn press(app: &mut App, device: &Fake, code: KeyCode) {
+    app.handle_key(KeyEvent::new(code, KeyModifiers::NONE), device);
+}
+
+fn chars(app: &mut App, device: &Fake, text: &str) {
+    for c in text.chars() {
+        press(app, device, KeyCode::Char(c));
+    }
+}
+
+fn buffer(app: &App, width: u16, height: u16) -> Buffer {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(|frame| app.draw(frame)).unwrap();
+    terminal.backend().buffer().clone()
+}
+
+fn rows(buffer: &Buffer) -> Vec<String> {
+    let area = buffer.area;
+    (0..area.height)
+        .map(|y| {
+            (0..area.width)
+                .map(|x| buffer[(x, y)].symbol())
+                .collect::<String>()
+                .trim_end()
+                .to_string()
+        })
+        .collect()
+}
+
+fn screen(app: &App, width: u16, height: u16) -> String {
+    rows(&buffer(app, width, height)).join("\n")
+}
+
+/// The screen's words with every run of blanks (line ends and a box's sides included) as
+/// one space: text wrapped at any width compares equal.
+fn flat(app: &App, width: u16, height: u16) -> String {
+    screen(app, width, height)
+        .replace('│', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Nothing in any cell that a terminal would act on or draw invisibly.
+fn assert_no_raw_controls(buffer: &Buffer) {
+    for cell in &buffer.content {
+        for c in cell.symbol().chars() {
+            let u = u32::from(c);
+            assert!(
+                u >= 0x20
+                    && u != 0x7f
+                    && !(0x80..=0x9f).contains(&u)
+                    && !(0x200b..=0x200f).contains(&u)
+                    && !(0x202a..=0x202e).contains(&u)
+                    && !(0x2066..=0x2069).contains(&u),
+                "raw {c:?} in a cell"
+            );
+        }
+    }
+}
+
+// ---- pages ---------------------------------------------------------------------------------
+
+#[test]
+fn each_page_renders_at_80x24() {
+    let device =
+        Fake::new(running()).with_pending(vec![request("req1", "ls /tmp", RiskLevel::High)]);
+    let mut app = App::new(&device, COLOR);
+
+    let page1 = screen(&app, 80, 24);
+    for want in [
+        "nl2sh 0.1.0 · Running",
+        "[1 MCP / A2A]",
+        "2 Approvals (1)",
+        "Running as the service over HTTP at http://192.0.2.7:8765/mcp",
+        "Version         0.1.0",
+        "Transport       service",
+        "MCP URL         http://192.0.2.7:8765/mcp",
+        "A2A URL         http://192.0.2.7:8765/a2a",
+        "Agent Card URL  http://192.0.2.7:8765/.well-known/agent-card.json",
+        "Listen          0.0.0.0:8765",
+        "PID             4242",
+        "Since           2026-05-01T10:00:00Z",
+        "Token           hidden (t reveals it)",
+        "q: quit",
+    ] {
+        assert!(page1.contains(want), "{want:?} not on\n{page1}");
+    }
+    // The client configuration and the settings are further down.
+    press(&mut app, &device, KeyCode::Down);
+    let lower = screen(&app, 80, 24);
+    for want in [
+        "Connect a client  < 1/4 Codex (~/.codex/config.toml) >",
+        "[mcp_servers.nl2sh]",
+        "url = \"http://192.0.2.7:8765/mcp\"",
+        "Settings",
+        "> Start MCP/A2A with the service",
+    ] {
+        assert!(lower.contains(want), "{want:?} not on\n{lower}");
+    }
+
+    press(&mut app, &device, KeyCode::Char('2'));
+    assert_eq!(app.page(), Page::Approvals);
+    let page2 = screen(&app, 80, 24);
+    for want in [
+        "[2 Approvals (1)]",
+        "> req1  shell.exec  risk high (requires root)  as root  from mcp_http (task",
+        "action: ls /tmp",
+        "why: writes a file",
+        "Grants (read-only)",
+        "shell.exec command [\"ls\", \"**\"] max_risk high",
+        "a: approve",
+        "r: reject",
+    ] {
+        assert!(page2.contains(want), "{want:?} not on\n{page2}");
+    }
+
+    press(&mut app, &device, KeyCode::Char('3'));
+    let page3 = screen(&app, 80, 24);
+    assert_eq!(*device.task_limits.borrow(), [50]);
+    for want in [
+        "[3 Tasks]",
+        "> task-1  completed  2026-05-01 10:00:00 UTC",
+        "  task-2  completed",
+        "context ctx-1",
+        "Enter: open",
+    ] {
+        assert!(page3.contains(want), "{want:?} not on\n{page3}");
+    }
+
+    press(&mut app, &device, KeyCode::Char('4'));
+    let page4 = screen(&app, 80, 24);
+    assert!(page4.contains("[4 Ask]"));
+    assert!(
+        flat(&app, 80, 24).contains(
+            "Ask (the built-in Agent from the terminal) is not available yet; delegate tasks over A2A or MCP (`nl2sh_ask`)."
+        ),
+        "{page4}"
+    );
+}
+
+#[test]
+fn pages_switch_with_tab_shift_tab_and_numbers() {
+    let device = Fake::new(running());
+    let mut app = App::new(&device, COLOR);
+    assert_eq!(app.page(), Page::Protocols);
+    press(&mut app, &device, KeyCode::Tab);
+    assert_eq!(app.page(), Page::Approvals);
+    press(&mut app, &device, KeyCode::Tab);
+    press(&mut app, &device, KeyCode::Tab);
+    assert_eq!(app.page(), Page::Ask);
+    press(&mut app, &device, KeyCode::Tab);
+    assert_eq!(app.page(), Page::Protocols);
+    press(&mut app, &device, KeyCode::BackTab);
+    assert_eq!(app.page(), Page::Ask);
+    press(&mut app, &device, KeyCode::Char('3'));
+    assert_eq!(app.page(), Page::Tasks);
+    press(&mut app, &device, KeyCode::Char('1'));
+    assert_eq!(app.page(), Page::Protocols);
+}
+
+#[test]
+fn no_size_panics_on_any_page_or_question() {
+    let device = Fake::new(running()).with_pending(vec![
+        request("req1", &"x".repeat(16 * 1024), RiskLevel::Critical),
+        request("req2", SPOOF, RiskLevel::Low),
+    ]);
+    let mut app = App::new(&device, COLOR);
+    let sizes = [
+        (20, 5),
+        (300, 100),
+        (1, 1),
+        (80, 3),
+        (12, 4),
+        (200, 8),
+        (80, 24),
+    ];
+    let check = |app: &App| {
+        for (w, h) in sizes {
+            assert_no_raw_controls(&buffer(app, w, h));
+        }
+    };
+    for page in ['1', '2', '3', '4'] {
+        press(&mut app, &device, KeyCode::Char(page));
+        check(&app);
+    }
+    // A task, and each kind of question.
+    press(&mut app, &device, KeyCode::Char('3'));
+    press(&mut app, &device, KeyCode::Enter);
+    check(&app);
+    press(&mut app, &device, KeyCode::Esc);
+    press(&mut app, &device, KeyCode::Char('2'));
+    press(&mut app, &device, KeyCode::Char('a'));
+    chars(&mut app, &device, "typed");
+    check(&app);
+    press(&mut app, &device, KeyCode::Esc);
+    press(&mut app, &device, KeyCode::Down);
+    press(&mut app, &device, KeyCode::Char('r'));
+    check(&app);
+    press(&mut app, &device, KeyCode::Esc);
+    press(&mut app, &device, KeyCode::Char('1'));
+    for _ in 0..3 {
+        press(&mut app, &device, KeyCode::Down);
+    }
+    press(&mut app, &device, KeyCode::Enter);
+    chars(&mut app, &device, "secret");
+    check(&app);
+    press(&mut app, &device, KeyCode::Esc);
+    // Scrolling past either end.
+    for code in [
+        KeyCode::End,
+        KeyCode::PageDown,
+        KeyCode::Home,
+        KeyCode::PageUp,
+    ] {
+        press(&mut app, &device, code);
+        check(&app);
+    }
+}
+
+#[test]
+fn resizing_between_frames_keeps_drawing() {
+    let device = Fake::new(running()).with_pending(vec![request("req1", SPOOF, RiskLevel::Low)]);
+    let mut app = App::new(&device, COLOR);
+    press(&mut app, &device, KeyCode::Char('2'));
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    for (w, h) in [(80, 24), (30, 10), (120, 40), (20, 5), (80, 24)] {
+        terminal.backend_mut().resize(w, h);
+        terminal.autoresize().unwrap();
+        terminal.draw(|frame| app.draw(frame)).unwrap();
+        assert_eq!(terminal.backend().buffer().area.width, w);
+    }
+    let text = rows(terminal.backend().buffer()).join("\n");
+    assert!(
+        text.contains("action: touch /tmp/x\\u{202e}txt.exe\\x1b[2J\\r\\n evil"),
+        "{text}"
+    );
+}
+
+// ---- "MCP / A2A" ----------------------------------------------------------------------------
+
+#[test]
+fn stopped_shows_exactly_one_status_line() {
+    let detail = "Not running: nothing serves this configuration.";
+    for status in [
+        stopped(detail),
+        ProtocolStatus {
+            state: ProtocolState::Unknown,
+            ..stopped(detail)
+        },
+    ] {
+        let device = Fake::new(status);
+        let app = App::new(&device, COLOR);
+        let text = screen(&app, 80, 24);
+        let lines: Vec<&str> = text.lines().collect();
+        // Header (2 lines), then the page: the status line, a blank, the settings.
+        assert!(lines[2].contains(detail), "{text}");
+        assert!(lines[2].starts_with("○ Stopped") || lines[2].starts_with("? Unknown"));
+        assert_eq!(lines[3], "", "{text}");
+        assert_eq!(lines[4], "Settings", "{text}");
+        assert_eq!(text.matches(detail).count(), 1);
+        for absent in [
+            "MCP URL",
+            "Listen",
+            "Token",
+            "Connect a client",
+            "Example",
+            "mcp_servers",
+            "PID",
+        ] {
+            assert!(!text.contains(absent), "{absent:?} on\n{text}");
+        }
+        assert!(text.contains("Start MCP/A2A with the service"));
+    }
+}
+
+#[test]
+fn the_token_is_hidden_until_t_reveals_it() {
+    let device = Fake::new(running());
+    let mut app = App::new(&device, COLOR);
+    assert!(!screen(&app, 80, 24).contains(TOKEN));
+    press(&mut app, &device, KeyCode::Char('t'));
+    let shown = screen(&app, 120, 40);
+    assert!(
+        shown.contains(&format!("Token           {TOKEN}  (t hides it)")),
+        "{shown}"
+    );
+    press(&mut app, &device, KeyCode::Char('t'));
+    let hidden = screen(&app, 120, 40);
+    assert!(!hidden.contains(TOKEN));
+    assert!(hidden.contains("hidden (t reveals it)"));
+    // Leaving the page hides it too.
+    press(&mut app, &device, KeyCode::Char('t'));
+    press(&mut app, &device, KeyCode::Char('2'));
+    press(&mut app, &device, KeyCode::Char('1'));
+    assert!(!screen(&app, 120, 40).contains(TOKEN));
+}
+
+#[test]
+fn a_snippet_is_selected_shown_and_copied_with_osc52() {
+    let device = Fake::new(running());
+    let mut app = App::new(&device, COLOR);
+    press(&mut app, &device, KeyCode::Char('c'));
+    assert_eq!(app.take_clipboard(), [CODEX.to_string()]);
+    assert!(app.take_clipboard().is_empty());
+    let text = screen(&app, 80, 24);
+    assert!(
+        text.contains("Copied \"Codex (~/.codex/config.toml)\" (OSC 52)"),
+        "{text}"
+    );
+    press(&mut app, &device, KeyCode::Right);
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("< 2/4 mcpServers JSON >"), "{text}");
+    assert!(text.contains("{\"mcpServers\": {}}"), "{text}");
+    press(&mut app, &device, KeyCode::Right);
+    press(&mut app, &device, KeyCode::Right);
+    press(&mut app, &device, KeyCode::Char('c'));
+    assert_eq!(app.take_clipboard(), ["curl -sS http://192.0.2.7:8765/a2a"]);
+    press(&mut app, &device, KeyCode::Left);
+    press(&mut app, &device, KeyCode::Enter);
+    assert_eq!(app.take_clipboard(), ["nl2sh service start"]);
+}
+
+#[test]
+fn startup_starts_the_service_when_configured_and_quitting_asks_to_stop_it() {
+    let mut device = Fake::new(stopped("Stopped."));
+    device.start_with_service = true;
+    let mut app = App::new(&device, COLOR);
+    assert_eq!(device.starts.get(), 1);
+    assert!(app.started_protocols());
+    let text = screen(&app, 80, 24);
+    assert!(
+        text.contains("Started the service (protocol_start_with_service = true)"),
+        "{text}"
+    );
+    assert!(text.contains("Running (started by this TUI)"), "{text}");
+
+    press(&mut app, &device, KeyCode::Char('q'));
+    assert!(app.quit().is_none());
+    let text = screen(&app, 80, 24);
+    assert!(
+        text.contains("Quit and stop the service this TUI started? y/n"),
+        "{text}"
+    );
+    press(&mut app, &device, KeyCode::Char('n'));
+    assert!(app.quit().is_none());
+    assert_eq!(device.stops.get(), 0);
+    assert!(!screen(&app, 80, 24).contains("Quit and stop"));
+
+    press(&mut app, &device, KeyCode::Char('q'));
+    press(&mut app, &device, KeyCode::Char('y'));
+    assert_eq!(device.stops.get(), 1);
+    let quit = app.quit().expect("quit");
+    assert!(!quit.failed);
+    assert_eq!(
+        quit.message.as_deref(),
+        Some("Stopped the service this TUI started.")
+    );
+}
+
+#[test]
+fn a_service_already_running_is_reused_and_left_running() {
+    let mut device = Fake::new(running());
+    device.start_with_service = true;
+    let mut app = App::new(&device, COLOR);
+    assert_eq!(device.starts.get(), 0);
+    assert!(!app.started_protocols());
+    press(&mut app, &device, KeyCode::Char('q'));
+    assert!(app.quit().is_some());
+    assert_eq!(device.stops.get(), 0);
+
+    // start_protocols answering "one already ran": reused, never stopped.
+    let mut device = Fake::new(stopped("Stopped."));
+    device.start_with_service = true;
+    device.start_answer = Ok(false);
+    let mut app = App::new(&device, COLOR);
+    assert_eq!(device.starts.get(), 1);
+    assert!(!app.started_protocols());
+    assert!(screen(&app, 80, 24).contains("already running; quitting leaves it running"));
+    press(&mut app, &device, KeyCode::Char('q'));
+    assert!(app.quit().is_some());
+    assert_eq!(device.stops.get(), 0);
+}
+
+#[test]
+fn a_failed_start_is_shown() {
+    let mut device = Fake::new(stopped("Stopped."));
+    device.start_with_service = true;
+    device.start_answer = Err(DeviceError::new(
+        DeviceErrorKind::Failed,
+        "port taken\u{1b}[2J",
+    ));
+    let app = App::new(&device, COLOR);
+    assert!(!app.started_protocols());
+    let text = screen(&app, 80, 24);
+    assert!(
+        text.contains("Could not start the service: port taken\\x1b[2J"),
+        "{text}"
+    );
+}
+
+#[test]
+fn without_start_with_service_nothing_starts_and_q_quits_at_once() {
+    let device = Fake::new(stopped("Stopped."));
+    let mut app = App::new(&device, COLOR);
+    assert_eq!(device.starts.get(), 0);
+    press(&mut app, &device, KeyCode::Char('q'));
+    let quit = app.quit().expect("quit at once");
+    assert_eq!(quit.message, None);
+    assert_eq!(device.stops.get(), 0);
+}
+
+#[test]
+fn ctrl_c_quits_from_anywhere_and_stops_what_the_tui_started() {
+    let mut device = Fake::new(stopped("Stopped."));
+    device.start_with_service = true;
+    let mut app = App::new(&device, COLOR);
+    // In the middle of typing a value.
+    press(&mut app, &device, KeyCode::Down);
+    press(&mut app, &device, KeyCode::Down);
+    press(&mut app, &device, KeyCode::Enter);
+    app.handle_key(
+        KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL),
+        &device,
+    );
+    assert!(app.quit().is_some());
+    assert_eq!(device.stops.get(), 1);
+    assert!(device.saves.borrow().is_empty());
+}
+
+// ---- settings ---------------------------------------------------------------------------------
+
+/// Moves the selection to the setting `key` on the stopped page (settings only).
+fn select_setting(app: &mut App, device: &Fake, key: &str) {
+    let order = [
+        "protocol_start_with_service",
+        "protocol_service_port",
+        "protocol_token",
+        "protocol_auto_approve",
+        "approval_notifications",
+        "rotate",
+    ];
+    for _ in 0..order.len() {
+        press(app, device, KeyCode::Up);
+    }
+    for _ in 0..order.iter().position(|k| *k == key).unwrap() {
+        press(app, device, KeyCode::Down);
+    }
+}
+
+#[test]
+fn settings_are_listed_in_order_with_the_auto_approve_warning() {
+    let device = Fake::new(stopped("Stopped."));
+    let app = App::new(&device, COLOR);
+    let text = screen(&app, 80, 24);
+    let at = |s: &str| {
+        text.find(s)
+            .unwrap_or_else(|| panic!("{s:?} not on\n{text}"))
+    };
+    assert!(at("Start MCP/A2A with the service") < at("Service port"));
+    assert!(at("Service port") < at("HTTP token"));
+    assert!(at("HTTP token") < at("Approve every request automatically"));
+    assert!(at("Approve every request automatically") < at("Notify on Android"));
+    assert!(flat(&app, 80, 24).contains(
+        "Approves every request, dangerous and critical ones included, with no one asked."
+    ));
+    assert!(text.contains("Rotate token"));
+    assert!(text.contains("8765"));
+}
+
+#[test]
+fn a_port_out_of_range_is_refused_before_saving() {
+    let device = Fake::new(stopped("Stopped."));
+    let mut app = App::new(&device, COLOR);
+    select_setting(&mut app, &device, "protocol_service_port");
+    press(&mut app, &device, KeyCode::Enter);
+    assert!(screen(&app, 80, 24).contains("> 8765_"));
+    for _ in 0..4 {
+        press(&mut app, &device, KeyCode::Backspace);
+    }
+    chars(&mut app, &device, "70000");
+    press(&mut app, &device, KeyCode::Enter);
+    assert!(device.saves.borrow().is_empty());
+    let text = screen(&app, 80, 24);
+    assert!(
+        text.contains("Enter a port number from 0 to 65535"),
+        "{text}"
+    );
+    for bad in ["", "80a", "-1", "123456"] {
+        for _ in 0..10 {
+            press(&mut app, &device, KeyCode::Backspace);
+        }
+        chars(&mut app, &device, bad);
+        press(&mut app, &device, KeyCode::Enter);
+        assert!(device.saves.borrow().is_empty(), "{bad:?} was saved");
+    }
+    for _ in 0..10 {
+        press(&mut app, &device, KeyCode::Backspace);
+    }
+    chars(&mut app, &device, "8080");
+    press(&mut app, &device, KeyCode::Enter);
+    assert_eq!(
+        *device.saves.borrow(),
+        [("protocol_service_port".to_string(), "8080".to_string())]
+    );
+    let text = screen(&app, 80, 24);
+    assert!(
+        text.contains("Saved protocol_service_port. restart needed: nl2sh service restart"),
+        "{text}"
+    );
+    assert!(text.contains("8080"));
+}
+
+#[test]
+fn the_token_entry_is_never_rendered() {
+    let secret = "s3cr3t-Typed-Token-0123456789-abcdefghij";
+    let device = Fake::new(stopped("Stopped."));
+    let mut app = App::new(&device, COLOR);
+    select_setting(&mut app, &device, "protocol_token");
+    press(&mut app, &device, KeyCode::Enter);
+    // An empty token is refused locally.
+    press(&mut app, &device, KeyCode::Enter);
+    assert!(device.saves.borrow().is_empty());
+    for (i, c) in secret.chars().enumerate() {
+        press(&mut app, &device, KeyCode::Char(c));
+        if i % 7 == 0 {
+            for (w, h) in [(80, 24), (300, 100), (20, 5)] {
+                let text = screen(&app, w, h);
+                assert!(!text.contains("s3c") && !text.contains("Token-0"), "{text}");
+            }
+        }
+    }
+    let text = screen(&app, 80, 24);
+    assert!(text.contains(&"*".repeat(secret.len())), "{text}");
+    assert!(!text.contains(secret));
+    press(&mut app, &device, KeyCode::Enter);
+    assert_eq!(
+        *device.saves.borrow(),
+        [("protocol_token".to_string(), secret.to_string())]
+    );
+    let text = screen(&app, 80, 24);
+    assert!(!text.contains("s3c"));
+    assert!(text.contains("HTTP token"));
+    assert!(text.contains("restart needed: nl2sh service restart"));
+}
+
+#[test]
+fn auto_approve_warns_and_needs_confirmation_to_turn_on() {
+    let device = Fake::new(stopped("Stopped."));
+    let mut app = App::new(&device, COLOR);
+    select_setting(&mut app, &device, "protocol_auto_approve");
+    press(&mut app, &device, KeyCode::Enter);
+    let text = flat(&app, 80, 24);
+    assert!(
+        text.contains(
+            "Turn on \"Approve every request automatically\"? (protocol_auto_approve = true)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Approves every request, dangerous and critical ones included, with no one asked."
+        ),
+        "{text}"
+    );
+    press(&mut app, &device, KeyCode::Char('n'));
+    assert!(device.saves.borrow().is_empty());
+    press(&mut app, &device, KeyCode::Enter);
+    press(&mut app, &device, KeyCode::Char('x'));
+    assert!(device.saves.borrow().is_empty());
+    press(&mut app, &device, KeyCode::Char('y'));
+    assert_eq!(
+        *device.saves.borrow(),
+        [("protocol_auto_approve".to_string(), "true".to_string())]
+    );
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("Saved protocol_auto_approve."), "{text}");
+    assert!(!text.contains("restart needed"), "{text}");
+}
+
+#[test]
+fn a_switch_toggles_with_a_confirmation() {
+    let device = Fake::new(stopped("Stopped."));
+    let mut app = App::new(&device, COLOR);
+    select_setting(&mut app, &device, "protocol_start_with_service");
+    press(&mut app, &device, KeyCode::Enter);
+    assert!(screen(&app, 80, 24).contains("Turn off \"Start MCP/A2A with the service\""));
+    press(&mut app, &device, KeyCode::Enter);
+    assert_eq!(
+        *device.saves.borrow(),
+        [(
+            "protocol_start_with_service".to_string(),
+            "false".to_string()
+        )]
+    );
+}
+
+#[test]
+fn rotating_the_token_asks_first() {
+    let device = Fake::new(stopped("Stopped."));
+    let mut app = App::new(&device, COLOR);
+    select_setting(&mut app, &device, "rotate");
+    press(&mut app, &device, KeyCode::Enter);
+    assert!(screen(&app, 80, 24).contains("Save a new random token?"));
+    press(&mut app, &device, KeyCode::Esc);
+    assert_eq!(device.rotations.get(), 0);
+    press(&mut app, &device, KeyCode::Enter);
+    press(&mut app, &device, KeyCode::Char('y'));
+    assert_eq!(device.rotations.get(), 1);
+    let text = screen(&app, 80, 24);
+    assert!(
+        text.contains("A new token is saved. restart needed: nl2sh service restart"),
+        "{text}"
+    );
+}
+
+// ---- approvals ---------------------------------------------------------------------------------
+
+fn approvals_app(device: &Fake) -> App {
+    let mut app = App::new(device, COLOR);
+    press(&mut app, device, KeyCode::Char('2'));
+    app
+}
+
+#[test]
+fn approve_asks_then_decides() {
+    let device = Fake::new(running()).with_pending(vec![
+        request("req1", "ls /tmp", RiskLevel::Medium),
+        request("req2", "touch /tmp/f", RiskLevel::High),
+    ]);
+    let mut app = approvals_app(&device);
+    press(&mut app, &device, KeyCode::Char('j'));
+    press(&mut app, &device, KeyCode::Char('a'));
+    assert!(device.decisions.borrow().is_empty());
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("Approve request req2?"), "{text}");
+    press(&mut app, &device, KeyCode::Char('n'));
+    assert!(device.decisions.borrow().is_empty());
+    press(&mut app, &device, KeyCode::Char('a'));
+    press(&mut app, &device, KeyCode::Char('y'));
+    assert_eq!(
+        *device.decisions.borrow(),
+        [("req2".to_string(), true, None)]
+    );
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("Approved req2."), "{text}");
+    // Gone from the list (approvald drops it; the TUI does not wait for that).
+    assert!(!text.contains("touch /tmp/f"), "{text}");
+    app.tick_at(&device, Instant::now() + Duration::from_secs(2));
+    assert!(!screen(&app, 80, 24).contains("touch /tmp/f"));
+    // Enter confirms too.
+    press(&mut app, &device, KeyCode::Char('k'));
+    press(&mut app, &device, KeyCode::Char('a'));
+    press(&mut app, &device, KeyCode::Enter);
+    assert_eq!(
+        device.decisions.borrow()[1],
+        ("req1".to_string(), true, None)
+    );
+}
+
+#[test]
+fn reject_asks_then_decides_without_a_phrase() {
+    let device = Fake::new(running()).with_pending(vec![request(
+        "req9",
+        "rm -rf /data/x",
+        RiskLevel::Critical,
+    )]);
+    let mut app = approvals_app(&device);
+    press(&mut app, &device, KeyCode::Char('r'));
+    assert!(screen(&app, 80, 24).contains("Reject request req9?"));
+    press(&mut app, &device, KeyCode::Esc);
+    assert!(device.decisions.borrow().is_empty());
+    press(&mut app, &device, KeyCode::Char('r'));
+    press(&mut app, &device, KeyCode::Enter);
+    assert_eq!(
+        *device.decisions.borrow(),
+        [("req9".to_string(), false, None)]
+    );
+    assert!(screen(&app, 80, 24).contains("Rejected req9."));
+}
+
+#[test]
+fn a_dangerous_request_needs_its_exact_phrase() {
+    let device = Fake::new(running()).with_pending(vec![request(
+        "d1",
+        "rm /data/adb/nl2sh/config.toml",
+        RiskLevel::Dangerous,
+    )]);
+    let mut app = approvals_app(&device);
+    assert!(screen(&app, 80, 24).contains("phrase: approve dangerous d1"));
+    press(&mut app, &device, KeyCode::Char('a'));
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("Phrase: approve dangerous d1"), "{text}");
+    // Keys that mean something elsewhere are typed here.
+    chars(&mut app, &device, "approve dangerous dq");
+    press(&mut app, &device, KeyCode::Enter);
+    assert!(device.decisions.borrow().is_empty());
+    assert!(app.quit().is_none());
+    let text = screen(&app, 80, 24);
+    assert!(
+        text.contains("That is not the phrase (nothing was sent)"),
+        "{text}"
+    );
+    // Almost right is wrong too.
+    press(&mut app, &device, KeyCode::Backspace);
+    press(&mut app, &device, KeyCode::Backspace);
+    chars(&mut app, &device, "D1");
+    press(&mut app, &device, KeyCode::Enter);
+    assert!(device.decisions.borrow().is_empty());
+    press(&mut app, &device, KeyCode::Backspace);
+    press(&mut app, &device, KeyCode::Backspace);
+    chars(&mut app, &device, "d1");
+    press(&mut app, &device, KeyCode::Enter);
+    assert_eq!(
+        *device.decisions.borrow(),
+        [(
+            "d1".to_string(),
+            true,
+            Some("approve dangerous d1".to_string())
+        )]
+    );
+    assert!(screen(&app, 80, 24).contains("Approved d1."));
+}
+
+#[test]
+fn the_device_refusing_the_phrase_is_shown() {
+    let device =
+        Fake::new(running()).with_pending(vec![request("d2", "reboot", RiskLevel::Critical)]);
+    *device.decide_error.borrow_mut() = Some(DeviceError::new(
+        DeviceErrorKind::WrongPhrase,
+        "the phrase is wrong",
+    ));
+    let mut app = approvals_app(&device);
+    press(&mut app, &device, KeyCode::Char('a'));
+    chars(&mut app, &device, "approve dangerous d2");
+    press(&mut app, &device, KeyCode::Enter);
+    assert_eq!(device.decisions.borrow().len(), 1);
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("Refused: the phrase is wrong"), "{text}");
+}
+
+#[test]
+fn decision_errors_say_what_happened() {
+    for (kind, want) in [
+        (
+            DeviceErrorKind::NoSuchRequest,
+            "Request req1: decided elsewhere or gone.",
+        ),
+        (
+            DeviceErrorKind::Expired,
+            "Request req1 expired before the decision reached it.",
+        ),
+        (DeviceErrorKind::Refused, "Refused: not a person\\x07"),
+    ] {
+        let device = Fake::new(running()).with_pending(vec![request("req1", "ls", RiskLevel::Low)]);
+        *device.decide_error.borrow_mut() = Some(DeviceError::new(kind, "not a person\u{7}"));
+        let mut app = approvals_app(&device);
+        press(&mut app, &device, KeyCode::Char('a'));
+        press(&mut app, &device, KeyCode::Char('y'));
+        let text = screen(&app, 80, 24);
+        assert!(text.contains(want), "{want:?} not on\n{text}");
+    }
+}
+
+#[test]
+fn a_spoofed_action_is_shown_escaped() {
+    let mut spoofed = request("req\u{1b}]0;x", SPOOF, RiskLevel::High);
+    spoofed.reasons = vec!["why\u{2028}  action: ls".into()];
+    spoofed.tool = "shell.exec\u{200b}".into();
+    let device = Fake::new(running()).with_pending(vec![spoofed]);
+    let mut app = approvals_app(&device);
+    for (w, h) in [(80, 24), (300, 100), (20, 5)] {
+        assert_no_raw_controls(&buffer(&app, w, h));
+    }
+    let text = screen(&app, 80, 24);
+    for want in [
+        r"action: touch /tmp/x\u{202e}txt.exe\x1b[2J\r\n evil",
+        r"req\x1b]0;x  shell.exec\u{200b}  risk high",
+        r"why: why\u{2028}  action: ls",
+    ] {
+        assert!(text.contains(want), "{want:?} not on\n{text}");
+    }
+    // The confirmation shows it the same way.
+    press(&mut app, &device, KeyCode::Char('a'));
+    let buf = buffer(&app, 80, 24);
+    assert_no_raw_controls(&buf);
+    let text = rows(&buf).join("\n");
+    assert!(
+        text.contains(r"touch /tmp/x\u{202e}txt.exe\x1b[2J\r\n evil"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_long_action_is_wrapped_whole() {
+    let action = (0..400).map(|i| format!("w{i} ")).collect::<String>();
+    let device = Fake::new(running()).with_pending(vec![request("req1", &action, RiskLevel::Low)]);
+    let app = approvals_app(&device);
+    let text = screen(&app, 80, 200);
+    // Every word is on the screen, in order, none cut.
+    let mut at = 0;
+    for i in 0..400 {
+        let word = format!("w{i} ");
+        let found = text[at..]
+            .find(&word)
+            .or_else(|| text[at..].find(&format!("w{i}\n")))
+            .unwrap_or_else(|| panic!("{word:?} missing after {at}"));
+        at += found + 1;
+    }
+}
+
+#[test]
+fn seconds_left_count_down_between_reads() {
+    let device = Fake::new(running()).with_pending(vec![request("req1", "ls", RiskLevel::Low)]);
+    let mut app = approvals_app(&device);
+    let start = Instant::now();
+    assert!(screen(&app, 100, 24).contains("1 min 00 s left"));
+    // Reading fails from now on: what was read counts down by the clock.
+    *device.pending.borrow_mut() = Err(DeviceError::new(DeviceErrorKind::Failed, "socket busy"));
+    app.tick_at(&device, start + Duration::from_secs(5));
+    let text = screen(&app, 100, 24);
+    assert!(text.contains("55 s left"), "{text}");
+    assert!(
+        text.contains("Cannot read the pending requests: socket busy"),
+        "{text}"
+    );
+    app.tick_at(&device, start + Duration::from_secs(61));
+    assert!(screen(&app, 100, 24).contains("expired"));
+    // A new read replaces the list.
+    let mut again = request("req1", "ls", RiskLevel::Low);
+    again.seconds_left = 30;
+    *device.pending.borrow_mut() = Ok(vec![again]);
+    app.tick_at(&device, start + Duration::from_secs(62));
+    assert!(screen(&app, 100, 24).contains("30 s left"));
+    *device.pending.borrow_mut() = Err(DeviceError::new(DeviceErrorKind::NotRunning, "stopped"));
+    app.tick_at(&device, start + Duration::from_secs(63));
+    let text = screen(&app, 100, 24);
+    assert!(!text.contains("req1"), "{text}");
+    assert!(text.contains("Nothing is running"), "{text}");
+}
+
+// ---- tasks ------------------------------------------------------------------------------------
+
+#[test]
+fn a_task_opens_and_esc_goes_back() {
+    let device = Fake::new(running());
+    let mut app = App::new(&device, COLOR);
+    press(&mut app, &device, KeyCode::Char('3'));
+    press(&mut app, &device, KeyCode::Down);
+    press(&mut app, &device, KeyCode::Enter);
+    let buf = buffer(&app, 80, 40);
+    assert_no_raw_controls(&buf);
+    let text = rows(&buf).join("\n");
+    for want in [
+        "Task      task-2",
+        "State     completed",
+        "Status message",
+        "All done.\\x1b[31m",
+        "History",
+        "  user",
+        "    how full is /data?",
+        "Artifacts",
+        "  result",
+        "\"answer\": 42",
+        "Esc: back",
+    ] {
+        assert!(text.contains(want), "{want:?} not on\n{text}");
+    }
+    press(&mut app, &device, KeyCode::Esc);
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("> task-2  completed"), "{text}");
+}
+
+// ---- colour --------------------------------------------------------------------------------------
+
+#[test]
+fn without_colour_no_cell_is_styled() {
+    let device =
+        Fake::new(running()).with_pending(vec![request("d1", "reboot", RiskLevel::Critical)]);
+    let mut app = App::new(&device, Options { color: false });
+    let plain = |buf: &Buffer| {
+        for cell in &buf.content {
+            assert_eq!(cell.fg, Color::Reset, "{cell:?}");
+            assert_eq!(cell.bg, Color::Reset, "{cell:?}");
+            assert_eq!(cell.modifier, Modifier::empty(), "{cell:?}");
+        }
+    };
+    for key in ['1', '2', '3', '4'] {
+        press(&mut app, &device, KeyCode::Char(key));
+        plain(&buffer(&app, 80, 24));
+    }
+    press(&mut app, &device, KeyCode::Char('2'));
+    press(&mut app, &device, KeyCode::Char('a'));
+    plain(&buffer(&app, 80, 24));
+    // The selection and the current page are still visible, as text.
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("[2 Approvals (1)]"));
+
+    // With colour, something is coloured.
+    let app = App::new(&device, COLOR);
+    let buf = buffer(&app, 80, 24);
+    assert!(buf.content.iter().any(|c| c.fg != Color::Reset));
+}
