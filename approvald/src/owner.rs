@@ -239,31 +239,11 @@ pub async fn verify_audit(authority: &Authority) -> OwnerResponse {
 /// What `protocol audit --verify` says, on one line: the rows verified, or the first
 /// place the chain breaks (and the tail file's finding when that is broken too).
 pub fn verified_line(report: &VerifyReport) -> String {
-    let mut problems = Vec::new();
-    if let Some(bad) = &report.first_bad {
-        problems.push(format!(
-            "audit trail broken at row {}: {}",
-            bad.id, bad.problem
-        ));
-    }
-    if !report.tail.is_ok() {
-        problems.push(format!("audit trail broken: {}", report.tail));
-    }
+    let problems = report.problems();
     if !problems.is_empty() {
         return problems.join("; ");
     }
-    let pruned = match &report.anchor {
-        Some(a) => format!(
-            "; rows 1 to {} were pruned by retention, and the chain is verified from the \
-             anchor they left",
-            a.id
-        ),
-        None => String::new(),
-    };
-    format!(
-        "audit trail intact: {} rows verified{pruned}; {}",
-        report.rows_checked, report.tail
-    )
+    format!("{}; {}", report.intact_line(), report.tail)
 }
 
 /// The settings as the editor reads them.

@@ -304,34 +304,14 @@ pub fn parse_since(s: &str, now_ms: i64) -> Result<String, String> {
 /// the tail file (or the database predates tail files, which is said), otherwise every
 /// problem found on stderr, with exit code 8.
 fn report_verified(report: &nl2sh_approvald::store::VerifyReport) -> ExitCode {
-    let mut problems = Vec::new();
-    if let Some(bad) = &report.first_bad {
-        problems.push(format!(
-            "audit trail broken at row {}: {}",
-            bad.id, bad.problem
-        ));
-    }
-    if !report.tail.is_ok() {
-        problems.push(format!("audit trail broken: {}", report.tail));
-    }
+    let problems = report.problems();
     if let Some((first, rest)) = problems.split_first() {
         for line in rest {
             eprintln!("nl2sh: {line}");
         }
         return fail(Exit::Tampered, first);
     }
-    let pruned = match &report.anchor {
-        Some(a) => format!(
-            "; rows 1 to {} were pruned by retention, and the chain is verified from the \
-             anchor they left",
-            a.id
-        ),
-        None => String::new(),
-    };
-    println!(
-        "audit trail intact: {} rows verified{pruned}",
-        report.rows_checked
-    );
+    println!("{}", report.intact_line());
     println!("{}", report.tail);
     ExitCode::SUCCESS
 }

@@ -63,6 +63,36 @@ impl VerifyReport {
     pub fn is_intact(&self) -> bool {
         self.first_bad.is_none() && self.tail.is_ok()
     }
+
+    /// What is wrong, one line each: the first row whose check failed, and the tail
+    /// file's finding when the end does not match. Empty when intact.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Some(bad) = &self.first_bad {
+            problems.push(format!(
+                "audit trail broken at row {}: {}",
+                bad.id, bad.problem
+            ));
+        }
+        if !self.tail.is_ok() {
+            problems.push(format!("audit trail broken: {}", self.tail));
+        }
+        problems
+    }
+
+    /// The intact trail, in words: the rows verified, and from which anchor when older
+    /// rows were pruned.
+    pub fn intact_line(&self) -> String {
+        let pruned = match &self.anchor {
+            Some(a) => format!(
+                "; rows 1 to {} were pruned by retention, and the chain is verified from the \
+                 anchor they left",
+                a.id
+            ),
+            None => String::new(),
+        };
+        format!("audit trail intact: {} rows verified{pruned}", self.rows_checked)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -302,21 +302,7 @@ impl TaskStore {
     pub async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreFailure> {
         check_id("task id", &id.0)?;
         self.read(move |conn| {
-            let row = conn
-                .query_row(
-                    "SELECT context_id, state, updated_ms, document FROM tasks WHERE id = ?1",
-                    [&id.0],
-                    |r| {
-                        Ok((
-                            r.get::<_, SqlValue>(0)?,
-                            r.get::<_, SqlValue>(1)?,
-                            r.get::<_, SqlValue>(2)?,
-                            r.get::<_, SqlValue>(3)?,
-                        ))
-                    },
-                )
-                .optional()
-                .map_err(sql_error("cannot read the task"))?;
+            let row = select_task(conn, &id).map_err(sql_error("cannot read the task"))?;
             row.map(|(context_id, state, updated_ms, document)| {
                 stored_record(id.0, context_id, state, updated_ms, document)
             })
@@ -626,23 +612,22 @@ pub fn recent_tasks_path(db: &std::path::Path, limit: u32) -> Result<Vec<TaskRec
 /// One task of the database at `db`, read without approvald (see [`recent_tasks_path`]).
 pub fn task_path(db: &std::path::Path, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {
     let conn = super::schema::open_read_only(db)?;
-    let row = conn
-        .query_row(
-            "SELECT context_id, state, updated_ms, document FROM tasks WHERE id = ?1",
-            [&id.0],
-            |r| {
-                Ok((
-                    r.get::<_, SqlValue>(0)?,
-                    r.get::<_, SqlValue>(1)?,
-                    r.get::<_, SqlValue>(2)?,
-                    r.get::<_, SqlValue>(3)?,
-                ))
-            },
-        )
-        .optional()?;
+    let row = select_task(&conn, id)?;
     Ok(row.and_then(|(context_id, state, updated_ms, document)| {
         stored_record(id.0.clone(), context_id, state, updated_ms, document).ok()
     }))
+}
+
+/// The stored columns of task `id`: context id, state, update time, document.
+type TaskColumns = (SqlValue, SqlValue, SqlValue, SqlValue);
+
+fn select_task(conn: &Connection, id: &TaskId) -> rusqlite::Result<Option<TaskColumns>> {
+    conn.query_row(
+        "SELECT context_id, state, updated_ms, document FROM tasks WHERE id = ?1",
+        [&id.0],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )
+    .optional()
 }
 
 /// A stored row as a record; a row that is not what this store writes is a storage error.
