@@ -203,3 +203,36 @@ fn the_console_starts_the_service_when_configured_and_stops_only_that() {
         tmux_file(&fx, "stty-after")
     );
 }
+
+#[test]
+fn sigterm_ends_the_console_like_ctrl_c_and_restores_the_terminal() {
+    let Some(tmux) = Tmux::start() else { return };
+    let fx = Fixture::new(
+        "protocol_start_with_service = true\nprotocol_service_port = 0\nweb_port = 0\n",
+    );
+    open(&tmux, &fx, "s");
+    tmux.wait_screen("s", "the started service", |s| {
+        s.contains("started by this TUI")
+    });
+    // The console: the process whose whole command line is `nl2sh --config <path>`.
+    let config = fx.config().display().to_string();
+    let console = nl2sh_tests::processes_with(&config)
+        .into_iter()
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let args: Vec<&[u8]> = c.split(|b| *b == 0).filter(|a| !a.is_empty()).collect();
+                args.len() == 3 && args[1] == b"--config"
+            })
+        })
+        .expect("the console's process");
+    // SAFETY: kill with integer arguments.
+    unsafe { libc::kill(console, libc::SIGTERM) };
+    let screen = tmux.wait_screen("s", "the console's exit", exited);
+    assert!(screen.contains("[exit 0]"), "{screen}");
+    let (code, _, _) = nl2sh_tests::run_without_terminal(&fx, &["service", "status"]);
+    assert_eq!(code, Some(3), "the service the console started outlived it");
+    assert_eq!(
+        std::fs::read_to_string(fx.dir.path().join("stty-before")).unwrap(),
+        tmux_file(&fx, "stty-after")
+    );
+}

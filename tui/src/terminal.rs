@@ -12,7 +12,7 @@ use std::time::Duration;
 use nl2sh_proto::channels::ProtocolState;
 use nl2sh_proto::display::Shown;
 use ratatui::backend::CrosstermBackend;
-use ratatui::crossterm::event::{self, Event};
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyModifiers};
 use ratatui::crossterm::{cursor, execute, terminal};
 use ratatui::Terminal;
 
@@ -121,8 +121,22 @@ pub fn run(device: &dyn Device, options: Options) -> ExitCode {
     }
 }
 
+/// SIGTERM and SIGHUP (a closed terminal, `kill`), blocked and read from a signalfd: each
+/// ends the console as Ctrl-C does, terminal restored and what it started stopped.
+/// Children get a clean signal mask (std resets it at spawn).
+fn stop_signals() -> Option<nix::sys::signalfd::SignalFd> {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGHUP);
+    nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None).ok()?;
+    SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).ok()
+}
+
 fn session(app: &mut App, device: &dyn Device) -> io::Result<()> {
     let _restore = Restore;
+    let signals = stop_signals();
     enter()?;
     let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
     terminal.clear()?;
@@ -138,6 +152,13 @@ fn session(app: &mut App, device: &dyn Device) -> io::Result<()> {
         }
         if app.quit().is_some() {
             return Ok(());
+        }
+        if let Some(Ok(Some(_))) = signals.as_ref().map(|fd| fd.read_signal()) {
+            app.handle_key(
+                KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL),
+                device,
+            );
+            continue;
         }
         if event::poll(FRAME)? {
             match event::read()? {

@@ -91,7 +91,10 @@ impl VerifyReport {
             ),
             None => String::new(),
         };
-        format!("audit trail intact: {} rows verified{pruned}", self.rows_checked)
+        format!(
+            "audit trail intact: {} rows verified{pruned}",
+            self.rows_checked
+        )
     }
 }
 
