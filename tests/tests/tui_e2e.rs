@@ -56,6 +56,18 @@ fn the_startup_page_shows_the_running_service_and_its_token_only_when_asked() {
     assert_eq!(before, after, "the terminal was left changed");
 }
 
+/// The console exited 0, the service it started is gone, and the terminal is as before.
+fn ended_cleanly(tmux: &Tmux, fx: &Fixture) {
+    let screen = tmux.wait_screen("s", "the console's exit", exited);
+    assert!(screen.contains("[exit 0]"), "{screen}");
+    let (code, _, _) = nl2sh_tests::run_without_terminal(fx, &["service", "status"]);
+    assert_eq!(code, Some(3), "the service the console started outlived it");
+    assert_eq!(
+        std::fs::read_to_string(fx.dir.path().join("stty-before")).unwrap(),
+        tmux_file(fx, "stty-after")
+    );
+}
+
 /// A file the window's shell writes once the console has exited.
 fn tmux_file(fx: &Fixture, name: &str) -> String {
     let path = fx.dir.path().join(name);
@@ -194,14 +206,7 @@ fn the_console_starts_the_service_when_configured_and_stops_only_that() {
     tmux.send_keys("s", &["q"]);
     tmux.wait_screen("s", "the quit question", |s| s.contains("y/Enter"));
     tmux.send_keys("s", &["y"]);
-    let screen = tmux.wait_screen("s", "the console's exit", exited);
-    assert!(screen.contains("[exit 0]"), "{screen}");
-    let (code, _, _) = nl2sh_tests::run_without_terminal(&fx, &["service", "status"]);
-    assert_eq!(code, Some(3), "the service the console started outlived it");
-    assert_eq!(
-        std::fs::read_to_string(fx.dir.path().join("stty-before")).unwrap(),
-        tmux_file(&fx, "stty-after")
-    );
+    ended_cleanly(&tmux, &fx);
 }
 
 #[test]
@@ -227,12 +232,5 @@ fn sigterm_ends_the_console_like_ctrl_c_and_restores_the_terminal() {
         .expect("the console's process");
     // SAFETY: kill with integer arguments.
     unsafe { libc::kill(console, libc::SIGTERM) };
-    let screen = tmux.wait_screen("s", "the console's exit", exited);
-    assert!(screen.contains("[exit 0]"), "{screen}");
-    let (code, _, _) = nl2sh_tests::run_without_terminal(&fx, &["service", "status"]);
-    assert_eq!(code, Some(3), "the service the console started outlived it");
-    assert_eq!(
-        std::fs::read_to_string(fx.dir.path().join("stty-before")).unwrap(),
-        tmux_file(&fx, "stty-after")
-    );
+    ended_cleanly(&tmux, &fx);
 }

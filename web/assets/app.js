@@ -1242,6 +1242,32 @@
     return cell;
   }
 
+  // A list page's load: GET `path`, then `render(items)` into `body` (or the empty text,
+  // or the error), unless the owner has moved to another page meanwhile.
+  function loadList(seq, refresh, body, path, field, emptyId, emptyText, render) {
+    refresh.disabled = true;
+    api('GET', path).then(function (r) {
+      if (!current(seq)) {
+        return;
+      }
+      refresh.disabled = false;
+      clear(body);
+      var items = arr(r[field]).map(obj);
+      if (!items.length) {
+        append(body, el('p', { class: 'empty', id: emptyId }, emptyText));
+        return;
+      }
+      render(items);
+    }, function (err) {
+      if (!current(seq)) {
+        return;
+      }
+      refresh.disabled = false;
+      clear(body);
+      append(body, statusMsg(errorText(err), 'error'));
+    });
+  }
+
   function renderTasks(page) {
     var seq = state.renderSeq;
     var body = el('div', { id: 'tasks', class: 'section' }, el('p', { class: 'muted' }, 'Loading…'));
@@ -1249,23 +1275,14 @@
     append(page, pageHeader('Tasks', [refresh]), body);
 
     function load() {
-      refresh.disabled = true;
-      api('GET', '/api/tasks').then(function (r) {
-        if (!current(seq)) {
-          return;
-        }
-        refresh.disabled = false;
-        clear(body);
-        var tasks = arr(r.tasks).map(obj);
-        if (!tasks.length) {
-          append(body, el('p', { class: 'empty', id: 'tasks-empty' }, 'No tasks yet.'));
-          return;
-        }
+      loadList(seq, refresh, body, '/api/tasks', 'tasks', 'tasks-empty', 'No tasks yet.', function (tasks) {
         var tbody = el('tbody');
         tasks.forEach(function (t) {
           var id = str(t.id);
+          // `id` is shown (escaped); `ref` is the id as stored, sent back to ask for it.
+          var ref = typeof t.ref === 'string' ? t.ref : id;
           var link = button(id, { class: 'task-link linklike mono', 'data-id': id }, function () {
-            go('#tasks/' + encodeURIComponent(id));
+            go('#tasks/' + encodeURIComponent(ref));
           });
           append(tbody, el('tr', { class: 'task-row', 'data-id': id },
             td('Task', 'cell-link', link),
@@ -1278,13 +1295,6 @@
             el('th', { scope: 'col' }, 'Task'), el('th', { scope: 'col' }, 'State'),
             el('th', { scope: 'col' }, 'Updated'), el('th', { scope: 'col' }, 'Context'))),
           tbody));
-      }, function (err) {
-        if (!current(seq)) {
-          return;
-        }
-        refresh.disabled = false;
-        clear(body);
-        append(body, statusMsg(errorText(err), 'error'));
       });
     }
     load();
@@ -1420,18 +1430,7 @@
     append(page, pageHeader('Audit', [verify, refresh]), el('div', { class: 'verify-line' }, result), body);
 
     function load() {
-      refresh.disabled = true;
-      api('GET', '/api/audit?limit=100').then(function (r) {
-        if (!current(seq)) {
-          return;
-        }
-        refresh.disabled = false;
-        clear(body);
-        var rows = arr(r.rows).map(obj);
-        if (!rows.length) {
-          append(body, el('p', { class: 'empty', id: 'audit-empty' }, 'No audit records yet.'));
-          return;
-        }
+      loadList(seq, refresh, body, '/api/audit?limit=100', 'rows', 'audit-empty', 'No audit records yet.', function (rows) {
         var tbody = el('tbody');
         rows.forEach(function (row) {
           append(tbody, auditRow(row));
@@ -1443,13 +1442,6 @@
                 return el('th', { scope: 'col' }, h);
               }))),
             tbody));
-      }, function (err) {
-        if (!current(seq)) {
-          return;
-        }
-        refresh.disabled = false;
-        clear(body);
-        append(body, statusMsg(errorText(err), 'error'));
       });
     }
     load();
