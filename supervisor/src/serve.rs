@@ -189,6 +189,35 @@ fn prepare_web(cfg: &config::Config) -> Result<(TcpListener, WebSettings), Serve
     Ok((listener, settings))
 }
 
+/// Why `--web-only` cannot start when another process holds the state directory, and
+/// where the owner's console is then: the running process's own, when it has one.
+fn console_elsewhere(
+    state_dir: &std::path::Path,
+    config_path: &std::path::Path,
+    held: state::StateError,
+) -> String {
+    let paths = state::state_paths(state_dir);
+    let identity = config::identity(&config::absolute(config_path));
+    match state::discover(&paths, &identity) {
+        Ok(state::Discovered::Live(info)) => match &info.web_url {
+            Some(url) => format!(
+                "the nl2sh service (pid {}) already serves the Web console for this \
+                 configuration at {}: log in with `nl2sh web login`",
+                info.pid,
+                nl2sh_proto::display::Shown::new(url)
+            ),
+            None => format!(
+                "a standalone nl2sh protocol process (pid {}, transport {}) uses this \
+                 configuration, and it has no Web console: stop it and run `nl2sh service \
+                 start` (MCP/A2A and the console together) or `nl2sh --web-only` again",
+                info.pid,
+                nl2sh_proto::display::Shown::new(&info.transport)
+            ),
+        },
+        _ => held.to_string(),
+    }
+}
+
 /// `protocol serve` as the managed service and `--web-only` with protocols: every
 /// interface, the configured port, plain HTTP allowed.
 fn service_args(cfg: &config::Config) -> ServeArgs {
@@ -238,7 +267,17 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
     // A Web console that cannot start closes the protocol listener just opened (it is
     // dropped with `http` on this error).
     let web = with_web.then(|| prepare_web(&cfg)).transpose()?;
-    let lock = state::prepare(&state_dir, transport_name)?;
+    let lock = match state::prepare(&state_dir, transport_name) {
+        Ok(lock) => lock,
+        Err(e) if matches!(transport, Transport::WebOnly) => {
+            return Err(ServeError::Start(console_elsewhere(
+                &state_dir,
+                &config_path,
+                e,
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    };
     let redact = crate::model::secrets_to_redact(
         &cfg,
         http.as_ref().map(|(_, settings, _)| &settings.token),

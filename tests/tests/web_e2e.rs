@@ -695,3 +695,30 @@ fn a_killed_console_is_restarted_on_the_same_port_and_its_sessions_end() {
         .unwrap();
     assert_eq!(web["url"], c.origin(), "{v}");
 }
+
+#[test]
+fn web_only_names_the_console_or_the_standalone_process_already_running() {
+    // A managed service already serves the console: --web-only says where.
+    let fx = Fixture::new(
+        "protocol_start_with_service = true\nprotocol_service_port = 0\nweb_port = 0\n",
+    );
+    let (code, out, err) = run_without_terminal(&fx, &["service", "start"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let (code, out, err) = run_without_terminal(&fx, &["--web-only"]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(err.contains("already serves the Web console"), "{err}");
+    assert!(err.contains("nl2sh web login"), "{err}");
+    let (code, _, _) = run_without_terminal(&fx, &["service", "stop"]);
+    assert_eq!(code, Some(0));
+
+    // A standalone protocol serve: left alone, and named.
+    let fx = Fixture::new("web_port = 0\n");
+    let server = nl2sh_tests::Server::start(&fx, &[], &[]);
+    let (code, out, err) = run_without_terminal(&fx, &["--web-only"]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(err.contains("standalone nl2sh protocol process"), "{err}");
+    assert!(
+        nl2sh_tests::alive(server.pid()),
+        "--web-only stopped a standalone process"
+    );
+}
