@@ -437,6 +437,7 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
             info,
             connection,
             deaths: VecDeque::new(),
+            console_deaths: VecDeque::new(),
             stdio,
         };
         let outcome = supervise(&mut running, &mut signals, &mut restart).await;
@@ -736,6 +737,9 @@ const RESTART_BACKOFF: [Duration; MAX_RESTARTS_IN_WINDOW] = [
     Duration::from_millis(200),
     Duration::from_millis(400),
 ];
+/// Deaths of the Web console within [`CRASH_WINDOW`] after which the worker sets go on
+/// without it (below the crash loop's count, so MCP/A2A outlive it).
+const MAX_CONSOLE_DEATHS: usize = 3;
 /// How long netd may take, once a peer died, to answer the requests it has in flight
 /// (with errors) before the old workers are ended.
 const PEER_DEATH_GRACE: Duration = Duration::from_secs(3);
@@ -757,10 +761,42 @@ struct Restart {
     connection: state::ConnectionFile,
     /// When workers died, within the crash window.
     deaths: VecDeque<std::time::Instant>,
+    /// When the Web console was the worker that died, within the crash window.
+    console_deaths: VecDeque<std::time::Instant>,
     stdio: bool,
 }
 
 impl Restart {
+    /// The Web console was the worker that died. Past [`MAX_CONSOLE_DEATHS`] within the
+    /// crash window, the worker sets restarted from now on have no console, so a console
+    /// that cannot run (a system call its filter lacks on this kernel, say) never takes
+    /// MCP/A2A down with it. A console alone (`--web-only` without protocols) is left to
+    /// the crash-loop rule.
+    fn console_died(&mut self, cause: &str) {
+        let now = std::time::Instant::now();
+        self.console_deaths.push_back(now);
+        while self
+            .console_deaths
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW)
+        {
+            self.console_deaths.pop_front();
+        }
+        let protocols = !matches!(self.netd_io, NetdIo::Off);
+        if protocols && self.web_io.is_some() && self.console_deaths.len() > MAX_CONSOLE_DEATHS {
+            tracing::error!(
+                deaths = self.console_deaths.len(),
+                last = %cause,
+                "the Web console keeps dying; MCP/A2A go on without it (restart the service \
+                 to try it again)"
+            );
+            self.web_io = None;
+            self.starts.web = None;
+            self.info.web_url = None;
+            self.info.web_listen = None;
+        }
+    }
+
     /// Count a death; false when it makes a crash loop.
     fn may_restart(&mut self) -> bool {
         let now = std::time::Instant::now();
@@ -859,7 +895,11 @@ async fn supervise(
             .first()
             .and_then(Option::as_ref)
             .map_or(0, |(i, _)| *i);
+        let first_role = running.workers.get(first).map(|w| w.role);
         let cause = end_workers(running, first).await;
+        if first_role == Some(Role::Web) {
+            restart.console_died(&cause);
+        }
         if restart.stdio {
             tracing::error!(cause = %cause, "a worker ended; stopping (stdio)");
             return crate::exit::Exit::Failure.into();

@@ -722,3 +722,61 @@ fn web_only_names_the_console_or_the_standalone_process_already_running() {
         "--web-only stopped a standalone process"
     );
 }
+
+#[test]
+fn a_console_that_keeps_dying_is_dropped_and_mcp_goes_on() {
+    let c = Console::start(true, "");
+    let web_worker = || {
+        nl2sh_tests::children_of(c.child.id() as i32)
+            .into_iter()
+            .find(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|comm| comm.trim() == "nl2sh-web")
+            })
+    };
+    let mut last = None;
+    for death in 1..=4 {
+        // A fresh console (not the one just killed) before each kill.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let pid = loop {
+            if let Some(pid) = web_worker().filter(|p| Some(*p) != last) {
+                break pid;
+            }
+            assert!(Instant::now() < deadline, "no console before death {death}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        // SAFETY: kill with integer arguments.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        last = Some(pid);
+    }
+    // The fourth death within the window: the workers come back without a console.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (code, v) = c.status();
+        let conns = v["connections"].as_array().cloned().unwrap_or_default();
+        let restarted = conns
+            .first()
+            .and_then(|c| c["restarts"].as_u64())
+            .is_some_and(|r| r >= 4);
+        if code == Some(0) && restarted && !conns.iter().any(|c| c["transport"] == "web") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the console was not dropped: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(web_worker().is_none(), "a console still runs");
+    assert!(
+        std::net::TcpStream::connect_timeout(&c.web, Duration::from_secs(2)).is_err(),
+        "the console's port is still open"
+    );
+    // MCP/A2A go on.
+    let r = mcp_post(
+        c.protocols.unwrap(),
+        TOKEN,
+        &nl2sh_tests::initialize_body("2025-11-25"),
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+}
