@@ -174,13 +174,19 @@ fn open_in_browser(link: &Secret) -> std::io::Result<&'static str> {
     }
 }
 
+/// Prefix of the private directories that hold a redirect page.
+const LOGIN_DIR_PREFIX: &str = "nl2sh-login-";
+/// A redirect page older than this holds an expired code: the next `--open` removes it.
+const STALE_LOGIN_PAGE: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// A private HTML file that sends the browser to `link`.
 fn redirect_page(link: &Secret) -> std::io::Result<PathBuf> {
     let base = std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .unwrap_or_else(std::env::temp_dir);
-    let dir = base.join(format!("nl2sh-login-{:016x}", rand::random::<u64>()));
+    remove_stale_pages(&base, STALE_LOGIN_PAGE);
+    let dir = base.join(format!("{LOGIN_DIR_PREFIX}{:016x}", rand::random::<u64>()));
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
     let path = dir.join("login.html");
     let mut file = std::fs::OpenOptions::new()
@@ -195,4 +201,67 @@ fn redirect_page(link: &Secret) -> std::io::Result<PathBuf> {
         link.expose()
     )?;
     Ok(path)
+}
+
+/// Remove our own redirect pages older than `age` from `base` (their codes expired long
+/// ago; the browser has read them). Only directories of our uid, with our prefix, holding
+/// nothing but `login.html`; anything else is left as it is.
+fn remove_stale_pages(base: &Path, age: std::time::Duration) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    let uid = nix::unistd::geteuid().as_raw();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with(LOGIN_DIR_PREFIX) {
+            continue;
+        }
+        let Ok(meta) = entry.path().symlink_metadata() else {
+            continue;
+        };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|e| e > age);
+        if !meta.is_dir() || meta.uid() != uid || !old {
+            continue;
+        }
+        let dir = entry.path();
+        let _ = std::fs::remove_file(dir.join("login.html"));
+        // Fails, and so leaves it, when anything else is inside.
+        let _ = std::fs::remove_dir(&dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn old_redirect_pages_go_and_everything_else_stays() {
+        let base = tempfile::tempdir().unwrap();
+        let page = |name: &str| {
+            let dir = base.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("login.html"), "x").unwrap();
+            dir
+        };
+        let old = page("nl2sh-login-0000000000000001");
+        let other = page("someone-else");
+        let crowded = page("nl2sh-login-0000000000000002");
+        std::fs::write(crowded.join("notes"), "keep").unwrap();
+        remove_stale_pages(base.path(), std::time::Duration::ZERO);
+        assert!(!old.exists(), "an old page stayed");
+        assert!(other.exists(), "another program's directory went");
+        assert!(
+            crowded.join("notes").exists(),
+            "a file that is not ours went"
+        );
+        // A fresh one stays.
+        let fresh = page("nl2sh-login-0000000000000003");
+        remove_stale_pages(base.path(), std::time::Duration::from_secs(600));
+        assert!(fresh.join("login.html").exists());
+    }
 }
