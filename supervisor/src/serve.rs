@@ -288,12 +288,12 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
     let (netd_io, netd_transport, announcement) = match http {
         Some((listener, settings, announcement)) => (
             NetdIo::Listener(OwnedFd::from(listener)),
-            NetdTransport::Http(settings),
+            Some(NetdTransport::Http(settings)),
             Some(announcement),
         ),
-        None if stdio => (NetdIo::Stdio, NetdTransport::Stdio, None),
-        // A Web console alone: no netd, no executor (their settings are never sent).
-        None => (NetdIo::Off, NetdTransport::Stdio, None),
+        None if stdio => (NetdIo::Stdio, Some(NetdTransport::Stdio), None),
+        // A Web console alone: no netd, no executor, so no settings for them.
+        None => (NetdIo::Off, None, None),
     };
     let (web_io, web_settings) = match web {
         Some((listener, settings)) => {
@@ -345,8 +345,8 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         config_path: config_path.clone(),
     });
     let starts = Starts {
-        netd: Some(NetdSettings {
-            transport: netd_transport,
+        netd: netd_transport.map(|transport| NetdSettings {
+            transport,
             model,
             // TEST HOOK (debug builds only; see NetdSettings::test_violation).
             #[cfg(debug_assertions)]
@@ -358,7 +358,7 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
                 }
             }),
         }),
-        executor: Some(ExecutorSettings {
+        executor: (!matches!(netd_io, NetdIo::Off)).then(|| ExecutorSettings {
             config_path: config_path.display().to_string(),
             state_dir: state_dir.display().to_string(),
             sandbox_uids: UidRange {

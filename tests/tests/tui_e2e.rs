@@ -56,6 +56,19 @@ fn the_startup_page_shows_the_running_service_and_its_token_only_when_asked() {
     assert_eq!(before, after, "the terminal was left changed");
 }
 
+/// A console for a configuration with `protocol_start_with_service = true`, once it has
+/// started the managed service.
+fn console_that_started_the_service(tmux: &Tmux) -> Fixture {
+    let fx = Fixture::new(
+        "protocol_start_with_service = true\nprotocol_service_port = 0\nweb_port = 0\n",
+    );
+    open(tmux, &fx, "s");
+    tmux.wait_screen("s", "the started service", |s| {
+        s.contains("started by this TUI")
+    });
+    fx
+}
+
 /// The console exited 0, the service it started is gone, and the terminal is as before.
 fn ended_cleanly(tmux: &Tmux, fx: &Fixture) {
     let screen = tmux.wait_screen("s", "the console's exit", exited);
@@ -193,13 +206,7 @@ fn requests_are_approved_and_rejected_with_keys_and_shown_escaped() {
 #[test]
 fn the_console_starts_the_service_when_configured_and_stops_only_that() {
     let Some(tmux) = Tmux::start() else { return };
-    let fx = Fixture::new(
-        "protocol_start_with_service = true\nprotocol_service_port = 0\nweb_port = 0\n",
-    );
-    open(&tmux, &fx, "s");
-    tmux.wait_screen("s", "the started service", |s| {
-        s.contains("started by this TUI")
-    });
+    let fx = console_that_started_the_service(&tmux);
     let (code, _, _) = nl2sh_tests::run_without_terminal(&fx, &["service", "status"]);
     assert_eq!(code, Some(0));
     // Quitting asks first, then stops what it started.
@@ -212,13 +219,7 @@ fn the_console_starts_the_service_when_configured_and_stops_only_that() {
 #[test]
 fn sigterm_ends_the_console_like_ctrl_c_and_restores_the_terminal() {
     let Some(tmux) = Tmux::start() else { return };
-    let fx = Fixture::new(
-        "protocol_start_with_service = true\nprotocol_service_port = 0\nweb_port = 0\n",
-    );
-    open(&tmux, &fx, "s");
-    tmux.wait_screen("s", "the started service", |s| {
-        s.contains("started by this TUI")
-    });
+    let fx = console_that_started_the_service(&tmux);
     // The console: the process whose whole command line is `nl2sh --config <path>`.
     let config = fx.config().display().to_string();
     let console = nl2sh_tests::processes_with(&config)
