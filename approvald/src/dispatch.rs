@@ -106,22 +106,27 @@ pub async fn answer_authority(
 pub async fn serve_cli(
     end: Answerer<CliApprovald>,
     authority: Arc<Authority>,
-    sessions: Arc<OwnerSessions>,
+    local: Arc<LocalOwner>,
 ) -> Result<(), FrameError> {
     let within = Some(crate::socket::HANDSHAKE_TIMEOUT);
     rpc::serve_greeted_within(end, within, move |req: CliRequest| {
         let authority = authority.clone();
-        let sessions = sessions.clone();
-        async move { Ok(answer_cli(&authority, &sessions, req).await) }
+        let local = local.clone();
+        async move { Ok(answer_cli(&authority, &local, req).await) }
     })
     .await
 }
 
-pub async fn answer_cli(
-    authority: &Authority,
-    sessions: &OwnerSessions,
-    req: CliRequest,
-) -> CliResponse {
+/// What the local owner's commands reach besides decisions: the Web console's sessions
+/// and codes (`web login`, `web logout --all`) and the task store (the terminal
+/// console's Tasks page).
+pub struct LocalOwner {
+    pub sessions: Arc<OwnerSessions>,
+    pub tasks: Arc<TaskStore>,
+}
+
+pub async fn answer_cli(authority: &Authority, local: &LocalOwner, req: CliRequest) -> CliResponse {
+    let sessions = &local.sessions;
     let done = |r: Result<(), _>| match r {
         Ok(()) => CliResponse::Done,
         Err((kind, message)) => CliResponse::Error { kind, message },
@@ -160,6 +165,30 @@ pub async fn answer_cli(
             tracing::info!(sessions = ended, "every Web console session ended");
             CliResponse::LoggedOut { sessions: ended }
         }
+        CliRequest::Tasks { limit } => match owner::tasks(&local.tasks, limit).await {
+            OwnerResponse::Tasks(list) => CliResponse::Tasks(list),
+            other => cli_refusal(other),
+        },
+        CliRequest::Task { id } => match owner::task(&local.tasks, id).await {
+            OwnerResponse::Task(task) => CliResponse::Task(Some(task)),
+            OwnerResponse::Refused {
+                kind: OwnerErrorKind::NoSuchTask,
+                ..
+            } => CliResponse::Task(None),
+            other => cli_refusal(other),
+        },
+    }
+}
+
+/// An owner action's refusal as the CLI's error.
+fn cli_refusal(answer: OwnerResponse) -> CliResponse {
+    let message = match answer {
+        OwnerResponse::Refused { message, .. } => message,
+        other => format!("approvald answered out of place: {other:?}"),
+    };
+    CliResponse::Error {
+        kind: CliErrorKind::Unavailable,
+        message,
     }
 }
 

@@ -135,14 +135,14 @@ async fn serve(ends: ApprovaldEnds, editor: Arc<dyn SettingsEditor>) -> Result<(
     };
     tracing::debug!(path = %approvals_socket.path().display(), "approvals socket ready");
     let (stop_socket, socket_stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving_socket = approvals_socket.serve(
-        authority.clone(),
-        sessions.clone(),
-        peer_policy,
-        async move {
+    let local = Arc::new(dispatch::LocalOwner {
+        sessions: sessions.clone(),
+        tasks: tasks.clone(),
+    });
+    let serving_socket =
+        approvals_socket.serve(authority.clone(), local, peer_policy, async move {
             let _ = socket_stopped.await;
-        },
-    );
+        });
     let mut socket_task = tokio::spawn(serving_socket);
     // Serve each channel at once, each in its own task (the handshakes included): peers
     // may wait on an answer here before they complete their other handshakes.

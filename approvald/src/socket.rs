@@ -33,7 +33,7 @@ use nl2sh_proto::unix_socket;
 
 use crate::authority::Authority;
 use crate::dispatch;
-use crate::owner::OwnerSessions;
+use crate::dispatch::LocalOwner;
 use crate::peer::TreeRoot;
 
 pub use crate::peer::PeerPolicy;
@@ -146,7 +146,7 @@ impl ApprovalsSocket {
     pub async fn serve(
         mut self,
         authority: Arc<Authority>,
-        sessions: Arc<OwnerSessions>,
+        local: Arc<LocalOwner>,
         policy: PeerPolicy,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), SocketError> {
@@ -196,7 +196,7 @@ impl ApprovalsSocket {
                         euid,
                         tree.clone(),
                         authority.clone(),
-                        sessions.clone(),
+                        local.clone(),
                     ));
                 }
             }
@@ -246,7 +246,7 @@ async fn connection(
     euid: u32,
     tree: Option<Arc<TreeRoot>>,
     authority: Arc<Authority>,
-    sessions: Arc<OwnerSessions>,
+    local: Arc<LocalOwner>,
 ) {
     let cred = match getsockopt(&stream, sockopt::PeerCredentials) {
         Ok(cred) => cred,
@@ -297,7 +297,7 @@ async fn connection(
             return;
         }
     };
-    if let Err(e) = dispatch::serve_cli(end, authority, sessions).await {
+    if let Err(e) = dispatch::serve_cli(end, authority, local).await {
         tracing::warn!(error = %e, peer_pid = cred.pid(), "approvals socket: connection closed");
     }
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use nl2sh_approvald::authority::{
     Authority, REASON_AUTO_APPROVED, REASON_CONFIG_UNREADABLE, REASON_READ_ONLY,
 };
-use nl2sh_approvald::dispatch::answer_cli;
 use nl2sh_approvald::dispatch::serve_executor;
+use nl2sh_approvald::dispatch::{answer_cli, LocalOwner};
 use nl2sh_approvald::owner::OwnerSessions;
 use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
 use nl2sh_proto::channels::{
@@ -25,6 +25,7 @@ struct Rig {
     _dir: tempfile::TempDir,
     config: PathBuf,
     authority: Arc<Authority>,
+    local: LocalOwner,
     client: Client,
 }
 
@@ -32,6 +33,10 @@ impl Rig {
     async fn new() -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
+        let local = LocalOwner {
+            sessions: Arc::new(OwnerSessions::new()),
+            tasks: Arc::new(store.tasks(&[]).unwrap()),
+        };
         let config = dir.path().join("config.toml");
         let authority = Arc::new(Authority::new(store, &config));
         let (a, b) = pair::<ExecutorApprovald>().unwrap();
@@ -41,6 +46,7 @@ impl Rig {
             _dir: dir,
             config,
             authority,
+            local,
             client,
         }
     }
@@ -157,13 +163,7 @@ async fn medium_waits_for_a_local_decision() {
             .unwrap()
     });
     let id = loop {
-        match answer_cli(
-            &rig.authority,
-            &OwnerSessions::new(),
-            CliRequest::ListPending,
-        )
-        .await
-        {
+        match answer_cli(&rig.authority, &rig.local, CliRequest::ListPending).await {
             CliResponse::Pending(list) if !list.is_empty() => break list[0].id.clone(),
             _ => tokio::time::sleep(std::time::Duration::from_millis(2)).await,
         }
@@ -173,7 +173,7 @@ async fn medium_waits_for_a_local_decision() {
     assert!(matches!(
         answer_cli(
             &rig.authority,
-            &OwnerSessions::new(),
+            &rig.local,
             CliRequest::Reject { id: id.clone() }
         )
         .await,

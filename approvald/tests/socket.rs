@@ -70,7 +70,7 @@ fn serve_with(rig: &Rig, policy: PeerPolicy) -> Served {
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(socket.serve(
         rig.authority.clone(),
-        rig.sessions.clone(),
+        rig.local.clone(),
         policy,
         async move {
             let _ = stopped.await;
@@ -389,7 +389,7 @@ async fn a_state_directory_at_any_depth_is_served() {
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(socket.serve(
         rig.authority.clone(),
-        rig.sessions.clone(),
+        rig.local.clone(),
         PeerPolicy::SameUid,
         async move {
             let _ = stopped.await;
@@ -580,4 +580,20 @@ fn a_peer_that_is_gone_is_refused() {
     }
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
+}
+
+#[tokio::test]
+async fn the_owners_terminal_console_reads_tasks_through_approvald() {
+    let rig = Rig::new().await;
+    match rig.cli(CliRequest::Tasks { limit: 10 }).await {
+        CliResponse::Tasks(list) => assert!(list.is_empty(), "{list:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        rig.cli(CliRequest::Task {
+            id: nl2sh_proto::channels::TaskId("none".into())
+        })
+        .await,
+        CliResponse::Task(None)
+    ));
 }

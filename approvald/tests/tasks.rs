@@ -1207,7 +1207,9 @@ async fn task_documents_do_not_count_against_the_audit_byte_limit() {
 }
 
 #[tokio::test]
-async fn the_owners_console_reads_tasks_from_the_file_newest_first() {
+async fn the_owners_consoles_list_tasks_newest_first_and_read_one() {
+    use nl2sh_approvald::owner;
+    use nl2sh_proto::channels::{OwnerErrorKind, OwnerResponse};
     let rig = Rig::new().await;
     rig.put_ok(record("old", "c1", TaskState::Completed, 1_000))
         .await;
@@ -1215,17 +1217,26 @@ async fn the_owners_console_reads_tasks_from_the_file_newest_first() {
         .await;
     rig.put_ok(record("mid", "c1", TaskState::Failed, 2_000))
         .await;
-    let db = rig.dir.path().join(DB_FILE);
-    let listed = nl2sh_approvald::store::tasks::recent_tasks_path(&db, 50).unwrap();
-    assert_eq!(ids(&listed), ["new", "mid", "old"]);
+    let listed = |answer| match answer {
+        OwnerResponse::Tasks(list) => ids(&list),
+        other => panic!("{other:?}"),
+    };
     assert_eq!(
-        ids(&nl2sh_approvald::store::tasks::recent_tasks_path(&db, 2).unwrap()),
-        ["new", "mid"]
+        listed(owner::tasks(&rig.tasks, 50).await),
+        ["new", "mid", "old"]
     );
-    let one = nl2sh_approvald::store::tasks::task_path(&db, &task_id("mid")).unwrap();
-    assert_eq!(one, Some(record("mid", "c1", TaskState::Failed, 2_000)));
-    assert_eq!(
-        nl2sh_approvald::store::tasks::task_path(&db, &task_id("none")).unwrap(),
-        None
-    );
+    assert_eq!(listed(owner::tasks(&rig.tasks, 2).await), ["new", "mid"]);
+    match owner::task(&rig.tasks, task_id("mid")).await {
+        OwnerResponse::Task(one) => {
+            assert_eq!(one, record("mid", "c1", TaskState::Failed, 2_000))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        owner::task(&rig.tasks, task_id("none")).await,
+        OwnerResponse::Refused {
+            kind: OwnerErrorKind::NoSuchTask,
+            ..
+        }
+    ));
 }

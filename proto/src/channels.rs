@@ -846,6 +846,14 @@ pub enum CliRequest {
     WebLogin,
     /// Revoke every Web console session (`nl2sh web logout --all`).
     WebLogoutAll,
+    /// The newest tasks (at most 100), for the owner's terminal console.
+    Tasks {
+        limit: u32,
+    },
+    /// One task, for the owner's terminal console.
+    Task {
+        id: TaskId,
+    },
 }
 wire!(CliRequest, 0x0501);
 
@@ -872,6 +880,9 @@ pub enum CliResponse {
     LoggedOut {
         sessions: u64,
     },
+    Tasks(Vec<TaskRecord>),
+    /// The task asked for, or `None` when there is no such task.
+    Task(Option<TaskRecord>),
     /// The request was approved (or rejected) and its call released.
     Done,
     Error {

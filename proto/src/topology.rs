@@ -289,6 +289,8 @@ channel!(
                 )
                 | (Q::WebLogin, A::LoginCode { .. } | A::Error { .. })
                 | (Q::WebLogoutAll, A::LoggedOut { .. } | A::Error { .. })
+                | (Q::Tasks { .. }, A::Tasks(_) | A::Error { .. })
+                | (Q::Task { .. }, A::Task(_) | A::Error { .. })
         )
     }
 );

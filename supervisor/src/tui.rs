@@ -3,9 +3,9 @@
 //! module is what they ask of the device, answered the way the CLI commands answer:
 //! discovery as `service status` reads it, approvals over `protocol/approvals.sock` like
 //! `protocol approve` (so approvald's peer check applies: a tool command running this
-//! console is refused), settings through the same editor as `config set`, tasks read from
-//! the store as `protocol audit` reads the audit, and the managed service started and
-//! stopped by `service start`/`stop`.
+//! console is refused), tasks from approvald over the same socket, settings through the
+//! same editor as `config set`, and the managed service started and stopped by
+//! `service start`/`stop`.
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
@@ -152,20 +152,21 @@ impl Device for LocalDevice {
     }
 
     fn tasks(&self, limit: u32) -> Result<Vec<TaskRecord>, DeviceError> {
-        if !self.paths.tasks_db.exists() {
-            return Ok(Vec::new());
+        match self.cli(CliRequest::Tasks { limit })? {
+            CliResponse::Tasks(list) => Ok(list),
+            _ => Err(failed("approvald answered out of place")),
         }
-        nl2sh_approvald::store::tasks::recent_tasks_path(&self.paths.tasks_db, limit)
-            .map_err(failed)
     }
 
     fn task(&self, id: &TaskId) -> Result<TaskRecord, DeviceError> {
-        nl2sh_approvald::store::tasks::task_path(&self.paths.tasks_db, id)
-            .map_err(failed)?
-            .ok_or_else(|| DeviceError {
+        match self.cli(CliRequest::Task { id: id.clone() })? {
+            CliResponse::Task(Some(task)) => Ok(task),
+            CliResponse::Task(None) => Err(DeviceError {
                 kind: DeviceErrorKind::Invalid,
                 message: "no such task".into(),
-            })
+            }),
+            _ => Err(failed("approvald answered out of place")),
+        }
     }
 
     fn settings(&self) -> Result<Vec<SettingView>, DeviceError> {

@@ -580,44 +580,6 @@ fn prune(tx: &Transaction<'_>, keep: &str) -> rusqlite::Result<(TaskSpace, u64)>
     Ok((space, victims.len() as u64))
 }
 
-/// The newest `limit` tasks (at most [`MAX_PAGE_SIZE`]) of the database at `db`, newest
-/// update first, read without approvald: what the owner's terminal console lists (it runs
-/// as the service's user, like `protocol audit`). Damaged rows are left out.
-pub fn recent_tasks_path(db: &std::path::Path, limit: u32) -> Result<Vec<TaskRecord>, StoreError> {
-    let conn = super::schema::open_read_only(db)?;
-    let mut stmt = conn.prepare(
-        "SELECT id, context_id, state, updated_ms, document FROM tasks \
-         ORDER BY updated_ms DESC, id DESC LIMIT ?1",
-    )?;
-    let limit = i64::from(limit.clamp(1, MAX_PAGE_SIZE));
-    let rows = stmt.query_map([limit], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, SqlValue>(1)?,
-            r.get::<_, SqlValue>(2)?,
-            r.get::<_, SqlValue>(3)?,
-            r.get::<_, SqlValue>(4)?,
-        ))
-    })?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (id, context_id, state, updated_ms, document) = row?;
-        if let Ok(record) = stored_record(id, context_id, state, updated_ms, document) {
-            out.push(record);
-        }
-    }
-    Ok(out)
-}
-
-/// One task of the database at `db`, read without approvald (see [`recent_tasks_path`]).
-pub fn task_path(db: &std::path::Path, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {
-    let conn = super::schema::open_read_only(db)?;
-    let row = select_task(&conn, id)?;
-    Ok(row.and_then(|(context_id, state, updated_ms, document)| {
-        stored_record(id.0.clone(), context_id, state, updated_ms, document).ok()
-    }))
-}
-
 /// The stored columns of task `id`: context id, state, update time, document.
 type TaskColumns = (SqlValue, SqlValue, SqlValue, SqlValue);
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use nl2sh_approvald::authority::Authority;
-use nl2sh_approvald::dispatch::{answer_cli, serve_executor};
+use nl2sh_approvald::dispatch::{answer_cli, serve_executor, LocalOwner};
 use nl2sh_approvald::notify::Notifier;
 use nl2sh_approvald::owner::OwnerSessions;
 use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
@@ -28,6 +28,8 @@ pub struct Rig {
     pub config: PathBuf,
     pub authority: Arc<Authority>,
     pub sessions: Arc<OwnerSessions>,
+    /// What the local owner's commands reach (the same sessions, and the task store).
+    pub local: Arc<LocalOwner>,
     pub client: Client,
 }
 
@@ -40,16 +42,23 @@ impl Rig {
     pub async fn with_notifier(notifier: Notifier) -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
+        let tasks = Arc::new(store.tasks(&[]).unwrap());
         let config = dir.path().join("config.toml");
         let authority = Arc::new(Authority::new(store, &config).with_notifier(notifier));
         let (a, b) = pair::<ExecutorApprovald>().unwrap();
         tokio::spawn(serve_executor(b, authority.clone()));
         let (client, _) = Client::start(a).await.unwrap();
+        let sessions = Arc::new(OwnerSessions::new());
+        let local = Arc::new(LocalOwner {
+            sessions: sessions.clone(),
+            tasks,
+        });
         Rig {
             dir,
             config,
             authority,
-            sessions: Arc::new(OwnerSessions::new()),
+            sessions,
+            local,
             client,
         }
     }
@@ -89,7 +98,7 @@ impl Rig {
     }
 
     pub async fn cli(&self, req: CliRequest) -> CliResponse {
-        answer_cli(&self.authority, &self.sessions, req).await
+        answer_cli(&self.authority, &self.local, req).await
     }
 
     pub async fn pending(&self) -> Vec<PendingApproval> {
