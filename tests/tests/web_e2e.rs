@@ -277,7 +277,7 @@ fn a_login_code_works_once_and_only_for_its_session() {
 }
 
 #[test]
-fn guessing_codes_is_rate_limited() {
+fn guessing_codes_is_rate_limited_and_cannot_lock_the_owner_out() {
     let c = Console::start(false, "");
     let code = c.login_code();
     let mut statuses = Vec::new();
@@ -287,9 +287,10 @@ fn guessing_codes_is_rate_limited() {
     }
     assert!(statuses[..10].iter().all(|s| *s == 401), "{statuses:?}");
     assert!(statuses[10..].iter().all(|s| *s == 429), "{statuses:?}");
-    // Even the right code waits out the window: a flood cannot race the owner's link.
-    c.post("/api/login", &json!({ "code": code }), &[])
-        .assert_refusal(429);
+    // A flood of wrong codes (any local program reaches the port) does not lock the
+    // owner out: the link `web login` gave still works.
+    let r = c.post("/api/login", &json!({ "code": code }), &[]);
+    assert_eq!(r.status, 200, "{r:?}");
 }
 
 #[test]

@@ -224,19 +224,20 @@ impl SessionTable {
         Ok(code)
     }
 
-    /// Trade a live code for a new session; the code is gone either way it was right.
-    /// While failed logins are over their limit, every login is refused without looking
-    /// at the code, a right one included: the limit guards against a flood (filling the
-    /// log, spending CPU on hashes), not against guessing, which 256 random bits already
-    /// make hopeless. The right code stays valid until it expires.
+    /// Trade a live code for a new session; the code is gone once it was right. A wrong
+    /// one counts as a failure; past the limit, wrong ones are refused as rate-limited
+    /// until the window passes. A right code always works: a flood of wrong ones (from
+    /// any local program, which can reach the console's port) must not lock the owner out
+    /// of the link `web login` just gave them. Guessing is hopeless anyway (256 random
+    /// bits); the limit keeps a flood from filling the log.
     pub fn redeem(&mut self, code: &Secret, now: Instant) -> Result<LoggedIn, RedeemError> {
-        if self.failures.limited(now) {
-            return Err(RedeemError::Refused(Refused::RateLimited));
-        }
         let found = well_formed(code)
             .then(|| self.codes.find(&hash(code), now))
             .flatten();
         let Some(index) = found else {
+            if self.failures.limited(now) {
+                return Err(RedeemError::Refused(Refused::RateLimited));
+            }
             self.failures.count_one(now);
             return Err(RedeemError::Refused(Refused::BadCode));
         };
@@ -589,7 +590,7 @@ mod tests {
     }
 
     #[test]
-    fn failed_logins_past_the_limit_refuse_every_login_until_the_window_passes() {
+    fn failed_logins_past_the_limit_are_refused_until_the_window_passes_but_not_the_owner() {
         let mut t = SessionTable::new();
         let start = Instant::now();
         let code = t.issue_code(start).unwrap();
@@ -602,15 +603,14 @@ mod tests {
                 "attempt {i}"
             );
         }
-        // Malformed codes count too, and the right code is refused as well now.
+        // Past the limit wrong codes are refused as rate-limited; the owner's right code
+        // still works (a flood must not lock the owner out).
         let soon = start + Duration::from_secs(30);
         assert_eq!(refused(t.redeem(&wrong, soon)), Refused::RateLimited);
-        assert_eq!(refused(t.redeem(&code, soon)), Refused::RateLimited);
         assert_eq!(Refused::RateLimited.kind(), OwnerErrorKind::RateLimited);
-        // The limited attempts did not use up the code: once the window has passed it
-        // works.
+        assert!(t.redeem(&code, soon).is_ok());
+        // Once the window has passed, a wrong code is a plain failure again.
         let after = start + WEB_LOGIN_FAILURE_WINDOW;
-        assert!(t.redeem(&code, after).is_ok());
         // The count starts again.
         let code = t.issue_code(after).unwrap();
         assert_eq!(
