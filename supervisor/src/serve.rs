@@ -70,6 +70,10 @@ pub enum ServeError {
     Spawn(std::io::Error),
     #[error("{0}")]
     Start(String),
+    /// A worker set failed to start because its Web console died while starting (a
+    /// restart counts that as one of the console's deaths).
+    #[error("{0}")]
+    ConsoleDiedStarting(String),
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -670,8 +674,18 @@ async fn start_tree(
             ))
         });
     if let Some(why) = failure {
+        // A console killed mid-start shows up as whichever worker noticed first; ask the
+        // console itself, so its deaths are counted whatever the order.
+        let console_died = match workers.iter_mut().find(|w| w.role == Role::Web) {
+            Some(w) => exited_within(&mut w.child, Duration::from_millis(200)).await,
+            None => false,
+        };
         kill_all(&mut workers);
-        return Err(ServeError::Start(why));
+        return Err(if console_died {
+            ServeError::ConsoleDiedStarting(why)
+        } else {
+            ServeError::Start(why)
+        });
     }
     let (tx, events) = mpsc::unbounded_channel();
     let mut writers = Vec::new();
@@ -940,7 +954,11 @@ async fn supervise(
                     break;
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "restarting the workers failed");
+                    let console = matches!(e, ServeError::ConsoleDiedStarting(_));
+                    tracing::error!(error = %e, console_died = console, "restarting the workers failed");
+                    if let ServeError::ConsoleDiedStarting(why) = &e {
+                        restart.console_died(why);
+                    }
                 }
             }
         }
@@ -976,8 +994,14 @@ async fn end_workers(running: &mut Running, first: usize) -> String {
         |(role, pid, status)| format!("{} (pid {pid}) {}", role.as_str(), describe(*status)),
     );
     // netd, if alive, stops accepting and answers its in-flight requests once its peer
-    // channel ends; give it that long.
-    if let Some(netd) = running.workers.iter_mut().find(|w| w.role == Role::Netd) {
+    // channel ends; give it that long. The Web console is no peer of netd's: when only it
+    // died, netd would never end on its own, and waiting would only lengthen the outage.
+    let netd_peer_died = ended.iter().any(|(role, _, _)| *role != Role::Web);
+    if let Some(netd) = running
+        .workers
+        .iter_mut()
+        .find(|w| w.role == Role::Netd && netd_peer_died)
+    {
         let deadline = std::time::Instant::now() + PEER_DEATH_GRACE;
         while std::time::Instant::now() < deadline {
             match netd.child.try_wait() {
@@ -1000,6 +1024,20 @@ async fn end_workers(running: &mut Running, first: usize) -> String {
 }
 
 /// Wait up to a second for a child whose channel closed; its status, or an error.
+/// Whether the child has exited, or does within `limit`.
+async fn exited_within(child: &mut std::process::Child, limit: Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => return true,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            _ => return false,
+        }
+    }
+}
+
 async fn wait_briefly(child: &mut std::process::Child) -> std::process::ExitStatus {
     use std::os::unix::process::ExitStatusExt;
     for _ in 0..50 {
