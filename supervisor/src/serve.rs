@@ -839,6 +839,11 @@ impl Restart {
             &self.log_filter,
         )
         .map_err(ServeError::Spawn)?;
+        // The new workers are ours to wait for from now on, not the orphan reaper's: one
+        // that dies while starting must leave its status for `start_tree` to read.
+        if let Ok(mut pids) = self.worker_pids.lock() {
+            *pids = tree.workers.iter().map(|w| w.child.id()).collect();
+        }
         start_tree(tree, self.starts.clone(), &self.discovery).await
     }
 

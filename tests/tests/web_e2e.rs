@@ -744,13 +744,17 @@ fn a_console_that_keeps_dying_is_dropped_and_mcp_goes_on() {
                 break pid;
             }
             assert!(Instant::now() < deadline, "no console before death {death}");
-            std::thread::sleep(Duration::from_millis(50));
+            // Polled often, so some kills land while a worker set is still starting:
+            // those deaths count too.
+            std::thread::sleep(Duration::from_millis(5));
         };
         // SAFETY: kill with integer arguments.
         unsafe { libc::kill(pid, libc::SIGKILL) };
         last = Some(pid);
     }
     // The fourth death within the window: the workers come back without a console.
+    // (`restarts` counts the sets that started; a set whose console was killed while it
+    // started never did.)
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (code, v) = c.status();
@@ -758,7 +762,7 @@ fn a_console_that_keeps_dying_is_dropped_and_mcp_goes_on() {
         let restarted = conns
             .first()
             .and_then(|c| c["restarts"].as_u64())
-            .is_some_and(|r| r >= 4);
+            .is_some_and(|r| r >= 1);
         if code == Some(0) && restarted && !conns.iter().any(|c| c["transport"] == "web") {
             break;
         }
