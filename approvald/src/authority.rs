@@ -8,7 +8,8 @@
 //! 1. The configuration cannot be read or is invalid → `Refused` (fail closed).
 //! 2. Policy (`approval_policy`, remote callers raised to at least `balanced`) does not ask
 //!    → `Allowed`.
-//! 3. `protocol_auto_approve = true` → `AutoApproved`.
+//! 3. `protocol_auto_approve = true` → `AutoApproved` (never for the owner's own Ask,
+//!    origin `owner_tui`, whose confirmer is the console: nor step 4).
 //! 4. A scoped grant covers the final assessment (never root, dangerous or critical)
 //!    → `Granted`.
 //! 5. Otherwise a pending request for the local CLI ([`crate::pending`]): `Approved`,
@@ -533,6 +534,11 @@ pub fn settle_without_asking(policy: &Policy, s: &ActionSummary) -> Option<(Deci
         };
         return Some((Decision::Allowed, reason));
     }
+    // The owner's own Ask has its own confirmer, the console the owner typed in:
+    // `protocol_auto_approve` and grants are the protocol confirmer's, never its.
+    if s.origin == CallOrigin::OwnerTui {
+        return None;
+    }
     if policy.auto_approve {
         return Some((Decision::AutoApproved, REASON_AUTO_APPROVED.to_owned()));
     }
@@ -787,6 +793,38 @@ mod tests {
             settle_without_asking(&permissive, &m).map(|(d, _)| d),
             Some(Decision::Allowed)
         );
+    }
+
+    #[test]
+    fn the_owners_own_ask_is_never_auto_approved_nor_granted() {
+        let mut parsed = crate::policy::parse(
+            std::path::Path::new("c.toml"),
+            "[[approval_grants]]\ntool = 'shell.exec'\ncommand = ['touch', '*']\n",
+        )
+        .expect("a grant");
+        let grant = parsed.grants.remove(0);
+        let mut s = summary(3);
+        s.tool = "shell.exec".into();
+        s.risk = RiskLevel::Low;
+        s.commands = Some(vec![ParsedCommand {
+            argv: Some(vec!["touch".into(), "x".into()]),
+            read_only: false,
+        }]);
+        let policy = Policy {
+            auto_approve: true,
+            grants: vec![grant],
+            ..Policy::default()
+        };
+        s.origin = CallOrigin::McpStdio;
+        assert!(settle_without_asking(&policy, &s).is_some());
+        // The console the owner typed in confirms it, whatever the protocol's confirmers say.
+        s.origin = CallOrigin::OwnerTui;
+        assert_eq!(settle_without_asking(&policy, &s), None);
+        let no_auto = Policy {
+            auto_approve: false,
+            ..policy
+        };
+        assert_eq!(settle_without_asking(&no_auto, &s), None);
     }
 
     #[test]

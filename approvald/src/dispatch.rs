@@ -5,10 +5,12 @@
 use std::sync::Arc;
 
 use nl2sh_proto::channels::{
-    AuthorityRequest, AuthorityResponse, CliErrorKind, CliRequest, CliResponse, OwnerAction,
-    OwnerErrorKind, OwnerRequest, OwnerResponse, StoreRequest, StoreResponse,
+    is_owner_id, AuthorityRequest, AuthorityResponse, CliErrorKind, CliRequest, CliResponse,
+    ContextId, OwnerAction, OwnerErrorKind, OwnerRequest, OwnerResponse, OwnerWork, StoreRequest,
+    StoreResponse,
 };
-use nl2sh_proto::limits::WEB_LOGIN_CODE_TTL;
+use nl2sh_proto::display::Shown;
+use nl2sh_proto::limits::{MAX_AGENT_TEXT_BYTES, WEB_LOGIN_CODE_TTL};
 use nl2sh_proto::rpc::{self, OutOfState};
 use nl2sh_proto::topology::{
     Answerer, CliApprovald, ExecutorApprovald, NetdApprovald, WebApprovald,
@@ -16,6 +18,7 @@ use nl2sh_proto::topology::{
 use nl2sh_proto::FrameError;
 
 use crate::authority::Authority;
+use crate::owner::asks::{NotTaken, OwnerInbox, HAND_OVER_WAIT};
 use crate::owner::sessions::{seconds_ceil, RedeemError};
 use crate::owner::{self, refused, OwnerSessions, SettingsEditor};
 use crate::store::tasks::TaskStore;
@@ -25,17 +28,23 @@ use crate::store::tasks::TaskStore;
 pub async fn serve_netd(
     end: Answerer<NetdApprovald>,
     tasks: Arc<TaskStore>,
+    inbox: Arc<OwnerInbox>,
 ) -> Result<(), FrameError> {
     rpc::serve(end, move |req: StoreRequest| {
         let tasks = tasks.clone();
-        async move { Ok(answer_store(&tasks, req).await) }
+        let inbox = inbox.clone();
+        async move { Ok(answer_store(&tasks, &inbox, req).await) }
     })
     .await
 }
 
 /// Every failure is an answer (`Failed`), never a closed channel: a bad document is
 /// netd's mistake to report, not a breach of the protocol.
-pub async fn answer_store(tasks: &TaskStore, req: StoreRequest) -> StoreResponse {
+pub async fn answer_store(
+    tasks: &TaskStore,
+    inbox: &OwnerInbox,
+    req: StoreRequest,
+) -> StoreResponse {
     let failed = StoreResponse::from;
     match req {
         StoreRequest::Ping => StoreResponse::Pong,
@@ -69,6 +78,7 @@ pub async fn answer_store(tasks: &TaskStore, req: StoreRequest) -> StoreResponse
             .save_session(context_id, messages_json)
             .await
             .map_or_else(failed, |()| StoreResponse::Stored),
+        StoreRequest::NextOwnerWork => StoreResponse::OwnerWork(inbox.next().await),
     }
 }
 
@@ -123,6 +133,8 @@ pub async fn serve_cli(
 pub struct LocalOwner {
     pub sessions: Arc<OwnerSessions>,
     pub tasks: Arc<TaskStore>,
+    /// The terminal console's Ask, handed to netd's Agent.
+    pub inbox: Arc<OwnerInbox>,
 }
 
 pub async fn answer_cli(authority: &Authority, local: &LocalOwner, req: CliRequest) -> CliResponse {
@@ -177,6 +189,65 @@ pub async fn answer_cli(authority: &Authority, local: &LocalOwner, req: CliReque
             } => CliResponse::Task(None),
             other => cli_refusal(other),
         },
+        CliRequest::Ask { context_id, text } => ask(local, context_id, text).await,
+        CliRequest::CancelTask { id } => {
+            if !is_owner_id(&id.0) {
+                return CliResponse::Error {
+                    kind: CliErrorKind::InvalidRequest,
+                    message: "only the owner's own tasks (from Ask) are cancelled here".into(),
+                };
+            }
+            match local
+                .inbox
+                .hand_over(OwnerWork::Cancel { id }, HAND_OVER_WAIT)
+                .await
+            {
+                Ok(()) => CliResponse::Done,
+                Err(e) => not_taken(e),
+            }
+        }
+    }
+}
+
+/// The owner's goal for the Agent: ids minted in the owner's namespace, then handed to
+/// netd, which stores the task and runs it.
+async fn ask(local: &LocalOwner, context_id: Option<ContextId>, text: String) -> CliResponse {
+    let invalid = |message: String| CliResponse::Error {
+        kind: CliErrorKind::InvalidRequest,
+        message,
+    };
+    if text.trim().is_empty() || text.len() > MAX_AGENT_TEXT_BYTES {
+        return invalid(format!(
+            "a goal is 1 to {MAX_AGENT_TEXT_BYTES} bytes of text, not {}",
+            text.len()
+        ));
+    }
+    let (id, context_id) = match local.tasks.create_owner(context_id) {
+        Ok(ids) => ids,
+        Err(e) => return invalid(e.message),
+    };
+    let work = OwnerWork::Ask {
+        id: id.clone(),
+        context_id: context_id.clone(),
+        text,
+    };
+    match local.inbox.hand_over(work, HAND_OVER_WAIT).await {
+        Ok(()) => {
+            tracing::info!(task = %Shown::new(&id.0), "the owner asked the Agent");
+            CliResponse::Asked { id, context_id }
+        }
+        Err(e) => not_taken(e),
+    }
+}
+
+fn not_taken(e: NotTaken) -> CliResponse {
+    let kind = match e {
+        NotTaken::NoAgent => CliErrorKind::NoAgent,
+        NotTaken::Full => CliErrorKind::Unavailable,
+    };
+    CliResponse::Error {
+        kind,
+        message: e.to_string(),
     }
 }
 

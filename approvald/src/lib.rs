@@ -135,9 +135,11 @@ async fn serve(ends: ApprovaldEnds, editor: Arc<dyn SettingsEditor>) -> Result<(
     };
     tracing::debug!(path = %approvals_socket.path().display(), "approvals socket ready");
     let (stop_socket, socket_stopped) = tokio::sync::oneshot::channel::<()>();
+    let inbox = Arc::new(owner::asks::OwnerInbox::default());
     let local = Arc::new(dispatch::LocalOwner {
         sessions: sessions.clone(),
         tasks: tasks.clone(),
+        inbox: inbox.clone(),
     });
     let serving_socket =
         approvals_socket.serve(authority.clone(), local, peer_policy, async move {
@@ -147,7 +149,7 @@ async fn serve(ends: ApprovaldEnds, editor: Arc<dyn SettingsEditor>) -> Result<(
     // Serve each channel at once, each in its own task (the handshakes included): peers
     // may wait on an answer here before they complete their other handshakes.
     let mut executor_task = tokio::spawn(dispatch::serve_executor(executor, authority.clone()));
-    let mut netd_task = tokio::spawn(dispatch::serve_netd(netd, tasks.clone()));
+    let mut netd_task = tokio::spawn(dispatch::serve_netd(netd, tasks.clone(), inbox));
     let mut web_task = tokio::spawn(dispatch::serve_web(
         web,
         authority.clone(),

@@ -9,6 +9,7 @@
 //! Every answer fits a frame: lists that could outgrow one (tasks, audit rows) are cut
 //! at [`MAX_ANSWER_BYTES`], newest kept.
 
+pub mod asks;
 pub mod sessions;
 
 use std::path::Path;
@@ -94,7 +95,7 @@ pub fn owner_kind(kind: CliErrorKind) -> OwnerErrorKind {
         CliErrorKind::PhraseRequired => OwnerErrorKind::PhraseRequired,
         CliErrorKind::WrongPhrase => OwnerErrorKind::WrongPhrase,
         CliErrorKind::InvalidRequest => OwnerErrorKind::Invalid,
-        CliErrorKind::Unavailable => OwnerErrorKind::Unavailable,
+        CliErrorKind::Unavailable | CliErrorKind::NoAgent => OwnerErrorKind::Unavailable,
     }
 }
 
@@ -173,6 +174,8 @@ pub async fn tasks(tasks: &TaskStore, limit: u32) -> OwnerResponse {
         updated_after_ms: None,
         page_size: limit.clamp(1, MAX_TASKS_LISTED),
         page_token: None,
+        // The owner sees every task: the protocol's and their own.
+        include_owner: true,
     };
     match tasks.list(query).await {
         Ok(page) => OwnerResponse::Tasks(within_budget(page.tasks, |t: &TaskRecord| {

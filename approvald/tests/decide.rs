@@ -36,6 +36,7 @@ impl Rig {
         let local = LocalOwner {
             sessions: Arc::new(OwnerSessions::new()),
             tasks: Arc::new(store.tasks(&[]).unwrap()),
+            inbox: Arc::default(),
         };
         let config = dir.path().join("config.toml");
         let authority = Arc::new(Authority::new(store, &config));

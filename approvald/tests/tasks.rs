@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
-use nl2sh_approvald::dispatch::serve_netd;
+use nl2sh_approvald::dispatch::{answer_cli, serve_netd, LocalOwner};
+use nl2sh_approvald::owner::asks::OwnerInbox;
 use nl2sh_approvald::store::sessions::{session_file_name, SESSIONS_DIR};
 use nl2sh_approvald::store::tasks::TaskStore;
 use nl2sh_approvald::store::{Store, StoreError, DB_FILE};
 use nl2sh_proto::channels::{
-    ContextId, StoreErrorKind, StoreRequest, StoreResponse, TaskId, TaskPage, TaskQuery,
-    TaskRecord, TaskState,
+    CliErrorKind, CliRequest, CliResponse, ContextId, OwnerWork, StoreErrorKind, StoreRequest,
+    StoreResponse, TaskId, TaskPage, TaskQuery, TaskRecord, TaskState,
 };
 use nl2sh_proto::limits::{
     MAX_ID_BYTES, MAX_RETAINED_DOCUMENT_BYTES, MAX_RETAINED_TASKS, MAX_TASK_DOCUMENT_BYTES,
@@ -37,6 +38,7 @@ struct Rig {
     tasks: Arc<TaskStore>,
     client: Client,
     served: JoinHandle<Result<(), FrameError>>,
+    inbox: Arc<OwnerInbox>,
 }
 
 impl Rig {
@@ -49,7 +51,8 @@ impl Rig {
         let secrets: Vec<Secret> = secrets.iter().map(|s| Secret::new(s.to_string())).collect();
         let tasks = Arc::new(store.tasks(&secrets).unwrap());
         let (asker, answerer) = pair::<NetdApprovald>().unwrap();
-        let served = tokio::spawn(serve_netd(answerer, tasks.clone()));
+        let inbox = Arc::new(OwnerInbox::default());
+        let served = tokio::spawn(serve_netd(answerer, tasks.clone(), inbox.clone()));
         let (client, _) = Client::start(asker).await.unwrap();
         Rig {
             dir,
@@ -57,6 +60,7 @@ impl Rig {
             tasks,
             client,
             served,
+            inbox,
         }
     }
 
@@ -227,6 +231,7 @@ fn query(page_size: u32) -> TaskQuery {
         updated_after_ms: None,
         page_size,
         page_token: None,
+        include_owner: false,
     }
 }
 
@@ -1238,5 +1243,164 @@ async fn the_owners_consoles_list_tasks_newest_first_and_read_one() {
             kind: OwnerErrorKind::NoSuchTask,
             ..
         }
+    ));
+}
+
+/// The owner's own conversations (the terminal console's Ask) live in the same store
+/// under their own ids: netd's CreateTask cannot continue one, and netd's listings never
+/// show them, whatever the filters; the owner's listing does.
+#[tokio::test]
+async fn the_owners_tasks_are_in_a_namespace_of_their_own() {
+    let rig = Rig::new().await;
+    let refused = rig
+        .call(StoreRequest::CreateTask {
+            context_id: Some(ContextId("owner-123".into())),
+        })
+        .await;
+    assert!(
+        matches!(&refused, StoreResponse::Failed { kind: StoreErrorKind::Invalid, message }
+            if message.contains("owner")),
+        "{refused:?}"
+    );
+    let (id, context) = rig.tasks.create_owner(None).unwrap();
+    assert!(id.0.starts_with("owner-") && context.0.starts_with("owner-"));
+    // Continuing a protocol context as the owner's is refused too.
+    assert!(rig
+        .tasks
+        .create_owner(Some(ContextId("ctx".into())))
+        .is_err());
+    let (id2, same) = rig.tasks.create_owner(Some(context.clone())).unwrap();
+    assert_eq!(same, context);
+    rig.put_ok(record(&id.0, &context.0, TaskState::Completed, 1_000))
+        .await;
+    rig.put_ok(record(&id2.0, &context.0, TaskState::Working, 2_000))
+        .await;
+    rig.put_ok(record("t-proto", "ctx", TaskState::Completed, 3_000))
+        .await;
+
+    let page = rig.list(query(100)).await.unwrap();
+    assert_eq!(ids(&page.tasks), ["t-proto"]);
+    assert_eq!(page.total_size, 1);
+    let mut by_context = query(100);
+    by_context.context_id = Some(context.clone());
+    assert!(rig.list(by_context).await.unwrap().tasks.is_empty());
+
+    let mut owner = query(1);
+    owner.include_owner = true;
+    let first = rig.list(owner.clone()).await.unwrap();
+    assert_eq!(first.total_size, 3);
+    // A page token of the owner's listing is no token of netd's.
+    let mut netd = query(1);
+    netd.page_token = Some(first.next_page_token.clone());
+    assert!(matches!(
+        rig.list(netd).await,
+        Err((StoreErrorKind::BadPageToken, _))
+    ));
+    owner.page_token = Some(first.next_page_token);
+    assert_eq!(rig.list(owner).await.unwrap().tasks.len(), 1);
+}
+
+/// The owner's Ask over approvals.sock is handed to the netd that waits for it with
+/// `NextOwnerWork`, under owner ids; refused plainly when no netd takes it, when the
+/// goal is empty or too long, and a cancel only names the owner's own tasks.
+#[tokio::test]
+async fn the_owners_ask_is_handed_to_the_waiting_netd() {
+    use nl2sh_approvald::authority::Authority;
+    use nl2sh_approvald::owner::OwnerSessions;
+    let rig = Rig::new().await;
+    let local = LocalOwner {
+        sessions: Arc::new(OwnerSessions::new()),
+        tasks: rig.tasks.clone(),
+        inbox: rig.inbox.clone(),
+    };
+    let other = tempfile::tempdir().unwrap();
+    let authority = Authority::new(
+        Store::open(other.path()).unwrap(),
+        rig.dir.path().join("config.toml"),
+    );
+    let ask = |text: &str, context: Option<ContextId>| CliRequest::Ask {
+        context_id: context,
+        text: text.into(),
+    };
+
+    // Nobody waits: refused as "no Agent" once the hand-over wait is out.
+    let started = Instant::now();
+    let answer = answer_cli(&authority, &local, ask("list my files", None)).await;
+    assert!(
+        matches!(&answer, CliResponse::Error { kind: CliErrorKind::NoAgent, message }
+            if message.contains("not running")),
+        "{answer:?}"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(4));
+
+    for bad in ["", "   ", &"x".repeat(8193)] {
+        let answer = answer_cli(&authority, &local, ask(bad, None)).await;
+        assert!(
+            matches!(
+                answer,
+                CliResponse::Error {
+                    kind: CliErrorKind::InvalidRequest,
+                    ..
+                }
+            ),
+            "{answer:?}"
+        );
+    }
+    let answer = answer_cli(
+        &authority,
+        &local,
+        CliRequest::CancelTask {
+            id: TaskId("t-proto".into()),
+        },
+    )
+    .await;
+    assert!(
+        matches!(
+            answer,
+            CliResponse::Error {
+                kind: CliErrorKind::InvalidRequest,
+                ..
+            }
+        ),
+        "{answer:?}"
+    );
+
+    // netd waits: the goal is its answer, under the ids the owner was given.
+    let netd = tokio::spawn({
+        let client = rig.client.clone();
+        async move { client.call(&StoreRequest::NextOwnerWork).await.unwrap() }
+    });
+    let answer = answer_cli(&authority, &local, ask("list my files", None)).await;
+    let CliResponse::Asked { id, context_id } = answer else {
+        panic!("not asked: {answer:?}");
+    };
+    match netd.await.unwrap() {
+        StoreResponse::OwnerWork(OwnerWork::Ask {
+            id: got,
+            context_id: got_context,
+            text,
+        }) => {
+            assert_eq!(
+                (got, got_context, text.as_str()),
+                (id.clone(), context_id.clone(), "list my files")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(id.0.starts_with("owner-"));
+    let netd = tokio::spawn({
+        let client = rig.client.clone();
+        async move { client.call(&StoreRequest::NextOwnerWork).await.unwrap() }
+    });
+    let answer = answer_cli(
+        &authority,
+        &local,
+        CliRequest::CancelTask { id: id.clone() },
+    )
+    .await;
+    assert!(matches!(answer, CliResponse::Done), "{answer:?}");
+    assert!(matches!(
+        netd.await.unwrap(),
+        StoreResponse::OwnerWork(OwnerWork::Cancel { id: got }) if got == id
     ));
 }

@@ -5,8 +5,8 @@
 //! answered is the one asked for, and that sizes are within the limits.
 
 use nl2sh_proto::channels::{
-    ContextId, StoreErrorKind, StoreFailure, StoreRequest, StoreResponse, TaskId, TaskPage,
-    TaskQuery, TaskRecord,
+    ContextId, OwnerWork, StoreErrorKind, StoreFailure, StoreRequest, StoreResponse, TaskId,
+    TaskPage, TaskQuery, TaskRecord,
 };
 use nl2sh_proto::limits::{MAX_ID_BYTES, MAX_TASK_DOCUMENT_BYTES};
 use nl2sh_proto::rpc::{ChannelEnd, RpcClient, RpcError};
@@ -203,6 +203,15 @@ impl StoreClient {
         };
         match self.rpc.call(&req).await? {
             StoreResponse::Stored => Ok(()),
+            StoreResponse::Failed { kind, message } => Err(failed(kind, message)),
+            other => Err(unreachable_answer(other)),
+        }
+    }
+
+    /// The owner's next Ask or cancel from the terminal console; waits until one comes.
+    pub async fn next_owner_work(&self) -> Result<OwnerWork, StoreClientError> {
+        match self.rpc.call(&StoreRequest::NextOwnerWork).await? {
+            StoreResponse::OwnerWork(work) => Ok(work),
             StoreResponse::Failed { kind, message } => Err(failed(kind, message)),
             other => Err(unreachable_answer(other)),
         }

@@ -121,6 +121,9 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
         return Err(crate::test_hook::attempt(&violation));
     }
     tracing::info!("netd serving");
+    // The owner's Ask from the terminal console, handed over by approvald.
+    let owner_work = tokio::spawn(tasks.clone().serve_owner());
+    let _owner_work = AbortOnDrop(owner_work);
 
     // Biased: when stdin closes, the transport ends first and then (because it held the
     // last executor client) the executor channel; both may be ready at once, and the
@@ -281,4 +284,13 @@ async fn serve_stdio(
         () = stop => cancel.cancel(),
     }
     Ok(())
+}
+
+/// Ends a spawned task when the worker's serving ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -17,6 +17,7 @@ use tokio::io::AsyncWriteExt;
 fn new_task(text: &str, context: Option<&str>, origin: CallOrigin) -> NewTask {
     NewTask {
         agent_origin: origin,
+        ids: None,
         context: context.map(|c| ContextId(c.into())),
         text: text.into(),
         message: Map::from_iter([
@@ -432,5 +433,142 @@ async fn task_tools_are_listed_with_schemas() {
         let t = find(name);
         assert_eq!(t["inputSchema"]["required"], json!(["task_id"]), "{name}");
         assert!(!t["description"].as_str().unwrap().is_empty());
+    }
+}
+
+/// The owner's Ask (approvald hands it over as the answer to netd's `NextOwnerWork`): it
+/// runs as origin `owner_tui` under approvald's owner ids, continues its conversation, is
+/// cancelled by the owner, and stays out of every protocol front door.
+#[tokio::test]
+async fn the_owners_ask_runs_apart_from_the_protocols_tasks() {
+    use nl2sh_proto::channels::OwnerWork;
+    let h = Harness::start().await;
+    tokio::spawn(h.tasks.clone().serve_owner());
+    let inbox = h.store.inbox();
+    let store = h.store.tasks();
+    let within = Duration::from_secs(5);
+
+    let (id, context) = store.create_owner(None).expect("owner ids");
+    assert!(id.0.starts_with("owner-") && context.0.starts_with("owner-"));
+    inbox
+        .hand_over(
+            OwnerWork::Ask {
+                id: id.clone(),
+                context_id: context.clone(),
+                text: "done:first".into(),
+            },
+            within,
+        )
+        .await
+        .expect("netd takes the owner's goal");
+    let first = loop {
+        match store.get(id.clone()).await.expect("read") {
+            Some(t) if t.state.is_terminal() => break t,
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    };
+    assert_eq!(first.state, TaskState::Completed, "{}", first.document);
+    let job = h.script.job("done:first").expect("the Agent worked it");
+    assert_eq!(job.origin, CallOrigin::OwnerTui);
+
+    // The next goal continues the conversation: the Agent gets its history.
+    let (id2, _) = store.create_owner(Some(context.clone())).expect("ids");
+    inbox
+        .hand_over(
+            OwnerWork::Ask {
+                id: id2.clone(),
+                context_id: context.clone(),
+                text: "block:second".into(),
+            },
+            within,
+        )
+        .await
+        .expect("taken");
+    h.script.wait_for("start:block:second").await;
+    assert_eq!(h.script.job("block:second").unwrap().history.len(), 2);
+
+    // No protocol front door sees, continues or cancels them.
+    h.err("GetTask", json!({"id": id.0}), -32001).await;
+    h.err("CancelTask", json!({"id": id2.0}), -32001).await;
+    let listed = h.ok("ListTasks", json!({})).await;
+    assert_eq!(listed["tasks"], json!([]), "{listed}");
+    let listed = h.ok("ListTasks", json!({"contextId": context.0})).await;
+    assert_eq!(listed["tasks"], json!([]), "{listed}");
+    let err = h
+        .err(
+            "SendMessage",
+            json!({"message": {"messageId": "m1", "role": "ROLE_USER", "contextId": context.0,
+                               "parts": [{"text": "done:steal"}]}}),
+            -32602,
+        )
+        .await;
+    assert!(err.to_string().contains("owner"), "{err}");
+    assert!(h.script.job("done:steal").is_none());
+    let e = h
+        .tasks
+        .submit(new_task("done:x", Some(&context.0), CallOrigin::AgentStdio))
+        .await
+        .err()
+        .expect("a protocol task in the owner's conversation");
+    assert!(matches!(e, TaskError::OwnersConversation), "{e}");
+
+    // The owner cancels their own task.
+    inbox
+        .hand_over(OwnerWork::Cancel { id: id2.clone() }, within)
+        .await
+        .expect("taken");
+    let second = loop {
+        match store.get(id2.clone()).await.expect("read") {
+            Some(t) if t.state.is_terminal() => break t,
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    };
+    assert_eq!(second.state, TaskState::Canceled);
+    assert!(
+        h.store.violations().is_empty(),
+        "{:?}",
+        h.store.violations()
+    );
+}
+
+/// A goal that cannot start (over the active-task limit, say) is stored FAILED with the
+/// reason, so the owner's console shows why instead of waiting for nothing.
+#[tokio::test]
+async fn an_owner_goal_that_cannot_start_is_stored_failed() {
+    use nl2sh_proto::channels::OwnerWork;
+    use nl2sh_proto::limits::MAX_ACTIVE_TASKS;
+    let h = Harness::start().await;
+    tokio::spawn(h.tasks.clone().serve_owner());
+    for n in 0..MAX_ACTIVE_TASKS {
+        h.send_text(&format!("block:t{n}"), None, true).await;
+    }
+    let store = h.store.tasks();
+    let (id, context) = store.create_owner(None).expect("ids");
+    h.store
+        .inbox()
+        .hand_over(
+            OwnerWork::Ask {
+                id: id.clone(),
+                context_id: context,
+                text: "done:late".into(),
+            },
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("taken");
+    let failed = loop {
+        match store.get(id.clone()).await.expect("read") {
+            Some(t) => break t,
+            None => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    };
+    assert_eq!(failed.state, TaskState::Failed);
+    assert!(
+        failed.document.contains("active tasks"),
+        "{}",
+        failed.document
+    );
+    for n in 0..MAX_ACTIVE_TASKS {
+        h.script.release(&format!("t{n}"));
     }
 }

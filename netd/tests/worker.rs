@@ -99,6 +99,8 @@ impl Tree {
                 let _ = rpc::serve(app, |req: StoreRequest| async move {
                     match req {
                         StoreRequest::Ping => Ok(StoreResponse::Pong),
+                        // netd waits for the owner's work all along; none comes here.
+                        StoreRequest::NextOwnerWork => std::future::pending().await,
                         _ => Err(rpc::OutOfState(
                             "this test's store only answers Ping".into(),
                         )),

@@ -277,6 +277,10 @@ pub enum CallOrigin {
     AgentHttp,
     /// The built-in Agent, working a task delegated over stdio MCP (`nl2sh_ask`).
     AgentStdio,
+    /// The built-in Agent, working a goal the owner typed on the terminal console's Ask
+    /// page. Local; its mutations wait for the owner's confirmation in that console (never
+    /// `protocol_auto_approve`, never a grant: those are the protocol confirmer's).
+    OwnerTui,
 }
 
 impl CallOrigin {
@@ -286,20 +290,41 @@ impl CallOrigin {
             CallOrigin::McpStdio => "mcp_stdio",
             CallOrigin::AgentHttp => "agent_http",
             CallOrigin::AgentStdio => "agent_stdio",
+            CallOrigin::OwnerTui => "owner_tui",
         }
     }
     /// A caller that reached the device over the network (policy raised to `balanced`).
     pub fn is_remote(self) -> bool {
         matches!(self, CallOrigin::McpHttp | CallOrigin::AgentHttp)
     }
+    /// Whether calls from this origin are steps of a task the built-in Agent works.
+    pub fn is_agent(self) -> bool {
+        matches!(
+            self,
+            CallOrigin::AgentHttp | CallOrigin::AgentStdio | CallOrigin::OwnerTui
+        )
+    }
     /// The origin of the Agent's tool calls for a task delegated from `self`.
     pub fn agent(self) -> CallOrigin {
-        if self.is_remote() {
+        if self == CallOrigin::OwnerTui {
+            CallOrigin::OwnerTui
+        } else if self.is_remote() {
             CallOrigin::AgentHttp
         } else {
             CallOrigin::AgentStdio
         }
     }
+}
+
+/// The start of every task and context id of the owner's own conversations (the terminal
+/// console's Ask page). They live beside the protocol's tasks in one store but in their
+/// own namespace: approvald mints them only for the owner, and netd's protocol front
+/// doors never show, continue or cancel them (docs/TUI.md, "Ask").
+pub const OWNER_ID_PREFIX: &str = "owner-";
+
+/// Whether `id` (a task or context id) is in the owner's namespace.
+pub fn is_owner_id(id: &str) -> bool {
+    id.starts_with(OWNER_ID_PREFIX)
 }
 
 /// The id of a delegated task (A2A `Task.id`), at most `MAX_ID_BYTES`. Not a credential.
@@ -517,6 +542,8 @@ pub struct TaskQuery {
     pub page_size: u32,
     /// The opaque token of a previous page's `next_page_token`; `None` for the first page.
     pub page_token: Option<String>,
+    /// Also the owner's own tasks ([`OWNER_ID_PREFIX`]); netd always asks without them.
+    pub include_owner: bool,
 }
 
 /// One page of tasks, newest update first (update time, then id, descending).
@@ -603,8 +630,24 @@ pub enum StoreRequest {
         context_id: ContextId,
         messages_json: String,
     },
+    /// Wait for the owner's next Ask or cancellation (answered `OwnerWork` when one
+    /// comes; netd keeps one of these outstanding while it can run the Agent).
+    NextOwnerWork,
 }
 wire!(StoreRequest, 0x0301);
+
+/// Work the owner gave the built-in Agent from the terminal console, handed to netd.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum OwnerWork {
+    /// A goal: run it as the task `id` (created, not yet stored) in `context_id`.
+    Ask {
+        id: TaskId,
+        context_id: ContextId,
+        text: String,
+    },
+    /// Cancel the owner's task `id`.
+    Cancel { id: TaskId },
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum StoreResponse {
@@ -621,6 +664,7 @@ pub enum StoreResponse {
     Tasks(TaskPage),
     /// `None`: the context has no history yet.
     Session(Option<String>),
+    OwnerWork(OwnerWork),
     Failed {
         kind: StoreErrorKind,
         message: String,
@@ -854,6 +898,17 @@ pub enum CliRequest {
     Task {
         id: TaskId,
     },
+    /// A goal for the built-in Agent from the terminal console's Ask page (origin
+    /// `owner_tui`), continuing the owner's conversation `context_id` or a new one.
+    /// Answered `Asked` once netd has taken it; `Unavailable` when no netd runs the Agent.
+    Ask {
+        context_id: Option<ContextId>,
+        text: String,
+    },
+    /// Cancel one of the owner's tasks (`Done` once netd has been told).
+    CancelTask {
+        id: TaskId,
+    },
 }
 wire!(CliRequest, 0x0501);
 
@@ -866,6 +921,8 @@ pub enum CliErrorKind {
     InvalidRequest,
     /// approvald could not do it (the store failed).
     Unavailable,
+    /// Nothing runs the built-in Agent to take the owner's Ask (no protocol service).
+    NoAgent,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -883,6 +940,11 @@ pub enum CliResponse {
     Tasks(Vec<TaskRecord>),
     /// The task asked for, or `None` when there is no such task.
     Task(Option<TaskRecord>),
+    /// The Agent took the owner's goal as task `id` in conversation `context_id`.
+    Asked {
+        id: TaskId,
+        context_id: ContextId,
+    },
     /// The request was approved (or rejected) and its call released.
     Done,
     Error {

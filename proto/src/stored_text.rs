@@ -34,6 +34,7 @@ impl StoredText for CallOrigin {
         CallOrigin::McpStdio,
         CallOrigin::AgentHttp,
         CallOrigin::AgentStdio,
+        CallOrigin::OwnerTui,
     ];
     fn as_text(self) -> &'static str {
         self.as_str()
@@ -121,7 +122,8 @@ mod tests {
                 CallOrigin::McpHttp
                 | CallOrigin::McpStdio
                 | CallOrigin::AgentHttp
-                | CallOrigin::AgentStdio => listed(*v),
+                | CallOrigin::AgentStdio
+                | CallOrigin::OwnerTui => listed(*v),
             }
         }
         for v in Identity::ALL {

@@ -197,7 +197,8 @@ channel!(
     }
 );
 channel!(
-    /// netd → approvald: the store (tasks, sessions). Never approvals.
+    /// netd → approvald: the store (tasks, sessions), and the owner's Ask handed over as
+    /// the answer to netd's outstanding `NextOwnerWork`. Never approvals.
     NetdApprovald: Netd (Some(fds::NETD_APPROVALD)) -> Approvald (Some(fds::APPROVALD_NETD)),
     StoreRequest => StoreResponse, |q, r| {
         use StoreRequest as Q;
@@ -210,6 +211,7 @@ channel!(
                 | (Q::GetTask { .. }, A::Task(_) | A::Failed { .. })
                 | (Q::ListTasks(_), A::Tasks(_) | A::Failed { .. })
                 | (Q::LoadSession { .. }, A::Session(_) | A::Failed { .. })
+                | (Q::NextOwnerWork, A::OwnerWork(_) | A::Failed { .. })
         )
     }
 );
@@ -291,6 +293,8 @@ channel!(
                 | (Q::WebLogoutAll, A::LoggedOut { .. } | A::Error { .. })
                 | (Q::Tasks { .. }, A::Tasks(_) | A::Error { .. })
                 | (Q::Task { .. }, A::Task(_) | A::Error { .. })
+                | (Q::Ask { .. }, A::Asked { .. } | A::Error { .. })
+                | (Q::CancelTask { .. }, A::Done | A::Error { .. })
         )
     }
 );

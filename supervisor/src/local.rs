@@ -91,6 +91,7 @@ pub(crate) fn cli_error(kind: CliErrorKind, message: String) -> (Exit, String) {
         CliErrorKind::Expired => Exit::Expired,
         CliErrorKind::PhraseRequired | CliErrorKind::WrongPhrase => Exit::Phrase,
         CliErrorKind::InvalidRequest | CliErrorKind::Unavailable => Exit::Failure,
+        CliErrorKind::NoAgent => Exit::NotRunning,
     };
     // It may quote what was asked for.
     (code, Shown::new(&message).to_string())

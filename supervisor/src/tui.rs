@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
 use nl2sh_proto::channels::{
-    ApprovalId, CliErrorKind, CliRequest, CliResponse, PendingApproval, ProtocolStatus,
+    ApprovalId, CliErrorKind, CliRequest, CliResponse, ContextId, PendingApproval, ProtocolStatus,
     SettingView, TaskId, TaskRecord,
 };
 use nl2sh_tui::{Device, DeviceError, DeviceErrorKind, Saved};
@@ -57,6 +57,7 @@ fn refusal(kind: CliErrorKind, message: String) -> DeviceError {
         CliErrorKind::WrongPhrase => DeviceErrorKind::WrongPhrase,
         CliErrorKind::InvalidRequest => DeviceErrorKind::Invalid,
         CliErrorKind::Unavailable => DeviceErrorKind::Failed,
+        CliErrorKind::NoAgent => DeviceErrorKind::NotRunning,
     };
     // The console shows it through the one escaping function.
     DeviceError { kind, message }
@@ -208,6 +209,42 @@ impl Device for LocalDevice {
 
     fn stop_protocols(&self) -> Result<(), DeviceError> {
         self.service("stop").map(|_| ())
+    }
+
+    fn model_missing(&self) -> Option<String> {
+        // The key is read from the service's environment, which this process cannot see:
+        // a missing key shows as the task's failure, with the same words.
+        let (cfg, _) = config::load_for_discovery(&self.config_path);
+        cfg.model.is_none().then(|| {
+            format!(
+                "No model is configured for the built-in Agent. Add to {}:\n\
+                 [model]\nmodel = \"gpt-4.1-mini\"\napi_key_env = \"OPENAI_API_KEY\"\n\
+                 (see docs/CONFIGURATION.md), then restart the service.",
+                self.config_path.display()
+            )
+        })
+    }
+
+    fn ask(
+        &self,
+        context: Option<&ContextId>,
+        text: &str,
+    ) -> Result<(TaskId, ContextId), DeviceError> {
+        let request = CliRequest::Ask {
+            context_id: context.cloned(),
+            text: text.to_owned(),
+        };
+        match self.cli(request)? {
+            CliResponse::Asked { id, context_id } => Ok((id, context_id)),
+            _ => Err(failed("approvald answered out of place")),
+        }
+    }
+
+    fn cancel_task(&self, id: &TaskId) -> Result<(), DeviceError> {
+        match self.cli(CliRequest::CancelTask { id: id.clone() })? {
+            CliResponse::Done => Ok(()),
+            _ => Err(failed("approvald answered out of place")),
+        }
     }
 }
 

@@ -273,6 +273,29 @@ impl Server {
         self.addr.to_string()
     }
 
+    /// One A2A 1.0 JSON-RPC call with this server's token; the whole answer (`result`
+    /// or `error`), after checking it is HTTP 200 for this request's id.
+    pub fn a2a(&self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": "e2e", "method": method, "params": params});
+        let r = http(
+            self.addr,
+            "POST",
+            "/a2a",
+            &[
+                ("Host", &self.host_header()),
+                ("Authorization", &format!("Bearer {}", self.token())),
+                ("Content-Type", "application/json"),
+                ("A2A-Version", "1.0"),
+            ],
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{r:?}");
+        let v = r.json();
+        assert_eq!(v["id"], "e2e", "{v}");
+        v
+    }
+
     /// POST a JSON-RPC body to /mcp with the token and a loopback Host.
     pub fn mcp(&self, body: &str) -> HttpResponse {
         mcp_post(self.addr, self.token(), body)

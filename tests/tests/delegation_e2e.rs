@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nl2sh_tests::scripted_model::{Reply, ScriptedModel, ToolCall};
-use nl2sh_tests::{alive, http, run_without_terminal, wait_pending, Fixture, Server};
+use nl2sh_tests::{alive, run_without_terminal, wait_pending, Fixture, Server};
 use serde_json::{json, Value};
 
 /// The environment variable the configurations name for the model key.
@@ -39,23 +39,7 @@ fn start(fx: &Fixture) -> Server {
 
 /// One A2A JSON-RPC call; the whole answer (`result` or `error`).
 fn a2a(server: &Server, method: &str, params: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": "e2e", "method": method, "params": params});
-    let r = http(
-        server.addr,
-        "POST",
-        "/a2a",
-        &[
-            ("Host", &server.host_header()),
-            ("Authorization", &format!("Bearer {}", server.token())),
-            ("Content-Type", "application/json"),
-            ("A2A-Version", "1.0"),
-        ],
-        body.to_string().as_bytes(),
-    );
-    assert_eq!(r.status, 200, "{r:?}");
-    let v = r.json();
-    assert_eq!(v["id"], "e2e", "{v}");
-    v
+    server.a2a(method, params)
 }
 
 fn result(answer: Value) -> Value {

@@ -42,7 +42,7 @@ async fn spawn_target(
             let tasks = Arc::new(store.tasks(&[]).unwrap());
             let task = tokio::spawn(async move {
                 let _dir = dir;
-                nl2sh_approvald::dispatch::serve_netd(answerer, tasks).await
+                nl2sh_approvald::dispatch::serve_netd(answerer, tasks, Default::default()).await
             });
             (asker.greet().await.unwrap(), task)
         }

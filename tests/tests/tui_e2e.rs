@@ -235,3 +235,129 @@ fn sigterm_ends_the_console_like_ctrl_c_and_restores_the_terminal() {
     unsafe { libc::kill(console, libc::SIGTERM) };
     ended_cleanly(&tmux, &fx);
 }
+
+/// The environment variable the Ask configuration names for the model key.
+const KEY_ENV: &str = "NL2SH_TUI_E2E_MODEL_KEY";
+
+/// Ask against the scripted model, as the owner uses it: a plain answer; a mutation the
+/// Agent wants, confirmed inline and then run; one refused inline; the conversation's
+/// history carried from goal to goal; Esc cancelling a running command (its process
+/// killed); and the protocol's front door never seeing any of it.
+#[test]
+fn ask_answers_confirms_inline_and_esc_cancels() {
+    use nl2sh_tests::scripted_model::{Reply, ScriptedModel, ToolCall};
+    let Some(tmux) = Tmux::start() else { return };
+    let model = ScriptedModel::start([]);
+    let fx = Fixture::new(&format!(
+        "approval_timeout_secs = 60\n\
+         [model]\nbase_url = \"{}\"\nmodel = \"scripted\"\napi_key_env = \"{KEY_ENV}\"\n\
+         max_steps = 4\n",
+        model.base_url()
+    ));
+    let server = Server::start(&fx, &[], &[(KEY_ENV, "sk-tui-e2e-0123456789")]);
+    open(&tmux, &fx, "s");
+    tmux.wait_screen("s", "the console", |s| s.contains("MCP / A2A"));
+    tmux.send_keys("s", &["4"]);
+    tmux.wait_screen("s", "the Ask page", |s| s.contains("A new conversation"));
+    let ask = |goal: &str| {
+        tmux.send_keys("s", &["i"]);
+        tmux.type_text("s", goal);
+        tmux.send_keys("s", &["Enter"]);
+    };
+
+    // A plain answer.
+    model.push(Reply::answer("Plain answer: nothing to change."));
+    ask("what is on this device");
+    tmux.wait_screen("s", "the answer", |s| s.contains("Plain answer"));
+
+    // A mutation, confirmed inline: the command runs and the answer follows.
+    let marker = fx.dir.path().join("ask-marker");
+    model.push(Reply::tool_calls([ToolCall::new(
+        "call_1",
+        "shell__exec",
+        json!({ "command": format!("touch {}", marker.display()) }),
+    )]));
+    model.push(Reply::answer("Made the marker."));
+    ask("make the marker");
+    let p = wait_pending(&fx, 1).remove(0);
+    assert_eq!(p["origin"], "owner_tui", "{p}");
+    let screen = tmux.wait_screen("s", "the inline request", |s| s.contains("ask-marker"));
+    assert!(screen.contains("a: approve"), "{screen}");
+    tmux.send_keys("s", &["a"]);
+    tmux.send_keys("s", &["y"]);
+    tmux.wait_screen("s", "the answer", |s| s.contains("Made the marker"));
+    assert!(marker.exists(), "the confirmed command did not run");
+    // The second goal carried the first: the Agent's history is the conversation's.
+    let sent = model.requests();
+    let second_goal = sent
+        .iter()
+        .find(|r| {
+            r.messages()
+                .iter()
+                .any(|m| m.to_string().contains("make the marker"))
+        })
+        .expect("the model was asked the second goal");
+    assert!(
+        second_goal
+            .messages()
+            .iter()
+            .any(|m| m.to_string().contains("Plain answer")),
+        "the conversation's history was not carried"
+    );
+
+    // A mutation refused inline: nothing runs.
+    let refused = fx.dir.path().join("ask-refused");
+    model.push(Reply::tool_calls([ToolCall::new(
+        "call_2",
+        "shell__exec",
+        json!({ "command": format!("touch {}", refused.display()) }),
+    )]));
+    model.push(Reply::answer("The owner said no."));
+    ask("make another");
+    wait_pending(&fx, 1);
+    tmux.wait_screen("s", "the inline request", |s| s.contains("ask-refused"));
+    tmux.send_keys("s", &["r"]);
+    tmux.send_keys("s", &["y"]);
+    tmux.wait_screen("s", "the answer", |s| s.contains("The owner said no"));
+    assert!(!refused.exists(), "a refused command ran");
+
+    // Esc cancels a running command: its process is killed and the task ends CANCELED.
+    let tag = "ask-e2e-sleeper";
+    model.push(Reply::tool_calls([ToolCall::new(
+        "call_3",
+        "shell__exec",
+        json!({ "command": format!("sleep 3600 # {tag}") }),
+    )]));
+    ask("wait a long time");
+    let sleeping = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .any(|c| c.starts_with(b"sleep\0") && String::from_utf8_lossy(&c).contains("3600"))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !sleeping() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never ran"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tmux.send_keys("s", &["Escape"]);
+    tmux.wait_screen("s", "the cancelled task", |s| s.contains("canceled"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while sleeping() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cancelled command still runs"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // None of it is the protocol's: A2A lists no task.
+    let listed = server.a2a("ListTasks", json!({}));
+    assert_eq!(listed["result"]["tasks"], json!([]), "{listed}");
+    tmux.send_keys("s", &["q"]);
+    tmux.wait_screen("s", "the console's exit", exited);
+}

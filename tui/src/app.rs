@@ -7,14 +7,15 @@ use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
 use nl2sh_proto::channels::{
-    PendingApproval, ProtocolState, ProtocolStatus, SettingView, TaskId, TaskRecord,
+    ContextId, PendingApproval, ProtocolState, ProtocolStatus, SettingView, TaskId, TaskRecord,
 };
 use nl2sh_proto::display::Shown;
+use nl2sh_proto::limits::MAX_AGENT_TEXT_BYTES;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::text::Line;
 
 use crate::device::{Device, DeviceError, DeviceErrorKind};
-use crate::task::Row;
+use crate::task::{Look, Row};
 use crate::Options;
 
 /// How often the pending requests are read again.
@@ -27,6 +28,9 @@ pub const TASK_LIMIT: u32 = 50;
 const DECIDED_HIDE: Duration = Duration::from_secs(10);
 /// Characters a text entry takes (a token is at most 256).
 const MAX_ENTRY_CHARS: usize = 1024;
+/// What asking says when no protocol service runs the Agent.
+pub(crate) const ASK_NOT_RUNNING: &str = "The protocol service is not running: start it \
+    (service start, or protocol_start_with_service = true) to ask the Agent.";
 
 /// The pages, in the order of their numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +41,7 @@ pub enum Page {
     Approvals,
     /// 3: recent tasks and one task.
     Tasks,
-    /// 4: the built-in Agent (not available yet).
+    /// 4: the owner's conversation with the built-in Agent.
     Ask,
 }
 
@@ -219,6 +223,48 @@ pub(crate) struct Detail {
     pub cache: RefCell<Option<(usize, Vec<Line<'static>>)>>,
 }
 
+/// One goal of the Ask page's conversation, and how its task went.
+pub(crate) struct Turn {
+    /// As typed (escaped when drawn).
+    pub goal: String,
+    pub task: TaskId,
+    /// The task's state as last read: a short word, escaped.
+    pub state: String,
+    /// The answer and evidence once the task ended; `None` while it runs.
+    pub outcome: Option<Vec<Row>>,
+}
+
+/// The Ask page: the owner's conversation with the built-in Agent (origin `owner_tui`).
+#[derive(Default)]
+pub(crate) struct Ask {
+    /// The conversation the next goal continues (the Agent keeps its history per
+    /// context, as for A2A); `None` until the first goal is taken.
+    pub context: Option<ContextId>,
+    pub turns: Vec<Turn>,
+    /// Cancelling the running task was asked for.
+    pub cancelling: bool,
+    /// Reading the running task failed (escaped); it is read again at the next poll.
+    pub read_error: Option<String>,
+    /// Keys go into `input` (so none of them switches pages or quits).
+    pub typing: bool,
+    /// The goal being typed; kept when typing stops, until it is sent.
+    pub input: String,
+    /// What to add to the configuration, while the Agent has no model (not escaped).
+    pub model_missing: Option<String>,
+    /// The ended turns wrapped for the last width drawn: width, turns, lines.
+    pub cache: RefCell<Option<(usize, usize, Vec<Line<'static>>)>>,
+}
+
+impl Ask {
+    /// The task of the last goal, while it runs.
+    pub fn running(&self) -> Option<&TaskId> {
+        self.turns
+            .last()
+            .filter(|t| t.outcome.is_none())
+            .map(|t| &t.task)
+    }
+}
+
 /// Which scroll position a view keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum View {
@@ -252,6 +298,7 @@ pub struct App {
     pub(crate) detail: Option<Detail>,
     pub(crate) modal: Option<Modal>,
     pub(crate) note: Option<Note>,
+    pub(crate) ask: Ask,
     clipboard: Vec<String>,
     quit: Option<Quit>,
     pub(crate) now: Instant,
@@ -299,6 +346,7 @@ impl App {
             detail: None,
             modal: None,
             note: None,
+            ask: Ask::default(),
             clipboard: Vec::new(),
             quit: None,
             now,
@@ -439,6 +487,48 @@ impl App {
                     .map_err(|e| device_error("Cannot read the grants: ", &e)),
             );
         }
+        if self.page == Page::Ask {
+            self.check_model(device);
+        }
+        // On every page: the answer is in the conversation when the owner comes back.
+        self.read_task(device);
+    }
+
+    fn check_model(&mut self, device: &dyn Device) {
+        self.ask.model_missing = device.model_missing();
+        if self.ask.model_missing.is_some() {
+            self.ask.typing = false;
+        }
+    }
+
+    /// Reads the running task: its state, and once it ended, its answer and evidence.
+    fn read_task(&mut self, device: &dyn Device) {
+        let Some(id) = self.ask.running().cloned() else {
+            return;
+        };
+        match device.task(&id) {
+            Ok(record) => {
+                self.ask.read_error = None;
+                let ended = record.state.is_terminal();
+                if let Some(turn) = self.ask.turns.last_mut() {
+                    turn.state = crate::task::state(&record);
+                    turn.outcome = ended.then(|| crate::task::outcome(&record));
+                }
+                if ended {
+                    self.ask.cancelling = false;
+                    self.follow.set(true);
+                }
+            }
+            Err(e) => self.ask.read_error = Some(device_error("Cannot read the task: ", &e)),
+        }
+    }
+
+    /// The pending request of the running task, shown on the Ask page.
+    pub(crate) fn ask_request(&self) -> Option<&Waiting> {
+        let id = self.ask.running()?;
+        self.waiting
+            .iter()
+            .find(|w| w.request.task.as_ref() == Some(id))
     }
 
     /// Seconds a request has left by the clock of the last tick.
@@ -547,6 +637,10 @@ impl App {
             self.modal_key(modal, key, device);
             return;
         }
+        if self.page == Page::Ask && self.ask.typing {
+            self.input_key(key, device);
+            return;
+        }
         let plain = !key
             .modifiers
             .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
@@ -588,7 +682,7 @@ impl App {
             Page::Protocols => self.protocols_key(key.code, device),
             Page::Approvals => self.approvals_key(key.code),
             Page::Tasks => self.tasks_key(key.code, device),
-            Page::Ask => {}
+            Page::Ask => self.ask_key(key.code, device),
         }
     }
 
@@ -602,6 +696,11 @@ impl App {
         match page {
             Page::Approvals => self.poll(device),
             Page::Tasks if self.tasks.is_none() => self.load_tasks(device),
+            Page::Ask => {
+                self.check_model(device);
+                // The newest part of the conversation.
+                self.follow.set(true);
+            }
             _ => {}
         }
     }
@@ -745,28 +844,193 @@ impl App {
                     (self.approval_sel + 1).min(self.waiting.len().saturating_sub(1));
                 self.follow.set(true);
             }
-            KeyCode::Char(c @ ('a' | 'r')) => {
-                let Some(w) = self.waiting.get(self.approval_sel) else {
-                    self.set_note(NoteKind::Info, "No request is waiting.");
-                    return;
-                };
-                let request = w.request.clone();
-                self.follow.set(true);
-                self.modal = Some(if c == 'a' && request.phrase.is_some() {
-                    Modal::Phrase {
-                        request,
-                        typed: String::new(),
-                        error: None,
-                    }
-                } else {
-                    Modal::Decide {
-                        request,
-                        approve: c == 'a',
-                    }
-                });
-            }
+            KeyCode::Char(c @ ('a' | 'r')) => match self.waiting.get(self.approval_sel) {
+                Some(w) => self.confirm(w.request.clone(), c == 'a'),
+                None => self.set_note(NoteKind::Info, "No request is waiting."),
+            },
             KeyCode::Esc => self.note = None,
             _ => {}
+        }
+    }
+
+    /// Asks the owner to confirm approving or rejecting `request`: approving a dangerous
+    /// or critical one takes its phrase. The one confirmer of the Approvals and Ask pages.
+    fn confirm(&mut self, request: PendingApproval, approve: bool) {
+        self.follow.set(true);
+        self.modal = Some(if approve && request.phrase.is_some() {
+            Modal::Phrase {
+                request,
+                typed: String::new(),
+                error: None,
+            }
+        } else {
+            Modal::Decide { request, approve }
+        });
+    }
+
+    /// A key on the Ask page while not typing.
+    fn ask_key(&mut self, code: KeyCode, device: &dyn Device) {
+        let cell = &self.scroll[View::Ask as usize];
+        match code {
+            KeyCode::Char('/' | 'i') | KeyCode::Enter => {
+                if self.ask.model_missing.is_some() {
+                    self.set_note(
+                        NoteKind::Info,
+                        "The Agent has no model: add one as shown, then come back to this page.",
+                    );
+                } else {
+                    self.ask.typing = true;
+                    self.note = None;
+                    self.follow.set(true);
+                }
+            }
+            KeyCode::Char(c @ ('a' | 'r')) => match self.ask_request() {
+                Some(w) => self.confirm(w.request.clone(), c == 'a'),
+                None => self.set_note(NoteKind::Info, "No request of this task is waiting."),
+            },
+            KeyCode::Char('n') => {
+                if self.ask.running().is_some() {
+                    self.set_note(
+                        NoteKind::Info,
+                        "A task is running: Esc cancels it, then n starts a new conversation.",
+                    );
+                } else {
+                    self.ask = Ask {
+                        input: std::mem::take(&mut self.ask.input),
+                        model_missing: self.ask.model_missing.take(),
+                        ..Ask::default()
+                    };
+                    self.follow.set(true);
+                    self.set_note(
+                        NoteKind::Info,
+                        "A new conversation: the Agent starts without the earlier goals.",
+                    );
+                }
+            }
+            KeyCode::Esc => self.cancel_task(device),
+            KeyCode::Up | KeyCode::Char('k') => {
+                cell.set(cell.get().saturating_sub(1));
+                self.follow.set(false);
+            }
+            KeyCode::Down | KeyCode::Char('j') => {
+                cell.set(cell.get().saturating_add(1));
+                self.follow.set(false);
+            }
+            _ => {}
+        }
+    }
+
+    /// Esc on the Ask page: cancels the running task (netd kills its command's process
+    /// group); pressed again while that is under way, stops waiting for it here.
+    fn cancel_task(&mut self, device: &dyn Device) {
+        let Some(id) = self.ask.running().cloned() else {
+            self.note = None;
+            return;
+        };
+        if self.ask.cancelling {
+            self.ask.cancelling = false;
+            self.ask.read_error = None;
+            if let Some(turn) = self.ask.turns.last_mut() {
+                turn.outcome = Some(vec![Row {
+                    lead: "  ".into(),
+                    text: "No longer followed here: the Tasks page shows how it ends.".into(),
+                    indent: 2,
+                    look: Look::Muted,
+                }]);
+            }
+            self.note = None;
+            return;
+        }
+        match device.cancel_task(&id) {
+            Ok(()) => {
+                self.ask.cancelling = true;
+                self.follow.set(true);
+                self.note = None;
+            }
+            Err(e) => self.set_note(
+                NoteKind::Error,
+                device_error("Could not cancel the task: ", &e),
+            ),
+        }
+    }
+
+    /// A key while typing a goal: every printable character is text.
+    fn input_key(&mut self, key: KeyEvent, device: &dyn Device) {
+        let plain = !key
+            .modifiers
+            .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        match key.code {
+            KeyCode::PageUp | KeyCode::PageDown => {
+                self.scroll_key(key.code);
+                return;
+            }
+            KeyCode::Enter => self.send(device),
+            KeyCode::Esc => {
+                self.ask.typing = false;
+                if self.ask.input.is_empty() {
+                    self.note = None;
+                } else {
+                    self.set_note(NoteKind::Info, "Not sent: / or i goes on typing.");
+                }
+            }
+            KeyCode::Backspace => {
+                self.ask.input.pop();
+            }
+            KeyCode::Char(c) if plain && !c.is_control() => {
+                if self.ask.input.len() + c.len_utf8() > MAX_AGENT_TEXT_BYTES {
+                    self.set_note(
+                        NoteKind::Error,
+                        format!(
+                            "A goal is at most {MAX_AGENT_TEXT_BYTES} bytes (as over A2A): \
+                             this one is full."
+                        ),
+                    );
+                } else {
+                    self.ask.input.push(c);
+                }
+            }
+            _ => {}
+        }
+        self.follow.set(true);
+    }
+
+    /// Enter while typing: the goal to the Agent, continuing the conversation.
+    fn send(&mut self, device: &dyn Device) {
+        if self.ask.input.trim().is_empty() {
+            self.set_note(NoteKind::Info, "Type a goal first.");
+            return;
+        }
+        if self.ask.running().is_some() {
+            self.set_note(
+                NoteKind::Info,
+                "The Agent is still on the last goal: send this one when it ends \
+                 (or Esc, then Esc again to cancel it).",
+            );
+            return;
+        }
+        match device.ask(self.ask.context.as_ref(), &self.ask.input) {
+            Ok((task, context)) => {
+                self.ask.context = Some(context);
+                self.ask.turns.push(Turn {
+                    goal: std::mem::take(&mut self.ask.input),
+                    task,
+                    state: "submitted".into(),
+                    outcome: None,
+                });
+                self.ask.typing = false;
+                self.ask.read_error = None;
+                self.note = None;
+                // The Tasks page lists it when it is opened next.
+                self.tasks = None;
+                self.read_task(device);
+            }
+            Err(e) => {
+                let text = match e.kind {
+                    DeviceErrorKind::NotRunning => ASK_NOT_RUNNING.to_string(),
+                    _ => device_error("The Agent was not asked: ", &e),
+                };
+                self.set_note(NoteKind::Error, text);
+            }
         }
     }
 

@@ -4,7 +4,9 @@
 //! Every string these calls return came from the device, a caller, a tool or a model: the
 //! interface shows each one through [`nl2sh_proto::display::Shown`].
 
-use nl2sh_proto::channels::{PendingApproval, ProtocolStatus, SettingView, TaskId, TaskRecord};
+use nl2sh_proto::channels::{
+    ContextId, PendingApproval, ProtocolStatus, SettingView, TaskId, TaskRecord,
+};
 
 /// What the TUI asks of the device. Calls block briefly (local files and a local socket).
 pub trait Device {
@@ -26,6 +28,20 @@ pub trait Device {
     fn start_protocols(&self) -> Result<bool, DeviceError>;
     /// Stop the managed service this TUI started.
     fn stop_protocols(&self) -> Result<(), DeviceError>;
+    /// `None` when the built-in Agent has a model; otherwise what to add to the
+    /// configuration (one or two lines, shown on the Ask page).
+    fn model_missing(&self) -> Option<String>;
+    /// Give the built-in Agent a goal as the owner (origin `owner_tui`), continuing the
+    /// conversation `context` (`None`: a new one). Answers the new task's id and its
+    /// conversation's. `NotRunning` when no protocol service runs the Agent.
+    fn ask(
+        &self,
+        context: Option<&ContextId>,
+        text: &str,
+    ) -> Result<(TaskId, ContextId), DeviceError>;
+    /// Cancel an owner task: its command's process group is killed and a pending
+    /// approval of it withdrawn. The task ends CANCELED (read it with [`Device::task`]).
+    fn cancel_task(&self, id: &TaskId) -> Result<(), DeviceError>;
 }
 
 /// Why a [`Device`] call failed.

@@ -1,6 +1,7 @@
 //! nl2sh's terminal interface: the owner's console on the device itself, with the pages of
 //! the Web console (docs/WEB.md) in a terminal: "MCP / A2A" (status, client configuration,
-//! settings), Approvals, Tasks, and Ask (not available yet).
+//! settings), Approvals, Tasks, and Ask (the owner's own conversation with the built-in
+//! Agent).
 //!
 //! [`run`] owns the terminal; [`App`] is the state machine it drives, usable without a
 //! terminal (the tests render it with ratatui's `TestBackend` and a fake [`Device`]).

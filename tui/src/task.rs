@@ -65,6 +65,20 @@ fn text_of(v: Option<&Value>) -> Option<&str> {
     v.and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
+/// The task's state as a short word, escaped: the document's (which may say `input
+/// required`), else the stored column's.
+pub(crate) fn state(record: &TaskRecord) -> String {
+    let document: Option<Value> = serde_json::from_str(&record.document).ok();
+    state_in(document.as_ref(), record)
+}
+
+fn state_in(task: Option<&Value>, record: &TaskRecord) -> String {
+    let word = text_of(task.and_then(|t| t.pointer("/status/state")))
+        .map(short_state)
+        .unwrap_or_else(|| short_state(record.state.as_a2a()));
+    shown(&word)
+}
+
 /// The rows of one task.
 pub(crate) fn rows(record: &TaskRecord) -> Vec<Row> {
     let mut rows = Vec::new();
@@ -73,7 +87,7 @@ pub(crate) fn rows(record: &TaskRecord) -> Vec<Row> {
     };
     let document: Result<Value, _> = serde_json::from_str(&record.document);
     let task = match document {
-        Ok(Value::Object(task)) => task,
+        Ok(Value::Object(ref task)) => task,
         Ok(_) | Err(_) => {
             let why = match serde_json::from_str::<Value>(&record.document) {
                 Err(e) => format!(
@@ -100,10 +114,7 @@ pub(crate) fn rows(record: &TaskRecord) -> Vec<Row> {
         "Task",
         shown(text_of(task.get("id")).unwrap_or(&record.id.0)),
     );
-    let state = text_of(status.and_then(|s| s.get("state")))
-        .map(short_state)
-        .unwrap_or_else(|| short_state(record.state.as_a2a()));
-    kv(&mut rows, "State", shown(&state));
+    kv(&mut rows, "State", state_in(document.as_ref().ok(), record));
     kv(
         &mut rows,
         "Updated",
@@ -171,6 +182,82 @@ pub(crate) fn rows(record: &TaskRecord) -> Vec<Row> {
             row(&mut rows, "    ", shown(description), 4, Look::Muted);
         }
         parts(&mut rows, artifact.get("parts"), 4);
+    }
+    rows
+}
+
+/// How an Agent's task ended, for the Ask page: its answer (the final status message),
+/// then its evidence (what each tool call returned, from the result artifact), each line
+/// escaped. A document that cannot be read is shown whole, as on the Tasks page.
+pub(crate) fn outcome(record: &TaskRecord) -> Vec<Row> {
+    let Ok(task @ Value::Object(_)) = serde_json::from_str::<Value>(&record.document) else {
+        return rows(record);
+    };
+    let mut rows = Vec::new();
+    let message = task.pointer("/status/message").filter(|m| !m.is_null());
+    match message {
+        Some(message) => parts(&mut rows, message.get("parts"), 2),
+        None => row(&mut rows, "  ", "(no answer)".into(), 2, Look::Muted),
+    }
+    // The result artifact's data: `{answer, answer_status, evidence: {entries, ...}}`.
+    let data = task
+        .get("artifacts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.get("parts").and_then(Value::as_array))
+        .flatten()
+        .filter_map(|p| p.get("data"))
+        .find(|d| d.get("evidence").is_some());
+    let Some(evidence) = data.and_then(|d| d.get("evidence")) else {
+        return rows;
+    };
+    let entries = evidence
+        .get("entries")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let total = evidence
+        .get("total_tool_calls")
+        .and_then(Value::as_u64)
+        .unwrap_or(entries.len() as u64);
+    let heading = match total {
+        0 => "Evidence: no tool was called".to_string(),
+        1 => "Evidence: 1 tool call".to_string(),
+        n => format!("Evidence: {n} tool calls"),
+    };
+    row(&mut rows, "  ", heading, 2, Look::Heading);
+    if total > 0 {
+        row(
+            &mut rows,
+            "  ",
+            "What the tools returned; the answer above is the model's own analysis of it.".into(),
+            2,
+            Look::Muted,
+        );
+    }
+    for (i, entry) in entries.iter().enumerate() {
+        let field = |key: &str| text_of(entry.get(key)).map(shown).unwrap_or_default();
+        let mut head = format!("{}  {}", field("tool"), field("result"));
+        if entry.get("output_truncated").and_then(Value::as_bool) == Some(true) {
+            head.push_str("  (output cut)");
+        }
+        row(&mut rows, &format!("    {}. ", i + 1), head, 6, Look::Label);
+        if let Some(output) = text_of(entry.get("output")) {
+            for line in output.split('\n') {
+                row(&mut rows, "       ", shown(line), 7, Look::Plain);
+            }
+        }
+    }
+    let left_out = total.saturating_sub(entries.len() as u64);
+    if left_out > 0 {
+        row(
+            &mut rows,
+            "    ",
+            format!("… {left_out} more not kept"),
+            4,
+            Look::Muted,
+        );
     }
     rows
 }

@@ -6,7 +6,7 @@
 
 use nl2sh_proto::channels::{PendingApproval, ProtocolState};
 use nl2sh_proto::display::Shown;
-use nl2sh_proto::limits::MAX_ACTION_BYTES;
+use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_AGENT_TEXT_BYTES};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -14,8 +14,8 @@ use ratatui::widgets::{Block, Clear, Paragraph};
 use ratatui::Frame;
 
 use crate::app::{
-    setting_kind, setting_label, App, EntryKind, McpItem, Modal, NoteKind, Page, SettingKind, View,
-    AUTO_APPROVE_WARNING, SNIPPETS,
+    setting_kind, setting_label, App, EntryKind, McpItem, Modal, NoteKind, Page, SettingKind, Turn,
+    View, ASK_NOT_RUNNING, AUTO_APPROVE_WARNING, SNIPPETS,
 };
 use crate::task::{Look, Row};
 use crate::text::{time_left, utc, width, wrap};
@@ -422,7 +422,25 @@ impl App {
                     "Tab/1-4: page · ↑↓/jk: select · Enter: open · r: refresh · PgUp/PgDn: scroll · \
                      q: quit"
                 }
-                Page::Ask => "Tab/1-4: page · q: quit",
+                Page::Ask if self.ask.typing => {
+                    "Type a goal · Enter: send · Backspace: erase · Esc: stop typing · \
+                     Ctrl-C: quit"
+                }
+                Page::Ask if self.ask_request().is_some() => {
+                    "a: approve · r: reject · Esc: cancel the task · /,i: type · \
+                     ↑↓/jk PgUp/PgDn: scroll · Tab/1-4: page · q: quit"
+                }
+                Page::Ask if self.ask.running().is_some() => {
+                    "Esc: cancel the task · /,i: type · ↑↓/jk PgUp/PgDn: scroll · \
+                     Tab/1-4: page · q: quit"
+                }
+                Page::Ask if self.ask.model_missing.is_some() => {
+                    "↑↓/jk PgUp/PgDn: scroll · Tab/1-4: page · q: quit"
+                }
+                Page::Ask => {
+                    "/,i: type a goal · n: new conversation · ↑↓/jk PgUp/PgDn: scroll · \
+                     Tab/1-4: page · q: quit"
+                }
             },
         }
     }
@@ -433,15 +451,7 @@ impl App {
             View::Approvals => self.approvals_body(w),
             View::Tasks => self.tasks_body(w),
             View::Task => self.task_body(w),
-            View::Ask => {
-                let mut body = Body::new(w);
-                body.text(
-                    "Ask (the built-in Agent from the terminal) is not available yet; delegate \
-                     tasks over A2A or MCP (`nl2sh_ask`).",
-                    self.theme().plain(),
-                );
-                body
-            }
+            View::Ask => self.ask_body(w),
         }
     }
 
@@ -647,24 +657,18 @@ impl App {
         for (i, waiting) in self.waiting.iter().enumerate() {
             let start = body.start();
             let selected = i == self.approval_sel;
-            let (head, fields) = describe(&waiting.request, self.seconds_left(waiting));
             let lead_style = if selected {
                 theme.selected()
             } else {
                 theme.plain()
             };
-            body.field(
-                if selected { "> " } else { "  " },
-                lead_style,
-                &head,
-                theme.risk(waiting.request.risk.as_str()),
-                4,
+            self.request(
+                &mut body,
+                &waiting.request,
+                self.seconds_left(waiting),
+                (if selected { "> " } else { "  " }, lead_style),
+                "    ",
             );
-            for (label, value) in fields {
-                let lead = format!("    {label}");
-                let indent = width(&lead);
-                body.field(&lead, theme.label(), &value, theme.plain(), indent);
-            }
             if selected {
                 body.select_from(start);
             }
@@ -683,6 +687,168 @@ impl App {
             }
         }
         body
+    }
+
+    /// A request as the Approvals page shows it (every value escaped by [`describe`]):
+    /// its first line after `lead`, then its fields, each after `pad`. The Approvals
+    /// page, the Ask page and the confirmations all show a request through this.
+    fn request(
+        &self,
+        body: &mut Body,
+        r: &PendingApproval,
+        left: u64,
+        (lead, lead_style): (&str, Style),
+        pad: &str,
+    ) {
+        let theme = self.theme();
+        let (head, fields) = describe(r, left);
+        let indent = width(pad);
+        body.field(lead, lead_style, &head, theme.risk(r.risk.as_str()), indent);
+        for (label, value) in fields {
+            let lead = format!("{pad}{label}");
+            let indent = width(&lead);
+            body.field(&lead, theme.label(), &value, theme.plain(), indent);
+        }
+    }
+
+    /// The Ask page: what to add without a model, the conversation (the ended goals
+    /// wrapped once per width), then the live part it scrolls to: the running task with
+    /// the request it waits on, and the goal being typed.
+    fn ask_body(&self, w: usize) -> Body {
+        let theme = self.theme();
+        let ask = &self.ask;
+        let mut body = Body::new(w);
+        if let Some(missing) = &ask.model_missing {
+            body.text(
+                "The built-in Agent has no model configured, so it cannot be asked. Add to \
+                 the configuration:",
+                theme.warn(),
+            );
+            for line in missing.split('\n') {
+                body.field("  ", theme.plain(), &shown(line), theme.label(), 2);
+            }
+            body.blank();
+        }
+        match &ask.context {
+            Some(context) => body.field(
+                "Conversation ",
+                theme.heading(),
+                &shown(&context.0),
+                theme.heading(),
+                2,
+            ),
+            None => body.text("A new conversation", theme.heading()),
+        }
+        let ended = ask.turns.len() - usize::from(ask.running().is_some());
+        let mut cache = ask.cache.borrow_mut();
+        match &*cache {
+            Some((width, turns, lines)) if *width == w && *turns == ended => {
+                body.lines.extend(lines.iter().cloned());
+            }
+            _ => {
+                let mut turns = Body::new(w);
+                for turn in &ask.turns[..ended] {
+                    self.turn(&mut turns, turn);
+                }
+                body.lines.extend(turns.lines.iter().cloned());
+                *cache = Some((w, ended, turns.lines));
+            }
+        }
+        drop(cache);
+
+        let start = body.start();
+        if let Some(turn) = ask.turns.get(ended) {
+            self.turn(&mut body, turn);
+            if let Some(e) = &ask.read_error {
+                body.field("  ", theme.plain(), e, theme.error(), 2);
+            }
+            if let Some(waiting) = self.ask_request() {
+                body.field(
+                    "  ",
+                    theme.plain(),
+                    "The Agent waits for your confirmation:",
+                    theme.warn(),
+                    2,
+                );
+                self.request(
+                    &mut body,
+                    &waiting.request,
+                    self.seconds_left(waiting),
+                    ("  ", theme.plain()),
+                    "    ",
+                );
+                body.field(
+                    "  ",
+                    theme.plain(),
+                    "a: approve · r: reject",
+                    theme.selected(),
+                    2,
+                );
+            }
+        }
+        body.blank();
+        if ask.model_missing.is_none() {
+            if self.status.state == ProtocolState::Stopped {
+                body.text(ASK_NOT_RUNNING, theme.warn());
+            }
+            let input = Shown::new(&ask.input)
+                .max_bytes(MAX_AGENT_TEXT_BYTES)
+                .to_string();
+            if ask.typing {
+                body.field(
+                    "> ",
+                    theme.selected(),
+                    &format!("{input}_"),
+                    theme.plain(),
+                    2,
+                );
+            } else if !input.is_empty() {
+                body.field(
+                    "> ",
+                    theme.muted(),
+                    &format!("{input}  (/ or i goes on typing)"),
+                    theme.muted(),
+                    2,
+                );
+            } else {
+                body.text("/ or i: type a goal for the Agent", theme.muted());
+            }
+        }
+        // Drawing scrolls to the live part; while typing, to the end of the goal.
+        body.select_from(if ask.typing {
+            body.start().saturating_sub(1)
+        } else {
+            start
+        });
+        body
+    }
+
+    /// One goal and, once its task ended, the answer and evidence.
+    fn turn(&self, body: &mut Body, turn: &Turn) {
+        let theme = self.theme();
+        body.blank();
+        let goal = Shown::new(&turn.goal)
+            .max_bytes(MAX_AGENT_TEXT_BYTES)
+            .to_string();
+        body.field("You    ", theme.label(), &goal, theme.plain(), 7);
+        let mut state = format!("{} · task {}", turn.state, Shown::new(&turn.task.0));
+        let style = match turn.state.as_str() {
+            "completed" => theme.ok(),
+            "failed" | "canceled" | "rejected" => theme.error(),
+            _ => theme.warn(),
+        };
+        match &turn.outcome {
+            Some(rows) => {
+                body.field("Agent  ", theme.label(), &state, style, 7);
+                self.rows(body, rows);
+            }
+            None => {
+                if self.ask.cancelling {
+                    state.push_str(" · Cancelling… (Esc again: stop waiting for it)");
+                }
+                body.field("Agent  ", theme.label(), &state, style, 7);
+            }
+        }
     }
 
     fn tasks_body(&self, w: usize) -> Body {
@@ -756,6 +922,14 @@ impl App {
                 return body;
             }
         }
+        self.rows(&mut body, rows);
+        *detail.cache.borrow_mut() = Some((w, body.lines.clone()));
+        body
+    }
+
+    /// A task's rows (see `task.rs`), each wrapped to the width.
+    fn rows(&self, body: &mut Body, rows: &[Row]) {
+        let theme = self.theme();
         for row in rows {
             let style = theme.look(row.look);
             let lead_style = if row.look == Look::Plain && !row.lead.trim().is_empty() {
@@ -765,8 +939,6 @@ impl App {
             };
             body.field(&row.lead, lead_style, &row.text, style, row.indent);
         }
-        *detail.cache.borrow_mut() = Some((w, body.lines.clone()));
-        body
     }
 
     fn draw_modal(&self, frame: &mut Frame, area: Rect, modal: &Modal) {
@@ -815,13 +987,7 @@ impl App {
                 .iter()
                 .find(|w| w.request.id == r.id)
                 .map_or(0, |w| self.seconds_left(w));
-            let (head, fields) = describe(r, left);
-            body.field("", theme.plain(), &head, theme.risk(r.risk.as_str()), 2);
-            for (label, value) in fields {
-                let lead = format!("  {label}");
-                let indent = width(&lead);
-                body.field(&lead, theme.label(), &value, theme.plain(), indent);
-            }
+            self.request(body, r, left, ("", theme.plain()), "  ");
         };
         let input = |body: &mut Body, shown_text: String| {
             // The end of what was typed, where the cursor is.

@@ -38,6 +38,15 @@ struct Fake {
     settings: RefCell<Vec<SettingView>>,
     saves: RefCell<Vec<(String, String)>>,
     rotations: Cell<u32>,
+    model_missing: Option<String>,
+    /// Each ask: the conversation it continued, and the goal.
+    asks: RefCell<Vec<(Option<String>, String)>>,
+    ask_error: Option<DeviceError>,
+    /// The Agent's tasks (`ask-N`), as `task` answers them.
+    agent: RefCell<Vec<TaskRecord>>,
+    cancels: RefCell<Vec<String>>,
+    /// Whether cancel_task ends the task at once (CANCELED).
+    cancel_ends: Cell<bool>,
 }
 
 impl Fake {
@@ -57,7 +66,20 @@ impl Fake {
             settings: RefCell::new(settings()),
             saves: RefCell::new(Vec::new()),
             rotations: Cell::new(0),
+            model_missing: None,
+            asks: RefCell::new(Vec::new()),
+            ask_error: None,
+            agent: RefCell::new(Vec::new()),
+            cancels: RefCell::new(Vec::new()),
+            cancel_ends: Cell::new(true),
         }
+    }
+
+    /// Replaces the Agent's task `record.id`.
+    fn set_agent(&self, record: TaskRecord) {
+        let mut agent = self.agent.borrow_mut();
+        agent.retain(|t| t.id != record.id);
+        agent.push(record);
     }
 
     fn with_pending(self, list: Vec<PendingApproval>) -> Self {
@@ -90,8 +112,10 @@ impl Device for Fake {
         Ok(self.tasks.clone())
     }
     fn task(&self, id: &TaskId) -> Result<TaskRecord, DeviceError> {
-        self.tasks
+        self.agent
+            .borrow()
             .iter()
+            .chain(&self.tasks)
             .find(|t| t.id == *id)
             .cloned()
             .ok_or_else(|| DeviceError::new(DeviceErrorKind::Invalid, "no such task"))
@@ -138,6 +162,48 @@ impl Device for Fake {
     fn stop_protocols(&self) -> Result<(), DeviceError> {
         self.stops.set(self.stops.get() + 1);
         *self.status.borrow_mut() = stopped("Stopped.");
+        Ok(())
+    }
+    fn model_missing(&self) -> Option<String> {
+        self.model_missing.clone()
+    }
+    fn ask(
+        &self,
+        context: Option<&ContextId>,
+        text: &str,
+    ) -> Result<(TaskId, ContextId), DeviceError> {
+        self.asks
+            .borrow_mut()
+            .push((context.map(|c| c.0.clone()), text.to_string()));
+        if let Some(e) = &self.ask_error {
+            return Err(e.clone());
+        }
+        let n = self.asks.borrow().len();
+        let id = format!("ask-{n}");
+        let context = context
+            .map(|c| c.0.clone())
+            .unwrap_or_else(|| format!("ctx-owner-{n}"));
+        self.set_agent(agent_task(
+            &id,
+            &context,
+            TaskState::Working,
+            None,
+            serde_json::Value::Null,
+        ));
+        Ok((TaskId(id), ContextId(context)))
+    }
+    fn cancel_task(&self, id: &TaskId) -> Result<(), DeviceError> {
+        self.cancels.borrow_mut().push(id.0.clone());
+        let context = self.task(id)?.context_id.0;
+        if self.cancel_ends.get() {
+            self.set_agent(agent_task(
+                &id.0,
+                &context,
+                TaskState::Canceled,
+                Some("Canceled by the owner."),
+                serde_json::Value::Null,
+            ));
+        }
         Ok(())
     }
 }
@@ -237,6 +303,39 @@ fn task(id: &str) -> TaskRecord {
         id: TaskId(id.into()),
         context_id: ContextId("ctx-1".into()),
         state: TaskState::Completed,
+        updated_ms: 1_777_629_600_000,
+        document: document.to_string(),
+    }
+}
+
+/// One of the Agent's tasks as netd stores it: the answer as the final status message and
+/// `evidence` (when not null) in the result artifact.
+fn agent_task(
+    id: &str,
+    context: &str,
+    state: TaskState,
+    answer: Option<&str>,
+    evidence: serde_json::Value,
+) -> TaskRecord {
+    let mut status = serde_json::json!({
+        "state": state.as_a2a(), "timestamp": "2026-05-01T10:00:00.000Z",
+    });
+    if let Some(answer) = answer {
+        status["message"] = serde_json::json!({"role": "ROLE_AGENT", "parts": [{"text": answer}]});
+    }
+    let mut document = serde_json::json!({
+        "id": id, "contextId": context, "status": status,
+        "history": [{"role": "ROLE_USER", "parts": [{"text": "the goal"}]}],
+    });
+    if !evidence.is_null() {
+        document["artifacts"] = serde_json::json!([{"artifactId": "a1", "name": "result",
+            "parts": [{"data": {"answer": answer, "answer_status": "unverified_model_analysis",
+                "evidence": evidence}}]}]);
+    }
+    TaskRecord {
+        id: TaskId(id.into()),
+        context_id: ContextId(context.into()),
+        state,
         updated_ms: 1_777_629_600_000,
         document: document.to_string(),
     }
@@ -378,13 +477,15 @@ fn each_page_renders_at_80x24() {
 
     press(&mut app, &device, KeyCode::Char('4'));
     let page4 = screen(&app, 80, 24);
-    assert!(page4.contains("[4 Ask]"));
-    assert!(
-        flat(&app, 80, 24).contains(
-            "Ask (the built-in Agent from the terminal) is not available yet; delegate tasks over A2A or MCP (`nl2sh_ask`)."
-        ),
-        "{page4}"
-    );
+    for want in [
+        "[4 Ask]",
+        "A new conversation",
+        "/ or i: type a goal for the Agent",
+        "n: new conversation",
+        "q: quit",
+    ] {
+        assert!(page4.contains(want), "{want:?} not on\n{page4}");
+    }
 }
 
 #[test]
@@ -1148,4 +1249,496 @@ fn without_colour_no_cell_is_styled() {
     let app = App::new(&device, COLOR);
     let buf = buffer(&app, 80, 24);
     assert!(buf.content.iter().any(|c| c.fg != Color::Reset));
+}
+
+// ---- ask ---------------------------------------------------------------------------------
+
+fn ask_app(device: &Fake) -> App {
+    let mut app = App::new(device, COLOR);
+    press(&mut app, device, KeyCode::Char('4'));
+    assert_eq!(app.page(), Page::Ask);
+    app
+}
+
+/// Types `goal` on the Ask page and sends it.
+fn ask(app: &mut App, device: &Fake, goal: &str) {
+    press(app, device, KeyCode::Char('i'));
+    chars(app, device, goal);
+    press(app, device, KeyCode::Enter);
+}
+
+/// A poll later.
+fn later(app: &mut App, device: &Fake, secs: u64) {
+    app.tick_at(device, Instant::now() + Duration::from_secs(secs));
+}
+
+fn owner_request(id: &str, task: &str, action: &str, risk: RiskLevel) -> PendingApproval {
+    PendingApproval {
+        origin: CallOrigin::OwnerTui,
+        task: Some(TaskId(task.into())),
+        ..request(id, action, risk)
+    }
+}
+
+#[test]
+fn without_a_model_ask_says_what_to_add_and_refuses_typing() {
+    let mut device = Fake::new(running());
+    device.model_missing = Some("[model]\nendpoint = \"https://api.example/v1\"".into());
+    let mut app = ask_app(&device);
+    let text = screen(&app, 80, 24);
+    for want in [
+        "The built-in Agent has no model configured",
+        "  [model]",
+        "  endpoint = \"https://api.example/v1\"",
+    ] {
+        assert!(text.contains(want), "{want:?} not on\n{text}");
+    }
+    assert!(!text.contains("type a goal"), "{text}");
+    for start in ['/', 'i'] {
+        press(&mut app, &device, KeyCode::Char(start));
+        chars(&mut app, &device, "hello");
+        press(&mut app, &device, KeyCode::Enter);
+    }
+    assert!(device.asks.borrow().is_empty());
+    let text = screen(&app, 80, 24);
+    assert!(!text.contains("hello"), "{text}");
+    assert!(
+        text.contains("The Agent has no model: add one as shown"),
+        "{text}"
+    );
+    // Not typing: the keys are the page's.
+    press(&mut app, &device, KeyCode::Char('1'));
+    assert_eq!(app.page(), Page::Protocols);
+}
+
+#[test]
+fn while_typing_every_printable_key_is_text() {
+    let device = Fake::new(running());
+    let mut app = ask_app(&device);
+    press(&mut app, &device, KeyCode::Char('/'));
+    let goal = "q1 a r j k n 4 / i?";
+    chars(&mut app, &device, goal);
+    for code in [KeyCode::Tab, KeyCode::BackTab] {
+        press(&mut app, &device, code);
+    }
+    assert_eq!(app.page(), Page::Ask);
+    assert!(app.quit().is_none());
+    let text = screen(&app, 80, 24);
+    assert!(text.contains(&format!("> {goal}_")), "{text}");
+    assert!(text.contains("Enter: send"), "{text}");
+    assert!(device.asks.borrow().is_empty());
+    // Backspace erases; Esc stops typing and keeps the goal.
+    press(&mut app, &device, KeyCode::Backspace);
+    press(&mut app, &device, KeyCode::Esc);
+    let text = screen(&app, 80, 24);
+    assert!(
+        text.contains("> q1 a r j k n 4 / i  (/ or i goes on typing)"),
+        "{text}"
+    );
+    // Now the keys switch pages again, and q quits.
+    press(&mut app, &device, KeyCode::Char('2'));
+    assert_eq!(app.page(), Page::Approvals);
+    press(&mut app, &device, KeyCode::Char('4'));
+    press(&mut app, &device, KeyCode::Char('i'));
+    chars(&mut app, &device, "!");
+    press(&mut app, &device, KeyCode::Enter);
+    assert_eq!(
+        *device.asks.borrow(),
+        [(None, "q1 a r j k n 4 / i!".to_string())]
+    );
+    press(&mut app, &device, KeyCode::Char('q'));
+    assert!(app.quit().is_some());
+}
+
+#[test]
+fn a_goal_is_at_most_8192_bytes() {
+    let device = Fake::new(running());
+    let mut app = ask_app(&device);
+    press(&mut app, &device, KeyCode::Char('i'));
+    chars(&mut app, &device, &"é".repeat(4095));
+    // 8191 bytes: a two-byte character does not fit, a one-byte one does.
+    chars(&mut app, &device, "xé");
+    let text = flat(&app, 80, 24);
+    assert!(
+        text.contains("A goal is at most 8192 bytes (as over A2A): this one is full."),
+        "{text}"
+    );
+    // The end of the goal is what shows while typing.
+    assert!(text.contains("éééx_"), "{text}");
+    chars(&mut app, &device, "yz");
+    press(&mut app, &device, KeyCode::Enter);
+    let asks = device.asks.borrow();
+    assert_eq!(asks[0].1.len(), 8192);
+    assert!(asks[0].1.ends_with("éxy"));
+}
+
+#[test]
+fn goals_continue_their_conversation_and_n_starts_a_new_one() {
+    let device = Fake::new(running());
+    let mut app = ask_app(&device);
+    // An empty goal is not sent.
+    ask(&mut app, &device, "   ");
+    assert!(device.asks.borrow().is_empty());
+    assert!(screen(&app, 80, 24).contains("Type a goal first."));
+    for _ in 0..3 {
+        press(&mut app, &device, KeyCode::Backspace);
+    }
+    press(&mut app, &device, KeyCode::Esc);
+
+    ask(&mut app, &device, "list /tmp");
+    assert_eq!(*device.asks.borrow(), [(None, "list /tmp".to_string())]);
+    let text = screen(&app, 80, 24);
+    for want in [
+        "Conversation ctx-owner-1",
+        "You    list /tmp",
+        "Agent  working · task ask-1",
+        "Esc: cancel the task",
+    ] {
+        assert!(text.contains(want), "{want:?} not on\n{text}");
+    }
+    // The state is read at every poll: the document's word.
+    let mut waiting = agent_task(
+        "ask-1",
+        "ctx-owner-1",
+        TaskState::Working,
+        None,
+        serde_json::Value::Null,
+    );
+    waiting.document = waiting
+        .document
+        .replace("TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED");
+    device.set_agent(waiting);
+    later(&mut app, &device, 2);
+    assert!(screen(&app, 80, 24).contains("Agent  input required · task ask-1"));
+
+    // No second goal while one runs.
+    ask(&mut app, &device, "and /data");
+    assert_eq!(device.asks.borrow().len(), 1);
+    let text = flat(&app, 80, 24);
+    assert!(
+        text.contains("The Agent is still on the last goal"),
+        "{text}"
+    );
+    press(&mut app, &device, KeyCode::Esc);
+    // n neither, while it runs.
+    press(&mut app, &device, KeyCode::Char('n'));
+    assert!(screen(&app, 80, 24).contains("Conversation ctx-owner-1"));
+
+    device.set_agent(agent_task(
+        "ask-1",
+        "ctx-owner-1",
+        TaskState::Completed,
+        Some("Three files."),
+        serde_json::Value::Null,
+    ));
+    later(&mut app, &device, 3);
+    assert!(screen(&app, 80, 24).contains("Agent  completed · task ask-1"));
+    // The kept goal goes on in the same conversation.
+    press(&mut app, &device, KeyCode::Char('i'));
+    press(&mut app, &device, KeyCode::Enter);
+    assert_eq!(
+        device.asks.borrow()[1],
+        (Some("ctx-owner-1".to_string()), "and /data".to_string())
+    );
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("You    list /tmp"), "{text}");
+    assert!(text.contains("You    and /data"), "{text}");
+
+    device.set_agent(agent_task(
+        "ask-2",
+        "ctx-owner-1",
+        TaskState::Failed,
+        Some("No such directory."),
+        serde_json::Value::Null,
+    ));
+    later(&mut app, &device, 4);
+    assert!(screen(&app, 80, 24).contains("Agent  failed · task ask-2"));
+    press(&mut app, &device, KeyCode::Char('n'));
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("A new conversation"), "{text}");
+    assert!(!text.contains("list /tmp"), "{text}");
+    ask(&mut app, &device, "fresh");
+    assert_eq!(device.asks.borrow()[2], (None, "fresh".to_string()));
+    assert!(screen(&app, 80, 24).contains("Conversation ctx-owner-3"));
+}
+
+#[test]
+fn a_request_of_the_running_task_is_confirmed_on_ask() {
+    let device = Fake::new(running()).with_pending(vec![
+        owner_request("other", "task-9", "rm /sdcard/other", RiskLevel::High),
+        owner_request("mine", "ask-1", "touch /data/local/tmp/x", RiskLevel::High),
+    ]);
+    let mut app = ask_app(&device);
+    // Before the task exists, neither is shown here.
+    let text = screen(&app, 80, 24);
+    assert!(!text.contains("touch /data"), "{text}");
+    press(&mut app, &device, KeyCode::Char('a'));
+    assert!(screen(&app, 80, 24).contains("No request of this task is waiting."));
+    assert!(device.decisions.borrow().is_empty());
+
+    ask(&mut app, &device, "make a file");
+    let text = flat(&app, 80, 24);
+    for want in [
+        "The Agent waits for your confirmation:",
+        "mine shell.exec risk high (requires root) as root from owner_tui (task ask-1) \
+         1 min 00 s left action: touch /data/local/tmp/x why: writes a file \
+         a: approve · r: reject",
+    ] {
+        assert!(text.contains(want), "{want:?} not on\n{text}");
+    }
+    let text = screen(&app, 80, 24);
+    // Another task's request stays on the Approvals page only.
+    assert!(!text.contains("rm /sdcard/other"), "{text}");
+    assert!(!text.contains("other  shell.exec"), "{text}");
+
+    // The Approvals page's confirmation: a, then n cancels, then Enter approves.
+    press(&mut app, &device, KeyCode::Char('a'));
+    assert!(screen(&app, 80, 24).contains("Approve request mine?"));
+    press(&mut app, &device, KeyCode::Char('n'));
+    assert!(device.decisions.borrow().is_empty());
+    press(&mut app, &device, KeyCode::Char('a'));
+    press(&mut app, &device, KeyCode::Enter);
+    assert_eq!(
+        *device.decisions.borrow(),
+        [("mine".to_string(), true, None)]
+    );
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("Approved mine."), "{text}");
+    assert!(!text.contains("touch /data"), "{text}");
+    assert_eq!(app.page(), Page::Ask);
+}
+
+#[test]
+fn a_dangerous_request_on_ask_needs_its_phrase() {
+    let device = Fake::new(running()).with_pending(vec![owner_request(
+        "d7",
+        "ask-1",
+        "rm -rf /data/local/tmp/cache",
+        RiskLevel::Dangerous,
+    )]);
+    let mut app = ask_app(&device);
+    ask(&mut app, &device, "clean the cache");
+    assert!(screen(&app, 80, 24).contains("phrase: approve dangerous d7"));
+    press(&mut app, &device, KeyCode::Char('a'));
+    assert!(screen(&app, 80, 24).contains("Phrase: approve dangerous d7"));
+    chars(&mut app, &device, "approve dangerous d8");
+    press(&mut app, &device, KeyCode::Enter);
+    assert!(device.decisions.borrow().is_empty());
+    let text = screen(&app, 80, 24);
+    assert!(
+        text.contains("That is not the phrase (nothing was sent)"),
+        "{text}"
+    );
+    press(&mut app, &device, KeyCode::Backspace);
+    chars(&mut app, &device, "7");
+    press(&mut app, &device, KeyCode::Enter);
+    assert_eq!(
+        *device.decisions.borrow(),
+        [(
+            "d7".to_string(),
+            true,
+            Some("approve dangerous d7".to_string())
+        )]
+    );
+    // Rejecting needs no phrase.
+    let device = Fake::new(running()).with_pending(vec![owner_request(
+        "d8",
+        "ask-1",
+        "reboot",
+        RiskLevel::Critical,
+    )]);
+    let mut app = ask_app(&device);
+    ask(&mut app, &device, "reboot");
+    press(&mut app, &device, KeyCode::Char('r'));
+    press(&mut app, &device, KeyCode::Enter);
+    assert_eq!(
+        *device.decisions.borrow(),
+        [("d8".to_string(), false, None)]
+    );
+}
+
+#[test]
+fn esc_cancels_the_running_task() {
+    let device = Fake::new(running());
+    let mut app = ask_app(&device);
+    ask(&mut app, &device, "sleep 600");
+    // Esc while typing only stops typing.
+    press(&mut app, &device, KeyCode::Char('/'));
+    press(&mut app, &device, KeyCode::Esc);
+    assert!(device.cancels.borrow().is_empty());
+    press(&mut app, &device, KeyCode::Esc);
+    assert_eq!(*device.cancels.borrow(), ["ask-1"]);
+    let text = screen(&app, 80, 24);
+    assert!(
+        text.contains("working · task ask-1 · Cancelling…"),
+        "{text}"
+    );
+    later(&mut app, &device, 2);
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("Agent  canceled · task ask-1"), "{text}");
+    assert!(text.contains("Canceled by the owner."), "{text}");
+    assert!(!text.contains("Cancelling"), "{text}");
+    // Nothing runs now: Esc cancels nothing.
+    press(&mut app, &device, KeyCode::Esc);
+    assert_eq!(device.cancels.borrow().len(), 1);
+
+    // A task that does not end: Esc again stops waiting for it here.
+    device.cancel_ends.set(false);
+    ask(&mut app, &device, "sleep 700");
+    press(&mut app, &device, KeyCode::Esc);
+    later(&mut app, &device, 3);
+    assert!(screen(&app, 80, 24).contains("working · task ask-2 · Cancelling…"));
+    press(&mut app, &device, KeyCode::Esc);
+    assert_eq!(*device.cancels.borrow(), ["ask-1", "ask-2"]);
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("No longer followed here"), "{text}");
+    ask(&mut app, &device, "next");
+    assert_eq!(device.asks.borrow().len(), 3);
+}
+
+#[test]
+fn a_completed_task_shows_its_answer_and_evidence() {
+    let device = Fake::new(running());
+    let mut app = ask_app(&device);
+    ask(&mut app, &device, "how full is /data?");
+    device.set_agent(agent_task(
+        "ask-1",
+        "ctx-owner-1",
+        TaskState::Completed,
+        Some("/data is 42% full.\nPlenty of room."),
+        serde_json::json!({
+            "entries": [
+                {"tool": "shell.exec", "call_id": "c1", "result": "success",
+                 "output": "Filesystem  Use%\n/dev/block/dm-5  42%", "output_truncated": true},
+                {"tool": "fs.stat", "call_id": "c2", "result": "failure",
+                 "output": "no such file", "output_truncated": false}
+            ],
+            "total_tool_calls": 3, "entries_truncated": true
+        }),
+    ));
+    later(&mut app, &device, 2);
+    let text = screen(&app, 80, 40);
+    for want in [
+        "You    how full is /data?",
+        "Agent  completed · task ask-1",
+        "  /data is 42% full.\n  Plenty of room.",
+        "  Evidence: 3 tool calls",
+        "    1. shell.exec  success  (output cut)\n       Filesystem  Use%\n       /dev/block/dm-5  42%",
+        "    2. fs.stat  failure\n       no such file",
+        "… 1 more not kept",
+        "/ or i: type a goal for the Agent",
+    ] {
+        assert!(text.contains(want), "{want:?} not on\n{text}");
+    }
+    // At 80x24 the newest part is what shows.
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("no such file"), "{text}");
+    assert!(text.contains("/ or i: type a goal"), "{text}");
+}
+
+#[test]
+fn agent_and_tool_text_is_shown_escaped_on_ask() {
+    let mut device = Fake::new(running()).with_pending(vec![owner_request(
+        "r\u{1b}[1m",
+        "ask-1",
+        SPOOF,
+        RiskLevel::High,
+    )]);
+    device.model_missing = None;
+    let mut app = ask_app(&device);
+    ask(&mut app, &device, "goal \u{202e}txt");
+    let check = |app: &App| {
+        for (w, h) in [(80, 24), (300, 100), (20, 5), (1, 1), (80, 60)] {
+            assert_no_raw_controls(&buffer(app, w, h));
+        }
+    };
+    check(&app);
+    let text = screen(&app, 80, 24);
+    assert!(text.contains(r"You    goal \u{202e}txt"), "{text}");
+    assert!(
+        text.contains(r"action: touch /tmp/x\u{202e}txt.exe\x1b[2J\r\n evil"),
+        "{text}"
+    );
+    press(&mut app, &device, KeyCode::Char('a'));
+    check(&app);
+    press(&mut app, &device, KeyCode::Esc);
+    device.set_agent(agent_task(
+        "ask-1",
+        "ctx\u{1b}]0;x",
+        TaskState::Completed,
+        Some("done\u{1b}[2J\u{7}"),
+        serde_json::json!({"entries": [{"tool": "shell.exec\nfake  success", "result": "success",
+            "output": "out\u{1b}]52;c;AAAA\u{7}\u{85}"}], "total_tool_calls": 1}),
+    ));
+    later(&mut app, &device, 2);
+    check(&app);
+    let text = screen(&app, 80, 40);
+    for want in [
+        r"done\x1b[2J\x07",
+        r"1. shell.exec\nfake  success  success",
+        r"out\x1b]52;c;AAAA\x07\u{85}",
+    ] {
+        assert!(text.contains(want), "{want:?} not on\n{text}");
+    }
+
+    // What to add, too.
+    let mut device = Fake::new(running());
+    device.model_missing = Some("[model]\u{1b}[2J\nkey = \"\u{202e}\"".into());
+    let app = ask_app(&device);
+    check(&app);
+    let text = screen(&app, 80, 24);
+    assert!(text.contains(r"[model]\x1b[2J"), "{text}");
+    assert!(text.contains(r#"key = "\u{202e}""#), "{text}");
+}
+
+#[test]
+fn asking_while_nothing_runs_says_how_to_start_it() {
+    let mut device = Fake::new(stopped("Stopped."));
+    device.ask_error = Some(DeviceError::new(
+        DeviceErrorKind::NotRunning,
+        "no approvald",
+    ));
+    let mut app = ask_app(&device);
+    ask(&mut app, &device, "uptime");
+    assert_eq!(device.asks.borrow().len(), 1);
+    let text = flat(&app, 80, 24);
+    let want = "The protocol service is not running: start it (service start, or \
+                protocol_start_with_service = true) to ask the Agent.";
+    assert!(text.contains(want), "{text}");
+    assert!(!text.contains("You uptime"), "{text}");
+
+    let mut device = Fake::new(running());
+    device.ask_error = Some(DeviceError::new(
+        DeviceErrorKind::Failed,
+        "too busy\u{1b}[2J",
+    ));
+    let mut app = ask_app(&device);
+    ask(&mut app, &device, "uptime");
+    let buf = buffer(&app, 80, 24);
+    assert_no_raw_controls(&buf);
+    let text = rows(&buf).join("\n");
+    assert!(
+        text.contains(r"The Agent was not asked: too busy\x1b[2J"),
+        "{text}"
+    );
+}
+
+#[test]
+fn ask_without_colour_is_plain() {
+    let device = Fake::new(running()).with_pending(vec![owner_request(
+        "d1",
+        "ask-1",
+        "reboot",
+        RiskLevel::Critical,
+    )]);
+    let mut app = App::new(&device, Options { color: false });
+    press(&mut app, &device, KeyCode::Char('4'));
+    ask(&mut app, &device, "reboot");
+    for buf in [buffer(&app, 80, 24), buffer(&app, 120, 40)] {
+        for cell in &buf.content {
+            assert_eq!(cell.fg, Color::Reset, "{cell:?}");
+            assert_eq!(cell.modifier, Modifier::empty(), "{cell:?}");
+        }
+    }
+    assert!(screen(&app, 80, 24).contains("a: approve · r: reject"));
 }

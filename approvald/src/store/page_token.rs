@@ -48,6 +48,7 @@ pub(crate) fn filter_digest(query: &TaskQuery) -> [u8; 32] {
             h.update(ms.to_be_bytes());
         }
     }
+    h.update([u8::from(query.include_owner)]);
     h.finalize().into()
 }
 
@@ -131,6 +132,7 @@ mod tests {
 
     fn query(context: Option<&str>, state: Option<TaskState>, after: Option<i64>) -> TaskQuery {
         TaskQuery {
+            include_owner: false,
             context_id: context.map(|c| ContextId(c.into())),
             state,
             updated_after_ms: after,

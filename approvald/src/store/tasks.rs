@@ -45,7 +45,8 @@ use serde_json::{json, Map, Value};
 use tokio::sync::Semaphore;
 
 use nl2sh_proto::channels::{
-    ContextId, StoreErrorKind, StoreFailure, TaskId, TaskPage, TaskQuery, TaskRecord, TaskState,
+    is_owner_id, ContextId, StoreErrorKind, StoreFailure, TaskId, TaskPage, TaskQuery, TaskRecord,
+    TaskState, OWNER_ID_PREFIX,
 };
 use nl2sh_proto::limits::{
     MAX_ACTIVE_TASKS, MAX_ID_BYTES, MAX_RETAINED_DOCUMENT_BYTES, MAX_RETAINED_TASKS,
@@ -258,6 +259,12 @@ impl TaskStore {
         let context_id = match context_id {
             Some(given) => {
                 check_id("context id", &given.0)?;
+                if is_owner_id(&given.0) {
+                    return Err(StoreFailure::invalid(format!(
+                        "context ids starting with {OWNER_ID_PREFIX:?} are the owner's own \
+                         conversations"
+                    )));
+                }
                 if self.redactor.found_in(&given.0) {
                     return Err(StoreFailure::invalid(
                         "a context id must not contain a protected secret",
@@ -268,6 +275,30 @@ impl TaskStore {
             None => ContextId(mint_id()?),
         };
         let id = TaskId(mint_id()?);
+        super::lock(&self.created).add(id.clone(), context_id.clone());
+        Ok((id, context_id))
+    }
+
+    /// A task of the owner's own conversation (the terminal console's Ask): ids in the
+    /// owner's namespace ([`OWNER_ID_PREFIX`]), continuing `context_id` (which must be
+    /// one) or a fresh one. Remembered until the task's first write, as `create`'s are.
+    pub fn create_owner(
+        &self,
+        context_id: Option<ContextId>,
+    ) -> Result<(TaskId, ContextId), StoreFailure> {
+        let context_id = match context_id {
+            Some(given) => {
+                check_id("context id", &given.0)?;
+                if !is_owner_id(&given.0) {
+                    return Err(StoreFailure::invalid(
+                        "not one of the owner's conversations",
+                    ));
+                }
+                given
+            }
+            None => ContextId(format!("{OWNER_ID_PREFIX}{}", mint_id()?)),
+        };
+        let id = TaskId(format!("{OWNER_ID_PREFIX}{}", mint_id()?));
         super::lock(&self.created).add(id.clone(), context_id.clone());
         Ok((id, context_id))
     }
@@ -640,6 +671,12 @@ fn filter_sql(query: &TaskQuery) -> (Vec<String>, Vec<SqlValue>) {
     if let Some(after) = query.updated_after_ms {
         params.push(SqlValue::Integer(after));
         conditions.push(format!("updated_ms > ?{}", params.len()));
+    }
+    if !query.include_owner {
+        // Every owner task has an owner context (`create_owner`).
+        params.push(SqlValue::Text(OWNER_ID_PREFIX.to_owned()));
+        let n = params.len();
+        conditions.push(format!("substr(context_id, 1, length(?{n})) <> ?{n}"));
     }
     (conditions, params)
 }

@@ -52,6 +52,7 @@ impl Rig {
         let local = Arc::new(LocalOwner {
             sessions: sessions.clone(),
             tasks,
+            inbox: Arc::default(),
         });
         Rig {
             dir,

@@ -186,11 +186,8 @@ impl Pipeline {
         // The task id is netd's word, shown to the approver and audited; bound it, and only
         // the Agent works tasks.
         match (&req.task, req.origin) {
-            (
-                Some(task),
-                nl2sh_proto::channels::CallOrigin::AgentHttp
-                | nl2sh_proto::channels::CallOrigin::AgentStdio,
-            ) if !task.0.is_empty() && task.0.len() <= MAX_ID_BYTES => {}
+            (Some(task), origin)
+                if origin.is_agent() && !task.0.is_empty() && task.0.len() <= MAX_ID_BYTES => {}
             (
                 None,
                 nl2sh_proto::channels::CallOrigin::McpHttp

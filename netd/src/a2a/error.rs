@@ -135,6 +135,7 @@ impl From<TaskError> for A2aError {
             TaskError::NotFound(_) => A2aError::TaskNotFound(text),
             TaskError::NotCancelable { .. } => A2aError::TaskNotCancelable(text),
             TaskError::Busy => A2aError::Busy(text),
+            TaskError::OwnersConversation => A2aError::invalid("message.contextId", text),
             TaskError::Draining | TaskError::Store(_) | TaskError::Unreadable => {
                 tracing::warn!(error = %Shown::new(&text), "A2A request failed");
                 A2aError::Internal(text)

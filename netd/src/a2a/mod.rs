@@ -231,6 +231,7 @@ async fn send_message(
         .tasks
         .submit(NewTask {
             agent_origin: CallOrigin::AgentHttp,
+            ids: None,
             context: send.context,
             text: send.text,
             message: send.message,

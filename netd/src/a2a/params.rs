@@ -438,6 +438,8 @@ pub fn list(params: &Obj) -> Result<List, A2aError> {
             updated_after_ms,
             page_size,
             page_token,
+            // The owner's own conversations are never the protocol's to list.
+            include_owner: false,
         }),
     };
     Ok(List {

@@ -24,7 +24,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nl2sh_proto::channels::{CallOrigin, ContextId, TaskId, TaskQuery, TaskState};
+use nl2sh_proto::channels::{
+    is_owner_id, CallOrigin, ContextId, OwnerWork, TaskId, TaskQuery, TaskState, OWNER_ID_PREFIX,
+};
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::{MAX_ACTIVE_TASKS, MAX_ID_BYTES, MAX_TASK_DOCUMENT_BYTES};
 use serde_json::{Map, Value};
@@ -101,13 +103,21 @@ pub enum TaskError {
     Store(#[from] StoreClientError),
     #[error("the stored task is unreadable")]
     Unreadable,
+    /// A protocol caller named one of the owner's own conversations.
+    #[error(
+        "context ids starting with {OWNER_ID_PREFIX:?} are the device owner's own conversations"
+    )]
+    OwnersConversation,
 }
 
 /// A new task, validated by its front door.
 #[derive(Debug, Clone)]
 pub struct NewTask {
-    /// `AgentHttp` or `AgentStdio`: the origin of the Agent's tool calls for this task.
+    /// `AgentHttp`, `AgentStdio` or `OwnerTui`: the origin of the Agent's tool calls for
+    /// this task.
     pub agent_origin: CallOrigin,
+    /// The ids approvald already minted (the owner's Ask); `None`: ask approvald now.
+    pub ids: Option<(TaskId, ContextId)>,
     /// Continue this context; `None` starts a new one.
     pub context: Option<ContextId>,
     /// The user's text (1–8192 bytes, checked by the caller).
@@ -220,9 +230,21 @@ impl TaskService {
     /// SUBMITTED before this returns, and runs when its context is free. Dropping the
     /// returned future or handle does not affect a task once created.
     pub async fn submit(&self, new: NewTask) -> Result<TaskHandle, TaskError> {
-        let reservation = Reservation::take(&self.inner)?;
+        let owner = new.agent_origin == CallOrigin::OwnerTui;
         let asked = new.context.filter(|c| !c.0.is_empty());
-        let (id, context) = self.inner.store.create_task(asked.as_ref()).await?;
+        if !owner && asked.as_ref().is_some_and(|c| is_owner_id(&c.0)) {
+            return Err(TaskError::OwnersConversation);
+        }
+        let reservation = Reservation::take(&self.inner)?;
+        let (id, context) = match new.ids {
+            // Only the owner's Ask arrives with ids, and only ids of the owner's.
+            Some((id, context)) if owner && is_owner_id(&id.0) && is_owner_id(&context.0) => {
+                (id, context)
+            }
+            Some(_) => return Err(TaskError::OwnersConversation),
+            None if owner => return Err(TaskError::OwnersConversation),
+            None => self.inner.store.create_task(asked.as_ref()).await?,
+        };
         let doc = TaskDoc::new(id.clone(), context.clone(), new.message);
         let submitted = Arc::new(doc.to_json());
         let (tx, rx) = watch::channel(Snapshot {
@@ -271,9 +293,10 @@ impl TaskService {
         }
     }
 
-    /// The task as it stands: from memory while active, else from the store.
+    /// The task as it stands: from memory while active, else from the store. The
+    /// owner's own tasks are not the protocol's to see.
     pub async fn get(&self, id: &str) -> Result<Value, TaskError> {
-        if id.is_empty() || id.len() > MAX_ID_BYTES {
+        if id.is_empty() || id.len() > MAX_ID_BYTES || is_owner_id(id) {
             return Err(TaskError::NotFound(shown(id)));
         }
         let id = TaskId(id.to_string());
@@ -304,6 +327,86 @@ impl TaskService {
     /// Cancel an active task and wait (at most [`CANCEL_SETTLE_WAIT`]) for it to
     /// settle; answers the task as it then stands. A terminal task is not cancelable.
     pub async fn cancel(&self, id: &str) -> Result<Value, TaskError> {
+        if is_owner_id(id) {
+            return Err(TaskError::NotFound(shown(id)));
+        }
+        self.cancel_any(id).await
+    }
+
+    /// Take the owner's work from the terminal console (approvald hands it over as the
+    /// answer to a `NextOwnerWork` kept outstanding) until the store channel ends. A
+    /// goal becomes a task of origin `owner_tui` under the ids approvald minted; one that
+    /// cannot start is stored FAILED with the reason, so the console shows why.
+    pub async fn serve_owner(self) {
+        loop {
+            match self.inner.store.next_owner_work().await {
+                Ok(OwnerWork::Ask {
+                    id,
+                    context_id,
+                    text,
+                }) => self.start_owner_task(id, context_id, text).await,
+                Ok(OwnerWork::Cancel { id }) => {
+                    let service = self.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = service.cancel_owner(&id.0).await {
+                            tracing::info!(error = %e, "the owner's cancel found nothing to cancel");
+                        }
+                    });
+                }
+                Err(StoreClientError::Unavailable(_)) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot take the owner's work");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
+    async fn start_owner_task(&self, id: TaskId, context_id: ContextId, text: String) {
+        let Ok(message_id) = document::new_id() else {
+            tracing::warn!("no system randomness for a message id; the owner's task is lost");
+            return;
+        };
+        let message = Map::from_iter([
+            ("messageId".to_string(), Value::String(message_id)),
+            ("role".to_string(), Value::String("ROLE_USER".into())),
+            ("parts".to_string(), serde_json::json!([{ "text": text }])),
+        ]);
+        let new = NewTask {
+            agent_origin: CallOrigin::OwnerTui,
+            ids: Some((id.clone(), context_id.clone())),
+            context: Some(context_id.clone()),
+            text,
+            message: message.clone(),
+        };
+        let why = match self.submit(new).await {
+            Ok(_) => return,
+            Err(e) => e.to_string(),
+        };
+        tracing::warn!(task = %Shown::new(&id.0), error = %Shown::new(&why), "the owner's task could not start");
+        let mut doc = TaskDoc::new(id, context_id, message);
+        let stored = match doc.finish(Ending {
+            state: TaskState::Failed,
+            text: why,
+            result: None,
+        }) {
+            Ok(()) => self.inner.store.put_task(doc.record()).await,
+            Err(_) => return,
+        };
+        if let Err(e) = stored {
+            tracing::warn!(error = %e, "cannot store the owner's failed task");
+        }
+    }
+
+    /// The owner's cancel of one of their own tasks (from the terminal console).
+    pub async fn cancel_owner(&self, id: &str) -> Result<Value, TaskError> {
+        if !is_owner_id(id) {
+            return Err(TaskError::NotFound(shown(id)));
+        }
+        self.cancel_any(id).await
+    }
+
+    async fn cancel_any(&self, id: &str) -> Result<Value, TaskError> {
         if id.is_empty() || id.len() > MAX_ID_BYTES {
             return Err(TaskError::NotFound(shown(id)));
         }

@@ -111,6 +111,7 @@ pub async fn call(
     let handle = match tasks
         .submit(NewTask {
             agent_origin: origin.agent(),
+            ids: None,
             context,
             text: text.clone(),
             message,

@@ -41,6 +41,8 @@ struct Seen {
 
 struct Shared {
     tasks: Arc<TaskStore>,
+    /// The owner's Ask and cancels, as approvald hands them to netd.
+    inbox: Arc<nl2sh_approvald::owner::asks::OwnerInbox>,
     /// Strings no document or session netd sends may contain.
     forbidden: Vec<String>,
     seen: Mutex<Seen>,
@@ -69,6 +71,7 @@ impl StoreProxy {
         Self {
             shared: Arc::new(Shared {
                 tasks,
+                inbox: Arc::default(),
                 forbidden: forbidden.iter().map(|s| s.to_string()).collect(),
                 seen: Mutex::new(Seen::default()),
                 faults: Mutex::new(Faults::default()),
@@ -76,6 +79,18 @@ impl StoreProxy {
                 _dir: dir,
             }),
         }
+    }
+
+    /// Where the owner's work for netd waits (approvald's own inbox type).
+    #[allow(dead_code)]
+    pub fn inbox(&self) -> Arc<nl2sh_approvald::owner::asks::OwnerInbox> {
+        self.shared.inbox.clone()
+    }
+
+    /// The store itself, as the owner's side of approvald reaches it.
+    #[allow(dead_code)]
+    pub fn tasks(&self) -> Arc<TaskStore> {
+        self.shared.tasks.clone()
     }
 
     pub fn faults(&self) -> std::sync::MutexGuard<'_, Faults> {
@@ -175,7 +190,7 @@ impl StoreProxy {
             StoreRequest::SaveSession { context_id, .. } => format!("session {context_id}"),
             _ => String::new(),
         };
-        let answer = answer_store(&self.shared.tasks, req).await;
+        let answer = answer_store(&self.shared.tasks, &self.shared.inbox, req).await;
         if let StoreResponse::Failed {
             kind: StoreErrorKind::Invalid,
             message,

@@ -146,7 +146,11 @@ async fn serve(opts: Options) -> Result<(), String> {
     let store = Store::open(tasks_dir.path()).map_err(|e| e.to_string())?;
     let task_store = Arc::new(store.tasks(&[]).map_err(|e| e.to_string())?);
     let (asker, answerer) = pair::<NetdApprovald>().map_err(|e| e.to_string())?;
-    tokio::spawn(nl2sh_approvald::dispatch::serve_netd(answerer, task_store));
+    tokio::spawn(nl2sh_approvald::dispatch::serve_netd(
+        answerer,
+        task_store,
+        Default::default(),
+    ));
     let (store_client, _) = StoreClient::start(asker).await.map_err(|e| e.to_string())?;
     let runner = Arc::new(Unavailable("no Agent in the bench".into()));
     let backends = Backends {
