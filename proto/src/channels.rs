@@ -319,7 +319,7 @@ impl CallOrigin {
 /// The start of every task and context id of the owner's own conversations (the terminal
 /// console's Ask page). They live beside the protocol's tasks in one store but in their
 /// own namespace: approvald mints them only for the owner, and netd's protocol front
-/// doors never show, continue or cancel them (docs/TUI.md, "Ask").
+/// doors never show, continue or cancel them (docs/CLI.md, "Ask").
 pub const OWNER_ID_PREFIX: &str = "owner-";
 
 /// Whether `id` (a task or context id) is in the owner's namespace.

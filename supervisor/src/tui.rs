@@ -217,9 +217,8 @@ impl Device for LocalDevice {
         let (cfg, _) = config::load_for_discovery(&self.config_path);
         cfg.model.is_none().then(|| {
             format!(
-                "No model is configured for the built-in Agent. Add to {}:\n\
-                 [model]\nmodel = \"gpt-4.1-mini\"\napi_key_env = \"OPENAI_API_KEY\"\n\
-                 (see docs/CONFIGURATION.md), then restart the service.",
+                "[model]\nmodel = \"gpt-4.1-mini\"\napi_key_env = \"OPENAI_API_KEY\"\n\
+                 (in {}; docs/CONFIGURATION.md has every key), then restart the service.",
                 self.config_path.display()
             )
         })

@@ -121,6 +121,14 @@ fn nothing_running_is_one_status_line_and_settings_save_as_config_set_does() {
     tmux.wait_screen("s", "the saved message", |s| s.contains("Saved"));
     let text = std::fs::read_to_string(fx.config()).unwrap();
     assert!(text.contains("protocol_service_port = 9123"), "{text}");
+    // Ask, without a model: what to add, and no typing.
+    tmux.send_keys("s", &["4"]);
+    let screen = tmux.wait_screen("s", "what to add", |s| s.contains("[model]"));
+    assert!(screen.contains("api_key_env"), "{screen}");
+    tmux.send_keys("s", &["i"]);
+    tmux.type_text("s", "hello");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!tmux.screen("s").contains("hello"), "typed without a model");
     tmux.send_keys("s", &["q"]);
     tmux.wait_screen("s", "the console's exit", exited);
 }
@@ -360,4 +368,74 @@ fn ask_answers_confirms_inline_and_esc_cancels() {
     assert_eq!(listed["result"]["tasks"], json!([]), "{listed}");
     tmux.send_keys("s", &["q"]);
     tmux.wait_screen("s", "the console's exit", exited);
+}
+
+/// An attacker's tool command that opens the console in a terminal of its own (a tmux it
+/// starts) and types the keys that would approve a waiting request: the console reaches
+/// approvald only over approvals.sock, whose peer check refuses every process of the
+/// service's tree, so nothing is approved and the screen says why.
+#[test]
+fn a_tool_command_driving_the_console_approves_nothing() {
+    let Some(_tmux) = Tmux::start() else { return };
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let server = Server::start(&fx, &[], &[]);
+    let victim = fx.dir.path().join("victim");
+    let waiting = server.invoke_async(
+        "shell.exec",
+        json!({ "command": format!("touch {}", victim.display()) }),
+    );
+    let target = wait_pending(&fx, 1)[0]["id"].as_str().unwrap().to_string();
+
+    let sock = fx.dir.path().join("tool-tmux.sock");
+    let screen_file = fx.dir.path().join("tool-screen.txt");
+    let t = format!("tmux -S {}", sq(&sock.display().to_string()));
+    let script = format!(
+        "export TERM=xterm; {t} new-session -d -x 80 -y 24 {console}; sleep 2; \
+         {t} send-keys 2; sleep 2; {t} send-keys a; sleep 1; {t} send-keys y; sleep 2; \
+         {t} capture-pane -p > {screen}; {t} kill-server",
+        console = sq(&Tmux::nl2sh_line(&fx, &[])),
+        screen = sq(&screen_file.display().to_string()),
+    );
+    let attack = server.invoke_async(
+        "shell.exec",
+        json!({ "command": script, "unconfined": true, "timeout": 60 }),
+    );
+    // The owner lets the tool command itself run (with nl2sh's rights, outside the
+    // sandbox): the worst case.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let attack_id = loop {
+        let found = pending_approvals(&fx).into_iter().find(|p| {
+            p["action"]
+                .as_str()
+                .is_some_and(|a| a.contains("tool-tmux"))
+        });
+        if let Some(p) = found {
+            break p["id"].as_str().unwrap().to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the tool command never asked"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (code, out, err) = nl2sh_tests::run_on_terminal(&fx, &["protocol", "approve", &attack_id]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let r = attack.join().unwrap();
+    assert!(!r.is_error, "{r:?}");
+
+    let screen = std::fs::read_to_string(&screen_file).expect("the tool's screen capture");
+    assert!(screen.contains("refused this process"), "{screen}");
+    let still: Vec<_> = pending_approvals(&fx)
+        .into_iter()
+        .filter_map(|p| p["id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        still,
+        std::slice::from_ref(&target),
+        "the console run by a tool decided something"
+    );
+    assert!(!victim.exists());
+    let (code, _, _) = nl2sh_tests::run_without_terminal(&fx, &["protocol", "reject", &target]);
+    assert_eq!(code, Some(0));
+    assert!(waiting.join().unwrap().is_error);
 }

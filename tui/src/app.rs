@@ -519,6 +519,14 @@ impl App {
                     self.follow.set(true);
                 }
             }
+            // Asked, but netd has not stored it yet: still submitted.
+            Err(e)
+                if e.kind == DeviceErrorKind::Invalid
+                    && self
+                        .ask
+                        .turns
+                        .last()
+                        .is_some_and(|t| t.state == "submitted") => {}
             Err(e) => self.ask.read_error = Some(device_error("Cannot read the task: ", &e)),
         }
     }

@@ -47,6 +47,8 @@ struct Fake {
     cancels: RefCell<Vec<String>>,
     /// Whether cancel_task ends the task at once (CANCELED).
     cancel_ends: Cell<bool>,
+    /// Whether an asked task is stored at once (else `task` does not know it yet).
+    stored_at_once: Cell<bool>,
 }
 
 impl Fake {
@@ -72,6 +74,7 @@ impl Fake {
             agent: RefCell::new(Vec::new()),
             cancels: RefCell::new(Vec::new()),
             cancel_ends: Cell::new(true),
+            stored_at_once: Cell::new(true),
         }
     }
 
@@ -183,6 +186,9 @@ impl Device for Fake {
         let context = context
             .map(|c| c.0.clone())
             .unwrap_or_else(|| format!("ctx-owner-{n}"));
+        if !self.stored_at_once.get() {
+            return Ok((TaskId(id), ContextId(context)));
+        }
         self.set_agent(agent_task(
             &id,
             &context,
@@ -1741,4 +1747,26 @@ fn ask_without_colour_is_plain() {
         }
     }
     assert!(screen(&app, 80, 24).contains("a: approve · r: reject"));
+}
+
+/// Right after the Agent took a goal, netd may not have stored its task yet: the page
+/// shows it submitted, not an error, and follows it once it is stored.
+#[test]
+fn a_goal_not_stored_yet_shows_as_submitted() {
+    let device = Fake::new(running());
+    device.stored_at_once.set(false);
+    let mut app = ask_app(&device);
+    ask(&mut app, &device, "list /tmp");
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("Agent  submitted · task ask-1"), "{text}");
+    assert!(!text.contains("Cannot read"), "{text}");
+    device.set_agent(agent_task(
+        "ask-1",
+        "ctx-owner-1",
+        TaskState::Working,
+        None,
+        serde_json::Value::Null,
+    ));
+    later(&mut app, &device, 2);
+    assert!(screen(&app, 80, 24).contains("Agent  working · task ask-1"));
 }
