@@ -256,27 +256,7 @@ impl TaskStore {
         &self,
         context_id: Option<ContextId>,
     ) -> Result<(TaskId, ContextId), StoreFailure> {
-        let context_id = match context_id {
-            Some(given) => {
-                check_id("context id", &given.0)?;
-                if is_owner_id(&given.0) {
-                    return Err(StoreFailure::invalid(format!(
-                        "context ids starting with {OWNER_ID_PREFIX:?} are the owner's own \
-                         conversations"
-                    )));
-                }
-                if self.redactor.found_in(&given.0) {
-                    return Err(StoreFailure::invalid(
-                        "a context id must not contain a protected secret",
-                    ));
-                }
-                given
-            }
-            None => ContextId(mint_id()?),
-        };
-        let id = TaskId(mint_id()?);
-        super::lock(&self.created).add(id.clone(), context_id.clone());
-        Ok((id, context_id))
+        self.create_in(context_id, "")
     }
 
     /// A task of the owner's own conversation (the terminal console's Ask): ids in the
@@ -286,19 +266,40 @@ impl TaskStore {
         &self,
         context_id: Option<ContextId>,
     ) -> Result<(TaskId, ContextId), StoreFailure> {
+        self.create_in(context_id, OWNER_ID_PREFIX)
+    }
+
+    /// Ids in the namespace `prefix` names: the protocol's (`""`) or the owner's. A given
+    /// context must be of that namespace.
+    fn create_in(
+        &self,
+        context_id: Option<ContextId>,
+        prefix: &str,
+    ) -> Result<(TaskId, ContextId), StoreFailure> {
+        let owner = !prefix.is_empty();
         let context_id = match context_id {
             Some(given) => {
                 check_id("context id", &given.0)?;
-                if !is_owner_id(&given.0) {
+                if is_owner_id(&given.0) != owner {
+                    return Err(StoreFailure::invalid(if owner {
+                        "not one of the owner's conversations".to_owned()
+                    } else {
+                        format!(
+                            "context ids starting with {OWNER_ID_PREFIX:?} are the owner's own \
+                             conversations"
+                        )
+                    }));
+                }
+                if self.redactor.found_in(&given.0) {
                     return Err(StoreFailure::invalid(
-                        "not one of the owner's conversations",
+                        "a context id must not contain a protected secret",
                     ));
                 }
                 given
             }
-            None => ContextId(format!("{OWNER_ID_PREFIX}{}", mint_id()?)),
+            None => ContextId(format!("{prefix}{}", mint_id()?)),
         };
-        let id = TaskId(format!("{OWNER_ID_PREFIX}{}", mint_id()?));
+        let id = TaskId(format!("{prefix}{}", mint_id()?));
         super::lock(&self.created).add(id.clone(), context_id.clone());
         Ok((id, context_id))
     }
