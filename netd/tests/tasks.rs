@@ -531,44 +531,72 @@ async fn the_owners_ask_runs_apart_from_the_protocols_tasks() {
     );
 }
 
-/// A goal that cannot start (over the active-task limit, say) is stored FAILED with the
-/// reason, so the owner's console shows why instead of waiting for nothing.
+/// Callers holding the token cannot starve the owner: with the protocol's active tasks
+/// at their limit the owner's goal still runs. Past the owner's own limit a goal cannot
+/// start, and is stored FAILED with the reason, so the console shows why instead of
+/// waiting for nothing.
 #[tokio::test]
-async fn an_owner_goal_that_cannot_start_is_stored_failed() {
+async fn the_owners_goals_have_a_limit_of_their_own() {
     use nl2sh_proto::channels::OwnerWork;
-    use nl2sh_proto::limits::MAX_ACTIVE_TASKS;
+    use nl2sh_proto::limits::{MAX_ACTIVE_TASKS, MAX_OWNER_TASKS};
     let h = Harness::start().await;
     tokio::spawn(h.tasks.clone().serve_owner());
     for n in 0..MAX_ACTIVE_TASKS {
         h.send_text(&format!("block:t{n}"), None, true).await;
     }
     let store = h.store.tasks();
-    let (id, context) = store.create_owner(None).expect("ids");
-    h.store
-        .inbox()
-        .hand_over(
-            OwnerWork::Ask {
-                id: id.clone(),
-                context_id: context,
-                text: "done:late".into(),
-            },
-            Duration::from_secs(5),
-        )
-        .await
-        .expect("taken");
-    let failed = loop {
-        match store.get(id.clone()).await.expect("read") {
-            Some(t) => break t,
-            None => tokio::time::sleep(Duration::from_millis(10)).await,
+    let inbox = h.store.inbox();
+    let goal = |text: String| {
+        let (id, context) = store.create_owner(None).expect("ids");
+        let work = OwnerWork::Ask {
+            id: id.clone(),
+            context_id: context,
+            text,
+        };
+        (id, work)
+    };
+    let wait_stored = |id: nl2sh_proto::channels::TaskId, done: bool| {
+        let store = store.clone();
+        async move {
+            loop {
+                match store.get(id.clone()).await.expect("read") {
+                    Some(t) if !done || t.state.is_terminal() => break t,
+                    _ => tokio::time::sleep(Duration::from_millis(10)).await,
+                }
+            }
         }
     };
+    let (first, work) = goal("done:the owner's".into());
+    inbox
+        .hand_over(work, Duration::from_secs(5))
+        .await
+        .expect("taken");
+    assert_eq!(wait_stored(first, true).await.state, TaskState::Completed);
+
+    for n in 0..MAX_OWNER_TASKS {
+        let (id, work) = goal(format!("block:o{n}"));
+        inbox
+            .hand_over(work, Duration::from_secs(5))
+            .await
+            .expect("taken");
+        wait_stored(id, false).await;
+    }
+    let (late, work) = goal("done:late".into());
+    inbox
+        .hand_over(work, Duration::from_secs(5))
+        .await
+        .expect("taken");
+    let failed = wait_stored(late, true).await;
     assert_eq!(failed.state, TaskState::Failed);
     assert!(
-        failed.document.contains("active tasks"),
+        failed.document.contains("owner's tasks are active"),
         "{}",
         failed.document
     );
     for n in 0..MAX_ACTIVE_TASKS {
         h.script.release(&format!("t{n}"));
+    }
+    for n in 0..MAX_OWNER_TASKS {
+        h.script.release(&format!("o{n}"));
     }
 }

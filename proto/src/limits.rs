@@ -16,6 +16,10 @@ pub const MAX_TOOL_NAME_BYTES: usize = 128;
 pub const MAX_ID_BYTES: usize = 256;
 /// Active tasks, including those waiting for a context or an approval.
 pub const MAX_ACTIVE_TASKS: usize = 16;
+/// The owner's own tasks (the terminal console's Ask) active at once, apart from the
+/// protocol's [`MAX_ACTIVE_TASKS`]: callers holding the token cannot starve the owner.
+/// A console runs one goal at a time; this bounds what several consoles can hold.
+pub const MAX_OWNER_TASKS: usize = 4;
 /// MCP tool calls that reach the executor (`nl2sh_invoke`, `nl2sh_read_screen`) running at
 /// once. One more is refused at once as busy, so long calls cannot take every connection
 /// netd has (256): cheap requests and the task tools always find room.
@@ -134,5 +138,7 @@ const _: () = {
     assert!(2 * (1 + 8 + MAX_ID_BYTES + 16) <= MAX_PAGE_TOKEN_BYTES);
     assert!(MAX_RUNNING_CALLS >= MAX_IN_FLIGHT_PER_CHANNEL);
     // Direct calls and the Agents' calls together never queue on the executor channel.
-    assert!(MAX_CONCURRENT_TOOL_CALLS + MAX_ACTIVE_TASKS < MAX_IN_FLIGHT_PER_CHANNEL);
+    assert!(
+        MAX_CONCURRENT_TOOL_CALLS + MAX_ACTIVE_TASKS + MAX_OWNER_TASKS < MAX_IN_FLIGHT_PER_CHANNEL
+    );
 };

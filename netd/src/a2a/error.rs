@@ -134,7 +134,7 @@ impl From<TaskError> for A2aError {
         match e {
             TaskError::NotFound(_) => A2aError::TaskNotFound(text),
             TaskError::NotCancelable { .. } => A2aError::TaskNotCancelable(text),
-            TaskError::Busy => A2aError::Busy(text),
+            TaskError::Busy | TaskError::OwnerBusy => A2aError::Busy(text),
             TaskError::OwnersConversation => A2aError::invalid("message.contextId", text),
             TaskError::Draining | TaskError::Store(_) | TaskError::Unreadable => {
                 tracing::warn!(error = %Shown::new(&text), "A2A request failed");

@@ -28,7 +28,9 @@ use nl2sh_proto::channels::{
     is_owner_id, CallOrigin, ContextId, OwnerWork, TaskId, TaskQuery, TaskState, OWNER_ID_PREFIX,
 };
 use nl2sh_proto::display::Shown;
-use nl2sh_proto::limits::{MAX_ACTIVE_TASKS, MAX_ID_BYTES, MAX_TASK_DOCUMENT_BYTES};
+use nl2sh_proto::limits::{
+    MAX_ACTIVE_TASKS, MAX_ID_BYTES, MAX_OWNER_TASKS, MAX_TASK_DOCUMENT_BYTES,
+};
 use serde_json::{Map, Value};
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -97,6 +99,11 @@ pub enum TaskError {
          waiting for their context or an approval); try again when one ends"
     )]
     Busy,
+    /// The owner's own limit ([`MAX_OWNER_TASKS`]).
+    #[error(
+        "refused: {MAX_OWNER_TASKS} of the owner's tasks are active already; wait for one to end"
+    )]
+    OwnerBusy,
     #[error("the service is shutting down and takes no new tasks")]
     Draining,
     #[error(transparent)]
@@ -183,6 +190,8 @@ struct State {
     active: HashMap<TaskId, Active>,
     /// Submissions counted against the limit while approvald mints their ids.
     reserved: usize,
+    /// The owner's submissions not yet active.
+    owner_reserved: usize,
     /// Per context, the last task in line and the signal it sends when it (and every
     /// task before it) is done.
     tails: HashMap<ContextId, (TaskId, watch::Receiver<bool>)>,
@@ -235,7 +244,7 @@ impl TaskService {
         if !owner && asked.as_ref().is_some_and(|c| is_owner_id(&c.0)) {
             return Err(TaskError::OwnersConversation);
         }
-        let reservation = Reservation::take(&self.inner)?;
+        let reservation = Reservation::take(&self.inner, owner)?;
         let (id, context) = match new.ids {
             // Only the owner's Ask arrives with ids, and only ids of the owner's.
             Some((id, context)) if owner && is_owner_id(&id.0) && is_owner_id(&context.0) => {
@@ -478,36 +487,57 @@ impl TaskService {
 /// back when the task is active, or when the submission fails or is dropped.
 struct Reservation {
     inner: Option<Arc<Inner>>,
+    /// A place among the owner's tasks, not the protocol's.
+    owner: bool,
 }
 
 impl Reservation {
-    fn take(inner: &Arc<Inner>) -> Result<Reservation, TaskError> {
+    /// The protocol's tasks and the owner's count against limits of their own, so
+    /// callers holding the token cannot starve the owner's Ask, nor the owner theirs.
+    fn take(inner: &Arc<Inner>, owner: bool) -> Result<Reservation, TaskError> {
         let mut state = inner.state();
         if inner.draining.load(Ordering::Acquire) {
             return Err(TaskError::Draining);
         }
-        if state.active.len() + state.reserved >= MAX_ACTIVE_TASKS {
-            return Err(TaskError::Busy);
+        let owners = state.active.keys().filter(|id| is_owner_id(&id.0)).count();
+        if owner {
+            if owners + state.owner_reserved >= MAX_OWNER_TASKS {
+                return Err(TaskError::OwnerBusy);
+            }
+            state.owner_reserved += 1;
+        } else {
+            if state.active.len() - owners + state.reserved >= MAX_ACTIVE_TASKS {
+                return Err(TaskError::Busy);
+            }
+            state.reserved += 1;
         }
-        state.reserved += 1;
         Ok(Reservation {
             inner: Some(inner.clone()),
+            owner,
         })
     }
 
     /// Give the place back under a lock the caller already holds.
     fn release(mut self, state: &mut State) {
         if self.inner.take().is_some() {
-            state.reserved = state.reserved.saturating_sub(1);
+            self.give_back(state);
         }
+    }
+
+    fn give_back(&self, state: &mut State) {
+        let count = if self.owner {
+            &mut state.owner_reserved
+        } else {
+            &mut state.reserved
+        };
+        *count = count.saturating_sub(1);
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
         if let Some(inner) = self.inner.take() {
-            let mut state = inner.state();
-            state.reserved = state.reserved.saturating_sub(1);
+            self.give_back(&mut inner.state());
         }
     }
 }
