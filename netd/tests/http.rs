@@ -33,8 +33,24 @@ enum Fake {
     Gone,
 }
 
+/// What the real executor answers (`executor/src/inspect.rs`, with `sandbox`), in shape.
 fn device() -> Value {
-    json!({"os": {"name": "testos", "version": 7}, "identity": {"uid": 2000}, "tools": ["sh"]})
+    json!({
+        "os": {"name": "linux", "pretty_name": "Test OS 7", "id": "testos", "version_id": null},
+        "kernel": {"sysname": "Linux", "release": "6.1.0", "version": "#1 SMP"},
+        "architecture": "aarch64",
+        "hostname": null,
+        "android": {"ro.build.version.sdk": "34"},
+        "uid": 2000,
+        "euid": 2000,
+        "root": {"is_root": false, "available": false, "su_path": null},
+        "sandbox": {"active": false, "reason": "no user namespaces", "effect": "ask"},
+        "build_identity": {
+            "version": "0.1.0", "git_commit": null, "git_dirty": null, "build_id": null,
+            "target": null, "profile": null, "executable_sha256": null,
+            "protocol_version": 1, "uid": 2000
+        }
+    })
 }
 
 struct Server {
@@ -74,11 +90,22 @@ impl Server {
                         }
                         // Echo the call so tests can see exactly what crossed the channel.
                         (ExecutorRequest::Invoke(call), _) => {
+                            // `image.me` answers an image of unknown size.
+                            let attachments = if call.tool == "image.me" {
+                                vec![nl2sh_proto::channels::Attachment {
+                                    media_type: "image/jpeg".into(),
+                                    data_base64: "/9j/4AAQ".into(),
+                                    width: None,
+                                    height: None,
+                                }]
+                            } else {
+                                Vec::new()
+                            };
                             ExecutorResponse::Outcome(nl2sh_proto::channels::ToolOutcome {
                                 success: call.tool != "fail.me",
                                 output: call.arguments,
                                 tool: call.tool,
-                                attachments: Vec::new(),
+                                attachments,
                             })
                         }
                         (ExecutorRequest::ReadScreen { .. }, _) => {
@@ -679,4 +706,460 @@ async fn unknown_and_overlong_tool_names_are_invalid_params() {
     // Exactly 128 bytes is a name we check, just not one we have.
     let r = s.mcp(&tools_call(&"n".repeat(128), None), &[V]).await;
     assert_eq!(r.json()["error"]["code"], -32602);
+}
+
+// ---- tool metadata: hints, output schemas, and results that conform to them ----------
+
+impl Server {
+    /// Every tool `tools/list` shows, in order.
+    async fn tools(&self) -> Vec<Value> {
+        let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+        let r = self.mcp(&list, &[V]).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        r.json()["result"]["tools"].as_array().unwrap().clone()
+    }
+
+    /// The `result` of a `tools/call` (a JSON-RPC error fails the test).
+    async fn call(&self, name: &str, arguments: Option<Value>) -> Value {
+        let r = self.mcp(&tools_call(name, arguments), &[V]).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        let reply = r.json();
+        assert!(reply.get("error").is_none(), "{name}: {reply}");
+        reply["result"].clone()
+    }
+}
+
+fn named<'a>(tools: &'a [Value], name: &str) -> &'a Value {
+    tools
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("{name} is not listed"))
+}
+
+/// Title, readOnly, destructive, idempotent, openWorld: what each tool says it does.
+const HINTS: &[(&str, &str, [bool; 4])] = &[
+    (
+        "nl2sh_inspect",
+        "Inspect device",
+        [true, false, true, false],
+    ),
+    (
+        "nl2sh_tools",
+        "List device tools",
+        [true, false, true, false],
+    ),
+    (
+        "nl2sh_invoke",
+        "Invoke a device tool",
+        [false, true, false, true],
+    ),
+    (
+        "nl2sh_read_screen",
+        "Read the screen",
+        [true, false, true, false],
+    ),
+    (
+        "nl2sh_ask",
+        "Ask the device's Agent",
+        [false, true, false, true],
+    ),
+    ("nl2sh_get_task", "Get a task", [true, false, true, false]),
+    (
+        "nl2sh_cancel_task",
+        "Cancel a task",
+        [false, false, false, false],
+    ),
+];
+
+#[tokio::test]
+async fn every_tool_states_its_title_and_all_four_hints() {
+    let s = Server::start(Fake::Device).await;
+    let tools = s.tools().await;
+    assert_eq!(tools.len(), HINTS.len());
+    for (name, title, [read_only, destructive, idempotent, open_world]) in HINTS {
+        let tool = named(&tools, name);
+        assert_eq!(tool["title"], *title, "{name}");
+        assert_eq!(
+            tool["annotations"],
+            json!({
+                "title": title,
+                "readOnlyHint": read_only,
+                "destructiveHint": destructive,
+                "idempotentHint": idempotent,
+                "openWorldHint": open_world,
+            }),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_tool_lists_a_self_contained_object_output_schema() {
+    let s = Server::start(Fake::Device).await;
+    for tool in s.tools().await {
+        let name = tool["name"].as_str().unwrap();
+        let schema = &tool["outputSchema"];
+        assert_eq!(schema["type"], "object", "{name}: {schema}");
+        // Only keywords the checker below knows, and no reference to anything outside.
+        assert_checkable(schema, name);
+        for schema in [schema, &tool["inputSchema"]] {
+            let text = schema.to_string();
+            assert!(
+                !text.contains("$ref") && !text.contains("$defs"),
+                "{name}: {text}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn input_schemas_state_the_limits_netd_enforces() {
+    use nl2sh_proto::limits::{MAX_AGENT_TEXT_BYTES, MAX_ID_BYTES, MAX_TOOL_NAME_BYTES};
+    let s = Server::start(Fake::Device).await;
+    let tools = s.tools().await;
+    let none = json!({"type": "object", "properties": {}, "additionalProperties": false});
+    for name in ["nl2sh_inspect", "nl2sh_tools", "nl2sh_read_screen"] {
+        assert_eq!(named(&tools, name)["inputSchema"], none, "{name}");
+    }
+    let invoke = &named(&tools, "nl2sh_invoke")["inputSchema"];
+    assert_eq!(invoke["required"], json!(["tool"]));
+    assert_eq!(invoke["additionalProperties"], false);
+    let tool = &invoke["properties"]["tool"];
+    assert_eq!(
+        (&tool["type"], &tool["minLength"], &tool["maxLength"]),
+        (&json!("string"), &json!(1), &json!(MAX_TOOL_NAME_BYTES))
+    );
+    assert_eq!(
+        invoke["properties"]["arguments"]["type"],
+        json!(["object", "null"])
+    );
+    let ask = &named(&tools, "nl2sh_ask")["inputSchema"];
+    let message = &ask["properties"]["message"];
+    assert_eq!(
+        (&message["minLength"], &message["maxLength"]),
+        (&json!(1), &json!(MAX_AGENT_TEXT_BYTES))
+    );
+    let context = &ask["properties"]["context_id"];
+    assert_eq!(context["type"], json!(["string", "null"]));
+    assert_eq!(context["maxLength"], MAX_ID_BYTES);
+    for name in ["nl2sh_get_task", "nl2sh_cancel_task"] {
+        let id = &named(&tools, name)["inputSchema"]["properties"]["task_id"];
+        assert_eq!(
+            (&id["minLength"], &id["maxLength"]),
+            (&json!(1), &json!(MAX_ID_BYTES)),
+            "{name}"
+        );
+    }
+    // The descriptions say bytes (JSON Schema lengths count characters).
+    for d in [
+        &tool["description"],
+        &invoke["properties"]["arguments"]["description"],
+        &message["description"],
+        &context["description"],
+    ] {
+        assert!(d.as_str().unwrap().contains(" bytes"), "{d}");
+    }
+}
+
+/// A successful result: not `isError`, `structuredContent` present, and (unless
+/// `summary`) the same object as its first, text, block.
+fn assert_success(name: &str, result: &Value, summary: bool) {
+    assert_eq!(result["isError"], false, "{name}: {result}");
+    let structured = &result["structuredContent"];
+    assert!(structured.is_object(), "{name}: {result}");
+    assert_eq!(result["content"][0]["type"], "text", "{name}: {result}");
+    if !summary {
+        let text = result["content"][0]["text"].as_str().unwrap();
+        let text: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(&text, structured, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn direct_tool_results_conform_to_their_output_schemas() {
+    let s = Server::start(Fake::Device).await;
+    let tools = s.tools().await;
+    let cases = [
+        ("nl2sh_inspect", None, true),
+        ("nl2sh_inspect", Some(json!({})), true),
+        ("nl2sh_tools", None, true),
+        (
+            "nl2sh_invoke",
+            Some(json!({"tool": "shell.exec", "arguments": {"command": "ls"}})),
+            true,
+        ),
+        (
+            "nl2sh_invoke",
+            Some(json!({"tool": "shell.exec", "arguments": null})),
+            true,
+        ),
+        ("nl2sh_invoke", Some(json!({"tool": "image.me"})), true),
+        ("nl2sh_read_screen", Some(json!({})), true),
+        // Failures carry the same object; the schema binds only successes, but they fit.
+        ("nl2sh_invoke", Some(json!({"tool": "fail.me"})), false),
+    ];
+    let mut attachments = 0;
+    for (name, arguments, succeeds) in cases {
+        let result = s.call(name, arguments.clone()).await;
+        if succeeds {
+            assert_success(name, &result, name == "nl2sh_read_screen");
+        } else {
+            assert_eq!(result["isError"], true, "{name}: {result}");
+        }
+        let structured = &result["structuredContent"];
+        assert_conforms(&named(&tools, name)["outputSchema"], structured, name);
+        attachments += structured
+            .get("attachments")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+    }
+    // The image cases were real: one from the screen, one from image.me.
+    assert_eq!(attachments, 2);
+}
+
+#[tokio::test]
+async fn task_tool_results_conform_to_their_output_schemas() {
+    use common::harness::{Harness, TOKEN};
+    let h = Harness::start().await;
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let tools = common::mcp_post(h.addr, TOKEN, &list).await.json()["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let check = |name: &str, result: &Value| {
+        assert_success(name, result, false);
+        assert_conforms(
+            &named(&tools, name)["outputSchema"],
+            &result["structuredContent"],
+            name,
+        );
+        result["structuredContent"].clone()
+    };
+    let state = |task: &Value| task["status"]["state"].as_str().unwrap().to_string();
+
+    // Completed (an answer artifact), then the same conversation again, then failed.
+    let done = check(
+        "nl2sh_ask",
+        &h.mcp_tool(
+            "nl2sh_ask",
+            json!({"message": "uptime?", "context_id": null}),
+        )
+        .await,
+    );
+    assert_eq!(state(&done), "TASK_STATE_COMPLETED");
+    assert!(done["artifacts"].is_array() && done["status"]["message"].is_object());
+    let again = json!({"message": "and now?", "context_id": done["contextId"]});
+    let again = check("nl2sh_ask", &h.mcp_tool("nl2sh_ask", again).await);
+    assert_eq!(again["contextId"], done["contextId"]);
+    let failed = check(
+        "nl2sh_ask",
+        &h.mcp_tool("nl2sh_ask", json!({"message": "fail:no model"}))
+            .await,
+    );
+    assert_eq!(state(&failed), "TASK_STATE_FAILED");
+    for task in [&done, &failed] {
+        let got = check(
+            "nl2sh_get_task",
+            &h.mcp_tool("nl2sh_get_task", json!({"task_id": task["id"]}))
+                .await,
+        );
+        assert_eq!(&got, task);
+    }
+    // Still working (no status message, no artifact), then canceled.
+    let running = h.send_text("block:schema", None, true).await;
+    h.script.wait_for("start:block:schema").await;
+    let working = check(
+        "nl2sh_get_task",
+        &h.mcp_tool("nl2sh_get_task", json!({"task_id": running["id"]}))
+            .await,
+    );
+    assert_eq!(state(&working), "TASK_STATE_WORKING");
+    assert!(working["status"].get("message").is_none() && working.get("artifacts").is_none());
+    let canceled = check(
+        "nl2sh_cancel_task",
+        &h.mcp_tool("nl2sh_cancel_task", json!({"task_id": running["id"]}))
+            .await,
+    );
+    assert_eq!(state(&canceled), "TASK_STATE_CANCELED");
+
+    // Without an Agent the task fails at once, with no result artifact.
+    let s = Server::start(Fake::Device).await;
+    let tools = s.tools().await;
+    let result = s
+        .call("nl2sh_ask", Some(json!({"message": "anyone?"})))
+        .await;
+    assert_success("nl2sh_ask", &result, false);
+    let task = &result["structuredContent"];
+    assert_eq!(state(task), "TASK_STATE_FAILED", "{task}");
+    assert!(task.get("artifacts").is_none(), "{task}");
+    assert_conforms(
+        &named(&tools, "nl2sh_ask")["outputSchema"],
+        task,
+        "nl2sh_ask",
+    );
+}
+
+// A checker for exactly the JSON Schema keywords netd's output schemas use: `type` (a
+// name or a list of names), `properties`, `required`, `additionalProperties: false`,
+// `items`, `enum`, `format: date-time`, and `description`. Anything else panics, so
+// nothing passes unchecked.
+
+const KEYWORDS: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "format",
+    "description",
+];
+
+/// Panics unless every keyword in `schema` (at any depth) is one the checker knows.
+fn assert_checkable(schema: &Value, at: &str) {
+    let object = schema
+        .as_object()
+        .unwrap_or_else(|| panic!("{at}: a schema must be an object: {schema}"));
+    for (key, rule) in object {
+        assert!(
+            KEYWORDS.contains(&key.as_str()),
+            "{at}: keyword {key} is unknown to the checker"
+        );
+        match key.as_str() {
+            "properties" => {
+                for (name, sub) in rule.as_object().unwrap() {
+                    assert_checkable(sub, &format!("{at}.{name}"));
+                }
+            }
+            "items" => assert_checkable(rule, &format!("{at}[]")),
+            "additionalProperties" => assert_eq!(rule, false, "{at}"),
+            "format" => assert_eq!(rule, "date-time", "{at}"),
+            _ => {}
+        }
+    }
+}
+
+fn assert_conforms(schema: &Value, value: &Value, name: &str) {
+    let errors = schema_errors(schema, value);
+    assert!(
+        errors.is_empty(),
+        "{name}: the result does not match its outputSchema:\n{}\n{value:#}",
+        errors.join("\n")
+    );
+}
+
+fn schema_errors(schema: &Value, value: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    check(schema, value, "$", &mut errors);
+    errors
+}
+
+fn type_ok(ty: &Value, v: &Value) -> bool {
+    match ty.as_str() {
+        Some("object") => v.is_object(),
+        Some("array") => v.is_array(),
+        Some("string") => v.is_string(),
+        Some("boolean") => v.is_boolean(),
+        Some("integer") => v.is_i64() || v.is_u64(),
+        Some("null") => v.is_null(),
+        _ => panic!("unknown type {ty}"),
+    }
+}
+
+fn check(schema: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
+    let schema = schema
+        .as_object()
+        .unwrap_or_else(|| panic!("schema at {at} is not an object"));
+    for (key, rule) in schema {
+        match key.as_str() {
+            "description" | "properties" | "additionalProperties" => {}
+            "type" => {
+                let ok = match rule {
+                    Value::Array(types) => types.iter().any(|t| type_ok(t, v)),
+                    one => type_ok(one, v),
+                };
+                if !ok {
+                    errors.push(format!("{at}: not of type {rule}: {v}"));
+                }
+            }
+            "required" => {
+                if let Some(object) = v.as_object() {
+                    for name in rule.as_array().unwrap() {
+                        let name = name.as_str().unwrap();
+                        if !object.contains_key(name) {
+                            errors.push(format!("{at}: {name} is required"));
+                        }
+                    }
+                }
+            }
+            "items" => {
+                if let Some(items) = v.as_array() {
+                    for (i, item) in items.iter().enumerate() {
+                        check(rule, item, &format!("{at}[{i}]"), errors);
+                    }
+                }
+            }
+            "enum" => {
+                if !rule.as_array().unwrap().contains(v) {
+                    errors.push(format!("{at}: {v} is not one of {rule}"));
+                }
+            }
+            "format" => {
+                assert_eq!(rule, "date-time", "unknown format at {at}");
+                if let Some(text) = v.as_str() {
+                    if chrono::DateTime::parse_from_rfc3339(text).is_err() {
+                        errors.push(format!("{at}: {text:?} is not a date-time"));
+                    }
+                }
+            }
+            other => panic!("unknown keyword {other} at {at}"),
+        }
+    }
+    let Some(object) = v.as_object() else {
+        return;
+    };
+    let properties = schema.get("properties").and_then(Value::as_object);
+    for (name, value) in object {
+        let path = format!("{at}.{name}");
+        match properties.and_then(|p| p.get(name)) {
+            Some(sub) => check(sub, value, &path, errors),
+            None => match schema.get("additionalProperties") {
+                None => {}
+                Some(Value::Bool(false)) => errors.push(format!("{path}: not allowed")),
+                Some(other) => panic!("unsupported additionalProperties {other} at {at}"),
+            },
+        }
+    }
+}
+
+#[test]
+fn the_schema_checker_finds_what_is_wrong() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "s": {"type": "string", "enum": ["a", "b"]},
+            "n": {"type": ["integer", "null"]},
+            "t": {"type": "string", "format": "date-time"},
+            "list": {"type": "array", "items": {"type": "boolean"}}
+        },
+        "required": ["s"],
+        "additionalProperties": false
+    });
+    let good = json!({"s": "a", "n": null, "t": "2026-01-02T03:04:05.678Z", "list": [true]});
+    assert!(schema_errors(&schema, &good).is_empty());
+    assert!(schema_errors(&schema, &json!({"s": "b", "n": 3})).is_empty());
+    for bad in [
+        json!([]),
+        json!({}),
+        json!({"s": "c"}),
+        json!({"s": 1}),
+        json!({"s": "a", "n": 1.5}),
+        json!({"s": "a", "n": "1"}),
+        json!({"s": "a", "t": "yesterday"}),
+        json!({"s": "a", "list": [true, 1]}),
+        json!({"s": "a", "list": {}}),
+        json!({"s": "a", "extra": 1}),
+    ] {
+        assert!(!schema_errors(&schema, &bad).is_empty(), "{bad}");
+    }
 }

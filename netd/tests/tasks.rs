@@ -422,9 +422,13 @@ async fn task_tools_are_listed_with_schemas() {
             .cloned()
             .unwrap_or_else(|| panic!("{name} not listed"))
     };
+    use nl2sh_proto::limits::{MAX_AGENT_TEXT_BYTES, MAX_ID_BYTES};
     let ask = find("nl2sh_ask");
     assert_eq!(ask["inputSchema"]["required"], json!(["message"]));
     assert_eq!(ask["inputSchema"]["additionalProperties"], false);
+    let properties = &ask["inputSchema"]["properties"];
+    assert_eq!(properties["message"]["maxLength"], MAX_AGENT_TEXT_BYTES);
+    assert_eq!(properties["context_id"]["maxLength"], MAX_ID_BYTES);
     assert!(ask["description"]
         .as_str()
         .unwrap()
@@ -432,8 +436,19 @@ async fn task_tools_are_listed_with_schemas() {
     for name in ["nl2sh_get_task", "nl2sh_cancel_task"] {
         let t = find(name);
         assert_eq!(t["inputSchema"]["required"], json!(["task_id"]), "{name}");
+        let id = &t["inputSchema"]["properties"]["task_id"];
+        assert_eq!(id["maxLength"], MAX_ID_BYTES, "{name}");
         assert!(!t["description"].as_str().unwrap().is_empty());
+        // One Task format: the three tools answer the same object.
+        assert_eq!(t["outputSchema"], ask["outputSchema"], "{name}");
     }
+    let task = &ask["outputSchema"];
+    assert_eq!(task["type"], "object");
+    assert_eq!(task["required"], json!(["id", "contextId", "status"]));
+    assert_eq!(
+        task["properties"]["status"]["required"],
+        json!(["state", "timestamp"])
+    );
 }
 
 /// The owner's Ask (approvald hands it over as the answer to netd's `NextOwnerWork`): it

@@ -3,15 +3,15 @@
 //! most [`WAIT`], then answers the Task as it stands; a task still working goes on and
 //! is polled with `nl2sh_get_task`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use nl2sh_proto::channels::{CallOrigin, ContextId};
 use nl2sh_proto::limits::{MAX_AGENT_TEXT_BYTES, MAX_ID_BYTES};
-use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{CallToolResult, JsonObject, Tool};
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::Hints;
 use crate::tasks::{document, NewTask, TaskService};
 
 pub const NAME: &str = "nl2sh_ask";
@@ -28,38 +28,51 @@ pub fn tool() -> Tool {
             "message": {
                 "type": "string",
                 "minLength": 1,
-                "description": "What the device's Agent should do, in plain language (1-8192 UTF-8 bytes)"
+                "maxLength": MAX_AGENT_TEXT_BYTES,
+                "description": format!(
+                    "What the device's Agent should do, in plain language: \
+                     1-{MAX_AGENT_TEXT_BYTES} UTF-8 bytes"
+                )
             },
             "context_id": {
-                "type": "string",
+                "type": ["string", "null"],
                 "maxLength": MAX_ID_BYTES,
-                "description": "Continue this conversation (a contextId of an earlier task); omit to start a new one"
+                "description": format!(
+                    "Continue this conversation (the contextId of an earlier task), at most \
+                     {MAX_ID_BYTES} UTF-8 bytes; omit it (or give null or \"\") to start a \
+                     new one"
+                )
             }
         },
         "required": ["message"],
         "additionalProperties": false
     });
-    let Value::Object(schema) = schema else {
-        unreachable!("literal object")
-    };
-    Tool::new(
+    let tool = Tool::new(
         NAME,
-        "Delegate a task to the device's built-in Agent, which works it with the device \
-         tools (a model call per step). Returns the A2A Task: id, contextId, status \
-         (TASK_STATE_SUBMITTED/WORKING/COMPLETED/FAILED/CANCELED), history, and on \
-         completion artifacts[0].parts[0].data with the answer, steps and tool calls. \
-         Waits up to 50 s; a task still working then keeps running: poll nl2sh_get_task \
-         with its id. Tasks of one context_id run one after another and share history. \
-         Mutations wait for approval by the device's owner.",
-        Arc::new(schema),
-    )
-    .with_title("Ask the device's Agent")
-    .with_annotations(
-        ToolAnnotations::new()
-            .read_only(false)
-            .destructive(true)
-            .idempotent(false)
-            .open_world(true),
+        format!(
+            "Delegate a task to the device's built-in Agent, which works it with the device \
+             tools (a model call per step). Returns the A2A Task: id, contextId, status \
+             (TASK_STATE_SUBMITTED/WORKING/COMPLETED/FAILED/CANCELED), history, and on \
+             completion artifacts[0].parts[0].data with the answer, steps and tool calls. \
+             Waits up to {} s; a task still working then keeps running: poll \
+             nl2sh_get_task with its id. Tasks of one context_id run one after another and \
+             share history. Mutations wait for approval by the device's owner.",
+            WAIT.as_secs()
+        ),
+        super::object(schema),
+    );
+    super::describe(
+        tool,
+        "Ask the device's Agent",
+        // The Agent calls a model endpoint and may run any device tool (mutations once
+        // approved); every call starts a new task.
+        Hints {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: true,
+        },
+        super::task_output_schema(),
     )
 }
 

@@ -5,7 +5,7 @@
 use std::future::Future;
 
 use nl2sh_proto::channels::{Attachment, CallOrigin, Correlation, ToolOutcome};
-use nl2sh_proto::limits::MAX_SCREEN_BASE64_BYTES;
+use nl2sh_proto::limits::{MAX_SCREEN_BASE64_BYTES, MAX_TOOL_OUTPUT_BYTES};
 use nl2sh_proto::rpc::RpcError;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
@@ -77,6 +77,42 @@ fn image_block(a: &Attachment) -> Result<ContentBlock, String> {
         a.data_base64.clone(),
         a.media_type.clone(),
     ))
+}
+
+/// The `outputSchema` of the direct result object ([`structured`]), for `nl2sh_invoke`
+/// and `nl2sh_read_screen`.
+pub fn output_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "tool": {"type": "string", "description": "The device tool that ran"},
+            "success": {"type": "boolean"},
+            "output": {
+                "type": "string",
+                "description": format!(
+                    "What the tool answered, often JSON text; longer output is cut to \
+                     {MAX_TOOL_OUTPUT_BYTES} bytes and marked"
+                )
+            },
+            "attachments": {
+                "type": "array",
+                "description": "One per image block that follows the text block",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "media_type": {"type": "string"},
+                        "width": {"type": ["integer", "null"]},
+                        "height": {"type": ["integer", "null"]},
+                        "base64_bytes": {"type": "integer"}
+                    },
+                    "required": ["media_type", "width", "height", "base64_bytes"],
+                    "additionalProperties": false
+                }
+            }
+        },
+        "required": ["tool", "success", "output"],
+        "additionalProperties": false
+    })
 }
 
 /// The direct result object: `tool`, `success`, bounded `output`, optional attachments.

@@ -2,33 +2,33 @@
 //! stopped, its pending approval withdrawn), then answer the Task. Side effects that
 //! already happened stay; CANCELED is not a rollback.
 
-use std::sync::Arc;
+use rmcp::model::{CallToolResult, JsonObject, Tool};
 
-use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
-use serde_json::Value;
-
+use super::Hints;
 use crate::tasks::TaskService;
 
 pub const NAME: &str = "nl2sh_cancel_task";
 
 pub fn tool() -> Tool {
-    let Value::Object(schema) = super::task_id_schema() else {
-        unreachable!("literal object")
-    };
-    Tool::new(
+    let tool = Tool::new(
         NAME,
         "Cancel a device Task by id: stops its current tool call, withdraws its pending \
          approval, waits for it to settle and returns the Task (TASK_STATE_CANCELED). A \
          task that already ended cannot be canceled. What already ran is not undone.",
-        Arc::new(schema),
-    )
-    .with_title("Cancel a task")
-    .with_annotations(
-        ToolAnnotations::new()
-            .read_only(false)
-            .destructive(false)
-            .idempotent(false)
-            .open_world(false),
+        super::task_id_schema(),
+    );
+    super::describe(
+        tool,
+        "Cancel a task",
+        // Ends one task's work (nothing it did is undone); a second call finds the task
+        // ended and is refused. Stays on the device.
+        Hints {
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+            open_world: false,
+        },
+        super::task_output_schema(),
     )
 }
 

@@ -1,28 +1,61 @@
 //! `nl2sh_tools`: the executor's catalog — the tools registered on this device (after
 //! capability discovery) with their argument schemas.
 
-use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{CallToolResult, JsonObject, Tool};
 use serde_json::{json, Value};
 
 use super::call::ExecutorClient;
+use super::Hints;
 
 pub const NAME: &str = "nl2sh_tools";
 
 pub fn tool() -> Tool {
-    let schema = super::no_arguments_schema();
-    Tool::new(
+    let tool = Tool::new(
         NAME,
         "List the device tools available to nl2sh_invoke, with their argument schemas. \
          What is listed reflects this device (Android tools only where they work).",
-        schema,
+        super::no_arguments_schema(),
+    );
+    super::describe(
+        tool,
+        "List device tools",
+        // The executor looks on the device for the programs the tools need; nothing
+        // changes.
+        Hints {
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        output_schema(),
     )
-    .with_title("List device tools")
-    .with_annotations(
-        ToolAnnotations::new()
-            .read_only(true)
-            .idempotent(true)
-            .open_world(false),
-    )
+}
+
+/// `{"tools": [{name, description, input_schema}]}`, exactly as [`call`] builds it.
+fn output_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "tools": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "description": {"type": "string"},
+                        "input_schema": {
+                            "type": "object",
+                            "description": "The JSON Schema of the tool's arguments"
+                        }
+                    },
+                    "required": ["name", "description", "input_schema"],
+                    "additionalProperties": false
+                }
+            }
+        },
+        "required": ["tools"],
+        "additionalProperties": false
+    })
 }
 
 pub async fn call(executor: &ExecutorClient, arguments: Option<&JsonObject>) -> CallToolResult {

@@ -1,31 +1,30 @@
 //! `nl2sh_get_task`: a saved Task (the same format as A2A GetTask), whole.
 
-use std::sync::Arc;
+use rmcp::model::{CallToolResult, JsonObject, Tool};
 
-use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
-use serde_json::Value;
-
+use super::Hints;
 use crate::tasks::TaskService;
 
 pub const NAME: &str = "nl2sh_get_task";
 
 pub fn tool() -> Tool {
-    let Value::Object(schema) = super::task_id_schema() else {
-        unreachable!("literal object")
-    };
-    Tool::new(
+    let tool = Tool::new(
         NAME,
         "Get a device Task by id (from nl2sh_ask): its status, history and, once it has \
          ended, its result artifact.",
-        Arc::new(schema),
-    )
-    .with_title("Get a task")
-    .with_annotations(
-        ToolAnnotations::new()
-            .read_only(true)
-            .destructive(false)
-            .idempotent(true)
-            .open_world(false),
+        super::task_id_schema(),
+    );
+    super::describe(
+        tool,
+        "Get a task",
+        // Reads the task service (or approvald's store); changes nothing.
+        Hints {
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        super::task_output_schema(),
     )
 }
 
@@ -43,7 +42,7 @@ pub async fn call(tasks: &TaskService, arguments: Option<&JsonObject>) -> CallTo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     #[test]
     fn schema_requires_the_id() {

@@ -8,8 +8,10 @@ use std::time::Duration;
 use nl2sh_proto::limits::MAX_JSON_TEXT_BYTES;
 
 use crate::executor::ExecutorClient;
-use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
-use serde_json::Value;
+use rmcp::model::{CallToolResult, JsonObject, Tool};
+use serde_json::{json, Value};
+
+use super::Hints;
 
 pub const NAME: &str = "nl2sh_inspect";
 
@@ -17,22 +19,86 @@ pub const NAME: &str = "nl2sh_inspect";
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn tool() -> Tool {
-    let schema = super::no_arguments_schema();
-    Tool::new(
+    let tool = Tool::new(
         NAME,
-        "Describe the device: operating system, kernel, identity and privileges the \
-         service runs with, available device programs, and the nl2sh build. Takes no \
-         arguments and changes nothing.",
-        schema,
+        "Describe the device: operating system, kernel, architecture, the identity and \
+         privileges the service runs with (root, su), the read-only sandbox, how netd is \
+         confined, and the nl2sh build. Takes no arguments and changes nothing.",
+        super::no_arguments_schema(),
+    );
+    super::describe(
+        tool,
+        "Inspect device",
+        // Reads what the executor probed at start; reaches nothing off the device.
+        Hints {
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        output_schema(),
     )
-    .with_title("Inspect device")
-    .with_annotations(
-        ToolAnnotations::new()
-            .read_only(true)
-            .destructive(false)
-            .idempotent(true)
-            .open_world(false),
-    )
+}
+
+/// The inspect object: the executor's environment (`executor/src/inspect.rs`, every key
+/// always there, `sandbox` added when asked) and netd's own `netd` object
+/// (`confine::report_json`). The parts the executor fills per platform stay loose.
+fn output_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "os": {
+                "type": "object",
+                "description": "name (android or linux); pretty_name, id and version_id from \
+                                /etc/os-release (null when absent)"
+            },
+            "kernel": {"type": "object", "description": "sysname, release, version (uname)"},
+            "architecture": {"type": "string"},
+            "android": {
+                "type": ["object", "null"],
+                "description": "Selected Android system properties; null without getprop"
+            },
+            "uid": {"type": "integer"},
+            "euid": {"type": "integer"},
+            "root": {"type": "object", "description": "is_root, available, su_path"},
+            "hostname": {"type": ["string", "null"]},
+            "build_identity": {
+                "type": "object",
+                "description": "version, git_commit, git_dirty, build_id, target, profile, \
+                                executable_sha256, protocol_version, uid"
+            },
+            "sandbox": {
+                "type": "object",
+                "description": "Whether the read-only sandbox is active, and which parts \
+                                (or why not)",
+                "properties": {"active": {"type": "boolean"}},
+                "required": ["active"]
+            },
+            "netd": {
+                "type": "object",
+                "description": "How netd itself is confined",
+                "properties": {
+                    "seccomp": {"type": "string"},
+                    "landlock": {"type": "string"},
+                    "uid": {"type": "integer"},
+                    "gid": {"type": "integer"},
+                    "no_new_privs": {"type": "boolean"},
+                    "dumpable": {"type": "boolean"},
+                    "open_files_limit": {"type": "integer"},
+                    "name_resolution": {"type": "string"}
+                },
+                "required": [
+                    "seccomp", "landlock", "uid", "gid", "no_new_privs", "dumpable",
+                    "open_files_limit", "name_resolution"
+                ],
+                "additionalProperties": false
+            }
+        },
+        "required": [
+            "os", "kernel", "architecture", "android", "uid", "euid", "root", "hostname",
+            "build_identity", "sandbox", "netd"
+        ]
+    })
 }
 
 /// Run `nl2sh_inspect` against the executor.

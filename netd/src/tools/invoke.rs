@@ -1,15 +1,14 @@
 //! `nl2sh_invoke`: run one device tool directly (no model), through the executor's whole
 //! pipeline. netd only bounds and forwards the request.
 
-use std::sync::Arc;
-
 use nl2sh_proto::channels::{CallOrigin, InvokeRequest};
 use nl2sh_proto::limits::{MAX_ARGUMENT_JSON_BYTES, MAX_TOOL_NAME_BYTES};
-use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{CallToolResult, JsonObject, Tool};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::call::{self, ExecutorClient};
+use super::Hints;
 
 pub const NAME: &str = "nl2sh_invoke";
 
@@ -17,28 +16,45 @@ pub fn tool() -> Tool {
     let schema = json!({
         "type": "object",
         "properties": {
-            "tool": {"type": "string", "description": "A tool name from nl2sh_tools, e.g. shell.exec"},
-            "arguments": {"type": "object", "description": "Arguments matching that tool's schema"}
+            "tool": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_TOOL_NAME_BYTES,
+                "description": format!(
+                    "A tool name from nl2sh_tools, e.g. shell.exec: 1-{MAX_TOOL_NAME_BYTES} \
+                     UTF-8 bytes"
+                )
+            },
+            "arguments": {
+                "type": ["object", "null"],
+                "description": format!(
+                    "Arguments matching that tool's schema, at most \
+                     {MAX_ARGUMENT_JSON_BYTES} bytes as JSON; omitted or null means {{}}"
+                )
+            }
         },
         "required": ["tool"],
         "additionalProperties": false
     });
-    let Value::Object(schema) = schema else {
-        unreachable!("literal object")
-    };
-    Tool::new(
+    let tool = Tool::new(
         NAME,
         "Run one device tool directly, without a model: {\"tool\": name, \"arguments\": {...}}. \
          Returns {tool, success, output, attachments?}; output may be JSON text. Mutations \
          wait for approval by the device's owner and may be refused.",
-        Arc::new(schema),
-    )
-    .with_title("Invoke a device tool")
-    .with_annotations(
-        ToolAnnotations::new()
-            .read_only(false)
-            .destructive(true)
-            .open_world(false),
+        super::object(schema),
+    );
+    super::describe(
+        tool,
+        "Invoke a device tool",
+        // Any device tool: it may write, delete or kill, and shell.exec (once approved)
+        // may reach the network.
+        Hints {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: true,
+        },
+        call::output_schema(),
     )
 }
 

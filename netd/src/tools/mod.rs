@@ -11,7 +11,12 @@ pub mod inspect;
 pub mod invoke;
 pub mod read_screen;
 
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
+use std::sync::Arc;
+
+use nl2sh_proto::channels::TaskState;
+use nl2sh_proto::limits::MAX_ID_BYTES;
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use serde_json::{json, Value};
 
 /// Every tool this build of netd lists, in listing order.
 pub fn all() -> Vec<rmcp::model::Tool> {
@@ -26,6 +31,111 @@ pub fn all() -> Vec<rmcp::model::Tool> {
     ]
 }
 
+/// What a tool does to its environment, as MCP `ToolAnnotations` hints. Every tool states
+/// all four: a hint left out means its default (destructive, open world), which is wrong
+/// for most of ours.
+pub(crate) struct Hints {
+    /// Changes nothing on the device (or anywhere else).
+    pub read_only: bool,
+    /// May delete or overwrite (as opposed to only adding); meaningful when not read-only.
+    pub destructive: bool,
+    /// A second call with the same arguments has no further effect.
+    pub idempotent: bool,
+    /// May reach entities outside the device (the network, a model endpoint).
+    pub open_world: bool,
+}
+
+/// `tool` with its title (as `title`, and as `annotations.title` for clients before
+/// 2025-06-18), its hints and its `outputSchema`: the shape of `structuredContent` in
+/// every successful result (an `isError` result may differ).
+pub(crate) fn describe(tool: Tool, title: &str, hints: Hints, output_schema: Value) -> Tool {
+    let annotations = ToolAnnotations::with_title(title)
+        .read_only(hints.read_only)
+        .destructive(hints.destructive)
+        .idempotent(hints.idempotent)
+        .open_world(hints.open_world);
+    tool.with_title(title)
+        .with_annotations(annotations)
+        .with_raw_output_schema(object(output_schema))
+}
+
+/// A schema built with `json!` as the object rmcp keeps.
+pub(crate) fn object(schema: Value) -> Arc<JsonObject> {
+    let Value::Object(schema) = schema else {
+        unreachable!("a schema is a JSON object")
+    };
+    Arc::new(schema)
+}
+
+/// The A2A names of every task state, in order.
+fn task_states() -> Vec<&'static str> {
+    use TaskState::{Canceled, Completed, Failed, Submitted, Working};
+    [Submitted, Working, Completed, Failed, Canceled]
+        .into_iter()
+        .map(|state| match state {
+            // A new state fails to compile here: list it above too.
+            Submitted | Working | Completed | Failed | Canceled => state.as_a2a(),
+        })
+        .collect()
+}
+
+/// One A2A Message as a task holds it (the user's, normalized, and the Agent's).
+fn message_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "messageId": {"type": "string"},
+            "contextId": {"type": "string"},
+            "taskId": {"type": "string"},
+            "role": {"type": "string", "enum": ["ROLE_USER", "ROLE_AGENT"]},
+            "parts": {
+                "type": "array",
+                "items": {"type": "object"},
+                "description": "Each part holds one of text, raw, url or data"
+            }
+        },
+        "required": ["messageId", "role", "parts"]
+    })
+}
+
+/// The `outputSchema` of the task tools: an A2A 1.0 Task in ProtoJSON, as
+/// `tasks::document::TaskDoc::to_json` builds it (and as the store keeps it: a document
+/// approvald marked failed on restart may have lost its history).
+pub(crate) fn task_output_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "An A2A 1.0 Task (ProtoJSON: camelCase, enum names as strings)",
+        "properties": {
+            "id": {"type": "string"},
+            "contextId": {"type": "string"},
+            "status": {
+                "type": "object",
+                "properties": {
+                    "state": {"type": "string", "enum": task_states()},
+                    "timestamp": {"type": "string", "format": "date-time"},
+                    "message": message_schema()
+                },
+                "required": ["state", "timestamp"]
+            },
+            "history": {"type": "array", "items": message_schema()},
+            "artifacts": {
+                "type": "array",
+                "description": "Once the task has ended with a result: artifacts[0].parts[0].data",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "artifactId": {"type": "string"},
+                        "name": {"type": "string"},
+                        "parts": {"type": "array", "items": {"type": "object"}}
+                    },
+                    "required": ["artifactId", "parts"]
+                }
+            }
+        },
+        "required": ["id", "contextId", "status"]
+    })
+}
+
 /// A Task (A2A 1.0 JSON) as an MCP result: the object as text and as
 /// `structuredContent`. A task that failed is still a successful call: the Task says how
 /// it ended.
@@ -36,20 +146,23 @@ pub(crate) fn task_result(task: serde_json::Value) -> CallToolResult {
 }
 
 /// The argument schema of the tools that name one task.
-pub(crate) fn task_id_schema() -> serde_json::Value {
-    serde_json::json!({
+pub(crate) fn task_id_schema() -> Arc<JsonObject> {
+    object(json!({
         "type": "object",
         "properties": {
             "task_id": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": nl2sh_proto::limits::MAX_ID_BYTES,
-                "description": "The task's id (the `id` of the Task nl2sh_ask returned)"
+                "maxLength": MAX_ID_BYTES,
+                "description": format!(
+                    "The task's id (the `id` of the Task nl2sh_ask returned): \
+                     1-{MAX_ID_BYTES} UTF-8 bytes"
+                )
             }
         },
         "required": ["task_id"],
         "additionalProperties": false
-    })
+    }))
 }
 
 /// `task_id`, the only argument of the tools that name one task.
@@ -67,7 +180,7 @@ pub(crate) fn task_id_argument<'a>(
         )));
     }
     match arguments.get("task_id") {
-        Some(serde_json::Value::String(id)) if !id.is_empty() => Ok(id),
+        Some(Value::String(id)) if !id.is_empty() => Ok(id),
         Some(_) => Err(failure(format!(
             "{tool}: `task_id` must be a non-empty string"
         ))),
@@ -76,15 +189,8 @@ pub(crate) fn task_id_argument<'a>(
 }
 
 /// The argument schema of a tool that takes none: the empty object, nothing else.
-pub(crate) fn no_arguments_schema() -> std::sync::Arc<JsonObject> {
-    let mut schema = JsonObject::new();
-    schema.insert("type".into(), "object".into());
-    schema.insert(
-        "properties".into(),
-        serde_json::Value::Object(JsonObject::new()),
-    );
-    schema.insert("additionalProperties".into(), false.into());
-    std::sync::Arc::new(schema)
+pub(crate) fn no_arguments_schema() -> Arc<JsonObject> {
+    object(json!({"type": "object", "properties": {}, "additionalProperties": false}))
 }
 
 /// A tool-level failure the caller should read (`isError: true`).

@@ -2,23 +2,38 @@
 //! error.
 
 use nl2sh_proto::channels::CallOrigin;
-use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
+use nl2sh_proto::limits::MAX_SCREEN_BASE64_BYTES;
+use rmcp::model::{CallToolResult, JsonObject, Tool};
 use tokio_util::sync::CancellationToken;
 
 use super::call::{self, ExecutorClient};
+use super::Hints;
 
 pub const NAME: &str = "nl2sh_read_screen";
 
 pub fn tool() -> Tool {
-    let schema = super::no_arguments_schema();
-    Tool::new(
+    let tool = Tool::new(
         NAME,
-        "Capture the device screen: a short text summary and one PNG image (JPEG, scaled, \
-         when the PNG would be over 3 MiB of base64). Fails on devices without a screen.",
-        schema,
+        format!(
+            "Capture the device screen: a short text summary and one PNG image (JPEG, \
+             scaled, when the PNG would be over {} MiB of base64), with {{tool, success, \
+             output, attachments}} as structured content. Fails on devices without a screen.",
+            MAX_SCREEN_BASE64_BYTES / (1024 * 1024)
+        ),
+        super::no_arguments_schema(),
+    );
+    super::describe(
+        tool,
+        "Read the screen",
+        // A screenshot changes nothing and reaches nothing off the device.
+        Hints {
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        call::output_schema(),
     )
-    .with_title("Read the screen")
-    .with_annotations(ToolAnnotations::new().read_only(true).open_world(false))
 }
 
 pub async fn call(
