@@ -6,6 +6,7 @@ use std::time::Duration;
 
 mod common;
 
+use common::schema::schema_errors;
 use common::{executor_part, send, Reply};
 use nl2sh_netd::executor::ExecutorClient;
 use nl2sh_netd::serve_http;
@@ -1046,90 +1047,6 @@ fn assert_conforms(schema: &Value, value: &Value, name: &str) {
         "{name}: the result does not match its outputSchema:\n{}\n{value:#}",
         errors.join("\n")
     );
-}
-
-fn schema_errors(schema: &Value, value: &Value) -> Vec<String> {
-    let mut errors = Vec::new();
-    check(schema, value, "$", &mut errors);
-    errors
-}
-
-fn type_ok(ty: &Value, v: &Value) -> bool {
-    match ty.as_str() {
-        Some("object") => v.is_object(),
-        Some("array") => v.is_array(),
-        Some("string") => v.is_string(),
-        Some("boolean") => v.is_boolean(),
-        Some("integer") => v.is_i64() || v.is_u64(),
-        Some("null") => v.is_null(),
-        _ => panic!("unknown type {ty}"),
-    }
-}
-
-fn check(schema: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
-    let schema = schema
-        .as_object()
-        .unwrap_or_else(|| panic!("schema at {at} is not an object"));
-    for (key, rule) in schema {
-        match key.as_str() {
-            "description" | "properties" | "additionalProperties" => {}
-            "type" => {
-                let ok = match rule {
-                    Value::Array(types) => types.iter().any(|t| type_ok(t, v)),
-                    one => type_ok(one, v),
-                };
-                if !ok {
-                    errors.push(format!("{at}: not of type {rule}: {v}"));
-                }
-            }
-            "required" => {
-                if let Some(object) = v.as_object() {
-                    for name in rule.as_array().unwrap() {
-                        let name = name.as_str().unwrap();
-                        if !object.contains_key(name) {
-                            errors.push(format!("{at}: {name} is required"));
-                        }
-                    }
-                }
-            }
-            "items" => {
-                if let Some(items) = v.as_array() {
-                    for (i, item) in items.iter().enumerate() {
-                        check(rule, item, &format!("{at}[{i}]"), errors);
-                    }
-                }
-            }
-            "enum" => {
-                if !rule.as_array().unwrap().contains(v) {
-                    errors.push(format!("{at}: {v} is not one of {rule}"));
-                }
-            }
-            "format" => {
-                assert_eq!(rule, "date-time", "unknown format at {at}");
-                if let Some(text) = v.as_str() {
-                    if chrono::DateTime::parse_from_rfc3339(text).is_err() {
-                        errors.push(format!("{at}: {text:?} is not a date-time"));
-                    }
-                }
-            }
-            other => panic!("unknown keyword {other} at {at}"),
-        }
-    }
-    let Some(object) = v.as_object() else {
-        return;
-    };
-    let properties = schema.get("properties").and_then(Value::as_object);
-    for (name, value) in object {
-        let path = format!("{at}.{name}");
-        match properties.and_then(|p| p.get(name)) {
-            Some(sub) => check(sub, value, &path, errors),
-            None => match schema.get("additionalProperties") {
-                None => {}
-                Some(Value::Bool(false)) => errors.push(format!("{path}: not allowed")),
-                Some(other) => panic!("unsupported additionalProperties {other} at {at}"),
-            },
-        }
-    }
 }
 
 #[test]

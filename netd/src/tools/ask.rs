@@ -66,12 +66,7 @@ pub fn tool() -> Tool {
         "Ask the device's Agent",
         // The Agent calls a model endpoint and may run any device tool (mutations once
         // approved); every call starts a new task.
-        Hints {
-            read_only: false,
-            destructive: true,
-            idempotent: false,
-            open_world: true,
-        },
+        Hints::OPEN_CHANGE,
         super::task_output_schema(),
     )
 }

@@ -21,12 +21,7 @@ pub fn tool() -> Tool {
         "List device tools",
         // The executor looks on the device for the programs the tools need; nothing
         // changes.
-        Hints {
-            read_only: true,
-            destructive: false,
-            idempotent: true,
-            open_world: false,
-        },
+        Hints::LOCAL_READ,
         output_schema(),
     )
 }

@@ -18,12 +18,7 @@ pub fn tool() -> Tool {
         tool,
         "Get a task",
         // Reads the task service (or approvald's store); changes nothing.
-        Hints {
-            read_only: true,
-            destructive: false,
-            idempotent: true,
-            open_world: false,
-        },
+        Hints::LOCAL_READ,
         super::task_output_schema(),
     )
 }

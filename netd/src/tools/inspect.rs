@@ -30,12 +30,7 @@ pub fn tool() -> Tool {
         tool,
         "Inspect device",
         // Reads what the executor probed at start; reaches nothing off the device.
-        Hints {
-            read_only: true,
-            destructive: false,
-            idempotent: true,
-            open_world: false,
-        },
+        Hints::LOCAL_READ,
         output_schema(),
     )
 }

@@ -48,12 +48,7 @@ pub fn tool() -> Tool {
         "Invoke a device tool",
         // Any device tool: it may write, delete or kill, and shell.exec (once approved)
         // may reach the network.
-        Hints {
-            read_only: false,
-            destructive: true,
-            idempotent: false,
-            open_world: true,
-        },
+        Hints::OPEN_CHANGE,
         call::output_schema(),
     )
 }

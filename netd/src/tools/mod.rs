@@ -45,6 +45,23 @@ pub(crate) struct Hints {
     pub open_world: bool,
 }
 
+impl Hints {
+    /// Reads what is on the device and changes nothing: a second call is the same call.
+    pub(crate) const LOCAL_READ: Hints = Hints {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    };
+    /// May change the device and reach beyond it (a command, or the Agent's model).
+    pub(crate) const OPEN_CHANGE: Hints = Hints {
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+        open_world: true,
+    };
+}
+
 /// `tool` with its title (as `title`, and as `annotations.title` for clients before
 /// 2025-06-18), its hints and its `outputSchema`: the shape of `structuredContent` in
 /// every successful result (an `isError` result may differ).

@@ -26,12 +26,7 @@ pub fn tool() -> Tool {
         tool,
         "Read the screen",
         // A screenshot changes nothing and reaches nothing off the device.
-        Hints {
-            read_only: true,
-            destructive: false,
-            idempotent: true,
-            open_world: false,
-        },
+        Hints::LOCAL_READ,
         call::output_schema(),
     )
 }

@@ -4,8 +4,9 @@
 //! `items`, `$ref` (to `lf.a2a.v1.X.jsonschema.json` / `google.protobuf.X…`, resolved to
 //! the definition titled `X`), `anyOf`, `enum`, `pattern` (its four patterns),
 //! `minimum`/`maximum`, `propertyNames`, `format: date-time`. Any other keyword, pattern
-//! or reference panics, so nothing is passed unchecked. The schema has no `required`
-//! lists: callers check required fields themselves.
+//! or reference panics, so nothing is passed unchecked. The A2A schema has no `required`
+//! lists (callers check required fields themselves); the checker knows `required` and
+//! type lists too, for netd's own outputSchemas ([`schema_errors`]).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -37,6 +38,14 @@ pub fn validate(title: &str, value: &Value) {
         "{title} does not match the A2A 1.0 schema:\n{}\n{value:#}",
         errors.join("\n")
     );
+}
+
+/// Every violation of `schema` (a schema of its own, in the same keywords plus `required`
+/// and type lists, without `$ref`) by `value`: for the outputSchemas netd lists.
+pub fn schema_errors(schema: &Value, value: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    check(schema, value, "$", &mut errors);
+    errors
 }
 
 /// Every violation of the definition titled `title` by `value`.
@@ -107,9 +116,24 @@ fn check(schema: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
         match key.as_str() {
             "$schema" | "title" | "description" | "default" => {}
             "type" => {
-                let ty = rule.as_str().expect("type is a string");
-                if !type_ok(ty, v) {
-                    errors.push(format!("{at}: not of type {ty}: {v}"));
+                let ok = match rule {
+                    Value::Array(types) => types
+                        .iter()
+                        .any(|t| type_ok(t.as_str().expect("a type is a string"), v)),
+                    one => type_ok(one.as_str().expect("type is a string"), v),
+                };
+                if !ok {
+                    errors.push(format!("{at}: not of type {rule}: {v}"));
+                }
+            }
+            "required" => {
+                if let Some(object) = v.as_object() {
+                    for name in rule.as_array().expect("required is a list") {
+                        let name = name.as_str().expect("a required name is a string");
+                        if !object.contains_key(name) {
+                            errors.push(format!("{at}: {name} is required"));
+                        }
+                    }
                 }
             }
             "$ref" => check(resolve(rule.as_str().unwrap()), v, at, errors),
