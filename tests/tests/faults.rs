@@ -203,7 +203,7 @@ fn the_service_survives_dead_workers_hostile_peers_and_greedy_commands() {
         assert!(!m.exists(), "{} was created without approval", m.display());
     }
     // Every answered call is in the audit.
-    audit_lists_each_once(&fx, &seen.answered);
+    audit_lists_each_once(&fx, &seen.answered, "");
     // Nothing of the tree is left: no sandboxed process, no command.
     let deadline = Instant::now() + Duration::from_secs(10);
     while !nl2sh_executor::sandbox::processes_in(range).is_empty() {
@@ -237,12 +237,13 @@ fn answered_then_killed(worker: &str, recovered: &[&str]) {
         recovered.is_empty() || recovered.iter().any(|line| stderr.contains(line)),
         "no row was brought back: {stderr}"
     );
-    audit_lists_each_once(&fx, &markers);
+    audit_lists_each_once(&fx, &markers, &stderr);
 }
 
 /// `protocol audit` lists the call of each `echo <marker>` exactly once, and the chain
-/// verifies.
-fn audit_lists_each_once(fx: &Fixture, markers: &[String]) {
+/// verifies. `log` (the service's stderr, when the test has it) is shown on a failure:
+/// how the rows went is in it.
+fn audit_lists_each_once(fx: &Fixture, markers: &[String], log: &str) {
     let out = fx
         .command(&["protocol", "audit", "--json", "--limit", "100000"])
         .output()
@@ -253,7 +254,7 @@ fn audit_lists_each_once(fx: &Fixture, markers: &[String]) {
         assert_eq!(
             audit.matches(&format!("echo {marker}'")).count(),
             1,
-            "{marker} answered, so listed exactly once"
+            "{marker} answered, so listed exactly once; the service said:\n{log}"
         );
     }
     let out = fx
