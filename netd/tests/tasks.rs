@@ -451,6 +451,20 @@ async fn task_tools_are_listed_with_schemas() {
     );
 }
 
+/// The task `id` once the store holds it (and, with `terminal`, once it has ended).
+async fn stored_task(
+    store: &nl2sh_approvald::store::tasks::TaskStore,
+    id: &nl2sh_proto::channels::TaskId,
+    terminal: bool,
+) -> nl2sh_proto::channels::TaskRecord {
+    loop {
+        match store.get(id.clone()).await.expect("read") {
+            Some(t) if !terminal || t.state.is_terminal() => return t,
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
 /// The owner's Ask (approvald hands it over as the answer to netd's `NextOwnerWork`): it
 /// runs as origin `owner_tui` under approvald's owner ids, continues its conversation, is
 /// cancelled by the owner, and stays out of every protocol front door.
@@ -476,12 +490,7 @@ async fn the_owners_ask_runs_apart_from_the_protocols_tasks() {
         )
         .await
         .expect("netd takes the owner's goal");
-    let first = loop {
-        match store.get(id.clone()).await.expect("read") {
-            Some(t) if t.state.is_terminal() => break t,
-            _ => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
-    };
+    let first = stored_task(&store, &id, true).await;
     assert_eq!(first.state, TaskState::Completed, "{}", first.document);
     let job = h.script.job("done:first").expect("the Agent worked it");
     assert_eq!(job.origin, CallOrigin::OwnerTui);
@@ -532,12 +541,7 @@ async fn the_owners_ask_runs_apart_from_the_protocols_tasks() {
         .hand_over(OwnerWork::Cancel { id: id2.clone() }, within)
         .await
         .expect("taken");
-    let second = loop {
-        match store.get(id2.clone()).await.expect("read") {
-            Some(t) if t.state.is_terminal() => break t,
-            _ => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
-    };
+    let second = stored_task(&store, &id2, true).await;
     assert_eq!(second.state, TaskState::Canceled);
     assert!(
         h.store.violations().is_empty(),
@@ -570,23 +574,15 @@ async fn the_owners_goals_have_a_limit_of_their_own() {
         };
         (id, work)
     };
-    let wait_stored = |id: nl2sh_proto::channels::TaskId, done: bool| {
-        let store = store.clone();
-        async move {
-            loop {
-                match store.get(id.clone()).await.expect("read") {
-                    Some(t) if !done || t.state.is_terminal() => break t,
-                    _ => tokio::time::sleep(Duration::from_millis(10)).await,
-                }
-            }
-        }
-    };
     let (first, work) = goal("done:the owner's".into());
     inbox
         .hand_over(work, Duration::from_secs(5))
         .await
         .expect("taken");
-    assert_eq!(wait_stored(first, true).await.state, TaskState::Completed);
+    assert_eq!(
+        stored_task(&store, &first, true).await.state,
+        TaskState::Completed
+    );
 
     for n in 0..MAX_OWNER_TASKS {
         let (id, work) = goal(format!("block:o{n}"));
@@ -594,14 +590,14 @@ async fn the_owners_goals_have_a_limit_of_their_own() {
             .hand_over(work, Duration::from_secs(5))
             .await
             .expect("taken");
-        wait_stored(id, false).await;
+        stored_task(&store, &id, false).await;
     }
     let (late, work) = goal("done:late".into());
     inbox
         .hand_over(work, Duration::from_secs(5))
         .await
         .expect("taken");
-    let failed = wait_stored(late, true).await;
+    let failed = stored_task(&store, &late, true).await;
     assert_eq!(failed.state, TaskState::Failed);
     assert!(
         failed.document.contains("owner's tasks are active"),

@@ -787,15 +787,7 @@ impl Restart {
     /// MCP/A2A down with it. A console alone (`--web-only` without protocols) is left to
     /// the crash-loop rule.
     fn console_died(&mut self, cause: &str) {
-        let now = std::time::Instant::now();
-        self.console_deaths.push_back(now);
-        while self
-            .console_deaths
-            .front()
-            .is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW)
-        {
-            self.console_deaths.pop_front();
-        }
+        count_within_window(&mut self.console_deaths);
         let protocols = !matches!(self.netd_io, NetdIo::Off);
         if protocols && self.web_io.is_some() && self.console_deaths.len() > MAX_CONSOLE_DEATHS {
             tracing::error!(
@@ -813,15 +805,7 @@ impl Restart {
 
     /// Count a death; false when it makes a crash loop.
     fn may_restart(&mut self) -> bool {
-        let now = std::time::Instant::now();
-        self.deaths.push_back(now);
-        while self
-            .deaths
-            .front()
-            .is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW)
-        {
-            self.deaths.pop_front();
-        }
+        count_within_window(&mut self.deaths);
         self.deaths.len() <= MAX_RESTARTS_IN_WINDOW
     }
 
@@ -870,6 +854,18 @@ impl Restart {
         if let Err(e) = state::write_failure(&self.paths, &record) {
             tracing::warn!(error = %e, "cannot record the failure");
         }
+    }
+}
+
+/// Record a death now in `deaths`, forgetting those older than [`CRASH_WINDOW`].
+fn count_within_window(deaths: &mut VecDeque<std::time::Instant>) {
+    let now = std::time::Instant::now();
+    deaths.push_back(now);
+    while deaths
+        .front()
+        .is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW)
+    {
+        deaths.pop_front();
     }
 }
 
