@@ -1,12 +1,14 @@
 //! The MCP server (rmcp, hand-written [`ServerHandler`]): tools only, protocol versions
-//! 2025-11-25, 2025-06-18 and 2024-11-05.
+//! 2026-07-28, 2025-11-25, 2025-06-18 and 2024-11-05 (docs/PROTOCOLS.md, "MCP").
 //!
-//! 2026-07-28 (sessionless, `server/discover`) is deliberately not served: rmcp checks a
-//! request's `_meta` protocol version against [`ServerHandler::supported_protocol_versions`]
-//! before dispatch and answers -32022 "Unsupported protocol version" with our list in
-//! `data.supported`, which is the answer official clients fall back to `initialize` on.
-//! An `initialize` naming 2026-07-28 (or any version we do not list) is answered with
-//! 2025-11-25, the preferred version in [`ServerHandler::get_info`].
+//! rmcp serves both eras on one endpoint: a request whose `_meta` (or, over HTTP, whose
+//! `MCP-Protocol-Version` header) names 2026-07-28 is served statelessly by that revision
+//! (`server/discover`, per-request `_meta`, its error codes and HTTP statuses, the
+//! header/body checks, `resultType`); an `initialize` selects a legacy revision. An
+//! `initialize` naming 2026-07-28 (which has none) or a version we do not list is
+//! answered with 2025-11-25, the preferred legacy version in [`ServerHandler::get_info`].
+//! What nl2sh adds is the caching hints: the tool list and the discovery result are fixed
+//! for the life of the process and the same for every caller.
 
 use std::borrow::Cow;
 
@@ -16,8 +18,9 @@ use crate::executor::ExecutorClient;
 use crate::tasks::TaskService;
 use nl2sh_proto::limits::MAX_TOOL_NAME_BYTES;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, DiscoverResult, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -27,10 +30,15 @@ use crate::tools;
 
 /// Exactly the versions nl2sh serves (docs/PROTOCOLS.md, "MCP"), newest first.
 pub const SUPPORTED_PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2026_07_28,
     ProtocolVersion::V_2025_11_25,
     ProtocolVersion::V_2025_06_18,
     ProtocolVersion::V_2024_11_05,
 ];
+
+/// How long a 2026-07-28 client may treat the tool list and the discovery result as fresh
+/// (`ttlMs`). Both change only when nl2sh is upgraded, which restarts the service.
+pub const LIST_TTL_MS: u64 = 60 * 60 * 1000;
 
 const INSTRUCTIONS: &str = "nl2sh exposes this device through tools. Start with \
     nl2sh_inspect to learn the device, nl2sh_tools for the device tools and their \
@@ -85,6 +93,15 @@ impl McpServer {
     }
 }
 
+/// Does this request speak 2026-07-28 (its `_meta` names that revision; rmcp has already
+/// refused one naming a version we do not serve)?
+fn is_modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .meta
+        .protocol_version()
+        .is_some_and(|v| v == ProtocolVersion::V_2026_07_28)
+}
+
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
@@ -97,12 +114,33 @@ impl ServerHandler for McpServer {
         Cow::Borrowed(SUPPORTED_PROTOCOL_VERSIONS)
     }
 
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        // The same for every caller: nothing in it depends on who asks ("public").
+        Ok(
+            DiscoverResult::from_server_info(SUPPORTED_PROTOCOL_VERSIONS.to_vec(), self.get_info())
+                .with_ttl_ms(LIST_TTL_MS)
+                .with_cache_scope(CacheScope::Public),
+        )
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools::all()))
+        // One page, in a fixed order. The caching hints are 2026-07-28's: the older
+        // revisions' answer stays as it was.
+        let list = ListToolsResult::with_all_items(tools::all());
+        if !is_modern(&context) {
+            return Ok(list);
+        }
+        // The same list for every caller ("public").
+        Ok(list
+            .with_ttl_ms(LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Public))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

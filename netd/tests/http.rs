@@ -442,55 +442,354 @@ async fn initialize_with_another_version_gets_ours() {
     }
 }
 
+// ---- MCP 2026-07-28 (stateless, per-request `_meta`) ----------------------------------
+
+const MODERN: &str = "2026-07-28";
+
+/// The `_meta` every 2026-07-28 request carries.
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "netd-test", "version": "0"}
+    })
+}
+
+/// A 2026-07-28 request: `params` with the `_meta` above.
+fn modern(id: u64, method: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = modern_meta();
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+impl Server {
+    /// A 2026-07-28 POST with the headers such a client sends (the version, `Mcp-Method`
+    /// and, for `tools/call`, `Mcp-Name`), then `extra` (which may replace them).
+    async fn modern_post(&self, body: &Value, extra: &[(&str, &str)]) -> Reply {
+        let method = body["method"].as_str().unwrap_or_default().to_string();
+        let name = body["params"]["name"].as_str().map(str::to_string);
+        let mut headers = vec![("MCP-Protocol-Version", MODERN), ("Mcp-Method", &method)];
+        if let Some(name) = name.as_deref() {
+            headers.push(("Mcp-Name", name));
+        }
+        for (k, v) in extra {
+            headers.retain(|(h, _)| !h.eq_ignore_ascii_case(k));
+            headers.push((k, v));
+        }
+        self.mcp(body, &headers).await
+    }
+}
+
 #[tokio::test]
-async fn server_discover_at_2026_07_28_is_refused_cleanly() {
+async fn server_discover_names_every_revision_with_caching_hints() {
     let s = Server::start(Fake::Device).await;
-    let discover = json!({
-        "jsonrpc": "2.0", "id": 9, "method": "server/discover",
-        "params": {"_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "netd-test", "version": "0"}
-        }}
-    });
-    // A 2026-07-28 client sends the SEP-2243 headers with it.
     let r = s
-        .mcp(
-            &discover,
-            &[
-                ("MCP-Protocol-Version", "2026-07-28"),
-                ("Mcp-Method", "server/discover"),
-            ],
-        )
+        .modern_post(&modern(9, "server/discover", json!({})), &[])
         .await;
-    assert!(r.status < 500, "{r:?}");
+    assert_eq!(r.status, 200, "{r:?}");
     let v = r.json();
     assert_eq!(v["id"], 9);
-    assert_eq!(v["error"]["code"], -32022, "{v}");
+    let result = &v["result"];
+    assert_eq!(result["resultType"], "complete", "{v}");
     assert_eq!(
-        v["error"]["data"]["supported"],
-        json!(["2025-11-25", "2025-06-18", "2024-11-05"])
+        result["supportedVersions"],
+        json!(["2026-07-28", "2025-11-25", "2025-06-18", "2024-11-05"])
     );
+    assert!(result["capabilities"]["tools"].is_object(), "{v}");
+    assert!(result["capabilities"].get("prompts").is_none());
+    assert!(result["capabilities"].get("resources").is_none());
+    let info = &result["_meta"]["io.modelcontextprotocol/serverInfo"];
+    assert_eq!(info["name"], "nl2sh");
+    assert_eq!(info["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(result["ttlMs"], nl2sh_netd::mcp::LIST_TTL_MS);
+    assert_eq!(result["cacheScope"], "public");
+}
 
-    // An ordinary request that declares 2026-07-28 gets the same answer.
-    let list = json!({
-        "jsonrpc": "2.0", "id": 10, "method": "tools/list",
-        "params": {"_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {}
-        }}
-    });
+#[tokio::test]
+async fn a_2026_client_lists_and_calls_tools_without_initialize() {
+    let s = Server::start(Fake::Device).await;
     let r = s
-        .mcp(
-            &list,
-            &[
-                ("MCP-Protocol-Version", "2026-07-28"),
-                ("Mcp-Method", "tools/list"),
-            ],
-        )
+        .modern_post(&modern(2, "tools/list", json!({})), &[])
         .await;
-    assert!(r.status < 500, "{r:?}");
-    assert_eq!(r.json()["error"]["code"], -32022);
+    assert_eq!(r.status, 200, "{r:?}");
+    let modern_list = r.json()["result"].clone();
+    assert_eq!(modern_list["resultType"], "complete");
+    assert_eq!(modern_list["ttlMs"], nl2sh_netd::mcp::LIST_TTL_MS);
+    assert_eq!(modern_list["cacheScope"], "public");
+    // The same tools, in the same order, as the older revisions list.
+    assert_eq!(modern_list["tools"], json!(s.tools().await));
+
+    // The older revisions' answer has none of 2026-07-28's fields.
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let legacy = s.mcp(&list, &[V]).await.json()["result"].clone();
+    for field in ["resultType", "ttlMs", "cacheScope"] {
+        assert!(legacy.get(field).is_none(), "{field} in {legacy}");
+    }
+
+    let call = modern(3, "tools/call", json!({"name": "nl2sh_inspect"}));
+    let r = s.modern_post(&call, &[]).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let result = &r.json()["result"];
+    assert_eq!(result["resultType"], "complete");
+    assert_eq!(result["structuredContent"]["os"], device()["os"]);
+
+    let call = modern(
+        4,
+        "tools/call",
+        json!({"name": "nl2sh_invoke", "arguments": {"tool": "shell.exec", "arguments": {"command": "id"}}}),
+    );
+    let r = s.modern_post(&call, &[]).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["result"]["isError"], false, "{r:?}");
+}
+
+#[tokio::test]
+async fn a_base64_encoded_mcp_name_is_decoded_before_it_is_compared() {
+    let s = Server::start(Fake::Device).await;
+    let call = modern(3, "tools/call", json!({"name": "nl2sh_inspect"}));
+    // "nl2sh_inspect" in the revision's sentinel encoding.
+    let encoded = "=?base64?bmwyc2hfaW5zcGVjdA==?=";
+    let r = s.modern_post(&call, &[("Mcp-Name", encoded)]).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        r.json()["result"]["structuredContent"]["os"],
+        device()["os"]
+    );
+    // The same sentinel naming another tool is a mismatch.
+    let other = "=?base64?bmwyc2hfaW52b2tl?="; // nl2sh_invoke
+    let r = s.modern_post(&call, &[("Mcp-Name", other)]).await;
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].clone()),
+        (400, json!(-32020))
+    );
+}
+
+/// What a hostile or broken 2026-07-28 client sends, and the revision's answer to each:
+/// HTTP status and JSON-RPC error code, the request's id echoed.
+#[tokio::test]
+async fn malformed_and_mismatched_2026_requests_get_the_revisions_errors() {
+    let s = Server::start(Fake::Device).await;
+    let call = || modern(7, "tools/call", json!({"name": "nl2sh_inspect"}));
+    let without = |key: &str| {
+        let mut body = call();
+        body["params"]["_meta"].as_object_mut().unwrap().remove(key);
+        body
+    };
+    let with_version = |version: &str| {
+        let mut body = call();
+        body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(version);
+        body
+    };
+    let no_meta = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                         "params": {"name": "nl2sh_inspect"}});
+    let cases: Vec<(&str, Value, Vec<(&str, &str)>, u16, i64)> = vec![
+        ("no _meta", no_meta, vec![], 400, -32602),
+        (
+            "no client capabilities",
+            without("io.modelcontextprotocol/clientCapabilities"),
+            vec![],
+            400,
+            -32602,
+        ),
+        (
+            "no version in _meta",
+            without("io.modelcontextprotocol/protocolVersion"),
+            vec![],
+            400,
+            -32602,
+        ),
+        // The headers say one thing, the body another: a gateway routing on the header
+        // would see a different request than the one served.
+        (
+            "version header differs",
+            with_version("2025-11-25"),
+            vec![],
+            400,
+            -32020,
+        ),
+        (
+            "no version header",
+            call(),
+            vec![("MCP-Protocol-Version", "")],
+            400,
+            -32020,
+        ),
+        (
+            "Mcp-Method differs",
+            call(),
+            vec![("Mcp-Method", "tools/list")],
+            400,
+            -32020,
+        ),
+        (
+            "Mcp-Name differs",
+            call(),
+            vec![("Mcp-Name", "nl2sh_invoke")],
+            400,
+            -32020,
+        ),
+        (
+            "Mcp-Name missing",
+            call(),
+            vec![("Mcp-Name", "")],
+            400,
+            -32020,
+        ),
+        (
+            "unknown version",
+            with_version("2099-01-01"),
+            vec![("MCP-Protocol-Version", "2099-01-01")],
+            400,
+            -32022,
+        ),
+        (
+            "capabilities not an object",
+            {
+                let mut body = call();
+                body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+                    json!("all");
+                body
+            },
+            vec![],
+            400,
+            -32602,
+        ),
+    ];
+    for (what, body, headers, status, code) in cases {
+        // An empty value stands for "leave the header out".
+        let mut sent: Vec<(&str, &str)> = Vec::new();
+        let method = body["method"].as_str().unwrap().to_string();
+        let name = body["params"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        for (k, v) in [
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", method.as_str()),
+            ("Mcp-Name", name.as_str()),
+        ] {
+            match headers.iter().find(|(h, _)| h.eq_ignore_ascii_case(k)) {
+                Some((_, "")) => {}
+                Some(&(h, v)) => sent.push((h, v)),
+                None => sent.push((k, v)),
+            }
+        }
+        let r = s.mcp(&body, &sent).await;
+        let v = r.json();
+        assert_eq!(
+            (r.status, v["error"]["code"].as_i64()),
+            (status, Some(code)),
+            "{what}: {r:?}"
+        );
+        assert_eq!(v["id"], 7, "{what}: {v}");
+        if code == -32022 {
+            assert_eq!(v["error"]["data"]["requested"], "2099-01-01", "{v}");
+            assert_eq!(
+                v["error"]["data"]["supported"],
+                json!(["2026-07-28", "2025-11-25", "2025-06-18", "2024-11-05"])
+            );
+        }
+    }
+    // None of it hurt the service.
+    let r = s.modern_post(&call(), &[]).await;
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+#[tokio::test]
+async fn methods_2026_removed_or_never_served_are_404_method_not_found() {
+    let s = Server::start(Fake::Device).await;
+    for method in [
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/list",
+        "prompts/list",
+        "completion/complete",
+        "subscriptions/listen",
+        "unknown/method",
+    ] {
+        let r = s.modern_post(&modern(11, method, json!({})), &[]).await;
+        let v = r.json();
+        assert_eq!(
+            (r.status, v["error"]["code"].as_i64()),
+            (404, Some(-32601)),
+            "{method}: {r:?}"
+        );
+        assert_eq!(v["id"], 11);
+    }
+    // The older revisions' ping still answers (after their handshake, per request).
+    let ping = json!({"jsonrpc": "2.0", "id": 12, "method": "ping"});
+    let r = s.mcp(&ping, &[V]).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.json().get("result").is_some(), "{r:?}");
+}
+
+/// Forged and oversized `_meta`: what a client claims about itself is data, never
+/// authority, and the body limit bounds it like any other field.
+#[tokio::test]
+async fn forged_and_oversized_meta_change_nothing() {
+    let s = Server::start(Fake::Device).await;
+    // A client naming itself with terminal escapes, claiming every capability, sending
+    // keys of the server's own namespace and a progress token of the wrong type.
+    let mut call = modern(
+        5,
+        "tools/call",
+        json!({"name": "nl2sh_invoke", "arguments": {"tool": "shell.exec", "arguments": {"command": "id"}}}),
+    );
+    let meta = &mut call["params"]["_meta"];
+    meta["io.modelcontextprotocol/clientInfo"] =
+        json!({"name": "\u{1b}[2J\u{1b}]0;owner approved\u{7}", "version": "9\n9"});
+    meta["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"sampling": {}, "elicitation": {}, "roots": {}, "experimental": {"nl2sh/root": {}}});
+    meta["io.modelcontextprotocol/serverInfo"] = json!({"name": "evil", "version": "0"});
+    meta["progressToken"] = json!({"not": "a token"});
+    let r = s.modern_post(&call, &[]).await;
+    // Served like any call (the fake executor echoes the arguments it was given: only the
+    // tool's own arguments crossed the channel, no _meta).
+    assert_eq!(r.status, 200, "{r:?}");
+    let result = &r.json()["result"];
+    assert_eq!(result["isError"], false, "{r:?}");
+    let output = result["structuredContent"]["output"].as_str().unwrap();
+    assert_eq!(output, r#"{"command":"id"}"#);
+
+    // A _meta that makes the body 33 KiB is refused before it is parsed.
+    let mut big = modern(6, "tools/list", json!({}));
+    big["params"]["_meta"]["io.modelcontextprotocol/clientInfo"]["name"] =
+        json!("x".repeat(33 * 1024));
+    let r = s.modern_post(&big, &[]).await;
+    r.assert_refusal(413);
+
+    // Deep nesting inside _meta, within the size limit, is a parse error, not a crash.
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}},"x":{}{}}}}}}}"#,
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    let host = s.local_host();
+    let auth = format!("Bearer {TOKEN}");
+    let r = send(
+        s.addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Host", host.as_str()),
+            ("Authorization", auth.as_str()),
+            ("Accept", "application/json, text/event-stream"),
+            ("Content-Type", "application/json"),
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/list"),
+        ],
+        deep.as_bytes(),
+    )
+    .await;
+    assert!((400..500).contains(&r.status), "{r:?}");
+
+    // The service still answers.
+    let r = s
+        .modern_post(&modern(9, "tools/list", json!({})), &[])
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
 }
 
 #[tokio::test]

@@ -105,16 +105,20 @@ async def test_http_legacy_handshake_each_version(server, monkeypatch, version):
         await assert_tools_and_inspect(client)
 
 
-async def test_http_auto_mode_falls_back_to_initialize(server):
-    """Default mode='auto': the 2026-07-28 server/discover probe is refused, the client falls back to initialize."""
+async def test_http_auto_mode_picks_2026_07_28(server):
+    """Default mode='auto': the server/discover probe succeeds, so the client speaks 2026-07-28 (no initialize)."""
     exchanges: list[tuple[str, int]] = []
     async with http_mcp_client(server, responses=exchanges) as client:
-        assert client.protocol_version == "2025-11-25"
-        assert client.session.initialize_result is not None
-        assert client.session.discover_result is None
+        assert client.protocol_version == "2026-07-28"
+        assert client.session.initialize_result is None
+        discovered = client.session.discover_result
+        assert discovered is not None
+        assert discovered.supported_versions == ["2026-07-28", "2025-11-25", "2025-06-18", "2024-11-05"]
+        assert client.server_info is not None and client.server_info.name == "nl2sh"
         await assert_tools_and_inspect(client)
-    # One refused probe (JSON-RPC -32022 on HTTP 400), then the legacy handshake succeeds.
-    assert exchanges[:2] == [("server/discover", 400), ("initialize", 200)]
+    methods = [m for m, _ in exchanges]
+    assert methods[0] == "server/discover" and "initialize" not in methods, exchanges
+    assert all(status == 200 for _, status in exchanges), exchanges
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -143,11 +147,16 @@ async def test_unknown_tool_is_a_protocol_error(server):
     assert "no_such_tool" in str(excinfo.value)
 
 
-async def test_stdio(nl2sh_bin, config_file):
-    """`protocol stdio`: initialize, tools/list and nl2sh_inspect over the SDK's stdio transport."""
+# auto: the SDK probes server/discover over stdio too and keeps 2026-07-28; legacy: initialize.
+MODES = [("auto", "2026-07-28"), ("legacy", "2025-11-25")]
+
+
+@pytest.mark.parametrize(("mode", "version"), MODES)
+async def test_stdio(nl2sh_bin, config_file, mode, version):
+    """`protocol stdio`: tools/list and nl2sh_inspect over the SDK's stdio transport, in each era."""
     params = StdioServerParameters(command=nl2sh_bin, args=["--config", str(config_file), "protocol", "stdio"])
-    async with Client(params, mode="legacy") as client:
-        assert client.protocol_version == "2025-11-25"
+    async with Client(params, mode=mode) as client:
+        assert client.protocol_version == version
         structured = await assert_tools_and_inspect(client)
         assert structured["build_identity"]["protocol_version"]
 
@@ -187,18 +196,22 @@ async def assert_direct_tools(client: Client) -> None:
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-async def test_http_direct_tools(server):
+@pytest.mark.parametrize(("mode", "version"), MODES)
+async def test_http_direct_tools(server, mode, version):
     """Over HTTP: catalog, invoke (success, failure, refusal) and a screen read with a decodable image."""
-    async with http_mcp_client(server, mode="legacy") as client:
+    async with http_mcp_client(server, mode=mode) as client:
+        assert client.protocol_version == version
         await assert_direct_tools(client)
 
 
-async def test_stdio_direct_tools(nl2sh_bin, config_file):
+@pytest.mark.parametrize(("mode", "version"), MODES)
+async def test_stdio_direct_tools(nl2sh_bin, config_file, mode, version):
     """Over stdio: the same direct tools with the launching user's privileges."""
     params = StdioServerParameters(
         command=nl2sh_bin, args=["--config", str(config_file), "protocol", "stdio"], env=android_env()
     )
-    async with Client(params, mode="legacy") as client:
+    async with Client(params, mode=mode) as client:
+        assert client.protocol_version == version
         await assert_direct_tools(client)
 
 
@@ -221,8 +234,10 @@ async def assert_task_tools(client: Client, model) -> None:
     assert missing.is_error is True
 
 
-async def test_http_task_tools(agent_server, model):
-    async with http_mcp_client(agent_server, mode="legacy") as client:
+@pytest.mark.parametrize(("mode", "version"), MODES)
+async def test_http_task_tools(agent_server, model, mode, version):
+    async with http_mcp_client(agent_server, mode=mode) as client:
+        assert client.protocol_version == version
         await assert_task_tools(client, model)
 
 
