@@ -582,7 +582,9 @@ async fn malformed_and_mismatched_2026_requests_get_the_revisions_errors() {
     };
     let no_meta = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                          "params": {"name": "nl2sh_inspect"}});
-    let cases: Vec<(&str, Value, Vec<(&str, &str)>, u16, i64)> = vec![
+    // What, the body, headers to replace ("" leaves one out), HTTP status, JSON-RPC code.
+    type Case<'a> = (&'a str, Value, Vec<(&'a str, &'a str)>, u16, i64);
+    let cases: Vec<Case> = vec![
         ("no _meta", no_meta, vec![], 400, -32602),
         (
             "no client capabilities",
@@ -656,7 +658,6 @@ async fn malformed_and_mismatched_2026_requests_get_the_revisions_errors() {
         ),
     ];
     for (what, body, headers, status, code) in cases {
-        // An empty value stands for "leave the header out".
         let mut sent: Vec<(&str, &str)> = Vec::new();
         let method = body["method"].as_str().unwrap().to_string();
         let name = body["params"]["name"]
