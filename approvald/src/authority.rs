@@ -30,9 +30,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use nl2sh_proto::channels::{
-    ActionSummary, ApprovalId, AuthorityResponse, CallId, CallOrigin, CallResult, CliErrorKind,
-    ConfigVersion, Confinement, Decision, ParsedCommand, PendingApproval, PolicySnapshot,
-    RanRecord, ReportedRow, RiskLevel,
+    ActionSummary, ApprovalId, ApprovalWait, AuthorityResponse, CallId, CallOrigin, CallResult,
+    CliErrorKind, ConfigVersion, Confinement, Decision, ParsedCommand, PendingApproval,
+    PolicySnapshot, RanRecord, ReportedRow, RiskLevel,
 };
 use nl2sh_proto::display::Shown;
 pub use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_REASONS, MAX_REASON_BYTES, MAX_SUMMARY_BYTES};
@@ -265,6 +265,11 @@ impl Authority {
         let decided = self.decided().seen(call_id);
         self.approvals.withdraw(call_id, decided);
         AuthorityResponse::Recorded
+    }
+
+    /// The pending request of `call_id`, if a person's decision on it is pending.
+    pub fn waiting(&self, call_id: CallId) -> Option<ApprovalWait> {
+        self.approvals.waiting(call_id)
     }
 
     /// Pending requests, oldest first.

@@ -103,6 +103,9 @@ pub async fn answer_authority(
         AuthorityRequest::Decide(summary) => authority.decide(summary).await,
         AuthorityRequest::Finished(result) => authority.finished(result).await,
         AuthorityRequest::Withdraw { call_id } => Ok(authority.withdraw(call_id)),
+        AuthorityRequest::Waiting { call_id } => {
+            Ok(AuthorityResponse::Waiting(authority.waiting(call_id)))
+        }
         AuthorityRequest::Policy => {
             Ok(AuthorityResponse::Policy(authority.policy_snapshot().await))
         }

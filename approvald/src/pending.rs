@@ -16,7 +16,8 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use nl2sh_proto::channels::{
-    ActionSummary, ApprovalId, CallId, CliErrorKind, Decision, PendingApproval, RiskLevel,
+    ActionSummary, ApprovalId, ApprovalWait, CallId, CliErrorKind, Decision, PendingApproval,
+    RiskLevel,
 };
 use nl2sh_proto::limits::MAX_PENDING_APPROVALS;
 
@@ -263,6 +264,19 @@ impl Approvals {
     }
 
     /// The pending requests, oldest first, with the seconds left now.
+    /// The pending request of `call_id` (its id and time left), unless it expired.
+    pub fn waiting(&self, call_id: CallId) -> Option<ApprovalWait> {
+        let st = self.state();
+        let now = Instant::now();
+        st.pending
+            .iter()
+            .find(|e| e.summary.call_id == call_id && e.expires > now)
+            .map(|e| ApprovalWait {
+                id: ApprovalId(e.id.clone()),
+                seconds_left: seconds_ceil(e.expires.saturating_duration_since(now)),
+            })
+    }
+
     pub fn list(&self) -> Vec<PendingApproval> {
         let mut st = self.state();
         let now = Instant::now();

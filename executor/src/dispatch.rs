@@ -35,7 +35,12 @@ pub async fn answer(runtime: &Runtime, req: ExecutorRequest) -> ExecutorResponse
             origin,
         } => answer_read_screen(runtime, correlation, origin).await,
         ExecutorRequest::Cancel { correlation } => answer_cancel(runtime, correlation),
+        ExecutorRequest::Progress { correlation } => answer_progress(runtime, correlation).await,
     }
+}
+
+async fn answer_progress(runtime: &Runtime, correlation: Correlation) -> ExecutorResponse {
+    ExecutorResponse::Progress(runtime.pipeline.progress(correlation).await)
 }
 
 fn answer_catalog(runtime: &Runtime) -> ExecutorResponse {

@@ -5,8 +5,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use nl2sh_proto::channels::{
-    CallOrigin, Correlation, ExecutorRequest, ExecutorResponse, InvokeRequest, ToolOutcome,
-    ToolSpec,
+    CallOrigin, CallStage, Correlation, ExecutorRequest, ExecutorResponse, InvokeRequest,
+    ToolOutcome, ToolSpec,
 };
 use nl2sh_proto::rpc::{ChannelEnd, RpcClient, RpcError};
 use nl2sh_proto::topology::{Asker, EndError, NetdExecutor};
@@ -94,6 +94,25 @@ impl ExecutorClient {
         };
         match self.rpc.call(&req).await? {
             ExecutorResponse::Outcome(outcome) => Ok(outcome),
+            other => Err(unreachable_answer(other)),
+        }
+    }
+
+    /// Where the call netd knows by `correlation` stands (`answer_progress`); `None` when
+    /// it is not running. A pending approval described implausibly (an id no one could
+    /// type, a wait longer than any approval) is passed on as a decision without one.
+    pub async fn progress(&self, correlation: Correlation) -> Result<Option<CallStage>, RpcError> {
+        match self
+            .rpc
+            .call(&ExecutorRequest::Progress { correlation })
+            .await?
+        {
+            ExecutorResponse::Progress(Some(CallStage::Deciding { wait: Some(wait) }))
+                if !wait.is_plausible() =>
+            {
+                Ok(Some(CallStage::Deciding { wait: None }))
+            }
+            ExecutorResponse::Progress(stage) => Ok(stage),
             other => Err(unreachable_answer(other)),
         }
     }

@@ -27,6 +27,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::tool_calls::{ToolCallSlot, ToolCalls};
 use crate::tools;
+use crate::tools::progress::Reporter;
 
 /// Exactly the versions nl2sh serves (docs/PROTOCOLS.md, "MCP"), newest first.
 pub const SUPPORTED_PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
@@ -177,15 +178,19 @@ impl ServerHandler for McpServer {
             }
             tools::invoke::NAME => {
                 let args = request.arguments.as_ref();
-                tools::invoke::call(&self.executor, self.origin, args, &context.ct).await
+                let reporter = Reporter::for_request(&context);
+                tools::invoke::call(&self.executor, self.origin, args, &context.ct, reporter).await
             }
             tools::read_screen::NAME => {
                 let args = request.arguments.as_ref();
-                tools::read_screen::call(&self.executor, self.origin, args, &context.ct).await
+                let reporter = Reporter::for_request(&context);
+                tools::read_screen::call(&self.executor, self.origin, args, &context.ct, reporter)
+                    .await
             }
             tools::ask::NAME => {
                 let args = request.arguments.as_ref();
-                tools::ask::call(&self.tasks, self.origin, args, &context.ct).await
+                let progress = Reporter::for_request(&context).map(|r| (&self.executor, r));
+                tools::ask::call(&self.tasks, self.origin, args, &context.ct, progress).await
             }
             tools::get_task::NAME => {
                 tools::get_task::call(&self.tasks, request.arguments.as_ref()).await

@@ -100,6 +100,7 @@ impl Server {
                     },
                     ExecutorRequest::Catalog => ExecutorResponse::Catalog(Vec::new()),
                     ExecutorRequest::Cancel { .. } => ExecutorResponse::Cancelled { found: false },
+                    ExecutorRequest::Progress { .. } => ExecutorResponse::Progress(None),
                 })
             }
         }));

@@ -10,7 +10,9 @@ use common::schema::schema_errors;
 use common::{executor_part, send, Reply};
 use nl2sh_netd::executor::ExecutorClient;
 use nl2sh_netd::serve_http;
-use nl2sh_proto::channels::{ExecutorRequest, ExecutorResponse, HttpSettings};
+use nl2sh_proto::channels::{
+    ApprovalId, ApprovalWait, CallStage, ExecutorRequest, ExecutorResponse, HttpSettings,
+};
 use nl2sh_proto::frame::read_frame;
 use nl2sh_proto::rpc;
 use nl2sh_proto::topology::{pair, NetdExecutor};
@@ -32,6 +34,9 @@ enum Fake {
     Failing,
     /// The executor closes the channel on the first request, without answering.
     Gone,
+    /// As `Device`, but describes a pending approval implausibly (an id with terminal
+    /// escapes, a wait of u64::MAX seconds), as a compromised executor might.
+    Implausible,
 }
 
 /// What the real executor answers (`executor/src/inspect.rs`, with `sandbox`), in shape.
@@ -75,7 +80,7 @@ impl Server {
                     let _ = read_frame::<ExecutorRequest, _>(&mut theirs).await;
                 });
             }
-            Fake::Device | Fake::Failing => {
+            Fake::Device | Fake::Failing | Fake::Implausible => {
                 tokio::spawn(rpc::serve(theirs, move |req: ExecutorRequest| async move {
                     Ok(match (req, fake) {
                         (_, Fake::Failing) => ExecutorResponse::Catalog(Vec::new()),
@@ -91,6 +96,10 @@ impl Server {
                         }
                         // Echo the call so tests can see exactly what crossed the channel.
                         (ExecutorRequest::Invoke(call), _) => {
+                            // `slow.me` takes long enough for a follower to hear of it.
+                            if call.tool == "slow.me" {
+                                tokio::time::sleep(Duration::from_millis(1600)).await;
+                            }
                             // `image.me` answers an image of unknown size.
                             let attachments = if call.tool == "image.me" {
                                 vec![nl2sh_proto::channels::Attachment {
@@ -124,6 +133,19 @@ impl Server {
                         }
                         (ExecutorRequest::Cancel { .. }, _) => {
                             ExecutorResponse::Cancelled { found: false }
+                        }
+                        // Every call waits for the owner's request abc234.
+                        (ExecutorRequest::Progress { .. }, fake) => {
+                            let (id, seconds_left) = match fake {
+                                Fake::Implausible => ("\u{1b}]0;approved\u{7}", u64::MAX),
+                                _ => ("abc234", 42),
+                            };
+                            ExecutorResponse::Progress(Some(CallStage::Deciding {
+                                wait: Some(ApprovalWait {
+                                    id: ApprovalId(id.into()),
+                                    seconds_left,
+                                }),
+                            }))
                         }
                     })
                 }));
@@ -440,6 +462,89 @@ async fn initialize_with_another_version_gets_ours() {
             "{version}"
         );
     }
+}
+
+// ---- progress ---------------------------------------------------------------------------
+
+/// The JSON-RPC messages of an SSE body, in order.
+fn sse_messages(body: &str) -> Vec<Value> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| serde_json::from_str(d.trim()).unwrap())
+        .collect()
+}
+
+/// A slow call whose client sent a progress token: the answer is a stream of
+/// notifications that say what the call waits for, then the result.
+async fn progress_of_a_slow_call(fake: Fake, modern_client: bool) -> (Vec<Value>, Value) {
+    let s = Server::start(fake).await;
+    let arguments = json!({"tool": "slow.me", "arguments": {}});
+    let r = if modern_client {
+        let mut call = modern(
+            3,
+            "tools/call",
+            json!({"name": "nl2sh_invoke", "arguments": arguments}),
+        );
+        call["params"]["_meta"]["progressToken"] = json!("p-1");
+        s.modern_post(&call, &[]).await
+    } else {
+        let mut call = tools_call("nl2sh_invoke", Some(arguments));
+        call["params"]["_meta"] = json!({"progressToken": "p-1"});
+        s.mcp(&call, &[V]).await
+    };
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(
+        r.header("content-type")
+            .unwrap_or_default()
+            .starts_with("text/event-stream"),
+        "{r:?}"
+    );
+    let mut messages = sse_messages(&r.body);
+    let last = messages.pop().unwrap();
+    assert_eq!(last["id"], 3, "{r:?}");
+    (messages, last["result"].clone())
+}
+
+#[tokio::test]
+async fn a_slow_call_says_it_waits_for_the_owners_approval() {
+    for modern_client in [true, false] {
+        let (notes, result) = progress_of_a_slow_call(Fake::Device, modern_client).await;
+        assert_eq!(result["isError"], false, "{result}");
+        // 1.6 s of waiting, asked after 0.25 s and then every second: said once (the
+        // second answer is the same, so it is not repeated).
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        let note = &notes[0];
+        assert_eq!(note["method"], "notifications/progress");
+        assert_eq!(note["params"]["progressToken"], "p-1");
+        assert_eq!(note["params"]["progress"], 1.0);
+        assert_eq!(
+            note["params"]["message"],
+            "waiting for the owner's approval (request abc234, 42 s left)"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_implausible_approval_from_the_executor_is_not_passed_on() {
+    let (notes, _) = progress_of_a_slow_call(Fake::Implausible, true).await;
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(
+        notes[0]["params"]["message"],
+        "being checked against the owner's policy"
+    );
+}
+
+#[tokio::test]
+async fn without_a_progress_token_a_slow_call_is_one_json_answer() {
+    let s = Server::start(Fake::Device).await;
+    let arguments = json!({"tool": "slow.me", "arguments": {}});
+    let r = s
+        .mcp(&tools_call("nl2sh_invoke", Some(arguments)), &[V])
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.header("content-type"), Some("application/json"), "{r:?}");
+    assert_eq!(r.json()["result"]["isError"], false);
 }
 
 // ---- MCP 2026-07-28 (stateless, per-request `_meta`) ----------------------------------

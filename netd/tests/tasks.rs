@@ -337,7 +337,8 @@ async fn mcp_ask_returns_a_task_still_working_after_its_wait() {
     stop.cancel();
     let args = json!({"message": "block:slow"});
     let result =
-        nl2sh_netd::tools::ask::call(&tasks, CallOrigin::McpStdio, args.as_object(), &stop).await;
+        nl2sh_netd::tools::ask::call(&tasks, CallOrigin::McpStdio, args.as_object(), &stop, None)
+            .await;
     let result = serde_json::to_value(&result).unwrap();
     let task = task_of(&result);
     assert!(

@@ -61,6 +61,21 @@ impl From<&str> for ApprovalId {
     }
 }
 
+impl ApprovalId {
+    /// Longest id a peer may send (approvald mints 6 characters).
+    pub const MAX_LEN: usize = 16;
+
+    /// 1 to [`ApprovalId::MAX_LEN`] lowercase letters and digits: the shape a person can
+    /// type, checked by whoever receives an id from another process before showing it.
+    pub fn is_well_formed(&self) -> bool {
+        (1..=Self::MAX_LEN).contains(&self.0.len())
+            && self
+                .0
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    }
+}
+
 impl std::fmt::Display for ApprovalId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
@@ -456,8 +471,38 @@ pub enum ExecutorRequest {
     /// Stop the running calls netd knows by `correlation` (their process groups are
     /// killed; pending approvals withdrawn).
     Cancel { correlation: Correlation },
+    /// Where the call netd knows by `correlation` stands, for a caller that asked to
+    /// hear of its progress.
+    Progress { correlation: Correlation },
 }
 wire!(ExecutorRequest, 0x0201);
+
+/// Where a running call stands (`ExecutorRequest::Progress`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CallStage {
+    /// Checked; waiting for other calls to release the resources it uses.
+    Queued,
+    /// Asked approvald whether it may run; `wait` once a person's decision is pending.
+    Deciding { wait: Option<ApprovalWait> },
+    /// Running.
+    Running,
+}
+
+/// A pending approval as the waiting caller may see it: the id the owner types, and how
+/// long before it expires (and the call is refused).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalWait {
+    pub id: ApprovalId,
+    pub seconds_left: u64,
+}
+
+impl ApprovalWait {
+    /// A well-formed id and a time no longer than an approval can wait: what a receiver
+    /// checks before passing it on.
+    pub fn is_plausible(&self) -> bool {
+        self.id.is_well_formed() && self.seconds_left <= crate::limits::APPROVAL_TIMEOUT.as_secs()
+    }
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum ExecutorResponse {
@@ -471,6 +516,8 @@ pub enum ExecutorResponse {
     Cancelled {
         found: bool,
     },
+    /// Where it stands; `None` when no call by that correlation is running.
+    Progress(Option<CallStage>),
 }
 wire!(ExecutorResponse, 0x0202);
 
@@ -820,6 +867,8 @@ pub enum AuthorityRequest {
     Finished(CallResult),
     /// The call was cancelled: drop its pending approval (it is then `Withdrawn`).
     Withdraw { call_id: CallId },
+    /// Is a person's decision on this call pending? (For the caller's progress.)
+    Waiting { call_id: CallId },
     /// The policy snapshot for the configuration file as approvald reads it now.
     Policy,
     /// A confined read-only call the executor let run under snapshot `policy`, and how it
@@ -845,6 +894,8 @@ pub enum AuthorityResponse {
     /// given, and the action does not run.
     NotRecorded(String),
     Policy(PolicySnapshot),
+    /// The pending approval of the call asked about, if one is pending.
+    Waiting(Option<ApprovalWait>),
 }
 wire!(AuthorityResponse, 0x0402);
 

@@ -181,7 +181,7 @@ channel!(
     ControlRequest => FromWorker, |q, r| control_answers(q, r)
 );
 channel!(
-    /// netd → executor: catalog, inspect, invoke, read screen, cancel.
+    /// netd → executor: catalog, inspect, invoke, read screen, cancel, a call's progress.
     NetdExecutor: Netd (Some(fds::NETD_EXECUTOR)) -> Executor (Some(fds::EXECUTOR_NETD)),
     ExecutorRequest => ExecutorResponse, |q, r| {
         use ExecutorRequest as Q;
@@ -193,6 +193,7 @@ channel!(
                 | (Q::Invoke(_), A::Outcome(_))
                 | (Q::ReadScreen { .. }, A::Outcome(_))
                 | (Q::Cancel { .. }, A::Cancelled { .. })
+                | (Q::Progress { .. }, A::Progress(_))
         )
     }
 );
@@ -216,9 +217,9 @@ channel!(
     }
 );
 channel!(
-    /// executor → approvald: decide, withdraw, the policy snapshot, and outcomes and calls
-    /// run under the snapshot, each answered once its audit row is committed (a call's
-    /// answer leaves the executor only after that).
+    /// executor → approvald: decide, withdraw, whether a decision is pending, the policy
+    /// snapshot, and outcomes and calls run under the snapshot, each answered once its
+    /// audit row is committed (a call's answer leaves the executor only after that).
     ExecutorApprovald: Executor (Some(fds::EXECUTOR_APPROVALD)) -> Approvald (Some(fds::APPROVALD_EXECUTOR)),
     AuthorityRequest => AuthorityResponse, |q, r| {
         use AuthorityRequest as Q;
@@ -233,6 +234,7 @@ channel!(
                     A::Recorded | A::NotRecorded(_)
                 )
                 | (Q::Policy, A::Policy(_))
+                | (Q::Waiting { .. }, A::Waiting(_))
         )
     }
 );

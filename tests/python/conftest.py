@@ -76,9 +76,16 @@ def model():
 @pytest.fixture
 def agent_server(nl2sh_bin: str, tmp_path: Path, model: ScriptedModel):
     """A server whose built-in Agent asks the scripted model; its key comes from the environment."""
+    with serve_agent(nl2sh_bin, tmp_path, model) as running:
+        yield running
+
+
+@contextmanager
+def serve_agent(nl2sh_bin: str, tmp_path: Path, model: ScriptedModel, approval_timeout_secs: int = 1) -> Iterator[Server]:
+    """`serve` with the built-in Agent asking `model` (its key from the environment)."""
     cfg = tmp_path / "config.toml"
     cfg.write_text(
-        "approval_timeout_secs = 1\n"
+        f"approval_timeout_secs = {approval_timeout_secs}\n"
         "[model]\n"
         f'base_url = "{model.base_url}"\n'
         'model = "scripted"\n'

@@ -14,7 +14,9 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from conftest import android_env
+from pathlib import Path
+
+from conftest import android_env, serve, serve_agent
 
 TOOL = "nl2sh_inspect"
 DIRECT_TOOLS = ["nl2sh_inspect", "nl2sh_tools", "nl2sh_invoke", "nl2sh_read_screen"]
@@ -253,3 +255,81 @@ async def test_stdio_task_tools(nl2sh_bin, tmp_path, model):
     )
     async with Client(params, mode="legacy") as client:
         await assert_task_tools(client, model)
+
+
+WAITING = re.compile(r"waiting for the owner's approval \(request ([a-z2-7]{6}), (\d+) s left\)")
+
+
+@pytest.fixture
+def slow_approval_server(nl2sh_bin: str, tmp_path: Path):
+    """A server whose pending approvals wait 4 s, so a caller can watch the wait."""
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("approval_timeout_secs = 4\n")
+    with serve(nl2sh_bin, cfg, tmp_path) as running:
+        yield running
+
+
+async def collect_progress(client: Client, name: str, arguments: dict) -> tuple[object, list[tuple[float, str | None]]]:
+    """Call a tool with a progress callback; its result and every notification, in order."""
+    seen: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, message))
+
+    result = await client.call_tool(name, arguments, progress_callback=on_progress)
+    return result, seen
+
+
+@pytest.mark.parametrize(("mode", "version"), MODES)
+async def test_progress_shows_the_approval_wait(slow_approval_server, mode, version):
+    """A mutation's caller that sent a progressToken hears that it waits for the owner's
+    approval, with the request id and a countdown, then gets the refusal naming that id."""
+    async with http_mcp_client(slow_approval_server, mode=mode) as client:
+        assert client.protocol_version == version
+        result, seen = await collect_progress(
+            client, "nl2sh_invoke", {"tool": "shell.exec", "arguments": {"command": "touch /tmp/nl2sh-py-progress"}}
+        )
+    assert result.is_error is True
+    progress = [p for p, _ in seen]
+    assert progress == sorted(set(progress)), seen  # strictly increasing
+    waits = [(m.group(1), int(m.group(2))) for _, text in seen if text and (m := WAITING.search(text))]
+    assert len(waits) >= 2, seen
+    ids = {i for i, _ in waits}
+    assert len(ids) == 1, seen
+    (request,) = ids
+    left = [s for _, s in waits]
+    assert left == sorted(left, reverse=True) and left[0] <= 4 and left[-1] < left[0], seen
+    # The refusal names the same request the notifications did.
+    assert f"request {request} expired" in result.structured_content["output"], result
+
+
+async def test_a_quick_call_sends_no_progress(server):
+    """A call that answers at once says nothing, even to a client that asked for progress."""
+    async with http_mcp_client(server) as client:
+        result, seen = await collect_progress(client, "nl2sh_invoke", {"tool": "fs.stat", "arguments": {"path": "/"}})
+    assert result.is_error is False
+    assert seen == []
+
+
+@pytest.mark.parametrize(("mode", "version"), MODES)
+async def test_progress_follows_a_delegated_task_into_its_approval_wait(nl2sh_bin, tmp_path, model, mode, version):
+    """nl2sh_ask's caller hears the task's steps: the model being asked, then the Agent's
+    shell.exec waiting for the owner's approval (request id, countdown)."""
+    from scripted_model import answer, call
+
+    model.push(
+        call("shell__exec", {"command": "touch /tmp/nl2sh-py-ask-progress"}),
+        answer("It was refused."),
+    )
+    with serve_agent(nl2sh_bin, tmp_path, model, approval_timeout_secs=4) as server:
+        async with http_mcp_client(server, mode=mode) as client:
+            assert client.protocol_version == version
+            result, seen = await collect_progress(client, "nl2sh_ask", {"message": "Touch a file."})
+    assert result.is_error is False, result
+    task = result.structured_content
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    texts = [text or "" for _, text in seen]
+    prefix = f"task {task['id']}: the Agent runs shell.exec: "
+    waits = [WAITING.search(t) for t in texts if t.startswith(prefix)]
+    assert len([w for w in waits if w]) >= 2, seen
+    assert [p for p, _ in seen] == sorted({p for p, _ in seen}), seen

@@ -14,8 +14,8 @@ use nl2sh_netd::agent::dns::NameService;
 use nl2sh_netd::agent::{Agent, AgentEnd, AgentJob, AgentRun, SYSTEM_PROMPT};
 use nl2sh_netd::executor::ExecutorClient;
 use nl2sh_proto::channels::{
-    ApprovalId, CallOrigin, ContextId, ExecutorRequest, InvokeRequest, ModelSettings, ModelSetup,
-    PendingApproval, TaskId,
+    ApprovalId, CallOrigin, CallStage, ContextId, ExecutorRequest, InvokeRequest, ModelSettings,
+    ModelSetup, PendingApproval, TaskId,
 };
 use nl2sh_proto::rpc::{self, OutOfState};
 use nl2sh_proto::topology::{pair, NetdExecutor};
@@ -116,6 +116,7 @@ fn job(task: &str, text: &str, history: Vec<Value>) -> AgentJob {
         origin: CallOrigin::AgentHttp,
         text: text.into(),
         history,
+        step: Arc::new(tokio::sync::watch::channel(None).0),
     }
 }
 
@@ -342,19 +343,37 @@ async fn a_rejected_mutation_reaches_the_model_as_a_refusal() {
         Reply::answer("The owner refused."),
     ]);
     let agent = w.agent(&model, 5, 30);
+    // The step the Agent shows, as a caller following the task (MCP progress) reads it.
+    let (shown, step) = tokio::sync::watch::channel(None);
+    let mut asked = job("t-reject", "Create a file", Vec::new());
+    asked.step = Arc::new(shown);
     let running = tokio::spawn({
         let agent = agent.clone();
-        async move { run(&agent, job("t-reject", "Create a file", Vec::new())).await }
+        async move { run(&agent, asked).await }
     });
     // The owner at the device sees the Agent's request, with its task, and refuses it.
     let pending = w.pending_for("t-reject").await;
     assert_eq!(pending.origin, CallOrigin::AgentHttp);
     assert_eq!(pending.tool, "shell.exec");
     assert!(pending.action.contains("touch"), "{}", pending.action);
+    // Meanwhile the follower sees the step, and the executor says it waits for exactly
+    // that request, with no more time than an approval has.
+    let running_step = step.borrow().clone().expect("the Agent shows its step");
+    assert_eq!(running_step.tool, "shell.exec");
+    let stage = w.executor.progress(running_step.correlation).await.unwrap();
+    let Some(CallStage::Deciding { wait: Some(wait) }) = stage else {
+        panic!("not waiting for the owner: {stage:?}");
+    };
+    assert_eq!(wait.id, pending.id);
+    assert!(wait.seconds_left >= 1 && wait.seconds_left <= pending.seconds_left + 1);
     w.authority
         .reject(&ApprovalId(pending.id.0.clone()))
         .unwrap();
     let r = running.await.unwrap();
+    // Once the call answered, there is no step and nothing by its correlation.
+    assert!(step.borrow().is_none());
+    let after = w.executor.progress(running_step.correlation).await.unwrap();
+    assert_eq!(after, None);
     assert_eq!(r.end, AgentEnd::Completed, "{}", r.status_text);
     assert_eq!(r.status_text, "The owner refused.");
     assert!(!victim.exists(), "the rejected command ran");

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use nl2sh_proto::channels::{
-    ActionSummary, AuthorityRequest, AuthorityResponse, CallId, CallOrigin, ConfigVersion,
-    Decision, PolicySnapshot, ReportedRow,
+    ActionSummary, ApprovalWait, AuthorityRequest, AuthorityResponse, CallId, CallOrigin,
+    ConfigVersion, Decision, PolicySnapshot, ReportedRow,
 };
 
 use super::outbox::Outbox;
@@ -126,6 +126,24 @@ impl Authority {
             .await
         {
             tracing::warn!(error = %e, %call_id, "could not withdraw a pending approval");
+        }
+    }
+
+    /// The pending approval of `call_id`, if a person's decision is pending. An answer
+    /// that is not plausible (an id no one could type, a wait longer than any approval)
+    /// is dropped, not passed on.
+    pub async fn waiting(&self, call_id: CallId) -> Option<ApprovalWait> {
+        match self
+            .client
+            .call(&AuthorityRequest::Waiting { call_id })
+            .await
+        {
+            Ok(AuthorityResponse::Waiting(Some(wait))) if wait.is_plausible() => Some(wait),
+            Ok(AuthorityResponse::Waiting(Some(_))) => {
+                tracing::warn!(%call_id, "approvald described a pending approval implausibly");
+                None
+            }
+            _ => None,
         }
     }
 

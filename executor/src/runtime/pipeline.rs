@@ -2,7 +2,7 @@
 //! with a result the caller can read; nothing runs unless approval said so.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
@@ -18,8 +18,8 @@ use crate::device::DeviceEnv;
 use crate::sandbox::{Availability, Sandbox};
 use crate::sys::ChildSetup;
 use nl2sh_proto::channels::{
-    ActionSummary, CallId, CallResult, Confinement, Correlation, Decision, InvokeRequest,
-    RanRecord, ReportedRow, RiskLevel, ToolOutcome, ToolSpec,
+    ActionSummary, CallId, CallResult, CallStage, Confinement, Correlation, Decision,
+    InvokeRequest, RanRecord, ReportedRow, RiskLevel, ToolOutcome, ToolSpec,
 };
 use nl2sh_proto::limits::{
     MAX_ACTION_BYTES, MAX_ARGUMENT_JSON_BYTES, MAX_ID_BYTES, MAX_REASONS, MAX_REASON_BYTES,
@@ -60,7 +60,7 @@ pub struct Pipeline {
     pub groups: Arc<ProcessGroups>,
     /// Running calls by the id netd knows them by (netd may reuse one), each with the
     /// id the executor gave it.
-    calls: Mutex<HashMap<Correlation, Vec<(CallId, CancellationToken)>>>,
+    calls: Mutex<HashMap<Correlation, Vec<RunningCall>>>,
     /// The next call id: ids are ours, never netd's, so approvals and the audit cannot be
     /// confused by what netd sends.
     next_call: AtomicU64,
@@ -163,13 +163,34 @@ impl Pipeline {
         let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         match calls.get(&correlation) {
             Some(running) if !running.is_empty() => {
-                for (_, token) in running {
-                    token.cancel();
+                for call in running {
+                    call.cancel.cancel();
                 }
                 true
             }
             _ => false,
         }
+    }
+
+    /// Where the call netd knows by `correlation` stands (the first, if netd reused the
+    /// correlation); `None` when none is running. A decision pending with a person is
+    /// asked of approvald, which alone knows its id and expiry.
+    pub async fn progress(&self, correlation: Correlation) -> Option<CallStage> {
+        let (call_id, stage) = {
+            let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            let call = calls.get(&correlation)?.first()?;
+            (call.call_id, call.stage.load(Ordering::Relaxed))
+        };
+        Some(match stage {
+            STAGE_QUEUED => CallStage::Queued,
+            STAGE_DECIDING => CallStage::Deciding {
+                wait: match &self.authority {
+                    Some(authority) => authority.waiting(call_id).await,
+                    None => None,
+                },
+            },
+            _ => CallStage::Running,
+        })
     }
 
     /// Run one call. Never panics on its input; every refusal is a readable outcome.
@@ -242,6 +263,7 @@ impl Pipeline {
         let cancel = CancellationToken::new();
         let registered = self.register(req.correlation, cancel.clone());
         let call_id = registered.call_id;
+        let stage = registered.stage.clone();
         // Resource locks, held until the action has finished.
         let _held = tokio::select! {
             held = self.locks.acquire(prepared.resources.clone(), RESOURCE_LOCK_WAIT) => {
@@ -302,6 +324,7 @@ impl Pipeline {
                 // Kept for the outcome row: approvald may have to write it after a restart
                 // that made it forget this call.
                 let asked = summary.clone();
+                stage.store(STAGE_DECIDING, Ordering::Relaxed);
                 let (decision, reason) = tokio::select! {
                     d = self.decide(summary) => d,
                     () = cancel.cancelled() => {
@@ -349,6 +372,7 @@ impl Pipeline {
             ))
         });
         let started = Instant::now();
+        stage.store(STAGE_RUNNING, Ordering::Relaxed);
         let result = match setup {
             Err(e) => Err(e),
             Ok(setup) => {
@@ -410,12 +434,18 @@ impl Pipeline {
     /// guard is dropped.
     fn register(&self, correlation: Correlation, token: CancellationToken) -> CallGuard<'_> {
         let call_id = CallId(self.next_call.fetch_add(1, Ordering::Relaxed));
+        let stage = Arc::new(AtomicU8::new(STAGE_QUEUED));
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-        calls.entry(correlation).or_default().push((call_id, token));
+        calls.entry(correlation).or_default().push(RunningCall {
+            call_id,
+            cancel: token,
+            stage: stage.clone(),
+        });
         CallGuard {
             pipeline: self,
             correlation,
             call_id,
+            stage,
         }
     }
 
@@ -458,12 +488,25 @@ fn call_result(
     }
 }
 
+/// A registered call: its id, how to cancel it, and its stage for progress.
+struct RunningCall {
+    call_id: CallId,
+    cancel: CancellationToken,
+    stage: Arc<AtomicU8>,
+}
+
+/// [`RunningCall::stage`]: waiting for resource locks, for approvald, or running.
+const STAGE_QUEUED: u8 = 0;
+const STAGE_DECIDING: u8 = 1;
+const STAGE_RUNNING: u8 = 2;
+
 /// A running call's registration; dropping it forgets the call.
 #[must_use]
 struct CallGuard<'a> {
     pipeline: &'a Pipeline,
     correlation: Correlation,
     call_id: CallId,
+    stage: Arc<AtomicU8>,
 }
 
 impl Drop for CallGuard<'_> {
@@ -474,7 +517,7 @@ impl Drop for CallGuard<'_> {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         if let Some(running) = calls.get_mut(&self.correlation) {
-            running.retain(|(id, _)| *id != self.call_id);
+            running.retain(|call| call.call_id != self.call_id);
             if running.is_empty() {
                 calls.remove(&self.correlation);
             }

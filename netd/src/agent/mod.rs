@@ -21,6 +21,7 @@ use nl2sh_proto::channels::{
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::MAX_ARGUMENT_JSON_BYTES;
 use serde_json::{json, Map, Value};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::executor::{next_correlation, ExecutorClient};
@@ -28,6 +29,33 @@ use dns::NameService;
 use evidence::{prefix, Ledger};
 use model::{ModelClient, Reply, ToolCall};
 use names::ToolMap;
+
+/// The device tool the Agent is running for a task, for a caller following the task
+/// (MCP progress): the correlation its call is known by, and the tool's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentStep {
+    pub correlation: Correlation,
+    pub tool: String,
+}
+
+/// Where a task's Agent says which step it is on (`None` between tool calls).
+pub type StepSender = Arc<watch::Sender<Option<AgentStep>>>;
+
+/// Shows a step for as long as it lives; dropping it (however the call ended) clears it.
+struct ShownStep(StepSender);
+
+impl ShownStep {
+    fn new(sender: StepSender, step: AgentStep) -> Self {
+        sender.send_replace(Some(step));
+        Self(sender)
+    }
+}
+
+impl Drop for ShownStep {
+    fn drop(&mut self) {
+        self.0.send_replace(None);
+    }
+}
 
 /// One task for the Agent.
 #[derive(Debug, Clone)]
@@ -42,6 +70,8 @@ pub struct AgentJob {
     /// Earlier complete turns of this context: Chat Completions messages (`user`,
     /// `assistant` with or without `tool_calls`, `tool`), oldest first.
     pub history: Vec<Value>,
+    /// Where the step being run is shown.
+    pub step: StepSender,
 }
 
 /// How a task's Agent run ended.
@@ -245,6 +275,13 @@ impl Agent {
             "agent tool call"
         );
         let correlation = request.correlation;
+        let _shown = ShownStep::new(
+            turn.step.clone(),
+            AgentStep {
+                correlation,
+                tool: request.tool.clone(),
+            },
+        );
         let invoke = self.executor.invoke(request);
         tokio::pin!(invoke);
         let answered = tokio::select! {
@@ -399,6 +436,7 @@ struct Turn {
     messages: Vec<Value>,
     ledger: Ledger,
     steps: u32,
+    step: StepSender,
 }
 
 impl Turn {
@@ -414,6 +452,7 @@ impl Turn {
             messages,
             ledger: Ledger::default(),
             steps: 0,
+            step: job.step.clone(),
         }
     }
 

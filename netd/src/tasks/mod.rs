@@ -35,7 +35,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, AgentEnd, AgentJob, AgentRun};
+use crate::agent::{Agent, AgentEnd, AgentJob, AgentRun, AgentStep, StepSender};
 use crate::store::{StoreClient, StoreClientError};
 use document::{Ending, TaskDoc};
 
@@ -145,8 +145,21 @@ struct Snapshot {
 pub struct TaskHandle {
     id: TaskId,
     rx: watch::Receiver<Snapshot>,
+    step: watch::Receiver<Option<AgentStep>>,
     /// The document as stored at creation (SUBMITTED).
     submitted: Arc<Value>,
+}
+
+/// Where a task stands while it runs: its state and the Agent's step.
+pub struct TaskProgress {
+    rx: watch::Receiver<Snapshot>,
+    step: watch::Receiver<Option<AgentStep>>,
+}
+
+impl TaskProgress {
+    pub fn now(&self) -> (TaskState, Option<AgentStep>) {
+        (self.rx.borrow().state, self.step.borrow().clone())
+    }
 }
 
 impl TaskHandle {
@@ -157,6 +170,14 @@ impl TaskHandle {
     /// The task as it was created: SUBMITTED (A2A `returnImmediately`).
     pub fn submitted(&self) -> Value {
         (*self.submitted).clone()
+    }
+
+    /// To follow the task's state and its Agent's step.
+    pub fn progress(&self) -> TaskProgress {
+        TaskProgress {
+            rx: self.rx.clone(),
+            step: self.step.clone(),
+        }
     }
 
     /// The task as it stands.
@@ -261,6 +282,7 @@ impl TaskService {
             doc: submitted.clone(),
         });
         let cancel = CancellationToken::new();
+        let (step_tx, step_rx) = watch::channel(None);
         {
             let mut state = self.inner.state();
             reservation.release(&mut state);
@@ -289,12 +311,18 @@ impl TaskService {
             origin: new.agent_origin,
             cancel,
             snapshot: tx,
+            step: Arc::new(step_tx),
         };
         // From here on the task's fate is its own spawned future's, whatever happens to
         // the caller's.
         tokio::spawn(task.drive(stored_tx));
         match stored_rx.await {
-            Ok(Ok(())) => Ok(TaskHandle { id, rx, submitted }),
+            Ok(Ok(())) => Ok(TaskHandle {
+                id,
+                rx,
+                step: step_rx,
+                submitted,
+            }),
             Ok(Err(e)) => Err(e.into()),
             Err(_) => Err(TaskError::Store(StoreClientError::BadAnswer(
                 "the task ended before it was stored".into(),
@@ -562,6 +590,7 @@ struct Task {
     origin: CallOrigin,
     cancel: CancellationToken,
     snapshot: watch::Sender<Snapshot>,
+    step: StepSender,
 }
 
 impl Task {
@@ -657,6 +686,7 @@ impl Task {
             origin: self.origin,
             text: std::mem::take(&mut self.text),
             history,
+            step: self.step.clone(),
         };
         let run = self
             .inner

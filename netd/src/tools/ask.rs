@@ -5,13 +5,16 @@
 
 use std::time::Duration;
 
-use nl2sh_proto::channels::{CallOrigin, ContextId};
+use nl2sh_proto::channels::{CallOrigin, ContextId, TaskState};
 use nl2sh_proto::limits::{MAX_AGENT_TEXT_BYTES, MAX_ID_BYTES};
 use rmcp::model::{CallToolResult, JsonObject, Tool};
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::progress::{self, Reporter};
 use super::Hints;
+use crate::agent::AgentStep;
+use crate::executor::ExecutorClient;
 use crate::tasks::{document, NewTask, TaskService};
 
 pub const NAME: &str = "nl2sh_ask";
@@ -71,11 +74,14 @@ pub fn tool() -> Tool {
     )
 }
 
+/// `executor` and `reporter` together: the client asked for progress (its
+/// `progressToken`), which is said every [`progress::POLL`] while the task runs.
 pub async fn call(
     tasks: &TaskService,
     origin: CallOrigin,
     arguments: Option<&JsonObject>,
     cancel: &CancellationToken,
+    progress: Option<(&ExecutorClient, Reporter)>,
 ) -> CallToolResult {
     let empty = JsonObject::new();
     let arguments = arguments.unwrap_or(&empty);
@@ -130,12 +136,60 @@ pub async fn call(
         Err(e) => return super::failure(format!("{NAME}: {e}")),
     };
     let current = handle.current();
+    let task_id = handle.id().0.clone();
+    let watched = handle.progress();
     // The task never depends on this request: a client that goes away, or (over stdio)
     // sends notifications/cancelled for this call, only stops the wait. Cancelling the
     // task is nl2sh_cancel_task's.
-    let task = tokio::select! {
-        done = tokio::time::timeout(WAIT, handle.terminal()) => done.unwrap_or(current),
-        () = cancel.cancelled() => current,
+    let wait = tokio::time::timeout(WAIT, handle.terminal());
+    tokio::pin!(wait);
+    let first = tokio::time::Instant::now() + progress::FIRST;
+    let mut ticks = tokio::time::interval_at(first, progress::POLL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut progress = progress;
+    let task = loop {
+        tokio::select! {
+            done = &mut wait => break done.unwrap_or(current),
+            () = cancel.cancelled() => break current,
+            _ = ticks.tick(), if progress.is_some() => {
+                if let Some((executor, reporter)) = progress.as_mut() {
+                    say_where(executor, reporter, &task_id, watched.now()).await;
+                }
+            }
+        }
     };
     super::task_result(task)
+}
+
+/// Say where a delegated task stands: in line, thinking, or the step it runs and where
+/// that call stands (waiting for the owner's approval, above all).
+async fn say_where(
+    executor: &ExecutorClient,
+    reporter: &mut Reporter,
+    task_id: &str,
+    (state, step): (TaskState, Option<AgentStep>),
+) {
+    // Both are netd's own: the task id it minted, the tool's catalog name (the model's
+    // function name was mapped to one before the call was made).
+    let task = task_id;
+    match (state, step) {
+        (TaskState::Submitted, _) => {
+            reporter
+                .say(format!(
+                    "task {task}: waiting for the earlier tasks of its conversation"
+                ))
+                .await
+        }
+        (TaskState::Working, Some(step)) => {
+            let prefix = format!("task {task}: the Agent runs {}: ", step.tool);
+            reporter.follow(executor, step.correlation, &prefix).await
+        }
+        (TaskState::Working, None) => {
+            reporter
+                .say(format!("task {task}: the Agent is asking its model"))
+                .await
+        }
+        // Terminal: the answer follows at once.
+        _ => {}
+    }
 }

@@ -11,6 +11,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::progress::{self, Reporter};
 pub use crate::executor::{next_correlation, ExecutorClient};
 
 /// Wait for `call` (an invoke or screen read netd knows by `correlation`) to answer.
@@ -20,11 +21,15 @@ pub use crate::executor::{next_correlation, ExecutorClient};
 /// cancellation cannot reach a running request, and a dropped connection must not stop
 /// (or un-approve) work already under way. A stopping service cancels every call
 /// ([`ExecutorClient::stop_calls`]), so each answers its caller before the grace ends.
+///
+/// With a `reporter` (the client sent a `progressToken`), where the call stands is said
+/// every [`progress::POLL`] while it waits.
 pub async fn run(
     executor: &ExecutorClient,
     correlation: Correlation,
     origin: CallOrigin,
     cancel: &CancellationToken,
+    mut reporter: Option<Reporter>,
     call: impl Future<Output = Result<ToolOutcome, RpcError>>,
 ) -> Result<ToolOutcome, String> {
     tokio::pin!(call);
@@ -35,15 +40,33 @@ pub async fn run(
             std::future::pending().await
         }
     };
-    let answer = tokio::select! {
-        a = &mut call => a,
-        () = request_cancelled => {
-            let _ = executor.cancel(correlation).await;
-            call.await
-        }
-        () = executor.stopping().cancelled() => {
-            let _ = executor.cancel(correlation).await;
-            call.await
+    tokio::pin!(request_cancelled);
+    // A call that answers within the first moment says nothing (and its answer stays one
+    // JSON body rather than a stream).
+    let first = tokio::time::Instant::now() + progress::FIRST;
+    let mut ticks = tokio::time::interval_at(first, progress::POLL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let answer = loop {
+        tokio::select! {
+            a = &mut call => break a,
+            () = &mut request_cancelled => {
+                let _ = executor.cancel(correlation).await;
+                break call.await;
+            }
+            () = executor.stopping().cancelled() => {
+                let _ = executor.cancel(correlation).await;
+                break call.await;
+            }
+            _ = ticks.tick(), if reporter.is_some() => {
+                if let Some(reporter) = reporter.as_mut() {
+                    // The call may answer while its stage is asked: it wins the next turn.
+                    tokio::select! {
+                        biased;
+                        a = &mut call => break a,
+                        () = reporter.follow(executor, correlation, "") => {}
+                    }
+                }
+            }
         }
     };
     answer.map_err(|e| format!("the executor is unavailable ({e})"))

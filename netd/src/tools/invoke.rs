@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::call::{self, ExecutorClient};
+use super::progress::Reporter;
 use super::Hints;
 
 pub const NAME: &str = "nl2sh_invoke";
@@ -58,6 +59,7 @@ pub async fn call(
     origin: CallOrigin,
     arguments: Option<&JsonObject>,
     cancel: &CancellationToken,
+    reporter: Option<Reporter>,
 ) -> CallToolResult {
     let empty = JsonObject::new();
     let arguments = arguments.unwrap_or(&empty);
@@ -102,6 +104,7 @@ pub async fn call(
         correlation,
         origin,
         cancel,
+        reporter,
         executor.invoke(request),
     )
     .await

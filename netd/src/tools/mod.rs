@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod get_task;
 pub mod inspect;
 pub mod invoke;
+pub mod progress;
 pub mod read_screen;
 
 use std::sync::Arc;

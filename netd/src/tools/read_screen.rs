@@ -7,6 +7,7 @@ use rmcp::model::{CallToolResult, JsonObject, Tool};
 use tokio_util::sync::CancellationToken;
 
 use super::call::{self, ExecutorClient};
+use super::progress::Reporter;
 use super::Hints;
 
 pub const NAME: &str = "nl2sh_read_screen";
@@ -36,13 +37,14 @@ pub async fn call(
     origin: CallOrigin,
     arguments: Option<&JsonObject>,
     cancel: &CancellationToken,
+    reporter: Option<Reporter>,
 ) -> CallToolResult {
     if let Err(refused) = super::expect_no_arguments(NAME, arguments) {
         return refused;
     }
     let correlation = call::next_correlation();
     let reading = executor.read_screen(correlation, origin);
-    let outcome = match call::run(executor, correlation, origin, cancel, reading).await {
+    let outcome = match call::run(executor, correlation, origin, cancel, reporter, reading).await {
         Ok(o) => o,
         Err(e) => return super::failure(format!("{NAME} failed: {e}")),
     };

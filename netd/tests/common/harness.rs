@@ -78,6 +78,7 @@ pub async fn fake_executor() -> ExecutorClient {
                 attachments: Vec::new(),
             }),
             ExecutorRequest::Cancel { .. } => ExecutorResponse::Cancelled { found: false },
+            ExecutorRequest::Progress { .. } => ExecutorResponse::Progress(None),
         })
     }));
     ExecutorClient::start(ours).await.unwrap().0

@@ -203,6 +203,8 @@ async fn bare_authority() -> Result<Arc<AuthorityLink>, String> {
             | AuthorityRequest::Ran(_)
             | AuthorityRequest::Recover(_)
             | AuthorityRequest::Withdraw { .. } => AuthorityResponse::Recorded,
+            // Nothing ever waits for a person here.
+            AuthorityRequest::Waiting { .. } => AuthorityResponse::Waiting(None),
             // The rule above as a snapshot: no configuration file, reads run unasked.
             AuthorityRequest::Policy => AuthorityResponse::Policy(PolicySnapshot {
                 version: ConfigVersion::Absent,
