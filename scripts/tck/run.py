@@ -18,7 +18,6 @@ checkout; this exits with its status after stopping everything.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import re
@@ -29,32 +28,19 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "python"))
 
+from auth_proxy import AuthProxy  # noqa: E402
 from scripted_model import ScriptedModel, Step, answer  # noqa: E402
 
 STARTUP_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0
 MODEL_KEY_ENV = "NL2SH_TCK_MODEL_KEY"
 ANSWER = "Done: the device agent looked and found nothing to report."
-# Hop-by-hop headers (RFC 9110 7.6.1) are the proxy's own on each side; everything else
-# passes through as it came.
-HOP_BY_HOP = {
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-}
 
 
 # Mandatory requirements this build is known to fail, and why (checked against TCK 1.0-dev
@@ -85,102 +71,6 @@ class AlwaysAnswer(list):
 
     def pop(self, index: int = -1) -> Step:  # noqa: ARG002 (list's signature)
         return answer(ANSWER)
-
-
-# --------------------------------------------------------------------------------------
-# The credential-adding reverse proxy
-# --------------------------------------------------------------------------------------
-
-
-class Proxy:
-    def __init__(self, token: str) -> None:
-        self.token = token
-        self.upstream: tuple[str, int] | None = None
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
-            def forward(self) -> None:
-                body = self._read_body()
-                if body is None:
-                    return
-                assert proxy.upstream is not None
-                headers = [
-                    (k, v)
-                    for k, v in self.headers.items()
-                    if k.lower() not in HOP_BY_HOP and k.lower() not in ("authorization", "content-length")
-                ]
-                headers.append(("Authorization", f"Bearer {proxy.token}"))
-                if body or self.command in ("POST", "PUT", "PATCH"):
-                    headers.append(("Content-Length", str(len(body))))
-                conn = http.client.HTTPConnection(*proxy.upstream, timeout=120)
-                try:
-                    conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
-                    for k, v in headers:
-                        conn.putheader(k, v)
-                    conn.endheaders(body or None)
-                    reply = conn.getresponse()
-                    payload = reply.read()
-                except OSError as e:
-                    self._fail(502, f"nl2sh did not answer: {e}")
-                    return
-                finally:
-                    conn.close()
-                self.send_response_only(reply.status, reply.reason)
-                for k, v in reply.getheaders():
-                    if k.lower() not in HOP_BY_HOP and k.lower() != "content-length":
-                        self.send_header(k, v)
-                if reply.status not in (204, 304) and not (100 <= reply.status < 200):
-                    self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                if self.command != "HEAD" and reply.status not in (204, 304):
-                    self.wfile.write(payload)
-
-            def _read_body(self) -> bytes | None:
-                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-                    chunks = []
-                    while True:
-                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                        if size == 0:
-                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                                pass  # trailers
-                            return b"".join(chunks)
-                        chunks.append(self.rfile.read(size))
-                        self.rfile.readline()
-                try:
-                    length = int(self.headers.get("Content-Length") or 0)
-                except ValueError:
-                    self._fail(400, "bad Content-Length")
-                    return None
-                return self.rfile.read(length) if length > 0 else b""
-
-            def _fail(self, status: int, text: str) -> None:
-                data = text.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = forward
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def start(self, upstream: tuple[str, int]) -> None:
-        self.upstream = upstream
-        self.thread.start()
-
-    def close(self) -> None:
-        if self.thread.is_alive():
-            self.server.shutdown()
-        self.server.server_close()
 
 
 # --------------------------------------------------------------------------------------
@@ -277,7 +167,7 @@ def main() -> int:
     token = "tck-" + secrets.token_hex(24)
     model = ScriptedModel(key="sk-tck-" + secrets.token_hex(16))
     model.steps = AlwaysAnswer()
-    proxy = Proxy(token)
+    proxy = AuthProxy(token)
     sut = f"http://127.0.0.1:{proxy.port}"
 
     config = args.work_dir / "config.toml"
