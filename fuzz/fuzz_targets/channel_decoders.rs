@@ -6,8 +6,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use nl2sh_proto::channels::{
-    AuthorityRequest, AuthorityResponse, CliRequest, CliResponse, ControlRequest,
-    ExecutorRequest, ExecutorResponse, FromWorker, SandboxPlan, StoreRequest, StoreResponse,
+    AuthorityRequest, AuthorityResponse, CliRequest, CliResponse, ControlRequest, ExecutorRequest,
+    ExecutorResponse, FromWorker, SandboxPlan, StoreRequest, StoreResponse,
 };
 use nl2sh_proto::frame::{decode, encode, Wire};
 use nl2sh_proto::handshake::Hello;

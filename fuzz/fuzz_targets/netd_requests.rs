@@ -135,6 +135,7 @@ fn answer(req: ExecutorRequest) -> ExecutorResponse {
             attachments: a.attachments,
         }),
         ExecutorRequest::Cancel { .. } => ExecutorResponse::Cancelled { found: a.success },
+        ExecutorRequest::Progress { .. } => ExecutorResponse::Progress(None),
     }
 }
 
@@ -159,6 +160,11 @@ fn store_answer(req: StoreRequest) -> StoreResponse {
             next_page_token: String::new(),
         }),
         StoreRequest::LoadSession { .. } => StoreResponse::Session(None),
+        // The routes never ask for the owner's work (only netd's worker loop does).
+        StoreRequest::NextOwnerWork => StoreResponse::Failed {
+            kind: nl2sh_proto::channels::StoreErrorKind::Invalid,
+            message: "no owner here".into(),
+        },
     }
 }
 

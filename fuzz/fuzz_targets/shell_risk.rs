@@ -19,9 +19,11 @@ fuzz_target!(|data: &[u8]| {
     let a = assess_shell_in(line, cwd, &protected);
     // An odd number of single quotes, where nothing else could account for one (double
     // quotes, escapes, comments, here-documents), is an unterminated string to sh.
-    let unbalanced =
-        line.matches('\'').count() % 2 == 1 && !line.contains(['"', '\\', '#', '<']);
+    let unbalanced = line.matches('\'').count() % 2 == 1 && !line.contains(['"', '\\', '#', '<']);
     if unbalanced {
-        assert!(a.level > RiskLevel::ReadOnly, "unbalanced line read-only: {line:?}");
+        assert!(
+            a.level > RiskLevel::ReadOnly,
+            "unbalanced line read-only: {line:?}"
+        );
     }
 });
