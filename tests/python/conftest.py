@@ -98,15 +98,27 @@ def serve_agent(nl2sh_bin: str, tmp_path: Path, model: ScriptedModel, approval_t
 
 
 @contextmanager
-def serve(nl2sh_bin: str, config_file: Path, tmp_path: Path, **extra_env: str) -> Iterator[Server]:
-    """Run `protocol serve` for `config_file` on 127.0.0.1:0 with a known token; SIGTERM it
-    afterwards and require exit 0."""
-    token = "py-test-token-" + secrets.token_hex(20)
+def serve(
+    nl2sh_bin: str,
+    config_file: Path,
+    tmp_path: Path,
+    *,
+    token: str | None = None,
+    advertised_url: str | None = None,
+    **extra_env: str,
+) -> Iterator[Server]:
+    """Run `protocol serve` for `config_file` on 127.0.0.1:0 with a known token (`token`,
+    else a fresh one); SIGTERM it afterwards and require exit 0. With `advertised_url`
+    (a proxy in front), nl2sh advertises that instead of its own address, and
+    `Server.url` is the proxy's."""
+    token = token or "py-test-token-" + secrets.token_hex(20)
     env = android_env(NL2SH_PROTOCOL_TOKEN=token, **extra_env)
     stderr_path = tmp_path / "serve.stderr"
+    advertise = ["--advertised-url", advertised_url] if advertised_url else []
     with stderr_path.open("wb") as stderr_file:
         proc = subprocess.Popen(
-            [nl2sh_bin, "--config", str(config_file), "protocol", "serve", "--host", "127.0.0.1", "--port", "0"],
+            [nl2sh_bin, "--config", str(config_file), "protocol", "serve", "--host", "127.0.0.1", "--port", "0",
+             *advertise],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=stderr_file,
@@ -157,7 +169,7 @@ def serve(nl2sh_bin: str, config_file: Path, tmp_path: Path, **extra_env: str) -
             assert host == "127.0.0.1", listen
             port = int(port_s)
             assert port > 0
-            assert url == f"http://127.0.0.1:{port}/mcp"
+            assert url == f"{advertised_url or f'http://127.0.0.1:{port}'}/mcp"
             yield Server(url=url, port=port, token=token, config=config_file, stdout=seen)
     finally:
         pump_thread.join(timeout=5)

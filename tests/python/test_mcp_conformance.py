@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import secrets
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,8 +27,7 @@ from pathlib import Path
 import pytest
 
 from auth_proxy import AuthProxy
-from conftest import STARTUP_TIMEOUT, android_env
-from web_service import sigterm_on_exit
+from conftest import serve
 
 CONFORMANCE_DIR = Path(__file__).parents[1] / "conformance"
 NODE_MODULES = CONFORMANCE_DIR / "node_modules"
@@ -79,54 +76,9 @@ def proxied_nl2sh(nl2sh_bin: str, config_file: Path, tmp_path: Path) -> Iterator
     the proxy's URL; yields the proxy's MCP URL. SIGTERM afterwards, exit 0 required."""
     token = "conformance-" + secrets.token_hex(20)
     with AuthProxy(token) as proxy:
-        stderr_path = tmp_path / "serve.stderr"
-        with stderr_path.open("wb") as stderr_file:
-            proc = subprocess.Popen(
-                [nl2sh_bin, "--config", str(config_file), "protocol", "serve", "--host", "127.0.0.1",
-                 "--port", "0", "--advertised-url", proxy.url],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=stderr_file,
-                env=android_env(NL2SH_PROTOCOL_TOKEN=token),
-                text=True,
-            )
-        lines: queue.Queue[str | None] = queue.Queue()
-
-        def pump() -> None:  # drain stdout so the pipe never fills
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.put(line.rstrip("\n"))
-            lines.put(None)
-
-        pump_thread = threading.Thread(target=pump, daemon=True)
-        pump_thread.start()
-
-        def stderr_text() -> str:
-            return stderr_path.read_text(errors="replace")
-
-        try:
-            with sigterm_on_exit(proc, "server", stderr_text):
-                seen: list[str] = []
-                listen = None
-                deadline = time.monotonic() + STARTUP_TIMEOUT
-                while listen is None:
-                    try:
-                        line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-                    except queue.Empty:
-                        pytest.fail(f"nl2sh did not report its address in {STARTUP_TIMEOUT}s:\n{seen}\n{stderr_text()}")
-                    if line is None:
-                        pytest.fail(f"nl2sh's stdout closed early (rc={proc.poll()}):\n{seen}\n{stderr_text()}")
-                    seen.append(line)
-                    if m := re.match(r"^Listening on: (127\.0\.0\.1):(\d+)$", line):
-                        listen = (m.group(1), int(m.group(2)))
-                advertised = [m.group(1) for line in seen if (m := re.match(r"^MCP URL:\s+(\S+)$", line))]
-                assert advertised == [f"{proxy.url}/mcp"], seen
-                proxy.start(listen)
-                yield f"{proxy.url}/mcp"
-        finally:
-            pump_thread.join(timeout=5)
-            assert proc.stdout is not None
-            proc.stdout.close()
+        with serve(nl2sh_bin, config_file, tmp_path, token=token, advertised_url=proxy.url) as server:
+            proxy.start(("127.0.0.1", server.port))
+            yield server.url
 
 
 def unexpected_details(output: str, results: Path) -> list[str]:
