@@ -1223,9 +1223,10 @@ wire!(DiscoveryResponse, 0x0802);
 
 // ---- executor → sandbox helper (the plan on the helper's stdin) ------------------------
 
-/// What one run of the sandbox helper (`nl2sh __nl2sh-sandbox`) sets up and does. The
-/// executor writes it as one frame on the helper's stdin; whatever follows is the
-/// command's standard input.
+/// What one run of the sandbox helper (`nl2sh __nl2sh-sandbox`) sets up. The executor
+/// writes it as one frame on the helper's stdin, then (at once, or when a call takes the
+/// sandbox ready-made) a [`SandboxCall`] frame; whatever follows that is the command's
+/// standard input.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SandboxPlan {
     /// The unprivileged identity the payload runs as (never 0).
@@ -1239,11 +1240,20 @@ pub struct SandboxPlan {
     /// `cgroup.procs` files the helper joins before anything else, so the whole call is
     /// in the uid's cgroup (empty where the device gives nl2sh none).
     pub cgroup_procs: Vec<String>,
-    /// Working directory of the payload.
-    pub cwd: Option<String>,
-    pub payload: SandboxPayload,
 }
 wire!(SandboxPlan, 0x0601);
+
+/// What the call does in a sandbox set up by a [`SandboxPlan`]: read by the confined
+/// payload process, after everything was set up and before it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SandboxCall {
+    /// Working directory of the payload.
+    pub cwd: Option<String>,
+    /// `PATH` for an executed program (the launching shell's); `None` keeps the helper's.
+    pub path_var: Option<String>,
+    pub payload: SandboxPayload,
+}
+wire!(SandboxCall, 0x0602);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum SandboxPayload {

@@ -4,7 +4,7 @@
 use nl2sh_proto::channels::{
     ApprovalId, AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CliRequest, CliResponse,
     ControlRequest, ControlResponse, Correlation, ExecutorRequest, ExecutorResponse, FromWorker,
-    InvokeRequest, SandboxPayload, SandboxPlan, StoreRequest, StoreResponse,
+    InvokeRequest, SandboxCall, SandboxPayload, SandboxPlan, StoreRequest, StoreResponse,
 };
 use nl2sh_proto::frame::{decode, encode, Wire};
 use nl2sh_proto::handshake::Hello;
@@ -118,7 +118,17 @@ fn every_decoder_survives_hostile_bytes() {
                 scratch_bytes: 1 << 20,
                 limits: nl2sh_proto::config::Config::default().sandbox_limits(),
                 cgroup_procs: Vec::new(),
-                cwd: None,
+            },
+        )
+        .unwrap(),
+        &mut rng,
+    );
+    hammer::<SandboxCall>(
+        encode(
+            0,
+            &SandboxCall {
+                cwd: Some("/".into()),
+                path_var: Some("/usr/bin:/bin".into()),
                 payload: SandboxPayload::Exec {
                     argv: vec!["/bin/sh".into(), "-c".into(), "true".into()],
                 },

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nl2sh_executor::runtime::exec::{CommandOutput, ProcessGroups};
-use nl2sh_executor::sandbox::{Run, Sandbox, SandboxSettings, HELPER_ARG};
+use nl2sh_executor::sandbox::{Run, Sandbox, SandboxSettings, HELPER_ARG, WARM_TARGET};
 use nl2sh_proto::channels::{SandboxPayload, UidRange};
 use nl2sh_tests::{alive, is_root, nl2sh_bin};
 use tokio_util::sync::CancellationToken;
@@ -831,4 +831,89 @@ fn a_calls_processes_together_cannot_pass_its_memory_cap() {
         text(&out)
     );
     drop(rig);
+}
+
+/// `sh -c line` in `sandbox` on the caller's runtime (sandboxes built ahead belong to the
+/// runtime that built them).
+async fn sh_here(sandbox: &Sandbox, line: &str) -> CommandOutput {
+    let groups = ProcessGroups::default();
+    let cancel = CancellationToken::new();
+    let path = std::env::var("PATH").ok();
+    let run = Run {
+        cwd: Some(Path::new("/")),
+        stdin: None,
+        max_stdout: 64 * 1024,
+        max_stderr: 64 * 1024,
+        deadline: Instant::now() + Duration::from_secs(30),
+        cancel: &cancel,
+        groups: &groups,
+        path_var: path.as_deref(),
+    };
+    let argv = vec!["/bin/sh".into(), "-c".into(), line.into()];
+    sandbox
+        .run(SandboxPayload::Exec { argv }, run)
+        .await
+        .unwrap_or_else(|e| panic!("{line}: the sandbox did not run: {e}"))
+}
+
+/// Wait until `want` sandboxes are built ahead and ready.
+async fn ready_ahead(sandbox: &Sandbox, want: usize) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while sandbox.ready_ahead() < want {
+        assert!(
+            Instant::now() < until,
+            "{} of {want} built ahead",
+            sandbox.ready_ahead()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[test]
+fn sandboxes_built_ahead_serve_one_call_each_and_keep_nothing_of_it() {
+    let Some(rig) = Rig::new() else { return };
+    let sandbox = &rig.plain;
+    block_on(async {
+        assert!(sandbox.availability().await.is_ready());
+        ready_ahead(sandbox, WARM_TARGET).await;
+        // A call leaves what it can behind: a file in its scratch directory, a process
+        // in the background, its working directory.
+        let first = sh_here(
+            sandbox,
+            "echo left > $TMPDIR/left; (sleep 31.25 &); readlink /proc/self/ns/mnt; id -u; pwd",
+        )
+        .await;
+        assert!(first.success(), "{}", text(&first));
+        assert_eq!(sandbox.served_ahead(), 1, "a ready sandbox served the call");
+        let first = first.stdout.text();
+        let first: Vec<&str> = first.lines().collect();
+        assert_eq!(first[2], "/", "the call's own working directory");
+        // Its background process ended with it (its PID namespace is gone).
+        assert_eq!(
+            find_process("sleep 31.25", Duration::from_millis(100)),
+            None
+        );
+        ready_ahead(sandbox, WARM_TARGET).await;
+        for n in 2..=3 {
+            let next = sh_here(
+                sandbox,
+                "ls -A $TMPDIR; echo scratch-listed; readlink /proc/self/ns/mnt; echo $PATH",
+            )
+            .await;
+            assert!(next.success(), "{}", text(&next));
+            assert_eq!(sandbox.served_ahead(), n);
+            let out = next.stdout.text();
+            let lines: Vec<&str> = out.lines().collect();
+            // Nothing of the first call: an empty scratch directory, a mount namespace of
+            // its own.
+            assert_eq!(lines[0], "scratch-listed", "{out}");
+            assert_ne!(lines[1], first[0], "{out}");
+            // The call's PATH, not the one the sandbox was built with.
+            assert_eq!(
+                Some(lines[2]),
+                std::env::var("PATH").ok().as_deref(),
+                "{out}"
+            );
+        }
+    });
 }

@@ -165,18 +165,65 @@ pub fn own_group(cmd: &mut tokio::process::Command) {
 }
 
 /// Start `cmd` (already in its own process group, see [`own_group`]) with captured,
-/// bounded output, and wait until it exits, `deadline` passes or
-/// `cancel` fires; then kill its group.
+/// bounded output, and wait until it exits, `deadline` passes or `cancel` fires.
 pub async fn run_command(
-    mut cmd: tokio::process::Command,
+    cmd: tokio::process::Command,
     io: Io<'_>,
     deadline: Instant,
     cancel: &CancellationToken,
     groups: &ProcessGroups,
 ) -> Result<CommandOutput, ExecError> {
-    let started = Instant::now();
+    let started = start(cmd, io.stdin.is_some(), io.path_var, groups)?;
+    finish(
+        started,
+        io.stdin,
+        io.max_stdout,
+        io.max_stderr,
+        deadline,
+        cancel,
+    )
+    .await
+}
+
+/// A command started by [`start`], its output not yet read: its stdin (when piped) is
+/// still open, for [`finish`] to write and close.
+pub struct Started {
+    child: tokio::process::Child,
+    /// The group it leads, registered for the executor's exit.
+    group: Option<ProcessGroup>,
+    program: String,
+    /// When its call began (reset when a command started ahead of time is used).
+    pub began: Instant,
+}
+
+impl Started {
+    /// Write `data` to its stdin and keep stdin open (a frame ahead of the call's).
+    pub async fn write_stdin(&mut self, data: &[u8]) -> std::io::Result<()> {
+        match self.child.stdin.as_mut() {
+            Some(stdin) => stdin.write_all(data).await,
+            None => Err(std::io::Error::other("stdin is not piped")),
+        }
+    }
+
+    /// Kill its whole process group (and so the command), as on timeout.
+    pub fn kill(&self) {
+        if let Some(group) = self.group {
+            group.kill();
+        }
+    }
+}
+
+/// Spawn `cmd` (already in its own process group) with piped stdout and stderr, stdin
+/// piped or /dev/null, killed when dropped, and its group registered in `groups`.
+pub fn start(
+    mut cmd: tokio::process::Command,
+    piped_stdin: bool,
+    path_var: Option<&str>,
+    groups: &ProcessGroups,
+) -> Result<Started, ExecError> {
+    let began = Instant::now();
     let program = cmd.as_std().get_program().to_string_lossy().into_owned();
-    cmd.stdin(if io.stdin.is_some() {
+    cmd.stdin(if piped_stdin {
         Stdio::piped()
     } else {
         Stdio::null()
@@ -184,10 +231,10 @@ pub async fn run_command(
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())
     .kill_on_drop(true);
-    if let Some(path) = io.path_var {
+    if let Some(path) = path_var {
         cmd.env("PATH", path);
     }
-    let mut child = cmd.spawn().map_err(|source| ExecError::Spawn {
+    let child = cmd.spawn().map_err(|source| ExecError::Spawn {
         program: program.clone(),
         source,
     })?;
@@ -197,10 +244,33 @@ pub async fn run_command(
     if let Some(group) = group {
         groups.insert(group);
     }
+    Ok(Started {
+        child,
+        group,
+        program,
+        began,
+    })
+}
 
-    if let (Some(mut stdin), Some(data)) = (child.stdin.take(), io.stdin) {
+/// Write `stdin` (then close it), read the output, bounded, and wait until the command
+/// exits, `deadline` passes or `cancel` fires (then its group is killed).
+pub async fn finish(
+    started: Started,
+    stdin: Option<Vec<u8>>,
+    max_stdout: usize,
+    max_stderr: usize,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<CommandOutput, ExecError> {
+    let Started {
+        mut child,
+        group,
+        program,
+        began,
+    } = started;
+    if let (Some(mut pipe), Some(data)) = (child.stdin.take(), stdin) {
         tokio::spawn(async move {
-            let _ = stdin.write_all(&data).await;
+            let _ = pipe.write_all(&data).await;
         });
     }
     let out_buf = Arc::new(Mutex::new(Captured::default()));
@@ -208,11 +278,11 @@ pub async fn run_command(
     let out = child
         .stdout
         .take()
-        .map(|s| tokio::spawn(read_bounded(s, io.max_stdout, out_buf.clone())));
+        .map(|s| tokio::spawn(read_bounded(s, max_stdout, out_buf.clone())));
     let err = child
         .stderr
         .take()
-        .map(|s| tokio::spawn(read_bounded(s, io.max_stderr, err_buf.clone())));
+        .map(|s| tokio::spawn(read_bounded(s, max_stderr, err_buf.clone())));
 
     let deadline_tokio = tokio::time::Instant::from_std(deadline);
     let (status, timed_out, cancelled) = tokio::select! {
@@ -246,7 +316,7 @@ pub async fn run_command(
         signal: status.signal(),
         stdout,
         stderr,
-        duration: started.elapsed(),
+        duration: began.elapsed(),
         timed_out,
         cancelled,
         limit: None,

@@ -1,11 +1,14 @@
 //! The sandbox helper: `nl2sh __nl2sh-sandbox`, started by the executor for every
-//! sandboxed action. It runs as root, single-threaded, reads its [`SandboxPlan`] from
-//! stdin (what follows is the payload's stdin), enters new mount and PID namespaces,
-//! builds the read-only view ([`super::mounts`]), and forks the payload, which becomes
-//! pid 1 of the new PID namespace, drops to the sandbox identity ([`super::confine`]) and
-//! then runs. The helper waits and exits as the payload did. When pid 1 exits, the kernel
-//! kills everything else in its namespace, so nothing the payload started outlives it;
-//! without PID namespaces the helper is a child subreaper and kills what is left.
+//! sandboxed action (or ahead of one, ready for the next call). It runs as root,
+//! single-threaded, reads its [`SandboxPlan`] from stdin, enters new mount and PID
+//! namespaces, builds the read-only view ([`super::mounts`]), and forks the payload,
+//! which becomes pid 1 of the new PID namespace, drops to the sandbox identity and is
+//! confined ([`super::confine`]). Only then does the payload read the call itself, a
+//! [`SandboxCall`], from stdin (what follows is the command's stdin) and run it. So a
+//! sandbox built ahead of time waits, fully confined, for a call it cannot yet know; each
+//! serves one call. The helper waits and exits as the payload did. When pid 1 exits, the
+//! kernel kills everything else in its namespace, so nothing the payload started outlives
+//! it; without PID namespaces the helper is a child subreaper and kills what is left.
 //!
 //! A failure before the payload runs is reported on stderr as one line starting with
 //! [`SETUP_MARKER`] and exit status [`SETUP_FAILED`].
@@ -17,7 +20,7 @@ use std::process::ExitCode;
 use nix::sched::{unshare, CloneFlags};
 use serde_json::json;
 
-use nl2sh_proto::channels::{SandboxPayload, SandboxPlan};
+use nl2sh_proto::channels::{SandboxCall, SandboxPayload, SandboxPlan};
 
 use super::{confine, mounts, SETUP_FAILED, SETUP_MARKER};
 use crate::sys::sandbox::{die_of, fork_single_threaded, Forked};
@@ -77,22 +80,24 @@ fn read_exact_stdin(buf: &mut [u8]) -> Result<(), HelperError> {
     Ok(())
 }
 
-fn read_plan() -> Result<SandboxPlan, HelperError> {
+/// The next frame of type `T` on stdin (a length, then that many bytes), read without
+/// buffering past it.
+fn read_frame<T: nl2sh_proto::frame::Wire>() -> Result<T, HelperError> {
     let mut len = [0u8; 4];
     read_exact_stdin(&mut len)?;
     let len = u32::from_be_bytes(len) as usize;
     if len == 0 || len > MAX_PLAN_BYTES {
-        return Err(HelperError::Plan(format!("plan of {len} bytes")));
+        return Err(HelperError::Plan(format!("a frame of {len} bytes")));
     }
     let mut body = vec![0u8; len];
     read_exact_stdin(&mut body)?;
-    nl2sh_proto::frame::decode::<SandboxPlan>(&body)
-        .map(|(_, plan)| plan)
+    nl2sh_proto::frame::decode::<T>(&body)
+        .map(|(_, value)| value)
         .map_err(|e| HelperError::Plan(e.to_string()))
 }
 
 fn run() -> Result<ExitCode, HelperError> {
-    let plan = read_plan()?;
+    let plan: SandboxPlan = read_frame()?;
     let euid = nix::unistd::geteuid().as_raw();
     if euid != 0 {
         return Err(HelperError::NotRoot(euid));
@@ -223,9 +228,6 @@ fn payload(
     let parent = if pid_namespace { 0 } else { helper };
     confine::drop_identity(plan.uid, plan.gid, parent, plan.limits)?;
     let landlock = confine::landlock(mounts::SCRATCH_DIR);
-    if let Some(cwd) = &plan.cwd {
-        nix::unistd::chdir(cwd.as_str()).map_err(|e| HelperError::Cwd(cwd.clone(), e))?;
-    }
     let seccomp = confine::seccomp(ipc_namespace)?;
     let applied = confine::Applied {
         uid: plan.uid,
@@ -233,7 +235,12 @@ fn payload(
         seccomp,
         landlock,
     };
-    match &plan.payload {
+    // Confined: now the call. (A sandbox built ahead of time waits here.)
+    let call: SandboxCall = read_frame()?;
+    if let Some(cwd) = &call.cwd {
+        nix::unistd::chdir(cwd.as_str()).map_err(|e| HelperError::Cwd(cwd.clone(), e))?;
+    }
+    match &call.payload {
         SandboxPayload::Probe => {
             let mut parts = applied.to_json();
             parts["mount_namespace"] = json!(format!(
@@ -263,7 +270,7 @@ fn payload(
             println!("{parts}");
             Ok(0)
         }
-        SandboxPayload::Exec { argv } => Err(exec(argv)),
+        SandboxPayload::Exec { argv } => Err(exec(argv, call.path_var.as_deref())),
         SandboxPayload::ReadFile {
             path,
             offset,
@@ -299,7 +306,7 @@ fn print_result(result: Result<serde_json::Value, String>) -> u8 {
 }
 
 /// Replace the payload process with the program; returns only on failure.
-fn exec(argv: &[String]) -> HelperError {
+fn exec(argv: &[String], path_var: Option<&str>) -> HelperError {
     use std::ffi::CString;
     let args: Result<Vec<CString>, _> = argv.iter().map(|a| CString::new(a.as_bytes())).collect();
     let Ok(args) = args else {
@@ -308,6 +315,11 @@ fn exec(argv: &[String]) -> HelperError {
     let Some(program) = args.first() else {
         return HelperError::Plan("empty command".into());
     };
+    // The lookup of argv[0] reads this process's PATH, and the program gets it too. (The
+    // payload is single-threaded: nothing reads the environment meanwhile.)
+    if let Some(path) = path_var {
+        std::env::set_var("PATH", path);
+    }
     let mut env: Vec<CString> = std::env::vars_os()
         .filter(|(k, _)| k != "TMPDIR")
         .filter_map(|(k, v)| {

@@ -17,6 +17,10 @@
 //!
 //! Every sandboxed action is one run of the helper (`nl2sh __nl2sh-sandbox`,
 //! [`helper`]), a fresh exec of nl2sh that sets all this up and then runs the payload.
+//! Up to [`WARM_TARGET`] of them are built ahead of the calls that will use them, with
+//! their uid leased and their cgroup prepared, and wait, confined, for their call; a call
+//! takes one if one is ready (else builds its own) and another is built off its path.
+//! Each serves one call and ends with it, so nothing of one call is seen by the next.
 //! If the essential parts (identity, capabilities, no_new_privs, mount namespace) are
 //! unavailable, [`Sandbox::availability`] says so and the pipeline asks a person instead
 //! of running anything unconfined.
@@ -30,12 +34,15 @@ pub mod seccomp;
 
 use std::ffi::OsString;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use nl2sh_proto::channels::{Gid, SandboxLimits, SandboxPayload, SandboxPlan, Uid, UidRange};
+use nl2sh_proto::channels::{
+    Gid, SandboxCall, SandboxLimits, SandboxPayload, SandboxPlan, Uid, UidRange,
+};
 
 use crate::runtime::exec::{self, CommandOutput, ExecError, ProcessGroups};
 
@@ -49,6 +56,8 @@ pub const SETUP_MARKER: &str = "nl2sh sandbox: ";
 pub const DEFAULT_SCRATCH_BYTES: u64 = 64 * 1024 * 1024;
 /// How long the start-up probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
+/// How many sandboxes are kept built ahead of the calls that will use them.
+pub const WARM_TARGET: usize = 2;
 
 /// How sandboxed actions are started and who they run as.
 #[derive(Debug, Clone)]
@@ -139,11 +148,65 @@ pub struct Run<'a> {
 }
 
 pub struct Sandbox {
+    shared: Arc<Shared>,
+    availability: tokio::sync::OnceCell<Availability>,
+}
+
+/// What the calls and the pool's builders share.
+struct Shared {
     settings: SandboxSettings,
-    identities: Identities,
+    identities: Arc<Identities>,
     /// A cgroup per uid where the device lets nl2sh make one (root only).
     cgroups: Option<cgroup::Cgroups>,
-    availability: tokio::sync::OnceCell<Availability>,
+    pool: Mutex<Pool>,
+    /// Calls served by a sandbox built ahead (for `nl2sh_inspect` and tests).
+    served_ahead: std::sync::atomic::AtomicU64,
+    /// The process groups of the sandboxes built ahead (each is killed when its
+    /// [`Built`] is dropped unused).
+    groups: ProcessGroups,
+}
+
+/// Sandboxes built ahead: ready, and being built.
+#[derive(Default)]
+struct Pool {
+    /// Off until the probe found the sandbox ready.
+    enabled: bool,
+    ready: Vec<Built>,
+    building: usize,
+}
+
+/// A helper that has set a sandbox up and waits, confined, for its call's frame.
+struct Built {
+    /// The runtime its pipes and child belong to: only a call on that runtime can use it
+    /// (the executor has one for its life; tests start one per call).
+    runtime: tokio::runtime::Id,
+    /// Always `Some` until dropped.
+    lease: Option<Lease>,
+    /// Taken by the call that uses it.
+    helper: Option<exec::Started>,
+    /// The uid's cgroup OOM kill count when it was built.
+    oom_before: Option<u64>,
+}
+
+impl Built {
+    fn uid(&self) -> Option<u32> {
+        self.lease.as_ref().map(|l| l.uid)
+    }
+}
+
+impl Drop for Built {
+    fn drop(&mut self) {
+        // Never used (the executor is stopping, a test's runtime ended, the call's future
+        // was dropped): end it, not only its helper, and free its uid only once its
+        // processes are gone, as after a killed call.
+        if let Some(helper) = self.helper.take() {
+            helper.kill();
+            drop(helper);
+            if let Some(mut lease) = self.lease.take() {
+                std::thread::spawn(move || lease.settle_blocking());
+            }
+        }
+    }
 }
 
 /// The free uids of the range; a call holds one ([`Lease`]) from before its helper starts
@@ -152,21 +215,21 @@ pub struct Sandbox {
 /// defaults): a uid is also claimed device-wide ([`claim`]) while a call runs as it.
 struct Identities {
     free: std::sync::Mutex<Vec<u32>>,
-    available: tokio::sync::Semaphore,
+    available: Arc<tokio::sync::Semaphore>,
 }
 
 /// One uid of the range, given back when dropped.
-struct Lease<'a> {
-    identities: &'a Identities,
+struct Lease {
+    identities: Arc<Identities>,
     uid: u32,
     /// Processes of the uid outlived the call: never hand it out again.
     quarantined: bool,
     // Fields drop in order: the claim ends before the permit lets the next caller in.
     claim: Option<Claim>,
-    _permit: tokio::sync::SemaphorePermit<'a>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
-impl Drop for Lease<'_> {
+impl Drop for Lease {
     fn drop(&mut self) {
         if self.quarantined {
             tracing::error!(
@@ -186,24 +249,42 @@ impl Drop for Lease<'_> {
 /// How long a killed call's processes may take to die before its uid is set aside.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 
-impl Lease<'_> {
+impl Lease {
     /// Wait until no process runs with this lease's uid; if some still do after
     /// [`SETTLE_TIMEOUT`], the uid is never handed out again by this tree.
     async fn settle(&mut self) {
+        let until = Instant::now() + SETTLE_TIMEOUT;
+        while !self.settled(until) {
+            tokio::time::sleep(SETTLE_POLL).await;
+        }
+    }
+
+    /// [`Lease::settle`] on a thread of its own (from a `Drop`).
+    fn settle_blocking(&mut self) {
+        let until = Instant::now() + SETTLE_TIMEOUT;
+        while !self.settled(until) {
+            std::thread::sleep(SETTLE_POLL);
+        }
+    }
+
+    /// No process runs as the uid (true), or `until` passed and it is quarantined (true).
+    fn settled(&mut self, until: Instant) -> bool {
         let only = UidRange {
             first: self.uid,
             count: 1,
         };
-        let until = Instant::now() + SETTLE_TIMEOUT;
-        while !processes_in(only).is_empty() {
-            if Instant::now() >= until {
-                self.quarantined = true;
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        if processes_in(only).is_empty() {
+            return true;
         }
+        if Instant::now() >= until {
+            self.quarantined = true;
+            return true;
+        }
+        false
     }
 }
+
+const SETTLE_POLL: Duration = Duration::from_millis(5);
 
 /// How long a caller waits before looking again when every free uid of the range is
 /// claimed by another tree.
@@ -245,28 +326,58 @@ fn claim(uid: u32) -> Option<Claim> {
 type Claim = nix::fcntl::Flock<std::fs::File>;
 
 impl Identities {
-    fn new(range: UidRange) -> Self {
+    fn new(range: UidRange) -> Arc<Self> {
         // Lowest uids first (popped from the end), so a quiet device reuses a few.
         let free: Vec<u32> = (0..range.count)
             .rev()
             .filter_map(|i| range.first.checked_add(i))
             .collect();
-        let available = tokio::sync::Semaphore::new(free.len());
-        Identities {
+        let available = Arc::new(tokio::sync::Semaphore::new(free.len()));
+        Arc::new(Identities {
             free: std::sync::Mutex::new(free),
             available,
+        })
+    }
+
+    /// A free uid claimed device-wide, for `permit`; `None` if every free one is claimed
+    /// by another tree.
+    fn claim_one(
+        self: &Arc<Self>,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) -> Result<Lease, tokio::sync::OwnedSemaphorePermit> {
+        let claimed = self.free.lock().ok().and_then(|mut free| {
+            let at = (0..free.len())
+                .rev()
+                .find_map(|i| Some((i, claim(free[i])?)))?;
+            Some((free.remove(at.0), at.1))
+        });
+        match claimed {
+            Some((uid, claim)) => Ok(Lease {
+                identities: self.clone(),
+                uid,
+                quarantined: false,
+                claim: Some(claim),
+                _permit: permit,
+            }),
+            None => Err(permit),
         }
     }
 
+    /// A uid now, without waiting (for a sandbox built ahead), or `None`.
+    fn try_lease(self: &Arc<Self>) -> Option<Lease> {
+        let permit = self.available.clone().try_acquire_owned().ok()?;
+        self.claim_one(permit).ok()
+    }
+
     async fn lease(
-        &self,
+        self: &Arc<Self>,
         deadline: Instant,
         cancel: &CancellationToken,
         count: u32,
-    ) -> Result<Lease<'_>, SandboxError> {
+    ) -> Result<Lease, SandboxError> {
         loop {
             let permit = tokio::select! {
-                permit = self.available.acquire() => {
+                permit = self.available.clone().acquire_owned() => {
                     permit.map_err(|_| SandboxError::Busy(count))?
                 }
                 () = tokio::time::sleep_until(deadline.into()) => {
@@ -274,23 +385,11 @@ impl Identities {
                 }
                 () = cancel.cancelled() => return Err(SandboxError::Cancelled),
             };
-            let claimed = self.free.lock().ok().and_then(|mut free| {
-                let at = (0..free.len())
-                    .rev()
-                    .find_map(|i| Some((i, claim(free[i])?)))?;
-                Some((free.remove(at.0), at.1))
-            });
-            if let Some((uid, claim)) = claimed {
-                return Ok(Lease {
-                    identities: self,
-                    uid,
-                    quarantined: false,
-                    claim: Some(claim),
-                    _permit: permit,
-                });
+            match self.claim_one(permit) {
+                Ok(lease) => return Ok(lease),
+                // Every uid this tree has free runs another tree's call: wait for one.
+                Err(permit) => drop(permit),
             }
-            // Every uid this tree has free runs another tree's call: wait for one.
-            drop(permit);
             tokio::select! {
                 () = tokio::time::sleep(CLAIM_RETRY) => {}
                 () = tokio::time::sleep_until(deadline.into()) => {
@@ -302,6 +401,102 @@ impl Identities {
     }
 }
 
+/// One sandbox being built for the pool; counted until the build ends, however it ends
+/// (a runtime shutting down drops the task mid-way).
+struct Building(Arc<Shared>);
+
+impl Drop for Building {
+    fn drop(&mut self) {
+        let mut pool = self.0.pool.lock().unwrap_or_else(|p| p.into_inner());
+        pool.building = pool.building.saturating_sub(1);
+    }
+}
+
+impl Shared {
+    /// Build a sandbox as `lease`'s uid: prepare its cgroup, start the helper and give
+    /// it the plan. It then sets everything up and waits for its call's frame.
+    async fn build(&self, lease: Lease, groups: &ProcessGroups) -> Result<Built, SandboxError> {
+        let Some((program, args)) = self.settings.helper.split_first() else {
+            return Err(SandboxError::Unavailable("no helper configured".into()));
+        };
+        let uid = lease.uid;
+        // Set for every call, not once per uid: another tree may have run a call as this
+        // uid meanwhile, with limits of its own.
+        let cgroup_procs = match &self.cgroups {
+            Some(c) => c
+                .prepare(uid, self.settings.limits)
+                .map_err(|e| SandboxError::Setup(format!("the call's cgroup: {e}")))?
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            None => Vec::new(),
+        };
+        let oom_before = self.cgroups.as_ref().and_then(|c| c.oom_kills(uid));
+        let plan = SandboxPlan {
+            cgroup_procs,
+            uid: Uid(uid),
+            gid: Gid(uid),
+            masks: masks::patterns(&self.settings.own_files),
+            scratch_bytes: self.settings.scratch_bytes,
+            limits: self.settings.limits,
+        };
+        let frame = nl2sh_proto::frame::encode(0, &plan)
+            .map_err(|e| SandboxError::Setup(format!("encoding the plan: {e}")))?;
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args);
+        exec::own_group(&mut cmd);
+        let helper = exec::start(cmd, true, None, groups)?;
+        // Owned from here on: dropped (cancelled) mid-way, it ends the helper and settles.
+        let mut built = Built {
+            runtime: tokio::runtime::Handle::current().id(),
+            lease: Some(lease),
+            helper: Some(helper),
+            oom_before,
+        };
+        // A helper that died before reading it is reported by its exit status (and its
+        // stderr) when the call is run.
+        if let Some(helper) = built.helper.as_mut() {
+            if let Err(e) = helper.write_stdin(&frame).await {
+                tracing::debug!(error = %e, "the sandbox helper did not take its plan");
+            }
+        }
+        Ok(built)
+    }
+
+    /// A sandbox built ahead, if one is ready (for this runtime; others are dropped).
+    fn take_ready(&self) -> Option<Built> {
+        let here = tokio::runtime::Handle::current().id();
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        pool.ready.retain(|b| b.runtime == here);
+        pool.ready.pop()
+    }
+
+    /// Build sandboxes ahead until [`WARM_TARGET`] are ready or being built, off the
+    /// caller's path. A uid is taken only if one is free at once: calls come first.
+    fn fill(self: &Arc<Self>) {
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        while pool.enabled && pool.ready.len() + pool.building < WARM_TARGET {
+            let Some(lease) = self.identities.try_lease() else {
+                return;
+            };
+            pool.building += 1;
+            let slot = Building(self.clone());
+            tokio::spawn(async move {
+                match slot.0.build(lease, &slot.0.groups).await {
+                    Ok(built) => slot
+                        .0
+                        .pool
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .ready
+                        .push(built),
+                    Err(e) => tracing::warn!(error = %e, "a sandbox built ahead failed"),
+                }
+            });
+        }
+    }
+}
+
 impl Sandbox {
     pub fn new(settings: SandboxSettings) -> Self {
         let cgroups = nix::unistd::geteuid()
@@ -309,26 +504,59 @@ impl Sandbox {
             .then(cgroup::Cgroups::detect)
             .flatten();
         Self {
-            identities: Identities::new(settings.uids),
-            cgroups,
-            settings,
+            shared: Arc::new(Shared {
+                identities: Identities::new(settings.uids),
+                cgroups,
+                settings,
+                pool: Mutex::new(Pool::default()),
+                served_ahead: std::sync::atomic::AtomicU64::new(0),
+                groups: ProcessGroups::default(),
+            }),
             availability: tokio::sync::OnceCell::new(),
         }
     }
 
     /// The uid range sandboxed calls run as.
     pub fn uids(&self) -> UidRange {
-        self.settings.uids
+        self.shared.settings.uids
     }
 
     /// What each call may use.
     pub fn limits(&self) -> SandboxLimits {
-        self.settings.limits
+        self.shared.settings.limits
     }
 
-    /// Probe once (the first caller waits for it), then answer from memory.
+    /// How many sandboxes are built ahead and ready now.
+    pub fn ready_ahead(&self) -> usize {
+        self.shared
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .ready
+            .len()
+    }
+
+    /// How many calls a sandbox built ahead has served.
+    pub fn served_ahead(&self) -> u64 {
+        self.shared
+            .served_ahead
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Probe once (the first caller waits for it), then answer from memory. Once it is
+    /// ready, sandboxes are built ahead of calls.
     pub async fn availability(&self) -> &Availability {
-        self.availability.get_or_init(|| self.probe()).await
+        let found = self.availability.get_or_init(|| self.probe()).await;
+        if found.is_ready() {
+            let first = {
+                let mut pool = self.shared.pool.lock().unwrap_or_else(|p| p.into_inner());
+                !std::mem::replace(&mut pool.enabled, true)
+            };
+            if first {
+                self.shared.fill();
+            }
+        }
+        found
     }
 
     async fn probe(&self) -> Availability {
@@ -337,7 +565,7 @@ impl Sandbox {
             Availability::Unavailable(format!(
                 "nl2sh runs as uid {euid}, not root, so it cannot switch to the sandbox identity"
             ))
-        } else if let Some(why) = lasting_range_problem(self.settings.uids).await {
+        } else if let Some(why) = lasting_range_problem(self.shared.settings.uids).await {
             Availability::Unavailable(why)
         } else {
             let cancel = CancellationToken::new();
@@ -356,12 +584,12 @@ impl Sandbox {
                 Ok(out) if out.success() => {
                     match serde_json::from_slice::<Value>(&out.stdout.bytes) {
                         Ok(mut parts) if parts.is_object() => {
-                            parts["cgroup"] = serde_json::json!(match &self.cgroups {
+                            parts["cgroup"] = serde_json::json!(match &self.shared.cgroups {
                                 Some(c) => c.describe(),
                                 None =>
                                     "none here: the limits are per process (rlimits)".to_string(),
                             });
-                            let r = self.settings.uids;
+                            let r = self.shared.settings.uids;
                             parts["identity"] = serde_json::json!(format!(
                                 "a uid of its own per running call, from {} to {} ({} at \
                                  once; gid = uid), no supplementary groups",
@@ -397,71 +625,59 @@ impl Sandbox {
         found
     }
 
-    /// The plan for one action, run as `uid`, joining `cgroup_procs`.
-    fn plan(
-        &self,
-        uid: u32,
-        cgroup_procs: Vec<String>,
-        payload: SandboxPayload,
-        cwd: Option<&Path>,
-    ) -> SandboxPlan {
-        SandboxPlan {
-            cgroup_procs,
-            uid: Uid(uid),
-            gid: Gid(uid),
-            masks: masks::patterns(&self.settings.own_files),
-            scratch_bytes: self.settings.scratch_bytes,
-            limits: self.settings.limits,
-            cwd: cwd.map(|c| c.display().to_string()),
-            payload,
-        }
-    }
-
-    /// Run `payload` in the sandbox. A helper that could not set the sandbox up is a
-    /// [`SandboxError::Setup`]; the payload's own failure is an ordinary output.
+    /// Run `payload` in the sandbox: in one built ahead if one is ready (and another is
+    /// then built off this call's path), else in one built now. A helper that could not
+    /// set the sandbox up is a [`SandboxError::Setup`]; the payload's own failure is an
+    /// ordinary output.
     pub async fn run(
         &self,
         payload: SandboxPayload,
         run: Run<'_>,
     ) -> Result<CommandOutput, SandboxError> {
-        let Some((program, args)) = self.settings.helper.split_first() else {
-            return Err(SandboxError::Unavailable("no helper configured".into()));
+        // The probe builds its own: the pool starts only once the probe has said yes.
+        let ahead = match payload {
+            SandboxPayload::Probe => None,
+            _ => {
+                let taken = self.shared.take_ready();
+                self.shared.fill();
+                taken
+            }
         };
-        let mut lease = self
-            .identities
-            .lease(run.deadline, run.cancel, self.settings.uids.count)
-            .await?;
-        let uid = lease.uid;
-        // Set for every call, not once per uid: another tree may have run a call as this
-        // uid meanwhile, with limits of its own.
-        let cgroup_procs = match &self.cgroups {
-            Some(c) => c
-                .prepare(uid, self.settings.limits)
-                .map_err(|e| SandboxError::Setup(format!("the call's cgroup: {e}")))?
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect(),
-            None => Vec::new(),
+        let mut sandbox = match ahead {
+            Some(built) => {
+                self.shared
+                    .served_ahead
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                built
+            }
+            None => {
+                let lease = self
+                    .shared
+                    .identities
+                    .lease(run.deadline, run.cancel, self.shared.settings.uids.count)
+                    .await?;
+                self.shared.build(lease, run.groups).await?
+            }
         };
-        let oom_before = self.cgroups.as_ref().and_then(|c| c.oom_kills(uid));
-        let frame = nl2sh_proto::frame::encode(0, &self.plan(uid, cgroup_procs, payload, run.cwd))
-            .map_err(|e| SandboxError::Setup(format!("encoding the plan: {e}")))?;
-        let mut stdin = frame;
+        let call = SandboxCall {
+            cwd: run.cwd.map(|c| c.display().to_string()),
+            path_var: run.path_var.map(str::to_string),
+            payload,
+        };
+        let mut stdin = nl2sh_proto::frame::encode(0, &call)
+            .map_err(|e| SandboxError::Setup(format!("encoding the call: {e}")))?;
         stdin.extend(run.stdin.unwrap_or_default());
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(args);
-        exec::own_group(&mut cmd);
-        let out = exec::run_command(
-            cmd,
-            exec::Io {
-                stdin: Some(stdin),
-                max_stdout: run.max_stdout,
-                max_stderr: run.max_stderr,
-                path_var: run.path_var,
-            },
+        let Some(mut helper) = sandbox.helper.take() else {
+            return Err(SandboxError::Setup("a sandbox was used twice".into()));
+        };
+        helper.began = Instant::now();
+        let out = exec::finish(
+            helper,
+            Some(stdin),
+            run.max_stdout,
+            run.max_stderr,
             run.deadline,
             run.cancel,
-            run.groups,
         )
         .await;
         // A helper that exited by itself waited for the payload, whose PID namespace
@@ -471,16 +687,20 @@ impl Sandbox {
         if out.as_ref().map_or(true, |o| {
             o.exit_code.is_none() || o.timed_out || o.cancelled
         }) {
-            lease.settle().await;
+            if let Some(lease) = sandbox.lease.as_mut() {
+                lease.settle().await;
+            }
         }
         let mut out = out?;
-        let oom_after = self.cgroups.as_ref().and_then(|c| c.oom_kills(uid));
-        if let (Some(before), Some(after)) = (oom_before, oom_after) {
+        let oom_after = sandbox
+            .uid()
+            .and_then(|uid| self.shared.cgroups.as_ref()?.oom_kills(uid));
+        if let (Some(before), Some(after)) = (sandbox.oom_before, oom_after) {
             if after > before {
                 out.limit = Some(format!(
                     "memory: the call reached its {} MiB (sandbox_memory_mib) and the kernel \
                      ended a process",
-                    self.settings.limits.memory_bytes >> 20
+                    self.shared.settings.limits.memory_bytes >> 20
                 ));
             }
         }
