@@ -1,4 +1,4 @@
-//! Every channel decoder (and the sandbox plan, and the handshake) fed arbitrary bytes:
+//! Every channel decoder (and the sandbox plan and call, and the handshake) fed arbitrary bytes:
 //! it may refuse them, it must never panic, and what it accepts must encode again and
 //! decode to a message that encodes the same way. (bincode's varints accept non-minimal
 //! forms, so the accepted bytes need not be canonical; nothing hashes frames.)
@@ -7,7 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use nl2sh_proto::channels::{
     AuthorityRequest, AuthorityResponse, CliRequest, CliResponse, ControlRequest, ExecutorRequest,
-    ExecutorResponse, FromWorker, SandboxPlan, StoreRequest, StoreResponse,
+    ExecutorResponse, FromWorker, SandboxCall, SandboxPlan, StoreRequest, StoreResponse,
 };
 use nl2sh_proto::frame::{decode, encode, Wire};
 use nl2sh_proto::handshake::Hello;
@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((which, bytes)) = data.split_first() else {
         return;
     };
-    match which % 13 {
+    match which % 14 {
         0 => check::<ControlRequest>(bytes),
         1 => check::<FromWorker>(bytes),
         2 => check::<ExecutorRequest>(bytes),
@@ -40,6 +40,7 @@ fuzz_target!(|data: &[u8]| {
         9 => check::<CliResponse>(bytes),
         10 => check::<SandboxPlan>(bytes),
         11 => check::<Hello>(bytes),
+        12 => check::<SandboxCall>(bytes),
         _ => {
             // A frame as it arrives on a socket: length prefix included.
             let rt = tokio::runtime::Builder::new_current_thread()

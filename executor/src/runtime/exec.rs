@@ -194,6 +194,9 @@ pub struct Started {
     program: String,
     /// When its call began (reset when a command started ahead of time is used).
     pub began: Instant,
+    /// A byte its stdout starts with that is not output (a sandbox helper's "set up"),
+    /// dropped by [`finish`] if it comes first.
+    pub preamble: Option<u8>,
 }
 
 impl Started {
@@ -202,6 +205,19 @@ impl Started {
         match self.child.stdin.as_mut() {
             Some(stdin) => stdin.write_all(data).await,
             None => Err(std::io::Error::other("stdin is not piped")),
+        }
+    }
+
+    /// The first byte of its stdout (`None` at end of file), read before [`finish`]
+    /// reads the rest.
+    pub async fn read_stdout_byte(&mut self) -> std::io::Result<Option<u8>> {
+        let Some(stdout) = self.child.stdout.as_mut() else {
+            return Err(std::io::Error::other("stdout is not piped"));
+        };
+        let mut byte = [0u8; 1];
+        match stdout.read(&mut byte).await? {
+            0 => Ok(None),
+            _ => Ok(Some(byte[0])),
         }
     }
 
@@ -249,6 +265,7 @@ pub fn start(
         group,
         program,
         began,
+        preamble: None,
     })
 }
 
@@ -267,6 +284,7 @@ pub async fn finish(
         group,
         program,
         began,
+        preamble,
     } = started;
     if let (Some(mut pipe), Some(data)) = (child.stdin.take(), stdin) {
         tokio::spawn(async move {
@@ -278,11 +296,11 @@ pub async fn finish(
     let out = child
         .stdout
         .take()
-        .map(|s| tokio::spawn(read_bounded(s, max_stdout, out_buf.clone())));
+        .map(|s| tokio::spawn(read_bounded(s, max_stdout, preamble, out_buf.clone())));
     let err = child
         .stderr
         .take()
-        .map(|s| tokio::spawn(read_bounded(s, max_stderr, err_buf.clone())));
+        .map(|s| tokio::spawn(read_bounded(s, max_stderr, None, err_buf.clone())));
 
     let deadline_tokio = tokio::time::Instant::from_std(deadline);
     let (status, timed_out, cancelled) = tokio::select! {
@@ -337,17 +355,24 @@ async fn collect(
 }
 
 /// Keep the first `max` bytes; count and discard the rest so the writer never blocks.
-async fn read_bounded<R: AsyncRead + Unpin>(mut r: R, max: usize, into: Arc<Mutex<Captured>>) {
+/// A first byte equal to `preamble` is not output and is dropped.
+async fn read_bounded<R: AsyncRead + Unpin>(
+    mut r: R,
+    max: usize,
+    mut preamble: Option<u8>,
+    into: Arc<Mutex<Captured>>,
+) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         match r.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
+                let skip = usize::from(preamble.take().is_some_and(|p| buf[0] == p));
                 let mut c = into.lock().unwrap_or_else(|p| p.into_inner());
                 let room = max.saturating_sub(c.bytes.len());
-                let keep = room.min(n);
-                c.bytes.extend_from_slice(&buf[..keep]);
-                c.dropped += (n - keep) as u64;
+                let keep = room.min(n - skip);
+                c.bytes.extend_from_slice(&buf[skip..skip + keep]);
+                c.dropped += (n - skip - keep) as u64;
             }
         }
     }

@@ -22,7 +22,7 @@ use serde_json::json;
 
 use nl2sh_proto::channels::{SandboxCall, SandboxPayload, SandboxPlan};
 
-use super::{confine, mounts, SETUP_FAILED, SETUP_MARKER};
+use super::{confine, mounts, READY_BYTE, SETUP_FAILED, SETUP_MARKER};
 use crate::sys::sandbox::{die_of, fork_single_threaded, Forked};
 
 const OOM_SCORE_ADJ: &str = "1000";
@@ -235,7 +235,9 @@ fn payload(
         seccomp,
         landlock,
     };
-    // Confined: now the call. (A sandbox built ahead of time waits here.)
+    // Confined: say so (the executor reads this one byte before anything else of
+    // stdout), then wait for the call. A sandbox built ahead of time waits here.
+    let _ = nix::unistd::write(std::io::stdout(), &[READY_BYTE]);
     let call: SandboxCall = read_frame()?;
     if let Some(cwd) = &call.cwd {
         nix::unistd::chdir(cwd.as_str()).map_err(|e| HelperError::Cwd(cwd.clone(), e))?;

@@ -52,12 +52,16 @@ pub const HELPER_ARG: &str = "__nl2sh-sandbox";
 pub const SETUP_FAILED: u8 = 125;
 /// Start of the helper's one stderr line when setting up failed.
 pub const SETUP_MARKER: &str = "nl2sh sandbox: ";
+/// The byte the confined payload writes first on stdout: set up, waiting for its call.
+pub const READY_BYTE: u8 = b'+';
 /// Size of the scratch tmpfs (`TMPDIR`) of one sandboxed action.
 pub const DEFAULT_SCRATCH_BYTES: u64 = 64 * 1024 * 1024;
 /// How long the start-up probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
 /// How many sandboxes are kept built ahead of the calls that will use them.
 pub const WARM_TARGET: usize = 2;
+/// How long a sandbox built ahead may take to set up before it is given up.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// How sandboxed actions are started and who they run as.
 #[derive(Debug, Clone)]
@@ -159,6 +163,8 @@ struct Shared {
     /// A cgroup per uid where the device lets nl2sh make one (root only).
     cgroups: Option<cgroup::Cgroups>,
     pool: Mutex<Pool>,
+    /// Woken when a sandbox built ahead is ready, or a build ended.
+    changed: tokio::sync::Notify,
     /// Calls served by a sandbox built ahead (for `nl2sh_inspect` and tests).
     served_ahead: std::sync::atomic::AtomicU64,
     /// The process groups of the sandboxes built ahead (each is killed when its
@@ -186,6 +192,9 @@ struct Built {
     helper: Option<exec::Started>,
     /// The uid's cgroup OOM kill count when it was built.
     oom_before: Option<u64>,
+    /// The payload said it is set up and waits ([`READY_BYTE`]). If not, running the
+    /// call reports why (the helper's exit status and stderr).
+    set_up: bool,
 }
 
 impl Built {
@@ -409,13 +418,24 @@ impl Drop for Building {
     fn drop(&mut self) {
         let mut pool = self.0.pool.lock().unwrap_or_else(|p| p.into_inner());
         pool.building = pool.building.saturating_sub(1);
+        drop(pool);
+        self.0.changed.notify_waiters();
     }
 }
 
 impl Shared {
     /// Build a sandbox as `lease`'s uid: prepare its cgroup, start the helper and give
     /// it the plan. It then sets everything up and waits for its call's frame.
-    async fn build(&self, lease: Lease, groups: &ProcessGroups) -> Result<Built, SandboxError> {
+    ///
+    /// With `wait`, it returns once the payload says it is set up ([`Built::set_up`]),
+    /// or failed to (at most [`BUILD_TIMEOUT`]); without, at once, and the call's run
+    /// waits for the setup under the call's deadline.
+    async fn build(
+        &self,
+        lease: Lease,
+        groups: &ProcessGroups,
+        wait: bool,
+    ) -> Result<Built, SandboxError> {
         let Some((program, args)) = self.settings.helper.split_first() else {
             return Err(SandboxError::Unavailable("no helper configured".into()));
         };
@@ -452,23 +472,52 @@ impl Shared {
             lease: Some(lease),
             helper: Some(helper),
             oom_before,
+            set_up: false,
         };
-        // A helper that died before reading it is reported by its exit status (and its
-        // stderr) when the call is run.
+        // A helper that died before reading it, or failed to set up, is reported by its
+        // exit status (and its stderr) when the call is run.
         if let Some(helper) = built.helper.as_mut() {
             if let Err(e) = helper.write_stdin(&frame).await {
                 tracing::debug!(error = %e, "the sandbox helper did not take its plan");
+            }
+            if wait {
+                let said = tokio::time::timeout(BUILD_TIMEOUT, helper.read_stdout_byte()).await;
+                built.set_up = matches!(said, Ok(Ok(Some(READY_BYTE))));
+            } else {
+                // Its "set up" byte is then the first of its output: not output.
+                helper.preamble = Some(READY_BYTE);
             }
         }
         Ok(built)
     }
 
-    /// A sandbox built ahead, if one is ready (for this runtime; others are dropped).
-    fn take_ready(&self) -> Option<Built> {
+    /// A sandbox built ahead, if one is ready (for this runtime; others are dropped);
+    /// else whether one is being built.
+    fn take_ready(&self) -> Result<Built, bool> {
         let here = tokio::runtime::Handle::current().id();
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
         pool.ready.retain(|b| b.runtime == here);
-        pool.ready.pop()
+        pool.ready.pop().ok_or(pool.building > 0)
+    }
+
+    /// A sandbox built ahead: one ready now, or the next one being built (it is further
+    /// along than one this call would start), unless none is being built.
+    async fn take_ahead(&self, deadline: Instant, cancel: &CancellationToken) -> Option<Built> {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match self.take_ready() {
+                Ok(built) => return Some(built),
+                Err(false) => return None,
+                Err(true) => {}
+            }
+            tokio::select! {
+                () = changed => {}
+                () = tokio::time::sleep_until(deadline.into()) => return None,
+                () = cancel.cancelled() => return None,
+            }
+        }
     }
 
     /// Build sandboxes ahead until [`WARM_TARGET`] are ready or being built, off the
@@ -482,16 +531,26 @@ impl Shared {
             pool.building += 1;
             let slot = Building(self.clone());
             tokio::spawn(async move {
-                match slot.0.build(lease, &slot.0.groups).await {
-                    Ok(built) => slot
-                        .0
-                        .pool
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .ready
-                        .push(built),
-                    Err(e) => tracing::warn!(error = %e, "a sandbox built ahead failed"),
+                let built = slot.0.build(lease, &slot.0.groups, true).await;
+                {
+                    let mut pool = slot.0.pool.lock().unwrap_or_else(|p| p.into_inner());
+                    match built {
+                        Ok(built) if built.set_up => pool.ready.push(built),
+                        // Calls build their own, and say why it fails.
+                        failed => {
+                            let why = match &failed {
+                                Ok(_) => "the helper did not set up".to_string(),
+                                Err(e) => e.to_string(),
+                            };
+                            tracing::warn!(
+                                error = %why,
+                                "a sandbox built ahead failed: no more are built ahead"
+                            );
+                            pool.enabled = false;
+                        }
+                    }
                 }
+                slot.0.changed.notify_waiters();
             });
         }
     }
@@ -509,6 +568,7 @@ impl Sandbox {
                 cgroups,
                 settings,
                 pool: Mutex::new(Pool::default()),
+                changed: tokio::sync::Notify::new(),
                 served_ahead: std::sync::atomic::AtomicU64::new(0),
                 groups: ProcessGroups::default(),
             }),
@@ -638,7 +698,7 @@ impl Sandbox {
         let ahead = match payload {
             SandboxPayload::Probe => None,
             _ => {
-                let taken = self.shared.take_ready();
+                let taken = self.shared.take_ahead(run.deadline, run.cancel).await;
                 self.shared.fill();
                 taken
             }
@@ -656,7 +716,7 @@ impl Sandbox {
                     .identities
                     .lease(run.deadline, run.cancel, self.shared.settings.uids.count)
                     .await?;
-                self.shared.build(lease, run.groups).await?
+                self.shared.build(lease, run.groups, false).await?
             }
         };
         let call = SandboxCall {
