@@ -62,6 +62,11 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
 pub const WARM_TARGET: usize = 2;
 /// How long a sandbox built ahead may take to set up before it is given up.
 const BUILD_TIMEOUT: Duration = Duration::from_secs(15);
+/// The oldest a sandbox built ahead may be when a call takes it. Its masks were expanded
+/// when it was built (a secret path created since is not hidden in it), so its view is
+/// kept recent; nothing rebuilds an idle pool (a phone would never sleep): after a quiet
+/// spell the first call builds its own, and the pool fills again.
+const MAX_AHEAD_AGE: Duration = Duration::from_secs(30);
 
 /// How sandboxed actions are started and who they run as.
 #[derive(Debug, Clone)]
@@ -186,6 +191,8 @@ struct Built {
     /// The runtime its pipes and child belong to: only a call on that runtime can use it
     /// (the executor has one for its life; tests start one per call).
     runtime: tokio::runtime::Id,
+    /// When it was built: its view of the device (the masks' paths) is from then.
+    at: Instant,
     /// Always `Some` until dropped.
     lease: Option<Lease>,
     /// Taken by the call that uses it.
@@ -469,6 +476,7 @@ impl Shared {
         // Owned from here on: dropped (cancelled) mid-way, it ends the helper and settles.
         let mut built = Built {
             runtime: tokio::runtime::Handle::current().id(),
+            at: Instant::now(),
             lease: Some(lease),
             helper: Some(helper),
             oom_before,
@@ -491,12 +499,13 @@ impl Shared {
         Ok(built)
     }
 
-    /// A sandbox built ahead, if one is ready (for this runtime; others are dropped);
-    /// else whether one is being built.
+    /// A sandbox built ahead, if one is ready (for this runtime, and at most
+    /// [`MAX_AHEAD_AGE`] old; others are dropped); else whether one is being built.
     fn take_ready(&self) -> Result<Built, bool> {
         let here = tokio::runtime::Handle::current().id();
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        pool.ready.retain(|b| b.runtime == here);
+        pool.ready
+            .retain(|b| b.runtime == here && b.at.elapsed() < MAX_AHEAD_AGE);
         pool.ready.pop().ok_or(pool.building > 0)
     }
 
