@@ -24,6 +24,8 @@ struct Rig {
     isolated: Sandbox,
     /// Helper in this machine's namespaces (for the loopback connect).
     plain: Sandbox,
+    /// As `plain`, keeping sandboxes built ahead as the executor does.
+    ahead: Sandbox,
 }
 
 impl Rig {
@@ -52,7 +54,7 @@ impl Rig {
             dir.path().join("config.state").display().to_string(),
             dir.path().join("config.service").display().to_string(),
         ];
-        let helper = |prefix: &[&str]| {
+        let helper = |prefix: &[&str], ahead: usize| {
             let mut argv: Vec<OsString> = prefix.iter().map(OsString::from).collect();
             argv.push(nl2sh_bin().into());
             argv.push(HELPER_ARG.into());
@@ -62,11 +64,15 @@ impl Rig {
                 limits: nl2sh_proto::config::Config::default().sandbox_limits(),
                 own_files: own.clone(),
                 scratch_bytes: 8 * 1024 * 1024,
+                ahead,
             })
         };
+        // Each call here runs on a runtime of its own, which sandboxes built ahead could
+        // not outlive: only `ahead` builds them (the executor has one runtime).
         Some(Rig {
-            isolated: helper(&["unshare", "--uts", "--net", "--ipc", "--"]),
-            plain: helper(&[]),
+            isolated: helper(&["unshare", "--uts", "--net", "--ipc", "--"], 0),
+            plain: helper(&[], 0),
+            ahead: helper(&[], WARM_TARGET),
             dir,
         })
     }
@@ -744,6 +750,7 @@ fn a_process_of_another_program_in_the_range_disables_the_sandbox() {
         limits: nl2sh_proto::config::Config::default().sandbox_limits(),
         own_files: Vec::new(),
         scratch_bytes: 8 * 1024 * 1024,
+        ahead: 0,
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut status = None;
@@ -805,6 +812,7 @@ fn a_calls_processes_together_cannot_pass_its_memory_cap() {
         limits,
         own_files: Vec::new(),
         scratch_bytes: 8 * 1024 * 1024,
+        ahead: 0,
     });
     let parts = block_on(sandbox.availability()).to_json();
     let cgroup = parts["cgroup"].as_str().unwrap_or_default().to_string();
@@ -872,7 +880,7 @@ async fn ready_ahead(sandbox: &Sandbox, want: usize) {
 #[test]
 fn sandboxes_built_ahead_serve_one_call_each_and_keep_nothing_of_it() {
     let Some(rig) = Rig::new() else { return };
-    let sandbox = &rig.plain;
+    let sandbox = &rig.ahead;
     block_on(async {
         assert!(sandbox.availability().await.is_ready());
         ready_ahead(sandbox, WARM_TARGET).await;

@@ -81,6 +81,9 @@ pub struct SandboxSettings {
     /// nl2sh's own files (configuration, state directory), masked besides the table.
     pub own_files: Vec<String>,
     pub scratch_bytes: u64,
+    /// How many sandboxes to keep built ahead of calls ([`WARM_TARGET`] for the executor;
+    /// 0: every call builds its own).
+    pub ahead: usize,
 }
 
 impl SandboxSettings {
@@ -92,6 +95,7 @@ impl SandboxSettings {
             limits,
             own_files,
             scratch_bytes: DEFAULT_SCRATCH_BYTES,
+            ahead: WARM_TARGET,
         }
     }
 }
@@ -142,6 +146,12 @@ pub enum SandboxError {
     Cancelled,
     #[error(transparent)]
     Exec(#[from] ExecError),
+}
+
+/// Whether a run is the start-up probe (which never uses or fills the pool).
+enum CallKind {
+    Probe,
+    Work,
 }
 
 /// What one sandboxed action needs besides its payload.
@@ -443,6 +453,17 @@ impl Shared {
         groups: &ProcessGroups,
         wait: bool,
     ) -> Result<Built, SandboxError> {
+        let (built, frame) = self.start(lease, groups)?;
+        self.hand_plan(built, &frame, wait).await
+    }
+
+    /// The synchronous part of [`Shared::build`] (cgroup files, the spawn): for a sandbox
+    /// built ahead it runs on a blocking thread, off the executor's one thread.
+    fn start(
+        &self,
+        lease: Lease,
+        groups: &ProcessGroups,
+    ) -> Result<(Built, Vec<u8>), SandboxError> {
         let Some((program, args)) = self.settings.helper.split_first() else {
             return Err(SandboxError::Unavailable("no helper configured".into()));
         };
@@ -474,7 +495,7 @@ impl Shared {
         exec::own_group(&mut cmd);
         let helper = exec::start(cmd, true, None, groups)?;
         // Owned from here on: dropped (cancelled) mid-way, it ends the helper and settles.
-        let mut built = Built {
+        let built = Built {
             runtime: tokio::runtime::Handle::current().id(),
             at: Instant::now(),
             lease: Some(lease),
@@ -482,10 +503,20 @@ impl Shared {
             oom_before,
             set_up: false,
         };
+        Ok((built, frame))
+    }
+
+    /// Give a started helper its plan; with `wait`, wait until it says it is set up.
+    async fn hand_plan(
+        &self,
+        mut built: Built,
+        frame: &[u8],
+        wait: bool,
+    ) -> Result<Built, SandboxError> {
         // A helper that died before reading it, or failed to set up, is reported by its
         // exit status (and its stderr) when the call is run.
         if let Some(helper) = built.helper.as_mut() {
-            if let Err(e) = helper.write_stdin(&frame).await {
+            if let Err(e) = helper.write_stdin(frame).await {
                 tracing::debug!(error = %e, "the sandbox helper did not take its plan");
             }
             if wait {
@@ -529,18 +560,25 @@ impl Shared {
         }
     }
 
-    /// Build sandboxes ahead until [`WARM_TARGET`] are ready or being built, off the
+    /// Build sandboxes ahead until [`SandboxSettings::ahead`] are ready or being built, off the
     /// caller's path. A uid is taken only if one is free at once: calls come first.
     fn fill(self: &Arc<Self>) {
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        while pool.enabled && pool.ready.len() + pool.building < WARM_TARGET {
+        while pool.enabled && pool.ready.len() + pool.building < self.settings.ahead {
             let Some(lease) = self.identities.try_lease() else {
                 return;
             };
             pool.building += 1;
             let slot = Building(self.clone());
             tokio::spawn(async move {
-                let built = slot.0.build(lease, &slot.0.groups, true).await;
+                let shared = slot.0.clone();
+                let started =
+                    tokio::task::spawn_blocking(move || shared.start(lease, &shared.groups)).await;
+                let built = match started {
+                    Ok(Ok((built, frame))) => slot.0.hand_plan(built, &frame, true).await,
+                    Ok(Err(e)) => Err(e),
+                    Err(e) => Err(SandboxError::Setup(format!("building ahead: {e}"))),
+                };
                 {
                     let mut pool = slot.0.pool.lock().unwrap_or_else(|p| p.into_inner());
                     match built {
@@ -703,14 +741,14 @@ impl Sandbox {
         payload: SandboxPayload,
         run: Run<'_>,
     ) -> Result<CommandOutput, SandboxError> {
+        let call_kind = match payload {
+            SandboxPayload::Probe => CallKind::Probe,
+            _ => CallKind::Work,
+        };
         // The probe builds its own: the pool starts only once the probe has said yes.
         let ahead = match payload {
             SandboxPayload::Probe => None,
-            _ => {
-                let taken = self.shared.take_ahead(run.deadline, run.cancel).await;
-                self.shared.fill();
-                taken
-            }
+            _ => self.shared.take_ahead(run.deadline, run.cancel).await,
         };
         let mut sandbox = match ahead {
             Some(built) => {
@@ -749,6 +787,11 @@ impl Sandbox {
             run.cancel,
         )
         .await;
+        // The next call's sandbox is built once this one has its answer (the executor
+        // has one thread: building now would delay this call).
+        if !matches!(call_kind, CallKind::Probe) {
+            self.shared.fill();
+        }
         // A helper that exited by itself waited for the payload, whose PID namespace
         // was torn down before it could exit. One that was killed (timeout,
         // cancellation) or died of a signal did not: the payload's processes may still be
