@@ -422,6 +422,21 @@ fn a_tool_command_driving_the_console_approves_nothing() {
     assert_eq!(code, Some(0), "{out}{err}");
     let r = attack.join().unwrap();
     assert!(!r.is_error, "{r:?}");
+    // The console ended with its terminal (the tool killed its tmux), rather than running
+    // on (and spinning) on a terminal that is gone.
+    let console = format!("--config {}", fx.config().display());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: Vec<u32> = consoles_running(&console);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the console outlived its terminal: pids {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     let screen = std::fs::read_to_string(&screen_file).expect("the tool's screen capture");
     assert!(screen.contains("refused this process"), "{screen}");
@@ -438,4 +453,20 @@ fn a_tool_command_driving_the_console_approves_nothing() {
     let (code, _, _) = nl2sh_tests::run_without_terminal(&fx, &["protocol", "reject", &target]);
     assert_eq!(code, Some(0));
     assert!(waiting.join().unwrap().is_error);
+}
+
+/// Pids of terminal consoles (`nl2sh --config FILE`, no subcommand) whose command line ends
+/// with `config_args`.
+fn consoles_running(config_args: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+                .is_ok_and(|c| c.trim_end().ends_with(config_args))
+        })
+        .collect()
 }
