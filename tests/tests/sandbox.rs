@@ -122,25 +122,33 @@ fn sh(sandbox: &Sandbox, line: &str) -> CommandOutput {
 
 /// [`sh`], ended early by `cancel`.
 fn sh_cancellable(sandbox: &Sandbox, line: &str, cancel: &CancellationToken) -> CommandOutput {
-    block_on(async {
-        let groups = ProcessGroups::default();
-        let path = std::env::var("PATH").ok();
-        let run = Run {
-            cwd: None,
-            stdin: None,
-            max_stdout: 64 * 1024,
-            max_stderr: 64 * 1024,
-            deadline: Instant::now() + Duration::from_secs(30),
-            cancel,
-            groups: &groups,
-            path_var: path.as_deref(),
-        };
-        let argv = vec!["/bin/sh".into(), "-c".into(), line.into()];
-        sandbox
-            .run(SandboxPayload::Exec { argv }, run)
-            .await
-            .unwrap_or_else(|e| panic!("{line}: the sandbox did not run: {e}"))
-    })
+    block_on(sh_on(sandbox, line, None, cancel))
+}
+
+/// `sh -c line` in `sandbox` on the caller's runtime, in `cwd`; the run must have set up.
+async fn sh_on(
+    sandbox: &Sandbox,
+    line: &str,
+    cwd: Option<&Path>,
+    cancel: &CancellationToken,
+) -> CommandOutput {
+    let groups = ProcessGroups::default();
+    let path = std::env::var("PATH").ok();
+    let run = Run {
+        cwd,
+        stdin: None,
+        max_stdout: 64 * 1024,
+        max_stderr: 64 * 1024,
+        deadline: Instant::now() + Duration::from_secs(30),
+        cancel,
+        groups: &groups,
+        path_var: path.as_deref(),
+    };
+    let argv = vec!["/bin/sh".into(), "-c".into(), line.into()];
+    sandbox
+        .run(SandboxPayload::Exec { argv }, run)
+        .await
+        .unwrap_or_else(|e| panic!("{line}: the sandbox did not run: {e}"))
 }
 
 fn text(out: &CommandOutput) -> String {
@@ -841,27 +849,16 @@ fn a_calls_processes_together_cannot_pass_its_memory_cap() {
     drop(rig);
 }
 
-/// `sh -c line` in `sandbox` on the caller's runtime (sandboxes built ahead belong to the
-/// runtime that built them).
+/// `sh -c line` in `sandbox` in `/`, on the caller's runtime (sandboxes built ahead
+/// belong to the runtime that built them).
 async fn sh_here(sandbox: &Sandbox, line: &str) -> CommandOutput {
-    let groups = ProcessGroups::default();
-    let cancel = CancellationToken::new();
-    let path = std::env::var("PATH").ok();
-    let run = Run {
-        cwd: Some(Path::new("/")),
-        stdin: None,
-        max_stdout: 64 * 1024,
-        max_stderr: 64 * 1024,
-        deadline: Instant::now() + Duration::from_secs(30),
-        cancel: &cancel,
-        groups: &groups,
-        path_var: path.as_deref(),
-    };
-    let argv = vec!["/bin/sh".into(), "-c".into(), line.into()];
-    sandbox
-        .run(SandboxPayload::Exec { argv }, run)
-        .await
-        .unwrap_or_else(|e| panic!("{line}: the sandbox did not run: {e}"))
+    sh_on(
+        sandbox,
+        line,
+        Some(Path::new("/")),
+        &CancellationToken::new(),
+    )
+    .await
 }
 
 /// Wait until `want` sandboxes are built ahead and ready.
