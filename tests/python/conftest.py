@@ -32,6 +32,18 @@ STARTUP_TIMEOUT = 15.0
 _BLOCK_END = ("Set NL2SH_PROTOCOL_TOKEN", "This output contains the token")
 
 
+# The seven MCP tools nl2sh lists, in their order (docs/PROTOCOLS.md).
+MCP_TOOLS = [
+    "nl2sh_inspect",
+    "nl2sh_tools",
+    "nl2sh_invoke",
+    "nl2sh_read_screen",
+    "nl2sh_ask",
+    "nl2sh_get_task",
+    "nl2sh_cancel_task",
+]
+
+
 @dataclass
 class Server:
     url: str

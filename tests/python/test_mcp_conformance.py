@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from auth_proxy import AuthProxy
-from conftest import serve
+from conftest import MCP_TOOLS, serve
 
 CONFORMANCE_DIR = Path(__file__).parents[1] / "conformance"
 # The pinned npm tools, their lock and the TypeScript client that imports them.
@@ -38,15 +38,6 @@ SUITE = NODE_MODULES / "@modelcontextprotocol" / "conformance" / "dist" / "index
 TS_CLIENT = NPM_DIR / "ts_client.mjs"
 SUITE_TIMEOUT = 180.0
 TS_CLIENT_TIMEOUT = 60.0
-TOOLS = [
-    "nl2sh_inspect",
-    "nl2sh_tools",
-    "nl2sh_invoke",
-    "nl2sh_read_screen",
-    "nl2sh_ask",
-    "nl2sh_get_task",
-    "nl2sh_cancel_task",
-]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -159,7 +150,7 @@ def test_typescript_sdk_client(server):
     assert seen["connected"] is True, report
     assert seen["protocolVersion"] == "2025-11-25", report
     assert seen["server"]["name"] == "nl2sh", report
-    assert seen["tools"] == TOOLS, report
+    assert seen["tools"] == MCP_TOOLS, report
     inspect = seen["inspect"]
     assert inspect["validationError"] is None and "error" not in inspect, report
     assert inspect["hasOutputSchema"] is True and inspect["structuredIsObject"] is True, report

@@ -16,11 +16,9 @@ from mcp.shared.exceptions import MCPError
 
 from pathlib import Path
 
-from conftest import android_env, serve, serve_agent
+from conftest import MCP_TOOLS, android_env, serve, serve_agent
 
 TOOL = "nl2sh_inspect"
-DIRECT_TOOLS = ["nl2sh_inspect", "nl2sh_tools", "nl2sh_invoke", "nl2sh_read_screen"]
-TASK_TOOLS = ["nl2sh_ask", "nl2sh_get_task", "nl2sh_cancel_task"]
 INSPECT_KEYS = {
     "os",
     "kernel",
@@ -77,7 +75,7 @@ def leaf_exceptions(exc: BaseException) -> list[BaseException]:
 async def assert_tools_and_inspect(client: Client) -> dict:
     """tools/list is exactly the spec's seven tools; nl2sh_inspect yields matching structured and text content."""
     tools = await client.list_tools()
-    assert [t.name for t in tools.tools] == DIRECT_TOOLS + TASK_TOOLS
+    assert [t.name for t in tools.tools] == MCP_TOOLS
 
     result = await client.call_tool(TOOL, {})
     assert result.is_error is False
