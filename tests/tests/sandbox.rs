@@ -11,7 +11,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nl2sh_executor::runtime::exec::{CommandOutput, ProcessGroups};
-use nl2sh_executor::sandbox::{Run, Sandbox, SandboxSettings, HELPER_ARG, WARM_TARGET};
+use nl2sh_executor::sandbox::{
+    Run, Sandbox, SandboxSettings, HELPER_ARG, MAX_AHEAD_AGE, WARM_TARGET,
+};
 use nl2sh_proto::channels::{SandboxPayload, UidRange};
 use nl2sh_tests::{alive, is_root, nl2sh_bin};
 use tokio_util::sync::CancellationToken;
@@ -26,6 +28,8 @@ struct Rig {
     plain: Sandbox,
     /// As `plain`, keeping sandboxes built ahead as the executor does.
     ahead: Sandbox,
+    /// As `ahead`, but none is ever young enough to use.
+    stale: Sandbox,
 }
 
 impl Rig {
@@ -54,7 +58,7 @@ impl Rig {
             dir.path().join("config.state").display().to_string(),
             dir.path().join("config.service").display().to_string(),
         ];
-        let helper = |prefix: &[&str], ahead: usize| {
+        let helper = |prefix: &[&str], ahead: usize, ahead_max_age: Duration| {
             let mut argv: Vec<OsString> = prefix.iter().map(OsString::from).collect();
             argv.push(nl2sh_bin().into());
             argv.push(HELPER_ARG.into());
@@ -65,14 +69,21 @@ impl Rig {
                 own_files: own.clone(),
                 scratch_bytes: 8 * 1024 * 1024,
                 ahead,
+                ahead_max_age,
             })
         };
         // Each call here runs on a runtime of its own, which sandboxes built ahead could
         // not outlive: only `ahead` builds them (the executor has one runtime).
         Some(Rig {
-            isolated: helper(&["unshare", "--uts", "--net", "--ipc", "--"], 0),
-            plain: helper(&[], 0),
-            ahead: helper(&[], WARM_TARGET),
+            isolated: helper(
+                &["unshare", "--uts", "--net", "--ipc", "--"],
+                0,
+                MAX_AHEAD_AGE,
+            ),
+            plain: helper(&[], 0, MAX_AHEAD_AGE),
+            ahead: helper(&[], WARM_TARGET, MAX_AHEAD_AGE),
+            // Every sandbox it builds ahead is already too old when a call comes.
+            stale: helper(&[], WARM_TARGET, Duration::ZERO),
             dir,
         })
     }
@@ -759,6 +770,7 @@ fn a_process_of_another_program_in_the_range_disables_the_sandbox() {
         own_files: Vec::new(),
         scratch_bytes: 8 * 1024 * 1024,
         ahead: 0,
+        ahead_max_age: MAX_AHEAD_AGE,
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut status = None;
@@ -821,6 +833,7 @@ fn a_calls_processes_together_cannot_pass_its_memory_cap() {
         own_files: Vec::new(),
         scratch_bytes: 8 * 1024 * 1024,
         ahead: 0,
+        ahead_max_age: MAX_AHEAD_AGE,
     });
     let parts = block_on(sandbox.availability()).to_json();
     let cgroup = parts["cgroup"].as_str().unwrap_or_default().to_string();
@@ -885,40 +898,63 @@ fn sandboxes_built_ahead_serve_one_call_each_and_keep_nothing_of_it() {
         // in the background, its working directory.
         let first = sh_here(
             sandbox,
-            "echo left > $TMPDIR/left; (sleep 31.25 &); readlink /proc/self/ns/mnt; id -u; pwd",
+            "echo left > $TMPDIR/left; (sleep 31.25 &); id -u; pwd",
         )
         .await;
         assert!(first.success(), "{}", text(&first));
         assert_eq!(sandbox.served_ahead(), 1, "a ready sandbox served the call");
         let first = first.stdout.text();
         let first: Vec<&str> = first.lines().collect();
-        assert_eq!(first[2], "/", "the call's own working directory");
+        assert_eq!(first[1], "/", "the call's own working directory");
         // Its background process ended with it (its PID namespace is gone).
         assert_eq!(
             find_process("sleep 31.25", Duration::from_millis(100)),
             None
         );
         ready_ahead(sandbox, WARM_TARGET).await;
-        for n in 2..=3 {
-            let next = sh_here(
+        // The next two calls at once, each in a sandbox built ahead. A namespace's number
+        // is reused once it is gone, so two are compared only while both exist.
+        let (next, other) = tokio::join!(
+            sh_here(
                 sandbox,
-                "ls -A $TMPDIR; echo scratch-listed; readlink /proc/self/ns/mnt; echo $PATH",
-            )
-            .await;
-            assert!(next.success(), "{}", text(&next));
-            assert_eq!(sandbox.served_ahead(), n);
-            let out = next.stdout.text();
-            let lines: Vec<&str> = out.lines().collect();
-            // Nothing of the first call: an empty scratch directory, a mount namespace of
-            // its own.
-            assert_eq!(lines[0], "scratch-listed", "{out}");
-            assert_ne!(lines[1], first[0], "{out}");
-            // The call's PATH, not the one the sandbox was built with.
-            assert_eq!(
-                Some(lines[2]),
-                std::env::var("PATH").ok().as_deref(),
-                "{out}"
-            );
+                "ls -A $TMPDIR; echo scratch-listed; readlink /proc/self/ns/mnt; echo $PATH; \
+                 sleep 1",
+            ),
+            sh_here(sandbox, "sleep 0.3; readlink /proc/self/ns/mnt"),
+        );
+        assert!(next.success(), "{}", text(&next));
+        assert!(other.success(), "{}", text(&other));
+        assert_eq!(sandbox.served_ahead(), 3);
+        let out = next.stdout.text();
+        let lines: Vec<&str> = out.lines().collect();
+        // Nothing of the first call: an empty scratch directory.
+        assert_eq!(lines[0], "scratch-listed", "{out}");
+        // A mount namespace of its own: not the other call's, running beside it.
+        assert_ne!(lines[1], other.stdout.text().trim(), "{out}");
+        assert!(lines[1].starts_with("mnt:["), "{out}");
+        // The call's PATH, not the one the sandbox was built with.
+        assert_eq!(
+            Some(lines[2]),
+            std::env::var("PATH").ok().as_deref(),
+            "{out}"
+        );
+    });
+}
+
+/// A sandbox built ahead is used only while young: its masks were expanded when it was
+/// built, so a secret path created since would not be hidden in it.
+#[test]
+fn a_sandbox_built_ahead_too_long_ago_is_not_used() {
+    let Some(rig) = Rig::new() else { return };
+    let sandbox = &rig.stale;
+    block_on(async {
+        assert!(sandbox.availability().await.is_ready());
+        ready_ahead(sandbox, WARM_TARGET).await;
+        for _ in 0..2 {
+            let out = sh_here(sandbox, "id -u").await;
+            assert!(out.success(), "{}", text(&out));
+            ready_ahead(sandbox, WARM_TARGET).await;
         }
+        assert_eq!(sandbox.served_ahead(), 0, "a stale sandbox served a call");
     });
 }

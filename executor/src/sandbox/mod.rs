@@ -66,7 +66,7 @@ const BUILD_TIMEOUT: Duration = Duration::from_secs(15);
 /// when it was built (a secret path created since is not hidden in it), so its view is
 /// kept recent; nothing rebuilds an idle pool (a phone would never sleep): after a quiet
 /// spell the first call builds its own, and the pool fills again.
-const MAX_AHEAD_AGE: Duration = Duration::from_secs(30);
+pub const MAX_AHEAD_AGE: Duration = Duration::from_secs(30);
 
 /// How sandboxed actions are started and who they run as.
 #[derive(Debug, Clone)]
@@ -84,6 +84,9 @@ pub struct SandboxSettings {
     /// How many sandboxes to keep built ahead of calls ([`WARM_TARGET`] for the executor;
     /// 0: every call builds its own).
     pub ahead: usize,
+    /// The oldest a sandbox built ahead may be when a call takes it ([`MAX_AHEAD_AGE`]
+    /// for the executor).
+    pub ahead_max_age: Duration,
 }
 
 impl SandboxSettings {
@@ -96,6 +99,7 @@ impl SandboxSettings {
             own_files,
             scratch_bytes: DEFAULT_SCRATCH_BYTES,
             ahead: WARM_TARGET,
+            ahead_max_age: MAX_AHEAD_AGE,
         }
     }
 }
@@ -531,12 +535,14 @@ impl Shared {
     }
 
     /// A sandbox built ahead, if one is ready (for this runtime, and at most
-    /// [`MAX_AHEAD_AGE`] old; others are dropped); else whether one is being built.
+    /// [`SandboxSettings::ahead_max_age`] old; others are dropped); else whether one is
+    /// being built.
     fn take_ready(&self) -> Result<Built, bool> {
         let here = tokio::runtime::Handle::current().id();
+        let max_age = self.settings.ahead_max_age;
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
         pool.ready
-            .retain(|b| b.runtime == here && b.at.elapsed() < MAX_AHEAD_AGE);
+            .retain(|b| b.runtime == here && b.at.elapsed() < max_age);
         pool.ready.pop().ok_or(pool.building > 0)
     }
 
