@@ -37,6 +37,8 @@ enum Fake {
     /// As `Device`, but describes a pending approval implausibly (an id with terminal
     /// escapes, a wait of u64::MAX seconds), as a compromised executor might.
     Implausible,
+    /// As `Device`, but never answers where a call stands.
+    StuckProgress,
 }
 
 /// What the real executor answers (`executor/src/inspect.rs`, with `sandbox`), in shape.
@@ -80,7 +82,7 @@ impl Server {
                     let _ = read_frame::<ExecutorRequest, _>(&mut theirs).await;
                 });
             }
-            Fake::Device | Fake::Failing | Fake::Implausible => {
+            Fake::Device | Fake::Failing | Fake::Implausible | Fake::StuckProgress => {
                 tokio::spawn(rpc::serve(theirs, move |req: ExecutorRequest| async move {
                     Ok(match (req, fake) {
                         (_, Fake::Failing) => ExecutorResponse::Catalog(Vec::new()),
@@ -133,6 +135,10 @@ impl Server {
                         }
                         (ExecutorRequest::Cancel { .. }, _) => {
                             ExecutorResponse::Cancelled { found: false }
+                        }
+                        (ExecutorRequest::Progress { .. }, Fake::StuckProgress) => {
+                            std::future::pending::<()>().await;
+                            unreachable!()
                         }
                         // Every call waits for the owner's request abc234.
                         (ExecutorRequest::Progress { .. }, fake) => {
@@ -533,6 +539,25 @@ async fn an_implausible_approval_from_the_executor_is_not_passed_on() {
         notes[0]["params"]["message"],
         "being checked against the owner's policy"
     );
+}
+
+#[tokio::test]
+async fn a_stage_that_never_comes_does_not_hold_the_answer_back() {
+    let s = Server::start(Fake::StuckProgress).await;
+    let arguments = json!({"tool": "slow.me", "arguments": {}});
+    let mut call = modern(
+        3,
+        "tools/call",
+        json!({"name": "nl2sh_invoke", "arguments": arguments}),
+    );
+    call["params"]["_meta"]["progressToken"] = json!("p-1");
+    // The answer comes when the call ends (1.6 s), not when the stage query would.
+    let answered = tokio::time::timeout(Duration::from_secs(20), s.modern_post(&call, &[])).await;
+    let r = answered.expect("the answer waited for a stage that never came");
+    assert_eq!(r.status, 200, "{r:?}");
+    // Nothing was said, so it is one JSON answer.
+    assert_eq!(r.header("content-type"), Some("application/json"), "{r:?}");
+    assert_eq!(r.json()["result"]["isError"], false, "{r:?}");
 }
 
 #[tokio::test]

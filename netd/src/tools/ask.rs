@@ -153,7 +153,14 @@ pub async fn call(
             () = cancel.cancelled() => break current,
             _ = ticks.tick(), if progress.is_some() => {
                 if let Some((executor, reporter)) = progress.as_mut() {
-                    say_where(executor, reporter, &task_id, watched.now()).await;
+                    // Saying it never holds the answer back (a client that does not read
+                    // its stream, a peer slow to say where a call stands).
+                    tokio::select! {
+                        biased;
+                        done = &mut wait => break done.unwrap_or(current),
+                        () = cancel.cancelled() => break current,
+                        () = say_where(executor, reporter, &task_id, watched.now()) => {}
+                    }
                 }
             }
         }
