@@ -938,7 +938,32 @@ fn sandboxes_built_ahead_serve_one_call_each_and_keep_nothing_of_it() {
             std::env::var("PATH").ok().as_deref(),
             "{out}"
         );
+        // The executor holds the mount namespace of each sandbox ready (so that a helper's
+        // exit does not tear it down on a call's path) and lets go of it once its call has
+        // ended: after three calls it holds as many as are ready, not more.
+        ready_ahead(sandbox, WARM_TARGET).await;
+        let until = Instant::now() + Duration::from_secs(10);
+        while mount_namespaces_held() != WARM_TARGET {
+            assert!(
+                Instant::now() < until,
+                "{} mount namespaces held, {WARM_TARGET} sandboxes ready",
+                mount_namespaces_held()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     });
+}
+
+/// How many of this process's descriptors are mount namespaces (`mnt:[…]`).
+fn mount_namespaces_held() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .filter(|target| target.to_string_lossy().starts_with("mnt:["))
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 /// A sandbox built ahead is used only while young: its masks were expanded when it was

@@ -221,6 +221,11 @@ impl Started {
         }
     }
 
+    /// Its pid, while it has not been reaped.
+    pub fn id(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Kill its whole process group (and so the command), as on timeout.
     pub fn kill(&self) {
         if let Some(group) = self.group {

@@ -33,6 +33,7 @@ pub mod mounts;
 pub mod seccomp;
 
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -216,6 +217,12 @@ struct Built {
     /// The payload said it is set up and waits ([`READY_BYTE`]). If not, running the
     /// call reports why (the helper's exit status and stderr).
     set_up: bool,
+    /// The sandbox's mount namespace, held open by the executor (built ahead only): the
+    /// helper is then not the last to leave it, so its exit, which the call's answer waits
+    /// for, does not tear the namespace down. That teardown unmounts the view and waits
+    /// for an expedited RCU grace period (about 0.35 ms with the helper in D state, seen
+    /// with `perf sched`); it happens off the call's path instead ([`release_off_path`]).
+    mount_namespace: Option<OwnedFd>,
 }
 
 impl Built {
@@ -235,6 +242,28 @@ impl Drop for Built {
             if let Some(mut lease) = self.lease.take() {
                 std::thread::spawn(move || lease.settle_blocking());
             }
+        }
+        if let Some(namespace) = self.mount_namespace.take() {
+            std::thread::spawn(move || drop(namespace));
+        }
+    }
+}
+
+/// Let go of a finished sandbox's mount namespace on a blocking thread: closing the last
+/// reference unmounts its view and waits for a grace period, which neither the executor's
+/// one thread nor the call's answer should wait for.
+fn release_off_path(namespace: OwnedFd) {
+    tokio::task::spawn_blocking(move || drop(namespace));
+}
+
+/// The mount namespace of the process `pid` (a helper that has set its sandbox up).
+fn mount_namespace_of(pid: Option<u32>) -> Option<OwnedFd> {
+    let path = format!("/proc/{}/ns/mnt", pid?);
+    match std::fs::File::open(&path) {
+        Ok(file) => Some(OwnedFd::from(file)),
+        Err(e) => {
+            tracing::debug!(error = %e, "the mount namespace of a sandbox built ahead");
+            None
         }
     }
 }
@@ -506,6 +535,7 @@ impl Shared {
             helper: Some(helper),
             oom_before,
             set_up: false,
+            mount_namespace: None,
         };
         Ok((built, frame))
     }
@@ -526,6 +556,9 @@ impl Shared {
             if wait {
                 let said = tokio::time::timeout(BUILD_TIMEOUT, helper.read_stdout_byte()).await;
                 built.set_up = matches!(said, Ok(Ok(Some(READY_BYTE))));
+                if built.set_up {
+                    built.mount_namespace = mount_namespace_of(helper.id());
+                }
             } else {
                 // Its "set up" byte is then the first of its output: not output.
                 helper.preamble = Some(READY_BYTE);
@@ -793,6 +826,9 @@ impl Sandbox {
             run.cancel,
         )
         .await;
+        if let Some(namespace) = sandbox.mount_namespace.take() {
+            release_off_path(namespace);
+        }
         // The next call's sandbox is built once this one has its answer (the executor
         // has one thread: building now would delay this call).
         if !matches!(call_kind, CallKind::Probe) {
