@@ -30,6 +30,8 @@ struct Rig {
     ahead: Sandbox,
     /// As `ahead`, but none is ever young enough to use.
     stale: Sandbox,
+    /// As `plain`, its helper started by a shell that lingers after it, with no pipes.
+    lingering: Sandbox,
 }
 
 impl Rig {
@@ -84,6 +86,7 @@ impl Rig {
             ahead: helper(&[], WARM_TARGET, MAX_AHEAD_AGE),
             // Every sandbox it builds ahead is already too old when a call comes.
             stale: helper(&[], WARM_TARGET, Duration::ZERO),
+            lingering: helper(&["sh", "-c", LINGERING_HELPER], 0, MAX_AHEAD_AGE),
             dir,
         })
     }
@@ -92,6 +95,10 @@ impl Rig {
         self.dir.path().join(name).display().to_string()
     }
 }
+
+/// Runs the helper (`$0 $1`), then closes its pipes and stays a while: the call must be
+/// answered from the helper's exit record, not when this process exits.
+const LINGERING_HELPER: &str = "\"$0\" \"$1\"; exec <&- >&- 2>&-; sleep 5.4321";
 
 /// The uids of this file's sandboxes: the tree's default range, shared by every test here
 /// (they run at once and claim uids device-wide, as trees do).
@@ -982,4 +989,39 @@ fn a_sandbox_built_ahead_too_long_ago_is_not_used() {
         }
         assert_eq!(sandbox.served_ahead(), 0, "a stale sandbox served a call");
     });
+}
+
+/// A call is answered from what the helper says on stderr once its payload has ended, not
+/// when the helper has exited (the exit of a process that built a sandbox is slow):
+/// here the helper's parent lingers, and the call still has its answer, whole.
+#[test]
+fn a_call_is_answered_once_its_payload_ended_not_when_the_helper_exits() {
+    let Some(rig) = Rig::new() else { return };
+    let sandbox = &rig.lingering;
+    let out = sh(sandbox, "echo out; echo err >&2; exit 7");
+    assert_eq!(out.exit_code, Some(7), "{}", text(&out));
+    assert_eq!(out.signal, None);
+    assert_eq!(out.stdout.text(), "out\n");
+    assert_eq!(out.stderr.text(), "err\n", "the record is not output");
+    assert!(
+        running("sleep 5.4321"),
+        "the call waited for its helper's parent to exit"
+    );
+    // More stderr than is kept: the record still ends the run, and is not counted.
+    let out = sh(sandbox, "head -c 70000 /dev/zero >&2; exit 3");
+    assert_eq!(out.exit_code, Some(3));
+    assert_eq!(out.stderr.bytes.len(), 64 * 1024);
+    assert_eq!(out.stderr.dropped, 70000 - 64 * 1024);
+}
+
+/// Whether a process of any uid runs `cmdline` now.
+fn running(cmdline: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.flatten().any(|e| {
+                let line = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                String::from_utf8_lossy(&line).replace('\0', " ").trim() == cmdline
+            })
+        })
+        .unwrap_or(false)
 }

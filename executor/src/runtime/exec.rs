@@ -197,6 +197,9 @@ pub struct Started {
     /// A byte its stdout starts with that is not output (a sandbox helper's "set up"),
     /// dropped by [`finish`] if it comes first.
     pub preamble: Option<u8>,
+    /// Its stderr ends with an [`exit_record`] (a sandbox helper's): the call is answered
+    /// from it once both pipes have ended, without waiting for the process to exit.
+    pub exit_record: bool,
 }
 
 impl Started {
@@ -271,6 +274,7 @@ pub fn start(
         program,
         began,
         preamble: None,
+        exit_record: false,
     })
 }
 
@@ -290,6 +294,7 @@ pub async fn finish(
         program,
         began,
         preamble,
+        exit_record: recorded,
     } = started;
     if let (Some(mut pipe), Some(data)) = (child.stdin.take(), stdin) {
         tokio::spawn(async move {
@@ -298,34 +303,59 @@ pub async fn finish(
     }
     let out_buf = Arc::new(Mutex::new(Captured::default()));
     let err_buf = Arc::new(Mutex::new(Captured::default()));
-    let out = child
+    let mut out = child
         .stdout
         .take()
-        .map(|s| tokio::spawn(read_bounded(s, max_stdout, preamble, out_buf.clone())));
-    let err = child
+        .map(|s| tokio::spawn(read_bounded(s, max_stdout, preamble, out_buf.clone(), 0)));
+    let tail = if recorded { EXIT_RECORD_LEN } else { 0 };
+    let mut err = child
         .stderr
         .take()
-        .map(|s| tokio::spawn(read_bounded(s, max_stderr, None, err_buf.clone())));
+        .map(|s| tokio::spawn(read_bounded(s, max_stderr, None, err_buf.clone(), tail)));
 
     let deadline_tokio = tokio::time::Instant::from_std(deadline);
-    let (status, timed_out, cancelled) = tokio::select! {
-        status = child.wait() => (Some(status), false, false),
-        () = tokio::time::sleep_until(deadline_tokio) => (None, true, false),
-        () = cancel.cancelled() => (None, false, true),
+    let ended = if recorded {
+        // All its pipes end before it exits, the record last: answered from the record,
+        // the process is reaped meanwhile. Without a record (it died, or failed before
+        // its payload ran) it is waited for as any command.
+        tokio::select! {
+            record = pipes_with_record(&mut out, &mut err) => record,
+            () = tokio::time::sleep_until(deadline_tokio) => Some(Ended::TimedOut),
+            () = cancel.cancelled() => Some(Ended::Cancelled),
+        }
+    } else {
+        None
     };
-    let status = match status {
-        Some(s) => s.map_err(|source| ExecError::Wait {
-            program: program.clone(),
-            source,
-        })?,
-        None => {
+    let ended = match ended {
+        Some(ended) => ended,
+        None => tokio::select! {
+            status = child.wait() => Ended::Exited(status.map_err(|source| ExecError::Wait {
+                program: program.clone(),
+                source,
+            })?),
+            () = tokio::time::sleep_until(deadline_tokio) => Ended::TimedOut,
+            () = cancel.cancelled() => Ended::Cancelled,
+        },
+    };
+    use std::os::unix::process::ExitStatusExt;
+    let (exit_code, signal, timed_out, cancelled) = match ended {
+        Ended::Recorded { exit_code, signal } => {
+            tokio::spawn(async move {
+                let _ = child.wait().await;
+            });
+            (exit_code, signal, false, false)
+        }
+        Ended::Exited(status) => (status.code(), status.signal(), false, false),
+        Ended::TimedOut | Ended::Cancelled => {
             if let Some(group) = group {
                 group.kill();
             }
-            child.wait().await.map_err(|source| ExecError::Wait {
+            let status = child.wait().await.map_err(|source| ExecError::Wait {
                 program: program.clone(),
                 source,
-            })?
+            })?;
+            let timed_out = matches!(ended, Ended::TimedOut);
+            (status.code(), status.signal(), timed_out, !timed_out)
         }
     };
     // Collect output. Background members of the group may hold the pipes open; give them
@@ -333,10 +363,9 @@ pub async fn finish(
     let linger = tokio::time::Instant::now() + PIPE_LINGER;
     let stdout = collect(out, &out_buf, linger).await;
     let stderr = collect(err, &err_buf, linger).await;
-    use std::os::unix::process::ExitStatusExt;
     Ok(CommandOutput {
-        exit_code: status.code(),
-        signal: status.signal(),
+        exit_code,
+        signal,
         stdout,
         stderr,
         duration: began.elapsed(),
@@ -346,8 +375,71 @@ pub async fn finish(
     })
 }
 
+/// How a command's run ended.
+enum Ended {
+    Exited(std::process::ExitStatus),
+    /// As its [`exit_record`] says; the process is still exiting.
+    Recorded {
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+    },
+    TimedOut,
+    Cancelled,
+}
+
+/// The length of an [`exit_record`].
+pub const EXIT_RECORD_LEN: usize = EXIT_RECORD_MAGIC.len() + 2;
+const EXIT_RECORD_MAGIC: &[u8; 12] = b"\0nl2sh-exit:";
+
+/// What a sandbox helper writes last on its stderr once its payload has ended (and with
+/// it every process of the call), right before it closes stderr and exits: how the
+/// payload ended, `Ok(code)` or `Err(signal)`. Payload output cannot forge it, as nothing
+/// of the payload is left to write after it; a run whose stderr does not end with one is
+/// waited for instead.
+pub fn exit_record(ended: Result<u8, u8>) -> [u8; EXIT_RECORD_LEN] {
+    let mut record = [0u8; EXIT_RECORD_LEN];
+    record[..EXIT_RECORD_MAGIC.len()].copy_from_slice(EXIT_RECORD_MAGIC);
+    let (kind, value) = match ended {
+        Ok(code) => (b'e', code),
+        Err(signal) => (b's', signal),
+    };
+    record[EXIT_RECORD_MAGIC.len()] = kind;
+    record[EXIT_RECORD_MAGIC.len() + 1] = value;
+    record
+}
+
+/// The exit code and signal an [`exit_record`] says, if `tail` is one.
+fn read_exit_record(tail: &[u8]) -> Option<(Option<i32>, Option<i32>)> {
+    let rest = tail.strip_prefix(EXIT_RECORD_MAGIC.as_slice())?;
+    match rest {
+        [b'e', code] => Some((Some(i32::from(*code)), None)),
+        [b's', signal] if *signal > 0 => Some((None, Some(i32::from(*signal)))),
+        _ => None,
+    }
+}
+
+/// Wait until both pipes have ended, then read the record stderr ended with (its bytes
+/// are not output). A handle is set to `None` once awaited, so this can be given up at
+/// any await and the pipes still collected.
+async fn pipes_with_record(
+    out: &mut Option<tokio::task::JoinHandle<Vec<u8>>>,
+    err: &mut Option<tokio::task::JoinHandle<Vec<u8>>>,
+) -> Option<Ended> {
+    let mut tail = Vec::new();
+    if let Some(handle) = err.as_mut() {
+        tail = handle.await.unwrap_or_default();
+        *err = None;
+    }
+    if let Some(handle) = out.as_mut() {
+        let _ = handle.await;
+        *out = None;
+    }
+    let (exit_code, signal) = read_exit_record(&tail)?;
+    Some(Ended::Recorded { exit_code, signal })
+}
+
 async fn collect(
-    task: Option<tokio::task::JoinHandle<()>>,
+    task: Option<tokio::task::JoinHandle<Vec<u8>>>,
     buf: &Mutex<Captured>,
     until: tokio::time::Instant,
 ) -> Captured {
@@ -360,32 +452,107 @@ async fn collect(
 }
 
 /// Keep the first `max` bytes; count and discard the rest so the writer never blocks.
-/// A first byte equal to `preamble` is not output and is dropped.
+/// A first byte equal to `preamble` is not output and is dropped. With `tail`, the last
+/// `tail` bytes are returned, and taken out of `into` (or its count) when they are an
+/// [`exit_record`].
 async fn read_bounded<R: AsyncRead + Unpin>(
     mut r: R,
     max: usize,
     mut preamble: Option<u8>,
     into: Arc<Mutex<Captured>>,
-) {
+    tail: usize,
+) -> Vec<u8> {
     let mut buf = vec![0u8; 16 * 1024];
+    let mut last: Vec<u8> = Vec::with_capacity(tail * 2);
     loop {
         match r.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 let skip = usize::from(preamble.take().is_some_and(|p| buf[0] == p));
+                let data = &buf[skip..n];
+                if tail > 0 {
+                    last.extend_from_slice(data);
+                    let extra = last.len().saturating_sub(tail);
+                    last.drain(..extra);
+                }
                 let mut c = into.lock().unwrap_or_else(|p| p.into_inner());
                 let room = max.saturating_sub(c.bytes.len());
-                let keep = room.min(n - skip);
-                c.bytes.extend_from_slice(&buf[skip..skip + keep]);
-                c.dropped += (n - skip - keep) as u64;
+                let keep = room.min(data.len());
+                c.bytes.extend_from_slice(&data[..keep]);
+                c.dropped += (data.len() - keep) as u64;
             }
         }
     }
+    if tail > 0 && read_exit_record(&last).is_some() {
+        // The tail is the stream's last bytes: out of the count first, then the bytes.
+        let mut c = into.lock().unwrap_or_else(|p| p.into_inner());
+        let counted = (c.dropped as usize).min(tail);
+        c.dropped -= counted as u64;
+        let kept = c.bytes.len().saturating_sub(tail - counted);
+        c.bytes.truncate(kept);
+    }
+    last
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `data` read by [`read_bounded`] with room for `max` bytes and a record's tail.
+    fn read_with_tail(data: &[u8], max: usize) -> (Captured, Vec<u8>) {
+        let into = Arc::new(Mutex::new(Captured::default()));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let tail = rt.block_on(read_bounded(data, max, None, into.clone(), EXIT_RECORD_LEN));
+        let captured = into.lock().unwrap().clone();
+        (captured, tail)
+    }
+
+    #[test]
+    fn an_exit_record_is_read_from_the_end_and_is_not_output() {
+        let record = exit_record(Ok(7));
+        let stream = [b"some error\n".as_slice(), &record].concat();
+        // Room for everything: the record is taken out of the bytes kept.
+        let (captured, tail) = read_with_tail(&stream, 1024);
+        assert_eq!(captured.bytes, b"some error\n");
+        assert_eq!(captured.dropped, 0);
+        assert_eq!(read_exit_record(&tail), Some((Some(7), None)));
+        // Room for 4 bytes: the record was counted as dropped, and is not any more.
+        let (captured, _) = read_with_tail(&stream, 4);
+        assert_eq!(captured.bytes, b"some");
+        assert_eq!(captured.dropped, 7);
+        // Cut in the middle of the record: part kept, part counted.
+        let (captured, _) = read_with_tail(&stream, 15);
+        assert_eq!(captured.bytes, b"some error\n");
+        assert_eq!(captured.dropped, 0);
+        // A signal.
+        assert_eq!(
+            read_exit_record(&exit_record(Err(9))),
+            Some((None, Some(9)))
+        );
+    }
+
+    #[test]
+    fn a_stream_not_ending_with_a_record_is_all_output() {
+        let record = exit_record(Ok(0));
+        // Output written after a record (impossible from a helper): no record, all kept.
+        let stream = [record.as_slice(), b"x"].concat();
+        let (captured, tail) = read_with_tail(&stream, 1024);
+        assert_eq!(captured.bytes, stream);
+        assert_eq!(read_exit_record(&tail), None);
+        // Shorter than a record, a wrong kind, signal 0, another magic.
+        for bad in [
+            b"short".to_vec(),
+            [&record[..12], b"x\0"].concat(),
+            [&record[..12], b"s\0"].concat(),
+            [b"\0nl2sh-exxt:".as_slice(), b"e\0"].concat(),
+        ] {
+            assert_eq!(read_exit_record(&bad), None, "{bad:?}");
+            let (captured, _) = read_with_tail(&bad, 1024);
+            assert_eq!(captured.bytes, bad);
+        }
+    }
 
     #[test]
     fn a_process_group_is_never_ours_or_everyone() {

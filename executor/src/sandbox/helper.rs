@@ -23,6 +23,7 @@ use serde_json::json;
 use nl2sh_proto::channels::{SandboxCall, SandboxPayload, SandboxPlan};
 
 use super::{confine, mounts, READY_BYTE, SETUP_FAILED, SETUP_MARKER};
+use crate::runtime::exec;
 use crate::sys::sandbox::{die_of, fork_single_threaded, Forked};
 
 const OOM_SCORE_ADJ: &str = "1000";
@@ -140,19 +141,20 @@ fn run() -> Result<ExitCode, HelperError> {
     }
 }
 
-/// The helper's side: hold nothing of the payload's pipes, wait, exit as it did.
+/// The helper's side: hold nothing of the payload's pipes but stderr, wait, say on
+/// stderr how the payload ended ([`exec::exit_record`]), close it, exit as it did.
 fn wait_for(child: libc::pid_t, pid_namespace: bool) -> ExitCode {
     use nix::sys::wait::{waitpid, WaitStatus};
     // The executor reads the payload's output until every writer is gone; the helper
-    // must not be one.
-    if let Ok(null) = std::fs::File::options()
+    // is one only of stderr, which it closes once it has written the record there.
+    let null = std::fs::File::options()
         .read(true)
         .write(true)
         .open("/dev/null")
-    {
-        let _ = nix::unistd::dup2_stdin(&null);
-        let _ = nix::unistd::dup2_stdout(&null);
-        let _ = nix::unistd::dup2_stderr(&null);
+        .ok();
+    if let Some(null) = &null {
+        let _ = nix::unistd::dup2_stdin(null);
+        let _ = nix::unistd::dup2_stdout(null);
     }
     let child = nix::unistd::Pid::from_raw(child);
     let status = loop {
@@ -165,6 +167,22 @@ fn wait_for(child: libc::pid_t, pid_namespace: bool) -> ExitCode {
     };
     if !pid_namespace {
         kill_orphans();
+    }
+    // Nothing of the payload is left (its PID namespace, or the orphans killed above):
+    // the record is the last thing on the pipe, and the call can be answered now, before
+    // this process has exited.
+    let ended = match status {
+        Ok(code) => Ok(u8::try_from(code).unwrap_or(1)),
+        Err(sig) => Err(u8::try_from(sig).unwrap_or(libc::SIGKILL as u8)),
+    };
+    let _ = std::io::stderr().write_all(&exec::exit_record(ended));
+    match &null {
+        Some(null) => {
+            let _ = nix::unistd::dup2_stderr(null);
+        }
+        None => {
+            let _ = nix::unistd::close(2);
+        }
     }
     match status {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

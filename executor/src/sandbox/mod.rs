@@ -526,7 +526,8 @@ impl Shared {
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(args);
         exec::own_group(&mut cmd);
-        let helper = exec::start(cmd, true, None, groups)?;
+        let mut helper = exec::start(cmd, true, None, groups)?;
+        helper.exit_record = true;
         // Owned from here on: dropped (cancelled) mid-way, it ends the helper and settles.
         let built = Built {
             runtime: tokio::runtime::Handle::current().id(),
