@@ -86,7 +86,7 @@ impl Rig {
             ahead: helper(&[], WARM_TARGET, MAX_AHEAD_AGE),
             // Every sandbox it builds ahead is already too old when a call comes.
             stale: helper(&[], WARM_TARGET, Duration::ZERO),
-            lingering: helper(&["sh", "-c", LINGERING_HELPER], 0, MAX_AHEAD_AGE),
+            lingering: helper(&["sh", "-c", &lingering_helper()], 0, MAX_AHEAD_AGE),
             dir,
         })
     }
@@ -96,9 +96,16 @@ impl Rig {
     }
 }
 
-/// Runs the helper (`$0 $1`), then closes its pipes and stays a while: the call must be
-/// answered from the helper's exit record, not when this process exits.
-const LINGERING_HELPER: &str = "\"$0\" \"$1\"; exec <&- >&- 2>&-; sleep 5.4321";
+/// Runs the helper (`$0 $1`), then closes its pipes and stays a while
+/// ([`lingering_sleep`], this test process's own): the call must be answered from the
+/// helper's exit record, not when this process exits.
+fn lingering_helper() -> String {
+    format!("\"$0\" \"$1\"; exec <&- >&- 2>&-; {}", lingering_sleep())
+}
+
+fn lingering_sleep() -> String {
+    format!("sleep 5.{}", std::process::id())
+}
 
 /// The uids of this file's sandboxes: the tree's default range, shared by every test here
 /// (they run at once and claim uids device-wide, as trees do).
@@ -1003,8 +1010,9 @@ fn a_call_is_answered_once_its_payload_ended_not_when_the_helper_exits() {
     assert_eq!(out.signal, None);
     assert_eq!(out.stdout.text(), "out\n");
     assert_eq!(out.stderr.text(), "err\n", "the record is not output");
+    // The parent (its command line holds the script) or its last command, the sleep.
     assert!(
-        running("sleep 5.4321"),
+        running(&lingering_sleep()),
         "the call waited for its helper's parent to exit"
     );
     // More stderr than is kept: the record still ends the run, and is not counted.
@@ -1014,14 +1022,19 @@ fn a_call_is_answered_once_its_payload_ended_not_when_the_helper_exits() {
     assert_eq!(out.stderr.dropped, 70000 - 64 * 1024);
 }
 
-/// Whether a process of any uid runs `cmdline` now.
-fn running(cmdline: &str) -> bool {
+/// Whether a process of any uid, other than this one, has `part` in its command line.
+fn running(part: &str) -> bool {
+    let me = std::process::id().to_string();
     std::fs::read_dir("/proc")
         .map(|dir| {
-            dir.flatten().any(|e| {
-                let line = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-                String::from_utf8_lossy(&line).replace('\0', " ").trim() == cmdline
-            })
+            dir.flatten()
+                .filter(|e| e.file_name() != me.as_str())
+                .any(|e| {
+                    let line = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                    String::from_utf8_lossy(&line)
+                        .replace('\0', " ")
+                        .contains(part)
+                })
         })
         .unwrap_or(false)
 }
