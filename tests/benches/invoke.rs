@@ -45,7 +45,7 @@ const TOKEN: &str = "bench-token-0123456789abcdef0123456789abcdef";
 
 /// The servers run side by side and take turns, round after round, so that drift in the
 /// machine's speed (a shared VM) hits all of them alike; each turn has its own warm-up.
-const LATENCY_ROUNDS: usize = 4;
+const LATENCY_ROUNDS: usize = 12;
 const LATENCY_WARMUP: Duration = Duration::from_millis(300);
 const LATENCY_MEASURE: Duration = Duration::from_millis(1200);
 const LOAD_ROUNDS: usize = 3;
@@ -238,6 +238,14 @@ fn main() {
         spawn.p99_us(),
         spawn.latencies_ns.len()
     );
+    let paced_spawn = paced_spawns(PACED_CALLS, PACED_PAUSE);
+    println!(
+        "  the same, a spawn every {} ms: median {:.1} µs  p99 {:.1} µs ({} spawns)",
+        PACED_PAUSE.as_millis(),
+        paced_spawn.median_us(),
+        paced_spawn.p99_us(),
+        paced_spawn.latencies_ns.len()
+    );
     // For the breakdown: the same spawn forced onto std's fork path (a pre_exec hook, as
     // the executor installs one), instead of posix_spawn.
     let fork_spawn = bare_spawns(true);
@@ -280,6 +288,28 @@ fn main() {
         format!("<= +{BUDGET_SEPARATION_US} µs"),
         verdict(separation <= BUDGET_SEPARATION_US),
     ]);
+    // The same cost from rounds paired in time: each round's tree median minus the
+    // single+audit median of the same round (seconds apart), so that the machine's slower
+    // drift (a shared VM) cancels out; the median of those differences, with the middle
+    // half of them.
+    let paired = paired_differences(&tree_l.round_medians_us, &audited_l.round_medians_us);
+    let paired_median = quantile(&paired, 0.5);
+    rows.push([
+        format!(
+            "privilege-separation cost, median of {} paired rounds (middle half)",
+            paired.len()
+        ),
+        "-".into(),
+        "-".into(),
+        format!(
+            "{:+.1} µs ({:+.1} .. {:+.1})",
+            up(paired_median, 10.0),
+            quantile(&paired, 0.25),
+            quantile(&paired, 0.75)
+        ),
+        format!("<= +{BUDGET_SEPARATION_US} µs"),
+        verdict(paired_median <= BUDGET_SEPARATION_US),
+    ]);
     rows.push([
         "p99 latency µs, c=1, one core".into(),
         format!("{:.1}", tree_l.p99_us()),
@@ -306,18 +336,22 @@ fn main() {
         format!("<= {BUDGET_TREE_MIB} MiB"),
         verdict(pss_mib <= BUDGET_TREE_MIB),
     ]);
-    // A `shell.exec` row: its median against the bare spawn's, within `budget` times.
-    let against_spawn = |what: &str, calls: &LoadResult, budget: f64| -> [String; 6] {
-        let ratio = calls.median_us() / spawn.median_us();
-        [
-            what.to_string(),
-            format!("{:.1}", calls.median_us()),
-            format!("{:.1} (bare spawn)", spawn.median_us()),
-            format!("ratio {:.2}", up(ratio, 100.0)),
-            format!("<= {budget}x"),
-            verdict(ratio <= budget),
-        ]
-    };
+    // A `shell.exec` row: its median against a bare spawn's made at the same pace, within
+    // `budget` times.
+    let against =
+        |what: &str, calls: &LoadResult, spawn: &LoadResult, budget: f64| -> [String; 6] {
+            let ratio = calls.median_us() / spawn.median_us();
+            [
+                what.to_string(),
+                format!("{:.1}", calls.median_us()),
+                format!("{:.1} (bare spawn)", spawn.median_us()),
+                format!("ratio {:.2}", up(ratio, 100.0)),
+                format!("<= {budget}x"),
+                verdict(ratio <= budget),
+            ]
+        };
+    let against_spawn =
+        |what: &str, calls: &LoadResult, budget: f64| against(what, calls, &spawn, budget);
     rows.push(against_spawn(
         "shell.exec `true` unconfined median µs, c=1",
         &shell,
@@ -335,9 +369,18 @@ fn main() {
         "-".into(),
         "-".into(),
     ]);
+    rows.push(against(
+        &format!(
+            "shell.exec `true` sandboxed median µs, a call every {} ms, vs a spawn every {0} ms",
+            PACED_PAUSE.as_millis()
+        ),
+        &paced,
+        &paced_spawn,
+        BUDGET_SANDBOX_RATIO,
+    ));
     rows.push(against_spawn(
         &format!(
-            "shell.exec `true` sandboxed median µs, a call every {} ms",
+            "shell.exec `true` sandboxed median µs, a call every {} ms, vs spawns back to back",
             PACED_PAUSE.as_millis()
         ),
         &paced,
@@ -729,6 +772,8 @@ struct LoadResult {
     /// The load generator's own (ns, context switches) in the window (one connection
     /// only; the whole bench process).
     client_cpu: (u64, u64),
+    /// The median of each run folded in ([`LoadResult::add`]), in order.
+    round_medians_us: Vec<f64>,
 }
 
 impl LoadResult {
@@ -740,11 +785,13 @@ impl LoadResult {
             memory: Memory::default(),
             cpu: Vec::new(),
             client_cpu: (0, 0),
+            round_medians_us: Vec::new(),
         }
     }
 
     /// Fold another run against the same server into this one.
     fn add(&mut self, other: LoadResult) {
+        self.round_medians_us.push(other.median_us());
         self.completed += other.completed;
         self.window += other.window;
         self.latencies_ns.extend(other.latencies_ns);
@@ -902,6 +949,7 @@ fn run_load(
             memory: sampled.memory,
             cpu: sampled.cpu,
             client_cpu,
+            round_medians_us: Vec::new(),
         }
     });
     handle.join().expect("load thread")
@@ -1117,7 +1165,24 @@ fn paced_calls(addr: SocketAddr, body: &str, calls: usize, pause: Duration) -> L
         memory: Memory::default(),
         cpu: Vec::new(),
         client_cpu: (0, 0),
+        round_medians_us: Vec::new(),
     }
+}
+
+/// `a[i] - b[i]` for every round both have, sorted.
+fn paired_differences(a: &[f64], b: &[f64]) -> Vec<f64> {
+    let mut d: Vec<f64> = a.iter().zip(b).map(|(x, y)| x - y).collect();
+    d.sort_by(|x, y| x.total_cmp(y));
+    d
+}
+
+/// The `q` quantile of sorted `values` (nearest rank; 0 when empty).
+fn quantile(values: &[f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let rank = ((values.len() - 1) as f64 * q).round() as usize;
+    values[rank.min(values.len() - 1)]
 }
 
 // ---- bare spawn -----------------------------------------------------------------------------
@@ -1126,6 +1191,17 @@ fn paced_calls(addr: SocketAddr, body: &str, calls: usize, pause: Duration) -> L
 /// captures it; one spawn at a time for `SPAWN_MEASURE` after a short warm-up. With
 /// `fork_path`, a no-op `pre_exec` hook makes std fork instead of using posix_spawn.
 fn bare_spawns(fork_path: bool) -> LoadResult {
+    spawns(fork_path, None)
+}
+
+/// [`bare_spawns`] as [`paced_calls`] makes calls: `calls` spawns, each after `pause`, so
+/// that a sandboxed call made at that pace compares with a spawn made at it (a machine
+/// idle between calls wakes more slowly than a busy one, for both alike).
+fn paced_spawns(calls: usize, pause: Duration) -> LoadResult {
+    spawns(false, Some((calls, pause)))
+}
+
+fn spawns(fork_path: bool, paced: Option<(usize, Duration)>) -> LoadResult {
     let spawn = || {
         let mut cmd = Command::new("/bin/sh");
         cmd.args(["-c", "true"]).stdin(Stdio::null());
@@ -1138,24 +1214,35 @@ fn bare_spawns(fork_path: bool) -> LoadResult {
         let out = cmd.output().expect("spawn /bin/sh");
         assert!(out.status.success(), "sh -c true failed: {:?}", out.status);
     };
-    let warm = Instant::now() + SHELL_WARMUP;
-    while Instant::now() < warm {
-        spawn();
-    }
-    let until = Instant::now() + SPAWN_MEASURE;
+    let started = Instant::now();
     let mut latencies = Vec::new();
-    while Instant::now() < until {
-        let t0 = Instant::now();
-        spawn();
-        latencies.push(t0.elapsed().as_nanos() as u64);
+    if let Some((calls, pause)) = paced {
+        for _ in 0..calls {
+            std::thread::sleep(pause);
+            let t0 = Instant::now();
+            spawn();
+            latencies.push(t0.elapsed().as_nanos() as u64);
+        }
+    } else {
+        let warm = Instant::now() + SHELL_WARMUP;
+        while Instant::now() < warm {
+            spawn();
+        }
+        let until = Instant::now() + SPAWN_MEASURE;
+        while Instant::now() < until {
+            let t0 = Instant::now();
+            spawn();
+            latencies.push(t0.elapsed().as_nanos() as u64);
+        }
     }
     latencies.sort_unstable();
     LoadResult {
         completed: latencies.len() as u64,
-        window: SPAWN_MEASURE,
+        window: started.elapsed(),
         latencies_ns: latencies,
         memory: Memory::default(),
         cpu: Vec::new(),
         client_cpu: (0, 0),
+        round_medians_us: Vec::new(),
     }
 }
