@@ -86,7 +86,7 @@ impl Rig {
             ahead: helper(&[], WARM_TARGET, MAX_AHEAD_AGE),
             // Every sandbox it builds ahead is already too old when a call comes.
             stale: helper(&[], WARM_TARGET, Duration::ZERO),
-            lingering: helper(&["sh", "-c", &lingering_helper()], 0, MAX_AHEAD_AGE),
+            lingering: helper(&["sh", "-c", LINGERING_HELPER], 0, MAX_AHEAD_AGE),
             dir,
         })
     }
@@ -96,16 +96,10 @@ impl Rig {
     }
 }
 
-/// Runs the helper (`$0 $1`), then closes its pipes and stays a while
-/// ([`lingering_sleep`], this test process's own): the call must be answered from the
-/// helper's exit record, not when this process exits.
-fn lingering_helper() -> String {
-    format!("\"$0\" \"$1\"; exec <&- >&- 2>&-; {}", lingering_sleep())
-}
-
-fn lingering_sleep() -> String {
-    format!("sleep 5.{}", std::process::id())
-}
+/// Runs the helper (`$0 $1`), then closes its pipes and stays [`LINGER`]: the call must be
+/// answered from the helper's exit record, not when this process exits.
+const LINGERING_HELPER: &str = "\"$0\" \"$1\"; exec <&- >&- 2>&-; sleep 6";
+const LINGER: Duration = Duration::from_secs(6);
 
 /// The uids of this file's sandboxes: the tree's default range, shared by every test here
 /// (they run at once and claim uids device-wide, as trees do).
@@ -1005,36 +999,20 @@ fn a_sandbox_built_ahead_too_long_ago_is_not_used() {
 fn a_call_is_answered_once_its_payload_ended_not_when_the_helper_exits() {
     let Some(rig) = Rig::new() else { return };
     let sandbox = &rig.lingering;
+    let began = Instant::now();
     let out = sh(sandbox, "echo out; echo err >&2; exit 7");
+    // Not a speed check: the answer either waits out the parent's 6 s or it does not.
+    assert!(
+        began.elapsed() < LINGER - Duration::from_secs(2),
+        "the call waited for its helper's parent to exit"
+    );
     assert_eq!(out.exit_code, Some(7), "{}", text(&out));
     assert_eq!(out.signal, None);
     assert_eq!(out.stdout.text(), "out\n");
     assert_eq!(out.stderr.text(), "err\n", "the record is not output");
-    // The parent (its command line holds the script) or its last command, the sleep.
-    assert!(
-        running(&lingering_sleep()),
-        "the call waited for its helper's parent to exit"
-    );
     // More stderr than is kept: the record still ends the run, and is not counted.
     let out = sh(sandbox, "head -c 70000 /dev/zero >&2; exit 3");
     assert_eq!(out.exit_code, Some(3));
     assert_eq!(out.stderr.bytes.len(), 64 * 1024);
     assert_eq!(out.stderr.dropped, 70000 - 64 * 1024);
-}
-
-/// Whether a process of any uid, other than this one, has `part` in its command line.
-fn running(part: &str) -> bool {
-    let me = std::process::id().to_string();
-    std::fs::read_dir("/proc")
-        .map(|dir| {
-            dir.flatten()
-                .filter(|e| e.file_name() != me.as_str())
-                .any(|e| {
-                    let line = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-                    String::from_utf8_lossy(&line)
-                        .replace('\0', " ")
-                        .contains(part)
-                })
-        })
-        .unwrap_or(false)
 }
