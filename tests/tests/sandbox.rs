@@ -1010,6 +1010,11 @@ fn a_call_is_answered_once_its_payload_ended_not_when_the_helper_exits() {
     assert_eq!(out.signal, None);
     assert_eq!(out.stdout.text(), "out\n");
     assert_eq!(out.stderr.text(), "err\n", "the record is not output");
+    // A command that writes a record of its own as its last bytes (exit 0) and exits 5:
+    // the helper's comes after it, so the call says 5 and the forged bytes are output.
+    let out = sh(sandbox, "printf '\\000nl2sh-exit:e\\000' >&2; exit 5");
+    assert_eq!(out.exit_code, Some(5), "{}", text(&out));
+    assert_eq!(out.stderr.bytes, b"\0nl2sh-exit:e\0");
     // More stderr than is kept: the record still ends the run, and is not counted.
     let out = sh(sandbox, "head -c 70000 /dev/zero >&2; exit 3");
     assert_eq!(out.exit_code, Some(3));
