@@ -227,7 +227,12 @@ fn answered_then_killed(worker: &str, recovered: &[&str]) {
     for marker in &markers {
         let r = invoke(addr, &token, &format!("echo {marker}")).expect("answered");
         assert_eq!(r["isError"], false, "{r}");
-        kill(server.worker(worker));
+        let killed = server.worker(worker);
+        kill(killed);
+        // The answer must come from the restarted tree, which is what brings the row
+        // back: the dying tree's executor can still answer a sandboxed call for a moment
+        // before it notices its peer is gone.
+        replaced(&server, worker, killed);
         answers_again(addr, &token);
     }
     server.signal(libc::SIGTERM);
@@ -289,6 +294,20 @@ fn a_call_answered_just_before_the_executor_dies_is_in_the_audit() {
     // approvald has usually read the row by the kill, and commits it as it stops with the
     // worker set; the outbox covers a row the executor had not yet sent.
     answered_then_killed("executor", &[]);
+}
+
+/// Wait until `role`'s worker is another process than `killed` (the supervisor restarted
+/// the worker set).
+fn replaced(server: &Server, role: &str, killed: i32) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server
+        .workers()
+        .iter()
+        .all(|(r, pid)| r != role || *pid == killed)
+    {
+        assert!(Instant::now() < deadline, "{role} was not restarted");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 fn kill(pid: i32) {
