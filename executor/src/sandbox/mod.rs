@@ -153,12 +153,6 @@ pub enum SandboxError {
     Exec(#[from] ExecError),
 }
 
-/// Whether a run is the start-up probe (which never uses or fills the pool).
-enum CallKind {
-    Probe,
-    Work,
-}
-
 /// What one sandboxed action needs besides its payload.
 pub struct Run<'a> {
     pub cwd: Option<&'a Path>,
@@ -236,14 +230,19 @@ impl Drop for Built {
         // Never used (the executor is stopping, a test's runtime ended, the call's future
         // was dropped): end it, not only its helper, and free its uid only once its
         // processes are gone, as after a killed call.
+        // Its mount namespace goes on the same thread: closing it waits for a grace period.
+        let namespace = self.mount_namespace.take();
         if let Some(helper) = self.helper.take() {
             helper.kill();
             drop(helper);
-            if let Some(mut lease) = self.lease.take() {
-                std::thread::spawn(move || lease.settle_blocking());
-            }
-        }
-        if let Some(namespace) = self.mount_namespace.take() {
+            let lease = self.lease.take();
+            std::thread::spawn(move || {
+                drop(namespace);
+                if let Some(mut lease) = lease {
+                    lease.settle_blocking();
+                }
+            });
+        } else if namespace.is_some() {
             std::thread::spawn(move || drop(namespace));
         }
     }
@@ -781,14 +780,13 @@ impl Sandbox {
         payload: SandboxPayload,
         run: Run<'_>,
     ) -> Result<CommandOutput, SandboxError> {
-        let call_kind = match payload {
-            SandboxPayload::Probe => CallKind::Probe,
-            _ => CallKind::Work,
-        };
-        // The probe builds its own: the pool starts only once the probe has said yes.
-        let ahead = match payload {
-            SandboxPayload::Probe => None,
-            _ => self.shared.take_ahead(run.deadline, run.cancel).await,
+        // The probe builds its own and fills nothing: the pool starts only once the
+        // probe has said yes.
+        let probe = matches!(payload, SandboxPayload::Probe);
+        let ahead = if probe {
+            None
+        } else {
+            self.shared.take_ahead(run.deadline, run.cancel).await
         };
         let mut sandbox = match ahead {
             Some(built) => {
@@ -830,15 +828,15 @@ impl Sandbox {
         if let Some(namespace) = sandbox.mount_namespace.take() {
             release_off_path(namespace);
         }
-        // The next call's sandbox is built once this one has its answer (the executor
-        // has one thread: building now would delay this call).
-        if !matches!(call_kind, CallKind::Probe) {
+        // The next call's sandbox is built once this one's command has ended, not while
+        // it runs (the executor has one thread: building then would delay this call).
+        if !probe {
             self.shared.fill();
         }
-        // A helper that exited by itself waited for the payload, whose PID namespace
-        // was torn down before it could exit. One that was killed (timeout,
-        // cancellation) or died of a signal did not: the payload's processes may still be
-        // dying, and the uid is free again only once they are gone.
+        // A payload that ended by itself (its helper's exit record, or the helper's own
+        // exit) ended after its PID namespace was torn down. A run that was killed
+        // (timeout, cancellation) or whose payload died of a signal may still have
+        // processes dying, and the uid is free again only once they are gone.
         if out.as_ref().map_or(true, |o| {
             o.exit_code.is_none() || o.timed_out || o.cancelled
         }) {
