@@ -134,35 +134,22 @@ fn stop_signals() -> Option<nix::sys::signalfd::SignalFd> {
     SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).ok()
 }
 
-/// The terminal hung up (its emulator or tmux went away): stdin reports a hang-up or an
-/// error. A SIGHUP does not always arrive (a tmux killed from a process that ignores it),
-/// and the input reader would then spin on the dead terminal.
-fn terminal_gone() -> bool {
-    stdin_poll(Duration::ZERO).1
-}
-
-/// Wait up to `timeout` for input on stdin; true if the terminal hung up meanwhile (the
-/// loop then sees it through [`terminal_gone`]).
-fn wait_for_input(timeout: Duration) -> bool {
-    stdin_poll(timeout).1
-}
-
-/// poll(2) on stdin: (input ready, hung up or broken).
-fn stdin_poll(timeout: Duration) -> (bool, bool) {
+/// Wait up to `timeout` for input on stdin; true if the terminal hung up (its emulator or
+/// tmux went away): stdin reports a hang-up or an error. A SIGHUP does not always arrive
+/// (a tmux killed from a process that ignores it), and the input reader would then spin
+/// on the dead terminal.
+fn terminal_gone(timeout: Duration) -> bool {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     use std::os::fd::AsFd;
     let stdin = io::stdin();
     let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
     let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
     match poll(&mut fds, PollTimeout::from(ms)) {
-        Ok(_) => fds[0].revents().map_or((false, false), |r| {
-            (
-                r.contains(PollFlags::POLLIN),
-                r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL),
-            )
+        Ok(_) => fds[0].revents().is_some_and(|r| {
+            r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL)
         }),
         // Interrupted (a resize): look again next time round.
-        Err(_) => (false, false),
+        Err(_) => false,
     }
 }
 
@@ -189,7 +176,7 @@ fn session(app: &mut App, device: &dyn Device) -> io::Result<()> {
             signals.as_ref().map(|fd| fd.read_signal()),
             Some(Ok(Some(_)))
         );
-        if signalled || terminal_gone() {
+        if signalled || terminal_gone(Duration::ZERO) {
             app.handle_key(
                 KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL),
                 device,
@@ -199,7 +186,7 @@ fn session(app: &mut App, device: &dyn Device) -> io::Result<()> {
         // Wait for input ourselves: crossterm's reader spins on a terminal that hung up
         // (it reads end-of-file again and again), so it is asked only once stdin has
         // something, or without waiting for its own events (resizes).
-        if wait_for_input(FRAME) {
+        if terminal_gone(FRAME) {
             continue;
         }
         if event::poll(Duration::ZERO)? {
