@@ -789,6 +789,17 @@ impl LoadResult {
         }
     }
 
+    /// Latencies of operations done one at a time in `window`, with no process figures.
+    fn timed(mut latencies_ns: Vec<u64>, window: Duration) -> Self {
+        latencies_ns.sort_unstable();
+        LoadResult {
+            completed: latencies_ns.len() as u64,
+            window,
+            latencies_ns,
+            ..LoadResult::empty()
+        }
+    }
+
     /// Fold another run against the same server into this one.
     fn add(&mut self, other: LoadResult) {
         self.round_medians_us.push(other.median_us());
@@ -1140,33 +1151,31 @@ impl Conn {
 
 // ---- paced calls ----------------------------------------------------------------------------
 
-/// `calls` POSTs of `body`, one at a time, each after `pause`, each on a new connection;
-/// every answer must be a successful tool result.
-fn paced_calls(addr: SocketAddr, body: &str, calls: usize, pause: Duration) -> LoadResult {
-    let mut latencies_ns = Vec::with_capacity(calls);
+/// `op` done `calls` times, each after `pause`, each timed.
+fn paced(calls: usize, pause: Duration, mut op: impl FnMut()) -> LoadResult {
     let started = Instant::now();
+    let mut latencies_ns = Vec::with_capacity(calls);
     for _ in 0..calls {
         std::thread::sleep(pause);
         let t0 = Instant::now();
-        let r = mcp_post(addr, TOKEN, body);
+        op();
         latencies_ns.push(t0.elapsed().as_nanos() as u64);
+    }
+    LoadResult::timed(latencies_ns, started.elapsed())
+}
+
+/// `calls` POSTs of `body`, one at a time, each after `pause`, each on a new connection;
+/// every answer must be a successful tool result.
+fn paced_calls(addr: SocketAddr, body: &str, calls: usize, pause: Duration) -> LoadResult {
+    paced(calls, pause, || {
+        let r = mcp_post(addr, TOKEN, body);
         assert!(
             r.status == 200 && r.body.contains("\"isError\":false"),
             "a paced call failed: {} {}",
             r.status,
             r.body
         );
-    }
-    latencies_ns.sort_unstable();
-    LoadResult {
-        completed: calls as u64,
-        window: started.elapsed(),
-        latencies_ns,
-        memory: Memory::default(),
-        cpu: Vec::new(),
-        client_cpu: (0, 0),
-        round_medians_us: Vec::new(),
-    }
+    })
 }
 
 /// `a[i] - b[i]` for every round both have, sorted.
@@ -1188,61 +1197,41 @@ fn quantile(values: &[f64], q: f64) -> f64 {
 // ---- bare spawn -----------------------------------------------------------------------------
 
 /// `/bin/sh -c true` from this process, output captured through pipes as the tool
-/// captures it; one spawn at a time for `SPAWN_MEASURE` after a short warm-up. With
-/// `fork_path`, a no-op `pre_exec` hook makes std fork instead of using posix_spawn.
+/// captures it. With `fork_path`, a no-op `pre_exec` hook makes std fork instead of using
+/// posix_spawn.
+fn spawn_sh_true(fork_path: bool) {
+    let mut cmd = Command::new("/bin/sh");
+    cmd.args(["-c", "true"]).stdin(Stdio::null());
+    if fork_path {
+        // SAFETY: the hook does nothing.
+        unsafe {
+            cmd.pre_exec(|| Ok(()));
+        }
+    }
+    let out = cmd.output().expect("spawn /bin/sh");
+    assert!(out.status.success(), "sh -c true failed: {:?}", out.status);
+}
+
+/// [`spawn_sh_true`] one at a time for `SPAWN_MEASURE` after a short warm-up.
 fn bare_spawns(fork_path: bool) -> LoadResult {
-    spawns(fork_path, None)
-}
-
-/// [`bare_spawns`] as [`paced_calls`] makes calls: `calls` spawns, each after `pause`, so
-/// that a sandboxed call made at that pace compares with a spawn made at it (a machine
-/// idle between calls wakes more slowly than a busy one, for both alike).
-fn paced_spawns(calls: usize, pause: Duration) -> LoadResult {
-    spawns(false, Some((calls, pause)))
-}
-
-fn spawns(fork_path: bool, paced: Option<(usize, Duration)>) -> LoadResult {
-    let spawn = || {
-        let mut cmd = Command::new("/bin/sh");
-        cmd.args(["-c", "true"]).stdin(Stdio::null());
-        if fork_path {
-            // SAFETY: the hook does nothing.
-            unsafe {
-                cmd.pre_exec(|| Ok(()));
-            }
-        }
-        let out = cmd.output().expect("spawn /bin/sh");
-        assert!(out.status.success(), "sh -c true failed: {:?}", out.status);
-    };
+    let warm = Instant::now() + SHELL_WARMUP;
+    while Instant::now() < warm {
+        spawn_sh_true(fork_path);
+    }
     let started = Instant::now();
+    let until = started + SPAWN_MEASURE;
     let mut latencies = Vec::new();
-    if let Some((calls, pause)) = paced {
-        for _ in 0..calls {
-            std::thread::sleep(pause);
-            let t0 = Instant::now();
-            spawn();
-            latencies.push(t0.elapsed().as_nanos() as u64);
-        }
-    } else {
-        let warm = Instant::now() + SHELL_WARMUP;
-        while Instant::now() < warm {
-            spawn();
-        }
-        let until = Instant::now() + SPAWN_MEASURE;
-        while Instant::now() < until {
-            let t0 = Instant::now();
-            spawn();
-            latencies.push(t0.elapsed().as_nanos() as u64);
-        }
+    while Instant::now() < until {
+        let t0 = Instant::now();
+        spawn_sh_true(fork_path);
+        latencies.push(t0.elapsed().as_nanos() as u64);
     }
-    latencies.sort_unstable();
-    LoadResult {
-        completed: latencies.len() as u64,
-        window: started.elapsed(),
-        latencies_ns: latencies,
-        memory: Memory::default(),
-        cpu: Vec::new(),
-        client_cpu: (0, 0),
-        round_medians_us: Vec::new(),
-    }
+    LoadResult::timed(latencies, started.elapsed())
+}
+
+/// [`spawn_sh_true`] as [`paced_calls`] makes calls, so that a sandboxed call made at that
+/// pace compares with a spawn made at it (a machine idle between calls wakes more slowly
+/// than a busy one, for both alike).
+fn paced_spawns(calls: usize, pause: Duration) -> LoadResult {
+    paced(calls, pause, || spawn_sh_true(false))
 }
