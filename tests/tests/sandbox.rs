@@ -1014,6 +1014,10 @@ fn a_call_is_answered_once_its_payload_ended_not_when_the_helper_exits() {
     let out = sh(sandbox, "printf '\\000nl2sh-exit:e\\000' >&2; exit 5");
     assert_eq!(out.exit_code, Some(5), "{}", text(&out));
     assert_eq!(out.stderr.bytes, b"\0nl2sh-exit:e\0");
+    // A command that closes its own output early is still waited for: the pipes end only
+    // when the helper, which holds stderr, has said how the command ended.
+    let out = sh(sandbox, "exec >&- 2>&-; sleep 0.5; exit 4");
+    assert_eq!(out.exit_code, Some(4), "{}", text(&out));
     // More stderr than is kept: the record still ends the run, and is not counted.
     let out = sh(sandbox, "head -c 70000 /dev/zero >&2; exit 3");
     assert_eq!(out.exit_code, Some(3));
