@@ -87,7 +87,8 @@ use chain::{read_anchor, read_head, AnchorRead, Head};
 use files::{create_private_file, suffixed, tighten_existing};
 use schema::{configure, migrate, schema_version, TAIL_SINCE_VERSION};
 use writer::{
-    replay_journal, run_job, write_tail, Command, Counters, Queued, Writer, DEFAULT_ROW_BYTES,
+    replay_journal, run_job, write_tail, Command, Counters, Queued, Writer, WriterThread,
+    DEFAULT_ROW_BYTES,
 };
 
 /// The database, relative to the state directory.
@@ -147,8 +148,9 @@ pub struct Store {
     counters: Arc<Counters>,
     /// The limits the writer prunes to; `None` until set, and nothing is pruned before.
     limits: Arc<Mutex<Option<AuditLimits>>>,
-    /// The writer thread, woken early from its [`LINGER`] when someone waits.
-    writer: std::thread::Thread,
+    /// The writer thread, woken early from its [`LINGER`] (and hurried back from its
+    /// background priority) when someone waits.
+    writer: WriterThread,
     /// About how many bytes of pages the task store holds: the audit's byte limit is
     /// the audit's alone, so retention leaves these out (see [`tasks::TaskSpace`]).
     task_bytes: Arc<AtomicU64>,
@@ -267,6 +269,7 @@ impl Store {
         let (queue, rx) = mpsc::channel(QUEUE_CAPACITY);
         let counters = Arc::new(Counters::default());
         let limits = Arc::new(Mutex::new(None));
+        let background = Arc::new(std::sync::OnceLock::new());
         let writer = Writer {
             conn,
             head,
@@ -283,6 +286,8 @@ impl Store {
             tail_failing: false,
             counters: counters.clone(),
             task_bytes: task_bytes.clone(),
+            background: background.clone(),
+            background_failed: false,
         };
         let writer = std::thread::Builder::new()
             .name("approvald-store".into())
@@ -294,6 +299,7 @@ impl Store {
             })?
             .thread()
             .clone();
+        let writer = WriterThread::new(writer, background);
         Ok(Store {
             audit_redactor: Arc::new(std::sync::OnceLock::new()),
             journal: tokio::sync::Mutex::new(journal),
@@ -406,7 +412,9 @@ impl Store {
                 .map_err(|_| StoreError::Closed)?;
         }
         if wait {
-            self.writer.unpark();
+            self.writer.wake();
+        } else {
+            self.writer.keep_up(&self.queue);
         }
         for done in waits {
             done.await.map_err(|_| StoreError::Closed)??;
@@ -477,7 +485,7 @@ impl Store {
             .send(Command::Flush(ack))
             .await
             .map_err(|_| StoreError::Closed)?;
-        self.writer.unpark();
+        self.writer.wake();
         done.await.map_err(|_| StoreError::Closed)
     }
 
@@ -490,7 +498,7 @@ impl Store {
             .send(Command::Settle(ack))
             .await
             .map_err(|_| StoreError::Closed)?;
-        self.writer.unpark();
+        self.writer.wake();
         done.await.map_err(|_| StoreError::Closed)
     }
 

@@ -2,13 +2,21 @@
 //! record at once, writes them in one transaction with the chain columns, prunes in the
 //! same transaction, commits, and only then acknowledges the waiters; and replays the
 //! journal at start.
+//!
+//! The writer rests, lingers and writes batches nobody waits for at nice 19
+//! ([`Background`]): calls on their way through the same core preempt it instead of
+//! waiting up to a batch's few hundred microseconds behind it, and its wake-ups do not
+//! preempt them (docs/AUDIT.md, "Background work yields to calls"). Whoever waits
+//! for a commit, and a queue falling behind, hurry it back to its normal priority
+//! ([`WriterThread::wake`]).
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use nl2sh_proto::sys::thread::Background;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction};
 use tokio::sync::{mpsc, oneshot};
@@ -29,6 +37,11 @@ pub const MAX_BATCH: usize = 4096;
 /// before they are committed. An approvald crash can lose that much of them; a power
 /// failure loses more anyway (`synchronous=NORMAL`).
 pub const LINGER: Duration = Duration::from_millis(5);
+/// The writer is falling behind when a batch, or the queue it has not taken yet, holds
+/// more records than this: it then writes at its normal priority until it has caught up.
+/// (At nice 19 on a core that calls keep busy, it takes only what they leave, and
+/// batches grow; a quarter of the queue leaves room for bursts.)
+pub const BEHIND: usize = QUEUE_CAPACITY / 4;
 
 /// What a row is taken to cost until one is measured: a little more than the usual.
 pub(crate) const DEFAULT_ROW_BYTES: u64 = 512;
@@ -84,11 +97,49 @@ impl Queued {
 /// A write of the task store, run on the writer thread.
 pub(crate) type TaskJob = Box<dyn FnOnce(&mut Connection) + Send>;
 
+/// The writer thread as its senders see it: woken early from its linger, and hurried
+/// back from its background priority, when someone waits for it.
+#[derive(Clone)]
+pub(crate) struct WriterThread {
+    thread: std::thread::Thread,
+    /// Set by the writer thread itself when it starts, if it may lower its priority.
+    background: Arc<OnceLock<Background>>,
+}
+
+impl WriterThread {
+    pub(crate) fn new(thread: std::thread::Thread, background: Arc<OnceLock<Background>>) -> Self {
+        WriterThread { thread, background }
+    }
+
+    /// Someone waits for the writer: end its linger and put it back at its normal
+    /// priority.
+    pub(crate) fn wake(&self) {
+        self.hurry();
+        self.thread.unpark();
+    }
+
+    /// Put the writer back at its normal priority if `queue` holds more than [`BEHIND`]
+    /// records it has not taken. One atomic load when it does not.
+    pub(crate) fn keep_up(&self, queue: &mpsc::Sender<Command>) {
+        if queue.max_capacity() - queue.capacity() > BEHIND {
+            self.hurry();
+        }
+    }
+
+    fn hurry(&self) {
+        if let Some(background) = self.background.get() {
+            if let Err(e) = background.hurry() {
+                tracing::warn!(error = %e, "cannot put the audit writer back at its normal priority");
+            }
+        }
+    }
+}
+
 /// What the task store keeps of the store: a way to queue jobs on the writer thread.
 #[derive(Clone)]
 pub(crate) struct WriterHandle {
     pub(crate) queue: mpsc::Sender<Command>,
-    pub(crate) writer: std::thread::Thread,
+    pub(crate) writer: WriterThread,
     pub(crate) task_bytes: Arc<AtomicU64>,
 }
 
@@ -105,7 +156,7 @@ impl WriterHandle {
 
 pub(crate) async fn run_job<T: Send + 'static>(
     queue: &mpsc::Sender<Command>,
-    writer: &std::thread::Thread,
+    writer: &WriterThread,
     job: impl FnOnce(&mut Connection) -> T + Send + 'static,
 ) -> Result<T, StoreError> {
     let (answer, answered) = oneshot::channel();
@@ -116,7 +167,7 @@ pub(crate) async fn run_job<T: Send + 'static>(
         .send(Command::Task(job))
         .await
         .map_err(|_| StoreError::Closed)?;
-    writer.unpark();
+    writer.wake();
     answered.await.map_err(|_| StoreError::Closed)
 }
 
@@ -171,12 +222,24 @@ pub(crate) struct Writer {
     pub(crate) counters: Arc<Counters>,
     /// Bytes of pages the task store holds, which the audit's byte limit leaves out.
     pub(crate) task_bytes: Arc<AtomicU64>,
+    /// Where this thread's [`Background`] goes when it starts (see [`WriterThread`]).
+    pub(crate) background: Arc<OnceLock<Background>>,
+    /// Lowering or restoring the priority failed (logged once; no more lowering).
+    pub(crate) background_failed: bool,
 }
 
 impl Writer {
     pub(crate) fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        if let Some(background) = Background::for_this_thread() {
+            let _ = self.background.set(background);
+        } else {
+            tracing::debug!(
+                "audit writer keeps its priority: it could not get it back after lowering it"
+            );
+        }
         let mut queued = Vec::with_capacity(MAX_BATCH);
         let mut batch = Vec::new();
+        self.lower();
         loop {
             self.refresh_limits();
             // Catching up with lowered limits, and the one-time rebuild, only while no
@@ -207,7 +270,11 @@ impl Writer {
                 }
                 waited_for = self.take(&mut queued, &mut batch);
             }
+            if waited_for || batch.len() > BEHIND {
+                self.restore();
+            }
             self.commit(std::mem::take(&mut batch));
+            self.lower();
         }
         tracing::debug!("audit writer stopped: every handle is gone and the queue is empty");
     }
@@ -224,11 +291,13 @@ impl Writer {
                 }
                 // A flush is a barrier: commit what came before it, then answer it.
                 Command::Flush(done) => {
+                    self.restore();
                     self.commit(std::mem::take(batch));
                     let _ = done.send(());
                     waited_for = true;
                 }
                 Command::Settle(done) => {
+                    self.restore();
                     self.commit(std::mem::take(batch));
                     while self.housekeep() {}
                     let _ = done.send(());
@@ -238,6 +307,7 @@ impl Writer {
                 // Audit records queued before it are committed first; the job commits
                 // its own transaction.
                 Command::Task(job) => {
+                    self.restore();
                     self.commit(std::mem::take(batch));
                     job(&mut self.conn);
                     waited_for = true;
@@ -341,6 +411,30 @@ impl Writer {
         false
     }
 
+    /// Go to the background priority, if this thread may (and come back, see
+    /// [`Background`]). A failure is logged once, and the writer keeps its priority.
+    fn lower(&mut self) {
+        if self.background_failed {
+            return;
+        }
+        if let Some(Err(e)) = self.background.get().map(Background::lower) {
+            self.background_failed = true;
+            tracing::warn!(error = %e, "cannot lower the audit writer's priority; it keeps its normal one");
+        }
+    }
+
+    /// Back to the normal priority, if lowered.
+    fn restore(&mut self) {
+        if let Some(Err(e)) = self.background.get().map(Background::restore) {
+            self.background_failed = true;
+            tracing::error!(error = %e, "cannot put the audit writer back at its normal priority");
+        }
+    }
+
+    /// Commit `batch` in one transaction, then acknowledge its waiters, at the priority
+    /// the writer is at. The records are dropped at the normal priority: their memory
+    /// belongs to the threads that made them, and freeing it takes their allocator's
+    /// lock, which a lowered thread preempted there would hold for long.
     fn commit(&mut self, batch: Vec<Queued>) {
         if batch.is_empty() {
             return;
@@ -390,6 +484,8 @@ impl Writer {
         if committed {
             self.update_tail();
         }
+        self.restore();
+        drop(records);
     }
 
     /// Record the new head in the tail file. A failure leaves the file behind the
@@ -612,5 +708,67 @@ pub(crate) fn rebuild(conn: &Connection) {
         Err(e) => {
             tracing::warn!(error = %e, "audit store not rebuilt; it will be tried at the next start")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use nl2sh_proto::sys::thread::{nice_of, this_thread, BACKGROUND_NICE};
+
+    use super::super::{AuditKind, AuditRecord, Store};
+
+    /// Poll `f` until it holds, for at most 10 s.
+    async fn eventually(mut f: impl FnMut() -> bool) -> bool {
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < give_up {
+            if f() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        f()
+    }
+
+    #[tokio::test]
+    async fn the_writer_rests_lowered_commits_unwaited_rows_and_works_for_waiters_at_its_normal_priority(
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // The writer thread starts at the nice of the thread that opened the store.
+        let normal = nice_of(this_thread()).unwrap();
+        // A job someone waits for runs at the normal priority.
+        let handle = store.writer_handle();
+        let (writer, nice_in_job) = handle
+            .run(|_| {
+                let t = this_thread();
+                (t, nice_of(t).unwrap())
+            })
+            .await
+            .unwrap();
+        assert_eq!(nice_in_job, normal);
+        let lowers = store.writer.background.get().is_some();
+        // Whether it may lower itself is the kernel's call (root, or RLIMIT_NICE).
+        let rest = if lowers { BACKGROUND_NICE } else { normal };
+        assert!(
+            eventually(|| nice_of(writer).unwrap() == rest).await,
+            "the writer rests at nice {rest}: it is at {}",
+            nice_of(writer).unwrap()
+        );
+        // Rows nobody waits for are still committed while it rests lowered (this test's
+        // thread leaves the core free), and it rests lowered again after them.
+        for call in 0..3 {
+            let mut r = AuditRecord::new(AuditKind::Decision, call);
+            r.tool = Some("fs".into());
+            store.append_nowait(r).await.unwrap();
+        }
+        assert!(eventually(|| store.stats().records == 3).await);
+        assert!(eventually(|| nice_of(writer).unwrap() == rest).await);
+        // A record someone waits for hurries it back to the normal priority.
+        store.writer.wake();
+        assert_eq!(nice_of(writer).unwrap(), normal);
+        store.flush().await.unwrap();
+        assert!(store.has_row(2, AuditKind::Decision).await.unwrap());
     }
 }

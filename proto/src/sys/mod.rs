@@ -1,9 +1,11 @@
 //! This crate's only `unsafe`: taking over descriptors a worker inherited from the
 //! supervisor (claiming ownership of an fd number), the pidfd calls in [`pidfd`], and
-//! what a worker asks the kernel about itself before it confines itself in [`process`].
+//! what a worker asks the kernel about itself before it confines itself in [`process`],
+//! and a thread's background priority in [`thread`].
 
 pub mod pidfd;
 pub mod process;
+pub mod thread;
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};

@@ -1,0 +1,193 @@
+//! A thread that does background work at the lowest CPU priority and can be hurried
+//! back to its normal priority, by itself or by another thread of the process.
+//!
+//! Why (docs/AUDIT.md, "Background work yields to calls"): approvald's audit
+//! writer commits batches of rows nobody waits for. At its normal priority, a batch of a
+//! few hundred microseconds that starts while a call is on its way through the same
+//! core delays that call by as much; at nice 19 the call's threads preempt it.
+//!
+//! On Linux, `setpriority(PRIO_PROCESS, tid, …)` acts on one thread. Going back up
+//! (a lower nice) needs `CAP_SYS_NICE` or an `RLIMIT_NICE` that allows it:
+//! [`Background::for_this_thread`] lowers nothing when the way back is closed, so a
+//! thread is never left at nice 19 for good.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The nice value background work runs at.
+pub const BACKGROUND_NICE: i32 = 19;
+
+/// `CAP_SYS_NICE` (linux/capability.h).
+const CAP_SYS_NICE: u32 = 23;
+
+/// One thread's background priority: lowered by [`Background::lower`], restored by
+/// [`Background::restore`] on that thread or by [`Background::hurry`] from any other.
+#[derive(Debug)]
+pub struct Background {
+    tid: libc::pid_t,
+    /// The thread's nice when it was set up: what it goes back to.
+    normal: i32,
+    lowered: AtomicBool,
+}
+
+impl Background {
+    /// Set up the calling thread, if it could go back to its present priority after
+    /// lowering it; `None` otherwise (not root and no `RLIMIT_NICE` for it, or already
+    /// at the lowest priority).
+    pub fn for_this_thread() -> Option<Background> {
+        let tid = this_thread();
+        let normal = nice_of(tid).ok()?;
+        if normal >= BACKGROUND_NICE || !may_raise_to(normal) {
+            return None;
+        }
+        Some(Background {
+            tid,
+            normal,
+            lowered: AtomicBool::new(false),
+        })
+    }
+
+    /// The thread's normal nice.
+    pub fn normal(&self) -> i32 {
+        self.normal
+    }
+
+    /// Whether the thread is lowered now.
+    pub fn is_lowered(&self) -> bool {
+        self.lowered.load(Ordering::Acquire)
+    }
+
+    /// Lower the thread to [`BACKGROUND_NICE`]. A [`Background::hurry`] racing with this
+    /// can leave it lowered until the next [`Background::restore`]: one batch of work.
+    pub fn lower(&self) -> io::Result<()> {
+        self.lowered.store(true, Ordering::Release);
+        set_nice(self.tid, BACKGROUND_NICE).inspect_err(|_| {
+            self.lowered.store(false, Ordering::Release);
+        })
+    }
+
+    /// Back to the normal priority, if lowered.
+    pub fn restore(&self) -> io::Result<()> {
+        if self.lowered.swap(false, Ordering::AcqRel) {
+            set_nice(self.tid, self.normal)?;
+        }
+        Ok(())
+    }
+
+    /// From another thread: someone now waits for the background thread's work, so it
+    /// runs at its normal priority until it lowers itself again. One atomic swap when
+    /// it is not lowered.
+    pub fn hurry(&self) -> io::Result<()> {
+        self.restore()
+    }
+}
+
+/// The calling thread's id.
+pub fn this_thread() -> libc::pid_t {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// The nice value of thread `tid`.
+pub fn nice_of(tid: libc::pid_t) -> io::Result<i32> {
+    // getpriority returns the nice value, and -1 both for nice -1 and for an error:
+    // errno tells them apart.
+    nix::errno::Errno::clear();
+    // SAFETY: getpriority takes integers and touches no memory of ours.
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS as _, tid as libc::id_t) };
+    if nice == -1 && nix::errno::Errno::last_raw() != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(nice)
+}
+
+/// Set thread `tid`'s nice value.
+pub fn set_nice(tid: libc::pid_t, nice: i32) -> io::Result<()> {
+    // SAFETY: setpriority takes integers and touches no memory of ours.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS as _, tid as libc::id_t, nice) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// May this process lower a thread's nice to `nice` (the kernel's `can_nice`)?
+fn may_raise_to(nice: i32) -> bool {
+    let holds_cap_sys_nice = super::process::capabilities()
+        .map(|c| c.effective & (1 << CAP_SYS_NICE) != 0)
+        .unwrap_or(false);
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into `lim`, which outlives the call.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NICE, &mut lim) };
+    // RLIMIT_NICE is 20 - nice: 20 allows nice 0, 40 allows -20.
+    let allowed_by_limit = rc == 0 && lim.rlim_cur >= (20 - nice.clamp(-20, 19)) as libc::rlim_t;
+    holds_cap_sys_nice || allowed_by_limit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lowered_work_runs_at_nice_19_and_the_thread_gets_its_priority_back() {
+        // A fresh thread: lowering is per thread and must not touch the test harness's.
+        std::thread::spawn(|| {
+            let tid = this_thread();
+            let before = nice_of(tid).expect("nice");
+            let Some(bg) = Background::for_this_thread() else {
+                // Not root and no RLIMIT_NICE: nothing may be lowered, nothing is.
+                assert!(!may_raise_to(before));
+                return;
+            };
+            assert_eq!(bg.normal(), before);
+            bg.lower().expect("lower");
+            assert!(bg.is_lowered());
+            assert_eq!(nice_of(tid).expect("nice"), BACKGROUND_NICE);
+            bg.restore().expect("restore");
+            assert!(!bg.is_lowered());
+            assert_eq!(nice_of(tid).expect("nice"), before);
+            // Restoring twice is a no-op.
+            bg.restore().expect("restore");
+            assert_eq!(nice_of(tid).expect("nice"), before);
+        })
+        .join()
+        .expect("thread");
+    }
+
+    #[test]
+    fn another_thread_hurries_a_lowered_one() {
+        let (lowered_tx, lowered_rx) = std::sync::mpsc::channel();
+        let (checked_tx, checked_rx) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            let bg = Background::for_this_thread().map(std::sync::Arc::new);
+            if let Some(bg) = &bg {
+                bg.lower().expect("lower");
+            }
+            lowered_tx.send(bg.clone()).expect("send");
+            checked_rx.recv().expect("recv");
+            bg.map(|bg| nice_of(this_thread()).expect("nice") == bg.normal())
+        });
+        let bg = lowered_rx.recv().expect("recv");
+        if let Some(bg) = &bg {
+            assert_eq!(nice_of(bg.tid).expect("nice"), BACKGROUND_NICE);
+            bg.hurry().expect("hurry");
+            assert!(!bg.is_lowered());
+        }
+        checked_tx.send(()).expect("send");
+        let back = worker.join().expect("thread");
+        assert_eq!(back, bg.map(|_| true));
+    }
+
+    #[test]
+    fn a_thread_already_at_the_lowest_priority_is_left_alone() {
+        std::thread::spawn(|| {
+            set_nice(this_thread(), BACKGROUND_NICE).expect("lower");
+            assert!(Background::for_this_thread().is_none());
+        })
+        .join()
+        .expect("thread");
+    }
+}
