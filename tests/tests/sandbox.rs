@@ -963,6 +963,66 @@ fn sandboxes_built_ahead_serve_one_call_each_and_keep_nothing_of_it() {
     });
 }
 
+/// The nice value of process `pid` (field 19 of `/proc/<pid>/stat`, after the command
+/// name, which may hold spaces).
+fn nice_of_process(pid: u32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    after_name.split(' ').nth(16)?.parse().ok()
+}
+
+/// Sandboxes built ahead wait at the lowest priority (their building would otherwise hold
+/// back the answer of the call that just ended, on the same core), and the call that
+/// takes one runs its command at the executor's priority.
+#[test]
+fn sandboxes_built_ahead_wait_at_the_lowest_priority_and_calls_run_at_the_normal_one() {
+    let Some(rig) = Rig::new() else { return };
+    let sandbox = &rig.ahead;
+    let normal =
+        nl2sh_proto::sys::thread::nice_of(nl2sh_proto::sys::thread::this_thread()).expect("nice");
+    let lowers = nl2sh_proto::sys::thread::restorable_nice().is_some();
+    let waiting = if lowers { 19 } else { normal };
+    block_on(async {
+        assert!(sandbox.availability().await.is_ready());
+        ready_ahead(sandbox, WARM_TARGET).await;
+        // The helpers of the sandboxes ready, and the payload process each has forked.
+        let helpers = sandbox.ready_helpers();
+        assert_eq!(helpers.len(), WARM_TARGET);
+        for helper in helpers {
+            let children =
+                std::fs::read_to_string(format!("/proc/{helper}/task/{helper}/children"))
+                    .unwrap_or_default();
+            let mut waiting_processes: Vec<u32> = children
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            assert_eq!(waiting_processes.len(), 1, "helper {helper}: {children:?}");
+            waiting_processes.push(helper);
+            for pid in waiting_processes {
+                assert_eq!(
+                    nice_of_process(pid),
+                    Some(waiting),
+                    "process {pid} of helper {helper}"
+                );
+            }
+        }
+        for _ in 0..2 {
+            let out = sh_here(sandbox, "nice").await;
+            assert!(out.success(), "{}", text(&out));
+            assert_eq!(
+                out.stdout.text().trim(),
+                normal.to_string(),
+                "the call's nice"
+            );
+        }
+        assert_eq!(
+            sandbox.served_ahead(),
+            2,
+            "sandboxes built ahead served the calls"
+        );
+    });
+}
+
 /// How many of this process's descriptors are mount namespaces (`mnt:[…]`).
 fn mount_namespaces_held() -> usize {
     std::fs::read_dir("/proc/self/fd")

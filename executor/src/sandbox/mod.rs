@@ -184,6 +184,13 @@ struct Shared {
     /// The process groups of the sandboxes built ahead (each is killed when its
     /// [`Built`] is dropped unused).
     groups: ProcessGroups,
+    /// The executor's nice, if it may put a process group back to it: sandboxes are then
+    /// built ahead at nice 19 and raised to this when a call takes (or waits for) one.
+    /// Building one (an exec of nl2sh, its loader, namespaces, mounts, filters: about
+    /// 1.5 ms of CPU) started as a call ends would otherwise hold that call's answer
+    /// back on the same core (seen with `perf sched`: the answer ready, the executor
+    /// runnable, the new helper running its whole slice first).
+    normal_nice: Option<i32>,
 }
 
 /// Sandboxes built ahead: ready, and being built.
@@ -193,6 +200,10 @@ struct Pool {
     enabled: bool,
     ready: Vec<Built>,
     building: usize,
+    /// Helpers being built ahead at the background priority (their process groups).
+    building_low: Vec<libc::pid_t>,
+    /// Calls waiting for a sandbox being built ahead: one started now is not lowered.
+    waiting: usize,
 }
 
 /// A helper that has set a sandbox up and waits, confined, for its call's frame.
@@ -217,11 +228,37 @@ struct Built {
     /// for an expedited RCU grace period (about 0.35 ms with the helper in D state, seen
     /// with `perf sched`); it happens off the call's path instead ([`release_off_path`]).
     mount_namespace: Option<OwnedFd>,
+    /// Built ahead at the background priority: the nice its process group goes back to
+    /// before it runs a call.
+    lowered: Option<i32>,
 }
 
 impl Built {
     fn uid(&self) -> Option<u32> {
         self.lease.as_ref().map(|l| l.uid)
+    }
+
+    /// Put its helper (and the payload process it forked) back at the normal priority,
+    /// if it was built lowered: the call's command runs at the executor's priority.
+    fn raise(&mut self) {
+        let (Some(normal), Some(pid)) = (self.lowered.take(), self.helper_pid()) else {
+            return;
+        };
+        raise_group(pid, normal);
+    }
+
+    fn helper_pid(&self) -> Option<libc::pid_t> {
+        let pid = self.helper.as_ref()?.id()?;
+        libc::pid_t::try_from(pid).ok()
+    }
+}
+
+/// Put the process group led by `pid` back at `normal` (see [`Shared::normal_nice`]).
+fn raise_group(pid: libc::pid_t, normal: i32) {
+    if let Err(e) = nl2sh_proto::sys::thread::set_group_nice(pid, normal) {
+        // Gone already (the call then reports how it ended), or refused: the command
+        // runs at the background priority, slower but confined the same.
+        tracing::warn!(error = %e, pid, "cannot put a sandbox back at the normal priority");
     }
 }
 
@@ -245,6 +282,27 @@ impl Drop for Built {
         } else if namespace.is_some() {
             std::thread::spawn(move || drop(namespace));
         }
+    }
+}
+
+/// A call waiting in [`Shared::take_ahead`], counted in [`Pool::waiting`] while it lives.
+struct Waiting<'a>(&'a Shared);
+
+impl<'a> Waiting<'a> {
+    fn new(shared: &'a Shared) -> Self {
+        shared
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .waiting += 1;
+        Waiting(shared)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut pool = self.0.pool.lock().unwrap_or_else(|p| p.into_inner());
+        pool.waiting = pool.waiting.saturating_sub(1);
     }
 }
 
@@ -485,13 +543,38 @@ impl Shared {
         groups: &ProcessGroups,
         wait: bool,
     ) -> Result<Built, SandboxError> {
-        let (built, frame) = self.start(lease, groups)?;
+        let (built, frame) = self.start(lease, groups, false)?;
         self.hand_plan(built, &frame, wait).await
     }
 
     /// The synchronous part of [`Shared::build`] (cgroup files, the spawn): for a sandbox
     /// built ahead it runs on a blocking thread, off the executor's one thread.
+    /// `ahead`: started at the background priority (the helper inherits it from this
+    /// thread), when the executor may raise it again.
     fn start(
+        &self,
+        lease: Lease,
+        groups: &ProcessGroups,
+        ahead: bool,
+    ) -> Result<(Built, Vec<u8>), SandboxError> {
+        let lowered = self.normal_nice.filter(|_| ahead).and_then(|normal| {
+            nl2sh_proto::sys::thread::LoweredThread::new(normal)
+                .inspect_err(|e| tracing::warn!(error = %e, "cannot lower a sandbox built ahead"))
+                .ok()
+                .map(|guard| (guard, normal))
+        });
+        let started = self.start_now(lease, groups);
+        let Some((guard, normal)) = lowered else {
+            return started;
+        };
+        drop(guard);
+        started.map(|(mut built, frame)| {
+            built.lowered = Some(normal);
+            (built, frame)
+        })
+    }
+
+    fn start_now(
         &self,
         lease: Lease,
         groups: &ProcessGroups,
@@ -536,6 +619,7 @@ impl Shared {
             oom_before,
             set_up: false,
             mount_namespace: None,
+            lowered: None,
         };
         Ok((built, frame))
     }
@@ -570,6 +654,19 @@ impl Shared {
     /// A sandbox built ahead, if one is ready (for this runtime, and at most
     /// [`SandboxSettings::ahead_max_age`] old; others are dropped); else whether one is
     /// being built.
+    /// Put every sandbox being built ahead back at the normal priority.
+    fn raise_building(&self) {
+        let (pids, normal) = {
+            let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+            (std::mem::take(&mut pool.building_low), self.normal_nice)
+        };
+        if let Some(normal) = normal {
+            for pid in pids {
+                raise_group(pid, normal);
+            }
+        }
+    }
+
     fn take_ready(&self) -> Result<Built, bool> {
         let here = tokio::runtime::Handle::current().id();
         let max_age = self.settings.ahead_max_age;
@@ -582,14 +679,19 @@ impl Shared {
     /// A sandbox built ahead: one ready now, or the next one being built (it is further
     /// along than one this call would start), unless none is being built.
     async fn take_ahead(&self, deadline: Instant, cancel: &CancellationToken) -> Option<Built> {
+        let _waiting = Waiting::new(self);
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
             match self.take_ready() {
-                Ok(built) => return Some(built),
+                Ok(mut built) => {
+                    built.raise();
+                    return Some(built);
+                }
                 Err(false) => return None,
-                Err(true) => {}
+                // This call waits for a build: it no longer runs in the background.
+                Err(true) => self.raise_building(),
             }
             tokio::select! {
                 () = changed => {}
@@ -597,6 +699,20 @@ impl Shared {
                 () = cancel.cancelled() => return None,
             }
         }
+    }
+
+    /// Note a sandbox started lowered while it sets up, so that a call waiting for it
+    /// can raise it; raise it now if a call already waits. Its process group, if noted.
+    fn building_low(&self, built: &mut Built) -> Option<libc::pid_t> {
+        let pid = built.helper_pid().filter(|_| built.lowered.is_some())?;
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.waiting > 0 {
+            drop(pool);
+            built.raise();
+            return None;
+        }
+        pool.building_low.push(pid);
+        Some(pid)
     }
 
     /// Build sandboxes ahead until [`SandboxSettings::ahead`] are ready or being built, off the
@@ -612,9 +728,18 @@ impl Shared {
             tokio::spawn(async move {
                 let shared = slot.0.clone();
                 let started =
-                    tokio::task::spawn_blocking(move || shared.start(lease, &shared.groups)).await;
+                    tokio::task::spawn_blocking(move || shared.start(lease, &shared.groups, true))
+                        .await;
                 let built = match started {
-                    Ok(Ok((built, frame))) => slot.0.hand_plan(built, &frame, true).await,
+                    Ok(Ok((mut built, frame))) => {
+                        let low = slot.0.building_low(&mut built);
+                        let built = slot.0.hand_plan(built, &frame, true).await;
+                        if let Some(pid) = low {
+                            let mut pool = slot.0.pool.lock().unwrap_or_else(|p| p.into_inner());
+                            pool.building_low.retain(|&p| p != pid);
+                        }
+                        built
+                    }
                     Ok(Err(e)) => Err(e),
                     Err(e) => Err(SandboxError::Setup(format!("building ahead: {e}"))),
                 };
@@ -657,6 +782,7 @@ impl Sandbox {
                 changed: tokio::sync::Notify::new(),
                 served_ahead: std::sync::atomic::AtomicU64::new(0),
                 groups: ProcessGroups::default(),
+                normal_nice: nl2sh_proto::sys::thread::restorable_nice(),
             }),
             availability: tokio::sync::OnceCell::new(),
         }
@@ -680,6 +806,15 @@ impl Sandbox {
             .unwrap_or_else(|p| p.into_inner())
             .ready
             .len()
+    }
+
+    /// The helpers of the sandboxes built ahead and ready (their pids).
+    pub fn ready_helpers(&self) -> Vec<u32> {
+        let pool = self.shared.pool.lock().unwrap_or_else(|p| p.into_inner());
+        pool.ready
+            .iter()
+            .filter_map(|b| b.helper.as_ref()?.id())
+            .collect()
     }
 
     /// How many calls a sandbox built ahead has served.

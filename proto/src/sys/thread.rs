@@ -111,6 +111,48 @@ pub fn set_nice(tid: libc::pid_t, nice: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// The calling thread's nice, if this process could set a thread back to it after
+/// lowering it: what [`set_group_nice`] may restore a process group to.
+pub fn restorable_nice() -> Option<i32> {
+    let nice = nice_of(this_thread()).ok()?;
+    (nice < BACKGROUND_NICE && may_raise_to(nice)).then_some(nice)
+}
+
+/// The calling thread at [`BACKGROUND_NICE`] until this is dropped, then back at
+/// `normal` (a [`restorable_nice`]): a process it starts meanwhile inherits the low
+/// priority from its first instruction. Keep it on the thread that made it.
+#[derive(Debug)]
+pub struct LoweredThread {
+    tid: libc::pid_t,
+    normal: i32,
+}
+
+impl LoweredThread {
+    pub fn new(normal: i32) -> io::Result<LoweredThread> {
+        let tid = this_thread();
+        set_nice(tid, BACKGROUND_NICE)?;
+        Ok(LoweredThread { tid, normal })
+    }
+}
+
+impl Drop for LoweredThread {
+    fn drop(&mut self) {
+        if let Err(e) = set_nice(self.tid, self.normal) {
+            tracing::error!(error = %e, "cannot put a thread back at its normal priority");
+        }
+    }
+}
+
+/// Set every process in the process group `pgid` to `nice` (`PRIO_PGRP`).
+pub fn set_group_nice(pgid: libc::pid_t, nice: i32) -> io::Result<()> {
+    // SAFETY: setpriority takes integers and touches no memory of ours.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PGRP as _, pgid as libc::id_t, nice) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// May this process lower a thread's nice to `nice` (the kernel's `can_nice`)?
 fn may_raise_to(nice: i32) -> bool {
     let holds_cap_sys_nice = super::process::capabilities()
@@ -179,6 +221,30 @@ mod tests {
         checked_tx.send(()).expect("send");
         let back = worker.join().expect("thread");
         assert_eq!(back, bg.map(|_| true));
+    }
+
+    #[test]
+    fn a_process_started_while_lowered_runs_low_until_its_group_is_raised() {
+        std::thread::spawn(|| {
+            let Some(normal) = restorable_nice() else {
+                return;
+            };
+            let mut cmd = std::process::Command::new("sleep");
+            cmd.arg("5");
+            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+            let lowered = LoweredThread::new(normal).expect("lowered");
+            let mut child = cmd.spawn().expect("spawn");
+            drop(lowered);
+            let pid = child.id() as libc::pid_t;
+            assert_eq!(nice_of(this_thread()).expect("nice"), normal);
+            assert_eq!(nice_of(pid).expect("nice"), BACKGROUND_NICE);
+            set_group_nice(pid, normal).expect("raise");
+            assert_eq!(nice_of(pid).expect("nice"), normal);
+            let _ = child.kill();
+            let _ = child.wait();
+        })
+        .join()
+        .expect("thread");
     }
 
     #[test]
