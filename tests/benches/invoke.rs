@@ -244,6 +244,13 @@ fn main() {
         spawn.latencies_ns.len()
     );
     let paced_spawn = paced_spawns(PACED_CALLS, PACED_PAUSE);
+    println!(
+        "  the same, a spawn every {} ms: median {:.1} µs  p99 {:.1} µs ({} spawns)",
+        PACED_PAUSE.as_millis(),
+        paced_spawn.median_us(),
+        paced_spawn.p99_us(),
+        paced_spawn.latencies_ns.len()
+    );
     // The paced calls and spawns again with the tree, the client and the spawns all on one
     // core: a device busy elsewhere, where building the next sandbox competes with the
     // answer of the call that just ended (on two free cores it runs beside it).
@@ -258,13 +265,6 @@ fn main() {
         let spawns = on_core(LATENCY_CORE, || paced_spawns(PACED_CALLS, PACED_PAUSE));
         (calls, spawns)
     };
-    println!(
-        "  the same, a spawn every {} ms: median {:.1} µs  p99 {:.1} µs ({} spawns)",
-        PACED_PAUSE.as_millis(),
-        paced_spawn.median_us(),
-        paced_spawn.p99_us(),
-        paced_spawn.latencies_ns.len()
-    );
     println!(
         "  one core (tree, client, spawns): a sandboxed call every {} ms: median {:.1} µs  p99 {:.1} µs; a spawn every {0} ms: median {:.1} µs  p99 {:.1} µs",
         PACED_PAUSE.as_millis(),
@@ -534,7 +534,6 @@ fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Restrict the calling thread (and threads and processes it creates later) to `cpu`.
 /// Run `f` on a thread of its own pinned to `cpu`, and return what it returns.
 fn on_core<T: Send + 'static>(cpu: usize, f: impl FnOnce() -> T + Send + 'static) -> T {
     std::thread::spawn(move || {
@@ -545,6 +544,7 @@ fn on_core<T: Send + 'static>(cpu: usize, f: impl FnOnce() -> T + Send + 'static
     .expect("a pinned bench thread panicked")
 }
 
+/// Restrict the calling thread (and threads and processes it creates later) to `cpu`.
 fn pin_current_thread(cpu: usize) {
     // SAFETY: cpu_set_t is plain data, zeroed is the empty set; CPU_SET writes one bit
     // of it (`cpu` is below CPU_SETSIZE: it is a core this machine has).

@@ -1020,6 +1020,16 @@ fn sandboxes_built_ahead_wait_at_the_lowest_priority_and_calls_run_at_the_normal
             2,
             "sandboxes built ahead served the calls"
         );
+        // Tried as an attacker: a command cannot take a higher priority than the
+        // executor's (no CAP_SYS_NICE, no RLIMIT_NICE) to starve other callers. `nice`
+        // warns and runs the inner `nice` at the priority it was left at.
+        let out = sh_here(sandbox, "nice -n -5 nice").await;
+        assert_eq!(
+            out.stdout.text().trim(),
+            normal.to_string(),
+            "{}",
+            text(&out)
+        );
     });
 }
 

@@ -128,7 +128,7 @@ impl WriterThread {
 
     fn hurry(&self) {
         if let Some(background) = self.background.get() {
-            if let Err(e) = background.hurry() {
+            if let Err(e) = background.restore() {
                 tracing::warn!(error = %e, "cannot put the audit writer back at its normal priority");
             }
         }

@@ -36,6 +36,16 @@ impl ProcessGroups {
         let g = self.groups.lock().unwrap_or_else(|p| p.into_inner());
         g.iter().filter(|p| p.kill()).count()
     }
+
+    /// Set every group to `nice`; a group that has ended is skipped.
+    pub fn set_nice_all(&self, nice: i32) {
+        let g = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+        for group in g.iter() {
+            if let Err(e) = group.set_nice(nice) {
+                tracing::debug!(error = %e, ?group, "process group not reniced");
+            }
+        }
+    }
 }
 
 /// A command to run.
@@ -227,6 +237,11 @@ impl Started {
     /// Its pid, while it has not been reaped.
     pub fn id(&self) -> Option<u32> {
         self.child.id()
+    }
+
+    /// The process group it leads (see [`ProcessGroup::led_by`]).
+    pub fn group(&self) -> Option<ProcessGroup> {
+        self.group
     }
 
     /// Kill its whole process group (and so the command), as on timeout.

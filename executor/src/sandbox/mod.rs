@@ -200,9 +200,8 @@ struct Pool {
     enabled: bool,
     ready: Vec<Built>,
     building: usize,
-    /// Helpers being built ahead at the background priority (their process groups).
-    building_low: Vec<libc::pid_t>,
-    /// Calls waiting for a sandbox being built ahead: one started now is not lowered.
+    /// Calls in [`Shared::take_ahead`]: a sandbox that starts building meanwhile is
+    /// raised at once (see [`Shared::fill`]).
     waiting: usize,
 }
 
@@ -228,37 +227,11 @@ struct Built {
     /// for an expedited RCU grace period (about 0.35 ms with the helper in D state, seen
     /// with `perf sched`); it happens off the call's path instead ([`release_off_path`]).
     mount_namespace: Option<OwnedFd>,
-    /// Built ahead at the background priority: the nice its process group goes back to
-    /// before it runs a call.
-    lowered: Option<i32>,
 }
 
 impl Built {
     fn uid(&self) -> Option<u32> {
         self.lease.as_ref().map(|l| l.uid)
-    }
-
-    /// Put its helper (and the payload process it forked) back at the normal priority,
-    /// if it was built lowered: the call's command runs at the executor's priority.
-    fn raise(&mut self) {
-        let (Some(normal), Some(pid)) = (self.lowered.take(), self.helper_pid()) else {
-            return;
-        };
-        raise_group(pid, normal);
-    }
-
-    fn helper_pid(&self) -> Option<libc::pid_t> {
-        let pid = self.helper.as_ref()?.id()?;
-        libc::pid_t::try_from(pid).ok()
-    }
-}
-
-/// Put the process group led by `pid` back at `normal` (see [`Shared::normal_nice`]).
-fn raise_group(pid: libc::pid_t, normal: i32) {
-    if let Err(e) = nl2sh_proto::sys::thread::set_group_nice(pid, normal) {
-        // Gone already (the call then reports how it ended), or refused: the command
-        // runs at the background priority, slower but confined the same.
-        tracing::warn!(error = %e, pid, "cannot put a sandbox back at the normal priority");
     }
 }
 
@@ -548,37 +521,20 @@ impl Shared {
     }
 
     /// The synchronous part of [`Shared::build`] (cgroup files, the spawn): for a sandbox
-    /// built ahead it runs on a blocking thread, off the executor's one thread.
-    /// `ahead`: started at the background priority (the helper inherits it from this
-    /// thread), when the executor may raise it again.
+    /// built ahead it runs on a blocking thread, off the executor's one thread, lowered
+    /// to the background priority, which the helper inherits (see
+    /// [`Shared::normal_nice`]).
     fn start(
         &self,
         lease: Lease,
         groups: &ProcessGroups,
         ahead: bool,
     ) -> Result<(Built, Vec<u8>), SandboxError> {
-        let lowered = self.normal_nice.filter(|_| ahead).and_then(|normal| {
+        let _lowered = self.normal_nice.filter(|_| ahead).and_then(|normal| {
             nl2sh_proto::sys::thread::LoweredThread::new(normal)
                 .inspect_err(|e| tracing::warn!(error = %e, "cannot lower a sandbox built ahead"))
                 .ok()
-                .map(|guard| (guard, normal))
         });
-        let started = self.start_now(lease, groups);
-        let Some((guard, normal)) = lowered else {
-            return started;
-        };
-        drop(guard);
-        started.map(|(mut built, frame)| {
-            built.lowered = Some(normal);
-            (built, frame)
-        })
-    }
-
-    fn start_now(
-        &self,
-        lease: Lease,
-        groups: &ProcessGroups,
-    ) -> Result<(Built, Vec<u8>), SandboxError> {
         let Some((program, args)) = self.settings.helper.split_first() else {
             return Err(SandboxError::Unavailable("no helper configured".into()));
         };
@@ -619,7 +575,6 @@ impl Shared {
             oom_before,
             set_up: false,
             mount_namespace: None,
-            lowered: None,
         };
         Ok((built, frame))
     }
@@ -651,22 +606,25 @@ impl Shared {
         Ok(built)
     }
 
-    /// A sandbox built ahead, if one is ready (for this runtime, and at most
-    /// [`SandboxSettings::ahead_max_age`] old; others are dropped); else whether one is
-    /// being built.
-    /// Put every sandbox being built ahead back at the normal priority.
-    fn raise_building(&self) {
-        let (pids, normal) = {
-            let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-            (std::mem::take(&mut pool.building_low), self.normal_nice)
+    /// Put `built`'s helper, and the payload process it forked, back at the executor's
+    /// priority: a call's command never runs lowered.
+    fn raise(&self, built: &Built) {
+        let (Some(normal), Some(group)) = (
+            self.normal_nice,
+            built.helper.as_ref().and_then(exec::Started::group),
+        ) else {
+            return;
         };
-        if let Some(normal) = normal {
-            for pid in pids {
-                raise_group(pid, normal);
-            }
+        if let Err(e) = group.set_nice(normal) {
+            // Gone already (the call then reports how it ended), or refused: the command
+            // runs at the background priority, slower but confined the same.
+            tracing::warn!(error = %e, ?group, "cannot put a sandbox back at the normal priority");
         }
     }
 
+    /// A sandbox built ahead, if one is ready (for this runtime, and at most
+    /// [`SandboxSettings::ahead_max_age`] old; others are dropped); else whether one is
+    /// being built.
     fn take_ready(&self) -> Result<Built, bool> {
         let here = tokio::runtime::Handle::current().id();
         let max_age = self.settings.ahead_max_age;
@@ -685,13 +643,18 @@ impl Shared {
             tokio::pin!(changed);
             changed.as_mut().enable();
             match self.take_ready() {
-                Ok(mut built) => {
-                    built.raise();
+                Ok(built) => {
+                    self.raise(&built);
                     return Some(built);
                 }
                 Err(false) => return None,
-                // This call waits for a build: it no longer runs in the background.
-                Err(true) => self.raise_building(),
+                // This call waits for the sandboxes being built ahead (all in `groups`):
+                // they no longer run in the background.
+                Err(true) => {
+                    if let Some(normal) = self.normal_nice {
+                        self.groups.set_nice_all(normal);
+                    }
+                }
             }
             tokio::select! {
                 () = changed => {}
@@ -699,20 +662,6 @@ impl Shared {
                 () = cancel.cancelled() => return None,
             }
         }
-    }
-
-    /// Note a sandbox started lowered while it sets up, so that a call waiting for it
-    /// can raise it; raise it now if a call already waits. Its process group, if noted.
-    fn building_low(&self, built: &mut Built) -> Option<libc::pid_t> {
-        let pid = built.helper_pid().filter(|_| built.lowered.is_some())?;
-        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        if pool.waiting > 0 {
-            drop(pool);
-            built.raise();
-            return None;
-        }
-        pool.building_low.push(pid);
-        Some(pid)
     }
 
     /// Build sandboxes ahead until [`SandboxSettings::ahead`] are ready or being built, off the
@@ -731,14 +680,19 @@ impl Shared {
                     tokio::task::spawn_blocking(move || shared.start(lease, &shared.groups, true))
                         .await;
                 let built = match started {
-                    Ok(Ok((mut built, frame))) => {
-                        let low = slot.0.building_low(&mut built);
-                        let built = slot.0.hand_plan(built, &frame, true).await;
-                        if let Some(pid) = low {
-                            let mut pool = slot.0.pool.lock().unwrap_or_else(|p| p.into_inner());
-                            pool.building_low.retain(|&p| p != pid);
+                    Ok(Ok((built, frame))) => {
+                        // Its group joined `groups` when it was spawned; a call that
+                        // began waiting since may have raised the groups before that.
+                        let waiting = slot
+                            .0
+                            .pool
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .waiting;
+                        if waiting > 0 {
+                            slot.0.raise(&built);
                         }
-                        built
+                        slot.0.hand_plan(built, &frame, true).await
                     }
                     Ok(Err(e)) => Err(e),
                     Err(e) => Err(SandboxError::Setup(format!("building ahead: {e}"))),

@@ -111,6 +111,13 @@ impl ProcessGroup {
         // SAFETY: signal 0 only checks for existence and permission.
         unsafe { libc::kill(-self.0, 0) == 0 }
     }
+
+    /// Set every process of the group to `nice` (`setpriority(PRIO_PGRP)`).
+    pub fn set_nice(self, nice: i32) -> io::Result<()> {
+        // SAFETY: setpriority with integer arguments; `self.0` is above 1 by construction.
+        let rc = unsafe { libc::setpriority(libc::PRIO_PGRP as _, self.0 as libc::id_t, nice) };
+        check(rc as libc::c_long)
+    }
 }
 
 pub mod sandbox;

@@ -20,8 +20,8 @@ pub const BACKGROUND_NICE: i32 = 19;
 /// `CAP_SYS_NICE` (linux/capability.h).
 const CAP_SYS_NICE: u32 = 23;
 
-/// One thread's background priority: lowered by [`Background::lower`], restored by
-/// [`Background::restore`] on that thread or by [`Background::hurry`] from any other.
+/// One thread's background priority: lowered by [`Background::lower`] on that thread,
+/// restored by [`Background::restore`] on that thread or from any other.
 #[derive(Debug)]
 pub struct Background {
     tid: libc::pid_t,
@@ -35,30 +35,15 @@ impl Background {
     /// lowering it; `None` otherwise (not root and no `RLIMIT_NICE` for it, or already
     /// at the lowest priority).
     pub fn for_this_thread() -> Option<Background> {
-        let tid = this_thread();
-        let normal = nice_of(tid).ok()?;
-        if normal >= BACKGROUND_NICE || !may_raise_to(normal) {
-            return None;
-        }
         Some(Background {
-            tid,
-            normal,
+            tid: this_thread(),
+            normal: restorable_nice()?,
             lowered: AtomicBool::new(false),
         })
     }
 
-    /// The thread's normal nice.
-    pub fn normal(&self) -> i32 {
-        self.normal
-    }
-
-    /// Whether the thread is lowered now.
-    pub fn is_lowered(&self) -> bool {
-        self.lowered.load(Ordering::Acquire)
-    }
-
-    /// Lower the thread to [`BACKGROUND_NICE`]. A [`Background::hurry`] racing with this
-    /// can leave it lowered until the next [`Background::restore`]: one batch of work.
+    /// Lower the thread to [`BACKGROUND_NICE`]. A [`Background::restore`] from another
+    /// thread racing with this can leave it lowered until the next one: one batch of work.
     pub fn lower(&self) -> io::Result<()> {
         self.lowered.store(true, Ordering::Release);
         set_nice(self.tid, BACKGROUND_NICE).inspect_err(|_| {
@@ -66,19 +51,13 @@ impl Background {
         })
     }
 
-    /// Back to the normal priority, if lowered.
+    /// Back to the normal priority, if lowered; from any thread (someone now waits for
+    /// the work). One atomic swap when it is not lowered.
     pub fn restore(&self) -> io::Result<()> {
         if self.lowered.swap(false, Ordering::AcqRel) {
             set_nice(self.tid, self.normal)?;
         }
         Ok(())
-    }
-
-    /// From another thread: someone now waits for the background thread's work, so it
-    /// runs at its normal priority until it lowers itself again. One atomic swap when
-    /// it is not lowered.
-    pub fn hurry(&self) -> io::Result<()> {
-        self.restore()
     }
 }
 
@@ -111,8 +90,8 @@ pub fn set_nice(tid: libc::pid_t, nice: i32) -> io::Result<()> {
     Ok(())
 }
 
-/// The calling thread's nice, if this process could set a thread back to it after
-/// lowering it: what [`set_group_nice`] may restore a process group to.
+/// The calling thread's nice, if this process could set a thread (or a process it
+/// starts) back to it after lowering it.
 pub fn restorable_nice() -> Option<i32> {
     let nice = nice_of(this_thread()).ok()?;
     (nice < BACKGROUND_NICE && may_raise_to(nice)).then_some(nice)
@@ -141,16 +120,6 @@ impl Drop for LoweredThread {
             tracing::error!(error = %e, "cannot put a thread back at its normal priority");
         }
     }
-}
-
-/// Set every process in the process group `pgid` to `nice` (`PRIO_PGRP`).
-pub fn set_group_nice(pgid: libc::pid_t, nice: i32) -> io::Result<()> {
-    // SAFETY: setpriority takes integers and touches no memory of ours.
-    let rc = unsafe { libc::setpriority(libc::PRIO_PGRP as _, pgid as libc::id_t, nice) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// May this process lower a thread's nice to `nice` (the kernel's `can_nice`)?
@@ -184,12 +153,10 @@ mod tests {
                 assert!(!may_raise_to(before));
                 return;
             };
-            assert_eq!(bg.normal(), before);
+            assert_eq!(bg.normal, before);
             bg.lower().expect("lower");
-            assert!(bg.is_lowered());
             assert_eq!(nice_of(tid).expect("nice"), BACKGROUND_NICE);
             bg.restore().expect("restore");
-            assert!(!bg.is_lowered());
             assert_eq!(nice_of(tid).expect("nice"), before);
             // Restoring twice is a no-op.
             bg.restore().expect("restore");
@@ -200,7 +167,7 @@ mod tests {
     }
 
     #[test]
-    fn another_thread_hurries_a_lowered_one() {
+    fn another_thread_restores_a_lowered_one() {
         let (lowered_tx, lowered_rx) = std::sync::mpsc::channel();
         let (checked_tx, checked_rx) = std::sync::mpsc::channel::<()>();
         let worker = std::thread::spawn(move || {
@@ -210,13 +177,12 @@ mod tests {
             }
             lowered_tx.send(bg.clone()).expect("send");
             checked_rx.recv().expect("recv");
-            bg.map(|bg| nice_of(this_thread()).expect("nice") == bg.normal())
+            bg.map(|bg| nice_of(this_thread()).expect("nice") == bg.normal)
         });
         let bg = lowered_rx.recv().expect("recv");
         if let Some(bg) = &bg {
             assert_eq!(nice_of(bg.tid).expect("nice"), BACKGROUND_NICE);
-            bg.hurry().expect("hurry");
-            assert!(!bg.is_lowered());
+            bg.restore().expect("restore");
         }
         checked_tx.send(()).expect("send");
         let back = worker.join().expect("thread");
@@ -224,7 +190,7 @@ mod tests {
     }
 
     #[test]
-    fn a_process_started_while_lowered_runs_low_until_its_group_is_raised() {
+    fn a_process_started_while_lowered_runs_low_and_the_thread_is_put_back() {
         std::thread::spawn(|| {
             let Some(normal) = restorable_nice() else {
                 return;
@@ -238,7 +204,7 @@ mod tests {
             let pid = child.id() as libc::pid_t;
             assert_eq!(nice_of(this_thread()).expect("nice"), normal);
             assert_eq!(nice_of(pid).expect("nice"), BACKGROUND_NICE);
-            set_group_nice(pid, normal).expect("raise");
+            set_nice(pid, normal).expect("raise");
             assert_eq!(nice_of(pid).expect("nice"), normal);
             let _ = child.kill();
             let _ = child.wait();
