@@ -44,9 +44,12 @@ use nl2sh_proto::rpc::OutOfState;
 use crate::notify::Notifier;
 use crate::pending::{Approvals, Decider, NotOpened};
 use crate::policy::{self, Policy};
-use crate::store::{AuditKind, AuditRecord, Store};
+use crate::store::{AuditKind, AuditRecord, Store, StoreError};
 
-pub use nl2sh_proto::limits::{MAX_ISSUED_SNAPSHOTS, MAX_RECENT_DECISIONS, MAX_RUNNING_CALLS};
+pub use nl2sh_proto::limits::{
+    KEPT_ROWS_ARRIVE, KEPT_ROWS_LINGER, MAX_ISSUED_SNAPSHOTS, MAX_KEPT_ROWS, MAX_RECENT_DECISIONS,
+    MAX_RUNNING_CALLS,
+};
 
 pub const REASON_READ_ONLY: &str = "read-only";
 pub const REASON_READ_ONLY_SANDBOXED: &str = "read-only; runs in the read-only sandbox";
@@ -140,6 +143,15 @@ impl Authority {
         &self.store
     }
 
+    /// Commit the row of every call answered so far, for the owner to read (`protocol
+    /// audit`, the consoles): first the rows the executor is still gathering arrive (it
+    /// reports them [`KEPT_ROWS_LINGER`] after their answers), then the writer commits
+    /// everything queued.
+    pub async fn flush_answered(&self) -> Result<(), StoreError> {
+        tokio::time::sleep(KEPT_ROWS_ARRIVE).await;
+        self.store.flush().await
+    }
+
     /// The configuration file decisions are made under.
     pub fn config_path(&self) -> &std::path::Path {
         &self.config_path
@@ -228,6 +240,13 @@ impl Authority {
     /// outcome for a call that was not let run (never decided, refused, or finished
     /// already) is out of state.
     pub async fn finished(&self, result: CallResult) -> Result<AuthorityResponse, OutOfState> {
+        let call_id = result.call_id;
+        let record = self.finished_row(result)?;
+        Ok(self.commit(vec![record], call_id).await)
+    }
+
+    /// The outcome row of a call approvald decided, which ends its running.
+    fn finished_row(&self, result: CallResult) -> Result<AuditRecord, OutOfState> {
         let (call_id, duration_ms) = check_result(&result).map_err(OutOfState)?;
         let Some((summary, decision)) = self.decided().finish(result.call_id) else {
             return Err(OutOfState(format!(
@@ -235,24 +254,23 @@ impl Authority {
                 result.call_id
             )));
         };
-        let record = last_row(
+        Ok(last_row(
             AuditKind::Outcome,
             call_id,
             &summary,
             decision,
             result,
             duration_ms,
-        );
-        Ok(self.commit(record, call_id).await)
+        ))
     }
 
-    /// Journal `record` and answer once it will survive a crash of approvald (the writer
-    /// commits it with its batch; a restart commits it from the journal).
-    async fn commit(&self, record: AuditRecord, call_id: i64) -> AuthorityResponse {
-        match self.store.append_durable(vec![record]).await {
+    /// Journal `records` and answer once they will survive a crash of approvald (the
+    /// writer commits them with its batch; a restart commits them from the journal).
+    async fn commit(&self, records: Vec<AuditRecord>, call_id: CallId) -> AuthorityResponse {
+        match self.store.append_durable(records).await {
             Ok(()) => AuthorityResponse::Recorded,
             Err(e) => {
-                tracing::error!(error = %e, call_id, "audit row not recorded");
+                tracing::error!(error = %e, %call_id, "audit row not recorded");
                 AuthorityResponse::NotRecorded("the audit row could not be recorded".into())
             }
         }
@@ -374,6 +392,35 @@ impl Authority {
     /// decision and outcome in one row, answered once it is committed. A call that is not
     /// one a snapshot lets run, or an id already decided, is out of state.
     pub async fn ran(&self, ran: RanRecord) -> Result<AuthorityResponse, OutOfState> {
+        let call_id = ran.summary.call_id;
+        let record = self.ran_row(ran)?;
+        Ok(self.commit(vec![record], call_id).await)
+    }
+
+    /// Rows of calls whose answers have left, kept in the executor's outbox until
+    /// approvald has them: each checked as [`Self::ran`] or [`Self::finished`] checks
+    /// its report, then all journalled at once and answered together.
+    pub async fn kept(&self, rows: Vec<ReportedRow>) -> Result<AuthorityResponse, OutOfState> {
+        if rows.is_empty() || rows.len() > MAX_KEPT_ROWS {
+            return Err(OutOfState(format!(
+                "{} kept rows in one report (1 to {MAX_KEPT_ROWS})",
+                rows.len()
+            )));
+        }
+        let first = rows[0].call_id();
+        let records = rows
+            .into_iter()
+            .map(|row| match row {
+                ReportedRow::Ran(ran) => self.ran_row(ran),
+                // approvald's own copy of the decision is what counts.
+                ReportedRow::Finished { result, .. } => self.finished_row(result),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(self.commit(records, first).await)
+    }
+
+    /// The `call` row of a confined read-only call run under a snapshot approvald gave.
+    fn ran_row(&self, ran: RanRecord) -> Result<AuditRecord, OutOfState> {
         let RanRecord {
             summary,
             result,
@@ -400,15 +447,14 @@ impl Authority {
             }
             decided.remember(summary.call_id);
         }
-        let record = last_row(
+        Ok(last_row(
             AuditKind::Call,
             call_id,
             &summary,
             Decision::Allowed,
             result,
             duration_ms,
-        );
-        Ok(self.commit(record, call_id).await)
+        ))
     }
 
     /// A row an earlier executor answered for and kept in its outbox: written unless the

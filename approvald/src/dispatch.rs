@@ -111,6 +111,7 @@ pub async fn answer_authority(
         }
         AuthorityRequest::Ran(ran) => authority.ran(ran).await,
         AuthorityRequest::Recover(row) => Ok(authority.recover(row).await),
+        AuthorityRequest::Kept(rows) => authority.kept(rows).await,
     }
 }
 
@@ -150,7 +151,7 @@ pub async fn answer_cli(authority: &Authority, local: &LocalOwner, req: CliReque
         CliRequest::ListPending => CliResponse::Pending(authority.list_pending()),
         CliRequest::Approve { id, phrase } => done(authority.approve(&id, phrase.as_deref())),
         CliRequest::Reject { id } => done(authority.reject(&id)),
-        CliRequest::FlushAudit => match authority.store().flush().await {
+        CliRequest::FlushAudit => match authority.flush_answered().await {
             Ok(()) => CliResponse::Done,
             Err(e) => CliResponse::Error {
                 kind: CliErrorKind::Unavailable,

@@ -198,7 +198,7 @@ pub async fn task(tasks: &TaskStore, id: TaskId) -> OwnerResponse {
 /// `audit`, so every call answered so far is there.
 pub async fn audit(authority: &Authority, limit: u32) -> OwnerResponse {
     let store = authority.store();
-    if let Err(e) = store.flush().await {
+    if let Err(e) = authority.flush_answered().await {
         return refused(
             OwnerErrorKind::Unavailable,
             format!("the audit could not be committed: {e}"),
@@ -221,7 +221,7 @@ pub async fn audit(authority: &Authority, limit: u32) -> OwnerResponse {
 /// one line.
 pub async fn verify_audit(authority: &Authority) -> OwnerResponse {
     let store = authority.store();
-    if let Err(e) = store.flush().await {
+    if let Err(e) = authority.flush_answered().await {
         return refused(
             OwnerErrorKind::Unavailable,
             format!("the audit could not be committed: {e}"),

@@ -878,6 +878,10 @@ pub enum AuthorityRequest {
     /// may never have received. Written unless the audit already holds it; answered once
     /// it is committed.
     Recover(ReportedRow),
+    /// The last rows of calls whose answers have left, kept in the executor's outbox
+    /// until approvald has them (1 to [`crate::limits::MAX_KEPT_ROWS`], oldest first):
+    /// each checked as `Ran` or `Finished` would be, all journalled, then answered.
+    Kept(Vec<ReportedRow>),
 }
 wire!(AuthorityRequest, 0x0401);
 
@@ -933,8 +937,10 @@ pub enum CliRequest {
     Reject {
         id: ApprovalId,
     },
-    /// Commit every audit row approvald has answered for, then answer `Done`: what
-    /// `protocol audit` reads afterwards holds every call answered before it asked.
+    /// Commit every audit row approvald has answered for, after waiting
+    /// [`crate::limits::KEPT_ROWS_ARRIVE`] for the rows the executor is still gathering,
+    /// then answer `Done`: what `protocol audit` reads afterwards holds every call
+    /// answered before it asked.
     FlushAudit,
     /// A one-time Web console login code (`nl2sh web login`): single use, valid for
     /// [`crate::limits::WEB_LOGIN_CODE_TTL`].

@@ -117,6 +117,18 @@ pub const MAX_PAGE_TOKEN_BYTES: usize = 1024;
 /// at once (its channel carries at most [`MAX_IN_FLIGHT_PER_CHANNEL`] requests); more
 /// means it is not asking the way it should, which is fatal to its channel.
 pub const MAX_RUNNING_CALLS: usize = 4096;
+/// Rows of answered calls the executor reports in one `AuthorityRequest::Kept`, and
+/// their encoded bytes (each row's own bounds keep one far below this): the executor
+/// gathers rows for [`KEPT_ROWS_LINGER`] and sends no more than this in one frame;
+/// approvald refuses more.
+pub const MAX_KEPT_ROWS: usize = 64;
+pub const MAX_KEPT_ROWS_BYTES: usize = MAX_FRAME_BYTES / 2;
+/// How long the executor gathers answered calls' rows before reporting them together:
+/// one wake of approvald for a stream of calls instead of one each.
+pub const KEPT_ROWS_LINGER: Duration = Duration::from_millis(2);
+/// How long approvald waits, before committing for the owner to read, for the rows of
+/// calls answered until then: the linger, and room for a busy executor to send them.
+pub const KEPT_ROWS_ARRIVE: Duration = Duration::from_millis(25);
 /// Decided call ids approvald remembers to refuse a second decision for one call.
 pub const MAX_RECENT_DECISIONS: usize = 4096;
 /// Policy snapshots approvald remembers (a configuration edited in a burst gives
@@ -137,6 +149,7 @@ const _: () = {
     // A page token carries a cursor (an id and a time) and a MAC, hex encoded.
     assert!(2 * (1 + 8 + MAX_ID_BYTES + 16) <= MAX_PAGE_TOKEN_BYTES);
     assert!(MAX_RUNNING_CALLS >= MAX_IN_FLIGHT_PER_CHANNEL);
+    assert!(KEPT_ROWS_ARRIVE.as_millis() >= 10 * KEPT_ROWS_LINGER.as_millis());
     // Direct calls and the Agents' calls together never queue on the executor channel.
     assert!(
         MAX_CONCURRENT_TOOL_CALLS + MAX_ACTIVE_TASKS + MAX_OWNER_TASKS < MAX_IN_FLIGHT_PER_CHANNEL

@@ -218,8 +218,9 @@ channel!(
 );
 channel!(
     /// executor → approvald: decide, withdraw, whether a decision is pending, the policy
-    /// snapshot, and outcomes and calls run under the snapshot, each answered once its
-    /// audit row is committed (a call's answer leaves the executor only after that).
+    /// snapshot, and the last rows of calls (outcomes, and calls run under the snapshot),
+    /// each answered once journalled; a call's answer leaves the executor once its row is
+    /// in the executor's outbox, or, without it, once approvald has answered.
     ExecutorApprovald: Executor (Some(fds::EXECUTOR_APPROVALD)) -> Approvald (Some(fds::APPROVALD_EXECUTOR)),
     AuthorityRequest => AuthorityResponse, |q, r| {
         use AuthorityRequest as Q;
@@ -230,7 +231,7 @@ channel!(
                 | (Q::Decide(_), A::Decided { .. } | A::NotRecorded(_))
                 | (Q::Withdraw { .. }, A::Recorded)
                 | (
-                    Q::Finished(_) | Q::Ran(_) | Q::Recover(_),
+                    Q::Finished(_) | Q::Ran(_) | Q::Recover(_) | Q::Kept(_),
                     A::Recorded | A::NotRecorded(_)
                 )
                 | (Q::Policy, A::Policy(_))

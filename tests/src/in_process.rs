@@ -8,10 +8,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use nl2sh_approvald::authority::Authority;
+use nl2sh_approvald::dispatch::answer_authority;
 use nl2sh_approvald::store::Store;
 use nl2sh_executor::runtime::authority::Authority as ExecutorAuthority;
 use nl2sh_executor::runtime::outbox::Outbox;
-use nl2sh_proto::rpc::RpcClient;
+use nl2sh_proto::channels::AuthorityRequest;
+use nl2sh_proto::rpc::{self, RpcClient};
 use nl2sh_proto::topology::{pair, ExecutorApprovald, NetdExecutor};
 
 pub struct Wired {
@@ -27,6 +29,15 @@ pub struct Wired {
 /// Wire them in a fresh directory; `config` is the configuration file's text (`None`:
 /// no file, the defaults).
 pub async fn wire(config: Option<&str>) -> Wired {
+    wire_observed(config, |_| {}).await
+}
+
+/// [`wire`], with `observe` shown every request approvald gets from the executor before
+/// approvald answers it.
+pub async fn wire_observed(
+    config: Option<&str>,
+    observe: impl Fn(&AuthorityRequest) + Send + Sync + 'static,
+) -> Wired {
     let dir = tempfile::tempdir().expect("temporary directory");
     let config_path = dir.path().join("config.toml");
     if let Some(text) = config {
@@ -35,10 +46,12 @@ pub async fn wire(config: Option<&str>) -> Wired {
     let store = Store::open(dir.path()).expect("open the store");
     let authority = Arc::new(Authority::new(store, &config_path));
     let (asker, answerer) = pair::<ExecutorApprovald>().expect("socketpair");
-    tokio::spawn(nl2sh_approvald::dispatch::serve_executor(
-        answerer,
-        authority.clone(),
-    ));
+    let answering = authority.clone();
+    tokio::spawn(rpc::serve(answerer, move |req: AuthorityRequest| {
+        observe(&req);
+        let authority = answering.clone();
+        async move { answer_authority(&authority, req).await }
+    }));
     let (client, _) = RpcClient::start(asker).await.expect("approvald handshake");
     let (outbox, _) = Outbox::open(dir.path()).expect("open the audit outbox");
     let link = ExecutorAuthority::with_outbox(client, &config_path, Some(Arc::new(outbox)));

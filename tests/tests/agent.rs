@@ -87,7 +87,7 @@ impl Wired {
     }
 
     async fn audit(&self) -> Vec<AuditRow> {
-        self.authority.store().flush().await.unwrap();
+        self.authority.flush_answered().await.unwrap();
         self.authority.store().recent(100).await.unwrap()
     }
 

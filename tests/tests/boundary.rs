@@ -7,7 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nl2sh_approvald::authority::{Authority, REASON_CONFIG_UNREADABLE, REASON_READ_ONLY};
+use nl2sh_approvald::authority::{
+    Authority, MAX_KEPT_ROWS, REASON_CONFIG_UNREADABLE, REASON_READ_ONLY,
+};
 use nl2sh_approvald::store::{AuditKind, AuditRow, Store};
 use nl2sh_proto::channels::{
     ActionSummary, AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CallResult,
@@ -20,7 +22,7 @@ use nl2sh_proto::topology::{pair, ExecutorApprovald};
 use nl2sh_proto::FrameError;
 
 use nl2sh_executor::runtime::outbox::OUTBOX_FILE;
-use nl2sh_tests::in_process::{wire as wire_in, Wired};
+use nl2sh_tests::in_process::{wire as wire_in, wire_observed, Wired};
 
 async fn wire() -> Wired {
     wire_in(None).await
@@ -44,8 +46,8 @@ async fn outcome(w: &Wired, req: &ExecutorRequest) -> ToolOutcome {
 }
 
 async fn rows(w: &Wired) -> Vec<AuditRow> {
-    // What approvald queued without waiting (read-only decision rows).
-    w.authority.store().flush().await.unwrap();
+    // What approvald queued without waiting, and rows the executor is still gathering.
+    w.authority.flush_answered().await.unwrap();
     w.authority.store().recent(100).await.unwrap()
 }
 
@@ -239,6 +241,102 @@ async fn a_call_no_snapshot_lets_run_closes_the_channel_and_records_nothing() {
     let strict = |p: &Path| std::fs::write(p, "approval_policy = 'strict'\n").unwrap();
     let why = hostile_ran(strict, |v| ran(read_only_summary(1), v)).await;
     assert!(why.contains("did not give"), "{why}");
+}
+
+/// A `Kept` report is checked whole before anything in it is written: an empty one, one
+/// over the limit, or one with a single row no snapshot lets run closes the channel and
+/// records nothing, not even the good rows beside it.
+#[tokio::test]
+async fn a_kept_report_out_of_bounds_or_with_one_bad_row_closes_the_channel_and_records_nothing() {
+    let balanced = |_: &Path| {};
+    let rows_of = |v: ConfigVersion, ids: std::ops::Range<u64>| -> Vec<ReportedRow> {
+        ids.map(|id| match ran(read_only_summary(id), v) {
+            AuthorityRequest::Ran(r) => ReportedRow::Ran(r),
+            other => panic!("{other:?}"),
+        })
+        .collect()
+    };
+    let why = hostile_ran(balanced, |_| AuthorityRequest::Kept(Vec::new())).await;
+    assert!(why.contains("0 kept rows in one report"), "{why}");
+    let over = MAX_KEPT_ROWS as u64 + 1;
+    let why = hostile_ran(balanced, |v| {
+        AuthorityRequest::Kept(rows_of(v, 1..over + 1))
+    })
+    .await;
+    assert!(why.contains(&format!("{over} kept rows")), "{why}");
+    let why = hostile_ran(balanced, |v| {
+        let mut rows = rows_of(v, 1..3);
+        let mut mutation = read_only_summary(3);
+        mutation.risk = RiskLevel::Low;
+        match ran(mutation, v) {
+            AuthorityRequest::Ran(r) => rows.push(ReportedRow::Ran(r)),
+            other => panic!("{other:?}"),
+        }
+        AuthorityRequest::Kept(rows)
+    })
+    .await;
+    assert!(why.contains("no call a policy snapshot lets run"), "{why}");
+}
+
+/// Rows of calls answered close together reach approvald in a few `Kept` reports, not
+/// one request each (one wake of approvald for a stream of calls), within the limit per
+/// report; every one is acknowledged, and all are in the audit when the owner reads it.
+#[tokio::test]
+async fn rows_of_calls_answered_together_reach_approvald_in_few_reports() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let observed = seen.clone();
+    let w = wire_observed(None, move |req| {
+        let what = match req {
+            AuthorityRequest::Kept(rows) => format!("kept {}", rows.len()),
+            AuthorityRequest::Ran(_) => "ran".into(),
+            AuthorityRequest::Policy => "policy".into(),
+            other => format!("{other:?}"),
+        };
+        observed.lock().unwrap().push(what);
+    })
+    .await;
+    w.link.refresh().await;
+    let mut running = tokio::task::JoinSet::new();
+    for i in 0..100 {
+        let executor = w.executor.clone();
+        let req = stat(100 + i, Path::new("/"));
+        running.spawn(async move { executor.call(&req).await });
+    }
+    while let Some(answer) = running.join_next().await {
+        match answer.unwrap() {
+            Ok(ExecutorResponse::Outcome(o)) => assert!(o.success, "{o:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(
+        w.link.settle(Duration::from_secs(5)).await,
+        "every row acknowledged"
+    );
+    let seen = seen.lock().unwrap().clone();
+    let kept: Vec<usize> = seen
+        .iter()
+        .filter_map(|s| s.strip_prefix("kept ")?.parse().ok())
+        .collect();
+    assert_eq!(kept.iter().sum::<usize>(), 100, "{seen:?}");
+    assert!(
+        kept.len() <= 10,
+        "100 rows in {} reports: {seen:?}",
+        kept.len()
+    );
+    assert!(kept.iter().all(|&n| n <= MAX_KEPT_ROWS), "{seen:?}");
+    assert!(!seen.iter().any(|s| s == "ran"), "{seen:?}");
+    let rows = rows(&w).await;
+    let mut ids = ids_of(&rows, &[AuditKind::Call]);
+    ids.dedup();
+    assert_eq!(ids.len(), 100, "{rows:?}");
+    // The owner's flush waits for rows still gathering: a call answered just before it
+    // is in what the owner reads.
+    assert!(outcome(&w, &stat(500, Path::new("/"))).await.success);
+    w.authority.flush_answered().await.unwrap();
+    let rows = w.authority.store().recent(200).await.unwrap();
+    let mut ids = ids_of(&rows, &[AuditKind::Call]);
+    ids.dedup();
+    assert_eq!(ids.len(), 101, "{rows:?}");
 }
 
 /// The sender keeps to the channel's limits: a shell line whose quoted action is longer

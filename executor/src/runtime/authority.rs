@@ -3,18 +3,19 @@
 //! trip (see `nl2sh_proto::snapshot` for why that is exact).
 //!
 //! The names pair with approvald's `Authority`: `decide` ↔ `decide`, `report` ↔
-//! `finished` or `ran`, `recover` ↔ `recover`, `refresh` ↔ `policy_snapshot`.
+//! `kept` (or `finished` or `ran`), `recover` ↔ `recover`, `refresh` ↔ `policy_snapshot`.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use nl2sh_proto::channels::{
     ActionSummary, ApprovalWait, AuthorityRequest, AuthorityResponse, CallId, CallOrigin,
     ConfigVersion, Decision, PolicySnapshot, ReportedRow,
 };
 
-use super::outbox::Outbox;
+use super::outbox::{Outbox, Pending};
+use nl2sh_proto::limits::{KEPT_ROWS_LINGER, MAX_KEPT_ROWS, MAX_KEPT_ROWS_BYTES};
 use nl2sh_proto::rpc::RpcClient;
 use nl2sh_proto::snapshot::MAX_SNAPSHOT_ORIGINS;
 use nl2sh_proto::topology::ExecutorApprovald;
@@ -33,6 +34,17 @@ pub struct Authority {
     /// Where answered calls' rows wait for approvald ([`Outbox`]); without one, an answer
     /// waits for approvald's acknowledgement.
     outbox: Option<Arc<Outbox>>,
+    /// Rows kept in the outbox and not yet sent to approvald.
+    gathered: Mutex<Gathered>,
+}
+
+/// Answered calls' rows gathered for [`KEPT_ROWS_LINGER`] and reported together, so
+/// that a stream of calls wakes approvald once, not once each.
+#[derive(Default)]
+struct Gathered {
+    rows: Vec<(ReportedRow, Pending)>,
+    /// A task is on its way to report them (at most one at a time).
+    reporting: bool,
 }
 
 impl Authority {
@@ -53,6 +65,7 @@ impl Authority {
             snapshot: RwLock::new(None),
             refreshing: AtomicBool::new(false),
             outbox,
+            gathered: Mutex::new(Gathered::default()),
         })
     }
 
@@ -147,34 +160,69 @@ impl Authority {
         }
     }
 
-    /// A call's last audit row (`Ran` or `Finished` to approvald). Returns once the row is
-    /// safe from a crash of any worker: kept in the outbox (approvald's acknowledgement
-    /// then arrives while the answer leaves), or else acknowledged by approvald; or why
-    /// it could not be.
+    /// A call's last audit row. Returns once the row is safe from a crash of any worker:
+    /// kept in the outbox (then reported to approvald with the rows of other calls
+    /// answered within [`KEPT_ROWS_LINGER`], as `Kept`), or else reported alone as `Ran`
+    /// or `Finished` and acknowledged by approvald; or why it could not be.
     pub async fn report(self: &Arc<Self>, row: ReportedRow) -> Result<(), String> {
-        let request = match &row {
-            ReportedRow::Ran(ran) => AuthorityRequest::Ran(ran.clone()),
-            ReportedRow::Finished { result, .. } => AuthorityRequest::Finished(result.clone()),
-        };
         let kept = self
             .outbox
             .as_ref()
             .and_then(|outbox| Some((outbox.clone(), outbox.keep(&row)?)));
         let Some((outbox, pending)) = kept else {
+            let request = match row {
+                ReportedRow::Ran(ran) => AuthorityRequest::Ran(ran),
+                ReportedRow::Finished { result, .. } => AuthorityRequest::Finished(result),
+            };
             return recorded(self.client.call(&request).await);
         };
-        let this = self.clone();
-        tokio::spawn(async move {
-            match recorded(this.client.call(&request).await) {
-                Ok(()) => outbox.acknowledged(pending),
+        let start = {
+            let mut gathered = lock(&self.gathered);
+            gathered.rows.push((row, pending));
+            !std::mem::replace(&mut gathered.reporting, true)
+        };
+        if start {
+            tokio::spawn(self.clone().report_gathered(outbox));
+        }
+        Ok(())
+    }
+
+    /// After [`KEPT_ROWS_LINGER`], report the gathered rows to approvald in as few
+    /// requests as the limits allow, until none is left.
+    async fn report_gathered(self: Arc<Self>, outbox: Arc<Outbox>) {
+        tokio::time::sleep(KEPT_ROWS_LINGER).await;
+        loop {
+            let batch = {
+                let mut gathered = lock(&self.gathered);
+                if gathered.rows.is_empty() {
+                    gathered.reporting = false;
+                    return;
+                }
+                let mut bytes = 0;
+                let count = gathered
+                    .rows
+                    .iter()
+                    .take(MAX_KEPT_ROWS)
+                    .take_while(|(_, pending)| {
+                        bytes += pending.bytes();
+                        bytes <= MAX_KEPT_ROWS_BYTES
+                    })
+                    .count()
+                    // A row is far smaller than the frame; one always goes.
+                    .max(1);
+                gathered.rows.drain(..count).collect::<Vec<_>>()
+            };
+            let (rows, pending): (Vec<ReportedRow>, Vec<Pending>) = batch.into_iter().unzip();
+            let first = rows[0].call_id();
+            match recorded(self.client.call(&AuthorityRequest::Kept(rows)).await) {
+                Ok(()) => pending.into_iter().for_each(|p| outbox.acknowledged(p)),
                 Err(why) => {
-                    tracing::error!(call_id = %row.call_id(), error = %why, "approvald did not record an answered call's row; it stays in the outbox for the next start");
+                    tracing::error!(call_id = %first, rows = pending.len(), error = %why, "approvald did not record answered calls' rows; they stay in the outbox for the next start");
                     // Never acknowledged: the file is not emptied while this executor runs.
                     drop(pending);
                 }
             }
-        });
-        Ok(())
+        }
     }
 
     /// Hand approvald the rows an earlier executor left in the outbox, before any call;
@@ -211,6 +259,11 @@ impl Authority {
             None => true,
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Rows and a flag: a panic elsewhere cannot leave them torn.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// What approvald said to an audit row.

@@ -2,13 +2,14 @@
 //! whose answer left before approvald acknowledged that row.
 //!
 //! A call's answer must not leave before its row is safe from a crash of any worker
-//! (docs/AUDIT.md, "Journal and outbox"); waiting for approvald's acknowledgement costs a round trip between
-//! two processes on every call. Instead the executor appends the row here (one
-//! `write(2)`, [`nl2sh_proto::journal`]), answers, and reports the row to approvald
-//! meanwhile. The file is emptied when every row in it is acknowledged and it has grown
-//! to [`EMPTY_AT_BYTES`], and at a clean stop. A restarted
-//! executor hands what it finds to approvald ([`ReportedRow`] as `Recover`), which writes
-//! the rows its audit does not hold yet, before serving any call.
+//! (docs/AUDIT.md, "Journal and outbox"); waiting for approvald's acknowledgement costs a
+//! round trip between two processes on every call. Instead the executor appends the row
+//! here (one `write(2)`, [`nl2sh_proto::journal`]), answers, and reports the row to
+//! approvald with the other rows gathered meanwhile (`Authority::report`). The file is
+//! emptied when every row in it is acknowledged and it has grown to [`EMPTY_AT_BYTES`],
+//! and at a clean stop. A restarted executor hands what it finds to approvald
+//! ([`ReportedRow`] as `Recover`), which writes the rows its audit does not hold yet,
+//! before serving any call.
 //!
 //! While more than [`MAX_UNACKNOWLEDGED`] rows wait for approvald, a call waits for its
 //! own acknowledgement as it would without the outbox, so a stalled approvald holds back
@@ -61,7 +62,17 @@ pub struct Outbox {
 
 /// A row in the outbox, to be acknowledged once approvald has it.
 #[must_use = "an outbox row is acknowledged, or kept for the next start"]
-pub struct Pending(());
+pub struct Pending {
+    /// The row's encoded size.
+    bytes: usize,
+}
+
+impl Pending {
+    /// The row's encoded size, about what it takes in a frame.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
 
 impl Outbox {
     /// Open the outbox of `state_dir`, with the rows an earlier executor left in it.
@@ -115,13 +126,13 @@ impl Outbox {
         }
         inner.unacknowledged += 1;
         inner.len += bytes.len() as u64;
-        Some(Pending(()))
+        Some(Pending { bytes: bytes.len() })
     }
 
     /// approvald has the row of `pending`. Once none waits, a file of
     /// [`EMPTY_AT_BYTES`] or more is emptied.
     pub fn acknowledged(&self, pending: Pending) {
-        let Pending(()) = pending;
+        let Pending { .. } = pending;
         let mut inner = self.inner();
         inner.unacknowledged = inner.unacknowledged.saturating_sub(1);
         if inner.len >= EMPTY_AT_BYTES {

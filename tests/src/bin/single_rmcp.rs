@@ -202,6 +202,7 @@ async fn bare_authority() -> Result<Arc<AuthorityLink>, String> {
             AuthorityRequest::Finished(_)
             | AuthorityRequest::Ran(_)
             | AuthorityRequest::Recover(_)
+            | AuthorityRequest::Kept(_)
             | AuthorityRequest::Withdraw { .. } => AuthorityResponse::Recorded,
             // Nothing ever waits for a person here.
             AuthorityRequest::Waiting { .. } => AuthorityResponse::Waiting(None),
