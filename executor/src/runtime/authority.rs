@@ -187,11 +187,16 @@ impl Authority {
         Ok(())
     }
 
-    /// After [`KEPT_ROWS_LINGER`], report the gathered rows to approvald in as few
-    /// requests as the limits allow, until none is left.
+    /// Report the gathered rows to approvald, [`KEPT_ROWS_LINGER`] after the first of
+    /// them (at once when a full report waits), until none is left.
     async fn report_gathered(self: Arc<Self>, outbox: Arc<Outbox>) {
-        tokio::time::sleep(KEPT_ROWS_LINGER).await;
         loop {
+            // The answer of the call that brought the row leaves first (registering the
+            // timer costs the runtime a wake-up of its own).
+            tokio::task::yield_now().await;
+            if lock(&self.gathered).rows.len() < MAX_KEPT_ROWS {
+                tokio::time::sleep(KEPT_ROWS_LINGER).await;
+            }
             let batch = {
                 let mut gathered = lock(&self.gathered);
                 if gathered.rows.is_empty() {
