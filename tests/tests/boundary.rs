@@ -244,8 +244,8 @@ async fn a_call_no_snapshot_lets_run_closes_the_channel_and_records_nothing() {
 }
 
 /// A `Kept` report is checked whole before anything in it is written: an empty one, one
-/// over the limit, or one with a single row no snapshot lets run closes the channel and
-/// records nothing, not even the good rows beside it.
+/// over the limit, one with a single row no snapshot lets run, or one that holds a call
+/// twice closes the channel and records nothing, not even the good rows beside it.
 #[tokio::test]
 async fn a_kept_report_out_of_bounds_or_with_one_bad_row_closes_the_channel_and_records_nothing() {
     let balanced = |_: &Path| {};
@@ -276,6 +276,14 @@ async fn a_kept_report_out_of_bounds_or_with_one_bad_row_closes_the_channel_and_
     })
     .await;
     assert!(why.contains("no call a policy snapshot lets run"), "{why}");
+    // One call reported twice in one report.
+    let why = hostile_ran(balanced, |v| {
+        let mut rows = rows_of(v, 1..3);
+        rows.push(rows[0].clone());
+        AuthorityRequest::Kept(rows)
+    })
+    .await;
+    assert!(why.contains("a second decision for call 1"), "{why}");
 }
 
 /// Rows of calls answered close together reach approvald in a few `Kept` reports, not
