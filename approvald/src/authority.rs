@@ -46,9 +46,9 @@ use crate::pending::{Approvals, Decider, NotOpened};
 use crate::policy::{self, Policy};
 use crate::store::{AuditKind, AuditRecord, Store, StoreError};
 
+use nl2sh_proto::limits::KEPT_ROWS_ARRIVE;
 pub use nl2sh_proto::limits::{
-    KEPT_ROWS_ARRIVE, KEPT_ROWS_LINGER, MAX_ISSUED_SNAPSHOTS, MAX_KEPT_ROWS, MAX_RECENT_DECISIONS,
-    MAX_RUNNING_CALLS,
+    MAX_ISSUED_SNAPSHOTS, MAX_KEPT_ROWS, MAX_RECENT_DECISIONS, MAX_RUNNING_CALLS,
 };
 
 pub const REASON_READ_ONLY: &str = "read-only";
@@ -145,8 +145,8 @@ impl Authority {
 
     /// Commit the row of every call answered so far, for the owner to read (`protocol
     /// audit`, the consoles): first the rows the executor is still gathering arrive (it
-    /// reports them [`KEPT_ROWS_LINGER`] after their answers), then the writer commits
-    /// everything queued.
+    /// reports them [`nl2sh_proto::limits::KEPT_ROWS_LINGER`] after their answers), then
+    /// the writer commits everything queued.
     pub async fn flush_answered(&self) -> Result<(), StoreError> {
         tokio::time::sleep(KEPT_ROWS_ARRIVE).await;
         self.store.flush().await

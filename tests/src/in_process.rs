@@ -26,17 +26,21 @@ pub struct Wired {
     pub executor: RpcClient<NetdExecutor>,
 }
 
+/// What a test does with a request to approvald before approvald answers it: approvald
+/// answers once the future returned is done.
+pub type Hold = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 /// Wire them in a fresh directory; `config` is the configuration file's text (`None`:
 /// no file, the defaults).
 pub async fn wire(config: Option<&str>) -> Wired {
-    wire_observed(config, |_| {}).await
+    wire_observed(config, |_| Box::pin(async {})).await
 }
 
-/// [`wire`], with `observe` shown every request approvald gets from the executor before
-/// approvald answers it.
+/// [`wire`], with `observe` shown every request approvald gets from the executor; approvald
+/// answers it once the [`Hold`] `observe` returns is done.
 pub async fn wire_observed(
     config: Option<&str>,
-    observe: impl Fn(&AuthorityRequest) + Send + Sync + 'static,
+    observe: impl Fn(&AuthorityRequest) -> Hold + Send + Sync + 'static,
 ) -> Wired {
     let dir = tempfile::tempdir().expect("temporary directory");
     let config_path = dir.path().join("config.toml");
@@ -48,9 +52,12 @@ pub async fn wire_observed(
     let (asker, answerer) = pair::<ExecutorApprovald>().expect("socketpair");
     let answering = authority.clone();
     tokio::spawn(rpc::serve(answerer, move |req: AuthorityRequest| {
-        observe(&req);
+        let hold = observe(&req);
         let authority = answering.clone();
-        async move { answer_authority(&authority, req).await }
+        async move {
+            hold.await;
+            answer_authority(&authority, req).await
+        }
     }));
     let (client, _) = RpcClient::start(asker).await.expect("approvald handshake");
     let (outbox, _) = Outbox::open(dir.path()).expect("open the audit outbox");
