@@ -585,21 +585,9 @@ async fn a_refused_outbox_row_is_not_written_and_the_service_goes_on() {
     assert_eq!(rows.len(), 2, "{rows:?}");
 }
 
-/// Random tool arguments through the real executor → approvald path never close a
-/// channel: every call is answered (the configuration is unusable, so approvald refuses
-/// every decision and nothing runs), and approvald still decides the last one.
-#[tokio::test]
-async fn random_tool_arguments_never_close_a_channel() {
-    let w = wire_in(Some("approval_policy = [unusable\n")).await;
-    // xorshift: reproducible without a dependency; the seed is printed on failure.
-    let seed: u64 = 0x9e37_79b9_7f4a_7c15 ^ u64::from(std::process::id());
-    let mut state = seed;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+/// Text made of `pieces` random shell and path fragments, from xorshift `state`
+/// (reproducible without a dependency; tests print the seed on failure).
+fn random_text(state: &mut u64, pieces: u64) -> String {
     const PIECES: &[&str] = &[
         "'",
         "\"",
@@ -646,27 +634,52 @@ async fn random_tool_arguments_never_close_a_channel() {
         "x",
         "EOF\n",
     ];
+    let mut next = || {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    };
+    let count = next() % pieces;
+    let mut text = String::new();
+    for _ in 0..count {
+        text.push_str(PIECES[(next() % PIECES.len() as u64) as usize]);
+    }
+    text
+}
+
+fn random_seed() -> u64 {
+    0x9e37_79b9_7f4a_7c15 ^ u64::from(std::process::id())
+}
+
+fn invoke(correlation: u64, tool: &str, arguments: serde_json::Value) -> ExecutorRequest {
+    ExecutorRequest::Invoke(InvokeRequest {
+        correlation: Correlation(correlation),
+        origin: CallOrigin::McpHttp,
+        task: None,
+        tool: tool.into(),
+        arguments: arguments.to_string(),
+    })
+}
+
+/// Random tool arguments through the real executor → approvald path never close a
+/// channel: every call is answered (the configuration is unusable, so approvald refuses
+/// every decision and nothing runs), and approvald still decides the last one.
+#[tokio::test]
+async fn random_tool_arguments_never_close_a_channel() {
+    let w = wire_in(Some("approval_policy = [unusable\n")).await;
+    let seed = random_seed();
+    let mut state = seed;
     let tools = ["shell.exec", "fs.read", "fs.list", "fs.stat", "fs.write"];
     for i in 0..300u64 {
-        let mut text = String::new();
-        let pieces = next() % 2000;
-        for _ in 0..pieces {
-            text.push_str(PIECES[(next() % PIECES.len() as u64) as usize]);
-        }
-        let tool = tools[(next() % tools.len() as u64) as usize];
+        let text = random_text(&mut state, 2000);
+        let tool = tools[(state % tools.len() as u64) as usize];
         let arguments = match tool {
             "shell.exec" => serde_json::json!({ "command": text }),
             "fs.write" => serde_json::json!({ "path": format!("/{text}"), "content": text }),
             _ => serde_json::json!({ "path": format!("/{text}") }),
         };
-        let req = ExecutorRequest::Invoke(InvokeRequest {
-            correlation: Correlation(i),
-            origin: CallOrigin::McpHttp,
-            task: None,
-            tool: tool.into(),
-            arguments: arguments.to_string(),
-        });
-        match w.executor.call(&req).await {
+        match w.executor.call(&invoke(i, tool, arguments)).await {
             Ok(ExecutorResponse::Outcome(o)) => {
                 assert!(!o.success, "seed {seed:#x}, call {i}: {o:?}")
             }
@@ -678,4 +691,51 @@ async fn random_tool_arguments_never_close_a_channel() {
     }
     let o = outcome(&w, &stat(1000, Path::new("/"))).await;
     assert!(o.output.contains(REASON_CONFIG_UNREADABLE), "{o:?}");
+}
+
+/// `fs.stat`, a read the policy snapshot lets run unasked (here, without the sandbox, the
+/// one kind that does), of 200 files named with random shell and terminal text, all at
+/// once: each call's row, with that text in its action, goes to approvald in a gathered
+/// `Kept` report, and no report closes the channel (approvald refuses a whole report for
+/// one bad row): every call runs, every row is acknowledged and in the audit, and the
+/// next call still runs.
+#[tokio::test]
+async fn random_names_reported_together_never_close_a_channel() {
+    let w = wire().await;
+    w.link.refresh().await;
+    let seed = random_seed();
+    let mut state = seed ^ 0x5851_f42d_4c95_7f2d;
+    let files = tempfile::tempdir().unwrap();
+    let mut running = tokio::task::JoinSet::new();
+    for i in 0..200u64 {
+        // A file name: no `/` or NUL, at most 255 bytes, and unique.
+        let mut name: String = random_text(&mut state, 40)
+            .chars()
+            .filter(|c| *c != '/' && *c != '\0')
+            .collect();
+        while name.len() > 240 {
+            name.pop();
+        }
+        let path = files.path().join(format!("{i}-{name}"));
+        std::fs::write(&path, b"x").unwrap();
+        let executor = w.executor.clone();
+        let req = stat(i, &path);
+        running.spawn(async move { (i, executor.call(&req).await) });
+    }
+    while let Some(answer) = running.join_next().await {
+        match answer.unwrap() {
+            (_, Ok(ExecutorResponse::Outcome(o))) if o.success => {}
+            (i, other) => panic!("seed {seed:#x}, call {i}: {other:?}"),
+        }
+    }
+    assert!(
+        w.link.settle(Duration::from_secs(10)).await,
+        "seed {seed:#x}: rows not acknowledged"
+    );
+    assert!(outcome(&w, &stat(1000, Path::new("/"))).await.success);
+    w.authority.flush_answered().await.unwrap();
+    let rows = w.authority.store().recent(500).await.unwrap();
+    let mut ran = ids_of(&rows, &[AuditKind::Call]);
+    ran.dedup();
+    assert_eq!(ran.len(), 201, "seed {seed:#x}: {rows:?}");
 }
