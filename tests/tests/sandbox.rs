@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use nl2sh_executor::runtime::exec::{CommandOutput, ProcessGroups};
 use nl2sh_executor::sandbox::{
-    Run, Sandbox, SandboxSettings, HELPER_ARG, MAX_AHEAD_AGE, WARM_TARGET,
+    Run, Sandbox, SandboxSettings, GROWN_FOR, HELPER_ARG, MAX_AHEAD_AGE, WARM_TARGET,
 };
 use nl2sh_proto::channels::{SandboxPayload, UidRange};
 use nl2sh_tests::{alive, is_root, nl2sh_bin};
@@ -71,6 +71,8 @@ impl Rig {
                 own_files: own.clone(),
                 scratch_bytes: 8 * 1024 * 1024,
                 ahead,
+                ahead_max: ahead,
+                grown_for: GROWN_FOR,
                 ahead_max_age,
             })
         };
@@ -779,6 +781,8 @@ fn a_process_of_another_program_in_the_range_disables_the_sandbox() {
         own_files: Vec::new(),
         scratch_bytes: 8 * 1024 * 1024,
         ahead: 0,
+        ahead_max: 0,
+        grown_for: GROWN_FOR,
         ahead_max_age: MAX_AHEAD_AGE,
     };
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -842,6 +846,8 @@ fn a_calls_processes_together_cannot_pass_its_memory_cap() {
         own_files: Vec::new(),
         scratch_bytes: 8 * 1024 * 1024,
         ahead: 0,
+        ahead_max: 0,
+        grown_for: GROWN_FOR,
         ahead_max_age: MAX_AHEAD_AGE,
     });
     let parts = block_on(sandbox.availability()).to_json();
@@ -894,6 +900,70 @@ async fn ready_ahead(sandbox: &Sandbox, want: usize) {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+#[test]
+fn the_pool_grows_while_calls_outrun_it_and_is_trimmed_back_once_they_stop() {
+    let Some(_rig) = Rig::new() else { return };
+    let grown_for = Duration::from_secs(3);
+    let sandbox = Sandbox::new(SandboxSettings {
+        helper: vec![nl2sh_bin().into(), HELPER_ARG.into()],
+        uids: RANGE,
+        limits: nl2sh_proto::config::Config::default().sandbox_limits(),
+        own_files: Vec::new(),
+        scratch_bytes: 8 * 1024 * 1024,
+        ahead: 2,
+        ahead_max: 6,
+        grown_for,
+        ahead_max_age: MAX_AHEAD_AGE,
+    });
+    block_on(async {
+        assert!(sandbox.availability().await.is_ready());
+        ready_ahead(&sandbox, 2).await;
+        assert_eq!(sandbox.ahead_target(), 2);
+        // Three calls at once: two take the sandboxes ready, the third finds none.
+        let (a, b, c) = tokio::join!(
+            sh_here(&sandbox, "true"),
+            sh_here(&sandbox, "true"),
+            sh_here(&sandbox, "true"),
+        );
+        for out in [&a, &b, &c] {
+            assert!(out.success(), "{}", text(out));
+        }
+        assert_eq!(sandbox.served_ahead(), 2);
+        assert_eq!(sandbox.ahead_target(), 4, "one call found none ready");
+        // The pool refills to the larger size, and the next calls find one ready.
+        ready_ahead(&sandbox, 4).await;
+        let (d, e, f) = tokio::join!(
+            sh_here(&sandbox, "true"),
+            sh_here(&sandbox, "true"),
+            sh_here(&sandbox, "true"),
+        );
+        for out in [&d, &e, &f] {
+            assert!(out.success(), "{}", text(out));
+        }
+        assert_eq!(
+            sandbox.served_ahead(),
+            5,
+            "three calls, three sandboxes ready"
+        );
+        assert_eq!(
+            sandbox.ahead_target(),
+            4,
+            "none of them found the pool empty"
+        );
+        // Quiet for longer than `grown_for`: back to two, with no call to trigger it.
+        let until = Instant::now() + grown_for + Duration::from_secs(20);
+        while sandbox.ahead_target() != 2 || sandbox.ready_ahead() != 2 {
+            assert!(
+                Instant::now() < until,
+                "still {} kept ahead ({} ready)",
+                sandbox.ahead_target(),
+                sandbox.ready_ahead()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
 }
 
 #[test]

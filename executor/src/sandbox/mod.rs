@@ -17,9 +17,10 @@
 //!
 //! Every sandboxed action is one run of the helper (`nl2sh __nl2sh-sandbox`,
 //! [`helper`]), a fresh exec of nl2sh that sets all this up and then runs the payload.
-//! Up to [`WARM_TARGET`] of them are built ahead of the calls that will use them, with
-//! their uid leased and their cgroup prepared, and wait, confined, for their call; a call
-//! takes one if one is ready (else builds its own) and another is built off its path.
+//! [`WARM_TARGET`] of them (up to [`MAX_AHEAD`] while calls outrun the pool) are built
+//! ahead of the calls that will use them, with their uid leased and their cgroup
+//! prepared, and wait, confined, for their call; a call takes one if one is ready (else
+//! builds its own) and another is built off its path.
 //! Each serves one call and ends with it, so nothing of one call is seen by the next.
 //! If the essential parts (identity, capabilities, no_new_privs, mount namespace) are
 //! unavailable, [`Sandbox::availability`] says so and the pipeline asks a person instead
@@ -61,6 +62,14 @@ pub const DEFAULT_SCRATCH_BYTES: u64 = 64 * 1024 * 1024;
 const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
 /// How many sandboxes are kept built ahead of the calls that will use them.
 pub const WARM_TARGET: usize = 2;
+/// How many may be kept built ahead while calls come faster than [`WARM_TARGET`] can be
+/// rebuilt. Building one takes about 1.5 ms of CPU but 15-30 ms of wall time where joining
+/// its cgroup waits for an RCU grace period (cgroup v1, seen with `/proc/<pid>/stack`), so
+/// back-to-back calls outrun a pool of two and wait for builds.
+pub const MAX_AHEAD: usize = 8;
+/// How long the pool stays larger after a call last found none ready; then it is trimmed
+/// back to [`WARM_TARGET`] (one timer per growth, nothing while idle).
+pub const GROWN_FOR: Duration = Duration::from_secs(10);
 /// How long a sandbox built ahead may take to set up before it is given up.
 const BUILD_TIMEOUT: Duration = Duration::from_secs(15);
 /// The oldest a sandbox built ahead may be when a call takes it. Its masks were expanded
@@ -85,6 +94,10 @@ pub struct SandboxSettings {
     /// How many sandboxes to keep built ahead of calls ([`WARM_TARGET`] for the executor;
     /// 0: every call builds its own).
     pub ahead: usize,
+    /// The most kept built ahead while calls outrun `ahead` ([`MAX_AHEAD`] for the executor).
+    pub ahead_max: usize,
+    /// How long the pool stays grown after a call found none ready ([`GROWN_FOR`]).
+    pub grown_for: Duration,
     /// The oldest a sandbox built ahead may be when a call takes it ([`MAX_AHEAD_AGE`]
     /// for the executor).
     pub ahead_max_age: Duration,
@@ -100,6 +113,8 @@ impl SandboxSettings {
             own_files,
             scratch_bytes: DEFAULT_SCRATCH_BYTES,
             ahead: WARM_TARGET,
+            ahead_max: MAX_AHEAD,
+            grown_for: GROWN_FOR,
             ahead_max_age: MAX_AHEAD_AGE,
         }
     }
@@ -203,6 +218,13 @@ struct Pool {
     /// Calls in [`Shared::take_ahead`]: a sandbox that starts building meanwhile is
     /// raised at once (see [`Shared::fill`]).
     waiting: usize,
+    /// How many to keep ready or building now: [`SandboxSettings::ahead`], doubled (up to
+    /// [`SandboxSettings::ahead_max`]) each time a call finds none ready.
+    target: usize,
+    /// When a call last found none ready (while the pool was not merely stale).
+    starved_at: Option<Instant>,
+    /// A trim back to [`SandboxSettings::ahead`] is scheduled.
+    trim_pending: bool,
 }
 
 /// A helper that has set a sandbox up and waits, confined, for its call's frame.
@@ -645,26 +667,86 @@ impl Shared {
     }
 
     /// A sandbox built ahead, if one is ready (for this runtime, and at most
-    /// [`SandboxSettings::ahead_max_age`] old; others are dropped); else whether one is
-    /// being built.
-    fn take_ready(&self) -> Result<Built, bool> {
+    /// [`SandboxSettings::ahead_max_age`] old; the others are put aside in `unusable`);
+    /// else whether one is being built.
+    fn take_ready(&self, unusable: &mut Vec<Built>) -> Result<Built, bool> {
         let here = tokio::runtime::Handle::current().id();
         let max_age = self.settings.ahead_max_age;
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        pool.ready
-            .retain(|b| b.runtime == here && b.at.elapsed() < max_age);
+        let (usable, old): (Vec<Built>, Vec<Built>) = std::mem::take(&mut pool.ready)
+            .into_iter()
+            .partition(|b| b.runtime == here && b.at.elapsed() < max_age);
+        pool.ready = usable;
+        unusable.extend(old);
         pool.ready.pop().ok_or(pool.building > 0)
+    }
+
+    /// A call found no sandbox ready although none had merely grown old: calls come
+    /// faster than the pool is rebuilt. Keep more built ahead for a while.
+    fn starved(self: &Arc<Self>) {
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let base = self.settings.ahead;
+        if base == 0 {
+            return;
+        }
+        pool.target = (pool.target.max(base) * 2).min(self.settings.ahead_max.max(base));
+        pool.starved_at = Some(Instant::now());
+        if pool.trim_pending || pool.target <= base {
+            return;
+        }
+        pool.trim_pending = true;
+        let shared = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(shared.settings.grown_for).await;
+                let done = {
+                    let mut pool = shared.pool.lock().unwrap_or_else(|p| p.into_inner());
+                    let quiet = pool
+                        .starved_at
+                        .is_none_or(|at| at.elapsed() >= shared.settings.grown_for);
+                    if quiet {
+                        pool.trim_pending = false;
+                    }
+                    quiet
+                };
+                if done {
+                    shared.fill();
+                    return;
+                }
+            }
+        });
     }
 
     /// A sandbox built ahead: one ready now, or the next one being built (it is further
     /// along than one this call would start), unless none is being built.
-    async fn take_ahead(&self, deadline: Instant, cancel: &CancellationToken) -> Option<Built> {
+    async fn take_ahead(
+        self: &Arc<Self>,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Option<Built> {
         let _waiting = Waiting::new(self);
+        let mut unusable = Vec::new();
+        let mut counted = false;
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            match self.take_ready() {
+            let found = self.take_ready(&mut unusable);
+            if !unusable.is_empty() {
+                // Ending them (signals, closing pipes, a thread each) is not this call's
+                // wait.
+                let old = std::mem::take(&mut unusable);
+                counted = true;
+                tokio::spawn(async move {
+                    tokio::time::sleep(AFTER_ANSWER).await;
+                    drop(old);
+                });
+            }
+            if found.is_err() && !counted {
+                counted = true;
+                self.starved();
+            }
+            match found {
                 Ok(built) => {
                     self.raise(&built);
                     return Some(built);
@@ -690,7 +772,22 @@ impl Shared {
     /// caller's path. A uid is taken only if one is free at once: calls come first.
     fn fill(self: &Arc<Self>) {
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        while pool.enabled && pool.ready.len() + pool.building < self.settings.ahead {
+        let grown = pool
+            .starved_at
+            .is_some_and(|at| at.elapsed() < self.settings.grown_for);
+        if !grown {
+            pool.target = self.settings.ahead;
+        }
+        let target = pool.target.max(self.settings.ahead);
+        // Grown for a burst that has passed: the extra ones go (the oldest first).
+        if pool.ready.len() > target {
+            pool.ready.sort_by_key(|b| std::cmp::Reverse(b.at));
+            let extra = pool.ready.split_off(target);
+            drop(pool);
+            drop(extra);
+            pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        }
+        while pool.enabled && pool.ready.len() + pool.building < target {
             let Some(lease) = self.identities.try_lease() else {
                 return;
             };
@@ -772,6 +869,13 @@ impl Sandbox {
     /// What each call may use.
     pub fn limits(&self) -> SandboxLimits {
         self.shared.settings.limits
+    }
+
+    /// How many sandboxes are kept ready or building now (grows while calls outrun the
+    /// pool, see [`MAX_AHEAD`]).
+    pub fn ahead_target(&self) -> usize {
+        let pool = self.shared.pool.lock().unwrap_or_else(|p| p.into_inner());
+        pool.target.max(self.shared.settings.ahead)
     }
 
     /// How many sandboxes are built ahead and ready now.
