@@ -534,6 +534,17 @@ impl Identities {
     }
 }
 
+/// A scheduled trim of the pool ([`Shared::starved`]); if its task is dropped before it
+/// ran (its runtime ended), the next growth schedules another.
+struct TrimPending(Arc<Shared>);
+
+impl Drop for TrimPending {
+    fn drop(&mut self) {
+        let mut pool = self.0.pool.lock().unwrap_or_else(|p| p.into_inner());
+        pool.trim_pending = false;
+    }
+}
+
 /// One sandbox being built for the pool; counted until the build ends, however it ends
 /// (a runtime shutting down drops the task mid-way).
 struct Building(Arc<Shared>);
@@ -695,25 +706,24 @@ impl Shared {
             return;
         }
         pool.trim_pending = true;
-        let shared = self.clone();
+        let pending = TrimPending(self.clone());
         tokio::spawn(async move {
+            let shared = &pending.0;
             loop {
-                tokio::time::sleep(shared.settings.grown_for).await;
-                let done = {
+                // Until `grown_for` after the last call that found none ready.
+                let trim_at = {
                     let mut pool = shared.pool.lock().unwrap_or_else(|p| p.into_inner());
-                    let quiet = pool
-                        .starved_at
-                        .is_none_or(|at| at.elapsed() >= shared.settings.grown_for);
-                    if quiet {
-                        pool.trim_pending = false;
+                    match pool.starved_at.map(|at| at + shared.settings.grown_for) {
+                        Some(at) if at > Instant::now() => at,
+                        _ => {
+                            pool.trim_pending = false;
+                            break;
+                        }
                     }
-                    quiet
                 };
-                if done {
-                    shared.fill();
-                    return;
-                }
+                tokio::time::sleep_until(trim_at.into()).await;
             }
+            shared.fill();
         });
     }
 
