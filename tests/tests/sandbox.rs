@@ -902,6 +902,18 @@ async fn ready_ahead(sandbox: &Sandbox, want: usize) {
     }
 }
 
+/// `true` three times at once in `sandbox`; each must succeed.
+async fn three_at_once(sandbox: &Sandbox) {
+    let (a, b, c) = tokio::join!(
+        sh_here(sandbox, "true"),
+        sh_here(sandbox, "true"),
+        sh_here(sandbox, "true"),
+    );
+    for out in [&a, &b, &c] {
+        assert!(out.success(), "{}", text(out));
+    }
+}
+
 #[test]
 fn the_pool_grows_while_calls_outrun_it_and_is_trimmed_back_once_they_stop() {
     let Some(_rig) = Rig::new() else { return };
@@ -922,26 +934,12 @@ fn the_pool_grows_while_calls_outrun_it_and_is_trimmed_back_once_they_stop() {
         ready_ahead(&sandbox, 2).await;
         assert_eq!(sandbox.ahead_target(), 2);
         // Three calls at once: two take the sandboxes ready, the third finds none.
-        let (a, b, c) = tokio::join!(
-            sh_here(&sandbox, "true"),
-            sh_here(&sandbox, "true"),
-            sh_here(&sandbox, "true"),
-        );
-        for out in [&a, &b, &c] {
-            assert!(out.success(), "{}", text(out));
-        }
+        three_at_once(&sandbox).await;
         assert_eq!(sandbox.served_ahead(), 2);
         assert_eq!(sandbox.ahead_target(), 4, "one call found none ready");
         // The pool refills to the larger size, and the next calls find one ready.
         ready_ahead(&sandbox, 4).await;
-        let (d, e, f) = tokio::join!(
-            sh_here(&sandbox, "true"),
-            sh_here(&sandbox, "true"),
-            sh_here(&sandbox, "true"),
-        );
-        for out in [&d, &e, &f] {
-            assert!(out.success(), "{}", text(out));
-        }
+        three_at_once(&sandbox).await;
         assert_eq!(
             sandbox.served_ahead(),
             5,
