@@ -73,6 +73,7 @@ impl Rig {
                 ahead,
                 ahead_max: ahead,
                 grown_for: GROWN_FOR,
+                keep_fresh_for: Duration::ZERO,
                 ahead_max_age,
             })
         };
@@ -783,6 +784,7 @@ fn a_process_of_another_program_in_the_range_disables_the_sandbox() {
         ahead: 0,
         ahead_max: 0,
         grown_for: GROWN_FOR,
+        keep_fresh_for: Duration::ZERO,
         ahead_max_age: MAX_AHEAD_AGE,
     };
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -848,6 +850,7 @@ fn a_calls_processes_together_cannot_pass_its_memory_cap() {
         ahead: 0,
         ahead_max: 0,
         grown_for: GROWN_FOR,
+        keep_fresh_for: Duration::ZERO,
         ahead_max_age: MAX_AHEAD_AGE,
     });
     let parts = block_on(sandbox.availability()).to_json();
@@ -902,6 +905,43 @@ async fn ready_ahead(sandbox: &Sandbox, want: usize) {
     }
 }
 
+#[test]
+fn for_a_while_after_a_call_sandboxes_are_rebuilt_before_they_grow_too_old() {
+    let Some(_rig) = Rig::new() else { return };
+    let max_age = Duration::from_secs(2);
+    let keep_fresh_for = Duration::from_secs(4);
+    let sandbox = Sandbox::new(SandboxSettings {
+        helper: vec![nl2sh_bin().into(), HELPER_ARG.into()],
+        uids: RANGE,
+        limits: nl2sh_proto::config::Config::default().sandbox_limits(),
+        own_files: Vec::new(),
+        scratch_bytes: 8 * 1024 * 1024,
+        ahead: 2,
+        ahead_max: 2,
+        grown_for: GROWN_FOR,
+        keep_fresh_for,
+        ahead_max_age: max_age,
+    });
+    block_on(async {
+        assert!(sandbox.availability().await.is_ready());
+        ready_ahead(&sandbox, 2).await;
+        let first = sh_here(&sandbox, "true").await;
+        assert!(first.success(), "{}", text(&first));
+        assert_eq!(sandbox.served_ahead(), 1);
+        // Longer than a sandbox may wait: the ones ready now were built since.
+        tokio::time::sleep(max_age + Duration::from_secs(1)).await;
+        let second = sh_here(&sandbox, "true").await;
+        assert!(second.success(), "{}", text(&second));
+        assert_eq!(sandbox.served_ahead(), 2, "one young enough was ready");
+        // Quiet for longer than `keep_fresh_for`, then `max_age`: nothing rebuilt them,
+        // and the next call finds none young enough (it builds its own).
+        tokio::time::sleep(keep_fresh_for + max_age + Duration::from_secs(1)).await;
+        let third = sh_here(&sandbox, "true").await;
+        assert!(third.success(), "{}", text(&third));
+        assert_eq!(sandbox.served_ahead(), 2, "the quiet pool was left alone");
+    });
+}
+
 /// `true` three times at once in `sandbox`; each must succeed.
 async fn three_at_once(sandbox: &Sandbox) {
     let (a, b, c) = tokio::join!(
@@ -927,6 +967,7 @@ fn the_pool_grows_while_calls_outrun_it_and_is_trimmed_back_once_they_stop() {
         ahead: 2,
         ahead_max: 6,
         grown_for,
+        keep_fresh_for: Duration::ZERO,
         ahead_max_age: MAX_AHEAD_AGE,
     });
     block_on(async {
