@@ -905,12 +905,10 @@ async fn ready_ahead(sandbox: &Sandbox, want: usize) {
     }
 }
 
-#[test]
-fn for_a_while_after_a_call_sandboxes_are_rebuilt_before_they_grow_too_old() {
-    let Some(_rig) = Rig::new() else { return };
-    let max_age = Duration::from_secs(2);
-    let keep_fresh_for = Duration::from_secs(4);
-    let sandbox = Sandbox::new(SandboxSettings {
+/// Two sandboxes built ahead in this machine's namespaces, nothing else of the pool's
+/// behaviour (no growth, not kept fresh): what the pool tests start from.
+fn pool_settings() -> SandboxSettings {
+    SandboxSettings {
         helper: vec![nl2sh_bin().into(), HELPER_ARG.into()],
         uids: RANGE,
         limits: nl2sh_proto::config::Config::default().sandbox_limits(),
@@ -919,8 +917,20 @@ fn for_a_while_after_a_call_sandboxes_are_rebuilt_before_they_grow_too_old() {
         ahead: 2,
         ahead_max: 2,
         grown_for: GROWN_FOR,
+        keep_fresh_for: Duration::ZERO,
+        ahead_max_age: MAX_AHEAD_AGE,
+    }
+}
+
+#[test]
+fn for_a_while_after_a_call_sandboxes_are_rebuilt_before_they_grow_too_old() {
+    let Some(_rig) = Rig::new() else { return };
+    let max_age = Duration::from_secs(2);
+    let keep_fresh_for = Duration::from_secs(4);
+    let sandbox = Sandbox::new(SandboxSettings {
         keep_fresh_for,
         ahead_max_age: max_age,
+        ..pool_settings()
     });
     block_on(async {
         assert!(sandbox.availability().await.is_ready());
@@ -959,16 +969,9 @@ fn the_pool_grows_while_calls_outrun_it_and_is_trimmed_back_once_they_stop() {
     let Some(_rig) = Rig::new() else { return };
     let grown_for = Duration::from_secs(3);
     let sandbox = Sandbox::new(SandboxSettings {
-        helper: vec![nl2sh_bin().into(), HELPER_ARG.into()],
-        uids: RANGE,
-        limits: nl2sh_proto::config::Config::default().sandbox_limits(),
-        own_files: Vec::new(),
-        scratch_bytes: 8 * 1024 * 1024,
-        ahead: 2,
         ahead_max: 6,
         grown_for,
-        keep_fresh_for: Duration::ZERO,
-        ahead_max_age: MAX_AHEAD_AGE,
+        ..pool_settings()
     });
     block_on(async {
         assert!(sandbox.availability().await.is_ready());
