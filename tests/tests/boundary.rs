@@ -46,9 +46,21 @@ async fn outcome(w: &Wired, req: &ExecutorRequest) -> ToolOutcome {
 }
 
 async fn rows(w: &Wired) -> Vec<AuditRow> {
-    // What approvald queued without waiting, and rows the executor is still gathering.
+    recent_rows(w, 100).await
+}
+
+/// The newest `limit` rows, once approvald has committed what it queued without waiting
+/// and the rows the executor is still gathering.
+async fn recent_rows(w: &Wired, limit: usize) -> Vec<AuditRow> {
     w.authority.flush_answered().await.unwrap();
-    w.authority.store().recent(100).await.unwrap()
+    w.authority.store().recent(limit).await.unwrap()
+}
+
+/// How many calls have a `call` row among `rows`.
+fn calls_in(rows: &[AuditRow]) -> usize {
+    let mut ids = ids_of(rows, &[AuditKind::Call]);
+    ids.dedup();
+    ids.len()
 }
 
 fn ids_of(rows: &[AuditRow], kinds: &[AuditKind]) -> Vec<i64> {
@@ -352,17 +364,12 @@ async fn rows_of_calls_answered_together_reach_approvald_in_few_reports() {
     assert!(kept.iter().all(|&n| n <= MAX_KEPT_ROWS), "{seen:?}");
     assert!(!seen.iter().any(|s| s == "ran"), "{seen:?}");
     let rows = rows(&w).await;
-    let mut ids = ids_of(&rows, &[AuditKind::Call]);
-    ids.dedup();
-    assert_eq!(ids.len(), 100, "{rows:?}");
+    assert_eq!(calls_in(&rows), 100, "{rows:?}");
     // The owner's flush waits for rows still gathering: a call answered just before it
     // is in what the owner reads.
     assert!(outcome(&w, &stat(500, Path::new("/"))).await.success);
-    w.authority.flush_answered().await.unwrap();
-    let rows = w.authority.store().recent(200).await.unwrap();
-    let mut ids = ids_of(&rows, &[AuditKind::Call]);
-    ids.dedup();
-    assert_eq!(ids.len(), 101, "{rows:?}");
+    let rows = recent_rows(&w, 200).await;
+    assert_eq!(calls_in(&rows), 101, "{rows:?}");
 }
 
 /// The sender keeps to the channel's limits: a shell line whose quoted action is longer
@@ -733,9 +740,6 @@ async fn random_names_reported_together_never_close_a_channel() {
         "seed {seed:#x}: rows not acknowledged"
     );
     assert!(outcome(&w, &stat(1000, Path::new("/"))).await.success);
-    w.authority.flush_answered().await.unwrap();
-    let rows = w.authority.store().recent(500).await.unwrap();
-    let mut ran = ids_of(&rows, &[AuditKind::Call]);
-    ran.dedup();
-    assert_eq!(ran.len(), 201, "seed {seed:#x}: {rows:?}");
+    let rows = recent_rows(&w, 500).await;
+    assert_eq!(calls_in(&rows), 201, "seed {seed:#x}: {rows:?}");
 }
