@@ -233,12 +233,10 @@ struct Pool {
     target: usize,
     /// When a call last found none ready (while the pool was not merely stale).
     starved_at: Option<Instant>,
-    /// A trim back to [`SandboxSettings::ahead`] is scheduled.
-    trim_pending: bool,
     /// When the last sandboxed call ended.
     last_call: Option<Instant>,
-    /// The task that keeps the pool fresh runs.
-    refresh_pending: bool,
+    /// The pool's upkeep task runs ([`Shared::keep`]).
+    keeper: bool,
 }
 
 /// A helper that has set a sandbox up and waits, confined, for its call's frame.
@@ -338,60 +336,101 @@ impl Shared {
                 tokio::task::spawn_blocking(move || drop(namespace));
             }
             if refill {
+                shared
+                    .pool
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .last_call = Some(Instant::now());
                 shared.fill();
-                shared.keep_fresh();
+                shared.keep();
             }
         });
     }
 
-    /// A call ended: for [`SandboxSettings::keep_fresh_for`] from now, rebuild sandboxes
-    /// ready ahead once they are 5/6 of [`SandboxSettings::ahead_max_age`] old, so that
-    /// the next call finds one young enough. One task, with a timer per rebuild.
-    fn keep_fresh(self: &Arc<Self>) {
-        let keep_for = self.settings.keep_fresh_for;
-        let refresh_age = self.settings.ahead_max_age * 5 / 6;
-        if keep_for.is_zero() || refresh_age < MIN_REFRESH_AGE || self.settings.ahead == 0 {
+    /// Start the pool's one upkeep task unless it runs. It sleeps until the pool next
+    /// needs something, and ends once nothing is due (nothing wakes an idle device):
+    /// * [`SandboxSettings::grown_for`] after a call last found none ready, the pool goes
+    ///   back to [`SandboxSettings::ahead`] ([`Shared::fill`] trims the extra ones);
+    /// * for [`SandboxSettings::keep_fresh_for`] after the last call, a sandbox ready ahead
+    ///   is rebuilt at 5/6 of [`SandboxSettings::ahead_max_age`], so that the next call
+    ///   finds one young enough.
+    fn keep(self: &Arc<Self>) {
+        if std::mem::replace(
+            &mut self.pool.lock().unwrap_or_else(|p| p.into_inner()).keeper,
+            true,
+        ) {
             return;
         }
-        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        pool.last_call = Some(Instant::now());
-        if std::mem::replace(&mut pool.refresh_pending, true) {
-            return;
-        }
-        drop(pool);
-        let pending = PendingFlag(self.clone(), |pool| pool.refresh_pending = false);
+        let mut keeper = Keeper {
+            shared: self.clone(),
+            running: true,
+        };
         tokio::spawn(async move {
-            let shared = &pending.0;
-            loop {
-                let wake = {
-                    let mut pool = shared.pool.lock().unwrap_or_else(|p| p.into_inner());
-                    let Some(stop_at) = pool.last_call.map(|at| at + keep_for) else {
-                        pool.refresh_pending = false;
-                        return;
-                    };
-                    let now = Instant::now();
-                    if now >= stop_at {
-                        pool.refresh_pending = false;
-                        return;
-                    }
-                    let due = pool.ready.iter().map(|b| b.at + refresh_age).min();
-                    due.unwrap_or(now + refresh_age).min(stop_at)
-                };
-                tokio::time::sleep_until(wake.into()).await;
-                let aged: Vec<Built> = {
-                    let mut pool = shared.pool.lock().unwrap_or_else(|p| p.into_inner());
+            while let Some(at) = keeper.shared.next_upkeep() {
+                tokio::time::sleep_until(at.into()).await;
+                keeper.shared.upkeep();
+            }
+            // `next_upkeep` cleared the flag under the lock that found nothing due.
+            keeper.ended();
+        });
+    }
+
+    /// The age at which a sandbox ready ahead is rebuilt, if the pool is kept fresh.
+    fn refresh_age(&self) -> Option<Duration> {
+        let age = self.settings.ahead_max_age * 5 / 6;
+        (!self.settings.keep_fresh_for.is_zero()
+            && age >= MIN_REFRESH_AGE
+            && self.settings.ahead > 0)
+            .then_some(age)
+    }
+
+    /// Until when the pool is kept fresh (the last call's end + `keep_fresh_for`).
+    fn fresh_until(&self, pool: &Pool) -> Option<Instant> {
+        self.refresh_age()?;
+        pool.last_call.map(|at| at + self.settings.keep_fresh_for)
+    }
+
+    /// When the pool next needs upkeep; `None` (and the keeper's flag cleared) if never.
+    fn next_upkeep(&self) -> Option<Instant> {
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let trim = pool
+            .starved_at
+            .filter(|_| pool.target > self.settings.ahead)
+            .map(|at| at + self.settings.grown_for);
+        let refresh = self
+            .fresh_until(&pool)
+            .filter(|&until| until > now)
+            .zip(self.refresh_age())
+            .map(|(until, age)| {
+                let due = pool.ready.iter().map(|b| b.at + age).min();
+                due.unwrap_or(now + age).min(until)
+            });
+        let next = trim.into_iter().chain(refresh).min();
+        if next.is_none() {
+            pool.keeper = false;
+        }
+        next
+    }
+
+    /// Rebuild the sandboxes grown too old to wait longer (while the pool is kept fresh),
+    /// and refill or trim the pool to its size now.
+    fn upkeep(self: &Arc<Self>) {
+        let aged: Vec<Built> = {
+            let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+            match (self.fresh_until(&pool), self.refresh_age()) {
+                (Some(until), Some(age)) if Instant::now() < until => {
                     let (aged, young) = std::mem::take(&mut pool.ready)
                         .into_iter()
-                        .partition(|b| b.at.elapsed() >= refresh_age);
+                        .partition(|b| b.at.elapsed() >= age);
                     pool.ready = young;
                     aged
-                };
-                if !aged.is_empty() {
-                    drop(aged);
-                    shared.fill();
                 }
+                _ => Vec::new(),
             }
-        });
+        };
+        drop(aged);
+        self.fill();
     }
 }
 
@@ -603,15 +642,26 @@ impl Identities {
     }
 }
 
-/// A background task of the pool (a trim, [`Shared::starved`], or keeping it fresh,
-/// [`Shared::keep_fresh`]) and how to clear its flag: if the task is dropped before it
-/// ended (its runtime ended), a later call may start another.
-struct PendingFlag(Arc<Shared>, fn(&mut Pool));
+/// The pool's upkeep task ([`Shared::keep`]): if it is dropped before it ended (its
+/// runtime ended), its flag is cleared so that a later call may start another.
+struct Keeper {
+    shared: Arc<Shared>,
+    running: bool,
+}
 
-impl Drop for PendingFlag {
+impl Keeper {
+    /// Ended by itself: its flag is already cleared (and may be another keeper's now).
+    fn ended(&mut self) {
+        self.running = false;
+    }
+}
+
+impl Drop for Keeper {
     fn drop(&mut self) {
-        let mut pool = self.0.pool.lock().unwrap_or_else(|p| p.into_inner());
-        (self.1)(&mut pool);
+        if self.running {
+            let mut pool = self.shared.pool.lock().unwrap_or_else(|p| p.into_inner());
+            pool.keeper = false;
+        }
     }
 }
 
@@ -772,29 +822,8 @@ impl Shared {
         }
         pool.target = (pool.target.max(base) * 2).min(self.settings.ahead_max.max(base));
         pool.starved_at = Some(Instant::now());
-        if pool.trim_pending || pool.target <= base {
-            return;
-        }
-        pool.trim_pending = true;
-        let pending = PendingFlag(self.clone(), |pool| pool.trim_pending = false);
-        tokio::spawn(async move {
-            let shared = &pending.0;
-            loop {
-                // Until `grown_for` after the last call that found none ready.
-                let trim_at = {
-                    let mut pool = shared.pool.lock().unwrap_or_else(|p| p.into_inner());
-                    match pool.starved_at.map(|at| at + shared.settings.grown_for) {
-                        Some(at) if at > Instant::now() => at,
-                        _ => {
-                            pool.trim_pending = false;
-                            break;
-                        }
-                    }
-                };
-                tokio::time::sleep_until(trim_at.into()).await;
-            }
-            shared.fill();
-        });
+        drop(pool);
+        self.keep();
     }
 
     /// A sandbox built ahead: one ready now, or the next one being built (it is further
