@@ -98,9 +98,8 @@ fn main() -> std::process::ExitCode {
             std::process::exit(2);
         }
     };
-    // netd's runtime shape: two worker threads.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // The workers' runtime shape: one thread each (blocking work goes to the pool).
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
