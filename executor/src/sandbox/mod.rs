@@ -297,18 +297,14 @@ struct Waiting<'a>(&'a Shared);
 
 impl<'a> Waiting<'a> {
     fn new(shared: &'a Shared) -> Self {
-        shared
-            .pool
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .waiting += 1;
+        shared.pool().waiting += 1;
         Waiting(shared)
     }
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        let mut pool = self.0.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pool = self.0.pool();
         pool.waiting = pool.waiting.saturating_sub(1);
     }
 }
@@ -321,6 +317,11 @@ impl Drop for Waiting<'_> {
 const AFTER_ANSWER: Duration = Duration::from_millis(1);
 
 impl Shared {
+    /// The pool, locked; a poisoned lock is taken as it was left.
+    fn pool(&self) -> std::sync::MutexGuard<'_, Pool> {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// After [`AFTER_ANSWER`]: let go of a finished sandbox's mount namespace on a
     /// blocking thread (closing the last reference unmounts its view and waits for a grace
     /// period, which neither the executor's one thread nor the call's answer should wait
@@ -336,11 +337,7 @@ impl Shared {
                 tokio::task::spawn_blocking(move || drop(namespace));
             }
             if refill {
-                shared
-                    .pool
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .last_call = Some(Instant::now());
+                shared.pool().last_call = Some(Instant::now());
                 shared.fill();
                 shared.keep();
             }
@@ -355,10 +352,7 @@ impl Shared {
     ///   is rebuilt at 5/6 of [`SandboxSettings::ahead_max_age`], so that the next call
     ///   finds one young enough.
     fn keep(self: &Arc<Self>) {
-        if std::mem::replace(
-            &mut self.pool.lock().unwrap_or_else(|p| p.into_inner()).keeper,
-            true,
-        ) {
+        if std::mem::replace(&mut self.pool().keeper, true) {
             return;
         }
         let mut keeper = Keeper {
@@ -392,7 +386,7 @@ impl Shared {
 
     /// When the pool next needs upkeep; `None` (and the keeper's flag cleared) if never.
     fn next_upkeep(&self) -> Option<Instant> {
-        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pool = self.pool();
         let now = Instant::now();
         let trim = pool
             .starved_at
@@ -417,7 +411,7 @@ impl Shared {
     /// and refill or trim the pool to its size now.
     fn upkeep(self: &Arc<Self>) {
         let aged: Vec<Built> = {
-            let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+            let mut pool = self.pool();
             match (self.fresh_until(&pool), self.refresh_age()) {
                 (Some(until), Some(age)) if Instant::now() < until => {
                     let (aged, young) = std::mem::take(&mut pool.ready)
@@ -659,7 +653,7 @@ impl Keeper {
 impl Drop for Keeper {
     fn drop(&mut self) {
         if self.running {
-            let mut pool = self.shared.pool.lock().unwrap_or_else(|p| p.into_inner());
+            let mut pool = self.shared.pool();
             pool.keeper = false;
         }
     }
@@ -671,7 +665,7 @@ struct Building(Arc<Shared>);
 
 impl Drop for Building {
     fn drop(&mut self) {
-        let mut pool = self.0.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pool = self.0.pool();
         pool.building = pool.building.saturating_sub(1);
         drop(pool);
         self.0.changed.notify_waiters();
@@ -803,7 +797,7 @@ impl Shared {
     fn take_ready(&self, unusable: &mut Vec<Built>) -> Result<Built, bool> {
         let here = tokio::runtime::Handle::current().id();
         let max_age = self.settings.ahead_max_age;
-        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pool = self.pool();
         let (usable, old): (Vec<Built>, Vec<Built>) = std::mem::take(&mut pool.ready)
             .into_iter()
             .partition(|b| b.runtime == here && b.at.elapsed() < max_age);
@@ -815,7 +809,7 @@ impl Shared {
     /// A call found no sandbox ready although none had merely grown old: calls come
     /// faster than the pool is rebuilt. Keep more built ahead for a while.
     fn starved(self: &Arc<Self>) {
-        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pool = self.pool();
         let base = self.settings.ahead;
         if base == 0 {
             return;
@@ -880,7 +874,7 @@ impl Shared {
     /// Build sandboxes ahead until [`SandboxSettings::ahead`] are ready or being built, off the
     /// caller's path. A uid is taken only if one is free at once: calls come first.
     fn fill(self: &Arc<Self>) {
-        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pool = self.pool();
         let grown = pool
             .starved_at
             .is_some_and(|at| at.elapsed() < self.settings.grown_for);
@@ -894,7 +888,7 @@ impl Shared {
             let extra = pool.ready.split_off(target);
             drop(pool);
             drop(extra);
-            pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+            pool = self.pool();
         }
         while pool.enabled && pool.ready.len() + pool.building < target {
             let Some(lease) = self.identities.try_lease() else {
@@ -911,12 +905,7 @@ impl Shared {
                     Ok(Ok((built, frame))) => {
                         // Its group joined `groups` when it was spawned; a call that
                         // began waiting since may have raised the groups before that.
-                        let waiting = slot
-                            .0
-                            .pool
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .waiting;
+                        let waiting = slot.0.pool().waiting;
                         if waiting > 0 {
                             slot.0.raise(&built);
                         }
@@ -926,7 +915,7 @@ impl Shared {
                     Err(e) => Err(SandboxError::Setup(format!("building ahead: {e}"))),
                 };
                 {
-                    let mut pool = slot.0.pool.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut pool = slot.0.pool();
                     match built {
                         Ok(built) if built.set_up => pool.ready.push(built),
                         // Calls build their own, and say why it fails.
@@ -983,23 +972,18 @@ impl Sandbox {
     /// How many sandboxes are kept ready or building now (grows while calls outrun the
     /// pool, see [`MAX_AHEAD`]).
     pub fn ahead_target(&self) -> usize {
-        let pool = self.shared.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let pool = self.shared.pool();
         pool.target.max(self.shared.settings.ahead)
     }
 
     /// How many sandboxes are built ahead and ready now.
     pub fn ready_ahead(&self) -> usize {
-        self.shared
-            .pool
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .ready
-            .len()
+        self.shared.pool().ready.len()
     }
 
     /// The helpers of the sandboxes built ahead and ready (their pids).
     pub fn ready_helpers(&self) -> Vec<u32> {
-        let pool = self.shared.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let pool = self.shared.pool();
         pool.ready
             .iter()
             .filter_map(|b| b.helper.as_ref()?.id())
@@ -1019,7 +1003,7 @@ impl Sandbox {
         let found = self.availability.get_or_init(|| self.probe()).await;
         if found.is_ready() {
             let first = {
-                let mut pool = self.shared.pool.lock().unwrap_or_else(|p| p.into_inner());
+                let mut pool = self.shared.pool();
                 !std::mem::replace(&mut pool.enabled, true)
             };
             if first {
