@@ -11,6 +11,7 @@ pub mod exec;
 pub mod locks;
 pub mod outbox;
 pub mod pipeline;
+pub mod readers;
 pub mod schema;
 
 use std::future::Future;
@@ -198,12 +199,13 @@ impl ExecContext {
         }
     }
 
-    /// Run a blocking file-system operation off the async threads.
+    /// Run a blocking file-system operation off the async thread, on a reader
+    /// ([`readers`]).
     pub async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
     ) -> Result<T, ToolError> {
-        tokio::task::spawn_blocking(f)
+        readers::run(f)
             .await
             .map_err(|e| ToolError::Failed(format!("operation aborted: {e}")))?
     }

@@ -1,0 +1,174 @@
+//! Two long-lived threads for the tools' blocking work (a `stat`, a small read, a file
+//! written), shared by every call of the process.
+//!
+//! Why not tokio's blocking pool alone: it starts a thread whenever none is idle, so 32
+//! concurrent calls grew it to 62 threads on one core, all waiting on one condvar; waking
+//! and contending for it was the largest item of the executor's profile (BENCHMARKS.md,
+//! "Where the tree's CPU goes at 32 clients"). Here two readers drain one queue: a burst
+//! of jobs costs at most two wake-ups, and a reader that finishes a job takes the next
+//! without sleeping.
+//!
+//! A queue can hold a job behind one that hangs (a read on a FUSE mount such as
+//! `/sdcard` whose daemon stopped answering). So a job still queued after
+//! [`RESCUE_AFTER`] is taken back by its caller and run on tokio's blocking pool, where
+//! it has a thread of its own: a hung read delays the others by that much at most, never
+//! for good.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+/// Threads that serve the queue.
+const READERS: usize = 2;
+
+/// How long a job may wait in the queue before its caller runs it elsewhere. Far above a
+/// job's usual wait (microseconds), far below what a caller notices.
+pub const RESCUE_AFTER: Duration = Duration::from_millis(20);
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// One job, taken exactly once: by a reader, or back by its caller.
+struct Slot(Mutex<Option<Job>>);
+
+impl Slot {
+    fn take(&self) -> Option<Job> {
+        // A job and nothing else: a panic elsewhere cannot leave it torn.
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Arc<Slot>>,
+    /// Readers waiting for a job.
+    idle: usize,
+    /// Readers started.
+    readers: usize,
+}
+
+struct Lane {
+    queue: Mutex<Queue>,
+    arrived: Condvar,
+}
+
+/// The job's closure ended without an answer (it panicked, or its thread is gone).
+#[derive(Debug, thiserror::Error)]
+#[error("the operation ended without an answer")]
+pub struct Aborted;
+
+fn lane() -> &'static Lane {
+    static LANE: OnceLock<Lane> = OnceLock::new();
+    LANE.get_or_init(|| Lane {
+        queue: Mutex::new(Queue::default()),
+        arrived: Condvar::new(),
+    })
+}
+
+impl Lane {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // A queue of slots: a panic elsewhere cannot leave it torn.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queue `slot`; false when no reader exists to serve it (none could be started).
+    fn push(&'static self, slot: Arc<Slot>) -> bool {
+        let mut queue = self.lock();
+        queue.jobs.push_back(slot);
+        if queue.idle > 0 {
+            self.arrived.notify_one();
+        } else if queue.readers < READERS {
+            let started = std::thread::Builder::new()
+                .name("nl2sh-reader".into())
+                .spawn(move || self.serve());
+            match started {
+                Ok(_) => queue.readers += 1,
+                Err(e) => tracing::warn!(error = %e, "cannot start a reader thread"),
+            }
+        }
+        queue.readers > 0
+    }
+
+    /// A reader: run queued jobs, in order, for the life of the process.
+    fn serve(&self) {
+        let mut queue = self.lock();
+        loop {
+            if let Some(slot) = queue.jobs.pop_front() {
+                drop(queue);
+                // Empty if its caller took it back meanwhile.
+                if let Some(job) = slot.take() {
+                    job();
+                }
+                queue = self.lock();
+                continue;
+            }
+            queue.idle += 1;
+            queue = self.arrived.wait(queue).unwrap_or_else(|p| p.into_inner());
+            queue.idle -= 1;
+        }
+    }
+}
+
+/// Run `f` on a reader (or, if it waited [`RESCUE_AFTER`] for one, on tokio's blocking
+/// pool) and wait for its result.
+pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Aborted> {
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    let job: Job = Box::new(move || {
+        let _ = tx.send(f());
+    });
+    let slot = Arc::new(Slot(Mutex::new(Some(job))));
+    if lane().push(slot.clone()) {
+        if let Ok(done) = tokio::time::timeout(RESCUE_AFTER, &mut rx).await {
+            return done.map_err(|_| Aborted);
+        }
+    }
+    // Still queued (every reader busy, perhaps hung) or no reader at all: a thread of its
+    // own. Already taken by a reader: it runs there, and the answer comes from it.
+    if let Some(job) = slot.take() {
+        drop(tokio::task::spawn_blocking(job));
+    }
+    rx.await.map_err(|_| Aborted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[tokio::test]
+    async fn a_job_runs_and_answers() {
+        assert_eq!(run(|| 6 * 7).await.unwrap(), 42);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn jobs_behind_hung_readers_are_rescued() {
+        // Hang both readers (more hung jobs than readers, in case another test's job
+        // holds one) until the end of the test.
+        let (release, hold) = mpsc::channel::<()>();
+        let hold = Arc::new(Mutex::new(hold));
+        let mut hung = Vec::new();
+        for _ in 0..READERS + 1 {
+            let hold = hold.clone();
+            hung.push(tokio::spawn(run(move || {
+                let _ = hold.lock().map(|h| h.recv_timeout(Duration::from_secs(30)));
+            })));
+        }
+        tokio::task::yield_now().await;
+        let answers = answers_of(8).await;
+        assert_eq!(answers, (0..8).collect::<Vec<_>>());
+        // They came while the hung jobs still hang (held until `release` goes or 30 s).
+        assert!(hung.iter().all(|h| !h.is_finished()));
+        drop(release);
+        for h in hung {
+            h.await.unwrap().unwrap();
+        }
+    }
+
+    async fn answers_of(n: usize) -> Vec<usize> {
+        let handles: Vec<_> = (0..n).map(|i| tokio::spawn(run(move || i))).collect();
+        let mut out = Vec::new();
+        for h in handles {
+            out.push(h.await.unwrap().unwrap());
+        }
+        out
+    }
+}
