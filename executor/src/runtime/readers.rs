@@ -11,15 +11,20 @@
 //! A queue can hold a job behind one that hangs (a read on a FUSE mount such as
 //! `/sdcard` whose daemon stopped answering). So a job still queued after
 //! [`RESCUE_AFTER`] is taken back by its caller and run on tokio's blocking pool, where
-//! it has a thread of its own: a hung read delays the others by that much at most, never
-//! for good.
+//! it has a thread of its own, and one more reader starts (up to [`MAX_READERS`]) for
+//! the jobs behind it: a hung read delays the others by that much once, never for good.
+//! A reader beyond the first [`READERS`] ends after [`EXTRA_IDLE`] without a job.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-/// Threads that serve the queue.
+/// Threads that serve the queue for the life of the process.
 const READERS: usize = 2;
+/// Readers at most, counting those a hung job holds.
+const MAX_READERS: usize = 16;
+/// How long a reader beyond [`READERS`] waits for a job before it ends.
+const EXTRA_IDLE: Duration = Duration::from_secs(10);
 
 /// How long a job may wait in the queue before its caller runs it elsewhere. Far above a
 /// job's usual wait (microseconds), far below what a caller notices.
@@ -77,18 +82,32 @@ impl Lane {
         if queue.idle > 0 {
             self.arrived.notify_one();
         } else if queue.readers < READERS {
-            let started = std::thread::Builder::new()
-                .name("nl2sh-reader".into())
-                .spawn(move || self.serve());
-            match started {
-                Ok(_) => queue.readers += 1,
-                Err(e) => tracing::warn!(error = %e, "cannot start a reader thread"),
-            }
+            self.start_reader(&mut queue);
         }
         queue.readers > 0
     }
 
-    /// A reader: run queued jobs, in order, for the life of the process.
+    /// A job waited [`RESCUE_AFTER`] with every reader busy: one more for the jobs behind
+    /// it.
+    fn rescued(&'static self) {
+        let mut queue = self.lock();
+        if queue.idle == 0 && queue.readers < MAX_READERS {
+            self.start_reader(&mut queue);
+        }
+    }
+
+    fn start_reader(&'static self, queue: &mut Queue) {
+        let started = std::thread::Builder::new()
+            .name("nl2sh-reader".into())
+            .spawn(move || self.serve());
+        match started {
+            Ok(_) => queue.readers += 1,
+            Err(e) => tracing::warn!(error = %e, "cannot start a reader thread"),
+        }
+    }
+
+    /// A reader: run queued jobs, in order; end after [`EXTRA_IDLE`] without one while
+    /// more than [`READERS`] are running.
     fn serve(&self) {
         let mut queue = self.lock();
         loop {
@@ -99,6 +118,20 @@ impl Lane {
                     job();
                 }
                 queue = self.lock();
+                continue;
+            }
+            if queue.readers > READERS {
+                queue.idle += 1;
+                let (woken, waited) = self
+                    .arrived
+                    .wait_timeout(queue, EXTRA_IDLE)
+                    .unwrap_or_else(|p| p.into_inner());
+                queue = woken;
+                queue.idle -= 1;
+                if waited.timed_out() && queue.jobs.is_empty() && queue.readers > READERS {
+                    queue.readers -= 1;
+                    return;
+                }
                 continue;
             }
             queue.idle += 1;
@@ -124,6 +157,7 @@ pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> R
     // Still queued (every reader busy, perhaps hung) or no reader at all: a thread of its
     // own. Already taken by a reader: it runs there, and the answer comes from it.
     if let Some(job) = slot.take() {
+        lane().rescued();
         drop(tokio::task::spawn_blocking(job));
     }
     rx.await.map_err(|_| Aborted)
@@ -157,6 +191,8 @@ mod tests {
         assert_eq!(answers, (0..8).collect::<Vec<_>>());
         // They came while the hung jobs still hang (held until `release` goes or 30 s).
         assert!(hung.iter().all(|h| !h.is_finished()));
+        // And a reader started beside the hung ones, for the jobs to come.
+        assert!(lane().lock().readers > READERS);
         drop(release);
         for h in hung {
             h.await.unwrap().unwrap();

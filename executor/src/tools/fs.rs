@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,10 +110,23 @@ fn read_prepared(
 /// `fs.read`'s work: up to `length` bytes of `path` from `offset`, as a JSON object.
 pub fn read_file(path: &Path, offset: u64, length: u64) -> Result<Value, String> {
     let fail = |what: &str, e: std::io::Error| format!("{what} {}: {e}", path.display());
-    let mut f = fs::File::open(path).map_err(|e| fail("cannot open", e))?;
+    // Without O_NONBLOCK, opening a FIFO waits for a writer and a read of a device can
+    // wait for input: the thread (a reader shared by every call) would hang. A regular
+    // file ignores the flag.
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| fail("cannot open", e))?;
     let meta = f.metadata().map_err(|e| fail("cannot stat", e))?;
     if meta.is_dir() {
         return Err(format!("{} is a directory; use fs.list", path.display()));
+    }
+    if meta.file_type().is_fifo() || meta.file_type().is_socket() {
+        return Err(format!(
+            "{} is a pipe or a socket: fs.read reads files and devices",
+            path.display()
+        ));
     }
     f.seek(SeekFrom::Start(offset))
         .map_err(|e| fail("cannot seek in", e))?;
@@ -540,4 +553,29 @@ fn write_file(
             "mode": format!("{:04o}", meta.permissions().mode() & 0o7777),
         }),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reading_a_fifo_is_refused_without_waiting_for_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // Opened as before (blocking), this call would never return: nothing writes.
+        let refused = read_file(&fifo, 0, 10).unwrap_err();
+        assert!(refused.contains("is a pipe or a socket"), "{refused}");
+    }
+
+    #[test]
+    fn a_regular_file_reads_as_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "hello world").unwrap();
+        let read = read_file(&file, 6, 100).unwrap();
+        assert_eq!(read["content"], "world");
+        assert_eq!(read["eof"], true);
+    }
 }
