@@ -14,6 +14,9 @@
 //! it has a thread of its own, and one more reader starts (up to [`MAX_READERS`]) for
 //! the jobs behind it: a hung read delays the others by that much once, never for good.
 //! A reader beyond the first [`READERS`] ends after [`EXTRA_IDLE`] without a job.
+//!
+//! A job that has not started when its call ends (cancelled, timed out) never starts: an
+//! `fs.write` must not happen after its call was answered as cancelled.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -37,8 +40,16 @@ struct Slot(Mutex<Option<Job>>);
 
 impl Slot {
     fn take(&self) -> Option<Job> {
+        self.lock().take()
+    }
+
+    fn is_queued(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Job>> {
         // A job and nothing else: a panic elsewhere cannot leave it torn.
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -51,6 +62,7 @@ struct Queue {
     readers: usize,
 }
 
+/// A queue and its readers: one per process ([`run`]); tests make their own.
 struct Lane {
     queue: Mutex<Queue>,
     arrived: Condvar,
@@ -61,15 +73,14 @@ struct Lane {
 #[error("the operation ended without an answer")]
 pub struct Aborted;
 
-fn lane() -> &'static Lane {
-    static LANE: OnceLock<Lane> = OnceLock::new();
-    LANE.get_or_init(|| Lane {
-        queue: Mutex::new(Queue::default()),
-        arrived: Condvar::new(),
-    })
-}
-
 impl Lane {
+    fn new() -> Self {
+        Self {
+            queue: Mutex::new(Queue::default()),
+            arrived: Condvar::new(),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Queue> {
         // A queue of slots: a panic elsewhere cannot leave it torn.
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
@@ -142,31 +153,82 @@ impl Lane {
 }
 
 /// Run `f` on a reader (or, if it waited [`RESCUE_AFTER`] for one, on tokio's blocking
-/// pool) and wait for its result.
+/// pool) and wait for its result. Dropped before `f` started, `f` never runs.
 pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Aborted> {
+    static LANE: OnceLock<Lane> = OnceLock::new();
+    run_on(LANE.get_or_init(Lane::new), f).await
+}
+
+async fn run_on<T: Send + 'static>(
+    lane: &'static Lane,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Aborted> {
     let (tx, mut rx) = tokio::sync::oneshot::channel();
     let job: Job = Box::new(move || {
         let _ = tx.send(f());
     });
-    let slot = Arc::new(Slot(Mutex::new(Some(job))));
-    if lane().push(slot.clone()) {
+    let slot = TakenBackOnDrop(Arc::new(Slot(Mutex::new(Some(job)))));
+    if lane.push(slot.0.clone()) {
         if let Ok(done) = tokio::time::timeout(RESCUE_AFTER, &mut rx).await {
             return done.map_err(|_| Aborted);
         }
     }
     // Still queued (every reader busy, perhaps hung) or no reader at all: a thread of its
-    // own. Already taken by a reader: it runs there, and the answer comes from it.
-    if let Some(job) = slot.take() {
-        lane().rescued();
-        drop(tokio::task::spawn_blocking(job));
+    // own, which takes the job unless this call ended first. Already taken by a reader:
+    // it runs there, and the answer comes from it.
+    if slot.0.is_queued() {
+        lane.rescued();
+        let queued = slot.0.clone();
+        drop(tokio::task::spawn_blocking(move || {
+            if let Some(job) = queued.take() {
+                job();
+            }
+        }));
     }
     rx.await.map_err(|_| Aborted)
+}
+
+/// Takes the job back (unrun) if the call's future is dropped before a thread took it.
+struct TakenBackOnDrop(Arc<Slot>);
+
+impl Drop for TakenBackOnDrop {
+    fn drop(&mut self) {
+        drop(self.0.take());
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::mpsc;
+
+    /// A lane of this test's own: other tests' jobs cannot take or hold its readers.
+    fn own_lane() -> &'static Lane {
+        Box::leak(Box::new(Lane::new()))
+    }
+
+    /// Hang every reader `lane` starts for itself (held until the sender goes, or 30 s).
+    async fn hang_readers(
+        lane: &'static Lane,
+    ) -> (
+        mpsc::Sender<()>,
+        Vec<tokio::task::JoinHandle<Result<(), Aborted>>>,
+    ) {
+        let (release, hold) = mpsc::channel::<()>();
+        let hold = Arc::new(Mutex::new(hold));
+        let mut hung = Vec::new();
+        for _ in 0..READERS {
+            let hold = hold.clone();
+            hung.push(tokio::spawn(run_on(lane, move || {
+                let _ = hold.lock().map(|h| h.recv_timeout(Duration::from_secs(30)));
+            })));
+        }
+        // Let the spawned calls queue their jobs, which start both readers.
+        tokio::task::yield_now().await;
+        assert_eq!(lane.lock().readers, READERS);
+        (release, hung)
+    }
 
     #[tokio::test]
     async fn a_job_runs_and_answers() {
@@ -175,36 +237,47 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn jobs_behind_hung_readers_are_rescued() {
-        // Hang both readers (more hung jobs than readers, in case another test's job
-        // holds one) until the end of the test.
-        let (release, hold) = mpsc::channel::<()>();
-        let hold = Arc::new(Mutex::new(hold));
-        let mut hung = Vec::new();
-        for _ in 0..READERS + 1 {
-            let hold = hold.clone();
-            hung.push(tokio::spawn(run(move || {
-                let _ = hold.lock().map(|h| h.recv_timeout(Duration::from_secs(30)));
-            })));
+        let lane = own_lane();
+        let (release, hung) = hang_readers(lane).await;
+        let handles: Vec<_> = (0..8)
+            .map(|i| tokio::spawn(run_on(lane, move || i)))
+            .collect();
+        let mut answers = Vec::new();
+        for h in handles {
+            answers.push(h.await.unwrap().unwrap());
         }
-        tokio::task::yield_now().await;
-        let answers = answers_of(8).await;
         assert_eq!(answers, (0..8).collect::<Vec<_>>());
-        // They came while the hung jobs still hang (held until `release` goes or 30 s).
+        // They came while the hung jobs still hang.
         assert!(hung.iter().all(|h| !h.is_finished()));
         // And a reader started beside the hung ones, for the jobs to come.
-        assert!(lane().lock().readers > READERS);
+        assert!(lane.lock().readers > READERS);
         drop(release);
         for h in hung {
             h.await.unwrap().unwrap();
         }
     }
 
-    async fn answers_of(n: usize) -> Vec<usize> {
-        let handles: Vec<_> = (0..n).map(|i| tokio::spawn(run(move || i))).collect();
-        let mut out = Vec::new();
-        for h in handles {
-            out.push(h.await.unwrap().unwrap());
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_job_whose_call_ended_before_it_started_never_runs() {
+        let lane = own_lane();
+        let (release, hung) = hang_readers(lane).await;
+        let ran = Arc::new(AtomicBool::new(false));
+        let witness = ran.clone();
+        // The call ends (as a cancelled or timed-out call does) while its job waits.
+        let ended = tokio::time::timeout(
+            Duration::from_millis(1),
+            run_on(lane, move || witness.store(true, Ordering::SeqCst)),
+        )
+        .await;
+        assert!(ended.is_err());
+        // Its job is gone: dropped unrun, holding the only other reference.
+        assert_eq!(Arc::strong_count(&ran), 1);
+        drop(release);
+        for h in hung {
+            h.await.unwrap().unwrap();
         }
-        out
+        // The readers are free and have drained the queue, the ended job's empty slot too.
+        assert_eq!(run_on(lane, || 1).await.unwrap(), 1);
+        assert!(!ran.load(Ordering::SeqCst));
     }
 }

@@ -528,7 +528,14 @@ fn write_file(
     if now != approved {
         return Err(changed());
     }
-    let mut flags = OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NOCTTY;
+    // O_NONBLOCK: opening a FIFO for writing would wait for a reader, holding the thread
+    // (a reader shared by every call); without one it fails (ENXIO) instead. A regular
+    // file ignores the flag.
+    let mut flags = OFlag::O_WRONLY
+        | OFlag::O_NOFOLLOW
+        | OFlag::O_CLOEXEC
+        | OFlag::O_NOCTTY
+        | OFlag::O_NONBLOCK;
     flags |= match mode {
         WriteMode::Create => OFlag::O_CREAT | OFlag::O_EXCL,
         WriteMode::Overwrite => OFlag::O_CREAT | OFlag::O_TRUNC,
@@ -538,6 +545,16 @@ fn write_file(
     let fd = openat(&dir, target.name.as_os_str(), flags, create_mode)
         .map_err(|e| io_err("cannot open", path, e.into()))?;
     let mut f = fs::File::from(fd);
+    let kind = f
+        .metadata()
+        .map_err(|e| io_err("cannot stat", path, e))?
+        .file_type();
+    if kind.is_fifo() || kind.is_socket() {
+        return Err(ToolError::Failed(format!(
+            "{} is a pipe or a socket: fs.write writes files; nothing was written",
+            path.display()
+        )));
+    }
     f.write_all(bytes)
         .map_err(|e| io_err("cannot write", path, e))?;
     f.sync_all().map_err(|e| io_err("cannot sync", path, e))?;
@@ -567,6 +584,40 @@ mod tests {
         // Opened as before (blocking), this call would never return: nothing writes.
         let refused = read_file(&fifo, 0, 10).unwrap_err();
         assert!(refused.contains("is a pipe or a socket"), "{refused}");
+    }
+
+    #[test]
+    fn writing_to_a_fifo_is_refused_without_waiting_for_a_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let (parent, name) = split_parent(&fifo).unwrap();
+        let target = Target {
+            path: fifo.clone(),
+            approved_dir: DirIdentity::of(&parent).ok(),
+            dir: parent,
+            name,
+        };
+        for mode in [WriteMode::Overwrite, WriteMode::Append] {
+            // Opened as before (blocking), this call would never return: nothing reads.
+            // Now the open fails at once (ENXIO).
+            let Err(ToolError::Failed(refused)) = write_file(&target, b"x", mode, None) else {
+                panic!("a write to a FIFO was not refused");
+            };
+            assert!(refused.starts_with("cannot open"), "{refused}");
+        }
+        // With a reader waiting, the open succeeds, and the write is still refused.
+        let reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        let Err(ToolError::Failed(refused)) = write_file(&target, b"x", WriteMode::Overwrite, None)
+        else {
+            panic!("a write to a FIFO with a reader was not refused");
+        };
+        assert!(refused.contains("is a pipe or a socket"), "{refused}");
+        drop(reader);
     }
 
     #[test]
