@@ -125,8 +125,7 @@ pub const COMMON: &[Row] = &[
         ]),
         "std names threads (PR_SET_NAME); seccompiler sets no_new_privs before each filter \
          (it only ever restricts). Other options are refused, PR_SET_DUMPABLE above all, \
-         and libraries cope with the refusal (the allocator, mimalloc, names each region \
-         it maps with PR_SET_VMA and goes on without the name)"
+         and libraries cope with the refusal"
     ),
     // ---- time and randomness ----------------------------------------------------------
     row!(

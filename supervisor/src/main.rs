@@ -28,13 +28,6 @@ mod web;
 
 use std::process::ExitCode;
 
-/// mimalloc instead of the C library's malloc, in every process of the tree: the workers
-/// allocate and free many small objects per call (hyper, rmcp, serde_json, bincode), and
-/// glibc's malloc spent about a fifth of netd's CPU under load on them, musl's (the phone
-/// build) more (docs/BENCHMARKS.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use clap::Parser;
 use nl2sh_proto::topology::Worker;
 

@@ -39,7 +39,7 @@ pub use nl2sh_proto::seccomp::{Cond, Row, SeccompError, Verdict};
 use nl2sh_proto::seccomp::{ioctl, BpfProgram};
 use nl2sh_proto::seccomp_row as row;
 
-use Verdict::{Allow, AllowElseEperm, AllowIf, Refuse};
+use Verdict::{Allow, AllowIf, Refuse};
 
 /// The rows every supported architecture shares.
 pub const COMMON: &[Row] = &[
@@ -215,14 +215,6 @@ pub const COMMON: &[Row] = &[
         "makes the channels and the listener non-blocking (FIONBIO) as the runtime takes \
          them; nothing else, no terminal or device ioctl"
     ),
-    row!(
-        SYS_prctl,
-        AllowElseEperm(&[Cond::Eq(0, libc::PR_SET_NO_NEW_PRIVS as u64)]),
-        "seccompiler sets no_new_privs (set already; it only ever restricts) before it \
-         installs each filter after the first. Every other option is refused: the \
-         allocator (mimalloc) names each region it maps (PR_SET_VMA) and goes on without \
-         the name"
-    ),
     // ---- refused --------------------------------------------------------------------
     row!(
         SYS_newfstatat,
@@ -323,6 +315,7 @@ mod tests {
             libc::SYS_setgroups,
             libc::SYS_setfsuid,
             libc::SYS_capset,
+            libc::SYS_prctl,
             libc::SYS_seccomp,
             // The network beyond what it inherited.
             libc::SYS_socket,
@@ -385,14 +378,6 @@ mod tests {
         for nr in never {
             assert!(not_allowed(nr), "syscall {nr} must not be allowed");
         }
-        // prctl sets no_new_privs, which only restricts, and nothing else.
-        let prctl_only_restricts = match verdict(libc::SYS_prctl) {
-            Some(Verdict::AllowElseEperm([Cond::Eq(0, option)])) => {
-                *option == libc::PR_SET_NO_NEW_PRIVS as u64
-            }
-            _ => false,
-        };
-        assert!(prctl_only_restricts, "prctl may only set no_new_privs");
     }
 
     #[cfg(target_arch = "x86_64")]

@@ -38,11 +38,6 @@ use nl2sh_proto::rpc::{self, RpcClient};
 use nl2sh_proto::topology::{pair, ExecutorApprovald, NetdApprovald, NetdExecutor};
 use nl2sh_proto::Secret;
 
-/// The tree's allocator (supervisor/src/main.rs), so that the reference differs from the
-/// tree only in its processes.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Clone, Copy, PartialEq)]
 enum AuthorityMode {
     Bare,
