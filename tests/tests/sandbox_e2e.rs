@@ -727,6 +727,85 @@ fn a_sandboxed_call_cannot_take_the_devices_memory_and_says_which_limit_ended_it
     assert_eq!(limit("Max processes"), ["256", "256"], "{text}");
 }
 
+/// The descendants of `pid`, children first.
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut next = vec![pid];
+    while let Some(p) = next.pop() {
+        for child in nl2sh_tests::children_of(p) {
+            out.push(child);
+            next.push(child);
+        }
+    }
+    out
+}
+
+/// The soft "Max data size" of `pid` in bytes (None: unlimited, or the process is gone).
+fn data_limit(pid: i32) -> Option<u64> {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max data size"))?;
+    line["Max data size".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn a_sandbox_has_room_under_its_own_memory_limit() {
+    if skip_unless_root() {
+        return;
+    }
+    // The helper limits its data (RLIMIT_DATA), then still allocates: a command's
+    // environment, and all of fs.read and fs.list run in it. Whatever it already holds
+    // counts against that limit: an allocator that commits a large reservation up front
+    // (mimalloc does, a gigabyte, on kernels that overcommit) leaves it room for nothing.
+    let fx = Fixture::new("sandbox_memory_mib = 64\n");
+    let dir = fx.dir.path();
+    std::fs::write(dir.join("hello.txt"), "hello, sandbox\n").unwrap();
+    let path = nl2sh_tests::path_with(&nl2sh_tests::android_standins());
+    let server = Server::start(&fx, &[], &[("PATH", &path)]);
+    let r = server.invoke("shell.exec", json!({"command": "echo hi"}));
+    assert_eq!(r.output()["stdout"], "hi\n", "{}", r.output());
+    let r = server.invoke("fs.read", json!({"path": dir.join("hello.txt")}));
+    assert!(!r.is_error, "{}", r.output());
+    let r = server.invoke("fs.list", json!({"path": dir}));
+    assert!(!r.is_error, "{}", r.output());
+    // The sandboxes built ahead wait for their calls already limited: each holds a small
+    // part of its limit.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let limited: Vec<(i32, u64, u64)> = descendants(server.pid())
+            .into_iter()
+            .filter_map(|pid| {
+                let limit = data_limit(pid)?;
+                let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+                let kib: u64 = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmData:"))?
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse()
+                    .ok()?;
+                Some((pid, limit, kib * 1024))
+            })
+            .collect();
+        if !limited.is_empty() {
+            for (pid, limit, data) in limited {
+                assert_eq!(limit, 64 << 20, "pid {pid}");
+                assert!(
+                    data < limit / 4,
+                    "pid {pid} holds {data} bytes of data, limit {limit}"
+                );
+            }
+            break;
+        }
+        assert!(Instant::now() < deadline, "no sandbox waits with its limit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn a_private_file_is_read_only_with_the_owners_approval() {
     if skip_unless_root() {
