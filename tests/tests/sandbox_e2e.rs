@@ -727,7 +727,7 @@ fn a_sandboxed_call_cannot_take_the_devices_memory_and_says_which_limit_ended_it
     assert_eq!(limit("Max processes"), ["256", "256"], "{text}");
 }
 
-/// The descendants of `pid`, children first.
+/// Every descendant of `pid`.
 fn descendants(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     let mut next = vec![pid];
