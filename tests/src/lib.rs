@@ -347,14 +347,16 @@ pub fn alive(pid: i32) -> bool {
 
 /// A field of /proc/<pid>/status, e.g. "Uid" or "CapEff".
 pub fn proc_status(pid: i32, field: &str) -> String {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(&format!("{field}:"))
-                .map(|v| v.trim().to_string())
-        })
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+    try_proc_status(pid, field).unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// [`proc_status`] of a process that may be gone by the time it is read (None then).
+pub fn try_proc_status(pid: i32, field: &str) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| {
+        l.strip_prefix(&format!("{field}:"))
+            .map(|v| v.trim().to_string())
+    })
 }
 
 pub use nl2sh_test_http::Response as HttpResponse;

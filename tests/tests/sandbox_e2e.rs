@@ -709,18 +709,7 @@ fn a_sandboxed_call_cannot_take_the_devices_memory_and_says_which_limit_ended_it
         json!({ "command": "grep -E 'Max (data size|cpu time|processes)' /proc/self/limits" }),
     );
     let text = r.output()["stdout"].as_str().unwrap().to_string();
-    // "Max data size 67108864 67108864 bytes": soft and hard of each line.
-    let limit = |name: &str| -> Vec<String> {
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(name))
-            .unwrap_or_default();
-        line[name.len().min(line.len())..]
-            .split_whitespace()
-            .take(2)
-            .map(String::from)
-            .collect()
-    };
+    let limit = |name: &str| limit_row(&text, name);
     assert_eq!(limit("Max data size"), ["67108864", "67108864"], "{text}");
     // SIGXCPU at 300 s, SIGKILL 5 s later.
     assert_eq!(limit("Max cpu time"), ["300", "305"], "{text}");
@@ -740,15 +729,20 @@ fn descendants(pid: i32) -> Vec<i32> {
     out
 }
 
+/// The soft and hard values of one row of a `/proc/<pid>/limits` text, e.g. "Max data
+/// size 67108864 67108864 bytes" (empty when the row is missing).
+fn limit_row(limits: &str, name: &str) -> Vec<String> {
+    limits
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .map(|rest| rest.split_whitespace().take(2).map(String::from).collect())
+        .unwrap_or_default()
+}
+
 /// The soft "Max data size" of `pid` in bytes (None: unlimited, or the process is gone).
 fn data_limit(pid: i32) -> Option<u64> {
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max data size"))?;
-    line["Max data size".len()..]
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    limit_row(&limits, "Max data size").first()?.parse().ok()
 }
 
 #[test]
@@ -779,11 +773,8 @@ fn a_sandbox_has_room_under_its_own_memory_limit() {
             .into_iter()
             .filter_map(|pid| {
                 let limit = data_limit(pid)?;
-                let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-                let kib: u64 = status
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmData:"))?
-                    .trim()
+                // A sandbox may be replaced meanwhile: a process gone is skipped.
+                let kib: u64 = nl2sh_tests::try_proc_status(pid, "VmData")?
                     .trim_end_matches("kB")
                     .trim()
                     .parse()
