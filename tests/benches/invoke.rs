@@ -714,22 +714,6 @@ struct Memory {
     per_process: Vec<(String, u64, u64)>,
 }
 
-fn kib(pid: i32, file: &str, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/{file}"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix(field)?
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse()
-                    .ok()
-            })
-        })
-        .unwrap_or(0)
-}
-
 /// CPU time (ns) and context switches (voluntary + involuntary) of each of `pids` so
 /// far, all its threads summed (/proc/<pid>/task/<tid>/{schedstat,status}).
 fn cpu_use(pids: &[i32]) -> Vec<(u64, u64)> {
@@ -785,8 +769,8 @@ fn sample(pids: Vec<i32>, start: Instant, stop: Arc<AtomicBool>, memory: bool) -
                 .map(|&p| {
                     (
                         comm(p),
-                        kib(p, "status", "VmRSS:"),
-                        kib(p, "smaps_rollup", "Pss:"),
+                        nl2sh_tests::proc_kib(p, "status", "VmRSS").unwrap_or(0),
+                        nl2sh_tests::proc_kib(p, "smaps_rollup", "Pss").unwrap_or(0),
                     )
                 })
                 .collect();

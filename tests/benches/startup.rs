@@ -21,22 +21,6 @@ fn free_port() -> u16 {
     l.local_addr().expect("addr").port()
 }
 
-fn kib(pid: i32, file: &str, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/{file}"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix(field)?
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse()
-                    .ok()
-            })
-        })
-        .unwrap_or(0)
-}
-
 fn main() {
     let bin = nl2sh_tests::nl2sh_bin();
     let mut startup = Vec::with_capacity(RUNS);
@@ -91,12 +75,12 @@ fn main() {
             assert_eq!(pids.len(), 4, "expected four processes, found {pids:?}");
             rss_total.push(
                 pids.iter()
-                    .map(|&p| kib(p, "status", "VmRSS:"))
+                    .map(|&p| nl2sh_tests::proc_kib(p, "status", "VmRSS").unwrap_or(0))
                     .sum::<u64>(),
             );
             pss_total.push(
                 pids.iter()
-                    .map(|&p| kib(p, "smaps_rollup", "Pss:"))
+                    .map(|&p| nl2sh_tests::proc_kib(p, "smaps_rollup", "Pss").unwrap_or(0))
                     .sum::<u64>(),
             );
             for &p in &pids {
@@ -104,8 +88,8 @@ fn main() {
                 println!(
                     "  {:<16} VmRSS {:>6} KiB  Pss {:>6} KiB",
                     comm.trim(),
-                    kib(p, "status", "VmRSS:"),
-                    kib(p, "smaps_rollup", "Pss:")
+                    nl2sh_tests::proc_kib(p, "status", "VmRSS").unwrap_or(0),
+                    nl2sh_tests::proc_kib(p, "smaps_rollup", "Pss").unwrap_or(0)
                 );
             }
             // The sandboxes the executor keeps built ahead (as root): helpers and their
@@ -125,7 +109,7 @@ fn main() {
             let ahead = below
                 .iter()
                 .filter(|&&(parent, p)| !same_memory(parent, p))
-                .map(|&(_, p)| kib(p, "smaps_rollup", "Pss:"))
+                .map(|&(_, p)| nl2sh_tests::proc_kib(p, "smaps_rollup", "Pss").unwrap_or(0))
                 .sum::<u64>();
             println!(
                 "  sandboxes built ahead: {} processes, Pss {ahead} KiB",

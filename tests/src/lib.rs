@@ -352,11 +352,28 @@ pub fn proc_status(pid: i32, field: &str) -> String {
 
 /// [`proc_status`] of a process that may be gone by the time it is read (None then).
 pub fn try_proc_status(pid: i32, field: &str) -> Option<String> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|l| {
-        l.strip_prefix(&format!("{field}:"))
+    proc_field(pid, "status", field)
+}
+
+/// A field of a `/proc/<pid>/<file>` of "Field: value" lines ("status", "smaps_rollup"),
+/// trimmed; None when the process is gone or the field missing.
+pub fn proc_field(pid: i32, file: &str, field: &str) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).ok()?;
+    text.lines().find_map(|l| {
+        l.strip_prefix(field)?
+            .strip_prefix(':')
             .map(|v| v.trim().to_string())
     })
+}
+
+/// A size field of a `/proc/<pid>/<file>` in KiB, e.g. `proc_kib(pid, "smaps_rollup",
+/// "Pss")`; None when the process is gone or the field missing.
+pub fn proc_kib(pid: i32, file: &str, field: &str) -> Option<u64> {
+    proc_field(pid, file, field)?
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
 }
 
 pub use nl2sh_test_http::Response as HttpResponse;

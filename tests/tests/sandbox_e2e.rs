@@ -774,11 +774,7 @@ fn a_sandbox_has_room_under_its_own_memory_limit() {
             .filter_map(|pid| {
                 let limit = data_limit(pid)?;
                 // A sandbox may be replaced meanwhile: a process gone is skipped.
-                let kib: u64 = nl2sh_tests::try_proc_status(pid, "VmData")?
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse()
-                    .ok()?;
+                let kib = nl2sh_tests::proc_kib(pid, "status", "VmData")?;
                 Some((pid, limit, kib * 1024))
             })
             .collect();
