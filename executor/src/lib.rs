@@ -50,23 +50,60 @@ impl Runtime {
 }
 
 /// nl2sh's own files as the executor protects them: the configuration file, the state
-/// directory, the managed service's directory (its log holds the token) and the running
-/// executable (where it really is). The executable comes last.
-pub fn own_files(paths: &[&str]) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for p in paths {
+/// directory, the managed service's directory (its log holds the token), the running
+/// executable (where it really is) and, when it runs from a phone module, that module's
+/// directories (its boot scripts run as root). Each with what it is, in the owner's
+/// words; the executable and the module come last, after `masked` entries.
+pub struct OwnFiles {
+    /// Configuration, state and service paths (the sandbox hides these), under the names
+    /// they had and the ones they resolve to.
+    pub masked: Vec<std::path::PathBuf>,
+    pub labelled: Vec<(std::path::PathBuf, &'static str)>,
+}
+
+/// Where a root manager keeps a module's files (installed, and waiting for the reboot
+/// that installs an update).
+const MODULE_ROOTS: &[&str] = &["/data/adb/modules", "/data/adb/modules_update"];
+
+pub fn own_files(config: &str, state_dir: &str, service_dir: &str) -> OwnFiles {
+    use risk::{OWN_CONFIGURATION, OWN_EXECUTABLE, OWN_MODULE, OWN_SERVICE, OWN_STATE};
+    let mut masked = Vec::new();
+    let mut labelled = Vec::new();
+    for (p, label) in [
+        (config, OWN_CONFIGURATION),
+        (state_dir, OWN_STATE),
+        (service_dir, OWN_SERVICE),
+    ] {
         let p = std::path::PathBuf::from(p);
         if let Ok(real) = std::fs::canonicalize(&p) {
             if real != p {
-                files.push(real);
+                masked.push(real.clone());
+                labelled.push((real, label));
             }
         }
-        files.push(p);
+        masked.push(p.clone());
+        labelled.push((p, label));
     }
     if let Ok(exe) = std::fs::read_link("/proc/self/exe") {
-        files.push(exe);
+        if let Some(module) = module_of(&exe) {
+            for root in MODULE_ROOTS {
+                labelled.push((std::path::Path::new(root).join(&module), OWN_MODULE));
+            }
+        }
+        labelled.push((exe, OWN_EXECUTABLE));
     }
-    files
+    OwnFiles { masked, labelled }
+}
+
+/// The module a phone's root manager runs the executable from
+/// (`/data/adb/modules/<id>/system/bin/nl2sh` gives `<id>`).
+fn module_of(exe: &std::path::Path) -> Option<std::ffi::OsString> {
+    MODULE_ROOTS.iter().find_map(|root| {
+        let rest = exe.strip_prefix(root).ok()?;
+        rest.components()
+            .next()
+            .map(|c| c.as_os_str().to_os_string())
+    })
 }
 
 impl Drop for Runtime {
@@ -153,18 +190,14 @@ async fn serve(ends: ExecutorEnds) -> Result<(), ExecutorError> {
     link.recover(left).await;
     // The first snapshot, so read-only calls stop asking approvald as soon as it is here.
     link.refresh().await;
-    let own = own_files(&[
+    let own = own_files(
         &settings.config_path,
         &settings.state_dir,
         &settings.service_dir,
-    ]);
+    );
     // The masks hide the configuration, state and service log, under the names the paths
-    // had and the ones they resolve to (not the executable, which is last).
-    let masked: Vec<String> = own
-        .iter()
-        .take(own.len().saturating_sub(1))
-        .map(|p| p.display().to_string())
-        .collect();
+    // had and the ones they resolve to.
+    let masked: Vec<String> = own.masked.iter().map(|p| p.display().to_string()).collect();
     let sandbox = Arc::new(sandbox::Sandbox::new(
         sandbox::SandboxSettings::for_executor(
             settings.sandbox_uids,
@@ -176,7 +209,7 @@ async fn serve(ends: ExecutorEnds) -> Result<(), ExecutorError> {
         std::env::var("PATH").ok().as_deref(),
         Some(link.clone()),
         Some(sandbox.clone()),
-        risk::Protected::new(own),
+        risk::Protected::labelled(own.labelled),
     ));
     // Probe the sandbox now, so startup says which parts are active and the first call
     // does not wait for it.

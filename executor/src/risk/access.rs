@@ -7,7 +7,8 @@ use super::args::Arg;
 use super::classify::Walker;
 use super::lexer::shorten;
 use super::paths::{
-    below_start, read_level, read_level_relative, resolve, see_through, write_level, Resolved, Seen,
+    below_start, join_climbing, read_level, read_level_relative, resolve, see_through, write_level,
+    Resolved, Seen,
 };
 use super::Assessment;
 
@@ -17,6 +18,10 @@ enum Place {
     Absolute(String),
     /// Below the starting directory (which may be anywhere).
     Relative(String),
+    /// An absolute path judged only against nl2sh's own files: one with `..` kept as
+    /// written (the kernel may walk it elsewhere than the normalised form), or a relative
+    /// path from the directory a command starts in (`/`, runtime::exec::START_DIR).
+    OwnOnly(String),
     Unknown,
 }
 
@@ -44,6 +49,7 @@ impl Walker {
         for place in self.places(&text) {
             match place {
                 Place::Absolute(path) => self.write_path(&path, who, &mut a),
+                Place::OwnOnly(path) => self.protected.check(&path, true, &mut a),
                 Place::Relative(_) => a.raise(Low, format!("{who} writes {}", shorten(&text))),
                 Place::Unknown => a.raise(
                     Medium,
@@ -53,8 +59,10 @@ impl Walker {
         }
         for candidate in &arg.candidates {
             for place in self.places(candidate) {
-                if let Place::Absolute(path) = place {
-                    self.write_path(&path, who, &mut a);
+                match place {
+                    Place::Absolute(path) => self.write_path(&path, who, &mut a),
+                    Place::OwnOnly(path) => self.protected.check(&path, true, &mut a),
+                    Place::Relative(_) | Place::Unknown => {}
                 }
             }
         }
@@ -128,6 +136,7 @@ impl Walker {
         for place in self.places(text) {
             match place {
                 Place::Absolute(path) => self.read_path(&path, text, who, a),
+                Place::OwnOnly(path) => self.protected.check(&path, false, a),
                 Place::Relative(rel) => {
                     if let Some((level, why)) = read_level_relative(&rel) {
                         a.raise(level, format!("{who} {why}"));
@@ -181,6 +190,20 @@ impl Walker {
             };
             if !out.contains(&place) {
                 out.push(place);
+            }
+            // `/proc/1/cwd/../x` and `link/../x` lead where the kernel walks them, not
+            // where the text seems to: nl2sh's own files are also judged on that path.
+            let own_only = join_climbing(text, cwd).or_else(|| {
+                // The start directory as a whole (`grep -r x .`) is left to the sandbox's
+                // masks, as before commands started in `/`.
+                below_start(text, cwd)
+                    .filter(|rel| !text.starts_with(['/', '~']) && rel != ".")
+                    .map(|rel| format!("/{rel}"))
+            });
+            if let Some(place) = own_only.map(Place::OwnOnly) {
+                if !out.contains(&place) {
+                    out.push(place);
+                }
             }
             if text.starts_with(['/', '~']) {
                 break;
@@ -240,11 +263,15 @@ impl Walker {
         let mut out = Vec::new();
         for text in texts {
             for place in self.places(&text) {
-                if let Place::Absolute(path) = place {
-                    if let Seen::Path(seen) = see_through(&path) {
-                        out.push(seen);
+                match place {
+                    Place::Absolute(path) => {
+                        if let Seen::Path(seen) = see_through(&path) {
+                            out.push(seen);
+                        }
+                        out.push(path);
                     }
-                    out.push(path);
+                    Place::OwnOnly(path) => out.push(path),
+                    Place::Relative(_) | Place::Unknown => {}
                 }
             }
         }

@@ -10,6 +10,9 @@
 //! what a grant may match, and it is withheld (`None`) whenever the words are not what
 //! reaches the program or the command may not mean what its words say:
 //!
+//! * a word naming a path through a `/proc` magic link (`/proc/<pid>/cwd/…`, `…/fd/N`,
+//!   `…/root/…`, `…/exe`, `…/map_files/…`, `/dev/fd/N`): it names whatever the link
+//!   leads to when the command runs;
 //! * a word the shell expands (parameters, substitutions, arithmetic, unquoted glob
 //!   characters, `~`, braces) or whose text depends on the shell (`$'…'`, `$"…"`);
 //! * assignments before the program (`LD_PRELOAD=x am …`);
@@ -175,6 +178,11 @@ fn literal_word(w: &Word) -> Option<String> {
     // brace expansion; `{}` alone is left as it is (`find -exec … {} +`).
     let expands = |c: char| matches!(c, '*' | '?' | '[' | ']' | '~' | '{' | '}' | '(' | ')');
     if (w.has_unquoted(expands) && w.plain().as_deref() != Some("{}")) || text.contains('\0') {
+        return None;
+    }
+    // A path through `/proc/<pid>/cwd` and the like names whatever that link leads to
+    // when the command runs, not what a grant's pattern says.
+    if super::protect::names_magic_link(&text) {
         return None;
     }
     Some(text)

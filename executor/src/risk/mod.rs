@@ -57,7 +57,9 @@ use std::path::Path;
 
 use nl2sh_proto::channels::{ParsedCommand, RiskLevel};
 
-pub use protect::Protected;
+pub use protect::{
+    Protected, OWN_CONFIGURATION, OWN_EXECUTABLE, OWN_FILES, OWN_MODULE, OWN_SERVICE, OWN_STATE,
+};
 
 /// Nesting (substitutions, subshells, `sh -c` strings, wrappers) beyond this is not
 /// followed; the line is `critical` instead.

@@ -49,6 +49,28 @@ pub(super) fn resolve(text: &str, cwd: &Cwd) -> Resolved {
     }
 }
 
+/// The absolute path `text` names as the kernel walks it (`..` after a link is the link's
+/// parent, not the component written before it): empty and `.` components dropped, `..`
+/// kept. `None` unless the text climbs with `..` and its directory is known; only then
+/// can it differ from [`resolve`].
+pub(super) fn join_climbing(text: &str, cwd: &Cwd) -> Option<String> {
+    if !text.split('/').any(|c| c == "..") {
+        return None;
+    }
+    let joined = if text.starts_with('/') {
+        text.to_string()
+    } else if let Cwd::Known(dir) = cwd {
+        format!("{dir}/{text}")
+    } else {
+        return None;
+    };
+    let comps: Vec<&str> = joined
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    Some(format!("/{}", comps.join("/")))
+}
+
 /// A relative path as seen from the starting directory (`Relative` paths only).
 pub(super) fn below_start(text: &str, cwd: &Cwd) -> Option<String> {
     let joined = match cwd {
@@ -451,6 +473,9 @@ pub(super) fn assess_write(path: &Path, protected: &Protected) -> Assessment {
         a.raise(level, why);
         protected.check(&p, true, &mut a);
         protected.check(&seen, true, &mut a);
+        if let Some(climbing) = join_climbing(&path.to_string_lossy(), &Cwd::Start) {
+            protected.check(&climbing, true, &mut a);
+        }
     }
     a
 }
@@ -471,6 +496,9 @@ pub(super) fn assess_read(path: &Path, protected: &Protected) -> Assessment {
             ),
         }
         protected.check(&p, false, &mut a);
+        if let Some(climbing) = join_climbing(&path.to_string_lossy(), &Cwd::Start) {
+            protected.check(&climbing, false, &mut a);
+        }
     }
     a
 }

@@ -127,6 +127,9 @@ pub enum ExecError {
     },
 }
 
+/// Where a command without a `cwd` starts (docs/PROTOCOLS.md, `shell.exec`).
+pub const START_DIR: &str = "/";
+
 /// Run `spec` as `setup`, until it exits, `deadline` passes or `cancel` fires.
 pub async fn run(
     spec: CommandSpec,
@@ -139,9 +142,13 @@ pub async fn run(
     let program = spec.argv.first().cloned().ok_or(ExecError::Empty)?;
     let mut cmd = tokio::process::Command::new(&program);
     cmd.args(&spec.argv[1..]);
-    if let Some(cwd) = &spec.cwd {
-        cmd.current_dir(cwd);
-    }
+    // Without a `cwd`, a command starts in `/`, never in the directory nl2sh was started
+    // from (often the configuration's): the assessment judges its relative paths there.
+    cmd.current_dir(
+        spec.cwd
+            .as_deref()
+            .unwrap_or(std::path::Path::new(START_DIR)),
+    );
     if setup.needs_hook() {
         // Changing identity needs code between fork and exec (setsid included).
         sys::install(&mut cmd, setup);

@@ -259,9 +259,9 @@ fn payload(
     // stdout), then wait for the call. A sandbox built ahead of time waits here.
     let _ = nix::unistd::write(std::io::stdout(), &[READY_BYTE]);
     let call: SandboxCall = read_frame()?;
-    if let Some(cwd) = &call.cwd {
-        nix::unistd::chdir(cwd.as_str()).map_err(|e| HelperError::Cwd(cwd.clone(), e))?;
-    }
+    // Without a `cwd`, `/`, as an unconfined command (runtime::exec::START_DIR).
+    let cwd = call.cwd.as_deref().unwrap_or("/");
+    nix::unistd::chdir(cwd).map_err(|e| HelperError::Cwd(cwd.to_string(), e))?;
     match &call.payload {
         SandboxPayload::Probe => {
             let mut parts = applied.to_json();
