@@ -115,7 +115,27 @@ impl Server {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Result<Server, (Option<i32>, String)> {
+        Self::start_args_from(fx, args, env, None)
+    }
+
+    /// `protocol serve` started from `dir`, as a person or a boot script that changed
+    /// into the configuration's directory first.
+    pub fn start_from(fx: &Fixture, dir: &std::path::Path) -> Server {
+        let args = ["protocol", "serve", "--host", "127.0.0.1", "--port", "0"];
+        Self::start_args_from(fx, &args, &[], Some(dir))
+            .unwrap_or_else(|(code, err)| panic!("serve exited {code:?}: {err}"))
+    }
+
+    fn start_args_from(
+        fx: &Fixture,
+        args: &[&str],
+        env: &[(&str, &str)],
+        cwd: Option<&std::path::Path>,
+    ) -> Result<Server, (Option<i32>, String)> {
         let mut cmd = fx.command(args);
+        if let Some(dir) = cwd {
+            cmd.current_dir(dir);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -217,6 +217,54 @@ fn touching_nl2sh_own_files_needs_the_dangerous_phrase() {
     );
 }
 
+/// The service started from the configuration's directory (as a boot script or a person
+/// does): its `/proc/<pid>/cwd` is that directory. A grant for `sed` up to `high` once let
+/// `sed -i … /proc/<pid>/cwd/config.toml` turn on `protocol_auto_approve` unasked.
+#[test]
+fn nl2sh_own_files_through_proc_links_need_the_dangerous_phrase() {
+    if skip_unless_root() {
+        return;
+    }
+    let fx = Fixture::new(
+        "approval_timeout_secs = 60\n\
+        [[approval_grants]]\n\
+        tool = \"shell.exec\"\n\
+        command = [\"sed\", \"**\"]\n\
+        max_risk = \"high\"\n",
+    );
+    let config = fx.config();
+    let before = std::fs::read_to_string(&config).unwrap();
+    let dir = config.parent().unwrap().to_path_buf();
+    let server = Server::start_from(&fx, &dir);
+    let pid = server.pid();
+    let calls = [
+        format!("sed -i 1iprotocol_auto_approve=true /proc/{pid}/cwd/config.toml"),
+        format!("echo protocol_auto_approve = true >> /proc/{pid}/cwd/config.toml"),
+        format!(
+            "sed -i 1iprotocol_auto_approve=true /proc/{pid}/cwd/../{}/config.toml",
+            dir.file_name().unwrap().to_string_lossy()
+        ),
+        format!("sed -i 1iprotocol_auto_approve=true /proc/[0-9]*/cwd/config.toml"),
+    ]
+    .map(|command| server.invoke_async("shell.exec", json!({ "command": command })));
+    let pending = wait_pending(&fx, calls.len());
+    for p in &pending {
+        assert_eq!(p["risk"], "dangerous", "{p}");
+        assert!(p["phrase"].is_string(), "{p}");
+        run_without_terminal(&fx, &["protocol", "reject", p["id"].as_str().unwrap()]);
+    }
+    assert!(
+        pending
+            .iter()
+            .any(|p| p.to_string().contains("nl2sh's own configuration")),
+        "{pending:?}"
+    );
+    for c in calls {
+        assert!(c.join().unwrap().is_error);
+    }
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+}
+
 #[test]
 fn a_tool_command_cannot_approve_its_own_request() {
     if skip_unless_root() {
