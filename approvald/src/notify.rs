@@ -264,6 +264,7 @@ mod tests {
 
     fn summary(action: &str, risk: RiskLevel) -> ActionSummary {
         ActionSummary {
+            data: None,
             call_id: CallId(1),
             task: None,
             origin: CallOrigin::McpHttp,

@@ -286,6 +286,7 @@ impl Approvals {
         entries
             .into_iter()
             .map(|e| PendingApproval {
+                data: e.summary.data.clone(),
                 id: ApprovalId(e.id.clone()),
                 call_id: e.summary.call_id,
                 origin: e.summary.origin,

@@ -188,6 +188,7 @@ mod tests {
 
     fn summary(tool: &str, action: &str, risk: RiskLevel) -> ActionSummary {
         ActionSummary {
+            data: None,
             call_id: nl2sh_proto::channels::CallId(1),
             task: None,
             origin: CallOrigin::McpStdio,

@@ -98,6 +98,7 @@ impl Rig {
 
 fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
     ActionSummary {
+        data: None,
         call_id: CallId(call_id),
         task: None,
         origin: CallOrigin::McpHttp,

@@ -745,6 +745,50 @@ pub struct ActionSummary {
     /// tools, and for a line that could not be taken apart fully (no command grant covers
     /// it). At most [`MAX_ACTION_COMMANDS`](crate::limits::MAX_ACTION_COMMANDS).
     pub commands: Option<Vec<ParsedCommand>>,
+    /// Data the action carries that its one line cannot show (what `fs.write` writes, the
+    /// text `android.text` types), whole: the owner sees it before deciding.
+    pub data: Option<ActionData>,
+}
+
+/// Data an action carries, whole (at most
+/// [`MAX_ARGUMENT_JSON_BYTES`](crate::limits::MAX_ARGUMENT_JSON_BYTES): it came in the
+/// call's arguments). Shown to the owner through [`crate::carried`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionData {
+    /// What it is, in a word the owner reads before it: `content`, `text`.
+    pub what: String,
+    pub bytes: Vec<u8>,
+    /// SHA-256 of `bytes`, lowercase hex.
+    pub sha256: String,
+}
+
+impl ActionData {
+    pub fn new(what: &str, bytes: Vec<u8>) -> Self {
+        let sha256 = Self::digest(&bytes);
+        Self {
+            what: what.to_string(),
+            bytes,
+            sha256,
+        }
+    }
+
+    /// Whether it is what a receiver may take: bounded, a known word, its hash right.
+    pub fn is_well_formed(&self) -> bool {
+        self.bytes.len() <= crate::limits::MAX_ARGUMENT_JSON_BYTES
+            && matches!(self.what.as_str(), "content" | "text")
+            && self.sha256 == Self::digest(&self.bytes)
+    }
+
+    fn digest(bytes: &[u8]) -> String {
+        use sha2::Digest as _;
+        use std::fmt::Write as _;
+        sha2::Sha256::digest(bytes)
+            .iter()
+            .fold(String::with_capacity(64), |mut hex, b| {
+                let _ = write!(hex, "{b:02x}");
+                hex
+            })
+    }
 }
 
 /// One command a shell line may run (a simple command, wherever it sits: a list, a
@@ -925,6 +969,8 @@ pub struct PendingApproval {
     pub seconds_left: u64,
     /// The exact phrase `approve` must be given (dangerous and critical actions).
     pub phrase: Option<String>,
+    /// What the action carries (an `fs.write`'s content), whole.
+    pub data: Option<ActionData>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

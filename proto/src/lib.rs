@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 
 pub mod argv_pattern;
+pub mod carried;
 pub mod channels;
 pub mod config;
 pub mod display;

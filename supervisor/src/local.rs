@@ -112,6 +112,7 @@ fn pending_json(p: &PendingApproval) -> serde_json::Value {
         "action": p.action, "risk": p.risk.as_str(), "requires_root": p.requires_root,
         "identity": p.identity.as_str(), "reasons": p.reasons, "seconds_left": p.seconds_left,
         "phrase": p.phrase,
+        "data": p.data.as_ref().map(nl2sh_proto::carried::json),
     })
 }
 
@@ -139,6 +140,21 @@ fn describe(p: &PendingApproval) -> String {
         left = p.seconds_left,
         action = Shown::new(&p.action).max_bytes(ACTION_MAX_BYTES),
     );
+    if let Some(data) = &p.data {
+        use nl2sh_proto::carried::{header, lines, LISTED_LINES};
+        s.push_str(&format!("    {}\n", header(data)));
+        let lines = lines(data);
+        for line in lines.iter().take(LISTED_LINES) {
+            s.push_str(&format!("      | {line}\n"));
+        }
+        if lines.len() > LISTED_LINES {
+            s.push_str(&format!(
+                "      … {} more lines: all of them in `protocol approvals --json`, the terminal \
+                 console or the Web console\n",
+                lines.len() - LISTED_LINES
+            ));
+        }
+    }
     for r in &p.reasons {
         s.push_str(&format!("    why: {}\n", Shown::new(r)));
     }
@@ -462,6 +478,7 @@ mod tests {
 
     fn request() -> PendingApproval {
         PendingApproval {
+            data: None,
             id: ApprovalId("abc123".into()),
             call_id: nl2sh_proto::channels::CallId(7),
             origin: nl2sh_proto::channels::CallOrigin::AgentHttp,

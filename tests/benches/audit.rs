@@ -66,6 +66,7 @@ fn main() {
 /// What a screen-polling agent's call looks like to the authority.
 fn screen_dump(call_id: u64) -> ActionSummary {
     ActionSummary {
+        data: None,
         call_id: CallId(call_id),
         task: None,
         origin: CallOrigin::McpHttp,

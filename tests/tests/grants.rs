@@ -33,6 +33,7 @@ fn policy(grant: &str) -> Policy {
 fn summary(line: &str, confinement: Confinement) -> ActionSummary {
     let (a, commands) = assess_shell_commands(line, None, &Protected::default());
     ActionSummary {
+        data: None,
         call_id: CallId(1),
         origin: CallOrigin::McpHttp,
         task: None,

@@ -244,7 +244,7 @@ fn nl2sh_own_files_through_proc_links_need_the_dangerous_phrase() {
             "sed -i 1iprotocol_auto_approve=true /proc/{pid}/cwd/../{}/config.toml",
             dir.file_name().unwrap().to_string_lossy()
         ),
-        format!("sed -i 1iprotocol_auto_approve=true /proc/[0-9]*/cwd/config.toml"),
+        "sed -i 1iprotocol_auto_approve=true /proc/[0-9]*/cwd/config.toml".to_string(),
     ]
     .map(|command| server.invoke_async("shell.exec", json!({ "command": command })));
     let pending = wait_pending(&fx, calls.len());

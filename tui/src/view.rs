@@ -197,6 +197,13 @@ pub(crate) fn describe(r: &PendingApproval, left: u64) -> (String, Vec<(&'static
             .max_bytes(MAX_ACTION_BYTES)
             .to_string(),
     )];
+    // What it carries, whole (an `fs.write`'s content): its size and hash, each line.
+    if let Some(data) = &r.data {
+        fields.push(("", nl2sh_proto::carried::header(data)));
+        for line in nl2sh_proto::carried::lines(data) {
+            fields.push(("  | ", line));
+        }
+    }
     for reason in &r.reasons {
         fields.push(("why: ", shown(reason)));
     }

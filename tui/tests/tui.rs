@@ -279,6 +279,7 @@ fn settings() -> Vec<SettingView> {
 fn request(id: &str, action: &str, risk: RiskLevel) -> PendingApproval {
     let dangerous = risk >= RiskLevel::Dangerous;
     PendingApproval {
+        data: None,
         id: ApprovalId(id.into()),
         call_id: CallId(7),
         origin: CallOrigin::McpHttp,

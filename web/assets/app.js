@@ -139,6 +139,17 @@
     return out;
   }
 
+  // What an action carries (an fs.write's content), whole: its size and SHA-256, then
+  // every line, each already escaped by the server's one escaping function.
+  function dataBlock(d) {
+    if (d === null || typeof d !== 'object' || !Array.isArray(d.lines)) {
+      return null;
+    }
+    return el('div', { class: 'data-block' },
+      el('h4', null, str(d.header)),
+      el('pre', { class: 'action data-lines' }, d.lines.map(str).join('\n')));
+  }
+
   function fmtTime(s) {
     var raw = str(s);
     if (!raw) {
@@ -1114,6 +1125,7 @@
         el('span', { class: 'spacer' }),
         timeEl),
       actionBlock(p.action),
+      dataBlock(p.data),
       meta,
       reasons.length ? el('div', { class: 'reasons-block' },
         el('h4', null, 'Why it needs approval'),

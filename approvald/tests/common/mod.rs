@@ -200,6 +200,7 @@ pub fn decided(resp: AuthorityResponse) -> (Decision, String) {
 
 pub fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
     ActionSummary {
+        data: None,
         call_id: CallId(call_id),
         task: None,
         origin: CallOrigin::McpHttp,

@@ -64,6 +64,9 @@ pub struct Prepared {
     /// For a command line: the commands it runs, for scoped grants to match
     /// ([`crate::risk::assess_shell_commands`]); `None` for every other action.
     pub commands: Option<Vec<ParsedCommand>>,
+    /// What the action carries that its one line cannot show (an `fs.write`'s content),
+    /// shown whole to the owner.
+    pub data: Option<nl2sh_proto::channels::ActionData>,
     pub run: RunFn,
 }
 

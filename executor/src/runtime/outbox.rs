@@ -176,6 +176,7 @@ mod tests {
 
     fn row(id: u64) -> ReportedRow {
         let summary = ActionSummary {
+            data: None,
             call_id: CallId(id),
             task: None,
             origin: CallOrigin::McpHttp,

@@ -273,6 +273,7 @@ impl Pipeline {
         };
         // Approval, recorded by approvald before it answers.
         let summary = ActionSummary {
+            data: prepared.data.clone(),
             call_id,
             origin: req.origin,
             task: req.task.clone(),

@@ -131,6 +131,7 @@ fn command_action(
     finish: impl FnOnce(CommandOutput) -> Result<ToolOutput, ToolError> + Send + 'static,
 ) -> Prepared {
     Prepared {
+        data: None,
         action: render(&spec.argv),
         assessment,
         identity: env.ui_identity(),

@@ -20,6 +20,7 @@ pub(super) fn read_only(
     run: impl FnOnce() -> Result<ToolOutput, ToolError> + Send + 'static,
 ) -> Prepared {
     Prepared {
+        data: None,
         action: action.into(),
         assessment: Assessment::read_only(),
         identity: Identity::Launching,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-use nl2sh_proto::channels::{Confinement, Identity, SandboxPayload};
+use nl2sh_proto::channels::{ActionData, Confinement, Identity, SandboxPayload};
 
 use super::TableTool;
 use crate::device::DeviceEnv;
@@ -77,6 +77,7 @@ fn read_prepared(
 ) -> Result<Prepared, ToolError> {
     let unconfined = args.opt_bool("unconfined")?.unwrap_or(false);
     Ok(Prepared {
+        data: None,
         action: if unconfined {
             format!("{action} (unconfined)")
         } else {
@@ -298,6 +299,7 @@ fn prepare_stat(args: &Map<String, Value>, _env: &Arc<DeviceEnv>) -> Result<Prep
     // Metadata is not content: reading it is read-only even for secret files, and the
     // tool's own fixed operation (no content of the caller's choosing is read).
     Ok(Prepared {
+        data: None,
         action,
         assessment: Assessment::read_only(),
         identity: Identity::Launching,
@@ -417,6 +419,8 @@ fn prepare_write(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prep
         approved_dir,
     };
     Ok(Prepared {
+        // The owner reads what is written, not only how much (docs/APPROVALS.md).
+        data: Some(ActionData::new("content", bytes.clone())),
         action,
         assessment,
         identity: Identity::Launching,

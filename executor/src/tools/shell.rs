@@ -70,6 +70,7 @@ fn prepare_exec(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepa
     };
     let argv = vec![shell, "-c".into(), command];
     Ok(Prepared {
+        data: None,
         action,
         assessment,
         identity,

@@ -450,7 +450,8 @@
 
   function requestSignature(req) {
     return JSON.stringify([req.id, req.call_id, req.origin, req.task, req.tool, req.action,
-      req.risk, req.requires_root, req.identity, req.reasons, req.phrase]);
+      req.risk, req.requires_root, req.identity, req.reasons, req.phrase,
+      req.data && req.data.header]);
   }
 
   // The request as the page keeps it: every field coerced to what is expected.
@@ -470,8 +471,19 @@
       identity: str(raw.identity),
       reasons: Array.isArray(raw.reasons) ? raw.reasons.map(str) : [],
       seconds_left: typeof raw.seconds_left === 'number' ? raw.seconds_left : null,
-      phrase: typeof raw.phrase === 'string' ? raw.phrase : null
+      phrase: typeof raw.phrase === 'string' ? raw.phrase : null,
+      data: carried(raw.data)
     };
+  }
+
+  // What the action carries (an fs.write's content), whole. The CLI's --json gives its
+  // header and lines already escaped by nl2sh's one escaping function: each is shown as
+  // text, as it is.
+  function carried(raw) {
+    if (raw === null || typeof raw !== 'object' || !Array.isArray(raw.lines)) {
+      return null;
+    }
+    return { header: str(raw.header), lines: raw.lines.map(str) };
   }
 
   function needsPhrase(req) {
@@ -533,6 +545,8 @@
       p.meta,
       el('p', 'label', 'Action, exactly as it will run:'),
       el('pre', 'action', show(req.action)),
+      req.data ? el('p', 'label', req.data.header) : null,
+      req.data ? el('pre', 'action data-lines', req.data.lines.join('\n')) : null,
       req.reasons.length ? el('p', 'label', 'Why it needs you:') : null,
       req.reasons.length ? reasons : null,
       el('div', 'buttons', p.approve, p.reject),

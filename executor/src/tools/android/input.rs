@@ -182,13 +182,19 @@ pub(super) fn text() -> AndroidTool {
             }
             let escaped = escape_text(text)?;
             let result = json!({"typed_chars": text.len()});
-            Ok(input_action(
+            let mut prepared = input_action(
                 env,
                 program,
                 vec!["text".into(), escaped],
                 "types text",
                 result,
-            ))
+            );
+            // The owner reads the text itself, not its `input` spelling.
+            prepared.data = Some(nl2sh_proto::channels::ActionData::new(
+                "text",
+                text.as_bytes().to_vec(),
+            ));
+            Ok(prepared)
         },
     }
 }

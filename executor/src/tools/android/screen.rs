@@ -65,6 +65,7 @@ fn prepare_dump(_args: &Args<'_>, env: &DeviceEnv, program: &str) -> Result<Prep
     let identity = env.ui_identity();
     let chown_to_shell = identity == Identity::Shell && env.euid == 0;
     Ok(Prepared {
+        data: None,
         action: render(&argv),
         assessment: Assessment::read_only(),
         identity,
@@ -219,6 +220,7 @@ fn prepare_screenshot(
     let mut spec = CommandSpec::new(vec![program.to_string(), "-p".into()]);
     spec.max_stdout = MAX_SCREENCAP_BYTES;
     Ok(Prepared {
+        data: None,
         action: render(&spec.argv),
         assessment: Assessment::read_only(),
         identity: env.ui_identity(),
