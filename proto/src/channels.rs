@@ -299,20 +299,6 @@ pub enum CallOrigin {
 }
 
 impl CallOrigin {
-    /// Every origin, in the order listings show them.
-    pub const ALL: [CallOrigin; 5] = [
-        CallOrigin::McpHttp,
-        CallOrigin::McpStdio,
-        CallOrigin::AgentHttp,
-        CallOrigin::AgentStdio,
-        CallOrigin::OwnerTui,
-    ];
-
-    /// The origin named `name` as [`CallOrigin::as_str`] spells it.
-    pub fn parse(name: &str) -> Option<CallOrigin> {
-        CallOrigin::ALL.into_iter().find(|o| o.as_str() == name)
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             CallOrigin::McpHttp => "mcp_http",
@@ -325,11 +311,6 @@ impl CallOrigin {
     /// A caller that reached the device over the network (policy raised to `balanced`).
     pub fn is_remote(self) -> bool {
         matches!(self, CallOrigin::McpHttp | CallOrigin::AgentHttp)
-    }
-    /// The owner's own session (the terminal console's Ask): it keeps pending-approval
-    /// slots no protocol caller can take (docs/APPROVALS.md, "How the slots are shared").
-    pub fn is_owner(self) -> bool {
-        self == CallOrigin::OwnerTui
     }
     /// Whether calls from this origin are steps of a task the built-in Agent works.
     pub fn is_agent(self) -> bool {
@@ -956,11 +937,6 @@ pub enum CliRequest {
     Reject {
         id: ApprovalId,
     },
-    /// Reject every pending request from `origin` (`protocol reject --origin`), each on
-    /// its own as `Reject` would. Answered `Rejected` with those it rejected.
-    RejectOrigin {
-        origin: CallOrigin,
-    },
     /// Commit every audit row approvald has answered for, after waiting
     /// [`crate::limits::KEPT_ROWS_ARRIVE`] for the rows the executor is still gathering,
     /// then answer `Done`: what `protocol audit` reads afterwards holds every call
@@ -989,6 +965,11 @@ pub enum CliRequest {
     /// Cancel one of the owner's tasks (`Done` once netd has been told).
     CancelTask {
         id: TaskId,
+    },
+    /// Reject every pending request from `origin` (`protocol reject --origin`), each on
+    /// its own as `Reject` would. Answered `Rejected` with those it rejected.
+    RejectOrigin {
+        origin: CallOrigin,
     },
 }
 wire!(CliRequest, 0x0501);
@@ -1028,12 +1009,12 @@ pub enum CliResponse {
     },
     /// The request was approved (or rejected) and its call released.
     Done,
-    /// The requests `RejectOrigin` rejected (none when none was pending), oldest first.
-    Rejected(Vec<PendingApproval>),
     Error {
         kind: CliErrorKind,
         message: String,
     },
+    /// The requests `RejectOrigin` rejected (none when none was pending), oldest first.
+    Rejected(Vec<PendingApproval>),
 }
 wire!(CliResponse, 0x0502);
 
@@ -1090,10 +1071,6 @@ pub enum OwnerAction {
         approve: bool,
         phrase: Option<String>,
     },
-    /// Reject every pending request from `origin`, each on its own.
-    RejectOrigin {
-        origin: CallOrigin,
-    },
     /// The configured grants, each as one line of text.
     Grants,
     /// The newest tasks (at most 100).
@@ -1117,6 +1094,10 @@ pub enum OwnerAction {
     },
     /// Save a new random `protocol_token` (never shown back).
     RotateToken,
+    /// Reject every pending request from `origin`, each on its own.
+    RejectOrigin {
+        origin: CallOrigin,
+    },
 }
 
 impl OwnerAction {
@@ -1177,8 +1158,6 @@ pub enum OwnerResponse {
     },
     Done,
     Pending(Vec<PendingApproval>),
-    /// The requests `RejectOrigin` rejected (none when none was pending), oldest first.
-    Rejected(Vec<PendingApproval>),
     Grants(Vec<String>),
     Tasks(Vec<TaskRecord>),
     Task(TaskRecord),
@@ -1197,6 +1176,8 @@ pub enum OwnerResponse {
         kind: OwnerErrorKind,
         message: String,
     },
+    /// The requests `RejectOrigin` rejected (none when none was pending), oldest first.
+    Rejected(Vec<PendingApproval>),
 }
 wire!(OwnerResponse, 0x0702);
 

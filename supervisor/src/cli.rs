@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 use nl2sh_proto::channels::CallOrigin;
+use nl2sh_proto::stored_text::StoredText;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -177,7 +178,7 @@ pub enum ProtocolCommand {
         #[arg(required_unless_present = "origin", conflicts_with = "origin")]
         id: Option<String>,
         /// Reject every request now pending from this origin, as `approvals` names it.
-        #[arg(long, value_name = "ORIGIN", value_parser = PossibleValuesParser::new(CallOrigin::ALL.map(CallOrigin::as_str)))]
+        #[arg(long, value_name = "ORIGIN", value_parser = PossibleValuesParser::new(CallOrigin::ALL.iter().map(|o| o.as_str())))]
         origin: Option<String>,
     },
     /// Read the audit trail of this configuration's service.

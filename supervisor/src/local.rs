@@ -10,6 +10,7 @@ use nl2sh_proto::channels::{
 };
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::rpc::RpcClient;
+use nl2sh_proto::stored_text::StoredText;
 use nl2sh_proto::topology::{Asker, CliApprovald};
 
 use crate::config;
@@ -270,7 +271,7 @@ pub fn decide(
 /// each rejected (and audited) on its own. Like `reject ID` it needs no terminal: a
 /// rejection never runs anything.
 pub fn reject_origin(config_arg: Option<PathBuf>, origin: &str) -> ExitCode {
-    let Some(origin) = CallOrigin::parse(origin) else {
+    let Some(origin) = CallOrigin::from_text(origin) else {
         return fail(Exit::Usage, format!("no origin {}", Shown::new(origin)));
     };
     let (config_path, paths) = match state_paths(config_arg) {
@@ -318,7 +319,8 @@ fn rejected_origin(n: usize, origin: CallOrigin) -> String {
 /// each origin holds, so the owner sees who fills the queue.
 fn per_origin(list: &[PendingApproval]) -> String {
     let counts: Vec<String> = CallOrigin::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .filter_map(|origin| {
             let n = list.iter().filter(|p| p.origin == origin).count();
             (n > 0).then(|| format!("{} {n}", origin.as_str()))

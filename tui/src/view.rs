@@ -7,6 +7,7 @@
 use nl2sh_proto::channels::{CallOrigin, PendingApproval, ProtocolState};
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_AGENT_TEXT_BYTES, MAX_PENDING_APPROVALS};
+use nl2sh_proto::stored_text::StoredText;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -696,7 +697,8 @@ impl App {
     /// queue (R rejects every request of the selected one's origin).
     fn per_origin(&self) -> String {
         let counts: Vec<String> = CallOrigin::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .filter_map(|origin| {
                 let n = self
                     .waiting

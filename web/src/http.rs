@@ -35,6 +35,7 @@ use nl2sh_proto::channels::{
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::{MAX_ID_BYTES, MAX_PENDING_APPROVALS, MAX_WEB_BODY_BYTES};
 use nl2sh_proto::rpc::RpcClient;
+use nl2sh_proto::stored_text::StoredText;
 use nl2sh_proto::topology::{WebApprovald, WebSupervisor};
 use nl2sh_proto::Secret;
 use serde_json::{json, Value};
@@ -636,11 +637,15 @@ async fn reject_origin(State(console): State<Shared>, headers: HeaderMap, body: 
             let map = body_json(&body)?;
             let origin = text_field(&map, "origin")?
                 .as_deref()
-                .and_then(CallOrigin::parse)
+                .and_then(CallOrigin::from_text)
                 .ok_or_else(|| {
                     Failure::BadRequest(format!(
                         "`origin` must be one of {}",
-                        CallOrigin::ALL.map(CallOrigin::as_str).join(", ")
+                        CallOrigin::ALL
+                            .iter()
+                            .map(|o| o.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ))
                 })?;
             match act(
