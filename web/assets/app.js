@@ -992,7 +992,7 @@
     var originsMsg = el('p', { id: 'approval-origins-msg', class: 'msg', role: 'status', hidden: true });
     var grants = el('div', { id: 'grants' }, el('p', { class: 'muted' }, 'Loading…'));
     append(page, pageHeader('Approvals'));
-    append(page, status, loading, empty, origins, originsMsg, list);
+    append(page, status, loading, originsMsg, empty, origins, list);
     append(page, el('section', { class: 'section', id: 'grants-section' }, el('h3', null, 'Grants'), grants));
     state.approvals = {
       list: list, empty: empty, loading: loading, status: status, grants: grants,
@@ -1133,6 +1133,7 @@
         a.cards.delete(id);
       });
       a.empty.hidden = a.cards.size > 0;
+      setBadge(a.cards.size);
       var count = Number(r.rejected) || 0;
       a.originsMsg.textContent = count ?
         'Rejected ' + count + (count === 1 ? ' request' : ' requests') + ' from ' + origin + '.' :
