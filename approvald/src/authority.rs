@@ -324,6 +324,12 @@ impl Authority {
         self.approvals.reject(&id.0, by)
     }
 
+    /// Reject every pending request from `origin`, decided `by`, each as its own
+    /// rejection (and audit row). Answers those rejected.
+    pub fn reject_origin(&self, origin: CallOrigin, by: Decider) -> Vec<PendingApproval> {
+        self.approvals.reject_origin(origin, by)
+    }
+
     /// Settle every pending request as refused, refuse new ones, and wait (at most
     /// `grace`) for decisions in progress to be recorded and answered.
     pub async fn stop(&self, grace: Duration) {

@@ -21,6 +21,7 @@ use crate::authority::Authority;
 use crate::owner::asks::{NotTaken, OwnerInbox, HAND_OVER_WAIT};
 use crate::owner::sessions::{seconds_ceil, RedeemError};
 use crate::owner::{self, refused, OwnerSessions, SettingsEditor};
+use crate::pending::Decider;
 use crate::store::tasks::TaskStore;
 
 /// netd's store channel: tasks and sessions. Nothing here creates, lists or decides
@@ -151,6 +152,9 @@ pub async fn answer_cli(authority: &Authority, local: &LocalOwner, req: CliReque
         CliRequest::ListPending => CliResponse::Pending(authority.list_pending()),
         CliRequest::Approve { id, phrase } => done(authority.approve(&id, phrase.as_deref())),
         CliRequest::Reject { id } => done(authority.reject(&id)),
+        CliRequest::RejectOrigin { origin } => {
+            CliResponse::Rejected(authority.reject_origin(origin, Decider::Cli))
+        }
         CliRequest::FlushAudit => match authority.flush_answered().await {
             Ok(()) => CliResponse::Done,
             Err(e) => CliResponse::Error {
@@ -351,6 +355,9 @@ pub async fn answer_web(
             approve,
             phrase,
         } => owner::decide(authority, &id, approve, phrase.as_deref()),
+        OwnerAction::RejectOrigin { origin } => {
+            OwnerResponse::Rejected(authority.reject_origin(origin, Decider::Web))
+        }
         OwnerAction::Grants => owner::grants(config_path).await,
         OwnerAction::Tasks { limit } => owner::tasks(tasks, limit).await,
         OwnerAction::Task { id } => owner::task(tasks, id).await,

@@ -16,10 +16,10 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use nl2sh_proto::channels::{
-    ActionSummary, ApprovalId, ApprovalWait, CallId, CliErrorKind, Decision, PendingApproval,
-    RiskLevel,
+    ActionSummary, ApprovalId, ApprovalWait, CallId, CallOrigin, CliErrorKind, Decision,
+    PendingApproval, RiskLevel,
 };
-use nl2sh_proto::limits::MAX_PENDING_APPROVALS;
+use nl2sh_proto::limits::{MAX_PENDING_APPROVALS, MAX_PENDING_APPROVALS_PER_CALLER};
 
 /// Characters of a request id: lowercase RFC 4648 base32.
 const ID_ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
@@ -66,6 +66,48 @@ pub fn refused_full_reason() -> String {
     )
 }
 
+/// Who shares a quota of pending approvals: a way in, not a session or a task, since a
+/// caller opens new ones at will; and direct and delegated calls of one way in count
+/// together, since the same caller makes both (docs/APPROVALS.md, "How the slots are
+/// shared").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Caller {
+    /// The owner's own sessions: the reserved slots, and any free one.
+    Owner,
+    /// Everyone holding the token, over HTTP (`mcp_http`, `agent_http`).
+    Http,
+    /// The local stdio client (`mcp_stdio`, `agent_stdio`).
+    Stdio,
+}
+
+impl Caller {
+    fn of(origin: CallOrigin) -> Caller {
+        match origin {
+            CallOrigin::OwnerTui => Caller::Owner,
+            CallOrigin::McpHttp | CallOrigin::AgentHttp => Caller::Http,
+            CallOrigin::McpStdio | CallOrigin::AgentStdio => Caller::Stdio,
+        }
+    }
+
+    fn who(self) -> &'static str {
+        match self {
+            Caller::Owner => "the owner's console",
+            Caller::Http => "callers over HTTP (mcp_http and agent_http together)",
+            Caller::Stdio => "stdio clients (mcp_stdio and agent_stdio together)",
+        }
+    }
+}
+
+/// Refused: the caller's own share is full, while others may still have room.
+pub fn refused_share_reason(origin: CallOrigin) -> String {
+    format!(
+        "needs local approval, but {who} already hold {MAX_PENDING_APPROVALS_PER_CALLER} of \
+         the {MAX_PENDING_APPROVALS} pending approvals, their share (the rest are for other \
+         callers and the device owner); decide or let them expire first",
+        who = Caller::of(origin).who()
+    )
+}
+
 /// The phrase `approve` must be given for `risk`, when one is needed.
 pub fn phrase_for(risk: RiskLevel, id: &str) -> Option<String> {
     (risk >= RiskLevel::Dangerous).then(|| format!("approve {} {id}", risk.as_str()))
@@ -79,6 +121,27 @@ struct Entry {
     timeout: Duration,
     expires: Instant,
     settle: oneshot::Sender<Settled>,
+}
+
+impl Entry {
+    /// The request as the owner's listings show it, with the seconds left at `now`.
+    fn shown(&self, now: Instant) -> PendingApproval {
+        PendingApproval {
+            id: ApprovalId(self.id.clone()),
+            call_id: self.summary.call_id,
+            origin: self.summary.origin,
+            task: self.summary.task.clone(),
+            tool: self.summary.tool.clone(),
+            action: self.summary.action.clone(),
+            risk: self.summary.risk,
+            requires_root: self.summary.requires_root,
+            identity: self.summary.identity,
+            reasons: self.summary.reasons.clone(),
+            seconds_left: seconds_ceil(self.expires.saturating_duration_since(now)),
+            phrase: self.phrase.clone(),
+            data: self.summary.data.clone(),
+        }
+    }
 }
 
 struct Gone {
@@ -130,6 +193,27 @@ impl State {
         });
         // The waiter may be gone (its future dropped); then nothing runs anyway.
         let _ = entry.settle.send((decision, reason));
+    }
+
+    /// Why a request from `origin` finds no slot now, if it does not. The owner may take
+    /// any free slot; a protocol caller only one outside the owner's reserve, and at most
+    /// its share of those.
+    fn no_room_for(&self, origin: CallOrigin) -> Option<String> {
+        let caller = Caller::of(origin);
+        if caller != Caller::Owner {
+            let held = |c: Caller| {
+                self.pending
+                    .iter()
+                    .filter(|e| Caller::of(e.summary.origin) == c)
+                    .count()
+            };
+            // The shares together leave the owner's reserve free (checked where the
+            // limits are defined), so a full share is the only other bound.
+            if held(caller) >= MAX_PENDING_APPROVALS_PER_CALLER {
+                return Some(refused_share_reason(origin));
+            }
+        }
+        (self.pending.len() >= MAX_PENDING_APPROVALS).then(refused_full_reason)
     }
 
     fn id_taken(&self, id: &str) -> bool {
@@ -214,11 +298,9 @@ impl Approvals {
                 "the call was cancelled before its approval was requested".into(),
             )));
         }
-        if st.pending.len() >= MAX_PENDING_APPROVALS {
-            return Err(NotOpened::Settled((
-                Decision::Refused,
-                refused_full_reason(),
-            )));
+        if let Some(reason) = st.no_room_for(summary.origin) {
+            tracing::info!(%call_id, origin = summary.origin.as_str(), "approval refused: no room");
+            return Err(NotOpened::Settled((Decision::Refused, reason)));
         }
         let mut id = None;
         for _ in 0..16 {
@@ -283,24 +365,7 @@ impl Approvals {
         st.forget_old(now);
         let mut entries: Vec<&Entry> = st.pending.iter().filter(|e| e.expires > now).collect();
         entries.sort_by_key(|e| e.seq);
-        entries
-            .into_iter()
-            .map(|e| PendingApproval {
-                data: e.summary.data.clone(),
-                id: ApprovalId(e.id.clone()),
-                call_id: e.summary.call_id,
-                origin: e.summary.origin,
-                task: e.summary.task.clone(),
-                tool: e.summary.tool.clone(),
-                action: e.summary.action.clone(),
-                risk: e.summary.risk,
-                requires_root: e.summary.requires_root,
-                identity: e.summary.identity,
-                reasons: e.summary.reasons.clone(),
-                seconds_left: seconds_ceil(e.expires.saturating_duration_since(now)),
-                phrase: e.phrase.clone(),
-            })
-            .collect()
+        entries.into_iter().map(|e| e.shown(now)).collect()
     }
 
     /// Approve request `id`, decided `by`. A bound phrase must be given exactly; a
@@ -366,6 +431,46 @@ impl Approvals {
         );
         st.settle(index, Decision::Rejected, reason, now);
         Ok(())
+    }
+
+    /// Reject every pending request from `origin`, decided `by`: each settled on its own,
+    /// so each is audited as its own rejection. Answers those rejected, oldest first, as
+    /// they were shown just before; an expired one is settled as expired instead.
+    pub fn reject_origin(&self, origin: CallOrigin, by: Decider) -> Vec<PendingApproval> {
+        let mut st = self.state();
+        let now = Instant::now();
+        st.forget_old(now);
+        let mut rejected = Vec::new();
+        let mut index = 0;
+        while index < st.pending.len() {
+            let entry = &st.pending[index];
+            if entry.summary.origin != origin {
+                index += 1;
+                continue;
+            }
+            let id = entry.id.clone();
+            if entry.expires <= now {
+                let timeout = entry.timeout;
+                st.settle(index, Decision::Expired, expired_reason(&id, timeout), now);
+                continue;
+            }
+            tracing::info!(
+                id = %id,
+                call_id = %entry.summary.call_id,
+                origin = origin.as_str(),
+                "rejected {} with every request of its origin",
+                by.where_()
+            );
+            rejected.push((entry.seq, entry.shown(now)));
+            let reason = format!(
+                "needs local approval: rejected {}, with every request from {} (request {id})",
+                by.where_(),
+                origin.as_str()
+            );
+            st.settle(index, Decision::Rejected, reason, now);
+        }
+        rejected.sort_by_key(|(seq, _)| *seq);
+        rejected.into_iter().map(|(_, shown)| shown).collect()
     }
 
     /// The executor cancelled `call_id`: settle its pending request as withdrawn, or make

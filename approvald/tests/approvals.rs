@@ -10,10 +10,12 @@ use common::{summary, Rig};
 use nl2sh_approvald::authority::{REASON_AUTO_APPROVED, REASON_CONFIG_UNREADABLE};
 use nl2sh_approvald::store::AuditKind;
 use nl2sh_proto::channels::{
-    AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CallResult, CliErrorKind, Confinement,
-    Decision, ParsedCommand, RiskLevel,
+    ActionSummary, AuthorityRequest, AuthorityResponse, CallId, CallOrigin, CallResult,
+    CliErrorKind, CliRequest, CliResponse, Confinement, Decision, ParsedCommand, RiskLevel, TaskId,
 };
-use nl2sh_proto::limits::MAX_PENDING_APPROVALS;
+use nl2sh_proto::limits::{
+    MAX_PENDING_APPROVALS, MAX_PENDING_APPROVALS_PER_CALLER, OWNER_RESERVED_APPROVALS,
+};
 
 const LEVELS: [RiskLevel; 6] = [
     RiskLevel::ReadOnly,
@@ -499,34 +501,93 @@ async fn dangerous_and_critical_need_the_exact_phrase() {
     );
 }
 
+/// A request from `origin`.
+fn from(call_id: u64, origin: CallOrigin) -> ActionSummary {
+    let mut s = summary(call_id, RiskLevel::Medium);
+    s.origin = origin;
+    if origin.is_agent() {
+        s.task = Some(TaskId(format!("task-{call_id}")));
+    }
+    s
+}
+
+/// Wait until call `call_id` is pending.
+async fn wait_call(rig: &Rig, call_id: u64) {
+    for _ in 0..5000 {
+        if rig
+            .pending()
+            .await
+            .iter()
+            .any(|p| p.call_id == CallId(call_id))
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    panic!(
+        "call {call_id} never became pending: {:?}",
+        rig.pending().await
+    );
+}
+
+/// Pending requests per origin, as the owner's listings count them.
+async fn held_by(rig: &Rig, origin: CallOrigin) -> usize {
+    rig.pending()
+        .await
+        .iter()
+        .filter(|p| p.origin == origin)
+        .count()
+}
+
+const HTTP_SHARE_FULL: &str = "needs local approval, but callers over HTTP (mcp_http and \
+    agent_http together) already hold 3 of the 8 pending approvals, their share (the rest are \
+    for other callers and the device owner); decide or let them expire first";
+
 #[tokio::test]
 async fn at_most_eight_pending_and_the_ninth_is_refused_at_once() {
+    assert_eq!(
+        MAX_PENDING_APPROVALS - OWNER_RESERVED_APPROVALS - 2 * MAX_PENDING_APPROVALS_PER_CALLER,
+        0,
+        "this test fills every share"
+    );
     let rig = Rig::new().await;
-    let waiting: Vec<_> = (1..=MAX_PENDING_APPROVALS as u64)
-        .map(|i| rig.decide_later(summary(i, RiskLevel::Medium)))
-        .collect();
+    // Every share full: HTTP, stdio and the owner's.
+    let origins = [
+        CallOrigin::McpHttp,
+        CallOrigin::AgentHttp,
+        CallOrigin::McpHttp,
+        CallOrigin::McpStdio,
+        CallOrigin::AgentStdio,
+        CallOrigin::McpStdio,
+        CallOrigin::OwnerTui,
+        CallOrigin::OwnerTui,
+    ];
+    assert_eq!(origins.len(), MAX_PENDING_APPROVALS);
+    let mut waiting = Vec::new();
+    for (i, origin) in origins.into_iter().enumerate() {
+        let call_id = i as u64 + 1;
+        waiting.push(rig.decide_later(from(call_id, origin)));
+        wait_call(&rig, call_id).await;
+    }
     let pending = rig.wait_pending(MAX_PENDING_APPROVALS).await;
     // Oldest first; ids are distinct.
     let mut ids: Vec<_> = pending.iter().map(|p| p.id.clone()).collect();
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), MAX_PENDING_APPROVALS);
-    let (decision, reason) = rig.decide(summary(100, RiskLevel::Low)).await;
+    // The owner too is refused once all 8 wait.
+    let (decision, reason) = rig.decide(from(100, CallOrigin::OwnerTui)).await;
     assert_eq!(decision, Decision::Refused);
-    assert!(
-        reason.contains("8 approvals are already pending; decide or let them expire first"),
-        "{reason}"
+    assert_eq!(
+        reason,
+        "needs local approval, but 8 approvals are already pending; decide or let them \
+         expire first"
     );
     assert_eq!(rig.pending().await.len(), MAX_PENDING_APPROVALS);
     // Settling one makes room for one more.
     rig.reject(&pending[0].id).await.unwrap();
-    let tenth = rig.decide_later(summary(101, RiskLevel::Low));
-    for _ in 0..1000 {
-        if rig.pending().await.iter().any(|p| p.call_id == CallId(101)) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    let tenth = rig.decide_later(from(101, CallOrigin::McpHttp));
+    wait_call(&rig, 101).await;
     let now = rig.pending().await;
     assert_eq!(now.len(), MAX_PENDING_APPROVALS);
     assert_eq!(now.last().unwrap().call_id, CallId(101), "newest last");
@@ -538,6 +599,210 @@ async fn at_most_eight_pending_and_the_ninth_is_refused_at_once() {
     }
     assert_eq!(tenth.await.unwrap().0, Decision::Rejected);
     assert_eq!(rig.decisions().await.len(), MAX_PENDING_APPROVALS + 2);
+    rig.assert_one_row_per_call().await;
+}
+
+/// Ten callers holding the token flood the queue (direct calls and delegated tasks
+/// alike): they get their share and no more, and the owner's own Ask still finds room.
+#[tokio::test]
+async fn a_remote_flood_cannot_take_the_owners_slots() {
+    let rig = Rig::new().await;
+    let mut flood = Vec::new();
+    let mut refused = 0;
+    for call_id in 1..=10u64 {
+        let origin = if call_id % 2 == 0 {
+            CallOrigin::AgentHttp
+        } else {
+            CallOrigin::McpHttp
+        };
+        let handle = rig.decide_later(from(call_id, origin));
+        if call_id as usize <= MAX_PENDING_APPROVALS_PER_CALLER {
+            wait_call(&rig, call_id).await;
+            flood.push(handle);
+        } else {
+            let (decision, reason) = handle.await.unwrap();
+            assert_eq!(decision, Decision::Refused, "call {call_id}");
+            assert_eq!(reason, HTTP_SHARE_FULL);
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 10 - MAX_PENDING_APPROVALS_PER_CALLER);
+    assert_eq!(rig.pending().await.len(), MAX_PENDING_APPROVALS_PER_CALLER);
+    // The owner's Ask gets in while the flood holds all it may.
+    let owner: Vec<_> = (0..OWNER_RESERVED_APPROVALS as u64)
+        .map(|n| {
+            let handle = rig.decide_later(from(20 + n, CallOrigin::OwnerTui));
+            (20 + n, handle)
+        })
+        .collect();
+    for (call_id, _) in &owner {
+        wait_call(&rig, *call_id).await;
+    }
+    // Rejecting the flood only lets it refill its own share.
+    let first = rig.pending().await[0].clone();
+    assert_eq!(first.origin, CallOrigin::McpHttp);
+    rig.reject(&first.id.0).await.unwrap();
+    let refill = rig.decide_later(from(30, CallOrigin::AgentHttp));
+    wait_call(&rig, 30).await;
+    let (decision, reason) = rig.decide(from(31, CallOrigin::McpHttp)).await;
+    assert_eq!(
+        (decision, reason.as_str()),
+        (Decision::Refused, HTTP_SHARE_FULL)
+    );
+    assert_eq!(
+        held_by(&rig, CallOrigin::McpHttp).await + held_by(&rig, CallOrigin::AgentHttp).await,
+        MAX_PENDING_APPROVALS_PER_CALLER
+    );
+    assert_eq!(
+        held_by(&rig, CallOrigin::OwnerTui).await,
+        OWNER_RESERVED_APPROVALS
+    );
+    for p in rig.pending().await {
+        rig.reject(&p.id.0).await.unwrap();
+    }
+    for (_, handle) in owner {
+        assert_eq!(handle.await.unwrap().0, Decision::Rejected);
+    }
+    for handle in flood.into_iter().chain([refill]) {
+        assert_eq!(handle.await.unwrap().0, Decision::Rejected);
+    }
+    // Every refusal is audited as one.
+    let refusals = rig
+        .decisions()
+        .await
+        .into_iter()
+        .filter(|(_, d)| d == "refused")
+        .count();
+    assert_eq!(refusals, 10 - MAX_PENDING_APPROVALS_PER_CALLER + 1);
+    rig.assert_one_row_per_call().await;
+}
+
+/// One caller at its share does not keep another out, and with nobody else waiting the
+/// owner may use every slot, the others' included.
+#[tokio::test]
+async fn one_caller_cannot_exceed_its_share_while_another_still_gets_in() {
+    let rig = Rig::new().await;
+    let mut waiting = Vec::new();
+    for call_id in 1..=MAX_PENDING_APPROVALS_PER_CALLER as u64 {
+        waiting.push(rig.decide_later(from(call_id, CallOrigin::McpStdio)));
+        wait_call(&rig, call_id).await;
+    }
+    let (decision, reason) = rig.decide(from(10, CallOrigin::AgentStdio)).await;
+    assert_eq!(decision, Decision::Refused);
+    assert_eq!(
+        reason,
+        "needs local approval, but stdio clients (mcp_stdio and agent_stdio together) already \
+         hold 3 of the 8 pending approvals, their share (the rest are for other callers and the \
+         device owner); decide or let them expire first"
+    );
+    // The HTTP caller still gets in.
+    waiting.push(rig.decide_later(from(11, CallOrigin::McpHttp)));
+    wait_call(&rig, 11).await;
+    // The owner fills the rest, beyond its reserve.
+    for call_id in 12..=15u64 {
+        waiting.push(rig.decide_later(from(call_id, CallOrigin::OwnerTui)));
+        wait_call(&rig, call_id).await;
+    }
+    assert_eq!(rig.pending().await.len(), MAX_PENDING_APPROVALS);
+    // Then the HTTP caller, under its share, finds the queue full.
+    let (decision, reason) = rig.decide(from(16, CallOrigin::AgentHttp)).await;
+    assert_eq!(decision, Decision::Refused);
+    assert!(
+        reason.contains("8 approvals are already pending"),
+        "{reason}"
+    );
+    for p in rig.pending().await {
+        rig.reject(&p.id.0).await.unwrap();
+    }
+    for handle in waiting {
+        assert_eq!(handle.await.unwrap().0, Decision::Rejected);
+    }
+    rig.assert_one_row_per_call().await;
+}
+
+/// `reject --origin`: every request of that origin, no other, each rejected and audited on
+/// its own; what was rejected is answered.
+#[tokio::test]
+async fn reject_by_origin_rejects_exactly_that_origins_requests() {
+    let rig = Rig::new().await;
+    let origins = [
+        (1, CallOrigin::McpHttp),
+        (2, CallOrigin::AgentHttp),
+        (3, CallOrigin::McpHttp),
+        (4, CallOrigin::McpStdio),
+        (5, CallOrigin::OwnerTui),
+    ];
+    let mut waiting = Vec::new();
+    for (call_id, origin) in origins {
+        waiting.push((call_id, origin, rig.decide_later(from(call_id, origin))));
+        wait_call(&rig, call_id).await;
+    }
+    let before = rig.pending().await;
+    let rejected = match rig
+        .cli(CliRequest::RejectOrigin {
+            origin: CallOrigin::McpHttp,
+        })
+        .await
+    {
+        CliResponse::Rejected(list) => list,
+        other => panic!("{other:?}"),
+    };
+    let expected: Vec<_> = before
+        .iter()
+        .filter(|p| p.origin == CallOrigin::McpHttp)
+        .cloned()
+        .collect();
+    assert_eq!(rejected, expected, "those rejected, as they were listed");
+    assert_eq!(
+        rejected.iter().map(|p| p.call_id).collect::<Vec<_>>(),
+        [CallId(1), CallId(3)]
+    );
+    let left = rig.pending().await;
+    assert_eq!(
+        left.iter().map(|p| p.call_id).collect::<Vec<_>>(),
+        [CallId(2), CallId(4), CallId(5)]
+    );
+    // Nothing of that origin left: an empty answer, not an error.
+    assert!(matches!(
+        rig.cli(CliRequest::RejectOrigin {
+            origin: CallOrigin::McpHttp
+        })
+        .await,
+        CliResponse::Rejected(list) if list.is_empty()
+    ));
+    let mut rest = Vec::new();
+    for (call_id, origin, handle) in waiting {
+        if origin == CallOrigin::McpHttp {
+            let (decision, reason) = handle.await.unwrap();
+            let id = &before
+                .iter()
+                .find(|p| p.call_id == CallId(call_id))
+                .unwrap()
+                .id;
+            assert_eq!(decision, Decision::Rejected);
+            assert_eq!(
+                reason,
+                format!(
+                    "needs local approval: rejected at the device, with every request from \
+                     mcp_http (request {id})"
+                )
+            );
+        } else {
+            rest.push(handle);
+        }
+    }
+    // Each rejection is its own audit row; the others are still undecided.
+    let decisions = rig.decisions().await;
+    assert_eq!(
+        decisions,
+        [(1, "rejected".to_string()), (3, "rejected".to_string())]
+    );
+    for p in left {
+        rig.reject(&p.id.0).await.unwrap();
+    }
+    for handle in rest {
+        assert_eq!(handle.await.unwrap().0, Decision::Rejected);
+    }
     rig.assert_one_row_per_call().await;
 }
 

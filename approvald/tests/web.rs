@@ -13,8 +13,9 @@ use nl2sh_approvald::dispatch::{answer_web, serve_web};
 use nl2sh_approvald::owner::{SavedSetting, SettingRefused, SettingsEditor};
 use nl2sh_approvald::store::tasks::TaskStore;
 use nl2sh_proto::channels::{
-    csrf_for, CliRequest, CliResponse, ContextId, Decision, OwnerAction, OwnerErrorKind,
-    OwnerProof, OwnerRequest, OwnerResponse, RiskLevel, SettingView, TaskId, TaskRecord, TaskState,
+    csrf_for, CallId, CallOrigin, CliRequest, CliResponse, ContextId, Decision, OwnerAction,
+    OwnerErrorKind, OwnerProof, OwnerRequest, OwnerResponse, RiskLevel, SettingView, TaskId,
+    TaskRecord, TaskState,
 };
 use nl2sh_proto::limits::{MAX_WEB_LOGIN_FAILURES, WEB_SESSION_TTL};
 use nl2sh_proto::rpc::RpcClient;
@@ -348,6 +349,48 @@ async fn pending_requests_are_listed_and_decided_with_the_csrf_token() {
     assert!(rows
         .iter()
         .any(|r| r.record.reason.as_deref() == Some(reason.as_str())));
+}
+
+#[tokio::test]
+async fn reject_by_origin_needs_the_csrf_token_and_says_where() {
+    let web = Web::new().await;
+    let proof = web.login().await;
+    let mut remote = summary(1, RiskLevel::Medium);
+    remote.origin = CallOrigin::McpHttp;
+    let mut local = summary(2, RiskLevel::Medium);
+    local.origin = CallOrigin::McpStdio;
+    let flood = web.rig.decide_later(remote);
+    let other = web.rig.decide_later(local);
+    web.rig.wait_pending(2).await;
+    let reject = || OwnerAction::RejectOrigin {
+        origin: CallOrigin::McpHttp,
+    };
+    assert_eq!(
+        refused_kind(web.act(&without_csrf(&proof), reject()).await),
+        OwnerErrorKind::BadCsrf
+    );
+    assert_eq!(web.rig.pending().await.len(), 2);
+    let rejected = match web.act(&proof, reject()).await {
+        OwnerResponse::Rejected(list) => list,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(rejected.len(), 1);
+    assert_eq!(rejected[0].call_id, CallId(1));
+    let (decision, reason) = flood.await.unwrap();
+    assert_eq!(decision, Decision::Rejected);
+    assert_eq!(
+        reason,
+        format!(
+            "needs local approval: rejected in the Web console, with every request from \
+             mcp_http (request {})",
+            rejected[0].id
+        )
+    );
+    let left = web.rig.pending().await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].call_id, CallId(2));
+    web.rig.reject(&left[0].id.0).await.unwrap();
+    assert_eq!(other.await.unwrap().0, Decision::Rejected);
 }
 
 #[tokio::test]

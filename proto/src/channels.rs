@@ -1012,6 +1012,11 @@ pub enum CliRequest {
     CancelTask {
         id: TaskId,
     },
+    /// Reject every pending request from `origin` (`protocol reject --origin`), each on
+    /// its own as `Reject` would. Answered `Rejected` with those it rejected.
+    RejectOrigin {
+        origin: CallOrigin,
+    },
 }
 wire!(CliRequest, 0x0501);
 
@@ -1054,6 +1059,8 @@ pub enum CliResponse {
         kind: CliErrorKind,
         message: String,
     },
+    /// The requests `RejectOrigin` rejected (none when none was pending), oldest first.
+    Rejected(Vec<PendingApproval>),
 }
 wire!(CliResponse, 0x0502);
 
@@ -1133,6 +1140,10 @@ pub enum OwnerAction {
     },
     /// Save a new random `protocol_token` (never shown back).
     RotateToken,
+    /// Reject every pending request from `origin`, each on its own.
+    RejectOrigin {
+        origin: CallOrigin,
+    },
 }
 
 impl OwnerAction {
@@ -1140,7 +1151,10 @@ impl OwnerAction {
     pub fn changes(&self) -> bool {
         matches!(
             self,
-            OwnerAction::Decide { .. } | OwnerAction::SaveSetting { .. } | OwnerAction::RotateToken
+            OwnerAction::Decide { .. }
+                | OwnerAction::RejectOrigin { .. }
+                | OwnerAction::SaveSetting { .. }
+                | OwnerAction::RotateToken
         )
     }
 }
@@ -1208,6 +1222,8 @@ pub enum OwnerResponse {
         kind: OwnerErrorKind,
         message: String,
     },
+    /// The requests `RejectOrigin` rejected (none when none was pending), oldest first.
+    Rejected(Vec<PendingApproval>),
 }
 wire!(OwnerResponse, 0x0702);
 

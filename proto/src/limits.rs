@@ -26,8 +26,19 @@ pub const MAX_OWNER_TASKS: usize = 4;
 pub const MAX_CONCURRENT_TOOL_CALLS: usize = 64;
 /// What a caller refused as busy is told to wait before retrying (`Retry-After`).
 pub const BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// Pending local approvals.
+/// Pending local approvals, everyone's together.
 pub const MAX_PENDING_APPROVALS: usize = 8;
+/// Of [`MAX_PENDING_APPROVALS`], the slots only the owner's own sessions (origin
+/// `owner_tui`) may take, as [`MAX_OWNER_TASKS`] keeps tasks for them: callers holding
+/// the token cannot fill the queue the owner's own Ask needs.
+pub const OWNER_RESERVED_APPROVALS: usize = 2;
+/// Pending approvals one protocol caller holds at most: half of the slots not reserved
+/// for the owner, so a flood over HTTP leaves the local stdio client room, and the other
+/// way round. A caller is a way in (HTTP, stdio), not a session: a caller can open new
+/// sessions and delegate new tasks at will, and direct and delegated calls of one way in
+/// count together.
+pub const MAX_PENDING_APPROVALS_PER_CALLER: usize =
+    (MAX_PENDING_APPROVALS - OWNER_RESERVED_APPROVALS) / 2;
 /// How long a pending approval waits; configurable downward only.
 pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
 /// A Web console login code (`nl2sh web login`) is valid this long, once.
@@ -150,6 +161,11 @@ const _: () = {
     assert!(2 * (1 + 8 + MAX_ID_BYTES + 16) <= MAX_PAGE_TOKEN_BYTES);
     assert!(MAX_RUNNING_CALLS >= MAX_IN_FLIGHT_PER_CHANNEL);
     assert!(KEPT_ROWS_ARRIVE.as_millis() >= 10 * KEPT_ROWS_LINGER.as_millis());
+    // Every protocol caller has a share, and the owner's slots stay out of every share.
+    assert!(MAX_PENDING_APPROVALS_PER_CALLER >= 1);
+    assert!(
+        2 * MAX_PENDING_APPROVALS_PER_CALLER + OWNER_RESERVED_APPROVALS <= MAX_PENDING_APPROVALS
+    );
     // Direct calls and the Agents' calls together never queue on the executor channel.
     assert!(
         MAX_CONCURRENT_TOOL_CALLS + MAX_ACTIVE_TASKS + MAX_OWNER_TASKS < MAX_IN_FLIGHT_PER_CHANNEL

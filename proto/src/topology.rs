@@ -257,6 +257,7 @@ channel!(
                     (action, r),
                     (O::ListPending, A::Pending(_))
                         | (O::Decide { .. }, A::Done)
+                        | (O::RejectOrigin { .. }, A::Rejected(_))
                         | (O::Grants, A::Grants(_))
                         | (O::Tasks { .. }, A::Tasks(_))
                         | (O::Task { .. }, A::Task(_))
@@ -288,6 +289,7 @@ channel!(
         matches!(
             (q, r),
             (Q::ListPending, A::Pending(_))
+                | (Q::RejectOrigin { .. }, A::Rejected(_) | A::Error { .. })
                 | (
                     Q::Approve { .. } | Q::Reject { .. } | Q::FlushAudit,
                     A::Done | A::Error { .. }

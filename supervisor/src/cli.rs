@@ -2,7 +2,10 @@
 
 use std::path::PathBuf;
 
+use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
+use nl2sh_proto::channels::CallOrigin;
+use nl2sh_proto::stored_text::StoredText;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -168,10 +171,15 @@ pub enum ProtocolCommand {
         #[arg(long)]
         yes: bool,
     },
-    /// Reject a pending request; its action does not run.
+    /// Reject a pending request, or with --origin every request of one origin; what is
+    /// rejected does not run.
     Reject {
         /// The request id from `nl2sh protocol approvals`.
-        id: String,
+        #[arg(required_unless_present = "origin", conflicts_with = "origin")]
+        id: Option<String>,
+        /// Reject every request now pending from this origin, as `approvals` names it.
+        #[arg(long, value_name = "ORIGIN", value_parser = PossibleValuesParser::new(CallOrigin::ALL.iter().map(|o| o.as_str())))]
+        origin: Option<String>,
     },
     /// Read the audit trail of this configuration's service.
     Audit {

@@ -5,9 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use nl2sh_proto::channels::{ApprovalId, CliErrorKind, CliRequest, CliResponse, PendingApproval};
+use nl2sh_proto::channels::{
+    ApprovalId, CallOrigin, CliErrorKind, CliRequest, CliResponse, PendingApproval,
+};
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::rpc::RpcClient;
+use nl2sh_proto::stored_text::StoredText;
 use nl2sh_proto::topology::{Asker, CliApprovald};
 
 use crate::config;
@@ -201,6 +204,7 @@ pub fn approvals(config_arg: Option<PathBuf>, json: bool) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(list) => {
+            print!("{}", per_origin(&list));
             for p in &list {
                 print!("{}", describe(p));
             }
@@ -277,6 +281,74 @@ pub fn decide(
         }
         Err((code, msg)) => fail(code, msg),
     }
+}
+
+/// `nl2sh protocol reject --origin ORIGIN`: every request of that origin pending now,
+/// each rejected (and audited) on its own. Like `reject ID` it needs no terminal: a
+/// rejection never runs anything.
+pub fn reject_origin(config_arg: Option<PathBuf>, origin: &str) -> ExitCode {
+    let Some(origin) = CallOrigin::from_text(origin) else {
+        return fail(Exit::Usage, format!("no origin {}", Shown::new(origin)));
+    };
+    let (config_path, paths) = match state_paths(config_arg) {
+        Ok(p) => p,
+        Err(e) => return fail(Exit::Failure, e),
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let req = CliRequest::RejectOrigin { origin };
+    let answer = rt.block_on(ask(&config_path, &paths.approvals_sock, req));
+    let rejected = match answer {
+        Ok(CliResponse::Rejected(list)) => list,
+        Ok(CliResponse::Error { kind, message }) => {
+            let (code, msg) = cli_error(kind, message);
+            return fail(code, msg);
+        }
+        Ok(_) => return fail(Exit::Failure, "approvald answered out of place"),
+        Err((code, msg)) => return fail(code, msg),
+    };
+    if rejected.is_empty() {
+        return fail(
+            Exit::NoSuchRequest,
+            format!(
+                "no pending request from {} (see `nl2sh protocol approvals`)",
+                origin.as_str()
+            ),
+        );
+    }
+    for p in &rejected {
+        print!("Rejected: {}", describe(p));
+    }
+    println!("{}", rejected_origin(rejected.len(), origin));
+    ExitCode::SUCCESS
+}
+
+/// The last line of `reject --origin`.
+fn rejected_origin(n: usize, origin: CallOrigin) -> String {
+    let requests = if n == 1 { "request" } else { "requests" };
+    format!("Rejected {n} {requests} from {}.", origin.as_str())
+}
+
+/// The first line of `approvals` when requests wait: how many of the limit, and how many
+/// each origin holds, so the owner sees who fills the queue.
+fn per_origin(list: &[PendingApproval]) -> String {
+    let counts: Vec<String> = CallOrigin::ALL
+        .iter()
+        .copied()
+        .filter_map(|origin| {
+            let n = list.iter().filter(|p| p.origin == origin).count();
+            (n > 0).then(|| format!("{} {n}", origin.as_str()))
+        })
+        .collect();
+    format!(
+        "{} of {} pending: {} (reject every request of one origin: `nl2sh protocol reject \
+         --origin ORIGIN`)\n",
+        list.len(),
+        nl2sh_proto::limits::MAX_PENDING_APPROVALS,
+        counts.join(", ")
+    )
 }
 
 /// `--since`: RFC 3339 UTC (`2026-11-30T10:00:00Z`) or an age such as `90s`, `15m`, `2h`,

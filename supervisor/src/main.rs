@@ -114,9 +114,12 @@ fn main() -> ExitCode {
         cli::Command::Protocol(cli::ProtocolCommand::Approve { id, phrase, yes }) => {
             local::decide(cli.config, id, true, phrase, yes)
         }
-        cli::Command::Protocol(cli::ProtocolCommand::Reject { id }) => {
-            local::decide(cli.config, id, false, None, false)
-        }
+        cli::Command::Protocol(cli::ProtocolCommand::Reject { id, origin }) => match (id, origin) {
+            (_, Some(origin)) => local::reject_origin(cli.config, &origin),
+            (Some(id), None) => local::decide(cli.config, id, false, None, false),
+            // clap requires one of them.
+            (None, None) => exit::Exit::Usage.into(),
+        },
         cli::Command::Protocol(cli::ProtocolCommand::Audit {
             since,
             limit,

@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
 use nl2sh_proto::channels::{
-    ApprovalId, CliErrorKind, CliRequest, CliResponse, ContextId, PendingApproval, ProtocolStatus,
-    SettingView, TaskId, TaskRecord,
+    ApprovalId, CallOrigin, CliErrorKind, CliRequest, CliResponse, ContextId, PendingApproval,
+    ProtocolStatus, SettingView, TaskId, TaskRecord,
 };
 use nl2sh_tui::{Device, DeviceError, DeviceErrorKind, Saved};
 
@@ -139,6 +139,13 @@ impl Device for LocalDevice {
         };
         match self.cli(request)? {
             CliResponse::Done => Ok(()),
+            _ => Err(failed("approvald answered out of place")),
+        }
+    }
+
+    fn reject_origin(&self, origin: CallOrigin) -> Result<Vec<PendingApproval>, DeviceError> {
+        match self.cli(CliRequest::RejectOrigin { origin })? {
+            CliResponse::Rejected(list) => Ok(list),
             _ => Err(failed("approvald answered out of place")),
         }
     }

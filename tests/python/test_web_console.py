@@ -347,6 +347,55 @@ def test_a_dangerous_request_needs_its_phrase_and_is_rejected(console: Console, 
     b.assert_clean_console()
 
 
+def test_a_flood_from_one_origin_is_rejected_at_once(console: Console, browsers: Browsers, tmp_path: Path):
+    """A caller over HTTP gets its share of the slots and no more; the page says which
+    origin holds them, and one button rejects them all (after a confirm())."""
+    b = browsers.new()
+    log_in(b, console)
+    open_page(b, "approvals")
+
+    share = 3
+    markers = [tmp_path / f"flood-{i}" for i in range(share)]
+    calls = [console.invoke_async(f"touch {m}") for m in markers]
+    cards = [wait_card(b, str(m)) for m in markers]
+    # One more is refused at once, saying whose share is full.
+    extra = tmp_path / "flood-extra"
+    refused = console.invoke_async(f"touch {extra}").result()
+    assert refused.get("isError") is True, refused
+    assert "callers over HTTP (mcp_http and agent_http together) already hold 3 of the 8" in json.dumps(refused), refused
+
+    row = b.until(
+        lambda: next((r for r in b.find_all("#approval-origins li.origin-row") if r.get_attribute("data-origin") == "mcp_http"), None),
+        APPEAR_TIMEOUT,
+        "the mcp_http row of the per-origin counts",
+    )
+    b.until(lambda: "3 requests" in row.text, APPEAR_TIMEOUT, "three requests from mcp_http")
+    assert b.find("#approval-origins .origins-total").text == "3 of 8 pending, by origin:"
+    button = row.find_element("css selector", "button.reject-origin")
+    assert button.text == "Reject all from mcp_http"
+    b.screenshot("approvals-by-origin-desktop")
+
+    # Changing one's mind at the confirm() decides nothing.
+    button.click()
+    b.wait(5).until(EC.alert_is_present()).dismiss()
+    assert len([p for p in console.pending() if p["origin"] == "mcp_http"]) == share
+
+    button.click()
+    accept_confirm(b, "Reject every request from mcp_http? 3 requests now")
+    b.until(lambda: all(card_gone(b, c) for c in cards), 5, "every mcp_http card leaves the page")
+    message = b.wait_visible("#approval-origins-msg")
+    assert message.text == "Rejected 3 requests from mcp_http.", message.text
+    b.until(lambda: not b.find("#approval-origins").is_displayed(), 5, "the counts hidden with nothing waiting")
+    b.screenshot("approvals-origin-rejected-desktop")
+    for call in calls:
+        result = call.result()
+        assert result.get("isError") is True, result
+        assert "with every request from mcp_http" in json.dumps(result), result
+    assert not any(m.exists() for m in markers + [extra]), "a rejected command ran"
+    assert console.pending() == []
+    b.assert_clean_console()
+
+
 # ---------------------------------------------------------------------------------------
 # 5. Settings
 # ---------------------------------------------------------------------------------------

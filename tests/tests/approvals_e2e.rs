@@ -180,42 +180,98 @@ fn dangerous_actions_need_their_exact_phrase() {
     assert!(!victim.exists());
 }
 
+/// Callers over HTTP hold at most their share of the 8 slots: a flood has the rest
+/// refused at once, saying why, and the owner rejects all of it with one command.
 #[test]
-fn eight_pending_then_the_ninth_is_refused_at_once() {
+fn an_http_flood_gets_its_share_and_reject_origin_clears_it() {
     let fx = Fixture::new("approval_timeout_secs = 60\n");
     let server = Server::start(&fx, &[], &[]);
-    let calls: Vec<_> = (0..8)
-        .map(|i| server.invoke_async("shell.exec", touch(&fx.dir.path().join(format!("m{i}")))))
+    let share = nl2sh_proto::limits::MAX_PENDING_APPROVALS_PER_CALLER;
+    let marker = |i: usize| fx.dir.path().join(format!("m{i}"));
+    let calls: Vec<_> = (0..share)
+        .map(|i| server.invoke_async("shell.exec", touch(&marker(i))))
         .collect();
-    let list = wait_pending(&fx, 8);
+    let list = wait_pending(&fx, share);
     let started = Instant::now();
-    let r = server
-        .invoke_async("shell.exec", touch(&fx.dir.path().join("m9")))
-        .join()
-        .unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "the ninth was queued, not refused"
-    );
-    assert!(r.is_error);
-    assert!(
-        r.structured["output"]
-            .as_str()
-            .unwrap()
-            .contains("8 approvals are already pending"),
-        "{r:?}"
-    );
-    for p in list {
-        let id = p["id"].as_str().unwrap();
-        assert_eq!(
-            run_without_terminal(&fx, &["protocol", "reject", id]).0,
-            Some(0)
+    for i in share..10 {
+        let r = server
+            .invoke_async("shell.exec", touch(&marker(i)))
+            .join()
+            .unwrap();
+        assert!(r.is_error);
+        assert!(
+            r.structured["output"].as_str().unwrap().contains(
+                "callers over HTTP (mcp_http and agent_http together) already hold 3 of the 8 \
+                 pending approvals, their share"
+            ),
+            "{r:?}"
         );
     }
-    for c in calls {
-        assert!(c.join().unwrap().is_error);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the flood was queued, not refused"
+    );
+    assert_eq!(pending_approvals(&fx).len(), share);
+
+    // The owner sees who holds the queue.
+    let (code, out, err) = run_without_terminal(&fx, &["protocol", "approvals"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.starts_with("3 of 8 pending: mcp_http 3 (reject every request of one origin"),
+        "{out}"
+    );
+
+    // Rejecting needs no terminal, as for one request; another origin has nothing to
+    // reject, and an unknown one is a usage error.
+    let (code, _, err) =
+        run_without_terminal(&fx, &["protocol", "reject", "--origin", "agent_http"]);
+    assert_eq!(code, Some(4), "{err}");
+    assert!(err.contains("no pending request from agent_http"), "{err}");
+    let (code, _, err) = run_without_terminal(&fx, &["protocol", "reject", "--origin", "web"]);
+    assert_eq!(code, Some(2), "{err}");
+    let (code, _, _) = run_without_terminal(&fx, &["protocol", "reject"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(pending_approvals(&fx).len(), share);
+
+    let (code, out, err) =
+        run_without_terminal(&fx, &["protocol", "reject", "--origin", "mcp_http"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    for p in &list {
+        let id = p["id"].as_str().unwrap();
+        assert!(
+            out.contains(&format!("Rejected: {id}  shell.exec")),
+            "{out}"
+        );
     }
-    assert!((0..10).all(|i| !fx.dir.path().join(format!("m{i}")).exists()));
+    assert!(
+        out.ends_with("Rejected 3 requests from mcp_http.\n"),
+        "{out}"
+    );
+    for c in calls {
+        let r = c.join().unwrap();
+        assert!(r.is_error);
+        assert!(
+            r.structured["output"]
+                .as_str()
+                .unwrap()
+                .contains("rejected at the device, with every request from mcp_http"),
+            "{r:?}"
+        );
+    }
+    assert!(pending_approvals(&fx).is_empty());
+    assert!((0..10).all(|i| !marker(i).exists()));
+    // Each one is its own rejection in the audit.
+    let (code, out, err) = run_without_terminal(&fx, &["protocol", "audit", "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let rejected = rows
+        .iter()
+        .filter(|r| r["kind"] == "decision" && r["decision"] == "rejected")
+        .count();
+    assert_eq!(rejected, share, "{out}");
+    // Gone: again, nothing to reject.
+    let (code, _, _) = run_without_terminal(&fx, &["protocol", "reject", "--origin", "mcp_http"]);
+    assert_eq!(code, Some(4));
 }
 
 #[test]
@@ -302,16 +358,19 @@ fn grants_cover_their_commands_only_never_dangerous_and_follow_config_edits() {
         // Read-only, but it would read as root, outside the sandbox.
         format!("touch {}; cat /etc/hostname", dir.join("f").display()),
     ];
-    let calls: Vec<_> = lines
-        .iter()
-        .map(|line| server.invoke_async("shell.exec", json!({ "command": line })))
-        .collect();
-    let pending = wait_pending(&fx, lines.len());
-    for p in &pending {
-        run_without_terminal(&fx, &["protocol", "reject", p["id"].as_str().unwrap()]);
-    }
-    for call in calls {
-        assert!(call.join().unwrap().is_error);
+    // In turns of the share of pending approvals one caller over HTTP may hold.
+    for turn in lines.chunks(nl2sh_proto::limits::MAX_PENDING_APPROVALS_PER_CALLER) {
+        let calls: Vec<_> = turn
+            .iter()
+            .map(|line| server.invoke_async("shell.exec", json!({ "command": line })))
+            .collect();
+        let pending = wait_pending(&fx, turn.len());
+        for p in &pending {
+            run_without_terminal(&fx, &["protocol", "reject", p["id"].as_str().unwrap()]);
+        }
+        for call in calls {
+            assert!(call.join().unwrap().is_error);
+        }
     }
     assert!(!rider.exists());
     for name in ["a", "b", "c", "d", "e", "f"] {

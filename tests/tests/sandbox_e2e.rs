@@ -546,8 +546,8 @@ fn every_bypass_found_waits_for_approval_or_has_no_effect() {
 
     let mut s = StdioClient::start_in(&fx, &["unshare", "--net", "--uts", "--ipc", "--"]);
     let mut id = 100;
-    // At most 6 at once, under the limit of 8 pending approvals.
-    for batch in rows.chunks(6) {
+    // At most the stdio client's share of the pending approvals at once.
+    for batch in rows.chunks(nl2sh_proto::limits::MAX_PENDING_APPROVALS_PER_CALLER) {
         let first = id;
         for row in batch {
             s.invoke(id, "shell.exec", json!({ "command": row.command }));

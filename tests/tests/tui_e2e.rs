@@ -211,6 +211,49 @@ fn requests_are_approved_and_rejected_with_keys_and_shown_escaped() {
     tmux.wait_screen("s", "the console's exit", exited);
 }
 
+/// A flood over HTTP fills its share; the page says who holds the queue, and R rejects
+/// all of that origin at once.
+#[test]
+fn r_rejects_a_whole_origin_in_the_console() {
+    let Some(tmux) = Tmux::start() else { return };
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let server = Server::start(&fx, &[], &[]);
+    open(&tmux, &fx, "s");
+    tmux.wait_screen("s", "the console", |s| s.contains("MCP / A2A"));
+    tmux.send_keys("s", &["2"]);
+    tmux.wait_screen("s", "the approvals page", |s| s.contains("No requests"));
+    let share = nl2sh_proto::limits::MAX_PENDING_APPROVALS_PER_CALLER;
+    let marker = |i: usize| fx.dir.path().join(format!("flood-{i}"));
+    let calls: Vec<_> = (0..share)
+        .map(|i| {
+            server.invoke_async(
+                "shell.exec",
+                json!({ "command": format!("touch {}", marker(i).display()) }),
+            )
+        })
+        .collect();
+    wait_pending(&fx, share);
+    tmux.wait_screen("s", "the per-origin count", |s| {
+        s.contains("3 of 8 pending: mcp_http 3")
+    });
+    tmux.send_keys("s", &["R"]);
+    tmux.wait_screen("s", "the question", |s| {
+        s.contains("Reject every request from mcp_http?")
+    });
+    tmux.send_keys("s", &["y"]);
+    tmux.wait_screen("s", "the count rejected", |s| {
+        s.contains("Rejected 3 requests from mcp_http.")
+    });
+    for call in calls {
+        let r = call.join().unwrap();
+        assert!(r.is_error, "a rejected command answered as run: {r:?}");
+    }
+    assert!((0..share).all(|i| !marker(i).exists()));
+    assert!(pending_approvals(&fx).is_empty());
+    tmux.send_keys("s", &["q"]);
+    tmux.wait_screen("s", "the console's exit", exited);
+}
+
 #[test]
 fn the_console_starts_the_service_when_configured_and_stops_only_that() {
     let Some(tmux) = Tmux::start() else { return };

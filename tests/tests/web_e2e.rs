@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use nl2sh_tests::{
-    http, mcp_post, processes_with, run_on_terminal, run_without_terminal, wait_gone, wait_pending,
-    Fixture, ToolCall,
+    http, mcp_post, pending_approvals, processes_with, run_on_terminal, run_without_terminal,
+    wait_gone, wait_pending, Fixture, ToolCall,
 };
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -556,6 +556,75 @@ fn the_owner_approves_and_rejects_from_the_console() {
     );
     let r = c.change(&session, &csrf, "/api/audit/verify", &json!({}));
     assert_eq!(r.json()["intact"], true, "{r:?}");
+}
+
+/// The console rejects every request of one origin at once, only with the session's CSRF
+/// token from the console's own origin; each is its own rejection in the audit.
+#[test]
+fn the_owner_rejects_a_whole_origin_from_the_console() {
+    let c = Console::start(true, "");
+    let (session, csrf) = c.log_in();
+    let cookie = format!("nl2sh_session={session}");
+    let share = nl2sh_proto::limits::MAX_PENDING_APPROVALS_PER_CALLER;
+    let marker = |i: usize| c.fx.dir.path().join(format!("flood-{i}"));
+    let calls: Vec<_> = (0..share)
+        .map(|i| {
+            c.invoke_async(
+                "shell.exec",
+                json!({"command": format!("touch {}", marker(i).display())}),
+            )
+        })
+        .collect();
+    wait_pending(&c.fx, share);
+    let v = c.get("/api/approvals", Some(&session)).json();
+    assert_eq!(v["limit"], 8, "{v}");
+    let path = "/api/approvals/reject-origin";
+    let body = json!({"origin": "mcp_http"});
+    // Without the token, from another site, or without a session: refused, nothing done.
+    c.post(path, &body, &[("Cookie", &cookie)])
+        .assert_refusal(403);
+    c.post(
+        path,
+        &body,
+        &[
+            ("Cookie", &cookie),
+            ("X-CSRF-Token", &csrf),
+            ("Origin", "http://evil.example"),
+        ],
+    )
+    .assert_refusal(403);
+    c.post(path, &body, &[("X-CSRF-Token", &csrf)])
+        .assert_refusal(401);
+    // An origin that is not one.
+    let r = c.change(&session, &csrf, path, &json!({"origin": "web"}));
+    assert_eq!(r.status, 400, "{r:?}");
+    assert!(
+        r.json()["error"].as_str().unwrap().contains("mcp_http"),
+        "{r:?}"
+    );
+    assert_eq!(pending_approvals(&c.fx).len(), share);
+    // Another origin: nothing to reject.
+    let r = c.change(&session, &csrf, path, &json!({"origin": "agent_http"}));
+    assert_eq!((r.status, r.json()["rejected"].as_u64()), (200, Some(0)));
+    assert_eq!(pending_approvals(&c.fx).len(), share);
+
+    let r = c.change(&session, &csrf, path, &body);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["rejected"], share, "{r:?}");
+    assert_eq!(r.json()["ids"].as_array().unwrap().len(), share);
+    for call in calls {
+        assert!(call.join().unwrap().is_error);
+    }
+    assert!((0..share).all(|i| !marker(i).exists()));
+    assert!(pending_approvals(&c.fx).is_empty());
+    let rows = c.get("/api/audit?limit=50", Some(&session)).json();
+    let rejected = rows["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "decision" && r["decision"] == "rejected")
+        .count();
+    assert_eq!(rejected, share, "{rows}");
 }
 
 #[test]

@@ -7,7 +7,8 @@ use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
 use nl2sh_proto::channels::{
-    ContextId, PendingApproval, ProtocolState, ProtocolStatus, SettingView, TaskId, TaskRecord,
+    CallOrigin, ContextId, PendingApproval, ProtocolState, ProtocolStatus, SettingView, TaskId,
+    TaskRecord,
 };
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::MAX_AGENT_TEXT_BYTES;
@@ -131,6 +132,8 @@ pub(crate) enum Modal {
         typed: String,
         error: Option<String>,
     },
+    /// Reject every request pending from `origin` (`count` of them when asked).
+    RejectOrigin { origin: CallOrigin, count: usize },
     /// Save a switch's new value.
     Toggle {
         key: String,
@@ -856,6 +859,20 @@ impl App {
                 Some(w) => self.confirm(w.request.clone(), c == 'a'),
                 None => self.set_note(NoteKind::Info, "No request is waiting."),
             },
+            // Every request of the selected one's origin: a flood is cleared at once.
+            KeyCode::Char('R') => match self.waiting.get(self.approval_sel) {
+                Some(w) => {
+                    let origin = w.request.origin;
+                    let count = self
+                        .waiting
+                        .iter()
+                        .filter(|w| w.request.origin == origin)
+                        .count();
+                    self.follow.set(true);
+                    self.modal = Some(Modal::RejectOrigin { origin, count });
+                }
+                None => self.set_note(NoteKind::Info, "No request is waiting."),
+            },
             KeyCode::Esc => self.note = None,
             _ => {}
         }
@@ -1177,6 +1194,15 @@ impl App {
                     });
                 }
             },
+            Modal::RejectOrigin { origin, count } => {
+                if yes {
+                    self.reject_origin(device, origin);
+                } else if no {
+                    self.set_note(NoteKind::Info, "Cancelled: nothing was sent.");
+                } else {
+                    self.modal = Some(Modal::RejectOrigin { origin, count });
+                }
+            }
             Modal::Toggle {
                 key: k,
                 label,
@@ -1286,6 +1312,33 @@ impl App {
         match device.decide(&request.id.0, approve, phrase) {
             Ok(()) => self.decided_ok(request, approve),
             Err(e) => self.decide_failed(request, &e),
+        }
+    }
+
+    /// Rejects every request of `origin` pending now, those that came since the question
+    /// too: the owner asked to clear that origin.
+    fn reject_origin(&mut self, device: &dyn Device, origin: CallOrigin) {
+        match device.reject_origin(origin) {
+            Ok(rejected) if rejected.is_empty() => self.set_note(
+                NoteKind::Info,
+                format!("No request from {} was waiting.", origin.as_str()),
+            ),
+            Ok(rejected) => {
+                for r in &rejected {
+                    tracing::debug!(id = %Shown::new(&r.id.0), "rejected from the TUI by origin");
+                    self.decided.push((r.id.0.clone(), self.now));
+                }
+                self.waiting
+                    .retain(|w| !rejected.iter().any(|r| r.id == w.request.id));
+                self.approval_sel = self.approval_sel.min(self.waiting.len().saturating_sub(1));
+                let n = rejected.len();
+                let requests = if n == 1 { "request" } else { "requests" };
+                self.set_note(
+                    NoteKind::Ok,
+                    format!("Rejected {n} {requests} from {}.", origin.as_str()),
+                );
+            }
+            Err(e) => self.set_note(NoteKind::Error, device_error("Not rejected: ", &e)),
         }
     }
 

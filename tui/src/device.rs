@@ -5,7 +5,7 @@
 //! interface shows each one through [`nl2sh_proto::display::Shown`].
 
 use nl2sh_proto::channels::{
-    ContextId, PendingApproval, ProtocolStatus, SettingView, TaskId, TaskRecord,
+    CallOrigin, ContextId, PendingApproval, ProtocolStatus, SettingView, TaskId, TaskRecord,
 };
 
 /// What the TUI asks of the device. Calls block briefly (local files and a local socket).
@@ -14,6 +14,9 @@ pub trait Device {
     fn status(&self) -> ProtocolStatus;
     fn pending(&self) -> Result<Vec<PendingApproval>, DeviceError>;
     fn decide(&self, id: &str, approve: bool, phrase: Option<&str>) -> Result<(), DeviceError>;
+    /// Reject every request pending from `origin`, each on its own (as
+    /// `protocol reject --origin`); answers those rejected, none when none waited.
+    fn reject_origin(&self, origin: CallOrigin) -> Result<Vec<PendingApproval>, DeviceError>;
     fn grants(&self) -> Result<Vec<String>, DeviceError>;
     fn tasks(&self, limit: u32) -> Result<Vec<TaskRecord>, DeviceError>;
     fn task(&self, id: &TaskId) -> Result<TaskRecord, DeviceError>;

@@ -4,9 +4,10 @@
 //! [`Shown`] before it becomes a span, and long values are wrapped to the width (never
 //! cut by the layout: what does not fit scrolls).
 
-use nl2sh_proto::channels::{PendingApproval, ProtocolState};
+use nl2sh_proto::channels::{CallOrigin, PendingApproval, ProtocolState};
 use nl2sh_proto::display::Shown;
-use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_AGENT_TEXT_BYTES};
+use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_AGENT_TEXT_BYTES, MAX_PENDING_APPROVALS};
+use nl2sh_proto::stored_text::StoredText;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -419,8 +420,8 @@ impl App {
                      t: token · r: refresh · PgUp/PgDn: scroll · q: quit"
                 }
                 Page::Approvals => {
-                    "Tab/1-4: page · ↑↓/jk: select · a: approve · r: reject · PgUp/PgDn: scroll · \
-                     q: quit"
+                    "Tab/1-4: page · ↑↓/jk: select · a: approve · r: reject · R: reject its \
+                     origin · PgUp/PgDn: scroll · q: quit"
                 }
                 Page::Tasks if self.detail.is_some() => {
                     "Esc: back · ↑↓/jk PgUp/PgDn: scroll · r: reload · Tab/1-4: page · q: quit"
@@ -660,6 +661,9 @@ impl App {
         }
         if self.waiting.is_empty() && self.pending_error.is_none() {
             body.text("No requests are waiting.", theme.muted());
+        } else if !self.waiting.is_empty() {
+            body.text(&self.per_origin(), theme.label());
+            body.blank();
         }
         for (i, waiting) in self.waiting.iter().enumerate() {
             let start = body.start();
@@ -694,6 +698,28 @@ impl App {
             }
         }
         body
+    }
+
+    /// How many requests wait, of the limit, and how many each origin holds: who fills the
+    /// queue (R rejects every request of the selected one's origin).
+    fn per_origin(&self) -> String {
+        let counts: Vec<String> = CallOrigin::ALL
+            .iter()
+            .copied()
+            .filter_map(|origin| {
+                let n = self
+                    .waiting
+                    .iter()
+                    .filter(|w| w.request.origin == origin)
+                    .count();
+                (n > 0).then(|| format!("{} {n}", origin.as_str()))
+            })
+            .collect();
+        format!(
+            "{} of {MAX_PENDING_APPROVALS} pending: {}",
+            self.waiting.len(),
+            counts.join(", ")
+        )
     }
 
     /// A request as the Approvals page shows it (every value escaped by [`describe`]):
@@ -1066,6 +1092,19 @@ impl App {
                 body.blank();
                 request(body, r);
                 "Approve with the phrase"
+            }
+            Modal::RejectOrigin { origin, count } => {
+                let requests = if *count == 1 { "request" } else { "requests" };
+                body.text(
+                    &format!(
+                        "Reject every request from {}? {count} {requests} now, and any that \
+                         came since; each is rejected and audited on its own.",
+                        origin.as_str()
+                    ),
+                    theme.label(),
+                );
+                body.text("y/Enter: reject them all · n/Esc: cancel", theme.muted());
+                "Reject by origin"
             }
             Modal::Toggle { key, label, value } => {
                 let word = if *value { "on" } else { "off" };

@@ -32,6 +32,8 @@ struct Fake {
     pending: RefCell<Result<Vec<PendingApproval>, DeviceError>>,
     decisions: RefCell<Vec<(String, bool, Option<String>)>>,
     decide_error: RefCell<Option<DeviceError>>,
+    /// Each reject_origin asked for.
+    origin_rejections: RefCell<Vec<CallOrigin>>,
     grants: Vec<String>,
     tasks: Vec<TaskRecord>,
     task_limits: RefCell<Vec<u32>>,
@@ -62,6 +64,7 @@ impl Fake {
             pending: RefCell::new(Ok(Vec::new())),
             decisions: RefCell::new(Vec::new()),
             decide_error: RefCell::new(None),
+            origin_rejections: RefCell::new(Vec::new()),
             grants: vec!["shell.exec command [\"ls\", \"**\"] max_risk high".into()],
             tasks: vec![task("task-1"), task("task-2")],
             task_limits: RefCell::new(Vec::new()),
@@ -106,6 +109,14 @@ impl Device for Fake {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+    fn reject_origin(&self, origin: CallOrigin) -> Result<Vec<PendingApproval>, DeviceError> {
+        self.origin_rejections.borrow_mut().push(origin);
+        let mut pending = self.pending.borrow_mut();
+        let list = pending.as_mut().map_err(|e| e.clone())?;
+        let (rejected, kept) = list.drain(..).partition(|p| p.origin == origin);
+        *list = kept;
+        Ok(rejected)
     }
     fn grants(&self) -> Result<Vec<String>, DeviceError> {
         Ok(self.grants.clone())
@@ -1033,6 +1044,68 @@ fn reject_asks_then_decides_without_a_phrase() {
         [("req9".to_string(), false, None)]
     );
     assert!(screen(&app, 80, 24).contains("Rejected req9."));
+}
+
+/// A request from `origin`.
+fn request_from(id: &str, origin: CallOrigin) -> PendingApproval {
+    PendingApproval {
+        origin,
+        ..request(id, &format!("touch /tmp/{id}"), RiskLevel::Medium)
+    }
+}
+
+/// The page counts what each origin holds, and R rejects every request of the selected
+/// one's origin after asking; a request of another origin stays.
+#[test]
+fn r_rejects_every_request_of_the_selected_origin() {
+    let device = Fake::new(running()).with_pending(vec![
+        request_from("own1", CallOrigin::OwnerTui),
+        request_from("fl1", CallOrigin::McpHttp),
+        request_from("fl2", CallOrigin::McpHttp),
+        request_from("ag1", CallOrigin::AgentHttp),
+    ]);
+    let mut app = approvals_app(&device);
+    let text = flat(&app, 100, 40);
+    assert!(
+        text.contains("4 of 8 pending: mcp_http 2, agent_http 1, owner_tui 1"),
+        "{text}"
+    );
+    assert!(text.contains("R: reject its origin"), "{text}");
+    // Selected: the first mcp_http request.
+    press(&mut app, &device, KeyCode::Char('j'));
+    press(&mut app, &device, KeyCode::Char('R'));
+    let text = flat(&app, 100, 40);
+    assert!(
+        text.contains("Reject every request from mcp_http? 2 requests now"),
+        "{text}"
+    );
+    press(&mut app, &device, KeyCode::Char('n'));
+    assert!(device.origin_rejections.borrow().is_empty());
+    assert_eq!(device.pending().unwrap().len(), 4);
+    press(&mut app, &device, KeyCode::Char('R'));
+    press(&mut app, &device, KeyCode::Char('y'));
+    assert_eq!(*device.origin_rejections.borrow(), [CallOrigin::McpHttp]);
+    assert!(device.decisions.borrow().is_empty(), "not one by one");
+    let text = flat(&app, 100, 40);
+    assert!(
+        text.contains("Rejected 2 requests from mcp_http."),
+        "{text}"
+    );
+    assert!(!text.contains("touch /tmp/fl"), "{text}");
+    assert!(text.contains("touch /tmp/own1") && text.contains("touch /tmp/ag1"));
+    app.tick_at(&device, Instant::now() + Duration::from_secs(2));
+    let text = flat(&app, 100, 40);
+    assert!(
+        text.contains("2 of 8 pending: agent_http 1, owner_tui 1"),
+        "{text}"
+    );
+    // Nothing left of that origin by the time it is sent: said so.
+    let device = Fake::new(running()).with_pending(vec![request_from("x1", CallOrigin::McpStdio)]);
+    let mut app = approvals_app(&device);
+    press(&mut app, &device, KeyCode::Char('R'));
+    device.pending.borrow_mut().as_mut().unwrap().clear();
+    press(&mut app, &device, KeyCode::Enter);
+    assert!(flat(&app, 100, 40).contains("No request from mcp_stdio was waiting."));
 }
 
 #[test]

@@ -964,6 +964,7 @@
       var pending = arr(r.pending).map(obj).filter(function (p) { return has(p.id); });
       setBadge(pending.length);
       if (state.approvals) {
+        state.approvals.limit = Number(r.limit) || 0;
         updateApprovals(pending, arr(r.grants));
       }
       schedulePoll();
@@ -997,12 +998,16 @@
     var empty = el('p', { id: 'approvals-empty', class: 'empty', hidden: true }, 'No requests are waiting.');
     var loading = el('p', { class: 'muted', id: 'approvals-loading' }, 'Loading…');
     var status = el('p', { id: 'approvals-status', class: 'msg error', hidden: true });
+    // Who holds the queue: a count per origin, each with a button that rejects all of it.
+    var origins = el('div', { id: 'approval-origins', class: 'approval-origins', hidden: true });
+    var originsMsg = el('p', { id: 'approval-origins-msg', class: 'msg', role: 'status', hidden: true });
     var grants = el('div', { id: 'grants' }, el('p', { class: 'muted' }, 'Loading…'));
     append(page, pageHeader('Approvals'));
-    append(page, status, loading, empty, list);
+    append(page, status, loading, originsMsg, empty, origins, list);
     append(page, el('section', { class: 'section', id: 'grants-section' }, el('h3', null, 'Grants'), grants));
     state.approvals = {
       list: list, empty: empty, loading: loading, status: status, grants: grants,
+      origins: origins, originsMsg: originsMsg, originsKey: null, limit: 0,
       cards: new Map(), grantsKey: null, decided: new Map(), seq: state.renderSeq
     };
     state.tickTimer = setInterval(tickApprovals, 1000);
@@ -1051,6 +1056,7 @@
       }
     });
     a.empty.hidden = a.cards.size > 0;
+    updateOrigins();
 
     var gk = JSON.stringify(grants);
     if (gk !== a.grantsKey) {
@@ -1065,6 +1071,97 @@
           })));
       }
     }
+  }
+
+  // The origins of the requests shown, in the order they first appear, with their counts.
+  function originCounts() {
+    var counts = new Map();
+    state.approvals.cards.forEach(function (card) {
+      if (!card.node.classList.contains('gone')) {
+        counts.set(card.origin, (counts.get(card.origin) || 0) + 1);
+      }
+    });
+    return counts;
+  }
+
+  function updateOrigins() {
+    var a = state.approvals;
+    var counts = originCounts();
+    var total = 0;
+    var parts = [];
+    counts.forEach(function (n, origin) {
+      total += n;
+      parts.push(origin + ':' + n);
+    });
+    var key = parts.join(',');
+    if (key === a.originsKey) {
+      return;
+    }
+    a.originsKey = key;
+    clear(a.origins);
+    a.origins.hidden = total === 0;
+    if (!total) {
+      return;
+    }
+    append(a.origins, el('p', { class: 'origins-total' },
+      total + (a.limit ? ' of ' + a.limit : '') + ' pending, by origin:'));
+    var rows = [];
+    counts.forEach(function (n, origin) {
+      var button = el('button', { type: 'button', class: 'btn btn-reject reject-origin', 'data-origin': origin },
+        'Reject all from ' + origin);
+      button.addEventListener('click', function () { rejectOrigin(origin, button); });
+      rows.push(el('li', { class: 'origin-row', 'data-origin': origin },
+        el('span', { class: 'origin-name mono' }, origin),
+        el('span', { class: 'origin-count' }, n + (n === 1 ? ' request' : ' requests')),
+        el('span', { class: 'spacer' }),
+        button));
+    });
+    append(a.origins, el('ul', { class: 'origin-list' }, rows));
+  }
+
+  // Rejects every request of `origin` waiting now (those that came since the page showed
+  // them too), each on its own; says how many.
+  function rejectOrigin(origin, button) {
+    var n = originCounts().get(origin) || 0;
+    if (!window.confirm('Reject every request from ' + origin + '? ' + n +
+        (n === 1 ? ' request' : ' requests') + ' now, and any that came since.')) {
+      return;
+    }
+    button.disabled = true;
+    var a = state.approvals;
+    api('POST', '/api/approvals/reject-origin', { origin: origin }).then(function (r) {
+      if (state.approvals !== a) {
+        return;
+      }
+      var ids = arr(r.ids).map(str);
+      var now = Date.now();
+      ids.forEach(function (id) {
+        a.decided.set(id, now);
+        var card = a.cards.get(id);
+        if (card && card.node.parentNode) {
+          card.node.parentNode.removeChild(card.node);
+        }
+        a.cards.delete(id);
+      });
+      a.empty.hidden = a.cards.size > 0;
+      setBadge(a.cards.size);
+      var count = Number(r.rejected) || 0;
+      a.originsMsg.textContent = count ?
+        'Rejected ' + count + (count === 1 ? ' request' : ' requests') + ' from ' + origin + '.' :
+        'No request from ' + origin + ' was waiting.';
+      a.originsMsg.className = 'msg ok';
+      a.originsMsg.hidden = false;
+      a.originsKey = null;
+      updateOrigins();
+    }, function (err) {
+      if (state.approvals !== a) {
+        return;
+      }
+      button.disabled = false;
+      a.originsMsg.textContent = 'Not rejected: ' + errorText(err);
+      a.originsMsg.className = 'msg error';
+      a.originsMsg.hidden = false;
+    });
   }
 
   function tickApprovals() {
@@ -1149,7 +1246,7 @@
     }
     append(node, errEl, el('div', { class: 'request-buttons' }, approve, reject));
 
-    var card = { id: id, node: node, timeEl: timeEl, deadline: Date.now(), keepUntil: 0 };
+    var card = { id: id, origin: str(p.origin), node: node, timeEl: timeEl, deadline: Date.now(), keepUntil: 0 };
 
     function fail(message, gone) {
       errEl.textContent = message;
@@ -1195,6 +1292,7 @@
           node.parentNode.removeChild(node);
         }
         a.empty.hidden = a.cards.size > 0;
+        updateOrigins();
       }, function (err) {
         if (err.kind === 'no_such_request' || err.status === 404) {
           fail('This request is no longer waiting (decided elsewhere, or gone).', true);

@@ -29,12 +29,13 @@ use http_body_util::{BodyExt, Limited};
 use nl2sh_netd::connections::ConnHandle;
 use nl2sh_netd::origin::{Authorities, HostPort, Origin};
 use nl2sh_proto::channels::{
-    csrf_for, ApprovalId, DiscoveryRequest, DiscoveryResponse, OwnerAction, OwnerErrorKind,
-    OwnerProof, OwnerRequest, OwnerResponse, ProtocolStatus, TaskId, WebSettings,
+    csrf_for, ApprovalId, CallOrigin, DiscoveryRequest, DiscoveryResponse, OwnerAction,
+    OwnerErrorKind, OwnerProof, OwnerRequest, OwnerResponse, ProtocolStatus, TaskId, WebSettings,
 };
 use nl2sh_proto::display::Shown;
-use nl2sh_proto::limits::{MAX_ID_BYTES, MAX_WEB_BODY_BYTES};
+use nl2sh_proto::limits::{MAX_ID_BYTES, MAX_PENDING_APPROVALS, MAX_WEB_BODY_BYTES};
 use nl2sh_proto::rpc::RpcClient;
+use nl2sh_proto::stored_text::StoredText;
 use nl2sh_proto::topology::{WebApprovald, WebSupervisor};
 use nl2sh_proto::Secret;
 use serde_json::{json, Value};
@@ -103,6 +104,7 @@ pub fn router(settings: &WebSettings, backends: Backends) -> Result<Router, Stri
         .route("/api/settings", get(settings_get).post(settings_save))
         .route("/api/settings/rotate-token", post(rotate_token))
         .route("/api/approvals", get(approvals))
+        .route("/api/approvals/reject-origin", post(reject_origin))
         .route("/api/approvals/{id}", post(decide))
         .route("/api/tasks", get(tasks))
         .route("/api/tasks/{id}", get(task))
@@ -583,6 +585,7 @@ async fn approvals(State(console): State<Shared>, headers: HeaderMap) -> Respons
             };
             Ok(ok(json!({
                 "pending": pending.iter().map(views::pending).collect::<Vec<_>>(),
+                "limit": MAX_PENDING_APPROVALS,
                 "grants": grants.iter().map(|g| Shown::new(g).to_string()).collect::<Vec<_>>(),
             })))
         }
@@ -619,6 +622,46 @@ async fn decide(
             };
             match act(&console, &headers, true, action).await? {
                 OwnerResponse::Done => Ok(ok(json!({ "ok": true }))),
+                _ => Err(Failure::Unavailable),
+            }
+        }
+        .await,
+    )
+}
+
+/// Reject every request pending from one origin (`{"origin": "mcp_http"}`), each on its
+/// own as `protocol reject --origin` does; answers how many, and their ids.
+async fn reject_origin(State(console): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    respond(
+        async {
+            let map = body_json(&body)?;
+            let origin = text_field(&map, "origin")?
+                .as_deref()
+                .and_then(CallOrigin::from_text)
+                .ok_or_else(|| {
+                    Failure::BadRequest(format!(
+                        "`origin` must be one of {}",
+                        CallOrigin::ALL
+                            .iter()
+                            .map(|o| o.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })?;
+            match act(
+                &console,
+                &headers,
+                true,
+                OwnerAction::RejectOrigin { origin },
+            )
+            .await?
+            {
+                OwnerResponse::Rejected(list) => Ok(ok(json!({
+                    "ok": true,
+                    "origin": origin.as_str(),
+                    "rejected": list.len(),
+                    "ids": list.iter().map(|p| Shown::new(&p.id.0).to_string()).collect::<Vec<_>>(),
+                }))),
                 _ => Err(Failure::Unavailable),
             }
         }
