@@ -1,5 +1,7 @@
 //! The one escaping function for text a person reads: the owner's CLI (`protocol
-//! approvals`, `approve`, `reject`, `audit`, `service`) and the service's log lines.
+//! approvals`, `approve`, `reject`, `audit`, `service`), the terminal console, the Web
+//! console and the root manager's WebUI (both are sent text already escaped here) and the
+//! service's log lines.
 //!
 //! An action, a reason, a task id or a tool's or model's text is shown with everything
 //! that could make the terminal show something other than the text made visible, so what
@@ -14,81 +16,115 @@
 //! | `\` | `\\` (so no input can fake one of the escapes below) |
 //! | line feed, carriage return, tab | `\n`, `\r`, `\t` |
 //! | other C0 controls (U+0000–U+001F) and DEL (U+007F) | `\xNN`, two lowercase hex digits: `\x1b`, `\x7f` |
-//! | C1 controls (U+0080–U+009F), invisible format characters (category Cf: bidi controls, zero-width characters, tags, …), U+2028 and U+2029 (Zl, Zp), every space but U+0020 (Zs: U+00A0, U+2000–U+200A, U+3000, …) and the letters and marks that draw as blanks (Hangul fillers, U+2800, U+034F, …) | `\u{X}`, lowercase hex without leading zeros: `\u{85}`, `\u{202e}`, `\u{3000}` |
+//! | every other code point that draws nothing or is not text: general categories Cc (C1 controls U+0080–U+009F), Cf (format: bidi controls, zero-width characters, tags, …), Co (private use), Cn (unassigned, noncharacters among them), Cs (surrogates); Zl, Zp (U+2028, U+2029) and Zs but U+0020 (U+00A0, U+2000–U+200A, U+3000, …); Default_Ignorable_Code_Point (variation selectors U+FE00–U+FE0F and U+E0100–U+E01EF, Hangul fillers, U+034F, the tag block U+E0000–U+E0FFF, …); the characters that draw as blanks ([`BLANKS`]: U+2800, U+16FE4, …) | `\u{X}`, lowercase hex without leading zeros: `\u{85}`, `\u{202e}`, `\u{fe0f}` |
+//! | U+FE0E or U+FE0F directly after a character that has a text and an emoji presentation (Unicode's emoji-variation-sequences: `❤`, `©`, `#`, …) | itself: it visibly changes that character (`❤️`), so emoji stay readable |
+//! | a combining mark (Mn, Mc, Me) at the start of a value or after a space, an escape or anything else not drawn as itself | `\u{X}`: it could sit on nothing, or on the last character of an escape, and change what that looks like. After a letter, digit, punctuation or symbol shown as itself (or a mark on one) it is shown as itself: `e\u{301}` is `é` |
 //! | a run of more than 8 spaces (U+0020) | `\x20{N}`, N their number: blank screenfuls cannot push the start of a value off the terminal, or line a later part of it up where a field of its own would start |
-//! | a byte that is not UTF-8 ([`Shown::lossy`] only) | `\xNN`, always 80–ff, so never confused with a C0 escape |
+//! | a byte that is not UTF-8 ([`Shown::lossy`] only; an encoded surrogate is one) | `\xNN`, always 80–ff, so never confused with a C0 escape |
 //!
 //! A value longer than its bound ([`DEFAULT_MAX_BYTES`], or [`Shown::max_bytes`]) is cut
 //! on a character boundary and ends with ` … [cut: N bytes in all]`, N being the input's
 //! full length in bytes. So a value is always one line, and every character of it that a
 //! terminal would not draw as itself is named.
 //!
-//! Printable text is untouched, whatever its script: letters, digits, punctuation, single
-//! spaces, combining marks, emoji. Variation selectors are not escaped (emoji need them).
+//! What is left as it is: letters, digits, punctuation and symbols of every script
+//! (emoji among them: they are symbols), single spaces, and combining marks on one of
+//! those. Variation selectors are escaped unless they select an emoji's or a symbol's
+//! presentation right after it: a selector on a letter (`cache\u{fe0f}`), an ideographic
+//! one (U+E0100…) or a second one in a row draws nothing and could make two names that
+//! look alike differ. Zero-width joiners are escaped too, so an emoji ZWJ sequence shows
+//! its parts: `👨\u{200d}👩`.
+//!
+//! Unicode data: general categories from the crate `unicode-general-category` (Unicode
+//! 16.0); Default_Ignorable_Code_Point and the emoji variation bases from the table
+//! `display/tables.rs`, made by `scripts/gen-display-tables` from the Unicode Character
+//! Database 15.0 (Debian's `unicode-data`). Both sets are the same in 16.0: its
+//! Default_Ignorable_Code_Point has the same 4,174 code points, and Emoji 16.0 added no
+//! variation sequence (its 7 new emoji are emoji-presentation characters). A character
+//! assigned after Unicode 16.0 is unassigned (Cn) here, so it is escaped.
 
 use std::fmt::{self, Display, Write as _};
+
+use unicode_general_category::{get_general_category, GeneralCategory};
+
+mod tables;
 
 /// Bytes of a value shown before it is cut, unless [`Shown::max_bytes`] says otherwise.
 pub const DEFAULT_MAX_BYTES: usize = 1024;
 /// Spaces in a row shown as they are; a longer run is shown as `\x20{N}`.
 pub const MAX_SPACES: usize = 8;
 
-/// Code points shown as `\u{X}` besides C0 and DEL: C1 controls, Unicode's format
-/// characters (general category Cf, Unicode 15.1) and the line and paragraph separators
-/// (Zl, Zp). Inclusive ranges, sorted.
-const HIDDEN: &[(u32, u32)] = &[
-    (0x0080, 0x009F), // C1 controls (Cc): CSI, NEL, OSC … act like ESC sequences
-    (0x00A0, 0x00A0), // no-break space (Zs)
-    (0x00AD, 0x00AD), // soft hyphen
-    (0x034F, 0x034F), // combining grapheme joiner (draws nothing)
-    (0x0600, 0x0605), // Arabic number signs
-    (0x061C, 0x061C), // Arabic letter mark (bidi)
-    (0x06DD, 0x06DD), // Arabic end of ayah
-    (0x070F, 0x070F), // Syriac abbreviation mark
-    (0x0890, 0x0891), // Arabic pound and piastre marks above
-    (0x08E2, 0x08E2), // Arabic disputed end of ayah
-    (0x115F, 0x1160), // Hangul choseong and jungseong fillers (draw as blanks)
-    (0x1680, 0x1680), // Ogham space mark (Zs)
-    (0x17B4, 0x17B5), // Khmer inherent vowels (draw nothing)
-    (0x180B, 0x180F), // Mongolian variation selectors and vowel separator
-    // En quad … hair space (Zs), then zero-width space, ZWNJ, ZWJ, LRM, RLM.
-    (0x2000, 0x200F),
-    (0x2028, 0x2029), // line separator (Zl), paragraph separator (Zp)
-    (0x202A, 0x202F), // bidi embeddings and overrides, narrow no-break space (Zs)
-    // Medium mathematical space (Zs), word joiner, invisible operators, bidi isolates,
-    // deprecated format characters; the unassigned U+2065 among them is as invisible.
-    (0x205F, 0x206F),
-    (0x2800, 0x2800),   // braille pattern blank
-    (0x3000, 0x3000),   // ideographic space (Zs)
-    (0x3164, 0x3164),   // Hangul filler
-    (0xFEFF, 0xFEFF),   // zero-width no-break space (byte order mark)
-    (0xFFA0, 0xFFA0),   // halfwidth Hangul filler
-    (0xFFF9, 0xFFFB),   // interlinear annotation controls
-    (0x110BD, 0x110BD), // Kaithi number sign
-    (0x110CD, 0x110CD), // Kaithi number sign above
-    (0x13430, 0x1343F), // Egyptian hieroglyph format controls
-    (0x1BCA0, 0x1BCA3), // shorthand format controls
-    (0x1D173, 0x1D17A), // musical symbol format controls
-    (0xE0001, 0xE0001), // language tag
-    (0xE0020, 0xE007F), // tag characters
+/// Characters of visible categories that draw as blanks, escaped as `\u{X}` like the
+/// invisible ones (Default_Ignorable_Code_Point has the Hangul fillers already).
+pub const BLANKS: &[char] = &[
+    '\u{2800}',  // braille pattern blank (So)
+    '\u{13441}', // Egyptian hieroglyph full blank (Lo)
+    '\u{13442}', // Egyptian hieroglyph half blank (Lo)
+    '\u{16FE4}', // Khitan small script filler (Mn): draws nothing, even on a letter
+    '\u{1D159}', // musical symbol null notehead (So)
 ];
 
-/// Whether `c` is shown as `\u{X}`.
-fn hidden(c: char) -> bool {
+/// How a character other than ASCII is shown.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Class {
+    /// As itself.
+    Visible,
+    /// As itself only on a character shown as itself; else escaped.
+    Mark,
+    /// As `\u{X}` (U+FE0E and U+FE0F: unless after an emoji variation base).
+    Hidden,
+}
+
+fn in_table(table: &[(u32, u32)], c: char) -> bool {
     let c = u32::from(c);
-    // Most text is below the first range: one comparison.
-    c >= 0x80
-        && HIDDEN
-            .binary_search_by(|&(lo, hi)| {
-                if hi < c {
-                    std::cmp::Ordering::Less
-                } else if lo > c {
-                    std::cmp::Ordering::Greater
-                } else {
-                    std::cmp::Ordering::Equal
-                }
-            })
-            .is_ok()
+    table
+        .binary_search_by(|&(lo, hi)| {
+            if hi < c {
+                std::cmp::Ordering::Less
+            } else if lo > c {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+        .is_ok()
+}
+
+/// The class of `c`, which is not ASCII.
+fn class(c: char) -> Class {
+    use GeneralCategory as G;
+    if in_table(tables::DEFAULT_IGNORABLE, c) || BLANKS.contains(&c) {
+        return Class::Hidden;
+    }
+    match get_general_category(c) {
+        G::NonspacingMark | G::SpacingMark | G::EnclosingMark => Class::Mark,
+        G::UppercaseLetter
+        | G::LowercaseLetter
+        | G::TitlecaseLetter
+        | G::ModifierLetter
+        | G::OtherLetter
+        | G::DecimalNumber
+        | G::LetterNumber
+        | G::OtherNumber
+        | G::ConnectorPunctuation
+        | G::DashPunctuation
+        | G::OpenPunctuation
+        | G::ClosePunctuation
+        | G::InitialPunctuation
+        | G::FinalPunctuation
+        | G::OtherPunctuation
+        | G::MathSymbol
+        | G::CurrencySymbol
+        | G::ModifierSymbol
+        | G::OtherSymbol => Class::Visible,
+        // Cc, Cf, Co, Cn, Cs, Zs, Zl, Zp, and any category a later version adds.
+        _ => Class::Hidden,
+    }
+}
+
+/// Whether U+FE0E or U+FE0F right after `base` selects how `base` is drawn.
+fn emoji_variation_base(base: char) -> bool {
+    in_table(tables::EMOJI_VARIATION_BASES, base)
 }
 
 #[derive(Clone, Copy)]
@@ -154,6 +190,7 @@ impl Display for Shown<'_> {
             max: self.max,
             seen: 0,
             cut: false,
+            base: None,
         };
         match self.source {
             Source::Text(text) => out.text(text)?,
@@ -178,6 +215,10 @@ struct Escaper<'f, 'g> {
     /// Input bytes so far, shown or not.
     seen: usize,
     cut: bool,
+    /// The last character written as itself, if the last thing written was one (not a
+    /// space, an escape or nothing yet): what a combining mark or a variation selector
+    /// would draw on.
+    base: Option<char>,
 }
 
 impl Escaper<'_, '_> {
@@ -197,43 +238,62 @@ impl Escaper<'_, '_> {
                 self.seen += s.len();
                 return Ok(());
             }
-            let simple = match c {
-                '\\' => Some("\\\\"),
-                '\n' => Some("\\n"),
-                '\r' => Some("\\r"),
-                '\t' => Some("\\t"),
-                _ => None,
-            };
-            if let Some(escape) = simple {
-                self.out.write_str(&s[run..at])?;
-                self.out.write_str(escape)?;
-            } else if c < ' ' || c == '\u{7f}' {
-                self.out.write_str(&s[run..at])?;
-                write!(self.out, "\\x{:02x}", u32::from(c))?;
-            } else if hidden(c) {
-                self.out.write_str(&s[run..at])?;
-                write!(self.out, "\\u{{{:x}}}", u32::from(c))?;
-            } else if c == ' ' {
-                let spaces = s[at..].bytes().take_while(|b| *b == b' ').count();
-                if spaces <= MAX_SPACES {
+            if c.is_ascii() {
+                let simple = match c {
+                    '\\' => Some("\\\\"),
+                    '\n' => Some("\\n"),
+                    '\r' => Some("\\r"),
+                    '\t' => Some("\\t"),
+                    _ => None,
+                };
+                if let Some(escape) = simple {
+                    self.out.write_str(&s[run..at])?;
+                    self.out.write_str(escape)?;
+                } else if c < ' ' || c == '\u{7f}' {
+                    self.out.write_str(&s[run..at])?;
+                    write!(self.out, "\\x{:02x}", u32::from(c))?;
+                } else if c == ' ' {
+                    self.base = None;
+                    let spaces = s[at..].bytes().take_while(|b| *b == b' ').count();
+                    if spaces <= MAX_SPACES {
+                        continue;
+                    }
+                    self.out.write_str(&s[run..at])?;
+                    let room = self.max.saturating_sub(self.seen + at);
+                    write!(self.out, "\\x20{{{}}}", spaces.min(room))?;
+                    if spaces > room {
+                        self.cut = true;
+                        self.seen += s.len();
+                        return Ok(());
+                    }
+                    for _ in 1..spaces {
+                        chars.next();
+                    }
+                    run = at + spaces;
+                    continue;
+                } else {
+                    self.base = Some(c);
                     continue;
                 }
-                self.out.write_str(&s[run..at])?;
-                let room = self.max.saturating_sub(self.seen + at);
-                write!(self.out, "\\x20{{{}}}", spaces.min(room))?;
-                if spaces > room {
-                    self.cut = true;
-                    self.seen += s.len();
-                    return Ok(());
-                }
-                for _ in 1..spaces {
-                    chars.next();
-                }
-                run = at + spaces;
-                continue;
-            } else {
+                self.base = None;
+                run = end;
                 continue;
             }
+            let as_itself = match class(c) {
+                Class::Visible => true,
+                Class::Mark => self.base.is_some(),
+                Class::Hidden => {
+                    matches!(c, '\u{fe0e}' | '\u{fe0f}')
+                        && self.base.is_some_and(emoji_variation_base)
+                }
+            };
+            if as_itself {
+                self.base = Some(c);
+                continue;
+            }
+            self.out.write_str(&s[run..at])?;
+            write!(self.out, "\\u{{{:x}}}", u32::from(c))?;
+            self.base = None;
             run = end;
         }
         self.out.write_str(&s[run..])?;
@@ -243,6 +303,7 @@ impl Escaper<'_, '_> {
 
     fn invalid(&mut self, b: u8) -> fmt::Result {
         self.seen += 1;
+        self.base = None;
         if self.cut || self.seen > self.max {
             self.cut = true;
             return Ok(());
@@ -360,21 +421,22 @@ mod tests {
         ] {
             assert_eq!(shown(&format!("a{c}b")), format!("a{want}b"), "{c:?}");
         }
-        // Neighbours of the ranges are printable and left alone.
+        // Neighbours of the ranges are printable and left alone (after a letter: U+1D172
+        // and U+1D17B are combining marks). U+05FF, once here, is unassigned: escaped.
         for c in [
             '\u{ac}',
             '\u{ae}',
-            '\u{5ff}',
+            '\u{5f4}',
             '\u{606}',
             '\u{2027}',
             '\u{2070}',
             '\u{fffc}',
             '\u{1d172}',
             '\u{1d17b}',
-            '\u{e0100}',
         ] {
-            assert_eq!(shown(&c.to_string()), c.to_string(), "{c:?}");
+            assert_eq!(shown(&format!("a{c}")), format!("a{c}"), "{c:?}");
         }
+        assert_eq!(shown("\u{5ff}"), r"\u{5ff}");
     }
 
     #[test]
@@ -477,9 +539,11 @@ mod tests {
     }
 
     #[test]
-    fn the_table_is_sorted_and_disjoint() {
-        for pair in HIDDEN.windows(2) {
-            assert!(pair[0].0 <= pair[0].1 && pair[0].1 < pair[1].0, "{pair:x?}");
+    fn the_tables_are_sorted_and_disjoint() {
+        for table in [tables::DEFAULT_IGNORABLE, tables::EMOJI_VARIATION_BASES] {
+            for pair in table.windows(2) {
+                assert!(pair[0].0 <= pair[0].1 && pair[0].1 < pair[1].0, "{pair:x?}");
+            }
         }
     }
 
@@ -512,5 +576,248 @@ mod tests {
         // A long run at the bound is counted, not written out.
         let cut = Shown::new(&" ".repeat(5000)).max_bytes(100).to_string();
         assert_eq!(cut, r"\x20{100} … [cut: 5000 bytes in all]");
+    }
+
+    /// What the escape of a character that is not shown as itself looks like.
+    fn escape_of(c: char) -> String {
+        match c {
+            '\\' => r"\\".to_string(),
+            '\n' => r"\n".to_string(),
+            '\r' => r"\r".to_string(),
+            '\t' => r"\t".to_string(),
+            c if c < ' ' || c == '\u{7f}' => format!("\\x{:02x}", u32::from(c)),
+            c => format!("\\u{{{:x}}}", u32::from(c)),
+        }
+    }
+
+    /// Every code point through the function, alone (the start of a value), after a
+    /// letter and after a space, against its general category: shown as itself only if it
+    /// is a letter, number, punctuation or symbol, U+0020, or a mark on a character shown
+    /// as itself; else exactly its escape. A category left out of [`class`] (or a new one)
+    /// fails here.
+    #[test]
+    fn every_code_point_is_shown_as_itself_only_if_it_draws() {
+        use GeneralCategory as G;
+        let mut surrogates = 0;
+        let mut as_itself = 0;
+        let mut escaped = 0;
+        for cp in 0..=0x10FFFFu32 {
+            let Some(c) = char::from_u32(cp) else {
+                // U+D800–U+DFFF: no `char`, so no `str` holds one; as bytes they are not
+                // UTF-8 and [`Shown::lossy`] shows them byte by byte (tested below).
+                assert!((0xD800..=0xDFFF).contains(&cp), "{cp:x}");
+                surrogates += 1;
+                continue;
+            };
+            let category = get_general_category(c);
+            let invisible = in_table(tables::DEFAULT_IGNORABLE, c) || BLANKS.contains(&c);
+            let drawn = matches!(
+                category,
+                G::UppercaseLetter
+                    | G::LowercaseLetter
+                    | G::TitlecaseLetter
+                    | G::ModifierLetter
+                    | G::OtherLetter
+                    | G::DecimalNumber
+                    | G::LetterNumber
+                    | G::OtherNumber
+                    | G::ConnectorPunctuation
+                    | G::DashPunctuation
+                    | G::OpenPunctuation
+                    | G::ClosePunctuation
+                    | G::InitialPunctuation
+                    | G::FinalPunctuation
+                    | G::OtherPunctuation
+                    | G::MathSymbol
+                    | G::CurrencySymbol
+                    | G::ModifierSymbol
+                    | G::OtherSymbol
+            ) && !invisible
+                && c != '\\';
+            let mark = matches!(
+                category,
+                G::NonspacingMark | G::SpacingMark | G::EnclosingMark
+            ) && !invisible;
+            let itself = c.to_string();
+            let escape = escape_of(c);
+            let alone = shown(&itself);
+            let after_letter = shown(&format!("a{c}"));
+            let after_space = shown(&format!("a {c}"));
+            if c == ' ' {
+                assert_eq!((alone.as_str(), after_letter.as_str()), (" ", "a "));
+            } else if drawn {
+                assert_eq!(alone, itself, "{cp:04x} {category:?}");
+                assert_eq!(after_letter, format!("a{c}"), "{cp:04x} {category:?}");
+                assert_eq!(after_space, format!("a {c}"), "{cp:04x} {category:?}");
+            } else if mark {
+                assert_eq!(alone, escape, "{cp:04x} {category:?}");
+                assert_eq!(after_letter, format!("a{c}"), "{cp:04x} {category:?}");
+                assert_eq!(after_space, format!("a {escape}"), "{cp:04x} {category:?}");
+            } else {
+                // Controls, format, private use, unassigned (noncharacters among them),
+                // separators, default ignorables, blanks, a backslash: escaped wherever.
+                assert_eq!(alone, escape, "{cp:04x} {category:?}");
+                assert_eq!(after_letter, format!("a{escape}"), "{cp:04x} {category:?}");
+                assert_eq!(after_space, format!("a {escape}"), "{cp:04x} {category:?}");
+            }
+            // Whatever it is, a character never reaches the output raw unless shown as
+            // itself, and an escape is plain ASCII.
+            assert!(alone == itself || alone.is_ascii(), "{cp:04x}");
+            if alone == itself {
+                as_itself += 1;
+            } else {
+                escaped += 1;
+            }
+        }
+        assert_eq!(surrogates, 0x800);
+        // The categories that draw nothing are all escaped; the counts say how many of
+        // each were seen, so a change of table or crate shows up here.
+        eprintln!("as itself alone: {as_itself}, escaped alone: {escaped}");
+        assert_eq!(as_itself + escaped + surrogates, 0x110000);
+    }
+
+    #[test]
+    fn the_categories_that_draw_nothing_are_escaped() {
+        // One of each, by category, besides the tables: a forgotten category fails.
+        for (c, category) in [
+            ('\u{85}', "Cc"),
+            ('\u{200b}', "Cf"),
+            ('\u{e000}', "Co"),
+            ('\u{f0000}', "Co"),
+            ('\u{10fffd}', "Co"),
+            ('\u{378}', "Cn"),
+            ('\u{fdd0}', "Cn noncharacter"),
+            ('\u{fffe}', "Cn noncharacter"),
+            ('\u{ffff}', "Cn noncharacter"),
+            ('\u{1fffe}', "Cn noncharacter"),
+            ('\u{10ffff}', "Cn noncharacter"),
+            ('\u{e0000}', "Cn default ignorable"),
+            ('\u{e0fff}', "Cn default ignorable"),
+            ('\u{2028}', "Zl"),
+            ('\u{2029}', "Zp"),
+            ('\u{a0}', "Zs"),
+            ('\u{fe00}', "Mn variation selector"),
+            ('\u{fe0f}', "Mn variation selector"),
+            ('\u{e0100}', "Mn variation selector"),
+            ('\u{e01ef}', "Mn variation selector"),
+            ('\u{180b}', "Mn Mongolian variation selector"),
+            ('\u{16fe4}', "Mn filler"),
+            ('\u{e0041}', "Cf tag"),
+        ] {
+            let want = format!("\\u{{{:x}}}", u32::from(c));
+            assert_eq!(shown(&format!("a{c}b")), format!("a{want}b"), "{category}");
+        }
+    }
+
+    /// The attack of issue 36: selectors, tags, noncharacters and private use drew
+    /// nothing, so `rm -rf …/cache<U+FE0F>` read as a plain `rm -rf`.
+    #[test]
+    fn invisible_characters_in_a_command_are_named() {
+        assert_eq!(
+            shown("rm -rf /data/cache\u{fe0f} /data/b\u{e0100}uild"),
+            r"rm -rf /data/cache\u{fe0f} /data/b\u{e0100}uild"
+        );
+        assert_eq!(
+            shown("rm -rf /x\u{e0020}\u{e0041}\u{e007f}y"),
+            r"rm -rf /x\u{e0020}\u{e0041}\u{e007f}y"
+        );
+        assert_eq!(
+            shown("cat a\u{fffe}\u{ffff}\u{fdd0}b \u{e000}c\u{16fe4}"),
+            r"cat a\u{fffe}\u{ffff}\u{fdd0}b \u{e000}c\u{16fe4}"
+        );
+        // A selector on a letter after an emoji is named too; so is a second one in a row.
+        assert_eq!(
+            shown("\u{2764}\u{fe0f}\u{fe0f}x\u{fe0e}"),
+            "\u{2764}\u{fe0f}\\u{fe0f}x\\u{fe0e}"
+        );
+    }
+
+    #[test]
+    fn emoji_keep_their_presentation_selectors() {
+        for text in [
+            "\u{2764}\u{fe0f}",         // red heart
+            "\u{2764}\u{fe0e}",         // heart, text presentation
+            "\u{a9}\u{fe0f}",           // copyright sign
+            "\u{26a0}\u{fe0f} careful", // warning sign
+            "#\u{fe0f}\u{20e3}",        // keycap: #, its enclosing mark on the selector
+            "1\u{fe0f}\u{20e3}",
+            "\u{1f1e9}\u{1f1ea}", // a flag: regional indicators (So)
+            "\u{1f44d}\u{1f3fd}", // skin tone modifier (Sk)
+        ] {
+            assert_eq!(shown(text), text);
+        }
+        // Only on a character with an emoji variation sequence: 😀 has none.
+        assert_eq!(shown("\u{1f600}\u{fe0f}"), "\u{1f600}\\u{fe0f}");
+        // VS1 is not a presentation selector.
+        assert_eq!(shown("\u{2764}\u{fe00}"), "\u{2764}\\u{fe00}");
+        // At the start, after a space or an escape: on nothing.
+        assert_eq!(shown("\u{fe0f}"), r"\u{fe0f}");
+        assert_eq!(shown("\u{2764} \u{fe0f}"), "\u{2764} \\u{fe0f}");
+        // Joiners and tag sequences show their parts.
+        assert_eq!(
+            shown("\u{1f468}\u{200d}\u{1f469}"),
+            "\u{1f468}\\u{200d}\u{1f469}"
+        );
+        assert_eq!(
+            shown("\u{1f3f4}\u{e0067}\u{e0062}\u{e007f}"),
+            "\u{1f3f4}\\u{e0067}\\u{e0062}\\u{e007f}"
+        );
+    }
+
+    #[test]
+    fn a_combining_mark_shows_only_on_a_character_drawn_as_itself() {
+        // On a letter, or stacked on one: as itself.
+        for text in [
+            "e\u{301}",
+            "e\u{323}\u{302}",
+            "x\u{20dd}",
+            "क\u{93f}",
+            "-\u{338}",
+        ] {
+            assert_eq!(shown(text), text);
+        }
+        for (text, want) in [
+            // At the start of a value.
+            ("\u{301}rm", r"\u{301}rm"),
+            // After a space: it would draw as a lone accent and could pass for one.
+            ("rm \u{301}-rf", r"rm \u{301}-rf"),
+            ("a         \u{301}", r"a\x20{9}\u{301}"),
+            // After an escape, where it would sit on the escape's last character.
+            ("a\u{200b}\u{301}", r"a\u{200b}\u{301}"),
+            ("\u{1b}\u{301}", r"\x1b\u{301}"),
+            ("\n\u{20dd}", r"\n\u{20dd}"),
+            ("\t\u{301}", r"\t\u{301}"),
+            ("\\\u{301}", r"\\\u{301}"),
+            ("\u{fe0f}\u{20e3}", r"\u{fe0f}\u{20e3}"),
+            // A mark after an escaped mark is on nothing too.
+            ("\u{301}\u{302}", r"\u{301}\u{302}"),
+        ] {
+            assert_eq!(shown(text), want, "{text:?}");
+        }
+        // Across the pieces a displayed value is written in, and after a byte that is
+        // not UTF-8.
+        struct Pieces;
+        impl Display for Pieces {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a ")?;
+                f.write_str("\u{301}e")?;
+                f.write_str("\u{301}")
+            }
+        }
+        assert_eq!(Shown::display(&Pieces).to_string(), "a \\u{301}e\u{301}");
+        assert_eq!(Shown::lossy(b"\xff\xcc\x81").to_string(), r"\xff\u{301}");
+        // An encoded surrogate (U+D800) is not UTF-8: byte by byte.
+        assert_eq!(
+            Shown::lossy(b"a\xed\xa0\x80b").to_string(),
+            r"a\xed\xa0\x80b"
+        );
+    }
+
+    #[test]
+    fn the_unicode_versions_are_the_documented_ones() {
+        // The module documentation says which versions the data comes from and why they
+        // agree; a new crate or table version has to say so again.
+        assert_eq!(unicode_general_category::UNICODE_VERSION, (16, 0, 0));
+        assert!(include_str!("display/tables.rs").contains("Database\n// 15.0.0 "));
     }
 }

@@ -108,7 +108,12 @@ async fn pending(config_path: &Path, sock: &Path) -> Result<Vec<PendingApproval>
     }
 }
 
+/// A request for a program: the exact text, and under `shown` the same text fields as a
+/// person is to read them (the one escaping function, as `describe` and the Web console
+/// show them). The root manager's WebUI shows only `shown`, so it has no escaping of its
+/// own.
 fn pending_json(p: &PendingApproval) -> serde_json::Value {
+    let shown = |text: &str| Shown::new(text).to_string();
     serde_json::json!({
         "id": p.id, "call_id": p.call_id, "origin": p.origin.as_str(), "task": p.task,
         "tool": p.tool,
@@ -116,6 +121,13 @@ fn pending_json(p: &PendingApproval) -> serde_json::Value {
         "identity": p.identity.as_str(), "reasons": p.reasons, "seconds_left": p.seconds_left,
         "phrase": p.phrase,
         "data": p.data.as_ref().map(nl2sh_proto::carried::json),
+        "shown": {
+            "id": shown(&p.id.0),
+            "tool": shown(&p.tool),
+            "action": Shown::new(&p.action).max_bytes(ACTION_MAX_BYTES).to_string(),
+            "task": p.task.as_ref().map(|t| shown(&t.0)),
+            "reasons": p.reasons.iter().map(|r| shown(r)).collect::<Vec<_>>(),
+        },
     })
 }
 
@@ -575,11 +587,32 @@ mod tests {
             "{shown}"
         );
         assert!(!shown.contains('\u{1b}'));
-        // `--json` keeps the exact text.
+        // `--json` keeps the exact text, and has it as a person reads it under `shown`.
         assert_eq!(pending_json(&p)["task"], "t-1\u{1b}[2J");
+        assert_eq!(pending_json(&p)["shown"]["task"], r"t-1\x1b[2J");
         p.task = None;
         assert!(describe(&p).contains("from agent_http  100s left"));
         assert!(pending_json(&p)["task"].is_null());
+        assert!(pending_json(&p)["shown"]["task"].is_null());
+    }
+
+    #[test]
+    fn the_json_form_has_every_text_field_escaped_under_shown() {
+        let mut p = request();
+        p.id = ApprovalId("abc\u{202e}1".into());
+        p.tool = "sh\u{200b}ell".into();
+        p.action = "rm -rf /data/cache\u{fe0f} /data/b\u{e0100}uild".into();
+        p.reasons = vec!["why\u{e0041}\nnot".into()];
+        let v = pending_json(&p);
+        assert_eq!(v["shown"]["id"], r"abc\u{202e}1");
+        assert_eq!(v["shown"]["tool"], r"sh\u{200b}ell");
+        assert_eq!(
+            v["shown"]["action"],
+            r"rm -rf /data/cache\u{fe0f} /data/b\u{e0100}uild"
+        );
+        assert_eq!(v["shown"]["reasons"][0], r"why\u{e0041}\nnot");
+        // The exact text is still there for a program.
+        assert_eq!(v["action"], p.action);
     }
 
     /// The attack: a CR and an erase-line paint a fake `action:` line, a newline and a

@@ -590,7 +590,7 @@ def test_hostile_action_text_shows_as_text(service: WebService, webui: WebUI, br
     b = open_webui(browsers, webui, "hostile")
     tag = f"hostile-{time.monotonic_ns()}"
     payload = "<img src=x onerror=window.__pwned=1>"
-    command = f"echo '{payload}' '\u202e{tag}' > {tmp_path / 'out'}"
+    command = f"echo '{payload}' '\u202e{tag}' 'cache\ufe0f' > {tmp_path / 'out'}"
     call = service.invoke_async(command)
     card = wait_card(b, tag)
     rid = card_text(card, ".rid")
@@ -598,7 +598,12 @@ def test_hostile_action_text_shows_as_text(service: WebService, webui: WebUI, br
     # Shown literally, the bidi override escaped the way the CLI shows it.
     assert payload in action, action
     assert "\\u{202e}" + tag in action, action
-    assert "\u202e" not in b.js("return document.body.textContent;"), "a raw U+202E reached the page"
+    # A variation selector on a letter draws nothing: named, as nl2sh names it (the page
+    # shows `shown` from the CLI's JSON; it has no escaping of its own).
+    assert "cache\\u{fe0f}" in action, action
+    body = b.js("return document.body.textContent;")
+    assert "\u202e" not in body, "a raw U+202E reached the page"
+    assert "\ufe0f" not in body, "a raw U+FE0F reached the page"
     assert b.js("return document.querySelectorAll('img').length;") == 0
     assert b.js("return document.querySelectorAll('#approvals pre.action *').length;") == 0
     assert b.js("return typeof window.__pwned;") == "undefined"

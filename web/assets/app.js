@@ -108,35 +108,12 @@
     return v !== null && typeof v === 'object' && !Array.isArray(v) ? v : {};
   }
 
-  // Characters that change how text looks without being seen: direction overrides and
-  // isolates, zero-width characters, control characters other than newline and tab.
-  var INVISIBLE_RE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
-
-  function hasInvisible(s) {
-    INVISIBLE_RE.lastIndex = 0;
-    return INVISIBLE_RE.test(s);
-  }
-  function escapeInvisible(s) {
-    return s.replace(INVISIBLE_RE, function (c) {
-      var hex = c.charCodeAt(0).toString(16).toUpperCase();
-      while (hex.length < 4) {
-        hex = '0' + hex;
-      }
-      return '\u27e8U+' + hex + '\u27e9';
-    });
-  }
-
-  // A command or action shown exactly as text; when it holds invisible or
-  // direction-changing characters, a warning and a copy with them spelled out follow.
+  // A command or action shown exactly as the server sent it: every text from a caller, a
+  // tool or a model arrives escaped by nl2sh's one escaping function (web/src/views.rs,
+  // proto/src/display.rs), so no invisible, control or direction-changing character is
+  // left to spell out here, and the page has no escaping of its own to drift from it.
   function actionBlock(text, extraClass) {
-    var s = str(text);
-    var out = [el('pre', { class: 'action' + (extraClass ? ' ' + extraClass : '') }, s)];
-    if (hasInvisible(s)) {
-      out.push(el('div', { class: 'invisible-warning' },
-        el('p', null, 'This text contains invisible or direction-changing characters. With them spelled out:'),
-        el('pre', { class: 'action-escaped' }, escapeInvisible(s))));
-    }
-    return out;
+    return [el('pre', { class: 'action' + (extraClass ? ' ' + extraClass : '') }, str(text))];
   }
 
   // What an action carries (an fs.write's content), whole: its size and SHA-256, then

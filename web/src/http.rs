@@ -271,7 +271,11 @@ impl Failure {
                 "unavailable",
                 "the service is restarting; try again in a moment",
             ),
-            Failure::BadRequest(message) => error(StatusCode::BAD_REQUEST, "invalid", &message),
+            Failure::BadRequest(message) => error(
+                StatusCode::BAD_REQUEST,
+                "invalid",
+                &Shown::new(&message).to_string(),
+            ),
         }
     }
 }

@@ -133,7 +133,9 @@ mod tests {
             origin: CallOrigin::McpHttp,
             task: Some(TaskId("t\u{1b}[2J".into())),
             tool: "shell.exec".into(),
-            action: "rm -rf /tmp/x \u{202e}fdp.exe <img src=x onerror=alert(1)>".into(),
+            action:
+                "rm -rf /tmp/x \u{202e}fdp.exe <img src=x onerror=alert(1)> /c\u{fe0f} /b\u{e0100}"
+                    .into(),
             risk: RiskLevel::Dangerous,
             requires_root: true,
             identity: Identity::Root,
@@ -144,7 +146,7 @@ mod tests {
         let v = pending(&p);
         assert_eq!(
             v["action"],
-            "rm -rf /tmp/x \\u{202e}fdp.exe <img src=x onerror=alert(1)>"
+            "rm -rf /tmp/x \\u{202e}fdp.exe <img src=x onerror=alert(1)> /c\\u{fe0f} /b\\u{e0100}"
         );
         assert_eq!(v["task"], "t\\x1b[2J");
         assert_eq!(v["reasons"][0], "deletes\\nfiles");

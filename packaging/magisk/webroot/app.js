@@ -42,8 +42,10 @@
 // ---- Security rules of this file ---------------------------------------------------
 // * Text from a command (the CLI's JSON included) is hostile: it reaches the page only
 //   through textContent / createTextNode, never as markup (no innerHTML, no
-//   insertAdjacentHTML, no document.write, no eval), and a request's fields are shown
-//   escaped (show()) so no control, bidi or invisible character can change what is read.
+//   insertAdjacentHTML, no document.write, no eval). A request's fields are shown as
+//   nl2sh escaped them (`shown` in `protocol approvals --json`, the one escaping function
+//   of proto/src/display.rs), so no control, bidi or invisible character can change what
+//   is read; other words from a command are shown only if plain (plain()).
 // * Nothing but fixed text, a validated request id (^[a-z0-9]{1,32}$) and a validated,
 //   single-quoted phrase ('approve dangerous|critical ID', equal to the request's own
 //   phrase, risk and id) is ever put into a command line.
@@ -173,84 +175,22 @@
   // Text
   // ---------------------------------------------------------------------------------
 
-  // Code points shown as \u{X} (besides C0 and DEL), the table of nl2sh's own escaping
-  // (proto/src/display.rs, HIDDEN): C1 controls, format characters (bidi controls,
-  // zero-width characters, tags), separators, spaces other than U+0020, blank letters.
-  var HIDDEN = [
-    [0x0080, 0x009F], [0x00A0, 0x00A0], [0x00AD, 0x00AD], [0x034F, 0x034F],
-    [0x0600, 0x0605], [0x061C, 0x061C], [0x06DD, 0x06DD], [0x070F, 0x070F],
-    [0x0890, 0x0891], [0x08E2, 0x08E2], [0x115F, 0x1160], [0x1680, 0x1680],
-    [0x17B4, 0x17B5], [0x180B, 0x180F], [0x2000, 0x200F], [0x2028, 0x2029],
-    [0x202A, 0x202F], [0x205F, 0x206F], [0x2800, 0x2800], [0x3000, 0x3000],
-    // (0xD800-0xDFFF: a lone surrogate, which JSON may carry but UTF-8 text cannot.)
-    [0x3164, 0x3164], [0xD800, 0xDFFF], [0xFEFF, 0xFEFF], [0xFFA0, 0xFFA0],
-    [0xFFF9, 0xFFFB], [0x110BD, 0x110BD], [0x110CD, 0x110CD], [0x13430, 0x1343F],
-    [0x1BCA0, 0x1BCA3], [0x1D173, 0x1D17A], [0xE0001, 0xE0001], [0xE0020, 0xE007F]
-  ];
-  var MAX_SPACES = 8;
+  // This page has no escaping of its own, so it cannot drift from nl2sh's one escaping
+  // function (proto/src/display.rs). A request's text (id, tool, action, task, reasons)
+  // is shown from the `shown` fields of `protocol approvals --json`, escaped there by
+  // that function; nl2sh's own output (errors, `service start`) is escaped by the CLI as
+  // a terminal shows it. Words nl2sh makes (a risk, an identity, a state) and the service's
+  // addresses are shown only if they are what nl2sh makes: printable ASCII.
+  var PLAIN_RE = /^[\x21-\x7e]{1,512}$/;
 
-  function hidden(cp) {
-    if (cp < 0x80) {
-      return false;
-    }
-    for (var i = 0; i < HIDDEN.length; i++) {
-      if (cp >= HIDDEN[i][0] && cp <= HIDDEN[i][1]) {
-        return true;
-      }
-    }
-    return false;
+  // `v` if it is printable ASCII without spaces (a word, a URL, an address, a version),
+  // else a fixed note: nothing else from a command's JSON is shown as it is.
+  function plain(v) {
+    var s = str(v);
+    return PLAIN_RE.test(s) ? s : '(unexpected characters: see nl2sh in a root shell)';
   }
 
-  function hex(cp) {
-    return cp.toString(16);
-  }
-
-  // `s` as nl2sh's CLI shows it (`protocol approvals`): \ as \\, newline, return and tab
-  // as \n \r \t, other C0 controls and DEL as \xNN, hidden code points as \u{X}, a run
-  // of more than 8 spaces as \x20{N}. Everything else is left as it is. One line.
-  function show(value) {
-    var s = typeof value === 'string' ? value : (value === null || value === undefined ? '' : String(value));
-    var out = '';
-    var spaces = 0;
-    function flushSpaces() {
-      if (spaces > MAX_SPACES) {
-        out += '\\x20{' + spaces + '}';
-      } else {
-        out += ' '.repeat(spaces);
-      }
-      spaces = 0;
-    }
-    for (var i = 0; i < s.length;) {
-      var cp = s.codePointAt(i);
-      // A lone surrogate is one code unit; a pair is two.
-      var len = cp > 0xFFFF ? 2 : 1;
-      i += len;
-      if (cp === 0x20) {
-        spaces++;
-        continue;
-      }
-      flushSpaces();
-      if (cp === 0x5C) {
-        out += '\\\\';
-      } else if (cp === 0x0A) {
-        out += '\\n';
-      } else if (cp === 0x0D) {
-        out += '\\r';
-      } else if (cp === 0x09) {
-        out += '\\t';
-      } else if (cp < 0x20 || cp === 0x7F) {
-        out += '\\x' + (cp < 0x10 ? '0' : '') + hex(cp);
-      } else if (hidden(cp)) {
-        out += '\\u{' + hex(cp) + '}';
-      } else {
-        out += String.fromCodePoint(cp);
-      }
-    }
-    flushSpaces();
-    return out;
-  }
-
-  // Command output for the page: credentials redacted, escaped, bounded.
+  // Command output for the page: credentials redacted, bounded (nl2sh escaped it).
   function outputText(s) {
     var t = (typeof s === 'string' ? s : '')
       .replace(/#login=\S*/g, '#login=[redacted]')
@@ -259,7 +199,7 @@
     if (t.length > 1500) {
       t = t.slice(0, 1500) + ' …';
     }
-    return t.split('\n').map(show).join('\n');
+    return t;
   }
 
   function str(v) {
@@ -375,7 +315,7 @@
         'Stopped. Start it below, or reboot (the module starts it at boot).';
     } else if (r.errno === 11) {
       state = 'unknown';
-      text = 'Cannot tell (' + show(str(obj.state) || 'starting or stopping') + '); trying again.';
+      text = 'Cannot tell (' + (str(obj.state) ? plain(obj.state) : 'starting or stopping') + '); trying again.';
     } else {
       state = 'unknown';
       text = failure('Reading the status', r);
@@ -431,7 +371,7 @@
       clear(dl);
       rows.forEach(function (row) {
         dl.appendChild(el('dt', null, row[0]));
-        dl.appendChild(el('dd', 'value', show(row[1])));
+        dl.appendChild(el('dd', 'value', plain(row[1])));
       });
       dl.hidden = rows.length === 0;
     }
@@ -472,7 +412,20 @@
       reasons: Array.isArray(raw.reasons) ? raw.reasons.map(str) : [],
       seconds_left: typeof raw.seconds_left === 'number' ? raw.seconds_left : null,
       phrase: typeof raw.phrase === 'string' ? raw.phrase : null,
-      data: carried(raw.data)
+      data: carried(raw.data),
+      // What the page shows of the caller's text: escaped by nl2sh (see plain()).
+      shown: shownFields(raw.shown)
+    };
+  }
+
+  function shownFields(v) {
+    var o = v !== null && typeof v === 'object' ? v : {};
+    return {
+      id: str(o.id),
+      tool: str(o.tool),
+      action: str(o.action),
+      task: o.task === null || o.task === undefined ? '' : str(o.task),
+      reasons: Array.isArray(o.reasons) ? o.reasons.map(str) : []
     };
   }
 
@@ -504,12 +457,12 @@
 
   function metaText(req) {
     var parts = [];
-    parts.push('runs as ' + show(req.identity || '?') + (req.requires_root ? ' (requires root)' : ''));
+    parts.push('runs as ' + (req.identity ? plain(req.identity) : '?') + (req.requires_root ? ' (requires root)' : ''));
     if (req.origin) {
-      parts.push('from ' + show(req.origin));
+      parts.push('from ' + plain(req.origin));
     }
     if (req.task) {
-      parts.push('task ' + show(req.task));
+      parts.push('task ' + req.shown.task);
     }
     if (req.seconds_left !== null) {
       parts.push(req.seconds_left + ' s left');
@@ -532,23 +485,23 @@
     p.message.setAttribute('role', 'status');
 
     var reasons = el('ul', 'reasons');
-    req.reasons.forEach(function (r) {
-      reasons.appendChild(el('li', null, show(r)));
+    req.shown.reasons.forEach(function (r) {
+      reasons.appendChild(el('li', null, r));
     });
 
     var riskClass = /^[a-z_]{1,16}$/.test(req.risk) ? ' risk-' + req.risk : '';
     c.node = el('article', 'request' + riskClass,
       el('header', 'request-head',
-        el('span', 'risk', show(req.risk || 'unknown')),
-        el('span', 'tool', show(req.tool)),
-        el('span', 'rid', show(req.id))),
+        el('span', 'risk', req.risk ? plain(req.risk) : 'unknown'),
+        el('span', 'tool', req.shown.tool),
+        el('span', 'rid', req.shown.id)),
       p.meta,
       el('p', 'label', 'Action, exactly as it will run:'),
-      el('pre', 'action', show(req.action)),
+      el('pre', 'action', req.shown.action),
       req.data ? el('p', 'label', req.data.header) : null,
       req.data ? el('pre', 'action data-lines', req.data.lines.join('\n')) : null,
-      req.reasons.length ? el('p', 'label', 'Why it needs you:') : null,
-      req.reasons.length ? reasons : null,
+      req.shown.reasons.length ? el('p', 'label', 'Why it needs you:') : null,
+      req.shown.reasons.length ? reasons : null,
       el('div', 'buttons', p.approve, p.reject),
       p.confirm,
       p.message);
@@ -599,7 +552,7 @@
     });
 
     if (mode === 'reject') {
-      box.appendChild(el('p', null, 'Reject request ' + show(req.id) + '? Its action does not run.'));
+      box.appendChild(el('p', null, 'Reject request ' + req.shown.id + '? Its action does not run.'));
       go.addEventListener('click', function () {
         decide(c, 'reject', null);
       });
@@ -620,7 +573,7 @@
     if (needsPhrase(req)) {
       var phrase = checkedPhrase(req);
       if (phrase === null) {
-        box.appendChild(el('p', 'warn', 'This ' + show(req.risk) + ' request has no valid ' +
+        box.appendChild(el('p', 'warn', 'This ' + plain(req.risk) + ' request has no valid ' +
           'confirmation phrase; it is not approved from here. Use a root shell: ' +
           'nl2sh protocol approvals.'));
         box.appendChild(el('div', 'buttons', cancel));
@@ -634,9 +587,9 @@
       input.setAttribute('autocorrect', 'off');
       input.setAttribute('spellcheck', 'false');
       input.setAttribute('aria-label', 'Confirmation phrase');
-      box.appendChild(el('p', null, 'This is a ' + show(req.risk) + ' action. It runs as soon ' +
+      box.appendChild(el('p', null, 'This is a ' + plain(req.risk) + ' action. It runs as soon ' +
         'as you approve. To approve it, type:'));
-      box.appendChild(el('p', 'phrase-shown', el('code', null, show(phrase))));
+      box.appendChild(el('p', 'phrase-shown', el('code', null, phrase)));
       box.appendChild(input);
       go.disabled = true;
       input.addEventListener('input', function () {
@@ -654,7 +607,7 @@
       return;
     }
 
-    box.appendChild(el('p', null, 'Approve request ' + show(req.id) + '? Its action runs as soon ' +
+    box.appendChild(el('p', null, 'Approve request ' + req.shown.id + '? Its action runs as soon ' +
       'as you approve.'));
     go.addEventListener('click', function () {
       decide(c, 'approve', null);
