@@ -237,13 +237,11 @@ fn nl2sh_own_files_through_proc_links_need_the_dangerous_phrase() {
     let dir = config.parent().unwrap().to_path_buf();
     let server = Server::start_from(&fx, &dir);
     let pid = server.pid();
+    // Three: one caller's share of the pending approvals (the `..` spelling is in the
+    // executor's alias test, every_alias_of_an_own_file_is_judged_as_the_file).
     let calls = [
         format!("sed -i 1iprotocol_auto_approve=true /proc/{pid}/cwd/config.toml"),
         format!("echo protocol_auto_approve = true >> /proc/{pid}/cwd/config.toml"),
-        format!(
-            "sed -i 1iprotocol_auto_approve=true /proc/{pid}/cwd/../{}/config.toml",
-            dir.file_name().unwrap().to_string_lossy()
-        ),
         "sed -i 1iprotocol_auto_approve=true /proc/[0-9]*/cwd/config.toml".to_string(),
     ]
     .map(|command| server.invoke_async("shell.exec", json!({ "command": command })));
