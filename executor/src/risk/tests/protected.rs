@@ -440,3 +440,29 @@ fn a_grant_never_matches_a_word_through_a_magic_link() {
         super::super::assess_shell_commands("tee /dev/stderr", None, &tree.protected);
     assert!(commands.is_some_and(|c| c.iter().all(|c| c.argv.is_some())));
 }
+
+#[test]
+fn other_ways_into_the_configurations_directory_through_a_link() {
+    let tree = OwnTree::new();
+    let p = tree.pid();
+    let mut failures = Vec::new();
+    for line in [
+        format!("cd /proc/{p}/cwd && echo x >> config.toml"),
+        format!("cd /proc/{p}/cwd; sed -i 1ix config.toml"),
+        format!("cd /proc/{p} && echo x >> cwd/config.toml"),
+        format!("install -m 644 /tmp/x /proc/{p}/cwd/config.toml"),
+        format!("ln -sf /tmp/evil /proc/{p}/cwd/config.toml"),
+        format!("find /proc/{p}/cwd -name config.toml -delete"),
+        format!("rm -rf /proc/{p}/cwd"),
+        format!("cp -r /tmp/x /proc/{p}/cwd/.."),
+        format!("sh -c 'echo x >> /proc/{p}/cwd/config.toml'"),
+        format!("echo x | tee -a /proc/{p}/task/{p}/cwd/config.toml"),
+        format!("cat /proc/{p}/cwd/config.toml"),
+    ] {
+        let a = assess_shell_protected(&line, &tree.protected);
+        if a.level < Dangerous {
+            failures.push(format!("{line}: {:?} {:?}", a.level, a.reasons));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
