@@ -146,11 +146,15 @@ class WebService:
         waits for the owner's decision)."""
         return McpCall(self, command)
 
+    def invoke_tool_async(self, tool: str, arguments: dict) -> McpCall:
+        """`tools/call` of nl2sh_invoke `tool` with `arguments`, on a thread."""
+        return McpCall(self, json.dumps(arguments), tool=tool, arguments=arguments)
+
 
 class McpCall:
-    """One MCP tools/call (nl2sh_invoke shell.exec) in flight on a thread."""
+    """One MCP tools/call (nl2sh_invoke, shell.exec unless told) in flight on a thread."""
 
-    def __init__(self, service: WebService, command: str):
+    def __init__(self, service: WebService, command: str, tool: str = "shell.exec", arguments: dict | None = None):
         self.command = command
         self._answer: dict | None = None
         self._error: BaseException | None = None
@@ -158,7 +162,10 @@ class McpCall:
             "jsonrpc": "2.0",
             "id": 3,
             "method": "tools/call",
-            "params": {"name": "nl2sh_invoke", "arguments": {"tool": "shell.exec", "arguments": {"command": command}}},
+            "params": {
+                "name": "nl2sh_invoke",
+                "arguments": {"tool": tool, "arguments": arguments if arguments is not None else {"command": command}},
+            },
         }
         extra = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": MCP_PROTOCOL_VERSION}
 
