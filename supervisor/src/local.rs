@@ -69,6 +69,15 @@ async fn connect(
     Ok(client)
 }
 
+/// What every CLI call to approvald starts from: the configuration's path, its state
+/// paths and a runtime; on failure, the exit code (already reported).
+pub(crate) fn local_call(
+    config_arg: Option<PathBuf>,
+) -> Result<(PathBuf, state::StatePaths, tokio::runtime::Runtime), ExitCode> {
+    let (config_path, paths) = state_paths(config_arg).map_err(|e| fail(Exit::Failure, e))?;
+    Ok((config_path, paths, runtime()?))
+}
+
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -197,12 +206,8 @@ fn decided(id: &str, approve: bool) -> String {
 
 /// `nl2sh protocol approvals [--json]`
 pub fn approvals(config_arg: Option<PathBuf>, json: bool) -> ExitCode {
-    let (config_path, paths) = match state_paths(config_arg) {
-        Ok(p) => p,
-        Err(e) => return fail(Exit::Failure, e),
-    };
-    let rt = match runtime() {
-        Ok(rt) => rt,
+    let (config_path, paths, rt) = match local_call(config_arg) {
+        Ok(setup) => setup,
         Err(code) => return code,
     };
     match rt.block_on(pending(&config_path, &paths.approvals_sock)) {
@@ -246,12 +251,8 @@ pub fn decide(
              asked the person itself passes --yes)",
         );
     }
-    let (config_path, paths) = match state_paths(config_arg) {
-        Ok(p) => p,
-        Err(e) => return fail(Exit::Failure, e),
-    };
-    let rt = match runtime() {
-        Ok(rt) => rt,
+    let (config_path, paths, rt) = match local_call(config_arg) {
+        Ok(setup) => setup,
         Err(code) => return code,
     };
     let sock = paths.approvals_sock;
@@ -302,12 +303,8 @@ pub fn reject_origin(config_arg: Option<PathBuf>, origin: &str) -> ExitCode {
     let Some(origin) = CallOrigin::from_text(origin) else {
         return fail(Exit::Usage, format!("no origin {}", Shown::new(origin)));
     };
-    let (config_path, paths) = match state_paths(config_arg) {
-        Ok(p) => p,
-        Err(e) => return fail(Exit::Failure, e),
-    };
-    let rt = match runtime() {
-        Ok(rt) => rt,
+    let (config_path, paths, rt) = match local_call(config_arg) {
+        Ok(setup) => setup,
         Err(code) => return code,
     };
     let req = CliRequest::RejectOrigin { origin };

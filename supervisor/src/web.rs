@@ -14,7 +14,7 @@ use nl2sh_proto::Secret;
 
 use crate::config;
 use crate::exit::Exit;
-use crate::local::{ask, cli_error, fail, runtime, state_paths};
+use crate::local::{ask, cli_error, fail, local_call, runtime, state_paths};
 use crate::state::{self, Discovered};
 
 /// Where the running service's Web console is: its origin, and the loopback form for a
@@ -117,12 +117,8 @@ pub fn login(config_arg: Option<PathBuf>, open: bool) -> ExitCode {
 }
 
 pub fn logout_all(config_arg: Option<PathBuf>) -> ExitCode {
-    let (config_path, paths) = match state_paths(config_arg) {
-        Ok(p) => p,
-        Err(e) => return fail(Exit::Failure, e),
-    };
-    let rt = match runtime() {
-        Ok(rt) => rt,
+    let (config_path, paths, rt) = match local_call(config_arg) {
+        Ok(setup) => setup,
         Err(code) => return code,
     };
     match rt.block_on(ask(
