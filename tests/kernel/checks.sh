@@ -521,11 +521,19 @@ kill $CONTROL_LISTENER $CONTROL_SERVICE 2>/dev/null
 # ---------- 4. SIGKILL of each worker: the same URL answers again ----------
 
 say "TIME recovery $(now)"
+# The supervisor restarts the whole worker set and then counts the restart in
+# connection.json. Until then the old set may still answer (netd, while it has not yet seen
+# approvald's end, and the executor, whose audit rows then wait in its outbox): only the
+# count says the new set runs.
+restarts() { kt json restarts </data/adb/nl2sh/config.state/protocol/connection.json 2>/dev/null; }
+restarted() { [ "$(restarts)" = "$1" ]; }
+nth=0
 for role in netd executor approvald; do
   pid=$(worker $role)
   t0=$(now)
   kill -KILL "$pid"
-  if wait_for 20 initialized 8765; then
+  nth=$((nth + 1))
+  if wait_for 20 restarted $nth && wait_for 20 initialized 8765; then
     t=$(awk "BEGIN {printf \"%.2f\", $(now) - $t0}")
     out=$(run 8765 'id -u')
     new=$(worker $role)
@@ -537,11 +545,11 @@ for role in netd executor approvald; do
       log_tail $KT/main.err
     fi
   else
-    fail "sigkill-$role" "no answer within 20 s"
+    fail "sigkill-$role" "no restart counted (restarts=$(restarts), want $nth) or no answer within 20 s"
     log_tail $KT/main.err
   fi
 done
-restarts=$(kt json restarts </data/adb/nl2sh/config.state/protocol/connection.json 2>/dev/null)
+restarts=$(restarts)
 check restarts-recorded "connection.json restarts=$restarts" [ "$restarts" = 3 ]
 
 # ---------- 5. lifecycle: SIGTERM ends the tree cleanly ----------
