@@ -124,12 +124,25 @@ ready_sandbox() { # pid
     [ "$(stat -Lc %d:%i /proc/$1/exe 2>/dev/null)" = "$NL2SH_EXE" ] &&
     [ "$(cut -d' ' -f1,2 /proc/$1/syscall 2>/dev/null)" = "0 0x0" ]
 }
-leftovers() { # processes of the range that are no sandbox built ahead: "pid:comm" each
+leftovers() { # processes of the range that are no sandbox built ahead: pid:comm:syscall
   for p in $(in_range); do
-    ready_sandbox $p || echo "$p:$(cat /proc/$p/comm 2>/dev/null)"
+    ready_sandbox $p ||
+      echo "$p:$(cat /proc/$p/comm 2>/dev/null):$(cut -d' ' -f1 /proc/$p/syscall 2>/dev/null)"
   done
 }
-no_leftovers() { [ -z "$(leftovers)" ]; }
+# A sandbox is also being built (after each call, one replaces the one it took), and is
+# then not yet waiting: settled waits until one look finds no leftover (at most $1 s),
+# LEFT holding the last look's.
+settled() {
+  tries=$(($1 * 5))
+  while :; do
+    LEFT=$(leftovers | tr '\n' ' ')
+    [ -z "$LEFT" ] && return 0
+    tries=$((tries - 1))
+    [ $tries -gt 0 ] || return 1
+    usleep 200000
+  done
+}
 ready_count() { # sandboxes built ahead and waiting
   n=0
   for p in $(in_range); do ready_sandbox $p && n=$((n + 1)); done
@@ -382,22 +395,23 @@ daemon               done         daemon 777.5
 EOF
 # Nothing of the calls above is left: every process of the range is a sandbox built ahead
 # (at most MAX_AHEAD, 8, of them), waiting for a call.
-wait_for 5 no_leftovers
-left=$(leftovers | tr '\n' ' ')
+settled 10
+ok=$?
 ready=$(ready_count)
-[ -z "$left" ] && [ "$ready" -le 8 ]
-verdict $? nothing-outlives-the-call "left: ${left:-none}; sandboxes built ahead and waiting: $ready"
+[ $ok = 0 ] && [ "$ready" -le 8 ]
+verdict $? nothing-outlives-the-call "left: ${LEFT:-none}; sandboxes built ahead and waiting: $ready"
 # The control: a process of the range as like a waiting sandbox as can be made from
 # outside (the nl2sh executable, reading its plan on fd 0) but not the executor's is a
 # leftover. It takes the range's last uid, which the executor leases last.
 mkfifo $KT/no-plan
 kt as 2415919167 2415919167 -- nl2sh __nl2sh-sandbox <>$KT/no-plan &
 LOOKALIKE=$!
-wait_for 5 eval '[ -n "$(leftovers)" ]'
-left=$(leftovers | tr '\n' ' ')
+usleep 500000
+settled 5
+left=$LEFT
 kill -KILL $LOOKALIKE
 wait $LOOKALIKE 2>/dev/null
-has ':nl2sh' "$left"
+has "(^| )$LOOKALIKE:nl2sh:0 " "$left"
 verdict $? leftover-seen "a look-alike of a waiting sandbox: ${left:-not seen}"
 proofs network <<EOF
 tcp-listener         EPERM|EACCES tcp 127.0.0.1 9000
@@ -643,8 +657,8 @@ if start_tree nopidns 8769 $conf kt deny "${DENY:+$DENY,}nopidns" --; then
   verdict $? nopidns-sandbox-active "pid_namespace: $(field "$sb" pid_namespace)"
   out=$(run 8769 "lsusb @kill-victim kill $VICTIM @kill-netd kill $(worker netd) @daemon daemon 778.5")
   got=$(field "$out" stdout | grep '^KTR' | cut -d: -f2-4 | tr '\n' ' ')
-  wait_for 5 no_leftovers
-  left=$(leftovers | tr '\n' ' ')
+  settled 10
+  left=$LEFT
   [ "$(field "$out" sandboxed)" = true ] && has 'kill-victim:refused:EPERM' "$got" &&
     has 'kill-netd:refused:EPERM' "$got" && has 'daemon:done' "$got" && [ -z "$left" ] &&
     kill -0 $VICTIM && [ -n "$(worker netd)" ]
