@@ -112,22 +112,22 @@ in_range() { # processes whose uid is in the sandbox range (0x90000000 + 64)
 # own executor, it is still the nl2sh executable it was forked as (it has run no command),
 # and it waits in read(2) on fd 0 for its call (x86_64 system call 0 in
 # /proc/<pid>/syscall). Anything else of the range is what a call left behind.
-ppid_of() { awk '/^PPid:/ {print $2}' /proc/$1/status 2>/dev/null; }
+ppid_of() { awk '/^PPid:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
 NL2SH_EXE=$(stat -Lc %d:%i /usr/bin/nl2sh)
 ready_sandbox() { # pid
-  helper=$(ppid_of $1)
-  [ -n "$helper" ] && [ "$(tr '\0' ' ' </proc/$helper/cmdline 2>/dev/null)" = "/proc/self/exe __nl2sh-sandbox " ] &&
-    [ "$(awk '/^Uid:/ {print $2}' /proc/$helper/status 2>/dev/null)" = 0 ] || return 1
-  executor=$(ppid_of $helper)
-  [ "$(cat /proc/$executor/comm 2>/dev/null)" = nl2sh-executor ] &&
-    [ "$(ppid_of $executor)" = "$SERVE_PID" ] &&
-    [ "$(stat -Lc %d:%i /proc/$1/exe 2>/dev/null)" = "$NL2SH_EXE" ] &&
-    [ "$(cut -d' ' -f1,2 /proc/$1/syscall 2>/dev/null)" = "0 0x0" ]
+  helper=$(ppid_of "$1")
+  [ -n "$helper" ] && [ "$(tr '\0' ' ' 2>/dev/null <"/proc/$helper/cmdline")" = "/proc/self/exe __nl2sh-sandbox " ] &&
+    [ "$(awk '/^Uid:/ {print $2}' "/proc/$helper/status" 2>/dev/null)" = 0 ] || return 1
+  executor=$(ppid_of "$helper")
+  [ "$(cat "/proc/$executor/comm" 2>/dev/null)" = nl2sh-executor ] &&
+    [ "$(ppid_of "$executor")" = "$SERVE_PID" ] &&
+    [ "$(stat -Lc %d:%i "/proc/$1/exe" 2>/dev/null)" = "$NL2SH_EXE" ] &&
+    [ "$(cut -d' ' -f1,2 "/proc/$1/syscall" 2>/dev/null)" = "0 0x0" ]
 }
 leftovers() { # processes of the range that are no sandbox built ahead: pid:comm:syscall
   for p in $(in_range); do
-    ready_sandbox $p ||
-      echo "$p:$(cat /proc/$p/comm 2>/dev/null):$(cut -d' ' -f1 /proc/$p/syscall 2>/dev/null)"
+    ready_sandbox "$p" ||
+      echo "$p:$(cat "/proc/$p/comm" 2>/dev/null):$(cut -d' ' -f1 "/proc/$p/syscall" 2>/dev/null)"
   done
 }
 # A sandbox is also being built (after each call, one replaces the one it took), and is
@@ -139,13 +139,13 @@ settled() {
     LEFT=$(leftovers | tr '\n' ' ')
     [ -z "$LEFT" ] && return 0
     tries=$((tries - 1))
-    [ $tries -gt 0 ] || return 1
+    [ "$tries" -gt 0 ] || return 1
     usleep 200000
   done
 }
 ready_count() { # sandboxes built ahead and waiting
   n=0
-  for p in $(in_range); do ready_sandbox $p && n=$((n + 1)); done
+  for p in $(in_range); do ready_sandbox "$p" && n=$((n + 1)); done
   echo $n
 }
 make_config() { # path extra-lines
