@@ -145,7 +145,7 @@ else
             echo "! Started, but its status is not available yet: press Action again in a few seconds."
             exit 1
         fi
-        sleep 1
+        nl2sh_sleep 1
     done
     echo "Status: running (started now)"
 fi

@@ -12,6 +12,9 @@
 #   NL2SH_DATA_DIR       the data directory instead of /data/adb/nl2sh
 #   NL2SH_BUSYBOX_PATHS  the busybox candidates instead of the three managers' paths
 #                        (space-separated; empty means none)
+#   NL2SH_SLEEP          the program that waits instead of `sleep` (a test's, which
+#                        records the waits: the managers' standalone ash runs its own
+#                        `sleep` applet before any `sleep` on PATH)
 
 NL2SH_DATA_DIR=${NL2SH_DATA_DIR:-/data/adb/nl2sh}
 NL2SH_CONFIG=$NL2SH_DATA_DIR/config.toml
@@ -39,6 +42,11 @@ nl2sh_use_manager_busybox() {
     done
     # No manager busybox (a custom ROM, or a test): the system shell and toybox will do.
     return 0
+}
+
+# Wait $1 seconds.
+nl2sh_sleep() {
+    "${NL2SH_SLEEP:-sleep}" "$1"
 }
 
 # Output of nl2sh with anything shaped like a credential replaced: a run of 32 or more

@@ -37,7 +37,7 @@ while [ "$(getprop sys.boot_completed 2>/dev/null)" != 1 ]; do
         exit 1
     fi
     polls=$((polls + 1))
-    sleep "$BOOT_POLL_SECS"
+    nl2sh_sleep "$BOOT_POLL_SECS"
 done
 
 module_version=$(sed -n 's/^version=//p' "$MODDIR/module.prop" 2>/dev/null)

@@ -106,6 +106,48 @@ in_range() { # processes whose uid is in the sandbox range (0x90000000 + 64)
     [ -n "$u" ] && [ "$u" -ge 2415919104 ] && [ "$u" -lt 2415919168 ] && echo "${p#/proc/}"
   done
 }
+# The sandboxes the executor keeps built ahead of its calls (executor/src/sandbox/mod.rs)
+# run as uids of the range too, waiting for a call. A process of the range is one only if
+# its parent is a sandbox helper (`/proc/self/exe __nl2sh-sandbox`, root) of the tree's
+# own executor, it is still the nl2sh executable it was forked as (it has run no command),
+# and it waits in read(2) on fd 0 for its call (x86_64 system call 0 in
+# /proc/<pid>/syscall). Anything else of the range is what a call left behind.
+ppid_of() { awk '/^PPid:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
+NL2SH_EXE=$(stat -Lc %d:%i /usr/bin/nl2sh)
+ready_sandbox() { # pid
+  helper=$(ppid_of "$1")
+  [ -n "$helper" ] && [ "$(tr '\0' ' ' 2>/dev/null <"/proc/$helper/cmdline")" = "/proc/self/exe __nl2sh-sandbox " ] &&
+    [ "$(awk '/^Uid:/ {print $2}' "/proc/$helper/status" 2>/dev/null)" = 0 ] || return 1
+  executor=$(ppid_of "$helper")
+  [ "$(cat "/proc/$executor/comm" 2>/dev/null)" = nl2sh-executor ] &&
+    [ "$(ppid_of "$executor")" = "$SERVE_PID" ] &&
+    [ "$(stat -Lc %d:%i "/proc/$1/exe" 2>/dev/null)" = "$NL2SH_EXE" ] &&
+    [ "$(cut -d' ' -f1,2 "/proc/$1/syscall" 2>/dev/null)" = "0 0x0" ]
+}
+leftovers() { # processes of the range that are no sandbox built ahead: pid:comm:syscall
+  for p in $(in_range); do
+    ready_sandbox "$p" ||
+      echo "$p:$(cat "/proc/$p/comm" 2>/dev/null):$(cut -d' ' -f1 "/proc/$p/syscall" 2>/dev/null)"
+  done
+}
+# A sandbox is also being built (after each call, one replaces the one it took), and is
+# then not yet waiting: settled waits until one look finds no leftover (at most $1 s),
+# LEFT holding the last look's.
+settled() {
+  tries=$(($1 * 5))
+  while :; do
+    LEFT=$(leftovers | tr '\n' ' ')
+    [ -z "$LEFT" ] && return 0
+    tries=$((tries - 1))
+    [ "$tries" -gt 0 ] || return 1
+    usleep 200000
+  done
+}
+ready_count() { # sandboxes built ahead and waiting
+  n=0
+  for p in $(in_range); do ready_sandbox "$p" && n=$((n + 1)); done
+  echo $n
+}
 make_config() { # path extra-lines
   mkdir -p "$(dirname "$1")"
   printf 'protocol_token = "%s"\napproval_timeout_secs = 1\n%s' "$TOKEN" "${2:-}" >"$1"
@@ -351,10 +393,26 @@ EOF
 proofs background <<EOF
 daemon               done         daemon 777.5
 EOF
-range_empty() { [ -z "$(in_range)" ]; }
-wait_for 5 range_empty
-left=$(in_range | tr '\n' ' ')
-check nothing-outlives-the-call "left: ${left:-none}" [ -z "$left" ]
+# Nothing of the calls above is left: every process of the range is a sandbox built ahead
+# (at most MAX_AHEAD, 8, of them), waiting for a call.
+settled 10
+ok=$?
+ready=$(ready_count)
+[ $ok = 0 ] && [ "$ready" -le 8 ]
+verdict $? nothing-outlives-the-call "left: ${LEFT:-none}; sandboxes built ahead and waiting: $ready"
+# The control: a process of the range as like a waiting sandbox as can be made from
+# outside (the nl2sh executable, reading its plan on fd 0) but not the executor's is a
+# leftover. It takes the range's last uid, which the executor leases last.
+mkfifo $KT/no-plan
+kt as 2415919167 2415919167 -- nl2sh __nl2sh-sandbox <>$KT/no-plan &
+LOOKALIKE=$!
+usleep 500000
+settled 5
+left=$LEFT
+kill -KILL $LOOKALIKE
+wait $LOOKALIKE 2>/dev/null
+has "(^| )$LOOKALIKE:nl2sh:0 " "$left"
+verdict $? leftover-seen "a look-alike of a waiting sandbox: ${left:-not seen}"
 proofs network <<EOF
 tcp-listener         EPERM|EACCES tcp 127.0.0.1 9000
 tcp-netd             EPERM|EACCES tcp 127.0.0.1 8765
@@ -477,22 +535,35 @@ kill $CONTROL_LISTENER $CONTROL_SERVICE 2>/dev/null
 # ---------- 4. SIGKILL of each worker: the same URL answers again ----------
 
 say "TIME recovery $(now)"
+# The supervisor restarts the whole worker set and then counts the restart in
+# connection.json. Until then the old set may still answer (netd, while it has not yet seen
+# approvald's end, and the executor, whose audit rows then wait in its outbox): only the
+# count says the new set runs.
+restarts() { kt json restarts </data/adb/nl2sh/config.state/protocol/connection.json 2>/dev/null; }
+restarted() { [ "$(restarts)" = "$1" ]; }
+nth=0
 for role in netd executor approvald; do
   pid=$(worker $role)
   t0=$(now)
   kill -KILL "$pid"
-  if wait_for 20 initialized 8765; then
+  nth=$((nth + 1))
+  if wait_for 20 restarted $nth && wait_for 20 initialized 8765; then
     t=$(awk "BEGIN {printf \"%.2f\", $(now) - $t0}")
     out=$(run 8765 'id -u')
     new=$(worker $role)
     [ "$(field "$out" sandboxed)" = true ] && [ -n "$new" ] && [ "$new" != "$pid" ]
-    verdict $? "sigkill-$role" "answered again after ${t}s; a sandboxed id -u then said $(field "$out" stdout)"
+    ok=$?
+    verdict $ok "sigkill-$role" "answered again after ${t}s; a sandboxed id -u then said $(field "$out" stdout)"
+    if [ $ok != 0 ]; then
+      say "LOG sigkill-$role: $(printf '%s' "$out" | oneline)"
+      log_tail $KT/main.err
+    fi
   else
-    fail "sigkill-$role" "no answer within 20 s"
+    fail "sigkill-$role" "no restart counted (restarts=$(restarts), want $nth) or no answer within 20 s"
     log_tail $KT/main.err
   fi
 done
-restarts=$(kt json restarts </data/adb/nl2sh/config.state/protocol/connection.json 2>/dev/null)
+restarts=$(restarts)
 check restarts-recorded "connection.json restarts=$restarts" [ "$restarts" = 3 ]
 
 # ---------- 5. lifecycle: SIGTERM ends the tree cleanly ----------
@@ -586,8 +657,8 @@ if start_tree nopidns 8769 $conf kt deny "${DENY:+$DENY,}nopidns" --; then
   verdict $? nopidns-sandbox-active "pid_namespace: $(field "$sb" pid_namespace)"
   out=$(run 8769 "lsusb @kill-victim kill $VICTIM @kill-netd kill $(worker netd) @daemon daemon 778.5")
   got=$(field "$out" stdout | grep '^KTR' | cut -d: -f2-4 | tr '\n' ' ')
-  wait_for 5 range_empty
-  left=$(in_range | tr '\n' ' ')
+  settled 10
+  left=$LEFT
   [ "$(field "$out" sandboxed)" = true ] && has 'kill-victim:refused:EPERM' "$got" &&
     has 'kill-netd:refused:EPERM' "$got" && has 'daemon:done' "$got" && [ -z "$left" ] &&
     kill -0 $VICTIM && [ -n "$(worker netd)" ]

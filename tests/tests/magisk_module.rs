@@ -1,9 +1,11 @@
 //! The Magisk/KernelSU/APatch module (packaging/magisk/), its scripts run by a POSIX shell
 //! (/bin/sh, and BusyBox ash where installed) in a simulated root: a temporary directory
 //! with the module at `data/adb/modules/nl2sh` and its data directory at `data/adb/nl2sh`
-//! (`NL2SH_DATA_DIR`), fake `getprop` and `sleep` first on `PATH`, the installer's
-//! `ui_print`/`abort`/`set_perm` as shell functions, and no manager busybox
-//! (`NL2SH_BUSYBOX_PATHS`). Nothing here reads or writes the real /data or /system.
+//! (`NL2SH_DATA_DIR`), a fake `getprop` first on `PATH` and a fake `sleep` named by
+//! `NL2SH_SLEEP` (the managers' standalone ash runs its own applets before anything on
+//! `PATH`), the installer's `ui_print`/`abort`/`set_perm` as shell functions, and no
+//! manager busybox (`NL2SH_BUSYBOX_PATHS`). Nothing here reads or writes the real /data or
+//! /system.
 //!
 //! The service itself is a stand-in `nl2sh` script that records its arguments and
 //! simulates `service start|stop|status` and `web login [--open]`; one test runs the real
@@ -65,27 +67,59 @@ fn webui_bin() -> PathBuf {
 struct Shell {
     name: &'static str,
     argv: Vec<String>,
+    /// Set for every script it runs.
+    env: Vec<(String, String)>,
 }
 
-/// /bin/sh (dash on Debian), and BusyBox ash — the shell the root managers use — where
-/// installed.
+/// The file `name` in a directory of `PATH`, as a shell would find it.
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|p| fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+}
+
+/// /bin/sh (dash on Debian), and BusyBox ash where installed, run as the root managers
+/// run every module script: in standalone mode (`ASH_STANDALONE=1`), where its own
+/// applets (`sleep`, `date`, `sed`, ...) run before any program of the same name on
+/// `PATH`. A busybox built without that mode is used as it is, saying so.
 fn shells() -> Vec<Shell> {
     let mut shells = vec![Shell {
         name: "/bin/sh",
         argv: vec!["/bin/sh".into()],
+        env: Vec::new(),
     }];
-    let busybox = Command::new("busybox")
-        .args(["sh", "-c", "true"])
+    let Some(busybox) = on_path("busybox") else {
+        eprintln!("busybox is not installed: running the scripts with /bin/sh only");
+        return shells;
+    };
+    // Standalone: `sleep` runs with nothing on PATH.
+    let standalone = Command::new(&busybox)
+        .args(["sh", "-c", "sleep 0"])
+        .env_clear()
+        .env("PATH", "/nonexistent")
+        .env("ASH_STANDALONE", "1")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status();
-    if busybox.is_ok_and(|s| s.success()) {
+        .status()
+        .is_ok_and(|s| s.success());
+    let argv = vec![busybox.display().to_string(), "sh".into()];
+    if standalone {
         shells.push(Shell {
-            name: "busybox ash",
-            argv: vec!["busybox".into(), "sh".into()],
+            name: "busybox ash (standalone)",
+            argv,
+            env: vec![("ASH_STANDALONE".into(), "1".into())],
         });
     } else {
-        eprintln!("busybox is not installed: running the scripts with /bin/sh only");
+        eprintln!(
+            "{} runs programs on PATH before its applets (built without standalone mode, \
+             unlike the root managers' busybox): running the scripts under it as it is",
+            busybox.display()
+        );
+        shells.push(Shell {
+            name: "busybox ash",
+            argv,
+            env: Vec::new(),
+        });
     }
     shells
 }
@@ -339,6 +373,10 @@ impl Sim {
             ("FAKE_LOGIN_CODE".to_string(), LOGIN_CODE.to_string()),
             ("NL2SH_DATA_DIR".to_string(), data.display().to_string()),
             ("NL2SH_BUSYBOX_PATHS".to_string(), String::new()),
+            (
+                "NL2SH_SLEEP".to_string(),
+                fakebin.join("sleep").display().to_string(),
+            ),
         ];
         Sim {
             _dir: dir,
@@ -416,7 +454,7 @@ impl Sim {
             .stdin(Stdio::null())
             .stdout(fs::File::create(&out_path).unwrap())
             .stderr(fs::File::create(&err_path).unwrap());
-        for (k, v) in &self.env {
+        for (k, v) in self.env.iter().chain(&self.shell.env) {
             cmd.env(k, v);
         }
         for (k, v) in extra {
@@ -1382,7 +1420,11 @@ fn scripts_rerun_themselves_under_the_managers_busybox() {
             sim.root.join("no-such-busybox").display(),
             fake_busybox.display()
         );
-        let run = sim.script("action.sh", &[("NL2SH_BUSYBOX_PATHS", &candidates)]);
+        // Started outside a manager's standalone ash (by a root shell, say).
+        let run = sim.script(
+            "action.sh",
+            &[("NL2SH_BUSYBOX_PATHS", &candidates), ("ASH_STANDALONE", "")],
+        );
         run.assert_ok(shell.name);
         assert_shows_connection(&run, shell.name);
         let action = sim.modpath.join("action.sh").display().to_string();
@@ -1675,7 +1717,7 @@ fn the_real_binary_runs_as_the_module_expects() {
             .stdin(Stdio::null())
             .stdout(fs::File::create(&out_path).unwrap())
             .stderr(Stdio::inherit());
-        for (k, v) in &sim.env {
+        for (k, v) in sim.env.iter().chain(&shell.env) {
             cmd.env(k, v);
         }
         cmd.env("FAKE_BOOT_AFTER", "1").status().unwrap()

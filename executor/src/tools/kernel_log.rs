@@ -415,6 +415,24 @@ mod tests {
         Ok(serde_json::from_str(&out.output).unwrap())
     }
 
+    /// Write a record of the test's own to the kernel log (root, where /dev/kmsg takes
+    /// writes): a word no other record has, then control bytes the kernel escapes. Returns
+    /// the word.
+    fn write_own_record() -> std::io::Result<String> {
+        use std::io::Write;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let marker = format!("nl2sh-kernel-log-test-{}-{nanos}", std::process::id());
+        // <5>: notice. One write is one record.
+        let record = format!("<5>{marker}: \x01\x1b[2J escaped\n");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(KMSG)?
+            .write_all(record.as_bytes())?;
+        Ok(marker)
+    }
+
     #[tokio::test]
     async fn the_real_kernel_log_is_read_and_filtered() {
         if let Err(e) = open_kmsg() {
@@ -444,25 +462,43 @@ mod tests {
         assert_eq!(few_records.len(), total.min(3));
         assert_eq!(few["truncated"], json!(total > 3));
 
-        // Filters: a word from a real record, and a level.
-        let sample = records
-            .iter()
-            .rev()
-            .find_map(|r| {
-                r["message"]
-                    .as_str()
-                    .unwrap()
-                    .split_whitespace()
-                    .find(|w| w.len() >= 5 && w.is_ascii())
-            })
-            .expect("some record has a word")
-            .to_ascii_uppercase();
+        // Filters: a word of a record this test writes itself (as root), and a level. The
+        // machine's own log may hold anything: a word picked from it may be longer than
+        // `contains` allows (a line of bytes the kernel escaped, say).
+        let sample = match write_own_record() {
+            Ok(marker) => marker,
+            Err(e) => {
+                eprintln!("cannot write a record of its own ({e}): a word of the log's");
+                records
+                    .iter()
+                    .rev()
+                    .find_map(|r| {
+                        r["message"].as_str().unwrap().split_whitespace().find(|w| {
+                            (5..=64).contains(&w.len())
+                                && w.bytes().all(|b| b.is_ascii_alphanumeric())
+                        })
+                    })
+                    .expect("some record has a word")
+                    .to_string()
+            }
+        }
+        .to_ascii_uppercase();
         let found = run(json!({"contains": sample})).await.unwrap();
         let found_records = found["records"].as_array().unwrap();
         assert!(!found_records.is_empty(), "{sample}: {found}");
         for r in found_records {
             let m = r["message"].as_str().unwrap().to_ascii_uppercase();
             assert!(m.contains(&sample), "{sample}: {r}");
+        }
+        if sample.starts_with("NL2SH-KERNEL-LOG-TEST-") {
+            // Exactly the record written, at its level, its control bytes as the kernel
+            // escaped them.
+            assert_eq!(found["total"], json!(1), "{found}");
+            let r = &found_records[0];
+            assert_eq!(r["level"], json!("notice"), "{r}");
+            let m = r["message"].as_str().unwrap();
+            assert!(m.ends_with(": \\x01\\x1b[2J escaped"), "{r}");
+            assert!(!m.chars().any(|c| c.is_control()), "{r}");
         }
         let severe = run(json!({"min_level": "warning", "lines": 2000}))
             .await
