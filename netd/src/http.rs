@@ -24,7 +24,9 @@
 //! Connections (the cap, header and idle timeouts) are [`crate::connections`]'s.
 //!
 //! Error bodies are `{"error":"..."}`. No header value (token, Host, Origin) is ever
-//! logged.
+//! logged. Refusals of unauthenticated requests (check 2, and checks 3 and 4 on the
+//! public route) go to [`crate::refusals`]: the first one a line, the rest counted into
+//! at most one summary line per interval, so a flood cannot fill the log.
 
 use std::future::Future;
 use std::sync::Arc;

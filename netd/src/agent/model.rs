@@ -550,8 +550,26 @@ mod tests {
         assert_eq!(b, json!({"model": "m-1", "messages": msgs}));
         let tools = vec![json!({"type": "function", "function": {"name": "a"}})];
         let b = c.body(&msgs, &tools);
-        assert_eq!(b["tools"], Value::Array(tools));
+        assert_eq!(b["tools"], Value::Array(tools.clone()));
         assert_eq!(b["tool_choice"], "auto");
+        // The bytes sent are that body, written without a copy of the conversation.
+        for tools in [&[][..], &tools[..]] {
+            let sent = c.encode_body(&msgs, tools).unwrap();
+            let sent: Value = serde_json::from_slice(&sent).unwrap();
+            assert_eq!(sent, c.body(&msgs, tools));
+        }
+        assert_eq!(
+            c.fixed_bytes(&tools),
+            c.encode_body(&[], &tools).unwrap().len()
+        );
+        // Past the limit as written: refused, naming the size and the limit.
+        let huge = vec![json!({"role": "user", "content": "x".repeat(MAX_MODEL_REQUEST_BYTES)})];
+        let e = c.encode_body(&huge, &[]).unwrap_err();
+        assert!(matches!(e, ModelError::RequestTooLarge { .. }), "{e}");
+        assert!(
+            e.to_string().contains(&MAX_MODEL_REQUEST_BYTES.to_string()),
+            "{e}"
+        );
     }
 
     #[test]
