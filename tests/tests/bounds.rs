@@ -19,9 +19,14 @@ fn kib(v: Option<u64>) -> String {
 
 /// Send `n` requests without a token on one keep-alive connection; each must be 401.
 fn refused_requests(addr: SocketAddr, n: usize) {
+    let request = format!("POST /a2a HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n");
+    refused_as(addr, &request, "401", n);
+}
+
+/// Send `request` `n` times on one keep-alive connection; each answer must be `status`.
+fn refused_as(addr: SocketAddr, request: &str, status: &str, n: usize) {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let request = format!("POST /a2a HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n");
     let mut buf = Vec::new();
     for _ in 0..n {
         s.write_all(request.as_bytes()).expect("write");
@@ -36,7 +41,7 @@ fn refused_requests(addr: SocketAddr, n: usize) {
             buf.extend_from_slice(&chunk[..got]);
         };
         let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
-        assert!(head.starts_with("http/1.1 401"), "{head}");
+        assert!(head.starts_with(&format!("http/1.1 {status}")), "{head}");
         let len: usize = head
             .lines()
             .find_map(|l| l.strip_prefix("content-length:"))
@@ -325,5 +330,99 @@ fn a_hostile_model_cannot_make_netd_send_or_hold_unbounded_requests() {
     assert!(
         peak < bound,
         "netd peaked at {peak} KiB (before {rss_before} KiB, bound {bound} KiB)"
+    );
+}
+
+#[test]
+fn a_flood_of_refused_console_requests_writes_a_bounded_log_too() {
+    const EACH: usize = 2000;
+    let fx = Fixture::new(
+        "web_port = 0\nprotocol_service_port = 0\nprotocol_start_with_service = false\n",
+    );
+    let mut child = fx
+        .command(&["--web-only"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start nl2sh --web-only");
+    let mut pipe = child.stderr.take().expect("stderr");
+    let collected = std::thread::spawn(move || {
+        let mut all = String::new();
+        let _ = pipe.read_to_string(&mut all);
+        all
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let web = loop {
+        let (code, out, _) =
+            nl2sh_tests::run_without_terminal(&fx, &["service", "status", "--json"]);
+        let v: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+        let port = v["connections"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["transport"] == "web"))
+            .and_then(|c| c["listen"].as_str())
+            .and_then(|l| l.rsplit_once(':'))
+            .and_then(|(_, p)| p.parse::<u16>().ok());
+        if let (Some(0), Some(port)) = (code, port) {
+            break SocketAddr::from(([127, 0, 0, 1], port));
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the console did not start: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let before = mem_available_kib();
+    // A DNS-rebinding page's requests, and a cross-site page's.
+    let rebinding = "GET /api/session HTTP/1.1\r\nHost: attacker.example\r\n\r\n".to_string();
+    let cross_site =
+        format!("GET /api/session HTTP/1.1\r\nHost: {web}\r\nOrigin: http://evil.example\r\n\r\n");
+    let flood = [rebinding, cross_site]
+        .map(|request| std::thread::spawn(move || refused_as(web, &request, "403", EACH)));
+    std::thread::sleep(Duration::from_millis(200));
+    let during = mem_available_kib();
+    for t in flood {
+        t.join().expect("flood thread");
+    }
+    // SAFETY: kill with integer arguments.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let stopped = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().expect("try_wait").is_none() {
+        assert!(Instant::now() < stopped, "the console did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stderr = collected.join().expect("stderr reader");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("nl2sh-web") && l.contains("refused"))
+        .collect();
+    let counted: u64 = lines
+        .iter()
+        .map(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix("refused="))
+                .map_or(1, |n| n.parse::<u64>().expect("refused=N"))
+        })
+        .sum();
+    println!(
+        "{} refused console requests: {} log line(s); MemAvailable before {}, during {}",
+        2 * EACH,
+        lines.len(),
+        kib(before),
+        kib(during)
+    );
+    for l in &lines {
+        println!("  {l}");
+    }
+    assert_eq!(
+        counted,
+        2 * EACH as u64,
+        "every refusal is counted:\n{stderr}"
+    );
+    assert!(lines.len() <= 6, "{} lines", lines.len());
+    assert!(
+        lines.iter().any(|l| l.contains("Host is not the console's")
+            && l.contains("Origin is not the console's")),
+        "the summary names both reasons: {lines:?}"
     );
 }
