@@ -497,6 +497,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn holds_are_given_back_once_their_answers_are_out() {
+        let (a, b) = pair::<NetdApprovald>().unwrap();
+        // One permit: a second answer cannot be made while the first is held.
+        let budget = Arc::new(Semaphore::new(1));
+        let held = budget.clone();
+        tokio::spawn(serve_holding(b, move |_req: StoreRequest| {
+            let held = held.clone();
+            async move {
+                let permit = held.acquire_owned().await.expect("open");
+                Ok((StoreResponse::Pong, Some(Box::new(permit) as Hold)))
+            }
+        }));
+        let (client, _) = RpcClient::start(a).await.unwrap();
+        for _ in 0..20 {
+            let answer = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                client.call(&StoreRequest::Ping),
+            )
+            .await
+            .expect("a hold was never released");
+            assert!(matches!(answer, Ok(StoreResponse::Pong)));
+        }
+        // Every hold is given back once its answer is out.
+        let all = tokio::time::timeout(std::time::Duration::from_secs(5), budget.acquire())
+            .await
+            .expect("the last hold was kept");
+        drop(all);
+    }
+
+    #[tokio::test]
     async fn calls_after_the_peer_is_gone_fail_instead_of_hanging() {
         let (a, b) = pair::<NetdApprovald>().unwrap();
         let peer = tokio::spawn(b.greet());
