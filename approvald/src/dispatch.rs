@@ -22,7 +22,7 @@ use crate::owner::asks::{NotTaken, OwnerInbox, HAND_OVER_WAIT};
 use crate::owner::sessions::{seconds_ceil, RedeemError};
 use crate::owner::{self, refused, OwnerSessions, SettingsEditor};
 use crate::pending::Decider;
-use crate::store::tasks::TaskStore;
+use crate::store::tasks::{AnswerBytes, TaskStore};
 
 /// netd's store channel: tasks and sessions. Nothing here creates, lists or decides
 /// approvals.
@@ -31,12 +31,39 @@ pub async fn serve_netd(
     tasks: Arc<TaskStore>,
     inbox: Arc<OwnerInbox>,
 ) -> Result<(), FrameError> {
-    rpc::serve(end, move |req: StoreRequest| {
+    rpc::serve_holding(end, move |req: StoreRequest| {
         let tasks = tasks.clone();
         let inbox = inbox.clone();
-        async move { Ok(answer_store(&tasks, &inbox, req).await) }
+        async move { Ok(answer_store_held(&tasks, &inbox, req).await) }
     })
     .await
+}
+
+/// [`answer_store`], with what a large answer holds until it is sent: a task's or a
+/// page's share of the store's answer bytes (`MAX_STORE_ANSWER_BYTES_IN_FLIGHT`), so
+/// concurrent reads of large tasks queue rather than each holding its copies.
+pub async fn answer_store_held(
+    tasks: &TaskStore,
+    inbox: &OwnerInbox,
+    req: StoreRequest,
+) -> (StoreResponse, Option<rpc::Hold>) {
+    let failed = |e| (StoreResponse::from(e), None);
+    let held = |bytes: AnswerBytes| Some(Box::new(bytes) as rpc::Hold);
+    match req {
+        StoreRequest::GetTask { id } => tasks
+            .get_counted(id)
+            .await
+            .map_or_else(failed, |(record, bytes)| {
+                (StoreResponse::Task(record), held(bytes))
+            }),
+        StoreRequest::ListTasks(query) => tasks
+            .list_counted(query)
+            .await
+            .map_or_else(failed, |(page, bytes)| {
+                (StoreResponse::Tasks(page), held(bytes))
+            }),
+        other => (answer_store(tasks, inbox, other).await, None),
+    }
 }
 
 /// Every failure is an answer (`Failed`), never a closed channel: a bad document is

@@ -205,6 +205,11 @@ impl ConnHandle {
     pub fn mark_authorized(&self) {
         self.0.mark_authorized();
     }
+
+    /// The address the connection came from.
+    pub fn peer(&self) -> IpAddr {
+        self.0.peer
+    }
 }
 
 /// A request in flight; dropped when its response body is done (or abandoned).

@@ -24,7 +24,9 @@
 //! Connections (the cap, header and idle timeouts) are [`crate::connections`]'s.
 //!
 //! Error bodies are `{"error":"..."}`. No header value (token, Host, Origin) is ever
-//! logged.
+//! logged. Refusals of unauthenticated requests (check 2, and checks 3 and 4 on the
+//! public route) go to [`crate::refusals`]: the first one a line, the rest counted into
+//! at most one summary line per interval, so a flood cannot fill the log.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -54,6 +56,7 @@ use crate::connections::{ConnHandle, BODY_READ_TIMEOUT};
 use crate::executor::ExecutorClient;
 use crate::mcp::McpServer;
 use crate::origin::{Authorities, HostPort, Origin};
+use crate::refusals::RefusalLog;
 use crate::tasks::TaskService;
 use crate::tool_calls::ToolCalls;
 
@@ -99,10 +102,16 @@ pub async fn serve_http_with(
     let mut gate = Gate::new(&settings)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     gate.body_read = limits.body_read;
+    let refusals = gate.refusals.clone();
+    let summaries = tokio::spawn(RefusalLog::flush_periodically(&refusals));
     let limits = limits.fitted(crate::confine::open_file_limit());
     let calls = ToolCalls::new(limits.max_tool_calls);
     let router = router(gate, &settings, backends, calls);
-    crate::connections::serve(listener, router, limits, shutdown).await
+    let served = crate::connections::serve(listener, router, limits, shutdown).await;
+    summaries.abort();
+    // What was refused since the last summary is still said once.
+    refusals.flush();
+    served
 }
 
 /// Would [`serve_http`] accept these settings? (Token length, advertised origin, local
@@ -176,6 +185,8 @@ struct Gate {
     authorities: Authorities,
     /// How long an authorized request's body may take to arrive.
     body_read: Duration,
+    /// Refusals before the token was checked, and for a missing or wrong one.
+    refusals: Arc<RefusalLog>,
 }
 
 impl Gate {
@@ -205,6 +216,7 @@ impl Gate {
             token_digest: digest(token.as_bytes()),
             authorities: Authorities { advertised, local },
             body_read: BODY_READ_TIMEOUT,
+            refusals: RefusalLog::new("netd"),
         })
     }
 
@@ -257,9 +269,10 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
         Err(()) => return error_response(StatusCode::BAD_REQUEST, "invalid Content-Length"),
     }
     if !gate.authorized(&parts.headers) {
-        tracing::info!(
-            path = %Shown::new(parts.uri.path()),
-            "refused: missing or invalid bearer token"
+        gate.refusals.refused(
+            "missing or invalid bearer token",
+            peer(&parts.extensions),
+            parts.uri.path(),
         );
         let mut response =
             error_response(StatusCode::UNAUTHORIZED, "missing or invalid bearer token");
@@ -354,21 +367,30 @@ fn busy(id: serde_json::Value, calls: &ToolCalls) -> Response {
 /// The public routes: no token, but Host and Origin as on protected routes (checks 3
 /// and 4); no body is ever read.
 async fn public_guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
+    // Nobody is authenticated here: refusals go to the rate-limited log.
     if !gate.host_allowed(request.uri(), request.headers()) {
-        tracing::warn!(
-            path = %Shown::new(request.uri().path()),
-            "refused: Host is not an allowed authority"
+        gate.refusals.refused(
+            "Host is not an allowed authority",
+            peer(request.extensions()),
+            request.uri().path(),
         );
         return error_response(StatusCode::FORBIDDEN, "Host is not allowed");
     }
     if !gate.origin_allowed(request.headers()) {
-        tracing::warn!(
-            path = %Shown::new(request.uri().path()),
-            "refused: Origin is not the advertised origin"
+        gate.refusals.refused(
+            "Origin is not the advertised origin",
+            peer(request.extensions()),
+            request.uri().path(),
         );
         return error_response(StatusCode::FORBIDDEN, "Origin is not allowed");
     }
     next.run(request).await
+}
+
+/// The peer address of the request's connection (absent when the router is driven
+/// without [`crate::connections`], as the fuzz target does).
+fn peer(extensions: &axum::http::Extensions) -> Option<std::net::IpAddr> {
+    extensions.get::<ConnHandle>().map(ConnHandle::peer)
 }
 
 fn declared_length(headers: &HeaderMap) -> Result<Option<u64>, ()> {

@@ -17,6 +17,7 @@ pub mod executor;
 pub mod http;
 pub mod mcp;
 pub mod origin;
+pub mod refusals;
 nl2sh_proto::cfg_seccomp_filter! {
     pub mod seccomp;
 }

@@ -58,6 +58,16 @@ pub const WEB_LOGIN_FAILURE_WINDOW: Duration = Duration::from_secs(60);
 pub const MAX_WEB_BODY_BYTES: usize = 16 * 1024;
 /// One stored task document.
 pub const MAX_TASK_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
+/// Bytes of task documents approvald's store answers hold at once, from the read until
+/// the answer's frame is written to netd (`GetTask` counts the document, `ListTasks` its
+/// page): concurrent reads of large tasks queue instead of each holding its own copies.
+pub const MAX_STORE_ANSWER_BYTES_IN_FLIGHT: usize = 4 * MAX_TASK_DOCUMENT_BYTES;
+/// Bytes of one request body the built-in Agent sends its model, at most. Before each
+/// request the oldest messages of the conversation are shortened (tool outputs replaced
+/// by a note of their size, long texts and tool-call arguments cut) until it fits; the
+/// system prompt and the task's text never are. A conversation that still does not fit
+/// fails its task saying so.
+pub const MAX_MODEL_REQUEST_BYTES: usize = 2 * 1024 * 1024;
 /// Retained tasks, count.
 pub const MAX_RETAINED_TASKS: usize = 200;
 /// Retained tasks, total document bytes.
@@ -94,6 +104,11 @@ pub const GENERATED_TOKEN_BYTES: usize = 32;
 /// Largest frame any channel accepts. It must hold the largest legitimate message:
 /// a stored task document (4 MiB) or a screen image (3 MiB of base64) plus framing.
 pub const MAX_FRAME_BYTES: usize = 5 * 1024 * 1024;
+/// Refusals of requests without a valid credential (no bearer token at netd, a bad
+/// Host or Origin at netd or the Web console) are logged as one line for the first and
+/// then at most one summary line per this interval, with the count by reason and the
+/// distinct peer addresses: a flood of refused requests cannot fill the log.
+pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// Requests one channel serves at once; more wait for a slot, so a peer cannot make
 /// the receiver allocate without bound.
 pub const MAX_IN_FLIGHT_PER_CHANNEL: usize = 256;
@@ -152,6 +167,9 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 // The frame must hold the largest legitimate message; checked at compile time.
 const _: () = {
     assert!(MAX_FRAME_BYTES > MAX_TASK_DOCUMENT_BYTES);
+    // Any one answer fits the budget, and the budget counts in u32 permits.
+    assert!(MAX_STORE_ANSWER_BYTES_IN_FLIGHT >= MAX_TASK_DOCUMENT_BYTES);
+    assert!(MAX_STORE_ANSWER_BYTES_IN_FLIGHT <= u32::MAX as usize);
     assert!(MAX_FRAME_BYTES > MAX_SCREEN_BASE64_BYTES);
     assert!(MAX_JSON_TEXT_BYTES < MAX_FRAME_BYTES);
     assert!(MAX_ARGUMENT_JSON_BYTES < MAX_HTTP_BODY_BYTES);

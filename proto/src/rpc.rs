@@ -272,6 +272,23 @@ where
     serve_greeted_within(end, None, handler).await
 }
 
+/// What a handler keeps alive until its answer has been written to the socket: a permit
+/// counting the bytes of a large answer, so that answers waiting to be sent are counted
+/// as well as those being made (see [`serve_holding`]).
+pub type Hold = Box<dyn Send + Sync>;
+
+/// [`serve`], for a handler that answers with a [`Hold`]: it is dropped only once the
+/// answer's frame has been written (or the channel has ended).
+pub async fn serve_holding<C, F, Fut>(end: Answerer<C>, handler: F) -> Result<(), FrameError>
+where
+    C: Channel,
+    F: Fn(C::Request) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(C::Response, Option<Hold>), OutOfState>> + Send + 'static,
+{
+    let stream = greet::<C>(end, None).await?;
+    serve_greeted::<C, F, Fut>(stream, handler).await
+}
+
 /// [`serve`], for a peer that must complete its handshake within `limit` (a connection
 /// accepted from a socket: an idle one must not hold a slot).
 pub async fn serve_greeted_within<C, F, Fut>(
@@ -284,6 +301,18 @@ where
     F: Fn(C::Request) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<C::Response, OutOfState>> + Send + 'static,
 {
+    let stream = greet::<C>(end, limit).await?;
+    let unheld = move |req: C::Request| {
+        let answer = handler(req);
+        async move { answer.await.map(|resp| (resp, None)) }
+    };
+    serve_greeted::<C, _, _>(stream, unheld).await
+}
+
+async fn greet<C: Channel>(
+    end: Answerer<C>,
+    limit: Option<std::time::Duration>,
+) -> Result<UnixStream, FrameError> {
     let greeting = end.greet();
     let greeted = match limit {
         Some(limit) => tokio::time::timeout(limit, greeting)
@@ -291,37 +320,48 @@ where
             .map_err(|_| FrameError::OutOfPlace("no handshake in time".into()))?,
         None => greeting.await,
     };
-    let stream = greeted.map_err(|e| match e {
+    greeted.map_err(|e| match e {
         EndError::Handshake { source, .. } => source,
         other => FrameError::OutOfPlace(other.to_string()),
-    })?;
-    serve_greeted::<C, F, Fut>(stream, handler).await
+    })
 }
 
 async fn serve_greeted<C, F, Fut>(stream: UnixStream, handler: F) -> Result<(), FrameError>
 where
     C: Channel,
     F: Fn(C::Request) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<C::Response, OutOfState>> + Send + 'static,
+    Fut: Future<Output = Result<(C::Response, Option<Hold>), OutOfState>> + Send + 'static,
 {
     let (rd, mut wr) = stream.into_split();
     let mut rd = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, rd);
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
+    let (tx, mut rx) = mpsc::channel::<(Vec<u8>, Option<Hold>)>(64);
     let writer = tokio::spawn(async move {
         let mut out = Vec::new();
-        while let Some(bytes) = rx.recv().await {
+        let mut holds = Vec::new();
+        while let Some((bytes, hold)) = rx.recv().await {
             // Answers finished meanwhile go out in the same write.
             out.extend_from_slice(&bytes);
+            drop(bytes);
+            holds.extend(hold);
             while out.len() < WRITE_BATCH_BYTES {
                 match rx.try_recv() {
-                    Ok(more) => out.extend_from_slice(&more),
+                    Ok((more, hold)) => {
+                        out.extend_from_slice(&more);
+                        holds.extend(hold);
+                    }
                     Err(_) => break,
                 }
             }
             if wr.write_all(&out).await.is_err() {
                 break;
             }
-            out.clear();
+            // A large answer's buffer is not kept for the next small one.
+            if out.capacity() > WRITE_BATCH_BYTES * 4 {
+                out = Vec::new();
+            } else {
+                out.clear();
+            }
+            holds.clear();
         }
     });
     let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CHANNEL));
@@ -353,14 +393,19 @@ where
             // is written, so a long request (a 16 KiB action) is not formatted whole.
             let described = debug_prefix(&req, DESCRIBED_BYTES);
             match handler(req).await {
-                Ok(resp) => match encode(id, &resp) {
-                    Ok(bytes) => {
-                        let _ = tx.send(bytes).await;
+                Ok((resp, hold)) => {
+                    let encoded = encode(id, &resp);
+                    // The answer is in its frame now: one copy waits for the writer.
+                    drop(resp);
+                    match encoded {
+                        Ok(bytes) => {
+                            let _ = tx.send((bytes, hold)).await;
+                        }
+                        Err(e) => {
+                            tracing::error!(channel = ?C::KIND, error = %e, "cannot encode reply")
+                        }
                     }
-                    Err(e) => {
-                        tracing::error!(channel = ?C::KIND, error = %e, "cannot encode reply")
-                    }
-                },
+                }
                 Err(OutOfState(why)) => fatal.raise(format!("{why}: {described}")),
             }
             drop(permit);
@@ -449,6 +494,36 @@ mod tests {
         for call in calls {
             assert!(matches!(call.await.unwrap(), Ok(StoreResponse::Pong)));
         }
+    }
+
+    #[tokio::test]
+    async fn holds_are_given_back_once_their_answers_are_out() {
+        let (a, b) = pair::<NetdApprovald>().unwrap();
+        // One permit: a second answer cannot be made while the first is held.
+        let budget = Arc::new(Semaphore::new(1));
+        let held = budget.clone();
+        tokio::spawn(serve_holding(b, move |_req: StoreRequest| {
+            let held = held.clone();
+            async move {
+                let permit = held.acquire_owned().await.expect("open");
+                Ok((StoreResponse::Pong, Some(Box::new(permit) as Hold)))
+            }
+        }));
+        let (client, _) = RpcClient::start(a).await.unwrap();
+        for _ in 0..20 {
+            let answer = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                client.call(&StoreRequest::Ping),
+            )
+            .await
+            .expect("a hold was never released");
+            assert!(matches!(answer, Ok(StoreResponse::Pong)));
+        }
+        // Every hold is given back once its answer is out.
+        let all = tokio::time::timeout(std::time::Duration::from_secs(5), budget.acquire())
+            .await
+            .expect("the last hold was kept");
+        drop(all);
     }
 
     #[tokio::test]

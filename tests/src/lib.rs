@@ -754,3 +754,17 @@ pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
     }
     let _ = std::io::stdout().flush();
 }
+
+/// `MemAvailable` of /proc/meminfo in KiB: what the device could still give (the fault
+/// tests print it before and during each flood).
+pub fn mem_available_kib() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    text.lines().find_map(|l| {
+        l.strip_prefix("MemAvailable:")?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
+    })
+}

@@ -85,8 +85,11 @@ pub struct Request {
     pub method: String,
     pub path: String,
     pub authorization: Option<String>,
-    /// The body as JSON (`Null` if it was not JSON).
+    /// The body as JSON (`Null` if it was not JSON, or when bodies are not kept: see
+    /// [`ScriptedModel::keep_bodies`]).
     pub body: Value,
+    /// The body's length in bytes, as received.
+    pub body_bytes: usize,
 }
 
 impl Request {
@@ -122,6 +125,8 @@ impl Request {
 
 #[derive(Default)]
 struct Shared {
+    /// Bodies are not kept (only their sizes) when set.
+    sizes_only: std::sync::atomic::AtomicBool,
     script: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Request>>,
     arrived: Condvar,
@@ -180,6 +185,14 @@ impl ScriptedModel {
         self.shared.script.lock().expect("script").len()
     }
 
+    /// Keep each request's body (the default) or only its size: a test that makes netd
+    /// send large bodies keeps the sizes.
+    pub fn keep_bodies(&self, keep: bool) {
+        self.shared
+            .sizes_only
+            .store(!keep, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Every request received so far, oldest first.
     pub fn requests(&self) -> Vec<Request> {
         self.shared.requests.lock().expect("requests").clone()
@@ -225,13 +238,16 @@ async fn serve(
 ) {
     let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
     let handler_stop = stopped.clone();
-    let app = axum::Router::new().fallback(
-        move |method: axum::http::Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-            let shared = shared.clone();
-            let stopped = handler_stop.clone();
-            async move { handle(shared, stopped, method, uri, headers, body).await }
-        },
-    );
+    let app = axum::Router::new()
+        .fallback(
+            move |method: axum::http::Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+                let shared = shared.clone();
+                let stopped = handler_stop.clone();
+                async move { handle(shared, stopped, method, uri, headers, body).await }
+            },
+        )
+        // A model takes what it is sent: the sizes are what some tests measure.
+        .layer(axum::extract::DefaultBodyLimit::disable());
     let mut until = stopped;
     let _ = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
@@ -248,8 +264,15 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let model = body["model"].as_str().unwrap_or("scripted").to_string();
+    let body_bytes = body.len();
+    let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    drop(body);
+    let model = parsed["model"].as_str().unwrap_or("scripted").to_string();
+    let body = if shared.sizes_only.load(std::sync::atomic::Ordering::Relaxed) {
+        Value::Null
+    } else {
+        parsed
+    };
     {
         let mut requests = shared.requests.lock().expect("requests");
         requests.push(Request {
@@ -260,6 +283,7 @@ async fn handle(
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string),
             body,
+            body_bytes,
         });
         shared.arrived.notify_all();
     }

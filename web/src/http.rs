@@ -28,6 +28,7 @@ use axum::Router;
 use http_body_util::{BodyExt, Limited};
 use nl2sh_netd::connections::ConnHandle;
 use nl2sh_netd::origin::{Authorities, HostPort, Origin};
+use nl2sh_netd::refusals::RefusalLog;
 use nl2sh_proto::channels::{
     csrf_for, ApprovalId, CallOrigin, DiscoveryRequest, DiscoveryResponse, OwnerAction,
     OwnerErrorKind, OwnerProof, OwnerRequest, OwnerResponse, ProtocolStatus, TaskId, WebSettings,
@@ -68,12 +69,19 @@ struct Console {
     authorities: Authorities,
     origin: String,
     insecure_remote: bool,
+    /// Refusals of requests that reach no session check (Host, Origin, CSRF).
+    refusals: Arc<RefusalLog>,
 }
 
 type Shared = Arc<Console>;
 
-/// Check the settings the supervisor sent and build the router.
-pub fn router(settings: &WebSettings, backends: Backends) -> Result<Router, String> {
+/// Check the settings the supervisor sent and build the router; refusals before any
+/// session check go to `refusals`.
+pub fn router(
+    settings: &WebSettings,
+    backends: Backends,
+    refusals: Arc<RefusalLog>,
+) -> Result<Router, String> {
     let advertised = Origin::parse(&settings.origin)
         .ok_or_else(|| format!("web origin {:?} is not http://host:port", settings.origin))?;
     let mut local = Vec::with_capacity(settings.local_authorities.len());
@@ -85,6 +93,7 @@ pub fn router(settings: &WebSettings, backends: Backends) -> Result<Router, Stri
         authorities: Authorities { advertised, local },
         origin: settings.origin.clone(),
         insecure_remote: settings.insecure_remote,
+        refusals,
     });
     let mut router = Router::new();
     for asset in assets::all() {
@@ -139,12 +148,18 @@ async fn guard(State(console): State<Shared>, request: Request, next: Next) -> R
 }
 
 async fn admit(console: &Console, request: Request) -> Result<Request, Response> {
-    let path = Shown::new(request.uri().path()).to_string();
+    // Nothing here is authenticated yet: refusals go to the rate-limited log.
+    let peer = request
+        .extensions()
+        .get::<ConnHandle>()
+        .map(ConnHandle::peer);
+    let path = request.uri().path().to_string();
+    let refused = |reason: &'static str| console.refusals.refused(reason, peer, &path);
     if !console
         .authorities
         .host_allowed(request.uri(), request.headers())
     {
-        tracing::warn!(%path, "web: refused: Host is not the console's");
+        refused("Host is not the console's");
         return Err(error(
             StatusCode::FORBIDDEN,
             "forbidden",
@@ -155,7 +170,7 @@ async fn admit(console: &Console, request: Request) -> Result<Request, Response>
         .authorities
         .origin_allowed_or_local(request.headers())
     {
-        tracing::warn!(%path, "web: refused: Origin is not the console's");
+        refused("Origin is not the console's");
         return Err(error(
             StatusCode::FORBIDDEN,
             "forbidden",
@@ -174,7 +189,7 @@ async fn admit(console: &Console, request: Request) -> Result<Request, Response>
     }
     let headers = request.headers();
     if !headers.contains_key(header::ORIGIN) {
-        tracing::warn!(%path, "web: refused: a POST without Origin");
+        refused("a POST without Origin");
         return Err(error(
             StatusCode::FORBIDDEN,
             "forbidden",
@@ -194,7 +209,7 @@ async fn admit(console: &Console, request: Request) -> Result<Request, Response>
         ));
     }
     if request.uri().path() != "/api/login" && !headers.contains_key(CSRF_HEADER) {
-        tracing::warn!(%path, "web: refused: a change without its CSRF token");
+        refused("a change without its CSRF token");
         return Err(error(
             StatusCode::FORBIDDEN,
             "bad_csrf",

@@ -2,9 +2,11 @@
 //! channel that ends or misbehaves ends the console with a failure; the supervisor then
 //! restarts the workers (docs/ARCHITECTURE.md, "Stopping and restarting").
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use nl2sh_netd::connections::{self, HttpLimits};
+use nl2sh_netd::refusals::RefusalLog;
 use nl2sh_proto::channels::fds;
 use nl2sh_proto::rpc::RpcClient;
 use nl2sh_proto::sys::{take_inherited, Expect};
@@ -77,6 +79,10 @@ pub async fn serve_with(
         supervisor,
     } = ends;
     let (mut control, settings) = accept_start(control).await?;
+    let refusals = RefusalLog::new("web");
+    let summaries = tokio::spawn(RefusalLog::flush_periodically(&refusals));
+    // Whatever was refused since the last summary is said once when the console stops.
+    let _flush_at_end = FlushAtEnd(refusals.clone(), summaries);
     let started = async {
         let (approvald, approvald_end) = RpcClient::start(approvald)
             .await
@@ -90,6 +96,7 @@ pub async fn serve_with(
                 approvald,
                 supervisor,
             },
+            refusals.clone(),
         )
         .map_err(WebError::Settings)?;
         let listener = listener.take()?;
@@ -139,6 +146,16 @@ pub async fn serve_with(
             Ok(Err(e)) => Err(e.into()),
             Err(e) => Err(WebError::Settings(format!("the server task ended: {e}"))),
         },
+    }
+}
+
+/// Stops the summary timer and writes the last summary when dropped.
+struct FlushAtEnd(Arc<RefusalLog>, tokio::task::JoinHandle<()>);
+
+impl Drop for FlushAtEnd {
+    fn drop(&mut self) {
+        self.1.abort();
+        self.0.flush();
     }
 }
 

@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde_json::{json, Map, Value};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use nl2sh_proto::channels::{
     is_owner_id, ContextId, StoreErrorKind, StoreFailure, TaskId, TaskPage, TaskQuery, TaskRecord,
@@ -50,7 +50,7 @@ use nl2sh_proto::channels::{
 };
 use nl2sh_proto::limits::{
     MAX_ACTIVE_TASKS, MAX_ID_BYTES, MAX_RETAINED_DOCUMENT_BYTES, MAX_RETAINED_TASKS,
-    MAX_TASK_DOCUMENT_BYTES,
+    MAX_STORE_ANSWER_BYTES_IN_FLIGHT, MAX_TASK_DOCUMENT_BYTES,
 };
 use nl2sh_proto::secret::Secret;
 
@@ -178,8 +178,16 @@ pub struct TaskStore {
     sessions: Arc<Sessions>,
     readers: Arc<Mutex<Vec<Connection>>>,
     workers: Semaphore,
+    /// Bytes of documents answers hold, read and not yet sent
+    /// ([`MAX_STORE_ANSWER_BYTES_IN_FLIGHT`]).
+    answer_bytes: Arc<Semaphore>,
     token_key: Arc<[u8; 32]>,
 }
+
+/// The share of [`MAX_STORE_ANSWER_BYTES_IN_FLIGHT`] an answer holds until its frame has
+/// been written (see `nl2sh_proto::rpc::serve_holding`).
+#[derive(Debug)]
+pub struct AnswerBytes(Option<OwnedSemaphorePermit>);
 
 impl std::fmt::Debug for TaskStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -204,6 +212,7 @@ impl TaskStore {
             sessions: Arc::new(sessions),
             readers: Arc::new(Mutex::new(Vec::new())),
             workers: Semaphore::new(STORE_WORKERS),
+            answer_bytes: Arc::new(Semaphore::new(MAX_STORE_ANSWER_BYTES_IN_FLIGHT)),
             token_key: Arc::new(token_key),
         })
     }
@@ -332,19 +341,79 @@ impl TaskStore {
 
     /// `GetTask`.
     pub async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreFailure> {
+        self.get_counted(id).await.map(|(record, _)| record)
+    }
+
+    /// `GetTask`, with the document's share of [`MAX_STORE_ANSWER_BYTES_IN_FLIGHT`]:
+    /// taken before the document is read (its size is a column of its own), to be held
+    /// until the answer is sent.
+    pub async fn get_counted(
+        &self,
+        id: TaskId,
+    ) -> Result<(Option<TaskRecord>, AnswerBytes), StoreFailure> {
         check_id("task id", &id.0)?;
-        self.read(move |conn| {
-            let row = select_task(conn, &id).map_err(sql_error("cannot read the task"))?;
-            row.map(|(context_id, state, updated_ms, document)| {
-                stored_record(id.0, context_id, state, updated_ms, document)
+        let sized = id.clone();
+        let bytes = self
+            .read(move |conn| {
+                conn.query_row("SELECT bytes FROM tasks WHERE id = ?1", [&sized.0], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .optional()
+                .map_err(sql_error("cannot read the task"))
             })
-            .transpose()
-        })
-        .await
+            .await?;
+        let Some(bytes) = bytes else {
+            return Ok((None, AnswerBytes(None)));
+        };
+        let mut held = self
+            .answer_bytes(usize::try_from(bytes).unwrap_or(usize::MAX))
+            .await?;
+        let record = self
+            .read(move |conn| {
+                let row = select_task(conn, &id).map_err(sql_error("cannot read the task"))?;
+                row.map(|(context_id, state, updated_ms, document)| {
+                    stored_record(id.0, context_id, state, updated_ms, document)
+                })
+                .transpose()
+            })
+            .await?;
+        // Replaced by a larger document between the two reads: count the difference.
+        let read = record.as_ref().map_or(0, |r| r.document.len());
+        let counted = held.0.as_ref().map_or(0, |p| p.num_permits());
+        if read > counted {
+            let more = self.answer_bytes(read - counted).await?;
+            if let (Some(held), Some(more)) = (held.0.as_mut(), more.0) {
+                held.merge(more);
+            }
+        }
+        Ok((record, held))
+    }
+
+    /// A share of [`MAX_STORE_ANSWER_BYTES_IN_FLIGHT`] for an answer of `bytes` (at most
+    /// the whole budget), waiting for it while others hold it.
+    async fn answer_bytes(&self, bytes: usize) -> Result<AnswerBytes, StoreFailure> {
+        let share = bytes.clamp(1, MAX_STORE_ANSWER_BYTES_IN_FLIGHT);
+        let share = u32::try_from(share).unwrap_or(u32::MAX);
+        let permit = self
+            .answer_bytes
+            .clone()
+            .acquire_many_owned(share)
+            .await
+            .map_err(|e| storage_failure("the store is closing", e))?;
+        Ok(AnswerBytes(Some(permit)))
     }
 
     /// `ListTasks`: newest update first, keyset pages.
     pub async fn list(&self, query: TaskQuery) -> Result<TaskPage, StoreFailure> {
+        self.list_counted(query).await.map(|(page, _)| page)
+    }
+
+    /// `ListTasks`, with the page's share of [`MAX_STORE_ANSWER_BYTES_IN_FLIGHT`]: the
+    /// largest page's before the read, what the page holds after it.
+    pub async fn list_counted(
+        &self,
+        query: TaskQuery,
+    ) -> Result<(TaskPage, AnswerBytes), StoreFailure> {
         if !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&query.page_size) {
             return Err(StoreFailure::invalid(format!(
                 "page_size must be {MIN_PAGE_SIZE} to {MAX_PAGE_SIZE}, not {}",
@@ -362,8 +431,17 @@ impl TaskStore {
             Some(token) => Some(decode_token(&self.token_key, &filters, token)?),
         };
         let key = self.token_key.clone();
-        self.read(move |conn| list_page(conn, &query, after, &key, &filters))
-            .await
+        let mut held = self.answer_bytes(MAX_PAGE_BYTES).await?;
+        let page = self
+            .read(move |conn| list_page(conn, &query, after, &key, &filters))
+            .await?;
+        let bytes: usize = page.tasks.iter().map(|t| t.document.len()).sum();
+        if let Some(permit) = held.0.as_mut() {
+            // The rest of the reservation goes back at once.
+            let keep = bytes.clamp(1, permit.num_permits());
+            drop(permit.split(permit.num_permits() - keep));
+        }
+        Ok((page, held))
     }
 
     /// `LoadSession`.

@@ -7,6 +7,7 @@
 //! cancellation; this module only runs the conversation for one task and reports how it
 //! ended.
 
+pub mod budget;
 pub mod dns;
 pub mod evidence;
 pub mod model;
@@ -204,8 +205,20 @@ impl Agent {
             Ok(catalog) => ToolMap::new(&catalog),
             Err(e) => return turn.failed(format!("cannot read the device's tool catalog: {e}")),
         };
+        let fixed = client.fixed_bytes(tools.functions());
         while turn.steps < max_steps {
             turn.steps += 1;
+            // The conversation fits the request limit, its oldest messages shortened
+            // first; what cannot be made to fit ends the task saying so.
+            match budget::fit(&mut turn.messages, &[0, turn.user_at], fixed) {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!(
+                    task = %Shown::new(&turn.task.0),
+                    shortened = n,
+                    "conversation shortened to fit the model request limit"
+                ),
+                Err(e) => return turn.failed(e.to_string()),
+            }
             let reply = tokio::select! {
                 biased;
                 // Dropping the request future drops the connection.
@@ -434,6 +447,8 @@ struct Turn {
     origin: CallOrigin,
     /// The system prompt first; everything after it is the context's history.
     messages: Vec<Value>,
+    /// Where in `messages` the task's own text is (never shortened).
+    user_at: usize,
     ledger: Ledger,
     steps: u32,
     step: StepSender,
@@ -444,8 +459,10 @@ impl Turn {
         let mut messages = Vec::with_capacity(job.history.len() + 2);
         messages.push(json!({"role": "system", "content": SYSTEM_PROMPT}));
         messages.extend(job.history.iter().cloned());
+        let user_at = messages.len();
         messages.push(json!({"role": "user", "content": job.text}));
         Self {
+            user_at,
             task: job.task.clone(),
             session: job.context.0.clone(),
             origin: job.origin,

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nl2sh_proto::channels::ModelSettings;
+use nl2sh_proto::limits::MAX_MODEL_REQUEST_BYTES;
 use serde_json::{json, Map, Value};
 
 use super::dns::{NameService, Resolver};
@@ -44,6 +45,11 @@ pub enum ModelError {
     },
     #[error("the model at {base_url} sent an unusable response: {why}")]
     BadResponse { base_url: String, why: String },
+    #[error(
+        "the request to the model at {base_url} would be {bytes} bytes; the limit is \
+         {MAX_MODEL_REQUEST_BYTES}"
+    )]
+    RequestTooLarge { base_url: String, bytes: usize },
 }
 
 /// One tool call the model asked for, as it asked (nothing checked yet but the shape).
@@ -160,12 +166,45 @@ impl ModelClient {
         body
     }
 
+    /// [`Self::body`] as the bytes sent, written straight from `messages` and `tools`
+    /// (no copy of the conversation as a `Value` first), refused past
+    /// [`MAX_MODEL_REQUEST_BYTES`].
+    pub fn encode_body(&self, messages: &[Value], tools: &[Value]) -> Result<Vec<u8>, ModelError> {
+        let mut out = Vec::new();
+        let mut write = || -> serde_json::Result<()> {
+            out.extend_from_slice(b"{\"model\":");
+            serde_json::to_writer(&mut out, &self.model)?;
+            out.extend_from_slice(b",\"messages\":");
+            serde_json::to_writer(&mut out, messages)?;
+            if !tools.is_empty() {
+                out.extend_from_slice(b",\"tools\":");
+                serde_json::to_writer(&mut out, tools)?;
+                out.extend_from_slice(b",\"tool_choice\":\"auto\"");
+            }
+            out.push(b'}');
+            Ok(())
+        };
+        write().map_err(|e| self.bad(e.to_string()))?;
+        if out.len() > MAX_MODEL_REQUEST_BYTES {
+            return Err(ModelError::RequestTooLarge {
+                base_url: self.base_url.clone(),
+                bytes: out.len(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Bytes of a request with no messages: what the conversation shares the limit with.
+    pub fn fixed_bytes(&self, tools: &[Value]) -> usize {
+        self.encode_body(&[], tools).map_or(0, |b| b.len())
+    }
+
     /// One model turn. Dropping the future drops the request.
     pub async fn complete(&self, messages: &[Value], tools: &[Value]) -> Result<Reply, ModelError> {
-        let body = self.body(messages, tools);
+        let body = self.encode_body(messages, tools)?;
         // The client's own limit covers connect to the last byte; this one also covers
         // what the client does not (it cannot hang past the budget either way).
-        match tokio::time::timeout(self.timeout, self.exchange(&body)).await {
+        match tokio::time::timeout(self.timeout, self.exchange(body)).await {
             Ok(result) => result,
             Err(_) => Err(self.timed_out()),
         }
@@ -195,8 +234,7 @@ impl ModelClient {
         }
     }
 
-    async fn exchange(&self, body: &Value) -> Result<Reply, ModelError> {
-        let body = serde_json::to_vec(body).map_err(|e| self.bad(e.to_string()))?;
+    async fn exchange(&self, body: Vec<u8>) -> Result<Reply, ModelError> {
         let mut response = self
             .http
             .post(&self.url)
@@ -512,8 +550,26 @@ mod tests {
         assert_eq!(b, json!({"model": "m-1", "messages": msgs}));
         let tools = vec![json!({"type": "function", "function": {"name": "a"}})];
         let b = c.body(&msgs, &tools);
-        assert_eq!(b["tools"], Value::Array(tools));
+        assert_eq!(b["tools"], Value::Array(tools.clone()));
         assert_eq!(b["tool_choice"], "auto");
+        // The bytes sent are that body, written without a copy of the conversation.
+        for tools in [&[][..], &tools[..]] {
+            let sent = c.encode_body(&msgs, tools).unwrap();
+            let sent: Value = serde_json::from_slice(&sent).unwrap();
+            assert_eq!(sent, c.body(&msgs, tools));
+        }
+        assert_eq!(
+            c.fixed_bytes(&tools),
+            c.encode_body(&[], &tools).unwrap().len()
+        );
+        // Past the limit as written: refused, naming the size and the limit.
+        let huge = vec![json!({"role": "user", "content": "x".repeat(MAX_MODEL_REQUEST_BYTES)})];
+        let e = c.encode_body(&huge, &[]).unwrap_err();
+        assert!(matches!(e, ModelError::RequestTooLarge { .. }), "{e}");
+        assert!(
+            e.to_string().contains(&MAX_MODEL_REQUEST_BYTES.to_string()),
+            "{e}"
+        );
     }
 
     #[test]
