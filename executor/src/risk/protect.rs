@@ -177,6 +177,13 @@ impl Protected {
 
     /// Where `path` leads on disk now.
     fn on_disk(&self, path: &str, ancestors: bool) -> OnDisk {
+        self.on_disk_as(path, ancestors, true)
+    }
+
+    /// [`Protected::on_disk`]; with `patterns` false, `*`, `?` and `[` are taken as the
+    /// literal characters of a name a pattern already matched (`/usr/bin/[` matches itself:
+    /// expanding it again would never end).
+    fn on_disk_as(&self, path: &str, ancestors: bool, patterns: bool) -> OnDisk {
         if path.starts_with("/~") {
             return OnDisk::Elsewhere;
         }
@@ -187,7 +194,7 @@ impl Protected {
                 None => OnDisk::Elsewhere,
             };
         }
-        if is_pattern(path) {
+        if patterns && is_pattern(path) {
             return self.pattern_on_disk(path, ancestors, magic.is_some());
         }
         if let Some(Magic::OwnProcess) = magic {
@@ -241,7 +248,7 @@ impl Protected {
             return OnDisk::Elsewhere;
         };
         for m in matches {
-            if let own @ OnDisk::Own(..) = self.on_disk(&m, ancestors) {
+            if let own @ OnDisk::Own(..) = self.on_disk_as(&m, ancestors, false) {
                 return own;
             }
         }
@@ -398,7 +405,9 @@ fn expand(pattern: &str) -> Option<Vec<String>> {
                 if name.starts_with('.') && !comp.starts_with('.') {
                     continue;
                 }
-                if patterns_meet(comp, &name) {
+                // The name is literal text: its own `*`, `?`, `[` and `\` match only
+                // themselves.
+                if patterns_meet(comp, &literal(&name)) {
                     next.push(format!("{dir}/{name}"));
                 }
             }
@@ -409,6 +418,18 @@ fn expand(pattern: &str) -> Option<Vec<String>> {
         found = next;
     }
     Some(found)
+}
+
+/// `text` as a pattern that matches only itself.
+fn literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Where home directories are (`*` is any one name).

@@ -466,3 +466,34 @@ fn other_ways_into_the_configurations_directory_through_a_link() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A name that holds pattern characters matches itself: `[` is a program in `/usr/bin`,
+/// and `[ 1 -lt 40 ]` once expanded `/usr/bin/[` to itself without end and overflowed the
+/// executor's stack.
+#[test]
+fn a_name_with_pattern_characters_is_expanded_once() {
+    let tree = OwnTree::new();
+    let r = &tree.root;
+    for name in ["[", "x[", "a*b", "q?", "[ab]"] {
+        std::fs::write(format!("{r}/other/{name}"), "x").expect("file");
+    }
+    std::os::unix::fs::symlink(
+        format!("{r}/conf/config.toml"),
+        format!("{r}/other/[config]"),
+    )
+    .expect("symlink");
+    for (line, dangerous) in [
+        ("[ 1 -lt 40 ]".to_string(), false),
+        (format!("cat '{r}/other/['"), false),
+        (format!("cat {r}/other/x["), false),
+        (
+            format!("cat {r}/other/a*b {r}/other/q? {r}/other/[ab]"),
+            false,
+        ),
+        (format!("echo x >> {r}/other/[[]config]"), true),
+        (format!("echo x >> {r}/other/*config*"), true),
+    ] {
+        let a = assess_shell_protected(&line, &tree.protected);
+        assert_eq!(a.level >= Dangerous, dangerous, "{line}: {a:?}");
+    }
+}
