@@ -1502,3 +1502,64 @@ pub fn limit_hit(out: &CommandOutput, limits: SandboxLimits) -> Option<String> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1024 * 1024;
+
+    fn per_call(memory_mib: u64, processes: u32) -> SandboxLimits {
+        SandboxLimits {
+            processes,
+            memory_bytes: memory_mib * MIB,
+            cpu_secs: 300,
+        }
+    }
+
+    fn ceiling(memory_mib: u64, processes: u32) -> SandboxCeiling {
+        SandboxCeiling {
+            memory_bytes: memory_mib * MIB,
+            processes,
+        }
+    }
+
+    #[test]
+    fn without_a_cgroup_the_ceiling_bounds_how_many_calls_run_at_once() {
+        let none = || Err("no cgroup".to_string());
+        // 4 GiB at 512 MiB a call: 8; 4096 processes at 256: 16; the fewer wins.
+        let c = Ceiling::new(ceiling(4096, 4096), none(), per_call(512, 256), 64);
+        assert_eq!(c.slots, 8);
+        let c = Ceiling::new(ceiling(4096, 1024), none(), per_call(512, 256), 64);
+        assert_eq!(c.slots, 4);
+        // A ceiling below one call's limit still lets one call run; never more than uids.
+        let c = Ceiling::new(ceiling(256, 4096), none(), per_call(512, 256), 64);
+        assert_eq!(c.slots, 1);
+        let c = Ceiling::new(ceiling(1 << 20, 1 << 20), none(), per_call(16, 8), 64);
+        assert_eq!(c.slots, 64);
+        let json = c.to_json(64);
+        assert_eq!(json["enforced"], false, "{json}");
+        assert!(json["how"].as_str().unwrap().starts_with("not by the kernel (no cgroup)"));
+        // Where the kernel enforces it, every uid may run a call.
+        let c = Ceiling::new(
+            ceiling(256, 16),
+            Ok(vec!["/sys/fs/cgroup/x".into()]),
+            per_call(512, 256),
+            64,
+        );
+        assert_eq!(c.slots, 64);
+        assert_eq!(c.to_json(64)["cgroup"][0], "/sys/fs/cgroup/x");
+    }
+
+    #[test]
+    fn a_call_that_waited_in_vain_is_told_which_bound_held_it() {
+        let range = UidRange {
+            first: 0x9500_0000,
+            count: 64,
+        };
+        assert!(matches!(Identities::new(range, 4).busy(), SandboxError::Full(4)));
+        assert!(matches!(Identities::new(range, 64).busy(), SandboxError::Busy(64)));
+        assert_eq!(Identities::new(range, 4).available.available_permits(), 4);
+        assert_eq!(Identities::new(range, 100).available.available_permits(), 64);
+    }
+}
