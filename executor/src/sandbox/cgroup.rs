@@ -44,14 +44,20 @@ const PREFIX: &str = "nl2sh-sandbox-";
 /// The shared parent's name, before the first uid of the range: trees whose calls run as
 /// the same uids share it (and its ceiling), as they share those uids' cgroups.
 const CEILING_PREFIX: &str = "nl2sh-sandboxes-";
+/// How close to its limit a v1 cgroup's peak comes when the limit was reached: the kernel
+/// charges in batches of 64 pages per CPU.
+pub const REACHED: u64 = 2 * 1024 * 1024;
 
 /// A call's counters, read before and after it ran.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
     /// Processes of the call the OOM killer ended, whoever's limit was reached.
     pub oom_kills: u64,
-    /// Times the call's own memory limit was reached (v2: its `oom` events; v1: its
-    /// `failcnt`s): an OOM kill without one was the shared ceiling's (or an ancestor's).
+    /// Times the call's own memory limit was reached (v2: its `oom` events), or on v1
+    /// whether it was (1) since the cgroup was prepared for the call: its peak, reset
+    /// then, came within [`REACHED`] of its limit (the kernel there counts no `failcnt`
+    /// on every version). An OOM kill without it was the shared ceiling's (or an
+    /// ancestor's).
     pub own_memory_limit: u64,
     /// Forks the pids controller refused in the call. The call's own `pids.max` leaves
     /// room for its helper, so its uid's `RLIMIT_NPROC` refuses first; a refusal here was
@@ -162,6 +168,10 @@ impl Cgroups {
                 std::fs::write(mdir.join("memory.limit_in_bytes"), &memory)?;
                 let _ = std::fs::write(&memsw, &memory);
                 std::fs::write(pdir.join("pids.max"), &processes)?;
+                // The peaks are this call's from here on ([`Counters::own_memory_limit`]).
+                for peak in ["memory.max_usage_in_bytes", "memory.memsw.max_usage_in_bytes"] {
+                    let _ = std::fs::write(mdir.join(peak), "0");
+                }
                 Ok(vec![mdir.join("cgroup.procs"), pdir.join("cgroup.procs")])
             }
         }
@@ -199,10 +209,13 @@ impl Cgroups {
             }
             Cgroups::V1 { .. } => {
                 let control = read(&memory_dir, "memory.oom_control")?;
+                let limit = number(read(&memory_dir, "memory.limit_in_bytes"));
+                let peak = number(read(&memory_dir, "memory.max_usage_in_bytes")).max(number(
+                    read(&memory_dir, "memory.memsw.max_usage_in_bytes"),
+                ));
                 Counters {
                     oom_kills: field(&control, "oom_kill")?,
-                    own_memory_limit: number(read(&memory_dir, "memory.failcnt"))
-                        + number(read(&memory_dir, "memory.memsw.failcnt")),
+                    own_memory_limit: u64::from(limit > 0 && peak.saturating_add(REACHED) >= limit),
                     pids_refused,
                 }
             }
