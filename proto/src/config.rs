@@ -376,9 +376,9 @@ impl Config {
                 })
             },
             |configured| {
-                pid_max
-                    .filter(|m| *m > 0)
-                    .map_or(configured, |m| configured.min(m.min(u64::from(u32::MAX)) as u32))
+                pid_max.filter(|m| *m > 0).map_or(configured, |m| {
+                    configured.min(m.min(u64::from(u32::MAX)) as u32)
+                })
             },
         );
         crate::channels::SandboxCeiling {
@@ -1670,11 +1670,17 @@ netd_gid = 2001
         let set = c.sandbox_ceiling_for(Some(8 << 30), Some(32768));
         assert_eq!((set.memory_bytes, set.processes), (300 * MIB, 100));
         let c = parse(Path::new("c.toml"), "sandbox_total_memory_mib = 65536\n").unwrap();
-        assert_eq!(c.sandbox_ceiling_for(Some(8 << 30), None).memory_bytes, 8 << 30);
+        assert_eq!(
+            c.sandbox_ceiling_for(Some(8 << 30), None).memory_bytes,
+            8 << 30
+        );
         assert!(err("sandbox_total_memory_mib = 10\n").contains("between 64 and 1048576"));
         assert!(err("sandbox_total_processes = 0\n").contains("between 16 and 4194304"));
         assert_eq!(
-            meminfo_field("MemTotal:       24000 kB\nMemAvailable: 12 kB\n", "MemAvailable:"),
+            meminfo_field(
+                "MemTotal:       24000 kB\nMemAvailable: 12 kB\n",
+                "MemAvailable:"
+            ),
             Some(12 * 1024)
         );
     }

@@ -919,7 +919,10 @@ fn a_fork_refused_by_the_shared_process_ceiling_says_so_and_one_by_its_own_limit
         });
         let parts = block_on(sandbox.availability()).to_json();
         if parts["ceiling"]["enforced"] != true {
-            eprintln!("skipped: no cgroup here enforces the ceiling ({})", parts["ceiling"]);
+            eprintln!(
+                "skipped: no cgroup here enforces the ceiling ({})",
+                parts["ceiling"]
+            );
             return;
         }
         let out = sh(&sandbox, forks);

@@ -802,7 +802,10 @@ fn concurrent_sandboxed_calls_cannot_pass_the_shared_memory_ceiling() {
     }
     let memory_dir = std::path::PathBuf::from(ceiling["cgroup"][0].as_str().unwrap());
     let (usage, peak) = if memory_dir.join("memory.peak").exists() {
-        (memory_dir.join("memory.current"), memory_dir.join("memory.peak"))
+        (
+            memory_dir.join("memory.current"),
+            memory_dir.join("memory.peak"),
+        )
     } else {
         // v1: the peak so far is reset to now.
         let peak = memory_dir.join("memory.max_usage_in_bytes");
@@ -828,7 +831,10 @@ fn concurrent_sandboxed_calls_cannot_pass_the_shared_memory_ceiling() {
         charged_most = charged_most.max(cgroup_number(&usage).unwrap_or(0));
         std::thread::sleep(Duration::from_millis(10));
     }
-    let results: Vec<Value> = hogs.into_iter().map(|h| h.join().unwrap().output()).collect();
+    let results: Vec<Value> = hogs
+        .into_iter()
+        .map(|h| h.join().unwrap().output())
+        .collect();
     let peak = cgroup_number(&peak).unwrap();
     eprintln!(
         "{HOGS} hogs of 512 MiB under a {CEILING_MIB} MiB ceiling: MemAvailable {} MiB \

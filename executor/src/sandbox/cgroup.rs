@@ -169,7 +169,10 @@ impl Cgroups {
                 let _ = std::fs::write(&memsw, &memory);
                 std::fs::write(pdir.join("pids.max"), &processes)?;
                 // The peaks are this call's from here on ([`Counters::own_memory_limit`]).
-                for peak in ["memory.max_usage_in_bytes", "memory.memsw.max_usage_in_bytes"] {
+                for peak in [
+                    "memory.max_usage_in_bytes",
+                    "memory.memsw.max_usage_in_bytes",
+                ] {
                     let _ = std::fs::write(mdir.join(peak), "0");
                 }
                 Ok(vec![mdir.join("cgroup.procs"), pdir.join("cgroup.procs")])
@@ -186,9 +189,8 @@ impl Cgroups {
                 .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
                 .and_then(|n| n.trim().parse().ok())
         };
-        let number = |text: Option<String>| -> u64 {
-            text.and_then(|t| t.trim().parse().ok()).unwrap_or(0)
-        };
+        let number =
+            |text: Option<String>| -> u64 { text.and_then(|t| t.trim().parse().ok()).unwrap_or(0) };
         let (memory_dir, pids_dir) = match self {
             Cgroups::V2 { parent } => (parent.join(&name), parent.join(&name)),
             Cgroups::V1 { memory, pids } => (memory.join(&name), pids.join(&name)),
@@ -196,8 +198,12 @@ impl Cgroups {
         // Where the kernel has it, the local file counts the forks refused in this cgroup
         // whichever limit refused them (newer kernels count `pids.events` where the limit
         // was).
-        let pids_events = read(&pids_dir, "pids.events.local").or_else(|| read(&pids_dir, "pids.events"));
-        let pids_refused = pids_events.as_deref().and_then(|t| field(t, "max")).unwrap_or(0);
+        let pids_events =
+            read(&pids_dir, "pids.events.local").or_else(|| read(&pids_dir, "pids.events"));
+        let pids_refused = pids_events
+            .as_deref()
+            .and_then(|t| field(t, "max"))
+            .unwrap_or(0);
         Some(match self {
             Cgroups::V2 { .. } => {
                 let events = read(&memory_dir, "memory.events")?;
@@ -210,9 +216,8 @@ impl Cgroups {
             Cgroups::V1 { .. } => {
                 let control = read(&memory_dir, "memory.oom_control")?;
                 let limit = number(read(&memory_dir, "memory.limit_in_bytes"));
-                let peak = number(read(&memory_dir, "memory.max_usage_in_bytes")).max(number(
-                    read(&memory_dir, "memory.memsw.max_usage_in_bytes"),
-                ));
+                let peak = number(read(&memory_dir, "memory.max_usage_in_bytes"))
+                    .max(number(read(&memory_dir, "memory.memsw.max_usage_in_bytes")));
                 Counters {
                     oom_kills: field(&control, "oom_kill")?,
                     own_memory_limit: u64::from(limit > 0 && peak.saturating_add(REACHED) >= limit),

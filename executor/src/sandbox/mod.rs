@@ -694,9 +694,7 @@ impl Identities {
             .filter_map(|i| range.first.checked_add(i))
             .collect();
         let slots = slots.min(range.count);
-        let available = Arc::new(tokio::sync::Semaphore::new(
-            free.len().min(slots as usize),
-        ));
+        let available = Arc::new(tokio::sync::Semaphore::new(free.len().min(slots as usize)));
         Arc::new(Identities {
             free: std::sync::Mutex::new(free),
             available,
@@ -1539,7 +1537,10 @@ mod tests {
         assert_eq!(c.slots, 64);
         let json = c.to_json(64);
         assert_eq!(json["enforced"], false, "{json}");
-        assert!(json["how"].as_str().unwrap().starts_with("not by the kernel (no cgroup)"));
+        assert!(json["how"]
+            .as_str()
+            .unwrap()
+            .starts_with("not by the kernel (no cgroup)"));
         // Where the kernel enforces it, every uid may run a call.
         let c = Ceiling::new(
             ceiling(256, 16),
@@ -1557,9 +1558,18 @@ mod tests {
             first: 0x9500_0000,
             count: 64,
         };
-        assert!(matches!(Identities::new(range, 4).busy(), SandboxError::Full(4)));
-        assert!(matches!(Identities::new(range, 64).busy(), SandboxError::Busy(64)));
+        assert!(matches!(
+            Identities::new(range, 4).busy(),
+            SandboxError::Full(4)
+        ));
+        assert!(matches!(
+            Identities::new(range, 64).busy(),
+            SandboxError::Busy(64)
+        ));
         assert_eq!(Identities::new(range, 4).available.available_permits(), 4);
-        assert_eq!(Identities::new(range, 100).available.available_permits(), 64);
+        assert_eq!(
+            Identities::new(range, 100).available.available_permits(),
+            64
+        );
     }
 }
