@@ -44,6 +44,9 @@ const PREFIX: &str = "nl2sh-sandbox-";
 /// The shared parent's name, before the first uid of the range: trees whose calls run as
 /// the same uids share it (and its ceiling), as they share those uids' cgroups.
 const CEILING_PREFIX: &str = "nl2sh-sandboxes-";
+/// Room in a call's `pids.max` beyond its uid's processes, for helpers: its own and
+/// earlier calls' still being reaped.
+pub const HELPERS: u32 = 8;
 /// How close to its limit a v1 cgroup's peak comes when the limit was reached: the kernel
 /// charges in batches of 64 pages per CPU.
 pub const REACHED: u64 = 2 * 1024 * 1024;
@@ -60,8 +63,8 @@ pub struct Counters {
     /// ancestor's).
     pub own_memory_limit: u64,
     /// Forks the pids controller refused in the call. The call's own `pids.max` leaves
-    /// room for its helper, so its uid's `RLIMIT_NPROC` refuses first; a refusal here was
-    /// the shared ceiling's (or an ancestor's).
+    /// room for helpers ([`HELPERS`]), so its uid's `RLIMIT_NPROC` refuses first; a
+    /// refusal here was the shared ceiling's (or an ancestor's).
     pub pids_refused: u64,
 }
 
@@ -144,9 +147,11 @@ impl Cgroups {
             _ => Ok(()),
         };
         let memory = limits.memory_bytes.to_string();
-        // The helper (root) is in the cgroup too: with one more than the call's uid may
-        // have, its RLIMIT_NPROC is what the call's own processes reach first.
-        let processes = limits.processes.saturating_add(1).to_string();
+        // Helpers (root) are in the cgroup too: this call's, and the last call's while it
+        // is reaped (seen: the next call's fork refused by the cgroup, not its uid). With
+        // room for them, the uid's RLIMIT_NPROC is what the call's own processes reach
+        // first.
+        let processes = limits.processes.saturating_add(HELPERS).to_string();
         match self {
             Cgroups::V2 { parent } => {
                 let dir = parent.join(&name);
