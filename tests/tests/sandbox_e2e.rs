@@ -43,6 +43,26 @@ fn inspect_says_which_sandbox_parts_are_active() {
         "{sandbox}"
     );
     assert!(sandbox["landlock"].is_string(), "{sandbox}");
+    // The shared ceiling of all calls: sized from this machine (half its memory), and
+    // whether the kernel enforces it.
+    let ceiling = &sandbox["ceiling"];
+    let half = nl2sh_proto::config::device_memory_bytes().unwrap() / 2 >> 20;
+    assert_eq!(ceiling["memory_mib"], half.clamp(256, 16384), "{ceiling}");
+    assert!(
+        ceiling["processes"].as_u64().is_some_and(|p| p >= 256),
+        "{ceiling}"
+    );
+    assert!(ceiling["how"].is_string(), "{ceiling}");
+    // Without calls' cgroups the kernel cannot enforce it, and inspect does not pretend.
+    if !sandbox["cgroup"].as_str().unwrap().starts_with("cgroup") {
+        assert_eq!(ceiling["enforced"], false, "{sandbox}");
+    }
+    if ceiling["enforced"] == false {
+        assert!(ceiling["how"]
+            .as_str()
+            .unwrap()
+            .starts_with("not by the kernel"));
+    }
     // A command holds its three streams and nothing of the tree's (channels, listener).
     let r = server.invoke("shell.exec", json!({"command": "ls /proc/self/fd"}));
     let fds: Vec<String> = r.output()["stdout"]
