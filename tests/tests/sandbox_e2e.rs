@@ -46,7 +46,7 @@ fn inspect_says_which_sandbox_parts_are_active() {
     // The shared ceiling of all calls: sized from this machine (half its memory), and
     // whether the kernel enforces it.
     let ceiling = &sandbox["ceiling"];
-    let half = nl2sh_proto::config::device_memory_bytes().unwrap() / 2 >> 20;
+    let half = (nl2sh_proto::config::device_memory_bytes().unwrap() / 2) >> 20;
     assert_eq!(ceiling["memory_mib"], half.clamp(256, 16384), "{ceiling}");
     assert!(
         ceiling["processes"].as_u64().is_some_and(|p| p >= 256),
