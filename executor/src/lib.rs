@@ -202,6 +202,7 @@ async fn serve(ends: ExecutorEnds) -> Result<(), ExecutorError> {
         sandbox::SandboxSettings::for_executor(
             settings.sandbox_uids,
             settings.sandbox_limits,
+            settings.sandbox_ceiling,
             masked,
         ),
     ));

@@ -273,6 +273,7 @@ async fn only_start_with_netd_settings_is_accepted() {
             count: 64,
         },
         sandbox_limits: nl2sh_proto::config::Config::default().sandbox_limits(),
+        sandbox_ceiling: nl2sh_proto::config::Config::default().sandbox_ceiling(),
         service_dir: "/nonexistent/config.service".into(),
     });
     write_frame(

@@ -203,6 +203,8 @@ pub struct ExecutorSettings {
     pub sandbox_uids: UidRange,
     /// What each sandboxed call may use.
     pub sandbox_limits: SandboxLimits,
+    /// What all sandboxed calls together may use.
+    pub sandbox_ceiling: SandboxCeiling,
     /// The managed service's directory beside the configuration (`<stem>.service`: its
     /// log holds the token); masked and protected like the state directory.
     pub service_dir: String,
@@ -216,6 +218,14 @@ pub struct SandboxLimits {
     pub processes: u32,
     pub memory_bytes: u64,
     pub cpu_secs: u64,
+}
+
+/// What all sandboxed calls together may use: the sandboxes' shared ceiling, enforced by
+/// a parent cgroup that holds every call's cgroup where the kernel has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxCeiling {
+    pub memory_bytes: u64,
+    pub processes: u32,
 }
 
 /// `count` uids from `first`: the sandbox's identities, one per concurrent call.

@@ -99,6 +99,8 @@ pub const KEYS: &[Key] = &[
     key("sandbox_max_processes", KeyKind::Integer, false),
     key("sandbox_memory_mib", KeyKind::Integer, false),
     key("sandbox_cpu_secs", KeyKind::Integer, false),
+    key("sandbox_total_memory_mib", KeyKind::Integer, false),
+    key("sandbox_total_processes", KeyKind::Integer, false),
     key("approval_policy", KeyKind::Text, true),
     key("approval_timeout_secs", KeyKind::Integer, true),
     key("approval_grants", KeyKind::Grants, true),
@@ -190,6 +192,12 @@ pub struct Config {
     /// CPU seconds of each process of a sandboxed call (default
     /// [`DEFAULT_SANDBOX_CPU_SECS`]).
     pub sandbox_cpu_secs: Option<u64>,
+    /// Memory all sandboxed calls together may use, in MiB: the sandboxes' shared
+    /// ceiling (default half the device's memory, see [`Config::sandbox_ceiling_for`]).
+    pub sandbox_total_memory_mib: Option<u64>,
+    /// Processes all sandboxed calls together may have at once (default an eighth of
+    /// the kernel's `pid_max`, see [`Config::sandbox_ceiling_for`]).
+    pub sandbox_total_processes: Option<u32>,
     /// Which actions ask for local approval (default `balanced`; remote callers get at
     /// least `balanced`).
     pub approval_policy: Option<ApprovalPolicy>,
@@ -246,6 +254,8 @@ impl std::fmt::Debug for Config {
             .field("sandbox_max_processes", &self.sandbox_max_processes)
             .field("sandbox_memory_mib", &self.sandbox_memory_mib)
             .field("sandbox_cpu_secs", &self.sandbox_cpu_secs)
+            .field("sandbox_total_memory_mib", &self.sandbox_total_memory_mib)
+            .field("sandbox_total_processes", &self.sandbox_total_processes)
             .field("approval_policy", &self.approval_policy)
             .field("approval_timeout_secs", &self.approval_timeout_secs)
             .field("approval_grants", &self.approval_grants)
@@ -328,6 +338,55 @@ impl Config {
         }
     }
 
+    /// What all sandboxed calls together may use on this device: [`Config::sandbox_ceiling_for`]
+    /// with the device's memory (`/proc/meminfo`) and `pid_max`.
+    pub fn sandbox_ceiling(&self) -> crate::channels::SandboxCeiling {
+        self.sandbox_ceiling_for(device_memory_bytes(), device_pid_max())
+    }
+
+    /// What all sandboxed calls together may use on a device with `mem_total` bytes of
+    /// memory and `pid_max` (`None`: unknown). Defaults: half the memory, from 256 MiB to
+    /// 16 GiB (2 GiB where unknown); an eighth of `pid_max`, from 256 to 4096 (4096 where
+    /// unknown). A configured value beyond what the device has is taken as all of it.
+    pub fn sandbox_ceiling_for(
+        &self,
+        mem_total: Option<u64>,
+        pid_max: Option<u64>,
+    ) -> crate::channels::SandboxCeiling {
+        const MIB: u64 = 1024 * 1024;
+        let memory_mib = self.sandbox_total_memory_mib.unwrap_or_else(|| {
+            mem_total.map_or(DEFAULT_SANDBOX_TOTAL_MEMORY_MIB_UNKNOWN, |total| {
+                (total / MIB / 2).clamp(
+                    *SANDBOX_TOTAL_MEMORY_DEFAULT_MIB.start(),
+                    *SANDBOX_TOTAL_MEMORY_DEFAULT_MIB.end(),
+                )
+            })
+        });
+        let mut memory_bytes = memory_mib.saturating_mul(MIB);
+        if let Some(total) = mem_total.filter(|t| *t > 0) {
+            memory_bytes = memory_bytes.min(total);
+        }
+        let processes = self.sandbox_total_processes.map_or_else(
+            || {
+                pid_max.map_or(DEFAULT_SANDBOX_TOTAL_PROCESSES_UNKNOWN, |max| {
+                    (max / 8).clamp(
+                        *SANDBOX_TOTAL_PROCESSES_DEFAULT.start(),
+                        *SANDBOX_TOTAL_PROCESSES_DEFAULT.end(),
+                    ) as u32
+                })
+            },
+            |configured| {
+                pid_max.filter(|m| *m > 0).map_or(configured, |m| {
+                    configured.min(m.min(u64::from(u32::MAX)) as u32)
+                })
+            },
+        );
+        crate::channels::SandboxCeiling {
+            memory_bytes,
+            processes,
+        }
+    }
+
     /// How long a pending approval waits: `approval_timeout_secs`, never longer than
     /// [`APPROVAL_TIMEOUT`] whatever a running reader let through.
     pub fn approval_timeout(&self) -> Duration {
@@ -387,6 +446,16 @@ impl Config {
                 "sandbox_cpu_secs",
                 self.sandbox_cpu_secs,
                 SANDBOX_CPU_SECS_RANGE,
+            ),
+            (
+                "sandbox_total_memory_mib",
+                self.sandbox_total_memory_mib,
+                SANDBOX_TOTAL_MEMORY_MIB_RANGE,
+            ),
+            (
+                "sandbox_total_processes",
+                self.sandbox_total_processes.map(u64::from),
+                SANDBOX_TOTAL_PROCESSES_RANGE,
             ),
         ] {
             if value.is_some_and(|v| !range.contains(&v)) {
@@ -528,6 +597,43 @@ pub const DEFAULT_SANDBOX_CPU_SECS: u64 = 300;
 const SANDBOX_MAX_PROCESSES_RANGE: std::ops::RangeInclusive<u64> = 8..=4096;
 const SANDBOX_MEMORY_MIB_RANGE: std::ops::RangeInclusive<u64> = 16..=65536;
 const SANDBOX_CPU_SECS_RANGE: std::ops::RangeInclusive<u64> = 1..=3600;
+const SANDBOX_TOTAL_MEMORY_MIB_RANGE: std::ops::RangeInclusive<u64> = 64..=1_048_576;
+const SANDBOX_TOTAL_PROCESSES_RANGE: std::ops::RangeInclusive<u64> = 16..=4_194_304;
+/// Where `sandbox_total_memory_mib` is absent: half the device's memory, within these.
+const SANDBOX_TOTAL_MEMORY_DEFAULT_MIB: std::ops::RangeInclusive<u64> = 256..=16_384;
+/// `sandbox_total_memory_mib` when absent and the device's memory is unknown.
+const DEFAULT_SANDBOX_TOTAL_MEMORY_MIB_UNKNOWN: u64 = 2048;
+/// Where `sandbox_total_processes` is absent: an eighth of `pid_max`, within these.
+const SANDBOX_TOTAL_PROCESSES_DEFAULT: std::ops::RangeInclusive<u64> = 256..=4096;
+/// `sandbox_total_processes` when absent and `pid_max` is unknown.
+const DEFAULT_SANDBOX_TOTAL_PROCESSES_UNKNOWN: u32 = 4096;
+
+/// The device's memory (`MemTotal` of `/proc/meminfo`), in bytes.
+pub fn device_memory_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    meminfo_field(&meminfo, "MemTotal:")
+}
+
+/// A `<name> <n> kB` field of a `/proc/meminfo` text, in bytes.
+pub fn meminfo_field(meminfo: &str, name: &str) -> Option<u64> {
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix(name))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
+/// The kernel's largest pid (`/proc/sys/kernel/pid_max`).
+pub fn device_pid_max() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
 /// The lowest allowed base: above Linux's regular users (60000) and Android's per-app
 /// range of user 0 (10000–19999) and isolated processes (90000–99999).
 pub const MIN_SANDBOX_UID_BASE: u32 = 100_000;
@@ -1537,6 +1643,45 @@ netd_gid = 2001
         assert!(
             msg.starts_with("c.toml:1: netd_uid 200003 lies in the sandbox"),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn the_sandboxes_ceiling_is_sized_from_the_device() {
+        const MIB: u64 = 1024 * 1024;
+        let err = |text: &str| parse(Path::new("c.toml"), text).unwrap_err().to_string();
+        let c = parse(Path::new("c.toml"), "").unwrap();
+        // Half the memory; an eighth of pid_max.
+        let phone = c.sandbox_ceiling_for(Some(8 << 30), Some(32768));
+        assert_eq!((phone.memory_bytes, phone.processes), (4 << 30, 4096));
+        // Within bounds, whatever the device.
+        let small = c.sandbox_ceiling_for(Some(300 * MIB), Some(1024));
+        assert_eq!((small.memory_bytes, small.processes), (256 * MIB, 256));
+        let large = c.sandbox_ceiling_for(Some(1 << 40), Some(4_194_304));
+        assert_eq!((large.memory_bytes, large.processes), (16 << 30, 4096));
+        let unknown = c.sandbox_ceiling_for(None, None);
+        assert_eq!((unknown.memory_bytes, unknown.processes), (2 << 30, 4096));
+        // Configured: as written, but never more than the device has.
+        let c = parse(
+            Path::new("c.toml"),
+            "sandbox_total_memory_mib = 300\nsandbox_total_processes = 100\n",
+        )
+        .unwrap();
+        let set = c.sandbox_ceiling_for(Some(8 << 30), Some(32768));
+        assert_eq!((set.memory_bytes, set.processes), (300 * MIB, 100));
+        let c = parse(Path::new("c.toml"), "sandbox_total_memory_mib = 65536\n").unwrap();
+        assert_eq!(
+            c.sandbox_ceiling_for(Some(8 << 30), None).memory_bytes,
+            8 << 30
+        );
+        assert!(err("sandbox_total_memory_mib = 10\n").contains("between 64 and 1048576"));
+        assert!(err("sandbox_total_processes = 0\n").contains("between 16 and 4194304"));
+        assert_eq!(
+            meminfo_field(
+                "MemTotal:       24000 kB\nMemAvailable: 12 kB\n",
+                "MemAvailable:"
+            ),
+            Some(12 * 1024)
         );
     }
 

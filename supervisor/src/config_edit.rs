@@ -459,6 +459,10 @@ fn default_of(named: &Named, path: &Path) -> Option<String> {
         (None, "sandbox_max_processes") => defaults.sandbox_limits().processes.to_string(),
         (None, "sandbox_memory_mib") => (defaults.sandbox_limits().memory_bytes >> 20).to_string(),
         (None, "sandbox_cpu_secs") => defaults.sandbox_limits().cpu_secs.to_string(),
+        (None, "sandbox_total_memory_mib") => {
+            (defaults.sandbox_ceiling().memory_bytes >> 20).to_string()
+        }
+        (None, "sandbox_total_processes") => defaults.sandbox_ceiling().processes.to_string(),
         (None, "approval_policy") => ApprovalPolicy::default().as_str().into(),
         (None, "approval_timeout_secs") => defaults.approval_timeout().as_secs().to_string(),
         (None, "approval_grants") => "[]".into(),

@@ -370,6 +370,7 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
                 count: sandbox_count,
             },
             sandbox_limits: cfg.sandbox_limits(),
+            sandbox_ceiling: cfg.sandbox_ceiling(),
             service_dir: crate::config::service_dir(&config_path)
                 .display()
                 .to_string(),

@@ -68,6 +68,7 @@ impl Rig {
                 helper: argv,
                 uids: RANGE,
                 limits: nl2sh_proto::config::Config::default().sandbox_limits(),
+                ceiling: nl2sh_proto::config::Config::default().sandbox_ceiling(),
                 own_files: own.clone(),
                 scratch_bytes: 8 * 1024 * 1024,
                 ahead,
@@ -879,6 +880,63 @@ fn a_calls_processes_together_cannot_pass_its_memory_cap() {
     drop(rig);
 }
 
+#[test]
+fn a_fork_refused_by_the_shared_process_ceiling_says_so_and_one_by_its_own_limit_too() {
+    let Some(rig) = Rig::new() else { return };
+    // A range of this test's own: the ceiling is shared by the sandboxes whose calls run
+    // as the same uids, and the other tests' run at the same time.
+    let range = UidRange {
+        first: 0x9480_0000 + (std::process::id() % 1000) * 16,
+        count: 16,
+    };
+    let forks = "i=0; while [ $i -lt 40 ]; do sleep 2 & i=$((i+1)); done; wait";
+    let defaults = nl2sh_proto::config::Config::default();
+    let mut own = defaults.sandbox_limits();
+    own.processes = 8;
+    let mut shared = defaults.sandbox_ceiling();
+    shared.processes = 16;
+    for (limits, ceiling, expected) in [
+        // 16 processes for every call together: the call's own 256 are never reached.
+        (
+            defaults.sandbox_limits(),
+            shared,
+            "processes: the sandboxes' shared ceiling of 16 processes (sandbox_total_processes)",
+        ),
+        // 8 for the call, thousands for all: the call's own limit refuses.
+        (
+            own,
+            defaults.sandbox_ceiling(),
+            "processes: the call reached its 8 processes (sandbox_max_processes)",
+        ),
+    ] {
+        let sandbox = Sandbox::new(SandboxSettings {
+            uids: range,
+            limits,
+            ceiling,
+            ahead: 0,
+            ahead_max: 0,
+            ..pool_settings()
+        });
+        let parts = block_on(sandbox.availability()).to_json();
+        if parts["ceiling"]["enforced"] != true {
+            eprintln!(
+                "skipped: no cgroup here enforces the ceiling ({})",
+                parts["ceiling"]
+            );
+            return;
+        }
+        let out = sh(&sandbox, forks);
+        let limit = nl2sh_executor::sandbox::limit_hit(&out, limits);
+        eprintln!("{limit:?}");
+        assert!(
+            limit.as_deref().is_some_and(|l| l.starts_with(expected)),
+            "{limit:?}: {}",
+            text(&out)
+        );
+    }
+    drop(rig);
+}
+
 /// `sh -c line` in `sandbox` in `/`, on the caller's runtime (sandboxes built ahead
 /// belong to the runtime that built them).
 async fn sh_here(sandbox: &Sandbox, line: &str) -> CommandOutput {
@@ -911,6 +969,7 @@ fn pool_settings() -> SandboxSettings {
         helper: vec![nl2sh_bin().into(), HELPER_ARG.into()],
         uids: RANGE,
         limits: nl2sh_proto::config::Config::default().sandbox_limits(),
+        ceiling: nl2sh_proto::config::Config::default().sandbox_ceiling(),
         own_files: Vec::new(),
         scratch_bytes: 8 * 1024 * 1024,
         ahead: 2,

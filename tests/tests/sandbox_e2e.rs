@@ -43,6 +43,26 @@ fn inspect_says_which_sandbox_parts_are_active() {
         "{sandbox}"
     );
     assert!(sandbox["landlock"].is_string(), "{sandbox}");
+    // The shared ceiling of all calls: sized from this machine (half its memory), and
+    // whether the kernel enforces it.
+    let ceiling = &sandbox["ceiling"];
+    let half = (nl2sh_proto::config::device_memory_bytes().unwrap() / 2) >> 20;
+    assert_eq!(ceiling["memory_mib"], half.clamp(256, 16384), "{ceiling}");
+    assert!(
+        ceiling["processes"].as_u64().is_some_and(|p| p >= 256),
+        "{ceiling}"
+    );
+    assert!(ceiling["how"].is_string(), "{ceiling}");
+    // Without calls' cgroups the kernel cannot enforce it, and inspect does not pretend.
+    if !sandbox["cgroup"].as_str().unwrap().starts_with("cgroup") {
+        assert_eq!(ceiling["enforced"], false, "{sandbox}");
+    }
+    if ceiling["enforced"] == false {
+        assert!(ceiling["how"]
+            .as_str()
+            .unwrap()
+            .starts_with("not by the kernel"));
+    }
     // A command holds its three streams and nothing of the tree's (channels, listener).
     let r = server.invoke("shell.exec", json!({"command": "ls /proc/self/fd"}));
     let fds: Vec<String> = r.output()["stdout"]
@@ -763,6 +783,111 @@ fn a_sandboxed_call_cannot_take_the_devices_memory_and_says_which_limit_ended_it
     // SIGXCPU at 300 s, SIGKILL 5 s later.
     assert_eq!(limit("Max cpu time"), ["300", "305"], "{text}");
     assert_eq!(limit("Max processes"), ["256", "256"], "{text}");
+}
+
+/// `name` of `/proc/meminfo`, in bytes.
+fn meminfo(name: &str) -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
+    nl2sh_proto::config::meminfo_field(&text, name).unwrap()
+}
+
+/// A number in a cgroup file (`max` and unreadable: `None`).
+fn cgroup_number(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+#[test]
+fn concurrent_sandboxed_calls_cannot_pass_the_shared_memory_ceiling() {
+    if skip_unless_root() {
+        return;
+    }
+    const MIB: u64 = 1024 * 1024;
+    const CEILING_MIB: u64 = 256;
+    const HOGS: usize = 8;
+    // A range of this test's own: the ceiling is shared by the trees whose calls run as
+    // the same uids, and the other tests' trees run at the same time.
+    let base = 0x9400_0000 + (std::process::id() % 1000) * 16;
+    let fx = Fixture::new(&format!(
+        "sandbox_uid_base = {base}\nsandbox_uid_count = 16\nsandbox_memory_mib = 512\n\
+         sandbox_total_memory_mib = {CEILING_MIB}\n"
+    ));
+    let server = Server::start(&fx, &[], &[]);
+    let r = server.call_tool("nl2sh_inspect", json!({}));
+    let ceiling = r.structured["sandbox"]["ceiling"].clone();
+    assert_eq!(ceiling["memory_mib"], CEILING_MIB, "{ceiling}");
+    if ceiling["enforced"] != true {
+        // Kept by running fewer calls at once: one, at 512 MiB each.
+        assert_eq!(ceiling["calls_at_once"], 1, "{ceiling}");
+        eprintln!("skipped: no cgroup here enforces the ceiling ({ceiling})");
+        return;
+    }
+    let memory_dir = std::path::PathBuf::from(ceiling["cgroup"][0].as_str().unwrap());
+    let (usage, peak) = if memory_dir.join("memory.peak").exists() {
+        (
+            memory_dir.join("memory.current"),
+            memory_dir.join("memory.peak"),
+        )
+    } else {
+        // v1: the peak so far is reset to now.
+        let peak = memory_dir.join("memory.max_usage_in_bytes");
+        let _ = std::fs::write(&peak, "0");
+        (memory_dir.join("memory.usage_in_bytes"), peak)
+    };
+    let available_before = meminfo("MemAvailable:");
+    // The attacker's `tail -n 1 /dev/zero`, each wanting 512 MiB (bounded here so that a
+    // broken ceiling cannot take the test machine's memory either), all at once.
+    let hogs: Vec<_> = (0..HOGS)
+        .map(|_| {
+            server.invoke_async(
+                "shell.exec",
+                json!({ "command": "head -c 600000000 /dev/zero | tail -n 1 | wc -c",
+                        "timeout": 60 }),
+            )
+        })
+        .collect();
+    // While they run: the least memory available, the most charged to the sandboxes.
+    let (mut available_least, mut charged_most) = (available_before, 0);
+    while hogs.iter().any(|h| !h.is_finished()) {
+        available_least = available_least.min(meminfo("MemAvailable:"));
+        charged_most = charged_most.max(cgroup_number(&usage).unwrap_or(0));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let results: Vec<Value> = hogs
+        .into_iter()
+        .map(|h| h.join().unwrap().output())
+        .collect();
+    let peak = cgroup_number(&peak).unwrap();
+    eprintln!(
+        "{HOGS} hogs of 512 MiB under a {CEILING_MIB} MiB ceiling: MemAvailable {} MiB \
+         before, {} MiB at least during; charged to the sandboxes at most {} MiB (sampled), \
+         peak {} MiB ({})",
+        available_before / MIB,
+        available_least / MIB,
+        charged_most / MIB,
+        peak / MIB,
+        memory_dir.display()
+    );
+    assert!(peak <= CEILING_MIB * MIB, "peak {peak}");
+    assert!(charged_most <= CEILING_MIB * MIB, "charged {charged_most}");
+    // Other work on this machine moves MemAvailable too: the floor leaves room for it,
+    // and is far above what the hogs would take together without the ceiling (4 GiB).
+    let floor = available_before.saturating_sub(2048 * MIB);
+    assert!(
+        available_least > floor,
+        "MemAvailable fell to {available_least} from {available_before}"
+    );
+    for out in &results {
+        assert_eq!(out["sandboxed"], true, "{out}");
+        let limit = out["limit"].as_str().unwrap_or_default();
+        assert!(
+            limit.starts_with("memory: the sandboxes' shared memory ceiling of 256 MiB")
+                && limit.contains("sandbox_total_memory_mib"),
+            "{out}"
+        );
+    }
+    // The sandbox still serves calls afterwards.
+    let r = server.invoke("shell.exec", json!({ "command": "echo fine" }));
+    assert_eq!(r.output()["stdout"], "fine\n", "{}", r.output());
 }
 
 /// Every descendant of `pid`.

@@ -16,11 +16,20 @@
 //! time: the uid's lease). The helper joins it before it enters its namespaces, so
 //! everything the call starts is inside. Its OOM-kill counter tells whether the memory cap
 //! ended a process.
+//!
+//! All calls' cgroups live under one parent, `<our cgroup>/nl2sh-sandboxes-<first uid>`
+//! ([`Cgroups::ceiling`]), whose `memory.max` / `memory.limit_in_bytes` and `pids.max`
+//! are the sandboxes' shared ceiling: however many calls run at once, together they
+//! cannot take more than it. It holds no process itself (cgroup v2's "no internal
+//! processes" rule), and on v1 `memory.use_hierarchy` is set in it before any call's
+//! cgroup is made, so that its children are charged to it. Whether the call's own limit
+//! or the shared ceiling ended a process is told by which cgroup's limit was reached
+//! ([`Cgroups::counters`]).
 
 use std::io;
 use std::path::{Path, PathBuf};
 
-use nl2sh_proto::channels::SandboxLimits;
+use nl2sh_proto::channels::{SandboxCeiling, SandboxLimits};
 
 /// Where the calls' cgroups are made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +41,32 @@ pub enum Cgroups {
 }
 
 const PREFIX: &str = "nl2sh-sandbox-";
+/// The shared parent's name, before the first uid of the range: trees whose calls run as
+/// the same uids share it (and its ceiling), as they share those uids' cgroups.
+const CEILING_PREFIX: &str = "nl2sh-sandboxes-";
+/// Room in a call's `pids.max` beyond its uid's processes, for helpers: its own and
+/// earlier calls' still being reaped.
+pub const HELPERS: u32 = 8;
+/// How close to its limit a v1 cgroup's peak comes when the limit was reached: the kernel
+/// charges in batches of 64 pages per CPU.
+pub const REACHED: u64 = 2 * 1024 * 1024;
+
+/// A call's counters, read before and after it ran.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Processes of the call the OOM killer ended, whoever's limit was reached.
+    pub oom_kills: u64,
+    /// Times the call's own memory limit was reached (v2: its `oom` events), or on v1
+    /// whether it was (1) since the cgroup was prepared for the call: its peak, reset
+    /// then, came within [`REACHED`] of its limit (the kernel there counts no `failcnt`
+    /// on every version). An OOM kill without it was the shared ceiling's (or an
+    /// ancestor's).
+    pub own_memory_limit: u64,
+    /// Forks the pids controller refused in the call. The call's own `pids.max` leaves
+    /// room for helpers ([`HELPERS`]), so its uid's `RLIMIT_NPROC` refuses first; a
+    /// refusal here was the shared ceiling's (or an ancestor's).
+    pub pids_refused: u64,
+}
 
 impl Cgroups {
     /// What this device offers, from `/proc/self/mountinfo` and `/proc/self/cgroup`; `None`
@@ -112,7 +147,11 @@ impl Cgroups {
             _ => Ok(()),
         };
         let memory = limits.memory_bytes.to_string();
-        let processes = limits.processes.to_string();
+        // Helpers (root) are in the cgroup too: this call's, and the last call's while it
+        // is reaped (seen: the next call's fork refused by the cgroup, not its uid). With
+        // room for them, the uid's RLIMIT_NPROC is what the call's own processes reach
+        // first.
+        let processes = limits.processes.saturating_add(HELPERS).to_string();
         match self {
             Cgroups::V2 { parent } => {
                 let dir = parent.join(&name);
@@ -134,22 +173,142 @@ impl Cgroups {
                 std::fs::write(mdir.join("memory.limit_in_bytes"), &memory)?;
                 let _ = std::fs::write(&memsw, &memory);
                 std::fs::write(pdir.join("pids.max"), &processes)?;
+                // The peaks are this call's from here on ([`Counters::own_memory_limit`]).
+                for peak in [
+                    "memory.max_usage_in_bytes",
+                    "memory.memsw.max_usage_in_bytes",
+                ] {
+                    let _ = std::fs::write(mdir.join(peak), "0");
+                }
                 Ok(vec![mdir.join("cgroup.procs"), pdir.join("cgroup.procs")])
             }
         }
     }
 
-    /// How many processes the kernel's OOM killer ended in `uid`'s cgroup so far.
-    pub fn oom_kills(&self, uid: u32) -> Option<u64> {
+    /// The counters of `uid`'s cgroup so far (`None` where they cannot be read).
+    pub fn counters(&self, uid: u32) -> Option<Counters> {
         let name = format!("{PREFIX}{uid}");
-        let (file, dir) = match self {
-            Cgroups::V2 { parent } => ("memory.events", parent.join(name)),
-            Cgroups::V1 { memory, .. } => ("memory.oom_control", memory.join(name)),
+        let read = |dir: &Path, file: &str| std::fs::read_to_string(dir.join(file)).ok();
+        let field = |text: &str, key: &str| -> Option<u64> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+                .and_then(|n| n.trim().parse().ok())
         };
-        let text = std::fs::read_to_string(dir.join(file)).ok()?;
-        text.lines()
-            .find_map(|l| l.strip_prefix("oom_kill "))
-            .and_then(|n| n.trim().parse().ok())
+        let number =
+            |text: Option<String>| -> u64 { text.and_then(|t| t.trim().parse().ok()).unwrap_or(0) };
+        let (memory_dir, pids_dir) = match self {
+            Cgroups::V2 { parent } => (parent.join(&name), parent.join(&name)),
+            Cgroups::V1 { memory, pids } => (memory.join(&name), pids.join(&name)),
+        };
+        // Where the kernel has it, the local file counts the forks refused in this cgroup
+        // whichever limit refused them (newer kernels count `pids.events` where the limit
+        // was).
+        let pids_events =
+            read(&pids_dir, "pids.events.local").or_else(|| read(&pids_dir, "pids.events"));
+        let pids_refused = pids_events
+            .as_deref()
+            .and_then(|t| field(t, "max"))
+            .unwrap_or(0);
+        Some(match self {
+            Cgroups::V2 { .. } => {
+                let events = read(&memory_dir, "memory.events")?;
+                Counters {
+                    oom_kills: field(&events, "oom_kill")?,
+                    own_memory_limit: field(&events, "oom").unwrap_or(0),
+                    pids_refused,
+                }
+            }
+            Cgroups::V1 { .. } => {
+                let control = read(&memory_dir, "memory.oom_control")?;
+                let limit = number(read(&memory_dir, "memory.limit_in_bytes"));
+                let peak = number(read(&memory_dir, "memory.max_usage_in_bytes"))
+                    .max(number(read(&memory_dir, "memory.memsw.max_usage_in_bytes")));
+                Counters {
+                    oom_kills: field(&control, "oom_kill")?,
+                    own_memory_limit: u64::from(limit > 0 && peak.saturating_add(REACHED) >= limit),
+                    pids_refused,
+                }
+            }
+        })
+    }
+
+    /// Make (or reuse) the sandboxes' shared parent for the range starting at `first_uid`,
+    /// with `ceiling` set; the calls' cgroups are then made in it (the returned
+    /// [`Cgroups`]).
+    pub fn ceiling(&self, first_uid: u32, ceiling: SandboxCeiling) -> io::Result<Cgroups> {
+        let name = format!("{CEILING_PREFIX}{first_uid}");
+        let make = |dir: &Path| match std::fs::create_dir(dir) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
+            _ => Ok(()),
+        };
+        let memory = ceiling.memory_bytes.to_string();
+        let processes = ceiling.processes.to_string();
+        let made = match self {
+            Cgroups::V2 { parent } => {
+                let dir = parent.join(&name);
+                make(&dir)?;
+                std::fs::write(dir.join("memory.max"), &memory)?;
+                let _ = std::fs::write(dir.join("memory.swap.max"), "0");
+                std::fs::write(dir.join("pids.max"), &processes)?;
+                // It holds no process, so its children may have the controllers.
+                std::fs::write(dir.join("cgroup.subtree_control"), "+memory +pids")?;
+                Cgroups::V2 { parent: dir }
+            }
+            Cgroups::V1 { memory: m, pids: p } => {
+                let (mdir, pdir) = (m.join(&name), p.join(&name));
+                make(&mdir)?;
+                make(&pdir)?;
+                hierarchical(&mdir)?;
+                let memsw = mdir.join("memory.memsw.limit_in_bytes");
+                let _ = std::fs::write(&memsw, &memory);
+                std::fs::write(mdir.join("memory.limit_in_bytes"), &memory)?;
+                let _ = std::fs::write(&memsw, &memory);
+                std::fs::write(pdir.join("pids.max"), &processes)?;
+                Cgroups::V1 {
+                    memory: mdir,
+                    pids: pdir,
+                }
+            }
+        };
+        if made.usable() {
+            Ok(made)
+        } else {
+            Err(io::Error::other(format!(
+                "no call's cgroup can be made in {}",
+                made.describe_dirs()
+            )))
+        }
+    }
+
+    /// The most memory charged to this cgroup (its `memory.peak` on v2,
+    /// `memory.max_usage_in_bytes` on v1): of the shared parent, what all calls together
+    /// took at most.
+    pub fn peak_memory(&self) -> Option<u64> {
+        let file = match self {
+            Cgroups::V2 { parent } => parent.join("memory.peak"),
+            Cgroups::V1 { memory, .. } => memory.join("memory.max_usage_in_bytes"),
+        };
+        std::fs::read_to_string(file).ok()?.trim().parse().ok()
+    }
+
+    /// The directories calls' cgroups are made in (memory first).
+    pub fn dirs(&self) -> Vec<String> {
+        match self {
+            Cgroups::V2 { parent } => vec![parent.display().to_string()],
+            Cgroups::V1 { memory, pids } => {
+                vec![memory.display().to_string(), pids.display().to_string()]
+            }
+        }
+    }
+
+    /// The directories calls' cgroups are made in, in words.
+    pub fn describe_dirs(&self) -> String {
+        match self {
+            Cgroups::V2 { parent } => parent.display().to_string(),
+            Cgroups::V1 { memory, pids } => {
+                format!("{} and {}", memory.display(), pids.display())
+            }
+        }
     }
 
     /// For `nl2sh_inspect`.
@@ -165,6 +324,34 @@ impl Cgroups {
                 pids.display()
             ),
         }
+    }
+}
+
+/// Make sure v1 memory cgroup `dir` charges its children to itself (`memory.use_hierarchy`,
+/// 1 on every kernel since 5.x; older ones inherit 0 from a root that has it 0, and let it
+/// be changed only while the cgroup has no children: the calls' cgroups a previous start
+/// made are removed first, where no process is left in them).
+fn hierarchical(dir: &Path) -> io::Result<()> {
+    let file = dir.join("memory.use_hierarchy");
+    let on = || std::fs::read_to_string(&file).is_ok_and(|v| v.trim() == "1");
+    if on() {
+        return Ok(());
+    }
+    if std::fs::write(&file, "1").is_err() {
+        for entry in std::fs::read_dir(dir)?.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(PREFIX) {
+                let _ = std::fs::remove_dir(entry.path());
+            }
+        }
+        let _ = std::fs::write(&file, "1");
+    }
+    if on() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "{} stays 0: its children would not be charged to it",
+            file.display()
+        )))
     }
 }
 

@@ -43,7 +43,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use nl2sh_proto::channels::{
-    Gid, SandboxCall, SandboxLimits, SandboxPayload, SandboxPlan, Uid, UidRange,
+    Gid, SandboxCall, SandboxCeiling, SandboxLimits, SandboxPayload, SandboxPlan, Uid, UidRange,
 };
 
 use crate::runtime::exec::{self, CommandOutput, ExecError, ProcessGroups};
@@ -94,6 +94,8 @@ pub struct SandboxSettings {
     pub uids: UidRange,
     /// What each call may use.
     pub limits: SandboxLimits,
+    /// What all calls together may use.
+    pub ceiling: SandboxCeiling,
     /// nl2sh's own files (configuration, state directory), masked besides the table.
     pub own_files: Vec<String>,
     pub scratch_bytes: u64,
@@ -114,11 +116,17 @@ pub struct SandboxSettings {
 
 impl SandboxSettings {
     /// The executor's settings: the helper is the executor's own executable.
-    pub fn for_executor(uids: UidRange, limits: SandboxLimits, own_files: Vec<String>) -> Self {
+    pub fn for_executor(
+        uids: UidRange,
+        limits: SandboxLimits,
+        ceiling: SandboxCeiling,
+        own_files: Vec<String>,
+    ) -> Self {
         Self {
             helper: vec!["/proc/self/exe".into(), HELPER_ARG.into()],
             uids,
             limits,
+            ceiling,
             own_files,
             scratch_bytes: DEFAULT_SCRATCH_BYTES,
             ahead: WARM_TARGET,
@@ -172,6 +180,13 @@ pub enum SandboxError {
          nothing ran (try again, or raise sandbox_uid_count)"
     )]
     Busy(u32),
+    #[error(
+        "the {0} sandboxed calls the sandboxes' shared ceiling lets run at once here (no \
+         cgroup enforces it: sandbox_total_memory_mib / sandbox_memory_mib and \
+         sandbox_total_processes / sandbox_max_processes) ran until the deadline; nothing \
+         ran (try again)"
+    )]
+    Full(u32),
     #[error("cancelled while waiting for a sandbox identity; nothing ran")]
     Cancelled,
     #[error(transparent)]
@@ -199,8 +214,10 @@ pub struct Sandbox {
 struct Shared {
     settings: SandboxSettings,
     identities: Arc<Identities>,
-    /// A cgroup per uid where the device lets nl2sh make one (root only).
+    /// A cgroup per uid where the device lets nl2sh make one (root only): in the shared
+    /// parent where [`Ceiling::enforced`], else in nl2sh's own cgroup.
     cgroups: Option<cgroup::Cgroups>,
+    ceiling: Ceiling,
     pool: Mutex<Pool>,
     /// Woken when a sandbox built ahead is ready, or a build ended.
     changed: tokio::sync::Notify,
@@ -216,6 +233,67 @@ struct Shared {
     /// back on the same core (seen with `perf sched`: the answer ready, the executor
     /// runnable, the new helper running its whole slice first).
     normal_nice: Option<i32>,
+}
+
+/// The sandboxes' shared ceiling, and how this device enforces it.
+struct Ceiling {
+    limits: SandboxCeiling,
+    /// Enforced by the kernel (a parent cgroup, these directories, holds every call's),
+    /// or why not.
+    enforced: Result<Vec<String>, String>,
+    /// How many calls may run at once: every uid of the range where the kernel enforces
+    /// the ceiling; else as many as fit in it at each call's own limits, at least one
+    /// (a floor: without a cgroup, memory is limited per process, not per call).
+    slots: u32,
+}
+
+impl Ceiling {
+    fn new(
+        limits: SandboxCeiling,
+        enforced: Result<Vec<String>, String>,
+        per_call: SandboxLimits,
+        uids: u32,
+    ) -> Ceiling {
+        let slots = if enforced.is_ok() {
+            uids
+        } else {
+            let by_memory = limits.memory_bytes / per_call.memory_bytes.max(1);
+            let by_processes = u64::from(limits.processes) / u64::from(per_call.processes.max(1));
+            u32::try_from(by_memory.min(by_processes))
+                .unwrap_or(u32::MAX)
+                .clamp(1, uids.max(1))
+        };
+        Ceiling {
+            limits,
+            enforced,
+            slots,
+        }
+    }
+
+    /// For `nl2sh_inspect`.
+    fn to_json(&self, uids: u32) -> Value {
+        let mut v = serde_json::json!({
+            "memory_mib": self.limits.memory_bytes >> 20,
+            "processes": self.limits.processes,
+            "enforced": self.enforced.is_ok(),
+            "calls_at_once": self.slots,
+        });
+        if let Ok(dirs) = &self.enforced {
+            v["cgroup"] = serde_json::json!(dirs);
+        }
+        v["how"] = Value::String(match &self.enforced {
+            Ok(_) => "by the kernel: every call's cgroup is in one parent cgroup with this \
+                      memory and process limit"
+                .into(),
+            Err(why) => format!(
+                "not by the kernel ({why}): at most {} of the {uids} sandboxed calls run at \
+                 once, so that their own limits add up to no more than it; memory is limited \
+                 per process there, so a call of many processes can take more",
+                self.slots
+            ),
+        });
+        v
+    }
 }
 
 /// Sandboxes built ahead: ready, and being built.
@@ -250,8 +328,8 @@ struct Built {
     lease: Option<Lease>,
     /// Taken by the call that uses it.
     helper: Option<exec::Started>,
-    /// The uid's cgroup OOM kill count when it was built.
-    oom_before: Option<u64>,
+    /// The uid's cgroup counters when it was built.
+    counters_before: Option<cgroup::Counters>,
     /// The payload said it is set up and waits ([`READY_BYTE`]). If not, running the
     /// call reports why (the helper's exit status and stderr).
     set_up: bool,
@@ -432,6 +510,49 @@ impl Shared {
 /// pool whose sandboxes are always too old would rebuild without pause).
 const MIN_REFRESH_AGE: Duration = Duration::from_millis(500);
 
+impl Shared {
+    /// Which cgroup limit ended a process of a call, from its counters before and after.
+    fn which_limit(&self, before: cgroup::Counters, after: cgroup::Counters) -> Option<String> {
+        let ceiling = &self.ceiling;
+        let shared = ceiling.enforced.is_ok();
+        if after.oom_kills > before.oom_kills {
+            return Some(if after.own_memory_limit > before.own_memory_limit {
+                format!(
+                    "memory: the call reached its {} MiB (sandbox_memory_mib) and the kernel \
+                     ended a process",
+                    self.settings.limits.memory_bytes >> 20
+                )
+            } else if shared {
+                format!(
+                    "memory: the sandboxes' shared memory ceiling of {} MiB \
+                     (sandbox_total_memory_mib), which all sandboxed calls running together \
+                     reached, and the kernel ended a process of this call",
+                    ceiling.limits.memory_bytes >> 20
+                )
+            } else {
+                "memory: the memory limit of nl2sh's own cgroup was reached and the kernel \
+                 ended a process of this call"
+                    .to_string()
+            });
+        }
+        if after.pids_refused > before.pids_refused {
+            return Some(if shared {
+                format!(
+                    "processes: the sandboxes' shared ceiling of {} processes \
+                     (sandbox_total_processes), which all sandboxed calls running together \
+                     reached, refused a process of this call",
+                    ceiling.limits.processes
+                )
+            } else {
+                "processes: the process limit of nl2sh's own cgroup refused a process of this \
+                 call"
+                    .to_string()
+            });
+        }
+        None
+    }
+}
+
 /// The mount namespace of the process `pid` (a helper that has set its sandbox up).
 fn mount_namespace_of(pid: Option<u32>) -> Option<OwnedFd> {
     let path = format!("/proc/{}/ns/mnt", pid?);
@@ -450,7 +571,12 @@ fn mount_namespace_of(pid: Option<u32>) -> Option<OwnedFd> {
 /// defaults): a uid is also claimed device-wide ([`claim`]) while a call runs as it.
 struct Identities {
     free: std::sync::Mutex<Vec<u32>>,
+    /// Permits for [`Ceiling::slots`] calls at once (all of `free` unless the shared
+    /// ceiling is kept by counting calls).
     available: Arc<tokio::sync::Semaphore>,
+    /// The uids of the range, and how many may be leased at once.
+    count: u32,
+    slots: u32,
 }
 
 /// One uid of the range, given back when dropped.
@@ -561,17 +687,29 @@ fn claim(uid: u32) -> Option<Claim> {
 type Claim = nix::fcntl::Flock<std::fs::File>;
 
 impl Identities {
-    fn new(range: UidRange) -> Arc<Self> {
+    fn new(range: UidRange, slots: u32) -> Arc<Self> {
         // Lowest uids first (popped from the end), so a quiet device reuses a few.
         let free: Vec<u32> = (0..range.count)
             .rev()
             .filter_map(|i| range.first.checked_add(i))
             .collect();
-        let available = Arc::new(tokio::sync::Semaphore::new(free.len()));
+        let slots = slots.min(range.count);
+        let available = Arc::new(tokio::sync::Semaphore::new(free.len().min(slots as usize)));
         Arc::new(Identities {
             free: std::sync::Mutex::new(free),
             available,
+            count: range.count,
+            slots,
         })
+    }
+
+    /// What a call that waited in vain for a uid is told.
+    fn busy(&self) -> SandboxError {
+        if self.slots < self.count {
+            SandboxError::Full(self.slots)
+        } else {
+            SandboxError::Busy(self.count)
+        }
     }
 
     /// A free uid claimed device-wide, for `permit`; `None` if every free one is claimed
@@ -608,15 +746,14 @@ impl Identities {
         self: &Arc<Self>,
         deadline: Instant,
         cancel: &CancellationToken,
-        count: u32,
     ) -> Result<Lease, SandboxError> {
         loop {
             let permit = tokio::select! {
                 permit = self.available.clone().acquire_owned() => {
-                    permit.map_err(|_| SandboxError::Busy(count))?
+                    permit.map_err(|_| self.busy())?
                 }
                 () = tokio::time::sleep_until(deadline.into()) => {
-                    return Err(SandboxError::Busy(count))
+                    return Err(self.busy())
                 }
                 () = cancel.cancelled() => return Err(SandboxError::Cancelled),
             };
@@ -628,7 +765,7 @@ impl Identities {
             tokio::select! {
                 () = tokio::time::sleep(CLAIM_RETRY) => {}
                 () = tokio::time::sleep_until(deadline.into()) => {
-                    return Err(SandboxError::Busy(count))
+                    return Err(SandboxError::Busy(self.count))
                 }
                 () = cancel.cancelled() => return Err(SandboxError::Cancelled),
             }
@@ -719,7 +856,7 @@ impl Shared {
                 .collect(),
             None => Vec::new(),
         };
-        let oom_before = self.cgroups.as_ref().and_then(|c| c.oom_kills(uid));
+        let counters_before = self.cgroups.as_ref().and_then(|c| c.counters(uid));
         let plan = SandboxPlan {
             cgroup_procs,
             uid: Uid(uid),
@@ -741,7 +878,7 @@ impl Shared {
             at: Instant::now(),
             lease: Some(lease),
             helper: Some(helper),
-            oom_before,
+            counters_before,
             set_up: false,
             mount_namespace: None,
         };
@@ -940,14 +1077,41 @@ impl Shared {
 
 impl Sandbox {
     pub fn new(settings: SandboxSettings) -> Self {
-        let cgroups = nix::unistd::geteuid()
+        let own = nix::unistd::geteuid()
             .is_root()
             .then(cgroup::Cgroups::detect)
             .flatten();
+        // Every call's cgroup in one parent with the shared ceiling; where that parent
+        // cannot be made, in nl2sh's own cgroup, and the ceiling is kept by running fewer
+        // calls at once.
+        let (cgroups, enforced) = match own {
+            None => (
+                None,
+                Err("no cgroup with memory and pids controllers nl2sh may manage".into()),
+            ),
+            Some(own) => match own.ceiling(settings.uids.first, settings.ceiling) {
+                Ok(parent) => {
+                    let dirs = parent.dirs();
+                    (Some(parent), Ok(dirs))
+                }
+                Err(e) => {
+                    let why = format!("the shared parent cgroup in {}: {e}", own.describe_dirs());
+                    tracing::warn!(reason = %why, "the sandboxes' shared ceiling is not enforced by the kernel");
+                    (Some(own), Err(why))
+                }
+            },
+        };
+        let ceiling = Ceiling::new(
+            settings.ceiling,
+            enforced,
+            settings.limits,
+            settings.uids.count,
+        );
         Self {
             shared: Arc::new(Shared {
-                identities: Identities::new(settings.uids),
+                identities: Identities::new(settings.uids, ceiling.slots),
                 cgroups,
+                ceiling,
                 settings,
                 pool: Mutex::new(Pool::default()),
                 changed: tokio::sync::Notify::new(),
@@ -967,6 +1131,29 @@ impl Sandbox {
     /// What each call may use.
     pub fn limits(&self) -> SandboxLimits {
         self.shared.settings.limits
+    }
+
+    /// What all calls together may use.
+    pub fn ceiling(&self) -> SandboxCeiling {
+        self.shared.ceiling.limits
+    }
+
+    /// Whether the kernel enforces the shared ceiling here: the parent cgroup's
+    /// directories (memory first), else why not.
+    pub fn ceiling_enforced(&self) -> Result<Vec<String>, String> {
+        self.shared.ceiling.enforced.clone()
+    }
+
+    /// How many calls may run at once ([`Ceiling::slots`]).
+    pub fn calls_at_once(&self) -> u32 {
+        self.shared.ceiling.slots
+    }
+
+    /// The most memory all calls together have had charged at once, where the kernel
+    /// enforces the ceiling (the shared parent cgroup's peak).
+    pub fn peak_memory(&self) -> Option<u64> {
+        self.shared.ceiling.enforced.as_ref().ok()?;
+        self.shared.cgroups.as_ref()?.peak_memory()
     }
 
     /// How many sandboxes are kept ready or building now (grows while calls outrun the
@@ -1044,6 +1231,7 @@ impl Sandbox {
                                     "none here: the limits are per process (rlimits)".to_string(),
                             });
                             let r = self.shared.settings.uids;
+                            parts["ceiling"] = self.shared.ceiling.to_json(r.count);
                             parts["identity"] = serde_json::json!(format!(
                                 "a uid of its own per running call, from {} to {} ({} at \
                                  once; gid = uid), no supplementary groups",
@@ -1107,7 +1295,7 @@ impl Sandbox {
                 let lease = self
                     .shared
                     .identities
-                    .lease(run.deadline, run.cancel, self.shared.settings.uids.count)
+                    .lease(run.deadline, run.cancel)
                     .await?;
                 self.shared.build(lease, run.groups, false).await?
             }
@@ -1150,17 +1338,11 @@ impl Sandbox {
             }
         }
         let mut out = out?;
-        let oom_after = sandbox
+        let after = sandbox
             .uid()
-            .and_then(|uid| self.shared.cgroups.as_ref()?.oom_kills(uid));
-        if let (Some(before), Some(after)) = (sandbox.oom_before, oom_after) {
-            if after > before {
-                out.limit = Some(format!(
-                    "memory: the call reached its {} MiB (sandbox_memory_mib) and the kernel \
-                     ended a process",
-                    self.shared.settings.limits.memory_bytes >> 20
-                ));
-            }
+            .and_then(|uid| self.shared.cgroups.as_ref()?.counters(uid));
+        if let (Some(before), Some(after)) = (sandbox.counters_before, after) {
+            out.limit = self.shared.which_limit(before, after).or(out.limit);
         }
         if out.exit_code == Some(i32::from(SETUP_FAILED)) {
             if let Some(why) = String::from_utf8_lossy(&out.stderr.bytes)
@@ -1317,4 +1499,77 @@ pub fn limit_hit(out: &CommandOutput, limits: SandboxLimits) -> Option<String> {
         ));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1024 * 1024;
+
+    fn per_call(memory_mib: u64, processes: u32) -> SandboxLimits {
+        SandboxLimits {
+            processes,
+            memory_bytes: memory_mib * MIB,
+            cpu_secs: 300,
+        }
+    }
+
+    fn ceiling(memory_mib: u64, processes: u32) -> SandboxCeiling {
+        SandboxCeiling {
+            memory_bytes: memory_mib * MIB,
+            processes,
+        }
+    }
+
+    #[test]
+    fn without_a_cgroup_the_ceiling_bounds_how_many_calls_run_at_once() {
+        let none = || Err("no cgroup".to_string());
+        // 4 GiB at 512 MiB a call: 8; 4096 processes at 256: 16; the fewer wins.
+        let c = Ceiling::new(ceiling(4096, 4096), none(), per_call(512, 256), 64);
+        assert_eq!(c.slots, 8);
+        let c = Ceiling::new(ceiling(4096, 1024), none(), per_call(512, 256), 64);
+        assert_eq!(c.slots, 4);
+        // A ceiling below one call's limit still lets one call run; never more than uids.
+        let c = Ceiling::new(ceiling(256, 4096), none(), per_call(512, 256), 64);
+        assert_eq!(c.slots, 1);
+        let c = Ceiling::new(ceiling(1 << 20, 1 << 20), none(), per_call(16, 8), 64);
+        assert_eq!(c.slots, 64);
+        let json = c.to_json(64);
+        assert_eq!(json["enforced"], false, "{json}");
+        assert!(json["how"]
+            .as_str()
+            .unwrap()
+            .starts_with("not by the kernel (no cgroup)"));
+        // Where the kernel enforces it, every uid may run a call.
+        let c = Ceiling::new(
+            ceiling(256, 16),
+            Ok(vec!["/sys/fs/cgroup/x".into()]),
+            per_call(512, 256),
+            64,
+        );
+        assert_eq!(c.slots, 64);
+        assert_eq!(c.to_json(64)["cgroup"][0], "/sys/fs/cgroup/x");
+    }
+
+    #[test]
+    fn a_call_that_waited_in_vain_is_told_which_bound_held_it() {
+        let range = UidRange {
+            first: 0x9500_0000,
+            count: 64,
+        };
+        assert!(matches!(
+            Identities::new(range, 4).busy(),
+            SandboxError::Full(4)
+        ));
+        assert!(matches!(
+            Identities::new(range, 64).busy(),
+            SandboxError::Busy(64)
+        ));
+        assert_eq!(Identities::new(range, 4).available.available_permits(), 4);
+        assert_eq!(
+            Identities::new(range, 100).available.available_permits(),
+            64
+        );
+    }
 }

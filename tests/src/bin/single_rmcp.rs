@@ -126,6 +126,7 @@ async fn serve(opts: Options) -> Result<(), String> {
                 count: nl2sh_proto::config::DEFAULT_SANDBOX_UID_COUNT,
             },
             nl2sh_proto::config::Config::default().sandbox_limits(),
+            nl2sh_proto::config::Config::default().sandbox_ceiling(),
             Vec::new(),
         ),
     );
