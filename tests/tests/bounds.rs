@@ -18,6 +18,24 @@ fn kib(v: Option<u64>) -> String {
 }
 
 /// Send `n` requests without a token on one keep-alive connection; each must be 401.
+/// The refusal lines `worker` logged, and the refusals they count: each line is the first
+/// refusal alone, or a summary with `refused=N`.
+fn refusal_lines<'a>(stderr: &'a str, worker: &str) -> (Vec<&'a str>, u64) {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains(worker) && l.contains("refused"))
+        .collect();
+    let counted = lines
+        .iter()
+        .map(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix("refused="))
+                .map_or(1, |n| n.parse::<u64>().expect("refused=N"))
+        })
+        .sum();
+    (lines, counted)
+}
+
 fn refused_requests(addr: SocketAddr, n: usize) {
     let request = format!("POST /a2a HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n");
     refused_as(addr, &request, "401", n);
@@ -79,19 +97,7 @@ fn a_flood_of_refused_requests_writes_a_bounded_log_that_counts_them_all() {
     server.signal(libc::SIGTERM);
     server.wait(Duration::from_secs(30));
     let stderr = server.stderr();
-    let lines: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("netd") && l.contains("refused"))
-        .collect();
-    // Each line is the first refusal alone, or a summary with `refused=N`.
-    let counted: u64 = lines
-        .iter()
-        .map(|l| {
-            l.split_whitespace()
-                .find_map(|w| w.strip_prefix("refused="))
-                .map_or(1, |n| n.parse::<u64>().expect("refused=N"))
-        })
-        .sum();
+    let (lines, counted) = refusal_lines(&stderr, "netd");
     let total = (THREADS * EACH) as u64;
     println!(
         "{total} refused requests in {took:?}: {} log line(s), {} bytes of stderr in all; \
@@ -392,18 +398,7 @@ fn a_flood_of_refused_console_requests_writes_a_bounded_log_too() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let stderr = collected.join().expect("stderr reader");
-    let lines: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("nl2sh-web") && l.contains("refused"))
-        .collect();
-    let counted: u64 = lines
-        .iter()
-        .map(|l| {
-            l.split_whitespace()
-                .find_map(|w| w.strip_prefix("refused="))
-                .map_or(1, |n| n.parse::<u64>().expect("refused=N"))
-        })
-        .sum();
+    let (lines, counted) = refusal_lines(&stderr, "nl2sh-web");
     println!(
         "{} refused console requests: {} log line(s); MemAvailable before {}, during {}",
         2 * EACH,

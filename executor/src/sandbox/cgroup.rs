@@ -142,10 +142,6 @@ impl Cgroups {
     /// process writes its pid to, to join.
     pub fn prepare(&self, uid: u32, limits: SandboxLimits) -> io::Result<Vec<PathBuf>> {
         let name = format!("{PREFIX}{uid}");
-        let make = |dir: &Path| match std::fs::create_dir(dir) {
-            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
-            _ => Ok(()),
-        };
         let memory = limits.memory_bytes.to_string();
         // Helpers (root) are in the cgroup too: this call's, and the last call's while it
         // is reaped (seen: the next call's fork refused by the cgroup, not its uid). With
@@ -156,23 +152,14 @@ impl Cgroups {
             Cgroups::V2 { parent } => {
                 let dir = parent.join(&name);
                 make(&dir)?;
-                std::fs::write(dir.join("memory.max"), &memory)?;
-                // No swap: the cap is on memory, not on what can be pushed out.
-                let _ = std::fs::write(dir.join("memory.swap.max"), "0");
-                std::fs::write(dir.join("pids.max"), &processes)?;
+                limit_v2(&dir, &memory, &processes)?;
                 Ok(vec![dir.join("cgroup.procs")])
             }
             Cgroups::V1 { memory: m, pids: p } => {
                 let (mdir, pdir) = (m.join(&name), p.join(&name));
                 make(&mdir)?;
                 make(&pdir)?;
-                // memory+swap may never be below memory: raising, memsw goes first;
-                // lowering, it follows (the one that fails first succeeds second).
-                let memsw = mdir.join("memory.memsw.limit_in_bytes");
-                let _ = std::fs::write(&memsw, &memory);
-                std::fs::write(mdir.join("memory.limit_in_bytes"), &memory)?;
-                let _ = std::fs::write(&memsw, &memory);
-                std::fs::write(pdir.join("pids.max"), &processes)?;
+                limit_v1(&mdir, &pdir, &memory, &processes)?;
                 // The peaks are this call's from here on ([`Counters::own_memory_limit`]).
                 for peak in [
                     "memory.max_usage_in_bytes",
@@ -237,19 +224,13 @@ impl Cgroups {
     /// [`Cgroups`]).
     pub fn ceiling(&self, first_uid: u32, ceiling: SandboxCeiling) -> io::Result<Cgroups> {
         let name = format!("{CEILING_PREFIX}{first_uid}");
-        let make = |dir: &Path| match std::fs::create_dir(dir) {
-            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
-            _ => Ok(()),
-        };
         let memory = ceiling.memory_bytes.to_string();
         let processes = ceiling.processes.to_string();
         let made = match self {
             Cgroups::V2 { parent } => {
                 let dir = parent.join(&name);
                 make(&dir)?;
-                std::fs::write(dir.join("memory.max"), &memory)?;
-                let _ = std::fs::write(dir.join("memory.swap.max"), "0");
-                std::fs::write(dir.join("pids.max"), &processes)?;
+                limit_v2(&dir, &memory, &processes)?;
                 // It holds no process, so its children may have the controllers.
                 std::fs::write(dir.join("cgroup.subtree_control"), "+memory +pids")?;
                 Cgroups::V2 { parent: dir }
@@ -259,11 +240,7 @@ impl Cgroups {
                 make(&mdir)?;
                 make(&pdir)?;
                 hierarchical(&mdir)?;
-                let memsw = mdir.join("memory.memsw.limit_in_bytes");
-                let _ = std::fs::write(&memsw, &memory);
-                std::fs::write(mdir.join("memory.limit_in_bytes"), &memory)?;
-                let _ = std::fs::write(&memsw, &memory);
-                std::fs::write(pdir.join("pids.max"), &processes)?;
+                limit_v1(&mdir, &pdir, &memory, &processes)?;
                 Cgroups::V1 {
                     memory: mdir,
                     pids: pdir,
@@ -397,6 +374,33 @@ impl Mount {
             self.mount_point.join(rel)
         })
     }
+}
+
+/// Make `dir` unless it is there.
+fn make(dir: &Path) -> io::Result<()> {
+    match std::fs::create_dir(dir) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// A v2 cgroup's memory (without swap) and process limits.
+fn limit_v2(dir: &Path, memory: &str, processes: &str) -> io::Result<()> {
+    std::fs::write(dir.join("memory.max"), memory)?;
+    // No swap: the cap is on memory, not on what can be pushed out.
+    let _ = std::fs::write(dir.join("memory.swap.max"), "0");
+    std::fs::write(dir.join("pids.max"), processes)
+}
+
+/// A v1 memory cgroup's memory and memory+swap limits, and its pids cgroup's limit.
+fn limit_v1(mdir: &Path, pdir: &Path, memory: &str, processes: &str) -> io::Result<()> {
+    // memory+swap may never be below memory: raising, memsw goes first; lowering, it
+    // follows (the one that fails first succeeds second).
+    let memsw = mdir.join("memory.memsw.limit_in_bytes");
+    let _ = std::fs::write(&memsw, memory);
+    std::fs::write(mdir.join("memory.limit_in_bytes"), memory)?;
+    let _ = std::fs::write(&memsw, memory);
+    std::fs::write(pdir.join("pids.max"), processes)
 }
 
 #[cfg(test)]
