@@ -463,6 +463,8 @@ fn absolute(path: &Path, a: &mut Assessment) -> Option<String> {
 }
 
 pub(super) fn assess_write(path: &Path, protected: &Protected) -> Assessment {
+    // A copy: its pattern work is this assessment's alone.
+    let protected = &protected.clone();
     let mut a = Assessment::read_only();
     if let Some(p) = absolute(path, &mut a) {
         let seen = match see_through(&p) {
@@ -481,6 +483,7 @@ pub(super) fn assess_write(path: &Path, protected: &Protected) -> Assessment {
 }
 
 pub(super) fn assess_read(path: &Path, protected: &Protected) -> Assessment {
+    let protected = &protected.clone();
     let mut a = Assessment::read_only();
     if let Some(p) = absolute(path, &mut a) {
         match see_through(&p) {

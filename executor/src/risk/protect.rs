@@ -14,6 +14,7 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nl2sh_proto::channels::RiskLevel::Dangerous;
 
@@ -37,6 +38,10 @@ const MAX_RESOLVE_COMPONENTS: usize = 256;
 const MAX_PATTERN_ENTRIES: usize = 4096;
 /// Paths a pattern may expand to before it is left to the textual comparison.
 const MAX_PATTERN_MATCHES: usize = 256;
+/// Directory entries read and matched paths resolved for all the patterns of one
+/// assessment: a line of thousands of `/*/*/*` words must not keep the executor reading
+/// directories for seconds.
+const MAX_ASSESSMENT_PATTERN_WORK: usize = 16 * 1024;
 
 /// One protected path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,10 +54,30 @@ struct Own {
 
 /// nl2sh's own files: any action that touches them is at least `dangerous`, whatever
 /// else its assessment says.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct Protected {
     own: Vec<Own>,
+    /// Pattern work spent by the assessment holding this copy (each copy starts anew:
+    /// the shell walker and the file tools assess with a copy of their own).
+    pattern_work: AtomicUsize,
 }
+
+impl Clone for Protected {
+    fn clone(&self) -> Self {
+        Protected {
+            own: self.own.clone(),
+            pattern_work: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl PartialEq for Protected {
+    fn eq(&self, other: &Self) -> bool {
+        self.own == other.own
+    }
+}
+
+impl Eq for Protected {}
 
 /// A file as the kernel knows it: device and inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +133,10 @@ impl Protected {
             }
         }
         own.sort_by(|a, b| a.path.cmp(&b.path));
-        Protected { own }
+        Protected {
+            own,
+            pattern_work: AtomicUsize::new(0),
+        }
     }
 
     pub fn paths(&self) -> Vec<&str> {
@@ -244,15 +272,30 @@ impl Protected {
         if magic {
             return OnDisk::Unresolved("a pattern through a /proc link");
         }
-        let Some(matches) = expand(path) else {
-            return OnDisk::Elsewhere;
+        // Past the bounds, a write may be to anything (`rm -rf /*/*/*`); a read is left to
+        // the sandbox, which hides nl2sh's files from every unasked command.
+        let too_much = if ancestors {
+            OnDisk::Unresolved("a pattern that matches more files than are looked at")
+        } else {
+            OnDisk::Elsewhere
         };
+        let Some(matches) = expand(path, &self.pattern_work) else {
+            return too_much;
+        };
+        if !self.spend(matches.len()) {
+            return too_much;
+        }
         for m in matches {
             if let own @ OnDisk::Own(..) = self.on_disk_as(&m, ancestors, false) {
                 return own;
             }
         }
         OnDisk::Elsewhere
+    }
+
+    /// Count `n` more units of pattern work; false once the assessment's bound is passed.
+    fn spend(&self, n: usize) -> bool {
+        spend(&self.pattern_work, n)
     }
 }
 
@@ -379,9 +422,13 @@ fn link_index(at: usize, link: &str, rest: &[&str]) -> Option<usize> {
     }
 }
 
+fn spend(work: &AtomicUsize, n: usize) -> bool {
+    work.fetch_add(n, Ordering::Relaxed).saturating_add(n) <= MAX_ASSESSMENT_PATTERN_WORK
+}
+
 /// The paths a pattern matches now, like the shell's globbing: `None` when it would
-/// take more than the bounds.
-fn expand(pattern: &str) -> Option<Vec<String>> {
+/// take more than the bounds (its own, or what is left of the assessment's `work`).
+fn expand(pattern: &str, work: &AtomicUsize) -> Option<Vec<String>> {
     let mut found = vec![String::new()];
     let mut scanned = 0usize;
     for comp in components(pattern) {
@@ -396,7 +443,7 @@ fn expand(pattern: &str) -> Option<Vec<String>> {
             };
             for entry in entries.flatten() {
                 scanned += 1;
-                if scanned > MAX_PATTERN_ENTRIES {
+                if scanned > MAX_PATTERN_ENTRIES || !spend(work, 1) {
                     return None;
                 }
                 let name = entry.file_name();

@@ -48,6 +48,12 @@ pub trait Tool: Send + Sync {
         args: &Map<String, Value>,
         env: &Arc<DeviceEnv>,
     ) -> Result<Prepared, ToolError>;
+
+    /// Whether `prepare` may wait on the file system (resolving every path a command line
+    /// names): the pipeline then runs it on a reader ([`readers`]), off the async thread.
+    fn prepare_waits_on_files(&self) -> bool {
+        false
+    }
 }
 
 /// What the pipeline needs to decide about and run one action.

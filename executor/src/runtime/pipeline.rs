@@ -247,8 +247,22 @@ impl Pipeline {
                 "arguments must be an object".into(),
             ));
         };
-        // Preparation and risk assessment, then where it would run unasked.
-        let mut prepared = tool.prepare(&args, &device)?;
+        // Preparation and risk assessment, then where it would run unasked. A preparation
+        // that may wait on the file system (a `stat` on a FUSE mount whose daemon hangs)
+        // runs on a reader, never on this thread, which every call shares.
+        let mut prepared = if tool.prepare_waits_on_files() {
+            let (registry, name) = (registry.clone(), req.tool.clone());
+            super::readers::run(move || {
+                registry
+                    .tool(&name)
+                    .map(|tool| tool.prepare(&args, &registry.device))
+            })
+            .await
+            .map_err(|e| ToolError::Failed(format!("preparing the call was aborted: {e}")))?
+            .ok_or_else(|| ToolError::Unavailable(format!("no tool named `{}`", req.tool)))??
+        } else {
+            tool.prepare(&args, &device)?
+        };
         // What the owner approves is never cut: an action longer than the approval channel
         // carries is refused here, before anything is sent (approvald would take it for a
         // hostile peer).

@@ -38,6 +38,28 @@ impl Tool for TableTool {
     }
 }
 
+/// A tool whose preparation may wait on the file system (see
+/// [`Tool::prepare_waits_on_files`]).
+pub struct WaitsOnFiles<T>(pub T);
+
+impl<T: Tool> Tool for WaitsOnFiles<T> {
+    fn def(&self) -> &ToolDef {
+        self.0.def()
+    }
+
+    fn prepare(
+        &self,
+        args: &Map<String, Value>,
+        env: &Arc<DeviceEnv>,
+    ) -> Result<Prepared, ToolError> {
+        self.0.prepare(args, env)
+    }
+
+    fn prepare_waits_on_files(&self) -> bool {
+        true
+    }
+}
+
 /// Budget for a result's JSON text, under the pipeline's `MAX_TOOL_OUTPUT_BYTES` cut (a
 /// cut would leave invalid JSON, so lists stop early and say `truncated`).
 pub(crate) const OUTPUT_BUDGET: usize = 56 * 1024;
@@ -90,7 +112,8 @@ pub(crate) fn text_within_budget(text: &str, budget: usize) -> (&str, bool) {
 /// The catalog for this device, computed at start.
 pub fn discover(env: &DeviceEnv) -> Vec<Box<dyn Tool>> {
     let mut tools: Vec<Box<dyn Tool>> = vec![
-        Box::new(shell::exec()),
+        // Its assessment resolves every path the line names (risk::Protected).
+        Box::new(WaitsOnFiles(shell::exec())),
         Box::new(fs::read()),
         Box::new(fs::list()),
         Box::new(fs::stat()),

@@ -497,3 +497,35 @@ fn a_name_with_pattern_characters_is_expanded_once() {
         assert_eq!(a.level >= Dangerous, dangerous, "{line}: {a:?}");
     }
 }
+
+/// The patterns of one line share one bound on the directories read for them: past it, a
+/// write through a pattern is treated as one to nl2sh's own files (it could be), a read
+/// is left to the sandbox; the line is judged without reading more.
+#[test]
+fn the_patterns_of_a_line_share_one_bound() {
+    let tree = OwnTree::new();
+    let r = &tree.root;
+    std::fs::create_dir(format!("{r}/many")).expect("mkdir");
+    for n in 0..600 {
+        std::fs::write(format!("{r}/many/f{n}"), "").expect("file");
+    }
+    let write = format!("echo x > {r}/other/note?.txt");
+    let alone = assess_shell_protected(&write, &tree.protected);
+    assert!(alone.level < Dangerous, "{alone:?}");
+    // 30 reads of 600 entries each: more than the line's bound.
+    let reads = vec![format!("{r}/many/*"); 30].join(" ");
+    let read_only = assess_shell_protected(&format!("cat {reads}"), &tree.protected);
+    assert!(read_only.level < Dangerous, "{read_only:?}");
+    let a = assess_shell_protected(&format!("cat {reads}; {write}"), &tree.protected);
+    assert!(a.level >= Dangerous, "{a:?}");
+    assert!(
+        a.reasons
+            .iter()
+            .any(|r| r.contains("matches more files than are looked at")),
+        "{:?}",
+        a.reasons
+    );
+    // Each assessment has a bound of its own: the write alone is judged as before.
+    let again = assess_shell_protected(&write, &tree.protected);
+    assert_eq!(again.level, alone.level, "{again:?}");
+}
