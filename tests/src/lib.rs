@@ -768,3 +768,59 @@ pub fn mem_available_kib() -> Option<u64> {
             .ok()
     })
 }
+
+/// A FUSE mount whose daemon never answers, as `/sdcard` is when its daemon hangs: every
+/// look-up below it waits until the mount is dropped (the connection is then gone, and
+/// what waited fails with ENOTCONN). Root only; `None` where FUSE is not available.
+pub struct HungFuse {
+    pub dir: PathBuf,
+    device: Option<std::fs::File>,
+}
+
+impl HungFuse {
+    pub fn mount(dir: &Path) -> Option<HungFuse> {
+        use std::os::fd::AsRawFd;
+        let device = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/fuse")
+            .ok()?;
+        std::fs::create_dir_all(dir).ok()?;
+        let options = format!(
+            "fd={},rootmode=40000,user_id=0,group_id=0",
+            device.as_raw_fd()
+        );
+        let c = |s: &str| std::ffi::CString::new(s).ok();
+        let (source, target, fstype, data) = (
+            c("nl2sh-hung")?,
+            c(&dir.to_string_lossy())?,
+            c("fuse")?,
+            c(&options)?,
+        );
+        // SAFETY: every pointer is a NUL-terminated string alive for the call.
+        let rc = unsafe {
+            libc::mount(
+                source.as_ptr(),
+                target.as_ptr(),
+                fstype.as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                data.as_ptr().cast(),
+            )
+        };
+        (rc == 0).then(|| HungFuse {
+            dir: dir.to_path_buf(),
+            device: Some(device),
+        })
+    }
+}
+
+impl Drop for HungFuse {
+    fn drop(&mut self) {
+        // Closing the device ends the connection: whatever waited on it fails.
+        drop(self.device.take());
+        if let Some(target) = std::ffi::CString::new(self.dir.to_string_lossy().as_bytes()).ok() {
+            // SAFETY: a NUL-terminated path alive for the call.
+            unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}

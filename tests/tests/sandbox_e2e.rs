@@ -286,6 +286,44 @@ fn nl2sh_own_files_through_proc_links_need_the_dangerous_phrase() {
     assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
 }
 
+/// A command line whose paths lead into a FUSE mount whose daemon hangs (`/sdcard` on a
+/// phone whose media daemon stopped answering): its assessment resolves those paths and
+/// waits, but on a reader, so every other call is still answered.
+#[test]
+fn a_hung_mount_in_a_command_line_does_not_stop_other_calls() {
+    if skip_unless_root() {
+        return;
+    }
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let Some(hung) = nl2sh_tests::HungFuse::mount(&fx.dir.path().join("hung")) else {
+        eprintln!("skipped: no FUSE here");
+        return;
+    };
+    let server = Server::start(&fx, &[], &[]);
+    let waiting = server.invoke_async(
+        "shell.exec",
+        json!({"command": format!("cat {}/x", hung.dir.display())}),
+    );
+    for n in 0..3 {
+        let other = server.invoke_async("fs.stat", json!({ "path": "/" }));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !other.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "call {n} behind the hung assessment was not answered"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let r = other.join().unwrap();
+        assert!(!r.is_error, "{r:?}");
+    }
+    assert!(!waiting.is_finished(), "the hung look-up did not wait");
+    drop(hung);
+    // The look-up fails once the mount is gone; the call then answers.
+    let r = waiting.join().unwrap();
+    assert!(r.output().to_string().len() > 2, "{r:?}");
+}
+
 #[test]
 fn a_tool_command_cannot_approve_its_own_request() {
     if skip_unless_root() {
