@@ -818,7 +818,7 @@ impl Drop for HungFuse {
     fn drop(&mut self) {
         // Closing the device ends the connection: whatever waited on it fails.
         drop(self.device.take());
-        if let Some(target) = std::ffi::CString::new(self.dir.to_string_lossy().as_bytes()).ok() {
+        if let Ok(target) = std::ffi::CString::new(self.dir.to_string_lossy().as_bytes()) {
             // SAFETY: a NUL-terminated path alive for the call.
             unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
         }
