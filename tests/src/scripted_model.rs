@@ -171,6 +171,21 @@ impl ScriptedModel {
         format!("http://{}/v1", self.addr)
     }
 
+    /// A configuration (60 s approvals) whose `[model]` is this stand-in, its key in
+    /// `key_env`, at most `max_steps` steps a task.
+    pub fn config(&self, key_env: &str, max_steps: u32) -> String {
+        format!(
+            "approval_timeout_secs = 60\n\
+             [model]\n\
+             base_url = \"{}\"\n\
+             model = \"scripted\"\n\
+             api_key_env = \"{key_env}\"\n\
+             max_steps = {max_steps}\n\
+             request_timeout_secs = 120\n",
+            self.base_url()
+        )
+    }
+
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }

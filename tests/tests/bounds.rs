@@ -129,16 +129,7 @@ const KEY_ENV: &str = "NL2SH_BOUNDS_MODEL_KEY";
 const KEY: &str = "sk-bounds-0123456789abcdef";
 
 fn model_config(model: &ScriptedModel, max_steps: u32) -> String {
-    format!(
-        "approval_timeout_secs = 60\n\
-         [model]\n\
-         base_url = \"{}\"\n\
-         model = \"scripted\"\n\
-         api_key_env = \"{KEY_ENV}\"\n\
-         max_steps = {max_steps}\n\
-         request_timeout_secs = 120\n",
-        model.base_url()
-    )
+    model.config(KEY_ENV, max_steps)
 }
 
 /// A2A SendMessage, waiting for the task's end; the task.

@@ -20,16 +20,7 @@ const KEY: &str = "sk-delegation-e2e-0123456789abcdefXYZ";
 const RESTART_TEXT: &str = "nl2sh restarted while this task was running";
 
 fn model_config(model: &ScriptedModel) -> String {
-    format!(
-        "approval_timeout_secs = 60\n\
-         [model]\n\
-         base_url = \"{}\"\n\
-         model = \"scripted\"\n\
-         api_key_env = \"{KEY_ENV}\"\n\
-         max_steps = 4\n\
-         request_timeout_secs = 120\n",
-        model.base_url()
-    )
+    model.config(KEY_ENV, 4)
 }
 
 /// `protocol serve` with the model key in its environment.
