@@ -299,7 +299,9 @@ impl Approvals {
             )));
         }
         if let Some(reason) = st.no_room_for(summary.origin) {
-            tracing::info!(%call_id, origin = summary.origin.as_str(), "approval refused: no room");
+            // Each refusal is an audit row of its own; a caller looping into a full share
+            // must not also fill the log.
+            tracing::debug!(%call_id, origin = summary.origin.as_str(), "approval refused: no room");
             return Err(NotOpened::Settled((Decision::Refused, reason)));
         }
         let mut id = None;
