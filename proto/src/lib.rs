@@ -27,6 +27,8 @@ pub mod snapshot;
 pub mod stored_text;
 #[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 pub mod sys;
+#[doc(hidden)]
+pub mod test_skip;
 pub mod text;
 pub mod topology;
 pub mod unix_socket;
