@@ -1,7 +1,7 @@
 //! netd confines itself once, in [`crate::run`], before the runtime exists or the first
 //! frame is read: its open-file limit raised (the connection cap is fitted to it), then
 //! the routine both confined HTTP workers share (`nl2sh_http_worker::confine`: not root,
-//! no way back to root, no capabilities; non-dumpable; Landlock with netd's [`rules`];
+//! no way back to root, no capabilities; non-dumpable; Landlock with netd's `rules`;
 //! the seccomp allow-list of [`crate::seccomp`] last). Threads created later inherit all
 //! of it.
 //!

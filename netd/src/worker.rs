@@ -59,9 +59,8 @@ impl Listener {
     }
 }
 
-/// The worker, from its channels to the end: `Start`, [`start`], serving until a
-/// `Drain` ([`Serving::drain`]), the transport's end ([`Serving::transport_ended`]) or a
-/// peer's. `Ok` means a clean end (drained, or stdin closed in stdio mode); any `Err`
+/// The worker, from its channels to the end: `Start`, `start`, serving until a `Drain`
+/// (`Serving::drain`), the transport's end (`Serving::transport_ended`) or a peer's. `Ok` means a clean end (drained, or stdin closed in stdio mode); any `Err`
 /// should end the process with a failure.
 pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> {
     let NetdEnds {

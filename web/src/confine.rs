@@ -1,7 +1,7 @@
 //! The console confines itself once, in [`crate::run`], before its runtime exists or the
 //! first frame is read, with the routine netd uses too (`nl2sh_http_worker::confine`):
 //! identity checked (not root, no capabilities, no way back), made non-dumpable, then
-//! Landlock with the console's [`rules`] (best effort by kernel ABI), then the seccomp
+//! Landlock with the console's `rules` (best effort by kernel ABI), then the seccomp
 //! allow-list ([`crate::seccomp`]) last, so the earlier steps need no rows of their own.
 //!
 //! Landlock here allows nothing at all: every file system right of the newest ABI this
@@ -15,7 +15,7 @@
 use nl2sh_http_worker::confine::{self, Access, AccessNet, ConfineError, Report, Rules};
 
 /// Confine this process for good, with the routine netd uses too
-/// (`nl2sh_http_worker::confine`), the console's [`rules`] and its table
+/// (`nl2sh_http_worker::confine`), the console's `rules` and its table
 /// ([`crate::seccomp`]); logged as `web confined`. Landlock is best effort (kernels
 /// without it, many phones' among them, run without and say so); a seccomp filter that
 /// exists for this architecture and kernel but fails to install stops the console from
