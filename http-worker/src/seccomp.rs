@@ -183,6 +183,36 @@ crate::cfg_seccomp_filter! {
     }
 }
 
+/// What is wrong with `table` as a worker's allow-list, one line each (none: nothing):
+/// a call listed twice, a row not named `SYS_…` or without a reason, an `AllowIf` that
+/// allows nothing, a refusal with another errno than `EPERM` or `ENOSYS`. Each worker's
+/// tests check its table with it.
+pub fn table_problems<'a>(table: impl IntoIterator<Item = &'a Row>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut problems = Vec::new();
+    for row in table {
+        if !seen.insert(row.nr) {
+            problems.push(format!("{} listed twice", row.name));
+        }
+        if !row.name.starts_with("SYS_") {
+            problems.push(format!("{} is not named SYS_…", row.name));
+        }
+        if row.why.trim().len() < 10 {
+            problems.push(format!("{} has no reason", row.name));
+        }
+        match row.verdict {
+            Verdict::AllowIf([]) => {
+                problems.push(format!("{} allows nothing", row.name));
+            }
+            Verdict::Refuse(errno) if ![libc::EPERM, libc::ENOSYS].contains(&errno) => {
+                problems.push(format!("{} refuses with errno {errno}", row.name));
+            }
+            _ => {}
+        }
+    }
+    problems
+}
+
 /// How many system calls `table` lets through (with or without conditions).
 pub fn allowed_count<'a>(table: impl IntoIterator<Item = &'a Row>) -> usize {
     table
@@ -398,6 +428,33 @@ mod tests {
     }
 
     #[test]
+    fn what_is_wrong_with_a_table_is_said() {
+        let good = row!(SYS_read, Allow, "reads its channels");
+        assert!(table_problems(&[good, TABLE[1], TABLE[2]]).is_empty());
+        let bad = [
+            good,
+            Row {
+                name: "read",
+                ..good
+            },
+            row!(SYS_write, Allow, "?"),
+            row!(SYS_close, AllowIf(&[]), "allows nothing at all"),
+            row!(SYS_bind, Refuse(libc::EINVAL), "refused with EINVAL"),
+        ];
+        let einval = format!("SYS_bind refuses with errno {}", libc::EINVAL);
+        assert_eq!(
+            table_problems(&bad),
+            [
+                "read listed twice",
+                "read is not named SYS_…",
+                "SYS_write has no reason",
+                "SYS_close allows nothing",
+                einval.as_str(),
+            ]
+        );
+    }
+
+    #[test]
     fn a_row_names_its_call() {
         assert_eq!(TABLE[0].nr, libc::SYS_read);
         assert_eq!(TABLE[0].name, "SYS_read");
@@ -408,12 +465,8 @@ mod tests {
         /// connection.
         #[test]
         fn the_shared_rows_serve_and_nothing_more() {
-            let mut seen = std::collections::HashSet::new();
-            for row in serving() {
-                assert!(seen.insert(row.nr), "{} listed twice", row.name);
-                assert!(row.name.starts_with("SYS_"), "{}", row.name);
-                assert!(row.why.trim().len() >= 10, "{} has no reason", row.name);
-            }
+            assert_eq!(table_problems(serving()), Vec::<String>::new());
+            let seen: std::collections::HashSet<_> = serving().map(|r| r.nr).collect();
             let never = [
                 libc::SYS_socket,
                 libc::SYS_connect,
