@@ -20,6 +20,7 @@ pub mod limits;
 pub mod platform;
 pub mod private_dir;
 pub mod private_file;
+pub mod procfs;
 pub mod rpc;
 pub mod seccomp;
 pub mod secret;

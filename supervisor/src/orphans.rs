@@ -8,6 +8,7 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
+use nl2sh_proto::procfs::Stat;
 
 /// Make this process the subreaper of everything it starts (before any worker exists).
 pub fn become_subreaper() -> std::io::Result<()> {
@@ -30,9 +31,7 @@ fn orphans(workers: &[u32]) -> Vec<Pid> {
 }
 
 fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(1)?.parse().ok()
+    Stat::of(pid)?.ppid().ok()
 }
 
 /// Reap orphans that have exited, whenever a child changes state. Runs for the life of
