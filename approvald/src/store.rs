@@ -52,9 +52,8 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use tokio::sync::{mpsc, oneshot};
 
+use nl2sh_proto::clock;
 use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMode};
-
-use crate::clock;
 
 mod chain;
 mod files;

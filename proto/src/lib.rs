@@ -11,10 +11,12 @@
 pub mod argv_pattern;
 pub mod carried;
 pub mod channels;
+pub mod clock;
 pub mod config;
 pub mod display;
 pub mod frame;
 pub mod handshake;
+pub mod ids;
 pub mod journal;
 pub mod limits;
 pub mod platform;

@@ -2,11 +2,10 @@
 //! artifacts) turned into rows of escaped text.
 
 use nl2sh_proto::channels::TaskRecord;
+use nl2sh_proto::clock::readable_utc;
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::MAX_TASK_DOCUMENT_BYTES;
 use serde_json::Value;
-
-use crate::text::utc;
 
 /// How a row looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +97,7 @@ pub(crate) fn rows(record: &TaskRecord) -> Vec<Row> {
             };
             kv(&mut rows, "Task", shown(&record.id.0));
             kv(&mut rows, "State", short_state(record.state.as_a2a()));
-            kv(&mut rows, "Updated", utc(record.updated_ms));
+            kv(&mut rows, "Updated", readable_utc(record.updated_ms));
             kv(&mut rows, "Context", shown(&record.context_id.0));
             blank(&mut rows);
             row(&mut rows, "", why, 0, Look::Error);
@@ -120,7 +119,7 @@ pub(crate) fn rows(record: &TaskRecord) -> Vec<Row> {
         "Updated",
         text_of(status.and_then(|s| s.get("timestamp")))
             .map(shown)
-            .unwrap_or_else(|| utc(record.updated_ms)),
+            .unwrap_or_else(|| readable_utc(record.updated_ms)),
     );
     kv(
         &mut rows,

@@ -5,6 +5,7 @@
 //! cut by the layout: what does not fit scrolls).
 
 use nl2sh_proto::channels::{CallOrigin, PendingApproval, ProtocolState};
+use nl2sh_proto::clock::readable_utc;
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_AGENT_TEXT_BYTES, MAX_PENDING_APPROVALS};
 use nl2sh_proto::stored_text::StoredText;
@@ -19,7 +20,7 @@ use crate::app::{
     View, ASK_NOT_RUNNING, AUTO_APPROVE_WARNING, SNIPPETS,
 };
 use crate::task::{Look, Row};
-use crate::text::{time_left, utc, width, wrap};
+use crate::text::{time_left, width, wrap};
 
 fn shown(text: &str) -> String {
     Shown::new(text).to_string()
@@ -903,7 +904,7 @@ impl App {
                         "{}  {}  {}",
                         Shown::new(&task.id.0),
                         crate::task::short_state(task.state.as_a2a()),
-                        utc(task.updated_ms)
+                        readable_utc(task.updated_ms)
                     );
                     body.field(
                         if selected { "> " } else { "  " },
