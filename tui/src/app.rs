@@ -1215,7 +1215,10 @@ impl App {
         device: &dyn Device,
     ) {
         match key.code {
-            KeyCode::Esc => self.set_note(NoteKind::Info, "Cancelled: nothing was sent."),
+            KeyCode::Esc => {
+                self.set_note(NoteKind::Info, "Cancelled: nothing was sent.");
+                return;
+            }
             KeyCode::Enter => {
                 let phrase = request.phrase.as_deref().unwrap_or_default();
                 if typed.is_empty() {
@@ -1245,23 +1248,19 @@ impl App {
                         }
                     }
                 }
-                self.modal = Some(Modal::Phrase {
-                    request,
-                    typed,
-                    error,
-                });
             }
             _ => {
                 if edit(&mut typed, key) {
                     error = None;
                 }
-                self.modal = Some(Modal::Phrase {
-                    request,
-                    typed,
-                    error,
-                });
             }
         }
+        // Still asking: what was typed, and what is wrong with it.
+        self.modal = Some(Modal::Phrase {
+            request,
+            typed,
+            error,
+        });
     }
 
     /// A key in the entry modal of setting `k`: typing, Enter (save, once the value is
@@ -1278,6 +1277,7 @@ impl App {
             KeyCode::Esc => {
                 typed.clear();
                 self.set_note(NoteKind::Info, "Not saved.");
+                return;
             }
             KeyCode::Enter => {
                 let value = match kind {
@@ -1305,27 +1305,21 @@ impl App {
                         Err(e) => error = Some(device_error("Not saved: ", &e)),
                     }
                 }
-                self.modal = Some(Modal::Entry {
-                    key: k,
-                    label,
-                    kind,
-                    typed,
-                    error,
-                });
             }
             _ => {
                 if edit(&mut typed, key) {
                     error = None;
                 }
-                self.modal = Some(Modal::Entry {
-                    key: k,
-                    label,
-                    kind,
-                    typed,
-                    error,
-                });
             }
         }
+        // Still asking: what was typed, and what is wrong with it.
+        self.modal = Some(Modal::Entry {
+            key: k,
+            label,
+            kind,
+            typed,
+            error,
+        });
     }
 
     fn decide(
