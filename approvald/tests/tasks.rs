@@ -175,7 +175,7 @@ fn task_id(id: &str) -> TaskId {
 }
 
 fn timestamp(ms: i64) -> String {
-    nl2sh_approvald::clock::rfc3339_millis(ms)
+    nl2sh_proto::clock::rfc3339_millis(ms)
 }
 
 /// An A2A task document.
@@ -780,7 +780,7 @@ async fn a_restart_fails_running_tasks_and_leaves_finished_ones() {
         before.push(r);
     }
     let dir = rig.close().await;
-    let started = nl2sh_approvald::clock::now_unix_ms();
+    let started = nl2sh_proto::clock::now_unix_ms();
     let rig = Rig::open(dir, &[]).await;
     let mut message_ids = Vec::new();
     for old in &before {

@@ -9,7 +9,6 @@ use std::fmt;
 
 use nl2sh_proto::limits::{GENERATED_TOKEN_BYTES, TOKEN_MAX_CHARS, TOKEN_MIN_CHARS};
 use nl2sh_proto::Secret;
-use rand::TryRng;
 
 /// Environment variable that overrides every other token source.
 pub const TOKEN_ENV: &str = "NL2SH_PROTOCOL_TOKEN";
@@ -145,17 +144,9 @@ pub fn check(token: &str) -> Result<(), TokenProblem> {
 
 /// A fresh token: 256 bits from the OS random source, lowercase hex (64 characters).
 pub fn generate() -> Result<Secret, TokenError> {
-    let mut bytes = [0u8; GENERATED_TOKEN_BYTES];
-    rand::rngs::SysRng
-        .try_fill_bytes(&mut bytes)
-        .map_err(|e| TokenError::Random(e.to_string()))?;
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(GENERATED_TOKEN_BYTES * 2);
-    for b in bytes {
-        text.push(HEX[usize::from(b >> 4)] as char);
-        text.push(HEX[usize::from(b & 0x0f)] as char);
-    }
-    Ok(Secret::new(text))
+    nl2sh_proto::ids::random_hex(GENERATED_TOKEN_BYTES)
+        .map(Secret::new)
+        .map_err(|e| TokenError::Random(e.to_string()))
 }
 
 #[cfg(test)]

@@ -182,7 +182,8 @@ fn redirect_page(link: &Secret) -> std::io::Result<PathBuf> {
         .filter(|p| p.is_absolute())
         .unwrap_or_else(std::env::temp_dir);
     remove_stale_pages(&base, STALE_LOGIN_PAGE);
-    let dir = base.join(format!("{LOGIN_DIR_PREFIX}{:016x}", rand::random::<u64>()));
+    let unique = nl2sh_proto::ids::random_hex(8).map_err(std::io::Error::other)?;
+    let dir = base.join(format!("{LOGIN_DIR_PREFIX}{unique}"));
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
     let path = dir.join("login.html");
     let mut file = std::fs::OpenOptions::new()

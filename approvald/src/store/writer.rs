@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use nl2sh_proto::clock;
 use nl2sh_proto::sys::thread::Background;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction};
@@ -27,7 +28,6 @@ use super::chain::{
 use super::record::AuditRecord;
 use super::retention::{self, AuditLimits};
 use super::{journal, lock, tail, StoreError};
-use crate::clock;
 
 /// Records that may wait for the writer; more make their senders wait.
 pub const QUEUE_CAPACITY: usize = 4096;
