@@ -67,6 +67,7 @@ pub mod sessions;
 pub mod tail;
 pub mod tasks;
 mod writer;
+pub use writer::WriterStopped;
 
 pub use chain::{
     canonical_row, verify_path, BadRow, ChainProblem, VerifyReport, GENESIS_SHA256, HASHED_COLUMNS,
@@ -409,6 +410,12 @@ impl Store {
         self.journal.lock().await.close();
     }
 
+    /// A signal that resolves once the writer thread has ended: after every handle to
+    /// the store is dropped and its queue is empty, the database is closed.
+    pub fn writer_stopped(&self) -> WriterStopped {
+        self.writer.stopped()
+    }
+
     /// Resolve once every record queued before this call is committed (or failed).
     pub async fn flush(&self) -> Result<(), StoreError> {
         let (ack, done) = oneshot::channel();
@@ -593,9 +600,14 @@ fn start_writer(
     path: &Path,
     background: Arc<std::sync::OnceLock<nl2sh_proto::sys::thread::Background>>,
 ) -> Result<WriterThread, StoreError> {
+    let (stopped_tx, stopped) = tokio::sync::watch::channel(());
     let thread = std::thread::Builder::new()
         .name("approvald-store".into())
-        .spawn(move || writer.run(rx))
+        .spawn(move || {
+            writer.run(rx);
+            // Dropped last, once the connection is closed: `WriterStopped` resolves.
+            drop(stopped_tx);
+        })
         .map_err(|source| StoreError::Io {
             what: "cannot start the writer for",
             path: path.to_owned(),
@@ -603,7 +615,7 @@ fn start_writer(
         })?
         .thread()
         .clone();
-    Ok(WriterThread::new(thread, background))
+    Ok(WriterThread::new(thread, background, stopped))
 }
 
 fn page_size_of(conn: &Connection) -> Result<u64, StoreError> {

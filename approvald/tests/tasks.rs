@@ -69,10 +69,11 @@ impl Rig {
         drop(self.client);
         self.served.await.unwrap().unwrap();
         self.store.flush().await.unwrap();
+        let stopped = self.store.writer_stopped();
         drop(self.store);
         drop(self.tasks);
         // The writer thread closes its connection once the last handle is gone.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        stopped.wait().await;
         self.dir
     }
 
