@@ -11,12 +11,12 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use super::authority::Authority;
-use super::exec::ProcessGroups;
 use super::locks::Locks;
-use super::{schema, ExecContext, Prepared, Tool, ToolError, ToolOutput};
 use crate::device::DeviceEnv;
+use crate::exec::ProcessGroups;
 use crate::sandbox::{Availability, Sandbox};
 use crate::sys::ChildSetup;
+use crate::tools::{readers, schema, ExecContext, Prepared, Tool, ToolError, ToolOutput};
 use nl2sh_proto::channels::{
     ActionSummary, CallId, CallResult, CallStage, Confinement, Correlation, Decision,
     InvokeRequest, RanRecord, ReportedRow, RiskLevel, ToolOutcome, ToolSpec,
@@ -252,7 +252,7 @@ impl Pipeline {
         // runs on a reader, never on this thread, which every call shares.
         let mut prepared = if tool.prepare_waits_on_files() {
             let (registry, name) = (registry.clone(), req.tool.clone());
-            super::readers::run(move || {
+            readers::run(move || {
                 registry
                     .tool(&name)
                     .map(|tool| tool.prepare(&args, &registry.device))

@@ -46,7 +46,7 @@ use nl2sh_proto::channels::{
     Gid, SandboxCall, SandboxCeiling, SandboxLimits, SandboxPayload, SandboxPlan, Uid, UidRange,
 };
 
-use crate::runtime::exec::{self, CommandOutput, ExecError, ProcessGroups};
+use crate::exec::{self, CommandOutput, ExecError, ProcessGroups};
 
 /// First argument of the helper role; never typed by users.
 pub const HELPER_ARG: &str = "__nl2sh-sandbox";

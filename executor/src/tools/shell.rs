@@ -9,9 +9,9 @@ use nl2sh_proto::config::SHELL_TOOL;
 
 use super::TableTool;
 use crate::device::DeviceEnv;
+use crate::exec::{CommandOutput, CommandSpec};
 use crate::risk;
-use crate::runtime::exec::{CommandOutput, CommandSpec};
-use crate::runtime::{normalize_path, Args, Prepared, ToolDef, ToolError, ToolOutput};
+use crate::tools::{normalize_path, Args, Prepared, ToolDef, ToolError, ToolOutput};
 
 pub fn exec() -> TableTool {
     TableTool {
