@@ -1,6 +1,8 @@
-//! The Tool Runtime: one pipeline for every call, in this order —
-//! registration → argument validation → preparation → risk assessment → resource locks →
-//! approval → privilege binding → execution → audit.
+//! The Tool Runtime: one pipeline for every call ([`pipeline`]), in this order, each
+//! stage a function with its own result: registered (the catalog lists the tool) →
+//! validated (its arguments) → prepared (the tool's exact action, with its risk
+//! assessment) → assessed (where it would run unasked) → resource locks → decided
+//! (approval) → bound (privilege binding) → ran (execution) → recorded (audit).
 //!
 //! A tool only registers (name, description, schema) and prepares (turns validated
 //! arguments into an exact action with its assessment, identity, resources and a run
