@@ -334,30 +334,8 @@ impl Sandbox {
         payload: SandboxPayload,
         run: Run<'_>,
     ) -> Result<CommandOutput, SandboxError> {
-        // The probe builds its own and fills nothing: the pool starts only once the
-        // probe has said yes.
         let probe = matches!(payload, SandboxPayload::Probe);
-        let ahead = if probe {
-            None
-        } else {
-            self.shared.take_ahead(run.deadline, run.cancel).await
-        };
-        let mut sandbox = match ahead {
-            Some(built) => {
-                self.shared
-                    .served_ahead
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                built
-            }
-            None => {
-                let lease = self
-                    .shared
-                    .identities
-                    .lease(run.deadline, run.cancel)
-                    .await?;
-                self.shared.build(lease, run.groups, false).await?
-            }
-        };
+        let mut sandbox = self.shared.sandbox_for(probe, &run).await?;
         let call = SandboxCall {
             cwd: run.cwd.map(|c| c.display().to_string()),
             path_var: run.path_var.map(str::to_string),

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::build::Built;
 #[cfg(doc)]
 use super::SandboxSettings;
-use super::{SandboxError, Shared};
+use super::{Run, SandboxError, Shared};
 
 /// Sandboxes built ahead: ready, and being built.
 #[derive(Default)]
@@ -211,6 +211,32 @@ impl Drop for Building {
 }
 
 impl Shared {
+    /// The sandbox a call runs in: one built ahead if one is ready, else one built now.
+    /// The probe builds its own and fills nothing: the pool starts only once the probe
+    /// has said yes.
+    pub(super) async fn sandbox_for(
+        self: &Arc<Self>,
+        probe: bool,
+        run: &Run<'_>,
+    ) -> Result<Built, SandboxError> {
+        let ahead = if probe {
+            None
+        } else {
+            self.take_ahead(run.deadline, run.cancel).await
+        };
+        Ok(match ahead {
+            Some(built) => {
+                self.served_ahead
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                built
+            }
+            None => {
+                let lease = self.identities.lease(run.deadline, run.cancel).await?;
+                self.build(lease, run.groups, false).await?
+            }
+        })
+    }
+
     /// A sandbox built ahead, if one is ready (for this runtime, and at most
     /// [`SandboxSettings::ahead_max_age`] old; the others are put aside in `unusable`);
     /// else whether one is being built.
@@ -242,7 +268,7 @@ impl Shared {
 
     /// A sandbox built ahead: one ready now, or the next one being built (it is further
     /// along than one this call would start), unless none is being built.
-    pub(super) async fn take_ahead(
+    async fn take_ahead(
         self: &Arc<Self>,
         deadline: Instant,
         cancel: &CancellationToken,
