@@ -1,10 +1,28 @@
 //! The executor: the Tool Runtime. It never parses network bytes; it answers typed
 //! requests from netd's channel and asks approvald for authority.
+//!
+//! Its modules are layered; each imports only what lies beneath it (docs/ARCHITECTURE.md,
+//! "Inside the executor"):
+//!
+//! 1. [`runtime`]: the call path, [`runtime::pipeline`] (registered → validated →
+//!    prepared → assessed → decided → bound → ran → recorded), with approvald's link, the
+//!    outbox and the resource locks;
+//! 2. [`tools`]: what a call does. The contract every tool keeps ([`tools::Tool`],
+//!    [`tools::Prepared`], [`tools::ExecContext`]), the argument schema and the reader
+//!    threads, and the tools themselves, which run in the sandbox or through [`exec`];
+//! 3. [`sandbox`]: the read-only sandbox: its pool, uid claims, limits and helper;
+//! 4. [`exec`] (running one command in its own process group) and [`file_reads`] (the
+//!    work of `fs.read` and `fs.list`, in process or as a sandbox payload).
+//!
+//! [`risk`], [`device`], [`inspect`], [`secrets`] and `sys` lie beneath all four;
+//! [`dispatch`] and this file, which wire them together, above.
 
 #![deny(unsafe_code)]
 
 pub mod device;
 pub mod dispatch;
+pub mod exec;
+pub mod file_reads;
 pub mod inspect;
 pub mod risk;
 pub mod runtime;

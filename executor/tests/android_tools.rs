@@ -10,10 +10,10 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use nl2sh_executor::device::DeviceEnv;
-use nl2sh_executor::runtime::locks::Resource;
-use nl2sh_executor::runtime::schema::unknown_keywords;
-use nl2sh_executor::runtime::{Prepared, Tool, ToolError};
 use nl2sh_executor::tools::android::{register, SCREEN_READ_TOOL};
+use nl2sh_executor::tools::schema::unknown_keywords;
+use nl2sh_executor::tools::Resource;
+use nl2sh_executor::tools::{Prepared, Tool, ToolError};
 use nl2sh_proto::channels::{Confinement, RiskLevel};
 
 const ALL: [&str; 11] = [

@@ -106,7 +106,7 @@ in_range() { # processes whose uid is in the sandbox range (0x90000000 + 64)
     [ -n "$u" ] && [ "$u" -ge 2415919104 ] && [ "$u" -lt 2415919168 ] && echo "${p#/proc/}"
   done
 }
-# The sandboxes the executor keeps built ahead of its calls (executor/src/sandbox/mod.rs)
+# The sandboxes the executor keeps built ahead of its calls (executor/src/sandbox/pool.rs)
 # run as uids of the range too, waiting for a call. A process of the range is one only if
 # its parent is a sandbox helper (`/proc/self/exe __nl2sh-sandbox`, root) of the tree's
 # own executor, it is still the nl2sh executable it was forked as (it has run no command),

@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use nl2sh_executor::runtime::exec::{CommandOutput, ProcessGroups};
+use nl2sh_executor::exec::{CommandOutput, ProcessGroups};
 use nl2sh_executor::sandbox::{
     Run, Sandbox, SandboxSettings, GROWN_FOR, HELPER_ARG, MAX_AHEAD_AGE, WARM_TARGET,
 };

@@ -20,7 +20,7 @@ enum Place {
     Relative(String),
     /// An absolute path judged only against nl2sh's own files: one with `..` kept as
     /// written (the kernel may walk it elsewhere than the normalised form), or a relative
-    /// path from the directory a command starts in (`/`, runtime::exec::START_DIR).
+    /// path from the directory a command starts in (`/`, exec::START_DIR).
     OwnOnly(String),
     Unknown,
 }

@@ -13,6 +13,20 @@ use super::options::Cli;
 use super::wrap_table::Wrapper;
 use super::Assessment;
 
+/// What a wrapper's own options say ([`Walker::wrapper_scan`]).
+struct WrapperScan {
+    /// The options themselves, for the flags table.
+    own: Vec<Arg>,
+    /// An option said the wrapper runs no command.
+    no_exec: bool,
+    /// An option said the wrapper runs a shell (which then reads code from stdin).
+    shell: bool,
+    /// The replace string of a wrapper that feeds its stdin in as arguments.
+    replace: Option<String>,
+    /// Where the command it runs begins in its arguments.
+    command_at: usize,
+}
+
 impl Walker {
     pub fn wrapper(
         &mut self,
@@ -26,6 +40,66 @@ impl Walker {
         if w.root {
             a.require_root(format!("{} runs as root", w.name));
         }
+        // `None`: an option carried the command line, assessed already.
+        let Some(scanned) = self.wrapper_scan(w, args, depth, stdin, &mut a) else {
+            return a;
+        };
+        let own_cli = Cli::new(w.name, &scanned.own);
+        for (_, flag, level, why) in FLAGS
+            .iter()
+            .filter(|(p, f, ..)| *p == w.name && own_cli.has(*f))
+        {
+            a.raise(*level, format!("{} {}: {why}", w.name, flag.example()));
+        }
+        if scanned.no_exec {
+            return a;
+        }
+        let mut command: Vec<Arg> = args.get(scanned.command_at..).unwrap_or_default().to_vec();
+        if command.is_empty() {
+            if scanned.shell {
+                a.merge(self.stdin_code(w.name, true, depth, stdin));
+            }
+            match w.default {
+                Some(default) => command.push(Arg::plain(default)),
+                None => return a,
+            }
+        }
+        if w.feeds {
+            // What is read from standard input becomes arguments: at the replace string's
+            // places, or at the end.
+            match &scanned.replace {
+                Some(r) => {
+                    for arg in command.iter_mut().filter(|a| a.text().contains(r.as_str())) {
+                        *arg = Arg::computed();
+                    }
+                }
+                None => command.push(Arg::computed()),
+            }
+        }
+        let inner = if w.feeds {
+            Stdin::Inherited
+        } else {
+            stdin.clone()
+        };
+        if w.joins {
+            a.merge(self.command_line_args(&command, depth + 1, &inner, w.name));
+        } else {
+            a.merge(self.invoke(&command, depth + 1, &inner));
+        }
+        a
+    }
+
+    /// Read a wrapper's own options and assignments up to the command it runs, assessing
+    /// what they name into `a` (variables it sets, files it reads or writes); `None` when
+    /// an option carries the command line itself (`-c …`), which is then assessed too.
+    fn wrapper_scan(
+        &mut self,
+        w: &Wrapper,
+        args: &[Arg],
+        depth: usize,
+        stdin: &Stdin,
+        a: &mut Assessment,
+    ) -> Option<WrapperScan> {
         let mut own = Vec::new();
         let (mut no_exec, mut shell) = (false, false);
         let mut replace: Option<String> = None;
@@ -45,7 +119,7 @@ impl Walker {
             if w.assignments {
                 if let Some((name, value)) = text.split_once('=').filter(|(n, _)| is_name(n)) {
                     let value = arg.lit.as_ref().map(|_| value.to_string());
-                    self.environment(name, value.as_deref(), depth, &mut a);
+                    self.environment(name, value.as_deref(), depth, a);
                     i += 1;
                     continue;
                 }
@@ -68,7 +142,7 @@ impl Walker {
                 );
                 continue;
             }
-            let (opts, used) = wrapper_options(w, text, args.get(i), &mut a);
+            let (opts, used) = wrapper_options(w, text, args.get(i), a);
             i += used;
             for (name, value) in opts {
                 no_exec |= w.no_exec.contains(&name.as_str());
@@ -88,55 +162,18 @@ impl Walker {
                     if let Some(value) = value {
                         // The command line is the command; what follows it is its arguments.
                         a.merge(self.command_line(&value, depth + 1, stdin, w.name));
-                        return a;
+                        return None;
                     }
                 }
             }
         }
-        i += positionals;
-        let own_cli = Cli::new(w.name, &own);
-        for (_, flag, level, why) in FLAGS
-            .iter()
-            .filter(|(p, f, ..)| *p == w.name && own_cli.has(*f))
-        {
-            a.raise(*level, format!("{} {}: {why}", w.name, flag.example()));
-        }
-        if no_exec {
-            return a;
-        }
-        let mut command: Vec<Arg> = args.get(i..).unwrap_or_default().to_vec();
-        if command.is_empty() {
-            if shell {
-                a.merge(self.stdin_code(w.name, true, depth, stdin));
-            }
-            match w.default {
-                Some(default) => command.push(Arg::plain(default)),
-                None => return a,
-            }
-        }
-        if w.feeds {
-            // What is read from standard input becomes arguments: at the replace string's
-            // places, or at the end.
-            match &replace {
-                Some(r) => {
-                    for arg in command.iter_mut().filter(|a| a.text().contains(r.as_str())) {
-                        *arg = Arg::computed();
-                    }
-                }
-                None => command.push(Arg::computed()),
-            }
-        }
-        let inner = if w.feeds {
-            Stdin::Inherited
-        } else {
-            stdin.clone()
-        };
-        if w.joins {
-            a.merge(self.command_line_args(&command, depth + 1, &inner, w.name));
-        } else {
-            a.merge(self.invoke(&command, depth + 1, &inner));
-        }
-        a
+        Some(WrapperScan {
+            own,
+            no_exec,
+            shell,
+            replace,
+            command_at: i + positionals,
+        })
     }
 
     /// `su [options] [user [command…]]` with `-c COMMAND` anywhere (Magisk, AOSP, util-linux).

@@ -120,15 +120,15 @@ impl Authority {
     }
 
     /// approvald's decision for `summary` (recorded before it is given), and its reason.
-    pub async fn decide(&self, summary: ActionSummary) -> (Decision, String) {
+    pub async fn decide(&self, summary: ActionSummary) -> Decided {
         match self.client.call(&AuthorityRequest::Decide(summary)).await {
-            Ok(AuthorityResponse::Decided { decision, reason }) => (decision, reason),
+            Ok(AuthorityResponse::Decided { decision, reason }) => Decided { decision, reason },
             Ok(AuthorityResponse::NotRecorded(why)) => {
-                (Decision::Refused, format!("approval failed: {why}"))
+                Decided::refused(format!("approval failed: {why}"))
             }
             // Any other answer closed the channel (and ends the executor).
-            Ok(_) => (Decision::Refused, "approval unavailable".into()),
-            Err(e) => (Decision::Refused, format!("approval unavailable: {e}")),
+            Ok(_) => Decided::refused("approval unavailable"),
+            Err(e) => Decided::refused(format!("approval unavailable: {e}")),
         }
     }
 
@@ -263,6 +263,37 @@ impl Authority {
             Some(outbox) => outbox.settle(limit).await,
             None => true,
         }
+    }
+}
+
+/// The decision on one call and its reason, which a refusal quotes.
+#[must_use = "a call runs or is refused on its decision"]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    pub decision: Decision,
+    pub reason: String,
+}
+
+impl Decided {
+    /// Refused, saying why (no authority, or none that could decide).
+    pub fn refused(reason: impl Into<String>) -> Self {
+        Self {
+            decision: Decision::Refused,
+            reason: reason.into(),
+        }
+    }
+
+    /// Let run unasked by approvald's policy snapshot: nothing to say.
+    pub fn allowed() -> Self {
+        Self {
+            decision: Decision::Allowed,
+            reason: String::new(),
+        }
+    }
+
+    /// Whether the action may run.
+    pub fn runs(&self) -> bool {
+        self.decision.runs()
     }
 }
 

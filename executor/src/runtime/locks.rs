@@ -2,28 +2,12 @@
 //! written. Waits are bounded; a busy resource is an error, not an endless wait.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Resource {
-    /// The device screen and UI automation.
-    Screen,
-    /// A file-system path being written.
-    Path(PathBuf),
-}
-
-impl Resource {
-    fn describe(&self) -> String {
-        match self {
-            Resource::Screen => "the screen".into(),
-            Resource::Path(p) => p.display().to_string(),
-        }
-    }
-}
+use crate::tools::Resource;
 
 #[derive(Default)]
 pub struct Locks {

@@ -1,31 +1,25 @@
-//! One call through the whole pipeline. Every step either passes the call on or ends it
-//! with a result the caller can read; nothing runs unless approval said so.
+//! One call through the whole pipeline. Every stage either passes the call on or ends it
+//! with a result the caller can read; nothing runs unless approval said so. The stages
+//! themselves, each with its own result, are in [`stages`].
+
+mod stages;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
 
-use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::authority::Authority;
-use super::exec::ProcessGroups;
+use super::authority::{Authority, Decided};
 use super::locks::Locks;
-use super::{schema, ExecContext, Prepared, Tool, ToolError, ToolOutput};
 use crate::device::DeviceEnv;
+use crate::exec::ProcessGroups;
 use crate::sandbox::{Availability, Sandbox};
-use crate::sys::ChildSetup;
+use crate::tools::{Tool, ToolError, ToolOutput};
 use nl2sh_proto::channels::{
-    ActionSummary, CallId, CallResult, CallStage, Confinement, Correlation, Decision,
-    InvokeRequest, RanRecord, ReportedRow, RiskLevel, ToolOutcome, ToolSpec,
+    ActionSummary, CallId, CallStage, Correlation, InvokeRequest, ToolOutcome, ToolSpec,
 };
-use nl2sh_proto::limits::{
-    MAX_ACTION_BYTES, MAX_ARGUMENT_JSON_BYTES, MAX_ID_BYTES, MAX_REASONS, MAX_REASON_BYTES,
-    MAX_SUMMARY_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOL_OUTPUT_BYTES, RESOURCE_LOCK_WAIT,
-};
-use nl2sh_proto::text::fit;
+use nl2sh_proto::limits::{MAX_TOOL_NAME_BYTES, MAX_TOOL_OUTPUT_BYTES};
 
 /// What the device offers right now: its profile and the tools that registered on it.
 pub struct Registry {
@@ -94,41 +88,6 @@ impl Pipeline {
         match &self.sandbox {
             Some(sandbox) => sandbox.availability().await.clone(),
             None => Availability::Unavailable("no sandbox is configured".into()),
-        }
-    }
-
-    /// Where an action that the caller chose (`Confinement::Sandbox`) would run unasked:
-    /// the sandbox when it works, else nowhere (`Unconfined`, so it asks).
-    async fn confinement(&self, prepared: &mut Prepared) -> Option<Arc<Sandbox>> {
-        if prepared.confinement == Confinement::Unconfined {
-            prepared
-                .assessment
-                .note_reason("asks to run outside the read-only sandbox");
-            return None;
-        }
-        if prepared.confinement != Confinement::Sandbox
-            || prepared.assessment.level != RiskLevel::ReadOnly
-        {
-            return None;
-        }
-        match &self.sandbox {
-            Some(sandbox) => match sandbox.availability().await {
-                Availability::Ready(_) => Some(sandbox.clone()),
-                Availability::Unavailable(why) => {
-                    prepared.confinement = Confinement::Unconfined;
-                    prepared.assessment.note_reason(format!(
-                        "the read-only sandbox is unavailable here ({why}), so even reading asks"
-                    ));
-                    None
-                }
-            },
-            None => {
-                prepared.confinement = Confinement::Unconfined;
-                prepared
-                    .assessment
-                    .note_reason("no read-only sandbox is configured, so even reading asks");
-                None
-            }
         }
     }
 
@@ -202,275 +161,47 @@ impl Pipeline {
         }
     }
 
+    /// The call's stages, in order; `?` is a stage that ended it.
     async fn invoke_inner(&self, req: InvokeRequest) -> Result<ToolOutput, ToolError> {
-        // Registration: only what the catalog lists can run.
-        // The task id is netd's word, shown to the approver and audited; bound it, and only
-        // the Agent works tasks.
-        match (&req.task, req.origin) {
-            (Some(task), origin)
-                if origin.is_agent() && !task.0.is_empty() && task.0.len() <= MAX_ID_BYTES => {}
-            (
-                None,
-                nl2sh_proto::channels::CallOrigin::McpHttp
-                | nl2sh_proto::channels::CallOrigin::McpStdio,
-            ) => {}
-            _ => {
-                return Err(ToolError::InvalidArguments(format!(
-                "an Agent call names its task (1-{MAX_ID_BYTES} bytes); a direct call names none"
-            )))
-            }
-        }
-        if req.tool.len() > MAX_TOOL_NAME_BYTES {
-            return Err(ToolError::InvalidArguments(format!(
-                "tool name is over {MAX_TOOL_NAME_BYTES} bytes"
-            )));
-        }
         let registry = self.registry();
-        let device = registry.device.clone();
-        let tool = registry.tool(&req.tool).ok_or_else(|| {
-            ToolError::Unavailable(format!(
-                "no tool named `{}` on this device; nl2sh_tools lists the available ones",
-                req.tool
-            ))
-        })?;
-        // Validation: the executor re-checks what netd already bounded.
-        if req.arguments.len() > MAX_ARGUMENT_JSON_BYTES {
-            return Err(ToolError::InvalidArguments(format!(
-                "arguments are over {MAX_ARGUMENT_JSON_BYTES} bytes of JSON"
-            )));
-        }
-        let args: Value = serde_json::from_str(&req.arguments)
-            .map_err(|e| ToolError::InvalidArguments(format!("arguments are not JSON: {e}")))?;
-        schema::validate(&tool.def().schema, &args).map_err(ToolError::InvalidArguments)?;
-        let Value::Object(args) = args else {
-            return Err(ToolError::InvalidArguments(
-                "arguments must be an object".into(),
-            ));
-        };
-        // Preparation and risk assessment, then where it would run unasked. A preparation
-        // that may wait on the file system (a `stat` on a FUSE mount whose daemon hangs)
-        // runs on a reader, never on this thread, which every call shares.
-        let mut prepared = if tool.prepare_waits_on_files() {
-            let (registry, name) = (registry.clone(), req.tool.clone());
-            super::readers::run(move || {
-                registry
-                    .tool(&name)
-                    .map(|tool| tool.prepare(&args, &registry.device))
-            })
-            .await
-            .map_err(|e| ToolError::Failed(format!("preparing the call was aborted: {e}")))?
-            .ok_or_else(|| ToolError::Unavailable(format!("no tool named `{}`", req.tool)))??
-        } else {
-            tool.prepare(&args, &device)?
-        };
-        // What the owner approves is never cut: an action longer than the approval channel
-        // carries is refused here, before anything is sent (approvald would take it for a
-        // hostile peer).
-        if prepared.action.len() > MAX_ACTION_BYTES {
-            return Err(ToolError::InvalidArguments(format!(
-                "the action, as the owner would be shown it, is {} bytes; the limit is \
-                 {MAX_ACTION_BYTES}: shorten it",
-                prepared.action.len()
-            )));
-        }
-        let sandbox = self.confinement(&mut prepared).await;
-        let cancel = CancellationToken::new();
-        let registered = self.register(req.correlation, cancel.clone());
-        let call_id = registered.call_id;
-        let stage = registered.stage.clone();
-        // Resource locks, held until the action has finished.
-        let _held = tokio::select! {
-            held = self.locks.acquire(prepared.resources.clone(), RESOURCE_LOCK_WAIT) => {
-                held.map_err(ToolError::Unavailable)?
-            }
-            () = cancel.cancelled() => return Err(ToolError::Failed("cancelled".into())),
-        };
-        // Approval, recorded by approvald before it answers.
-        let summary = ActionSummary {
-            data: prepared.data.clone(),
-            call_id,
-            origin: req.origin,
-            task: req.task.clone(),
-            tool: req.tool.clone(),
-            action: prepared.action.clone(),
-            arguments_sha256: hex::encode(Sha256::digest(req.arguments.as_bytes())),
-            risk: prepared.assessment.level,
-            requires_root: prepared.assessment.requires_root,
-            identity: prepared.identity,
-            confinement: prepared.confinement,
-            reasons: prepared
-                .assessment
-                .reasons
-                .iter()
-                .take(MAX_REASONS)
-                .map(|r| fit(r, MAX_REASON_BYTES))
-                .collect(),
-            commands: prepared.commands.clone(),
-        };
-        // A confined read-only call that approvald's policy snapshot lets run needs no
-        // round trip; it is reported with its outcome. Everything else asks.
-        let fast = match &self.authority {
-            Some(authority)
-                if prepared.assessment.level == RiskLevel::ReadOnly
-                    && prepared.confinement != Confinement::Unconfined =>
-            {
-                authority
-                    .lets_read(req.origin)
-                    .map(|version| (authority.clone(), version))
-            }
-            _ => None,
-        };
-        let (decision, reason, snapshot, asked) = match fast {
-            Some((authority, version)) => (
-                Decision::Allowed,
-                String::new(),
-                // Only grants read the commands, and no grant decides this call.
-                Some((
-                    authority,
-                    version,
-                    ActionSummary {
-                        commands: None,
-                        ..summary
-                    },
-                )),
-                None,
-            ),
-            None => {
-                // Kept for the outcome row: approvald may have to write it after a restart
-                // that made it forget this call.
-                let asked = summary.clone();
-                stage.store(STAGE_DECIDING, Ordering::Relaxed);
-                let (decision, reason) = tokio::select! {
-                    d = self.decide(summary) => d,
-                    () = cancel.cancelled() => {
-                        // A pending approval of a cancelled call must never be approvable.
-                        self.withdraw(call_id).await;
-                        return Err(ToolError::Failed(
-                            "cancelled while waiting for approval".into(),
-                        ));
-                    }
-                };
-                (decision, reason, None, Some(asked))
-            }
-        };
-        // Unasked and read-only: whatever the caller chose runs in the sandbox, whatever
-        // approvald said about confinement. Anything else ran past a person or the
-        // owner's own configuration and gets the bound identity.
-        let unasked = decision == Decision::Allowed
-            && prepared.assessment.level == RiskLevel::ReadOnly
-            && prepared.confinement != Confinement::Fixed;
-        if unasked && sandbox.is_none() {
-            return Err(ToolError::Failed(format!(
-                "not run: it was not approved and cannot run in the read-only sandbox (action: {})",
-                prepared.action
-            )));
-        }
-        let sandbox = if unasked { sandbox } else { None };
-        if !decision.runs() {
-            return Err(ToolError::Failed(format!(
-                "not run: {reason} (risk {}{}; action: {})",
-                prepared.assessment.level.as_str(),
-                if prepared.assessment.requires_root {
-                    ", requires root"
-                } else {
-                    ""
-                },
-                prepared.action
-            )));
-        }
-        // Privilege binding: the identity the tool chose must be one we can act as.
-        let setup = ChildSetup::for_identity(prepared.identity, device.euid).ok_or_else(|| {
-            ToolError::Unavailable(format!(
-                "this action must run as {}, which nl2sh (uid {}) cannot act as",
-                prepared.identity.as_str(),
-                device.euid
-            ))
-        });
-        let started = Instant::now();
-        stage.store(STAGE_RUNNING, Ordering::Relaxed);
-        let result = match setup {
-            Err(e) => Err(e),
-            Ok(setup) => {
-                let ctx = ExecContext {
-                    identity: prepared.identity,
-                    setup,
-                    sandbox,
-                    deadline: started + prepared.timeout,
-                    cancel: cancel.clone(),
-                    groups: self.groups.clone(),
-                    env: device.clone(),
-                };
-                (prepared.run)(ctx).await
-            }
-        };
-        // Audit the outcome; the answer leaves only once its row is safe from a crash of
-        // any worker (kept in the outbox, or committed), so nothing answered is missing
-        // from the audit.
-        let record = call_result(call_id, &result, started);
-        let row = match snapshot {
-            Some((authority, version, summary)) => Some((
-                authority,
-                ReportedRow::Ran(RanRecord {
-                    summary,
-                    result: record,
-                    policy: version,
-                }),
-            )),
-            None => self
-                .authority
-                .clone()
-                .zip(asked)
-                .map(|(authority, summary)| {
-                    (
-                        authority,
-                        ReportedRow::Finished {
-                            summary,
-                            decision,
-                            result: record,
-                        },
-                    )
-                }),
-        };
-        let audited = match row {
-            Some((authority, row)) => authority.report(row).await,
-            None => Ok(()),
-        };
-        if let Err(why) = audited {
-            tracing::error!(%call_id, error = %why, "a finished call's audit row was not recorded");
-            return Err(ToolError::Failed(format!(
-                "the call ran, but its audit row could not be recorded ({why}), so its result \
-                 is withheld"
-            )));
-        }
-        result
+        let registered = stages::registered(&req, &registry)?;
+        let validated = stages::validated(&req, registered)?;
+        let prepared = stages::prepared(&req, validated).await?;
+        let assessed = self.assessed(prepared).await;
+        let call = self.register(req.correlation);
+        let _held = self.locked(assessed.resources(), &call).await?;
+        let summary = stages::summary(&req, call.call_id, &assessed);
+        let ruling = self.decided(summary, &call).await?;
+        let bound = stages::bound(assessed, &ruling.decided, registry.device.euid)?;
+        let ran = self.ran(bound, &call, &registry.device).await;
+        self.recorded(call.call_id, ruling, ran).await
     }
 
     /// A new call id for a call netd knows by `correlation`, cancellable by it until the
     /// guard is dropped.
-    fn register(&self, correlation: Correlation, token: CancellationToken) -> CallGuard<'_> {
+    fn register(&self, correlation: Correlation) -> CallGuard<'_> {
+        let cancel = CancellationToken::new();
         let call_id = CallId(self.next_call.fetch_add(1, Ordering::Relaxed));
         let stage = Arc::new(AtomicU8::new(STAGE_QUEUED));
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         calls.entry(correlation).or_default().push(RunningCall {
             call_id,
-            cancel: token,
+            cancel: cancel.clone(),
             stage: stage.clone(),
         });
         CallGuard {
             pipeline: self,
             correlation,
             call_id,
+            cancel,
             stage,
         }
     }
 
-    async fn decide(&self, summary: ActionSummary) -> (Decision, String) {
+    async fn decide(&self, summary: ActionSummary) -> Decided {
         match &self.authority {
             Some(authority) => authority.decide(summary).await,
-            None => (
-                Decision::Refused,
-                "no approval authority is connected".into(),
-            ),
+            None => Decided::refused("no approval authority is connected"),
         }
     }
 
@@ -478,28 +209,6 @@ impl Pipeline {
         if let Some(authority) = &self.authority {
             authority.withdraw(call_id).await;
         }
-    }
-}
-
-/// The audit's account of how a call ended.
-fn call_result(
-    call_id: CallId,
-    result: &Result<ToolOutput, ToolError>,
-    started: Instant,
-) -> CallResult {
-    CallResult {
-        call_id,
-        success: result.as_ref().is_ok_and(|o| o.success),
-        exit_code: result.as_ref().ok().and_then(|o| o.exit_code),
-        duration_ms: started.elapsed().as_millis() as u64,
-        summary: match result {
-            Ok(o) if o.success => "ok".into(),
-            Ok(o) => match o.exit_code {
-                Some(code) => format!("failed with exit status {code}"),
-                None => "failed".into(),
-            },
-            Err(e) => fit(&e.to_string(), MAX_SUMMARY_BYTES),
-        },
     }
 }
 
@@ -521,6 +230,8 @@ struct CallGuard<'a> {
     pipeline: &'a Pipeline,
     correlation: Correlation,
     call_id: CallId,
+    /// Fired by [`Pipeline::cancel`]; every stage that waits also waits for it.
+    cancel: CancellationToken,
     stage: Arc<AtomicU8>,
 }
 

@@ -23,7 +23,7 @@ use serde_json::json;
 use nl2sh_proto::channels::{SandboxCall, SandboxPayload, SandboxPlan};
 
 use super::{confine, mounts, READY_BYTE, SETUP_FAILED, SETUP_MARKER};
-use crate::runtime::exec;
+use crate::exec;
 use crate::sys::sandbox::{die_of, spawn_sharing_memory};
 
 const OOM_SCORE_ADJ: &str = "1000";
@@ -257,7 +257,7 @@ fn payload(
     // stdout), then wait for the call. A sandbox built ahead of time waits here.
     let _ = nix::unistd::write(std::io::stdout(), &[READY_BYTE]);
     let call: SandboxCall = read_frame()?;
-    // Without a `cwd`, `/`, as an unconfined command (runtime::exec::START_DIR).
+    // Without a `cwd`, `/`, as an unconfined command (exec::START_DIR).
     let cwd = call.cwd.as_deref().unwrap_or("/");
     nix::unistd::chdir(cwd).map_err(|e| HelperError::Cwd(cwd.to_string(), e))?;
     match &call.payload {
@@ -295,7 +295,7 @@ fn payload(
             path,
             offset,
             length,
-        } => Ok(print_result(crate::tools::fs::read_file(
+        } => Ok(print_result(crate::file_reads::read_file(
             std::path::Path::new(path),
             *offset,
             *length,
@@ -304,7 +304,7 @@ fn payload(
             path,
             hidden,
             limit,
-        } => Ok(print_result(crate::tools::fs::list_dir(
+        } => Ok(print_result(crate::file_reads::list_dir(
             std::path::Path::new(path),
             *hidden,
             *limit as usize,

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    TargetArch,
 };
 
 pub use nl2sh_proto::seccomp::SeccompError;
@@ -173,6 +174,17 @@ fn with_x32(nr: libc::c_long) -> Vec<i64> {
 /// Without an IPC namespace (`ipc_namespace` false) System V IPC is refused too.
 pub fn programs(ipc_namespace: bool) -> Result<Vec<BpfProgram>, SeccompError> {
     let arch = arch()?;
+    Ok(vec![
+        refusals(ipc_namespace, arch)?.try_into()?,
+        locks(arch)?.try_into()?,
+        clone3(arch)?.try_into()?,
+    ])
+}
+
+/// What fails with `EPERM`: the calls of [`REFUSED`] (and, without an IPC namespace,
+/// [`REFUSED_WITHOUT_IPC_NAMESPACE`]), sockets but those of [`SOCKET_FAMILIES`], datagram
+/// or non-Unix socketpairs, and `clone` with a namespace flag.
+fn refusals(ipc_namespace: bool, arch: TargetArch) -> Result<SeccompFilter, SeccompError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let without_ns: &[(libc::c_long, &str)] = if ipc_namespace {
         &[]
@@ -234,12 +246,17 @@ pub fn programs(ipc_namespace: bool) -> Result<Vec<BpfProgram>, SeccompError> {
     for n in with_x32(libc::SYS_clone) {
         rules.insert(n, namespaces.clone());
     }
-    let refusals = SeccompFilter::new(
+    Ok(SeccompFilter::new(
         rules,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM as u32),
         arch,
-    )?;
+    )?)
+}
+
+/// What fails with `ENOLCK`: file locks ([`LOCK_CALL`], and `fcntl` with one of
+/// [`LOCK_FCNTL_COMMANDS`]).
+fn locks(arch: TargetArch) -> Result<SeccompFilter, SeccompError> {
     let mut locks: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for n in with_x32(LOCK_CALL.0) {
         locks.insert(n, Vec::new());
@@ -251,27 +268,26 @@ pub fn programs(ipc_namespace: bool) -> Result<Vec<BpfProgram>, SeccompError> {
     for n in with_x32(libc::SYS_fcntl) {
         locks.insert(n, lock_commands.clone());
     }
-    let locks = SeccompFilter::new(
+    Ok(SeccompFilter::new(
         locks,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::ENOLCK as u32),
         arch,
-    )?;
+    )?)
+}
+
+/// `clone3` fails with `ENOSYS`.
+fn clone3(arch: TargetArch) -> Result<SeccompFilter, SeccompError> {
     let mut clone3 = BTreeMap::new();
     for n in with_x32(libc::SYS_clone3) {
         clone3.insert(n, Vec::new());
     }
-    let clone3 = SeccompFilter::new(
+    Ok(SeccompFilter::new(
         clone3,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::ENOSYS as u32),
         arch,
-    )?;
-    Ok(vec![
-        refusals.try_into()?,
-        locks.try_into()?,
-        clone3.try_into()?,
-    ])
+    )?)
 }
 
 /// Install the filters on the calling thread (which sets no_new_privs first).

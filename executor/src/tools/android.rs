@@ -26,10 +26,10 @@ use nl2sh_proto::channels::{Confinement, RiskLevel};
 
 use super::{within_budget, OUTPUT_BUDGET};
 use crate::device::DeviceEnv;
+use crate::exec::{CommandOutput, CommandSpec};
 use crate::risk::Assessment;
-use crate::runtime::exec::{CommandOutput, CommandSpec};
-use crate::runtime::locks::Resource;
-use crate::runtime::{Args, ExecContext, Prepared, Tool, ToolDef, ToolError, ToolOutput};
+use crate::tools::Resource;
+use crate::tools::{Args, ExecContext, Prepared, Tool, ToolDef, ToolError, ToolOutput};
 
 /// The tool `nl2sh_read_screen` runs.
 pub const SCREEN_READ_TOOL: &str = "android.screenshot";

@@ -10,7 +10,7 @@ use nl2sh_proto::channels::{Confinement, Identity};
 use super::TableTool;
 use crate::device::DeviceEnv;
 use crate::risk::Assessment;
-use crate::runtime::{Args, Prepared, ToolDef, ToolError, ToolOutput};
+use crate::tools::{Args, Prepared, ToolDef, ToolError, ToolOutput};
 
 const PROC_TIMEOUT: Duration = Duration::from_secs(20);
 

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::device::read_only;
 use super::{newest_within_budget, TableTool, OUTPUT_BUDGET};
 use crate::device::DeviceEnv;
-use crate::runtime::{Args, Prepared, ToolDef, ToolError, ToolOutput};
+use crate::tools::{Args, Prepared, ToolDef, ToolError, ToolOutput};
 
 const KMSG: &str = "/dev/kmsg";
 const DEFAULT_RECORDS: u64 = 200;
@@ -268,8 +268,8 @@ fn prepare_kernel_log(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::ExecContext;
     use crate::sys::ChildSetup;
+    use crate::tools::ExecContext;
     use std::time::Instant;
     use tokio_util::sync::CancellationToken;
 

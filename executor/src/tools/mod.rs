@@ -1,18 +1,27 @@
-//! The tools, one file per family. What registers reflects the device: Android tools
-//! only where their programs exist on PATH.
+//! The tools, one file per family, and the contract every tool keeps with the runtime
+//! ([`Tool`], [`Prepared`], [`ExecContext`]). What registers reflects the device: Android
+//! tools only where their programs exist on PATH.
 
 pub mod android;
+mod args;
+mod contract;
 pub mod device;
 pub mod fs;
 pub mod kernel_log;
+pub mod readers;
+pub mod schema;
 pub mod shell;
+
+pub use args::{normalize_path, Args};
+pub use contract::{
+    BoxFuture, ExecContext, Prepared, Resource, RunFn, Tool, ToolDef, ToolError, ToolOutput,
+};
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use crate::device::DeviceEnv;
-use crate::runtime::{Prepared, Tool, ToolDef, ToolError};
 
 /// Turns a tool's validated arguments into an action.
 pub type PrepareFn = fn(&Map<String, Value>, &Arc<DeviceEnv>) -> Result<Prepared, ToolError>;

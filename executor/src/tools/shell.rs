@@ -6,12 +6,13 @@ use serde_json::{json, Map, Value};
 
 use nl2sh_proto::channels::{Confinement, Identity};
 use nl2sh_proto::config::SHELL_TOOL;
+use nl2sh_proto::limits::{DEFAULT_TOOL_TIMEOUT, MAX_ARGUMENT_JSON_BYTES, MAX_TOOL_TIMEOUT};
 
 use super::TableTool;
 use crate::device::DeviceEnv;
+use crate::exec::{CommandOutput, CommandSpec};
 use crate::risk;
-use crate::runtime::exec::{CommandOutput, CommandSpec};
-use crate::runtime::{normalize_path, Args, Prepared, ToolDef, ToolError, ToolOutput};
+use crate::tools::{normalize_path, Args, Prepared, ToolDef, ToolError, ToolOutput};
 
 pub fn exec() -> TableTool {
     TableTool {
@@ -27,11 +28,15 @@ pub fn exec() -> TableTool {
             schema: json!({
                 "type": "object",
                 "properties": {
-                    "command": {"type": "string", "minLength": 1, "maxLength": 16384,
+                    // A command line can be no longer than the arguments that carry it.
+                    "command": {"type": "string", "minLength": 1, "maxLength": MAX_ARGUMENT_JSON_BYTES,
                                 "description": "Command line, as for sh -c"},
                     "cwd": {"type": "string", "description": "Absolute working directory"},
-                    "timeout": {"type": "integer", "minimum": 1, "maximum": 600,
-                                "description": "Seconds before the command's process group is killed (default 60)"},
+                    "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TOOL_TIMEOUT.as_secs(),
+                                "description": format!(
+                                    "Seconds before the command's process group is killed (default {})",
+                                    DEFAULT_TOOL_TIMEOUT.as_secs()
+                                )},
                     "unconfined": {"type": "boolean",
                                    "description": "Run outside the read-only sandbox (always waits for local approval)"}
                 },

@@ -4,8 +4,8 @@
 use serde_json::{json, Value};
 
 use super::{command_action, low, read_action, within_budget, AndroidTool, OUTPUT_BUDGET};
-use crate::runtime::exec::CommandSpec;
-use crate::runtime::{ToolDef, ToolError, ToolOutput};
+use crate::exec::CommandSpec;
+use crate::tools::{ToolDef, ToolError, ToolOutput};
 
 /// Longest package or activity name accepted.
 const MAX_NAME_BYTES: usize = 255;

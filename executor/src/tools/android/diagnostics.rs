@@ -6,9 +6,9 @@
 use serde_json::{json, Value};
 
 use super::{read_action, AndroidTool};
-use crate::runtime::exec::CommandSpec;
-use crate::runtime::{Args, ToolDef, ToolError, ToolOutput};
+use crate::exec::CommandSpec;
 use crate::tools::{newest_within_budget, text_within_budget, OUTPUT_BUDGET};
+use crate::tools::{Args, ToolDef, ToolError, ToolOutput};
 
 const DEFAULT_LOG_LINES: u64 = 200;
 const MAX_LOG_LINES: u64 = 2000;

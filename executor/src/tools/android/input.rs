@@ -11,8 +11,8 @@ use serde_json::{json, Value};
 
 use super::{command_action, low, AndroidTool};
 use crate::device::DeviceEnv;
-use crate::runtime::exec::CommandSpec;
-use crate::runtime::{Args, Prepared, ToolDef, ToolError, ToolOutput};
+use crate::exec::CommandSpec;
+use crate::tools::{Args, Prepared, ToolDef, ToolError, ToolOutput};
 
 /// Largest coordinate accepted (screens are a few thousand pixels).
 const MAX_COORD: u64 = 65_535;

@@ -17,10 +17,10 @@ use super::image::{self, Format};
 use super::uixml::{self, MAX_DUMP_BYTES};
 use super::{render, run_checked, within_budget, AndroidTool, ANDROID_TIMEOUT, OUTPUT_BUDGET};
 use crate::device::DeviceEnv;
+use crate::exec::CommandSpec;
 use crate::risk::Assessment;
-use crate::runtime::exec::CommandSpec;
-use crate::runtime::locks::Resource;
-use crate::runtime::{Args, Prepared, ToolDef, ToolError, ToolOutput};
+use crate::tools::Resource;
+use crate::tools::{Args, Prepared, ToolDef, ToolError, ToolOutput};
 
 /// Largest PNG read from `screencap` (a 1440x3200 screen is well under it).
 const MAX_SCREENCAP_BYTES: usize = 16 * 1024 * 1024;

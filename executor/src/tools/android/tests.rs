@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::image::{base64_len, decode_rgb};
 use crate::device::{DeviceEnv, ANDROID_PROGRAMS};
-use crate::runtime::{schema, ExecContext, Tool, ToolError, ToolOutput};
 use crate::sys::ChildSetup;
+use crate::tools::{schema, ExecContext, Tool, ToolError, ToolOutput};
 use nl2sh_proto::limits::MAX_SCREEN_BASE64_BYTES;
 
 static RIG_SEQ: AtomicU64 = AtomicU64::new(0);

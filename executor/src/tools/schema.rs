@@ -4,7 +4,7 @@
 //! `items`, `maxItems`. A schema keyword outside it is a tool bug, caught by a test that
 //! checks every registered schema.
 
-use serde_json::Value;
+use serde_json::{Map, Number, Value};
 
 /// Keywords this validator enforces (or that are documentation only).
 pub const KNOWN_KEYWORDS: &[&str] = &[
@@ -77,67 +77,82 @@ fn check(schema: &Value, value: &Value, at: &str) -> Result<(), String> {
         }
     }
     match value {
-        Value::Number(n) => {
-            if let (Some(min), Some(v)) =
-                (schema.get("minimum").and_then(Value::as_f64), n.as_f64())
-            {
-                if v < min {
-                    return Err(format!("`{at}`: must be at least {min}"));
-                }
-            }
-            if let (Some(max), Some(v)) =
-                (schema.get("maximum").and_then(Value::as_f64), n.as_f64())
-            {
-                if v > max {
-                    return Err(format!("`{at}`: must be at most {max}"));
-                }
+        Value::Number(n) => check_number(schema, n, at),
+        Value::String(s) => check_string(schema, s, at),
+        Value::Array(items) => check_array(schema, items, at),
+        Value::Object(map) => check_object(schema, map, at),
+        _ => Ok(()),
+    }
+}
+
+/// `minimum` and `maximum`.
+fn check_number(schema: &Map<String, Value>, n: &Number, at: &str) -> Result<(), String> {
+    if let (Some(min), Some(v)) = (schema.get("minimum").and_then(Value::as_f64), n.as_f64()) {
+        if v < min {
+            return Err(format!("`{at}`: must be at least {min}"));
+        }
+    }
+    if let (Some(max), Some(v)) = (schema.get("maximum").and_then(Value::as_f64), n.as_f64()) {
+        if v > max {
+            return Err(format!("`{at}`: must be at most {max}"));
+        }
+    }
+    Ok(())
+}
+
+/// `minLength` and `maxLength`, in characters.
+fn check_string(schema: &Map<String, Value>, s: &str, at: &str) -> Result<(), String> {
+    let chars = s.chars().count() as u64;
+    if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
+        if chars < min {
+            return Err(format!("`{at}`: must be at least {min} characters"));
+        }
+    }
+    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
+        if chars > max {
+            return Err(format!("`{at}`: must be at most {max} characters"));
+        }
+    }
+    Ok(())
+}
+
+/// `maxItems`, and each item against `items`.
+fn check_array(schema: &Map<String, Value>, items: &[Value], at: &str) -> Result<(), String> {
+    if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
+        if items.len() as u64 > max {
+            return Err(format!("`{at}`: at most {max} items"));
+        }
+    }
+    if let Some(item_schema) = schema.get("items") {
+        for (i, item) in items.iter().enumerate() {
+            check(item_schema, item, &format!("{at}[{i}]"))?;
+        }
+    }
+    Ok(())
+}
+
+/// `required`, each known property against its schema, and `additionalProperties: false`.
+fn check_object(
+    schema: &Map<String, Value>,
+    map: &Map<String, Value>,
+    at: &str,
+) -> Result<(), String> {
+    let props = schema.get("properties").and_then(Value::as_object);
+    if let Some(Value::Array(req)) = schema.get("required") {
+        for r in req.iter().filter_map(Value::as_str) {
+            if !map.contains_key(r) {
+                return Err(format!("`{at}.{r}` is required"));
             }
         }
-        Value::String(s) => {
-            let chars = s.chars().count() as u64;
-            if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
-                if chars < min {
-                    return Err(format!("`{at}`: must be at least {min} characters"));
-                }
+    }
+    for (k, v) in map {
+        match props.and_then(|p| p.get(k)) {
+            Some(sub) => check(sub, v, &format!("{at}.{k}"))?,
+            None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
+                return Err(format!("`{at}.{k}` is not a known argument"));
             }
-            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
-                if chars > max {
-                    return Err(format!("`{at}`: must be at most {max} characters"));
-                }
-            }
+            None => {}
         }
-        Value::Array(items) => {
-            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
-                if items.len() as u64 > max {
-                    return Err(format!("`{at}`: at most {max} items"));
-                }
-            }
-            if let Some(item_schema) = schema.get("items") {
-                for (i, item) in items.iter().enumerate() {
-                    check(item_schema, item, &format!("{at}[{i}]"))?;
-                }
-            }
-        }
-        Value::Object(map) => {
-            let props = schema.get("properties").and_then(Value::as_object);
-            if let Some(Value::Array(req)) = schema.get("required") {
-                for r in req.iter().filter_map(Value::as_str) {
-                    if !map.contains_key(r) {
-                        return Err(format!("`{at}.{r}` is required"));
-                    }
-                }
-            }
-            for (k, v) in map {
-                match props.and_then(|p| p.get(k)) {
-                    Some(sub) => check(sub, v, &format!("{at}.{k}"))?,
-                    None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                        return Err(format!("`{at}.{k}` is not a known argument"));
-                    }
-                    None => {}
-                }
-            }
-        }
-        _ => {}
     }
     Ok(())
 }

@@ -334,31 +334,10 @@ pub async fn finish(
         .stderr
         .take()
         .map(|s| tokio::spawn(read_bounded(s, max_stderr, None, err_buf.clone(), tail)));
-
-    let deadline_tokio = tokio::time::Instant::from_std(deadline);
-    let ended = if recorded {
-        // All its pipes end before it exits, the record last: answered from the record,
-        // the process is reaped meanwhile. Without a record (it died, or failed before
-        // its payload ran) it is waited for as any command.
-        tokio::select! {
-            record = pipes_with_record(&mut out, &mut err) => record,
-            () = tokio::time::sleep_until(deadline_tokio) => Some(Ended::TimedOut),
-            () = cancel.cancelled() => Some(Ended::Cancelled),
-        }
-    } else {
-        None
-    };
-    let ended = match ended {
-        Some(ended) => ended,
-        None => tokio::select! {
-            status = child.wait() => Ended::Exited(status.map_err(|source| ExecError::Wait {
-                program: program.clone(),
-                source,
-            })?),
-            () = tokio::time::sleep_until(deadline_tokio) => Ended::TimedOut,
-            () = cancel.cancelled() => Ended::Cancelled,
-        },
-    };
+    let ended = wait_for_end(
+        &mut child, recorded, &mut out, &mut err, deadline, cancel, &program,
+    )
+    .await?;
     use std::os::unix::process::ExitStatusExt;
     let (exit_code, signal, timed_out, cancelled) = match ended {
         Ended::Recorded { exit_code, signal } => {
@@ -394,6 +373,43 @@ pub async fn finish(
         timed_out,
         cancelled,
         limit: None,
+    })
+}
+
+/// Wait until the command has ended: by its exit record (with `recorded`, a sandbox
+/// helper's), by exiting, or because `deadline` passed or `cancel` fired.
+async fn wait_for_end(
+    child: &mut tokio::process::Child,
+    recorded: bool,
+    out: &mut Option<tokio::task::JoinHandle<Vec<u8>>>,
+    err: &mut Option<tokio::task::JoinHandle<Vec<u8>>>,
+    deadline: Instant,
+    cancel: &CancellationToken,
+    program: &str,
+) -> Result<Ended, ExecError> {
+    let deadline_tokio = tokio::time::Instant::from_std(deadline);
+    let ended = if recorded {
+        // All its pipes end before it exits, the record last: answered from the record,
+        // the process is reaped meanwhile. Without a record (it died, or failed before
+        // its payload ran) it is waited for as any command.
+        tokio::select! {
+            record = pipes_with_record(out, err) => record,
+            () = tokio::time::sleep_until(deadline_tokio) => Some(Ended::TimedOut),
+            () = cancel.cancelled() => Some(Ended::Cancelled),
+        }
+    } else {
+        None
+    };
+    Ok(match ended {
+        Some(ended) => ended,
+        None => tokio::select! {
+            status = child.wait() => Ended::Exited(status.map_err(|source| ExecError::Wait {
+                program: program.to_string(),
+                source,
+            })?),
+            () = tokio::time::sleep_until(deadline_tokio) => Ended::TimedOut,
+            () = cancel.cancelled() => Ended::Cancelled,
+        },
     })
 }
 
