@@ -302,7 +302,7 @@ mod tests {
     #[test]
     fn a_foreign_owner_is_refused() {
         if !nix::unistd::geteuid().is_root() {
-            eprintln!("skipped: needs root to make a directory owned by someone else");
+            crate::test_skip::skip("needs root to make a directory owned by someone else");
             return;
         }
         let base = Scratch::new("owner");
