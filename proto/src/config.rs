@@ -34,8 +34,10 @@ use toml::de::{DeTable, DeValue};
 
 use crate::channels::{CallOrigin, RiskLevel};
 use crate::limits::APPROVAL_TIMEOUT;
+use crate::state_layout;
 
 pub use crate::argv_pattern::{ArgvPattern, PatternError};
+pub use crate::state_layout::service_dir;
 
 /// The tool whose actions are command lines: its grants name the commands they cover.
 pub const SHELL_TOOL: &str = "shell.exec";
@@ -955,30 +957,9 @@ fn line_suffix(line: Option<usize>) -> String {
 pub fn state_dir(config: &Config, config_path: &Path) -> PathBuf {
     match &config.state_dir {
         Some(dir) if dir.is_absolute() => dir.clone(),
-        Some(dir) => config_dir(config_path).join(dir),
-        None => beside_config(config_path, ".state"),
+        Some(dir) => state_layout::config_dir(config_path).join(dir),
+        None => state_layout::default_state_dir(config_path),
     }
-}
-
-/// The managed service's directory beside the configuration: `<config dir>/<stem>.service`,
-/// holding `service.log`.
-pub fn service_dir(config_path: &Path) -> PathBuf {
-    beside_config(config_path, ".service")
-}
-
-fn config_dir(config_path: &Path) -> &Path {
-    config_path.parent().unwrap_or(Path::new(""))
-}
-
-/// `<config dir>/<stem><suffix>` (`nl2sh<suffix>` for a file without a stem).
-fn beside_config(config_path: &Path, suffix: &str) -> PathBuf {
-    let mut name = config_path
-        .file_stem()
-        .filter(|s| !s.is_empty())
-        .map(|s| s.to_os_string())
-        .unwrap_or_else(|| std::ffi::OsString::from("nl2sh"));
-    name.push(suffix);
-    config_dir(config_path).join(name)
 }
 
 /// Read and parse the file at `path`. A missing file is [`ConfigError::Missing`]; what
@@ -1235,18 +1216,6 @@ mod tests {
         let mut fields: &'static [&'static str] = &[];
         let _ = T::deserialize(Probe(&mut fields));
         fields
-    }
-
-    #[test]
-    fn service_dir_is_beside_the_configuration() {
-        assert_eq!(
-            service_dir(Path::new("/data/adb/nl2sh/config.toml")),
-            PathBuf::from("/data/adb/nl2sh/config.service")
-        );
-        assert_eq!(
-            service_dir(Path::new("/tmp/t/other.conf.toml")),
-            PathBuf::from("/tmp/t/other.conf.service")
-        );
     }
 
     #[test]

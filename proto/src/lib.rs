@@ -24,6 +24,7 @@ pub mod rpc;
 pub mod seccomp;
 pub mod secret;
 pub mod snapshot;
+pub mod state_layout;
 pub mod stored_text;
 #[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 pub mod sys;

@@ -23,6 +23,7 @@ use nix::fcntl::Flock;
 use nl2sh_proto::channels::SettingView;
 use nl2sh_proto::config::{self as schema, ConfigError, Key, KeyKind, ParseMode, KEYS, MODEL_KEYS};
 use nl2sh_proto::private_file::{self, Owner};
+use nl2sh_proto::state_layout::{self, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE};
 use toml_edit::{DocumentMut, Item, Table, Value};
 
 use crate::config;
@@ -516,7 +517,7 @@ fn config_dir(path: &Path) -> Result<PathBuf, EditError> {
     if !dir.exists() {
         DirBuilder::new()
             .recursive(true)
-            .mode(0o700)
+            .mode(PRIVATE_DIR_MODE)
             .create(&dir)
             .map_err(io_err("cannot create directory", &dir))?;
     }
@@ -525,12 +526,7 @@ fn config_dir(path: &Path) -> Result<PathBuf, EditError> {
 
 /// `<path>.lock`, the lock an edit of `path` holds (see [`lock_for_edit`]).
 pub fn lock_path(path: &Path) -> PathBuf {
-    let mut name = path
-        .file_name()
-        .map(std::ffi::OsStr::to_os_string)
-        .unwrap_or_else(|| "config.toml".into());
-    name.push(".lock");
-    path.with_file_name(name)
+    state_layout::config_lock(path)
 }
 
 /// Take the exclusive lock on [`lock_path`] (created 0600, never removed: removing a
@@ -545,7 +541,7 @@ fn lock_for_edit(path: &Path) -> Result<Flock<File>, EditError> {
         OpenOptions::new()
             .write(true)
             .create_new(create_new)
-            .mode(0o600)
+            .mode(PRIVATE_FILE_MODE)
             // No link followed, and no FIFO to hang on: whoever can write the directory
             // may have put anything there.
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)

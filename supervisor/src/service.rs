@@ -33,6 +33,7 @@ use nl2sh_proto::config::DEFAULT_PROTOCOL_PORT;
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::SHUTDOWN_GRACE;
 use nl2sh_proto::private_dir::{open_private_dir, Create, WideMode};
+use nl2sh_proto::state_layout;
 use nl2sh_proto::sys::pidfd;
 
 use crate::config::{self, Config, ConfigError};
@@ -485,7 +486,7 @@ pub fn restart(config_arg: Option<PathBuf>) -> ExitCode {
 fn control_lock(target: &Target) -> Result<Flock<File>, Failure> {
     open_private_dir(&target.service_dir, Create::IfMissing, WideMode::Tighten)
         .map_err(|e| failure(Exit::Failure, e.to_string()))?;
-    let path = target.service_dir.join("control.lock");
+    let path = state_layout::SERVICE_CONTROL_LOCK.in_dir(&target.service_dir);
     let file = state::open_private_file(&path, false)
         .map_err(|e| failure(Exit::Failure, e.to_string()))?;
     match state::lock_exclusive_within(file, START_WAIT + STOP_WAIT, POLL) {

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMode};
 use nl2sh_proto::private_file::{self, Owner};
+use nl2sh_proto::state_layout::{self, PRIVATE_FILE_MODE};
 
-const FILE_MODE: u32 = 0o600;
 /// Largest connection.json we read back.
 const MAX_CONNECTION_BYTES: u64 = 64 * 1024;
 /// Largest lock-file content we read back ("pid transport\n").
@@ -38,16 +38,15 @@ pub struct StatePaths {
 }
 
 pub fn state_paths(state_dir: &Path) -> StatePaths {
-    let protocol_dir = state_dir.join("protocol");
     StatePaths {
         root: state_dir.to_owned(),
-        lock: protocol_dir.join("lock"),
-        connection_json: protocol_dir.join("connection.json"),
-        failure_json: protocol_dir.join("failure.json"),
-        tasks_db: protocol_dir.join("tasks.sqlite3"),
-        approvals_sock: protocol_dir.join("approvals.sock"),
-        sessions_dir: state_dir.join("sessions"),
-        protocol_dir,
+        protocol_dir: state_layout::PROTOCOL_DIR.in_dir(state_dir),
+        lock: state_layout::LOCK.in_dir(state_dir),
+        connection_json: state_layout::CONNECTION_JSON.in_dir(state_dir),
+        failure_json: state_layout::FAILURE_JSON.in_dir(state_dir),
+        tasks_db: state_layout::TASKS_DB.in_dir(state_dir),
+        approvals_sock: state_layout::APPROVALS_SOCK.in_dir(state_dir),
+        sessions_dir: state_layout::SESSIONS_DIR.in_dir(state_dir),
     }
 }
 
@@ -218,7 +217,7 @@ pub fn open_private_file(path: &Path, append: bool) -> Result<File, StateError> 
         .append(append)
         .create(true)
         .truncate(false)
-        .mode(FILE_MODE)
+        .mode(PRIVATE_FILE_MODE)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
         .map_err(io_err("cannot open", path))?;
@@ -242,8 +241,8 @@ pub fn check_private_file(path: &Path, file: &File) -> Result<(), StateError> {
             euid: me,
         });
     }
-    if meta.mode() & 0o7777 != FILE_MODE {
-        file.set_permissions(fs::Permissions::from_mode(FILE_MODE))
+    if meta.mode() & 0o7777 != PRIVATE_FILE_MODE {
+        file.set_permissions(fs::Permissions::from_mode(PRIVATE_FILE_MODE))
             .map_err(io_err("cannot chmod", path))?;
     }
     Ok(())

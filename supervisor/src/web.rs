@@ -10,6 +10,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use nl2sh_proto::channels::{CliRequest, CliResponse};
 use nl2sh_proto::display::Shown;
+use nl2sh_proto::state_layout::{PRIVATE_DIR_MODE, PRIVATE_FILE_MODE};
 use nl2sh_proto::Secret;
 
 use crate::config;
@@ -183,12 +184,14 @@ fn redirect_page(link: &Secret) -> std::io::Result<PathBuf> {
         .unwrap_or_else(std::env::temp_dir);
     remove_stale_pages(&base, STALE_LOGIN_PAGE);
     let dir = base.join(format!("{LOGIN_DIR_PREFIX}{:016x}", rand::random::<u64>()));
-    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    std::fs::DirBuilder::new()
+        .mode(PRIVATE_DIR_MODE)
+        .create(&dir)?;
     let path = dir.join("login.html");
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o600)
+        .mode(PRIVATE_FILE_MODE)
         .open(&path)?;
     // The link is hex and a fixed origin: nothing in it needs escaping in an attribute.
     write!(
