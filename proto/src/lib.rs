@@ -8,11 +8,13 @@
 
 #![deny(unsafe_code)]
 
+pub mod announcement;
 pub mod argv_pattern;
 pub mod carried;
 pub mod channels;
 pub mod config;
 pub mod display;
+pub mod flock;
 pub mod frame;
 pub mod handshake;
 pub mod journal;
@@ -29,6 +31,7 @@ pub mod stored_text;
 #[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 pub mod sys;
 pub mod text;
+pub mod token;
 pub mod topology;
 pub mod unix_socket;
 pub mod worker;

@@ -501,7 +501,7 @@ fn control_lock(target: &Target) -> Result<Flock<File>, Failure> {
     let path = state_layout::SERVICE_CONTROL_LOCK.in_dir(&target.service_dir);
     let file = state::open_private_file(&path, false)
         .map_err(|e| failure(Exit::Failure, e.to_string()))?;
-    match state::lock_exclusive_within(file, START_WAIT + STOP_WAIT, POLL) {
+    match nl2sh_proto::flock::lock_exclusive_within(file, START_WAIT + STOP_WAIT, POLL) {
         Ok(lock) => Ok(lock),
         Err((_, Errno::EWOULDBLOCK)) => Err(failure(
             Exit::Failure,

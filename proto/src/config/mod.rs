@@ -87,6 +87,13 @@ pub fn state_dir(config: &Config, config_path: &Path) -> PathBuf {
     }
 }
 
+/// `path` made absolute against the working directory (without touching the file system
+/// beyond reading the working directory), so a background process started elsewhere finds
+/// the same file and state directory.
+pub fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
+
 /// Read and parse the file at `path`. A missing file is [`ConfigError::Missing`]; what
 /// that means (defaults, or an error) is the caller's choice.
 pub fn load(path: &Path, mode: ParseMode) -> Result<Config, ConfigError> {

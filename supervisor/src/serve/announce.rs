@@ -21,8 +21,7 @@ pub(super) fn announce(
     fronts: &Fronts,
     stdio: bool,
 ) -> Result<(ConnectionInfo, ConnectionFile), ServeError> {
-    let mut info =
-        ConnectionInfo::for_this_process(&config::identity(config_path), transport_name)?;
+    let mut info = state::this_process_info(&config::identity(config_path), transport_name)?;
     if let Some(a) = &fronts.announcement {
         info.listen = Some(a.listening.to_string());
         info.mcp_url = Some(a.origin.mcp_url());
