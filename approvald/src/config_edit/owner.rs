@@ -6,19 +6,69 @@
 use std::path::Path;
 
 use nl2sh_proto::announcement::ConnectionInfo;
-use nl2sh_proto::channels::SettingView;
+use nl2sh_proto::channels::{SettingKind, SettingView};
 use nl2sh_proto::config::KeyKind;
 
 use super::{apply, get, lookup, read_text, write_target, EditError, Got, RETIRED_KEY};
 
-/// The settings of the consoles' "MCP / A2A" category, in the order they are shown.
-pub const OWNER_SETTINGS: &[&str] = &[
-    "protocol_start_with_service",
-    "protocol_service_port",
-    "protocol_token",
-    "protocol_auto_approve",
-    "approval_notifications",
+/// One setting of the consoles' "MCP / A2A" category: its key, and how the consoles show
+/// and edit it (sent with its value, [`SettingView`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnerSetting {
+    pub key: &'static str,
+    pub label: &'static str,
+    pub kind: SettingKind,
+    pub help: Option<&'static str>,
+    pub warning: Option<&'static str>,
+}
+
+/// The settings of the consoles' "MCP / A2A" category, in the order they are shown: the
+/// one list (the terminal console and the Web console render what they are sent).
+pub const OWNER_SETTINGS: &[OwnerSetting] = &[
+    OwnerSetting {
+        key: "protocol_start_with_service",
+        label: "Start MCP/A2A with the service",
+        kind: SettingKind::Switch,
+        help: None,
+        warning: None,
+    },
+    OwnerSetting {
+        key: "protocol_service_port",
+        label: "Service port",
+        kind: SettingKind::Port,
+        help: Some("0 picks any free port."),
+        warning: None,
+    },
+    OwnerSetting {
+        key: "protocol_token",
+        label: "HTTP token",
+        kind: SettingKind::Secret,
+        help: Some(
+            "32–256 printable characters, no spaces. Clients using the old token stop working.",
+        ),
+        warning: None,
+    },
+    OwnerSetting {
+        key: "protocol_auto_approve",
+        label: "Approve every request automatically",
+        kind: SettingKind::Switch,
+        help: None,
+        warning: Some(
+            "Approves every request, dangerous and critical ones included, with no one asked.",
+        ),
+    },
+    OwnerSetting {
+        key: "approval_notifications",
+        label: "Notify on Android when a request waits",
+        kind: SettingKind::Switch,
+        help: None,
+        warning: None,
+    },
 ];
+
+fn owner_setting(key: &str) -> Option<&'static OwnerSetting> {
+    OWNER_SETTINGS.iter().find(|s| s.key == key)
+}
 
 /// A setting saved: what to tell the owner, and whether it applies only after a restart.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +93,8 @@ pub fn settings(config_path: &Path) -> Result<Vec<SettingView>, String> {
     let text = read_text(&write_target(config_path)).map_err(|e| e.to_string())?;
     OWNER_SETTINGS
         .iter()
-        .map(|key| {
+        .map(|setting| {
+            let key = setting.key;
             let spec = lookup(key).map_err(|e| e.to_string())?.spec;
             let (value, set) = match get(config_path, &text, key).map_err(|e| e.to_string())? {
                 Got::Credential(set) => ((if set { "set" } else { "not set" }).to_owned(), set),
@@ -51,11 +102,15 @@ pub fn settings(config_path: &Path) -> Result<Vec<SettingView>, String> {
                 Got::Default(v) => (v, false),
             };
             Ok(SettingView {
-                key: (*key).to_owned(),
+                key: key.to_owned(),
                 value,
                 set,
                 credential: spec.kind == KeyKind::Credential,
                 live: spec.live,
+                label: setting.label.to_owned(),
+                kind: setting.kind,
+                help: setting.help.map(str::to_owned),
+                warning: setting.warning.map(str::to_owned),
             })
         })
         .collect()
@@ -70,10 +125,11 @@ pub fn save_setting(
     value: &str,
     running: &dyn Fn() -> Option<ConnectionInfo>,
 ) -> Result<SavedSetting, SettingRefused> {
-    if !OWNER_SETTINGS.contains(&key) {
+    if owner_setting(key).is_none() {
+        let keys: Vec<&str> = OWNER_SETTINGS.iter().map(|s| s.key).collect();
         return Err(SettingRefused::Invalid(format!(
             "`{key}` is not one of the console's settings ({}); use `nl2sh config set`",
-            OWNER_SETTINGS.join(", ")
+            keys.join(", ")
         )));
     }
     let spec = lookup(key)
@@ -133,5 +189,66 @@ pub fn restart_note(path: &Path, live: bool, running: Option<&ConnectionInfo>) -
         (None, _) => "It applies when the service next starts (a running service needs \
                       `nl2sh service restart`)."
             .to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nl2sh_proto::config::KEYS;
+
+    /// Each console setting is a key of the file, of a kind its console control can write.
+    #[test]
+    fn the_owner_settings_are_keys_of_the_file_edited_as_their_kind() {
+        for s in OWNER_SETTINGS {
+            let key = KEYS.iter().find(|k| k.name == s.key).expect(s.key);
+            let fits = match s.kind {
+                SettingKind::Switch => key.kind == KeyKind::Bool,
+                SettingKind::Port => key.kind == KeyKind::Integer,
+                SettingKind::Secret => key.kind == KeyKind::Credential,
+                SettingKind::Text => key.kind == KeyKind::Text,
+            };
+            assert!(fits, "{}: {:?} as {:?}", s.key, key.kind, s.kind);
+            assert!(!s.label.is_empty());
+        }
+    }
+
+    /// What the consoles are sent: every setting in the list's order, with its label,
+    /// kind, help and warning, and its value (a credential only as set or not).
+    #[test]
+    fn the_settings_are_sent_in_order_with_how_to_show_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("config.toml");
+        std::fs::write(
+            &path,
+            "protocol_service_port = 9000\nprotocol_token = \"tok-0123456789-abcdefghijklmnopqrstuvwxyz\"\n",
+        )
+        .unwrap();
+        let sent = settings(&path).unwrap();
+        let keys: Vec<&str> = sent.iter().map(|s| s.key.as_str()).collect();
+        let listed: Vec<&str> = OWNER_SETTINGS.iter().map(|s| s.key).collect();
+        assert_eq!(keys, listed);
+        for (view, setting) in sent.iter().zip(OWNER_SETTINGS) {
+            assert_eq!(view.label, setting.label);
+            assert_eq!(view.kind, setting.kind);
+            assert_eq!(view.help.as_deref(), setting.help);
+            assert_eq!(view.warning.as_deref(), setting.warning);
+        }
+        let port = &sent[1];
+        assert_eq!(
+            (port.value.as_str(), port.set, port.live),
+            ("9000", true, false)
+        );
+        let token = &sent[2];
+        assert_eq!((token.value.as_str(), token.credential), ("set", true));
+        let auto = &sent[3];
+        assert_eq!(
+            (auto.value.as_str(), auto.set, auto.live),
+            ("false", false, true)
+        );
+        assert!(auto
+            .warning
+            .as_deref()
+            .is_some_and(|w| w.contains("no one asked")));
     }
 }
