@@ -37,7 +37,7 @@ mod signals;
 mod supervise;
 mod tree;
 
-use prepare::{Announcement, Prepared};
+use prepare::Announcement;
 use restart::Restart;
 use signals::StopSignals;
 use tree::{start_tree, Starts};
@@ -185,23 +185,18 @@ impl Fronts {
 }
 
 fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, ServeError> {
-    let Prepared {
-        cfg,
-        config_path,
-        state_dir,
-        model,
-        transport_name,
-        http,
-        web,
-        lock,
-    } = prepare::prepare(config_arg, &transport)?;
+    let prepared = prepare::prepare(config_arg, &transport)?;
+    let cfg = &prepared.cfg;
     let redact = crate::model::secrets_to_redact(
-        &cfg,
-        http.as_ref().map(|(_, settings, _)| &settings.token),
-        &model,
+        cfg,
+        prepared
+            .http
+            .as_ref()
+            .map(|(_, settings, _)| &settings.token),
+        &prepared.model,
     );
     let stdio = matches!(transport, Transport::Stdio);
-    let mut fronts = Fronts::of(http, web, stdio, &cfg);
+    let mut fronts = Fronts::of(prepared.http, prepared.web, stdio, cfg);
     let (uid, gid, groups) = cfg.netd_ids();
     let identity = NetdIdentity { uid, gid, groups };
     let log_filter =
@@ -224,12 +219,21 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
         &log_filter,
     )
     .map_err(ServeError::Spawn)?;
+    let (config_path, lock) = (prepared.config_path, prepared.lock);
     let discovery = Arc::new(Discovery {
         paths: lock.paths().clone(),
         identity: config::identity(&config_path),
         config_path: config_path.clone(),
     });
-    let starts = first_starts(&cfg, &config_path, &state_dir, model, redact, &mut fronts);
+    let starts = first_starts(
+        cfg,
+        &config_path,
+        &prepared.state_dir,
+        prepared.model,
+        redact,
+        &mut fronts,
+    );
+    let transport_name = prepared.transport_name;
     rt.block_on(async move {
         let mut running = start_tree(tree, starts.clone(), &discovery).await?;
         let worker_pids = Arc::new(Mutex::new(running.pids()));
