@@ -310,7 +310,7 @@ fn peer_helper() {
 #[tokio::test]
 async fn another_uid_is_refused_without_an_answer() {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root to connect as another uid");
+        nl2sh_proto::test_skip::skip("needs root to connect as another uid");
         return;
     }
     let rig = Rig::new().await;
@@ -337,7 +337,7 @@ async fn another_uid_is_refused_without_an_answer() {
     {
         Ok(output) => output,
         Err(e) => {
-            eprintln!("skipped: cannot start a process as uid 65534: {e}");
+            nl2sh_proto::test_skip::skip(format_args!("cannot start a process as uid 65534: {e}"));
             rig.reject(&rig.pending().await[0].id).await.unwrap();
             return;
         }

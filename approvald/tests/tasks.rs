@@ -1303,7 +1303,8 @@ async fn the_owners_tasks_are_in_a_namespace_of_their_own() {
 /// The owner's Ask over approvals.sock is handed to the netd that waits for it with
 /// `NextOwnerWork`, under owner ids; refused plainly when no netd takes it, when the
 /// goal is empty or too long, and a cancel only names the owner's own tasks.
-#[tokio::test]
+// Paused time: the hand-over wait runs out at once, and exactly when it should.
+#[tokio::test(start_paused = true)]
 async fn the_owners_ask_is_handed_to_the_waiting_netd() {
     use nl2sh_approvald::authority::Authority;
     use nl2sh_approvald::owner::OwnerSessions;
@@ -1324,14 +1325,18 @@ async fn the_owners_ask_is_handed_to_the_waiting_netd() {
     };
 
     // Nobody waits: refused as "no Agent" once the hand-over wait is out.
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     let answer = answer_cli(&authority, &local, ask("list my files", None)).await;
     assert!(
         matches!(&answer, CliResponse::Error { kind: CliErrorKind::NoAgent, message }
             if message.contains("not running")),
         "{answer:?}"
     );
-    assert!(started.elapsed() >= Duration::from_secs(4));
+    assert_eq!(
+        started.elapsed(),
+        nl2sh_approvald::owner::asks::HAND_OVER_WAIT,
+        "refused before, or long after, the hand-over wait ran out"
+    );
 
     let long = "x".repeat(8193);
     let invalid = [ask("", None), ask("   ", None), ask(&long, None)]

@@ -1,8 +1,9 @@
-//! netd confines itself once, in [`crate::run`], after the identity check
-//! ([`verify_unprivileged`], [`forbid_inspection`]) and before the runtime exists or the
-//! first frame is read: open-file limit raised, then Landlock (best effort by kernel ABI),
-//! then the seccomp allow-list ([`crate::seccomp`]) last, so the earlier steps need no
-//! rows of their own. Threads created later inherit all of it.
+//! netd confines itself once, in [`crate::run`], before the runtime exists or the first
+//! frame is read: its open-file limit raised (the connection cap is fitted to it), then
+//! the routine both confined HTTP workers share (`nl2sh_http_worker::confine`: not root,
+//! no way back to root, no capabilities; non-dumpable; Landlock with netd's `rules`;
+//! the seccomp allow-list of [`crate::seccomp`] last). Threads created later inherit all
+//! of it.
 //!
 //! What is active is kept for `nl2sh_inspect` (its `netd` object) and logged once.
 //!
@@ -14,60 +15,34 @@
 
 use std::sync::OnceLock;
 
-use crate::agent::dns::{NameService, RESOLV_CONF};
-
-use nl2sh_proto::sys::process;
+use nl2sh_http_worker::confine::{self, AccessNet, Rules};
+use nl2sh_http_worker::seccomp::Row;
+use nl2sh_http_worker::sys;
 use serde_json::{json, Value};
 
+use crate::agent::dns::{NameService, RESOLV_CONF};
 use crate::error::NetdError;
-use crate::sys;
-
-/// Refuse to go on if this process is root or can become root again.
-///
-/// The supervisor drops netd's identity between fork and exec (docs/ARCHITECTURE.md,
-/// "Starting a worker"); this is the worker's own check that it happened: the effective
-/// uid is not 0, and `setuid(0)` fails (which also covers a real or saved uid of 0, and a
-/// retained CAP_SETUID). Call before any thread exists: setuid acts per thread.
-pub fn verify_unprivileged() -> Result<(), NetdError> {
-    let euid = process::effective_uid();
-    if euid == 0 {
-        return Err(NetdError::Privileges("netd must not run as root".into()));
-    }
-    process::verify_no_way_back(euid).map_err(|e| NetdError::Privileges(e.to_string()))
-}
-
-/// Make netd non-dumpable, so another process of its uid (should one ever run as netd's
-/// uid) cannot read its memory, descriptors or environment
-/// ([`process::forbid_inspection`]).
-pub fn forbid_inspection() -> Result<(), NetdError> {
-    process::forbid_inspection()
-        .map_err(|e| NetdError::Privileges(format!("cannot make netd non-dumpable: {e}")))
-}
 
 /// What [`apply`] put in place.
 #[derive(Debug, Clone)]
 pub struct Report {
-    pub seccomp: String,
-    pub landlock: String,
-    pub uid: u32,
-    pub gid: u32,
-    pub no_new_privs: bool,
-    pub dumpable: bool,
-    pub open_files: u64,
+    /// What the shared routine did (it also logged it).
+    pub confined: confine::Report,
     /// How the Agent's model client resolves names under these rules.
     pub name_resolution: String,
 }
 
 impl Report {
     pub fn to_json(&self) -> Value {
+        let confined = &self.confined;
         json!({
-            "seccomp": self.seccomp,
-            "landlock": self.landlock,
-            "uid": self.uid,
-            "gid": self.gid,
-            "no_new_privs": self.no_new_privs,
-            "dumpable": self.dumpable,
-            "open_files_limit": self.open_files,
+            "seccomp": confined.seccomp,
+            "landlock": confined.landlock,
+            "uid": confined.uid,
+            "gid": confined.gid,
+            "no_new_privs": confined.no_new_privs,
+            "dumpable": confined.dumpable,
+            "open_files_limit": confined.open_files,
             "name_resolution": self.name_resolution,
         })
     }
@@ -98,15 +73,17 @@ pub fn report_json() -> Value {
     match APPLIED.get() {
         Some(report) => report.to_json(),
         None => {
-            let state = process::process_state();
+            let state = sys::process_state();
             Report {
-                seccomp: "off (netd runs in-process)".into(),
-                landlock: "off (netd runs in-process)".into(),
-                uid: state.uid,
-                gid: state.gid,
-                no_new_privs: state.no_new_privs,
-                dumpable: state.dumpable,
-                open_files: sys::open_file_limit(),
+                confined: confine::Report {
+                    seccomp: "off (netd runs in-process)".into(),
+                    landlock: "off (netd runs in-process)".into(),
+                    uid: state.uid,
+                    gid: state.gid,
+                    no_new_privs: state.no_new_privs,
+                    dumpable: state.dumpable,
+                    open_files: sys::open_file_limit(),
+                },
                 name_resolution: name_service().describe(),
             }
             .to_json()
@@ -118,14 +95,15 @@ pub fn report_json() -> Value {
 /// reading it again), or the current one when netd runs in-process.
 pub fn open_file_limit() -> u64 {
     match APPLIED.get() {
-        Some(report) => report.open_files,
+        Some(report) => report.confined.open_files,
         None => sys::open_file_limit(),
     }
 }
 
 /// Confine this process for good. Landlock is best effort (kernels without it, Android's
-/// among them, run without and say so); a seccomp filter that exists for this
-/// architecture and kernel but fails to install stops netd from starting.
+/// among them, run without and say so); root, a way back to it or a capability, or a
+/// seccomp filter that exists for this architecture and kernel but fails to install,
+/// stops netd from starting.
 pub fn apply() -> Result<&'static Report, NetdError> {
     apply_for(NameService::detect())
 }
@@ -133,23 +111,27 @@ pub fn apply() -> Result<&'static Report, NetdError> {
 /// [`apply`], with name resolution through `names` (a way to confine netd for
 /// Android's resolver on any machine).
 pub fn apply_for(names: NameService) -> Result<&'static Report, NetdError> {
-    let open_files = sys::raise_open_file_limit()?;
-    let threads = process::process_state().threads;
-    let (landlock, files_confined) = landlock(&names);
-    // Landlock binds the calling thread and those it creates; a thread that already
-    // existed would escape it (the filter is synchronized to every thread). Without
-    // /proc the count is unknown; netd has started no thread of its own by here. Where
-    // Landlock enforces nothing there is nothing to escape, and a thread netd did not
-    // start may be its host's: qemu-user keeps one of its own in every process.
-    if files_confined {
-        if let Some(threads) = threads.filter(|&n| n != 1) {
-            return Err(NetdError::Privileges(format!(
-                "confinement must come before any thread; {threads} exist"
-            )));
-        }
-    }
-    // seccomp cannot see paths: the resolver's files may be opened only where Landlock
-    // keeps every other path out of reach.
+    sys::raise_open_file_limit()?;
+    let rules = rules(&names);
+    let mut chosen = None;
+    let confined = confine::confine("netd", &rules, |landlock| {
+        let names = names_under(names, landlock.enforced);
+        let table = table(&names);
+        chosen = Some(NAMES.get_or_init(|| names).clone());
+        table
+    })
+    .map_err(|e| NetdError::Privileges(e.to_string()))?;
+    let name_resolution = chosen.unwrap_or_else(name_service).describe();
+    Ok(APPLIED.get_or_init(|| Report {
+        confined,
+        name_resolution,
+    }))
+}
+
+/// `names`, as far as Landlock (`files_confined`) lets netd use them: seccomp cannot see
+/// paths, so the resolver's files may be opened only where Landlock keeps every other
+/// path out of reach.
+fn names_under(names: NameService, files_confined: bool) -> NameService {
     let names = match names {
         NameService::System if !files_confined => NameService::SystemWithoutFiles,
         other => other,
@@ -161,99 +143,49 @@ pub fn apply_for(names: NameService) -> Result<&'static Report, NetdError> {
              model.base_url always works)"
         );
     }
-    let names = NAMES.get_or_init(|| names).clone();
-    // Read before the filter: it refuses these prctl reads.
-    let state = process::process_state();
-    let (seccomp, filtered) = seccomp(&names)?;
-    let report = Report {
-        seccomp,
-        landlock,
-        uid: state.uid,
-        gid: state.gid,
-        // Installing the filter sets no_new_privs if it was not set already.
-        no_new_privs: state.no_new_privs || filtered,
-        dumpable: state.dumpable,
-        open_files,
-        name_resolution: names.describe(),
-    };
-    Ok(APPLIED.get_or_init(|| report))
+    names
 }
 
-nl2sh_proto::cfg_seccomp_filter! {
+nl2sh_http_worker::cfg_seccomp_filter! {
     {
-        /// The filter's state for the report, and whether it is on.
-        fn seccomp(names: &NameService) -> Result<(String, bool), NetdError> {
-            use crate::seccomp::{table, Dns};
-            let dns = match names {
+        /// netd's seccomp table for names resolved with `names`.
+        fn table(names: &NameService) -> impl Iterator<Item = &'static Row> + Clone {
+            use crate::seccomp::Dns;
+            crate::seccomp::table(match names {
                 NameService::System => Dns::System,
                 NameService::SystemWithoutFiles => Dns::SystemWithoutFiles,
                 NameService::DnsProxyd(_) => Dns::AndroidDnsProxy,
-            };
-            nl2sh_proto::seccomp::apply(table(dns), std::process::id())
-                .map_err(|e| NetdError::Privileges(e.to_string()))
+            })
         }
     } else {
-        fn seccomp(_names: &NameService) -> Result<(String, bool), NetdError> {
-            Ok(nl2sh_proto::seccomp::no_filter())
+        /// No table where no filter is built.
+        fn table(_names: &NameService) -> std::iter::Empty<&'static Row> {
+            std::iter::empty()
         }
     }
 }
 
-/// The newest Landlock ABI this build knows; older kernels enforce what they have.
-const LANDLOCK_ABI: landlock::ABI = landlock::ABI::V10;
-
-/// Landlock with every filesystem right handled: once started netd creates, writes and
-/// executes nothing (its channels, listener and stdio are inherited) and reads only what
-/// name resolution needs: the resolver files with the system resolver (and, when
-/// `/etc/resolv.conf` is a link elsewhere, that directory: resolvers replace the file
-/// there by renaming), or connecting to Android's resolver socket. TCP bind is handled
-/// with no rule: netd only accepts on its inherited listener. TCP connect is not handled:
-/// the model's port is in the settings, which arrive after this. Signals and abstract
-/// Unix sockets are scoped to netd itself. Also says whether reads are confined to the
-/// rules (else netd must not open anything: see [`apply_for`]).
-fn landlock(names: &NameService) -> (String, bool) {
-    use landlock::{
-        path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus,
-        RestrictionStatus, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
-    };
-    let (readable, sockets): (Vec<std::path::PathBuf>, Vec<std::path::PathBuf>) = match names {
+/// netd's Landlock rules: once started netd creates, writes and executes nothing (its
+/// channels, listener and stdio are inherited) and reads only what name resolution
+/// needs: the resolver files with the system resolver (and, when `/etc/resolv.conf` is a
+/// link elsewhere, that directory: resolvers replace the file there by renaming), or
+/// connecting to Android's resolver socket. TCP bind is handled with no rule: netd only
+/// accepts on its inherited listener. TCP connect is not handled: the model's port is in
+/// the settings, which arrive after this. Enforced on the calling thread and those it
+/// creates: netd has started none when it confines itself, and says so if one exists.
+fn rules(names: &NameService) -> Rules {
+    let (readable, sockets) = match names {
         NameService::System => (resolver_paths(), Vec::new()),
         NameService::SystemWithoutFiles => (Vec::new(), Vec::new()),
         NameService::DnsProxyd(socket) => (Vec::new(), vec![socket.clone()]),
     };
-    let attempt = || -> Result<RestrictionStatus, landlock::RulesetError> {
-        Ruleset::default()
-            .set_compatibility(CompatLevel::BestEffort)
-            .handle_access(AccessFs::from_all(LANDLOCK_ABI))?
-            .handle_access(AccessNet::BindTcp)?
-            .scope(Scope::from_all(LANDLOCK_ABI))?
-            .create()?
-            .add_rules(path_beneath_rules(&readable, AccessFs::ReadFile))?
-            .add_rules(path_beneath_rules(&sockets, AccessFs::ResolveUnix))?
-            .restrict_self()
-    };
-    let newest = LANDLOCK_ABI as i32;
-    match attempt() {
-        Ok(status) => {
-            let kernel = match status.landlock {
-                LandlockStatus::Available { effective_abi, .. } => Some(effective_abi as i32),
-                _ => None,
-            };
-            // Reading files is in every Landlock ABI: enforced at all means reads are
-            // limited to the rules.
-            match (status.ruleset, kernel) {
-                (RulesetStatus::FullyEnforced, _) => ("on".into(), true),
-                (RulesetStatus::PartiallyEnforced, Some(abi)) => (
-                    format!(
-                        "partial (kernel ABI {abi} of {newest}: rights newer than the kernel are not enforced)"
-                    ),
-                    true,
-                ),
-                (RulesetStatus::PartiallyEnforced, None) => ("partial".into(), true),
-                (RulesetStatus::NotEnforced, _) => ("off (kernel)".into(), false),
-            }
-        }
-        Err(e) => (format!("off ({e})"), false),
+    Rules {
+        net: AccessNet::BindTcp.into(),
+        readable,
+        sockets,
+        all_threads: false,
+        // "on", or which rights an older kernel leaves out.
+        describe: |_, _| None,
     }
 }
 
@@ -281,16 +213,96 @@ fn resolver_paths() -> Vec<std::path::PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    use std::process::{Command, Stdio};
+
     use super::*;
 
+    const CHILD: &str = "NL2SH_NETD_IDENTITY_CHILD";
+    /// This file's child entry point, as libtest names it.
+    const ENTRY: &str = "confine::tests::child";
+    /// An uid no test machine gives a login.
+    const NOBODY: u32 = 65534;
+
+    /// The child's side: nothing unless started by [`outcome_as`]. Takes the identity it
+    /// is told to, then confines itself as netd does at start and prints the outcome:
+    /// for good, so never in the test process itself.
+    #[test]
+    fn child() {
+        let Ok(identity) = std::env::var(CHILD) else {
+            return;
+        };
+        use nl2sh_http_worker::sys::test_identity::switch;
+        let switched = match identity.as_str() {
+            "as-is" => Ok(()),
+            // Real and effective uids dropped, the saved uid still root: setuid(0)
+            // would bring root back.
+            "saved-root" => switch(NOBODY, NOBODY, 0, false),
+            // Every uid dropped, the permitted capabilities kept.
+            "capabilities" => switch(NOBODY, NOBODY, NOBODY, true),
+            "ordinary" => switch(NOBODY, NOBODY, NOBODY, false),
+            other => panic!("unknown identity {other:?}"),
+        };
+        if let Err(e) = switched {
+            println!("OUTCOME cannot switch: {e}");
+            std::process::exit(2);
+        }
+        println!("OUTCOME {:?}", apply().map(|r| &r.confined.uid));
+        std::process::exit(0);
+    }
+
+    /// What [`apply`] answered in a child that took `identity`.
+    fn outcome_as(identity: &str) -> String {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([ENTRY, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD, identity)
+            // A panic under the filter must not go looking for debug info.
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{identity}: {stdout}\n{stderr}");
+        let Some((_, outcome)) = stdout.split_once("OUTCOME ") else {
+            panic!("{identity}: no outcome: {stdout}\n{stderr}");
+        };
+        outcome.lines().next().unwrap_or("").to_owned()
+    }
+
+    /// Past the identity check: confined, or stopped by the child's own test threads
+    /// (libtest runs the child on a thread of its own, and confinement must come before
+    /// any thread where Landlock enforces anything).
+    fn accepted(outcome: &str) -> bool {
+        outcome.starts_with("Ok(") || outcome.contains("confinement must come before any thread")
+    }
+
+    /// netd refuses to start as root, with a way back to root, or holding a capability,
+    /// and gets past the identity check as an ordinary uid.
     #[test]
     fn refuses_root_and_accepts_an_unprivileged_uid() {
-        let result = verify_unprivileged();
-        if process::effective_uid() == 0 {
-            assert!(matches!(result, Err(NetdError::Privileges(_))));
-        } else {
-            // An ordinary test user cannot become root, so the check passes.
-            assert!(result.is_ok(), "{result:?}");
+        if sys::effective_uid() != 0 {
+            // An ordinary test user cannot become root, so the check passes; no other
+            // identity can be taken to test.
+            let outcome = outcome_as("as-is");
+            assert!(accepted(&outcome), "{outcome}");
+            return;
         }
+        let refused = [
+            ("as-is", "it must not run as root (uid 0, euid 0)"),
+            ("saved-root", "setuid(0) succeeded from euid 65534"),
+            (
+                "capabilities",
+                "it holds capabilities (effective 0x0, permitted 0x",
+            ),
+        ];
+        for (identity, why) in refused {
+            let outcome = outcome_as(identity);
+            assert!(
+                outcome.starts_with("Err(Privileges(") && outcome.contains(why),
+                "{identity}: {outcome}"
+            );
+        }
+        let outcome = outcome_as("ordinary");
+        assert!(accepted(&outcome), "{outcome}");
     }
 }

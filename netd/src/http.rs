@@ -21,11 +21,12 @@
 //!    [`HttpLimits::max_tool_calls`] such calls run → 503 with `Retry-After` and a
 //!    JSON-RPC error (see [`crate::tool_calls`]).
 //!
-//! Connections (the cap, header and idle timeouts) are [`crate::connections`]'s.
+//! Connections (the cap, header and idle timeouts) are `nl2sh_http_worker::connections`'s,
+//! and the Host and Origin rule is `nl2sh_http_worker::origin`'s: the Web console's too.
 //!
 //! Error bodies are `{"error":"..."}`. No header value (token, Host, Origin) is ever
 //! logged. Refusals of unauthenticated requests (check 2, and checks 3 and 4 on the
-//! public route) go to [`crate::refusals`]: the first one a line, the rest counted into
+//! public route) go to `nl2sh_http_worker::refusals`: the first one a line, the rest counted into
 //! at most one summary line per interval, so a flood cannot fill the log.
 
 use std::future::Future;
@@ -40,10 +41,14 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use nl2sh_http_worker::connections::{ConnHandle, BODY_READ_TIMEOUT};
+use nl2sh_http_worker::origin::{Authorities, HostPort, Origin};
+use nl2sh_http_worker::refusals::RefusalLog;
 use nl2sh_proto::channels::{CallOrigin, HttpSettings};
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::{
-    BUSY_RETRY_AFTER, MAX_HTTP_BODY_BYTES, TOKEN_MAX_CHARS, TOKEN_MIN_CHARS,
+    BUSY_RETRY_AFTER, MAX_ACTIVE_TASKS, MAX_CONCURRENT_TOOL_CALLS, MAX_HTTP_BODY_BYTES,
+    TOKEN_MAX_CHARS, TOKEN_MIN_CHARS,
 };
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -51,14 +56,21 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::a2a::{self, card::Card, A2a};
-pub use crate::connections::HttpLimits;
-use crate::connections::{ConnHandle, BODY_READ_TIMEOUT};
 use crate::executor::ExecutorClient;
 use crate::mcp::McpServer;
-use crate::origin::{Authorities, HostPort, Origin};
-use crate::refusals::RefusalLog;
 use crate::tasks::TaskService;
 use crate::tool_calls::ToolCalls;
+
+pub use nl2sh_http_worker::connections::HttpLimits;
+
+// Long tool calls and running tasks together can hold at most this many of netd's
+// connections, leaving the reserve and more for everyone else.
+const _: () = {
+    use nl2sh_http_worker::connections::{MAX_CONNECTIONS, RESERVED_FOR_AUTHORIZED};
+    assert!(
+        MAX_CONCURRENT_TOOL_CALLS + MAX_ACTIVE_TASKS + RESERVED_FOR_AUTHORIZED < MAX_CONNECTIONS
+    );
+};
 
 /// Where the public Agent Card is served.
 pub const AGENT_CARD_PATH: &str = "/.well-known/agent-card.json";
@@ -107,7 +119,7 @@ pub async fn serve_http_with(
     let limits = limits.fitted(crate::confine::open_file_limit());
     let calls = ToolCalls::new(limits.max_tool_calls);
     let router = router(gate, &settings, backends, calls);
-    let served = crate::connections::serve(listener, router, limits, shutdown).await;
+    let served = nl2sh_http_worker::connections::serve(listener, router, limits, shutdown).await;
     summaries.abort();
     // What was refused since the last summary is still said once.
     refusals.flush();
@@ -299,7 +311,7 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
     // read them) needs the token.
     parts.headers.remove(header::AUTHORIZATION);
     // The connection now holds an authorized caller: it keeps its slot under a flood.
-    if let Some(ConnHandle(conn)) = parts.extensions.get::<ConnHandle>() {
+    if let Some(conn) = parts.extensions.get::<ConnHandle>() {
         conn.mark_authorized();
     }
     let reading = Limited::new(body, MAX_HTTP_BODY_BYTES).collect();
@@ -388,7 +400,7 @@ async fn public_guard(State(gate): State<Arc<Gate>>, request: Request, next: Nex
 }
 
 /// The peer address of the request's connection (absent when the router is driven
-/// without [`crate::connections`], as the fuzz target does).
+/// without `nl2sh_http_worker::connections`, as the fuzz target does).
 fn peer(extensions: &axum::http::Extensions) -> Option<std::net::IpAddr> {
     extensions.get::<ConnHandle>().map(ConnHandle::peer)
 }

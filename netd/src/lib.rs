@@ -6,24 +6,19 @@
 //! confines itself (seccomp allow-list, Landlock) before it reads a single byte from
 //! anyone.
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod a2a;
 pub mod agent;
 pub mod confine;
-pub mod connections;
 pub mod error;
 pub mod executor;
 pub mod http;
 pub mod mcp;
-pub mod origin;
-pub mod refusals;
-nl2sh_proto::cfg_seccomp_filter! {
+nl2sh_http_worker::cfg_seccomp_filter! {
     pub mod seccomp;
 }
 pub mod store;
-#[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
-mod sys;
 pub mod tasks;
 #[cfg(debug_assertions)]
 mod test_hook;
@@ -42,27 +37,13 @@ pub use mcp::McpServer;
 /// in production: `NetdEnds::inherited()`). Returns success only after a clean drain (or
 /// the end of stdin in stdio mode).
 pub fn run(ends: nl2sh_proto::topology::NetdEnds) -> ExitCode {
-    // Before any thread exists: setuid and capabilities act per thread.
-    if let Err(e) = confine::verify_unprivileged().and_then(|()| confine::forbid_inspection()) {
+    // Before any thread exists (setuid and capabilities act per thread) and before the
+    // first frame: netd running as root, able to become root again, or holding a
+    // capability refuses rather than parse a stranger's bytes with privilege; what a
+    // parser bug could reach from here on is fixed now (logged as `netd confined`).
+    if let Err(e) = confine::apply() {
         tracing::error!(error = %e, "netd refuses to start");
         return ExitCode::FAILURE;
-    }
-    // Still before any thread and before the first frame: what a parser bug could reach
-    // from here on is fixed now.
-    match confine::apply() {
-        Ok(report) => tracing::info!(
-            seccomp = %report.seccomp,
-            landlock = %report.landlock,
-            uid = report.uid,
-            no_new_privs = report.no_new_privs,
-            dumpable = report.dumpable,
-            open_files_limit = report.open_files,
-            "netd confined"
-        ),
-        Err(e) => {
-            tracing::error!(error = %e, "netd refuses to start: cannot confine itself");
-            return ExitCode::FAILURE;
-        }
     }
     // One thread: on a two-core phone the other processes of the tree need the other
     // core, and two netd threads mostly wake each other (measured by benches/invoke.rs).

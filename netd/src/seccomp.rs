@@ -19,12 +19,13 @@
 //! `ENOSYS`, and last the allow-list itself, whose default is to kill the process. The
 //! allow-list comes last so the earlier installations need no row of their own.
 //!
-//! Only the rows are netd's: what a row is and how a table becomes those filters is
-//! shared with the Web console's table, in `nl2sh_proto::seccomp`.
+//! Only these rows are netd's: the rows the Web console needs alike (the event loop,
+//! serving HTTP), what a row is and how a table becomes those filters are shared with
+//! it, in `nl2sh_http_worker::seccomp`.
 
-pub use nl2sh_proto::seccomp::{Cond, Row, SeccompError, Verdict};
-use nl2sh_proto::seccomp::{ioctl, BpfProgram};
-use nl2sh_proto::seccomp_row as row;
+use nl2sh_http_worker::seccomp::{ioctl, serving, BpfProgram};
+pub use nl2sh_http_worker::seccomp::{Cond, Row, SeccompError, Verdict};
+use nl2sh_http_worker::seccomp_row as row;
 
 use Verdict::{Allow, AllowElseEperm, AllowIf, AllowUnlessEperm, Refuse};
 
@@ -139,28 +140,9 @@ pub const COMMON: &[Row] = &[
         "log timestamps, same vDSO fallback"
     ),
     row!(SYS_getrandom, Allow, "hash map keys, request ids"),
-    // ---- the event loop (mio/tokio) ---------------------------------------------------
-    row!(
-        SYS_epoll_create1,
-        Allow,
-        "the runtime's poller, made after the filter is on"
-    ),
-    row!(
-        SYS_epoll_ctl,
-        Allow,
-        "registers channels, the listener and connections"
-    ),
-    row!(
-        SYS_epoll_pwait,
-        Allow,
-        "waits for events (musl's epoll_wait)"
-    ),
-    row!(SYS_eventfd2, Allow, "the runtime's waker"),
-    row!(
-        SYS_socketpair,
-        AllowIf(&[Cond::Eq(0, libc::AF_UNIX as u64)]),
-        "the runtime's signal driver makes a local pair when it starts; AF_UNIX only"
-    ),
+    // ---- the event loop (mio/tokio) and serving HTTP: the shared rows ------------------
+    // `nl2sh_http_worker::seccomp::SERVING` (poller, waker, the runtime's local pair,
+    // accept, recv, writev, shutdown, close), chained in by [`table`].
     // ---- descriptors netd already holds -----------------------------------------------
     row!(SYS_read, Allow, "stdin in stdio mode; the runtime's waker"),
     row!(
@@ -169,27 +151,10 @@ pub const COMMON: &[Row] = &[
         "logs to stderr; stdout in stdio mode; the runtime's waker"
     ),
     row!(
-        SYS_writev,
-        Allow,
-        "HTTP responses (head and body in one call)"
-    ),
-    row!(
-        SYS_recvfrom,
-        Allow,
-        "channel frames and HTTP requests (recv)"
-    ),
-    row!(
         SYS_sendto,
         Allow,
         "channel frames and HTTP responses (send)"
     ),
-    row!(SYS_accept4, Allow, "connections on the inherited listener"),
-    row!(
-        SYS_shutdown,
-        Allow,
-        "half-closes a finished HTTP connection"
-    ),
-    row!(SYS_close, Allow, "closes connections"),
     row!(
         SYS_getsockopt,
         Allow,
@@ -410,10 +375,7 @@ pub const ANDROID_RESOLVER: &[Row] = &[
 /// Rows for calls that exist only on x86_64 (aarch64 and riscv64 have the `*at` and
 /// `p*` forms only).
 #[cfg(target_arch = "x86_64")]
-pub const ARCH: &[Row] = &[
-    row!(SYS_epoll_wait, Allow, "waits for events (glibc)"),
-    row!(SYS_poll, Allow, "glibc's resolver waits for DNS answers"),
-];
+pub const ARCH: &[Row] = &[row!(SYS_poll, Allow, "glibc's resolver waits for DNS answers")];
 
 /// The x86_64 `open` row for each way of resolving names.
 #[cfg(target_arch = "x86_64")]
@@ -432,7 +394,8 @@ fn arch_open(_dns: Dns) -> &'static [Row] {
 #[cfg(not(target_arch = "x86_64"))]
 pub const ARCH: &[Row] = &[];
 
-/// Every row for a device that resolves names with `dns`, common ones first.
+/// Every row for a device that resolves names with `dns`: netd's common ones, the rows
+/// shared with the Web console, then those that depend on `dns` and the architecture.
 pub fn table(dns: Dns) -> impl Iterator<Item = &'static Row> + Clone {
     let resolver = match dns {
         Dns::System => SYSTEM_RESOLVER,
@@ -441,6 +404,7 @@ pub fn table(dns: Dns) -> impl Iterator<Item = &'static Row> + Clone {
     };
     COMMON
         .iter()
+        .chain(serving())
         .chain(resolver.iter())
         .chain(ARCH.iter())
         .chain(arch_open(dns).iter())
@@ -448,12 +412,12 @@ pub fn table(dns: Dns) -> impl Iterator<Item = &'static Row> + Clone {
 
 /// How many system calls the table lets through (with or without conditions).
 pub fn allowed_count(dns: Dns) -> usize {
-    nl2sh_proto::seccomp::allowed_count(table(dns))
+    nl2sh_http_worker::seccomp::allowed_count(table(dns))
 }
 
 /// The filters in installation order (see the module comment), for netd's own pid.
 pub fn programs(own_pid: u32, dns: Dns) -> Result<Vec<BpfProgram>, SeccompError> {
-    nl2sh_proto::seccomp::programs(table(dns), own_pid)
+    nl2sh_http_worker::seccomp::programs(table(dns), own_pid)
 }
 
 #[cfg(test)]
@@ -478,15 +442,8 @@ mod tests {
     #[test]
     fn every_row_is_listed_once_with_a_reason() {
         for dns in ALL {
-            let mut seen = std::collections::HashSet::new();
-            for row in table(dns) {
-                assert!(seen.insert(row.nr), "{} listed twice", row.name);
-                assert!(row.name.starts_with("SYS_"), "{}", row.name);
-                assert!(row.why.trim().len() >= 10, "{} has no reason", row.name);
-                if let Verdict::Refuse(errno) = row.verdict {
-                    assert!([libc::EPERM, libc::ENOSYS].contains(&errno), "{}", row.name);
-                }
-            }
+            let problems = nl2sh_http_worker::seccomp::table_problems(table(dns));
+            assert!(problems.is_empty(), "{dns:?}: {problems:?}");
         }
     }
 

@@ -6,8 +6,9 @@
 //! stop it: `execve` (run `/bin/sh`), `ptrace` (PTRACE_TRACEME) or `open:<path>` (open a
 //! file or directory, e.g. the state directory).
 
+use nl2sh_http_worker::sys::attempt;
+
 use crate::error::NetdError;
-use crate::sys;
 
 /// Attempt `violation`. If this returns at all, the kernel did not kill netd; the error
 /// ends netd with a failure either way, saying whether the attempt was refused or (a
@@ -15,9 +16,9 @@ use crate::sys;
 pub fn attempt(violation: &str) -> NetdError {
     tracing::warn!(violation, "TEST HOOK: attempting a confinement violation");
     let outcome = if violation == "execve" {
-        Err(sys::attempt_execve())
+        Err(attempt::execve())
     } else if violation == "ptrace" {
-        sys::attempt_ptrace()
+        attempt::ptrace()
     } else if let Some(path) = violation.strip_prefix("open:") {
         std::fs::File::open(path).map(drop)
     } else {

@@ -29,8 +29,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::connections::Throttle;
 use crate::tools;
+use nl2sh_http_worker::connections::Throttle;
 
 /// The JSON-RPC error code of a call refused because the cap is reached: one of the
 /// implementation-defined server errors (-32000 … -32099), clear of those MCP and its

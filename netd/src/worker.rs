@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use nl2sh_proto::channels::{fds, CallOrigin, NetdSettings, NetdTransport, WorkerEvent};
 use nl2sh_proto::limits::SHUTDOWN_GRACE;
+use nl2sh_proto::rpc::ChannelEnd;
 use nl2sh_proto::sys::{take_inherited, Expect};
-use nl2sh_proto::topology::NetdEnds;
-use nl2sh_proto::worker::{accept_start, ControlEvent, WorkerError};
+use nl2sh_proto::topology::{Asker, NetdApprovald, NetdEnds, NetdExecutor, SupervisorNetd};
+use nl2sh_proto::worker::{accept_start, Control, ControlEvent, WorkerError};
 use nl2sh_proto::FrameError;
 use rmcp::ServiceExt;
 use tokio::sync::oneshot;
@@ -58,8 +59,9 @@ impl Listener {
     }
 }
 
-/// The worker, from its channels to the end. `Ok` means a clean end (drained, or stdin
-/// closed in stdio mode); any `Err` should end the process with a failure.
+/// The worker, from its channels to the end: `Start`, `start`, serving until a `Drain`
+/// (`Serving::drain`), the transport's end (`Serving::transport_ended`) or a peer's. `Ok` means a clean end (drained, or stdin closed in stdio mode); any `Err`
+/// should end the process with a failure.
 pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> {
     let NetdEnds {
         control,
@@ -75,44 +77,13 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
     let test_violation = settings.test_violation.clone();
 
     // Anything that stops netd from serving is reported to the supervisor as Refused.
-    let started = async {
-        let (executor, executor_end) = ExecutorClient::start(executor).await?;
-        let (store, store_end) = StoreClient::start(approvald).await?;
-        match tokio::time::timeout(PING_TIMEOUT, store.ping()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(e.into()),
-            Err(_) => return Err(NetdError::Timeout("approvald ping")),
+    let mut serving = match start(settings, executor, approvald, listener).await {
+        Ok(serving) => serving,
+        Err(e) => {
+            let _ = control.refuse(e.to_string()).await;
+            return Err(e);
         }
-        let runner: Arc<dyn Runner> = match Agent::new(executor.clone(), settings.model.clone()) {
-            Ok(agent) => agent,
-            // The direct tools still serve; every task fails saying why.
-            Err(why) => {
-                tracing::warn!(reason = %why, "the built-in Agent is unavailable");
-                Arc::new(Unavailable(format!(
-                    "the built-in Agent is unavailable: {why}"
-                )))
-            }
-        };
-        let tasks = TaskService::new(store, runner);
-        let stopping = executor.clone();
-        let backends = Backends {
-            executor,
-            tasks: tasks.clone(),
-        };
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let server = start_serving(listener, settings, backends, stop_rx)?;
-        Ok((tasks, stopping, executor_end, store_end, stop_tx, server))
     };
-    // `tasks` holds the store client while serving: dropping the last one closes the
-    // channel.
-    let (tasks, stopping, mut executor_end, mut store_end, stop_tx, mut server) =
-        match started.await {
-            Ok(parts) => parts,
-            Err(e) => {
-                let _ = control.refuse(e.to_string()).await;
-                return Err(e);
-            }
-        };
 
     control.started().await?;
     // TEST HOOK (debug builds only): right after Started, before any request is served.
@@ -122,7 +93,7 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
     }
     tracing::info!("netd serving");
     // The owner's Ask from the terminal console, handed over by approvald.
-    let owner_work = tokio::spawn(tasks.clone().serve_owner());
+    let owner_work = tokio::spawn(serving.tasks.clone().serve_owner());
     let _owner_work = AbortOnDrop(owner_work);
 
     // Biased: when stdin closes, the transport ends first and then (because it held the
@@ -132,53 +103,141 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
         biased;
         event = control.next_event() => match event {
             ControlEvent::Drain { id, grace } => {
-                let grace = grace.min(MAX_GRACE);
-                tracing::info!(grace_ms = grace.as_millis() as u64, "draining");
-                let deadline = tokio::time::Instant::now() + grace;
-                // Tasks first, through the same path as CancelTask (their tool calls
-                // stopped, approvals withdrawn, CANCELED stored), so that requests
-                // waiting on them (a blocking SendMessage) can answer before the
-                // transport stops.
-                tasks.drain(deadline).await;
-                let _ = stop_tx.send(());
-                // Direct calls still running when the grace is nearly out are cancelled
-                // (their commands killed, pending approvals withdrawn), so each answers
-                // its caller with an error instead of having its connection cut.
-                let margin = (grace / 2).min(CANCEL_BEFORE_DEADLINE);
-                let cancel_at = deadline - margin;
-                let ended = tokio::select! {
-                    end = &mut server => Some(end),
-                    () = tokio::time::sleep_until(cancel_at) => None,
-                };
-                let ended = match ended {
-                    Some(end) => Ok(end),
-                    None => {
-                        tracing::info!("cancelling calls still running at the end of the grace");
-                        stopping.stop_calls();
-                        tokio::time::timeout_at(deadline, &mut server).await
-                    }
-                };
-                match ended {
-                    Ok(Ok(Ok(()))) => {}
-                    Ok(Ok(Err(e))) => tracing::warn!(error = %e, "server ended with an error while draining"),
-                    Ok(Err(e)) => tracing::warn!(error = %e, "server task failed while draining"),
-                    Err(_) => {
-                        tracing::warn!("grace expired with requests in flight; dropping them");
-                        server.abort();
-                    }
-                }
+                serving.drain(grace).await;
                 control.drained(id).await?;
                 Ok(())
             }
             ControlEvent::Closed => Err(NetdError::PeerGone("supervisor")),
             ControlEvent::Hostile(e) => Err(e.into()),
         },
-        end = &mut server => match end {
+        end = &mut serving.server => serving.transport_ended(end, &mut control).await,
+        end = &mut serving.executor_end => {
+            let e = channel_ended("executor", end);
+            serving.answer_in_flight().await;
+            Err(e)
+        }
+        end = &mut serving.store_end => {
+            let e = channel_ended("approvald", end);
+            serving.answer_in_flight().await;
+            Err(e)
+        }
+    }
+}
+
+/// What netd serves with, once started.
+struct Serving {
+    /// The task service; it holds the store client while serving (dropping the last one
+    /// closes the channel).
+    tasks: TaskService,
+    /// The executor, to cancel the calls still running at the end of a drain.
+    stopping: ExecutorClient,
+    executor_end: ChannelEnd,
+    store_end: ChannelEnd,
+    /// Stops the transport: it stops accepting and finishes what is in flight.
+    stop: Option<oneshot::Sender<()>>,
+    /// The transport, in its own task.
+    server: JoinHandle<std::io::Result<()>>,
+}
+
+/// Everything netd needs to serve, from the settings of `Start`: the executor and
+/// approvald channels (approvald answering a ping in time), the built-in Agent (or why
+/// not), the task service, and the transport started.
+async fn start(
+    settings: NetdSettings,
+    executor: Asker<NetdExecutor>,
+    approvald: Asker<NetdApprovald>,
+    listener: Listener,
+) -> Result<Serving, NetdError> {
+    let (executor, executor_end) = ExecutorClient::start(executor).await?;
+    let (store, store_end) = StoreClient::start(approvald).await?;
+    match tokio::time::timeout(PING_TIMEOUT, store.ping()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(e.into()),
+        Err(_) => return Err(NetdError::Timeout("approvald ping")),
+    }
+    let runner: Arc<dyn Runner> = match Agent::new(executor.clone(), settings.model.clone()) {
+        Ok(agent) => agent,
+        // The direct tools still serve; every task fails saying why.
+        Err(why) => {
+            tracing::warn!(reason = %why, "the built-in Agent is unavailable");
+            Arc::new(Unavailable(format!(
+                "the built-in Agent is unavailable: {why}"
+            )))
+        }
+    };
+    let tasks = TaskService::new(store, runner);
+    let stopping = executor.clone();
+    let backends = Backends {
+        executor,
+        tasks: tasks.clone(),
+    };
+    let (stop, stop_rx) = oneshot::channel::<()>();
+    let server = start_serving(listener, settings, backends, stop_rx)?;
+    Ok(Serving {
+        tasks,
+        stopping,
+        executor_end,
+        store_end,
+        stop: Some(stop),
+        server,
+    })
+}
+
+impl Serving {
+    /// The supervisor's `Drain` with `grace` (at most [`MAX_GRACE`]).
+    async fn drain(&mut self, grace: Duration) {
+        let grace = grace.min(MAX_GRACE);
+        tracing::info!(grace_ms = grace.as_millis() as u64, "draining");
+        let deadline = tokio::time::Instant::now() + grace;
+        // Tasks first, through the same path as CancelTask (their tool calls stopped,
+        // approvals withdrawn, CANCELED stored), so that requests waiting on them (a
+        // blocking SendMessage) can answer before the transport stops.
+        self.tasks.drain(deadline).await;
+        self.stop_transport();
+        // Direct calls still running when the grace is nearly out are cancelled (their
+        // commands killed, pending approvals withdrawn), so each answers its caller with
+        // an error instead of having its connection cut.
+        let margin = (grace / 2).min(CANCEL_BEFORE_DEADLINE);
+        let cancel_at = deadline - margin;
+        let ended = tokio::select! {
+            end = &mut self.server => Some(end),
+            () = tokio::time::sleep_until(cancel_at) => None,
+        };
+        let ended = match ended {
+            Some(end) => Ok(end),
+            None => {
+                tracing::info!("cancelling calls still running at the end of the grace");
+                self.stopping.stop_calls();
+                tokio::time::timeout_at(deadline, &mut self.server).await
+            }
+        };
+        match ended {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => {
+                tracing::warn!(error = %e, "server ended with an error while draining")
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "server task failed while draining"),
+            Err(_) => {
+                tracing::warn!("grace expired with requests in flight; dropping them");
+                self.server.abort();
+            }
+        }
+    }
+
+    /// The transport ended by itself (`end`): only stdio does (stdin closed), which ends
+    /// the session; HTTP serves until drained.
+    async fn transport_ended(
+        &self,
+        end: Result<std::io::Result<()>, tokio::task::JoinError>,
+        control: &mut Control<SupervisorNetd>,
+    ) -> Result<(), NetdError> {
+        match end {
             Ok(Ok(())) => {
-                // Only stdio ends by itself (stdin closed); HTTP serves until drained.
-                // The tree stops next: tasks still running end CANCELED now rather
-                // than cut off with the process.
-                tasks.drain(tokio::time::Instant::now() + SHUTDOWN_GRACE).await;
+                // The tree stops next: tasks still running end CANCELED now rather than
+                // cut off with the process.
+                self.tasks
+                    .drain(tokio::time::Instant::now() + SHUTDOWN_GRACE)
+                    .await;
                 // Say so, so the supervisor stops the tree as a clean end of session.
                 tracing::info!("transport closed");
                 control.event(WorkerEvent::SessionEnded).await?;
@@ -186,16 +245,25 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
             }
             Ok(Err(e)) => Err(e.into()),
             Err(e) => Err(NetdError::Protocol(format!("server task failed: {e}"))),
-        },
-        end = &mut executor_end => {
-            let e = channel_ended("executor", end);
-            answer_in_flight(stop_tx, &mut server).await;
-            Err(e)
         }
-        end = &mut store_end => {
-            let e = channel_ended("approvald", end);
-            answer_in_flight(stop_tx, &mut server).await;
-            Err(e)
+    }
+
+    /// A peer worker is gone and the supervisor will restart the tree: stop accepting,
+    /// and let the requests in flight answer (with errors in their protocol's form, as
+    /// their calls to the gone peer fail) instead of dropping their connections.
+    async fn answer_in_flight(&mut self) {
+        self.stop_transport();
+        if tokio::time::timeout(PEER_GONE_GRACE, &mut self.server)
+            .await
+            .is_err()
+        {
+            self.server.abort();
+        }
+    }
+
+    fn stop_transport(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
         }
     }
 }
@@ -203,19 +271,6 @@ pub async fn serve(ends: NetdEnds, listener: Listener) -> Result<(), NetdError> 
 /// How long requests in flight may take to be answered once a peer is gone (their calls
 /// to it fail at once, so this is only the time to write the answers).
 const PEER_GONE_GRACE: Duration = Duration::from_secs(2);
-
-/// A peer worker is gone and the supervisor will restart the tree: stop accepting, and let
-/// the requests in flight answer (with errors in their protocol's form, as their calls to
-/// the gone peer fail) instead of dropping their connections.
-async fn answer_in_flight(stop: oneshot::Sender<()>, server: &mut JoinHandle<std::io::Result<()>>) {
-    let _ = stop.send(());
-    if tokio::time::timeout(PEER_GONE_GRACE, &mut *server)
-        .await
-        .is_err()
-    {
-        server.abort();
-    }
-}
 
 fn channel_ended(
     name: &'static str,

@@ -30,6 +30,8 @@ pub mod state_layout;
 pub mod stored_text;
 #[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 pub mod sys;
+#[doc(hidden)]
+pub mod test_skip;
 pub mod text;
 pub mod token;
 pub mod topology;

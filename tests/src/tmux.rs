@@ -17,7 +17,7 @@ impl Tmux {
     /// None (the reason printed) where tmux is not installed.
     pub fn start() -> Option<Tmux> {
         if Command::new("tmux").arg("-V").output().is_err() {
-            eprintln!("skipped: tmux is not installed (scripts/test installs it)");
+            nl2sh_proto::test_skip::skip("tmux is not installed (scripts/test installs it)");
             return None;
         }
         let dir = tempfile::Builder::new()

@@ -443,7 +443,7 @@ async fn a_running_command_is_cancelled_and_its_process_group_is_gone() {
     if !is_root() {
         // Approved commands run with the launching identity; the group check reads
         // /proc of processes the executor may have started as someone else.
-        eprintln!("skipped: needs root");
+        nl2sh_proto::test_skip::skip("needs root");
         return;
     }
     let w = wire().await;

@@ -449,7 +449,7 @@ fn local_commands_say_when_no_service_runs() {
 #[test]
 fn the_approvals_socket_serves_only_the_same_uid() {
     if !is_root() {
-        eprintln!("not root: cannot act as another uid");
+        nl2sh_proto::test_skip::skip("needs root to act as another uid");
         return;
     }
     let fx = Fixture::new("");

@@ -63,7 +63,7 @@ fn skip_or_fail(reason: &str) {
     if std::env::var("NL2SH_ARM64_REQUIRED").as_deref() == Ok("1") {
         panic!("NL2SH_ARM64_REQUIRED=1, but: {reason}");
     }
-    eprintln!("skipped: {reason}");
+    nl2sh_proto::test_skip::skip(format_args!("{reason}"));
 }
 
 #[test]

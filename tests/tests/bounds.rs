@@ -185,7 +185,7 @@ fn get_task(addr: SocketAddr, token: &str, id: &str) -> (usize, bool) {
 #[test]
 fn concurrent_reads_of_a_large_task_are_bounded_in_approvald() {
     if !is_root() {
-        eprintln!("skipped: resetting a worker's peak RSS needs root");
+        nl2sh_proto::test_skip::skip("resetting a worker's peak RSS needs root");
         return;
     }
     const READERS: usize = 120;
@@ -256,7 +256,7 @@ fn concurrent_reads_of_a_large_task_are_bounded_in_approvald() {
 #[test]
 fn a_hostile_model_cannot_make_netd_send_or_hold_unbounded_requests() {
     if !is_root() {
-        eprintln!("skipped: the Agent's reads run in the sandbox, which needs root");
+        nl2sh_proto::test_skip::skip("the Agent's reads run in the sandbox, which needs root");
         return;
     }
     const STEPS: u32 = 10;

@@ -69,7 +69,7 @@ struct Seen {
 #[test]
 fn the_service_survives_dead_workers_hostile_peers_and_greedy_commands() {
     if !is_root() {
-        eprintln!("skipped: the sandbox (and so unasked calls) needs root");
+        nl2sh_proto::test_skip::skip("the sandbox (and so unasked calls) needs root");
         return;
     }
     let model = ScriptedModel::start((0..400).map(|_| Reply::answer("done")));
@@ -277,7 +277,7 @@ const EXECUTOR_OUTBOX: &str = "audit outbox of the last executor handed to appro
 #[test]
 fn a_call_answered_just_before_approvald_dies_is_in_the_audit() {
     if !is_root() {
-        eprintln!("skipped: the sandbox (and so unasked calls) needs root");
+        nl2sh_proto::test_skip::skip("the sandbox (and so unasked calls) needs root");
         return;
     }
     // Each kill comes within about a millisecond of its answer, before approvald's writer
@@ -288,7 +288,7 @@ fn a_call_answered_just_before_approvald_dies_is_in_the_audit() {
 #[test]
 fn a_call_answered_just_before_the_executor_dies_is_in_the_audit() {
     if !is_root() {
-        eprintln!("skipped: the sandbox (and so unasked calls) needs root");
+        nl2sh_proto::test_skip::skip("the sandbox (and so unasked calls) needs root");
         return;
     }
     // approvald has usually read the row by the kill, and commits it as it stops with the

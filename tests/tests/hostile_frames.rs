@@ -170,9 +170,25 @@ async fn random_bytes_never_panic_a_receiver() {
                 let body = (len - 4) as u32;
                 bytes[..4].copy_from_slice(&body.to_be_bytes());
             }
-            let (result, _) = feed(target, bytes).await;
-            // Either closed cleanly with nothing (empty input) or refused; never a panic.
-            let _ = result;
+            let empty = bytes.is_empty();
+            let (result, answer) = feed(target, bytes.clone()).await;
+            // Empty input is a clean close; anything else is refused. Either way the
+            // receiver answers nothing, and never panics (`feed` fails on a panic).
+            if empty {
+                assert!(
+                    result.is_ok(),
+                    "{target:?} refused an empty stream: {result:?}"
+                );
+            } else {
+                assert!(
+                    result.is_err(),
+                    "{target:?} accepted random bytes {bytes:02x?}"
+                );
+            }
+            assert!(
+                answer.is_empty(),
+                "{target:?} answered random bytes {bytes:02x?}: {answer:?}"
+            );
         }
     }
 }

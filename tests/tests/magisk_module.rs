@@ -1527,7 +1527,7 @@ fn module_files_follow_the_managers_conventions() {
 fn shellcheck_finds_nothing_in_the_scripts() {
     let src = module_src();
     let Ok(version) = Command::new("shellcheck").arg("--version").output() else {
-        eprintln!("skipped: shellcheck is not installed (apt-get install shellcheck)");
+        nl2sh_proto::test_skip::skip("shellcheck is not installed (apt-get install shellcheck)");
         return;
     };
     assert!(version.status.success());
@@ -1562,7 +1562,7 @@ fn the_systemd_unit_verifies_without_warnings() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: systemd-analyze is not installed");
+        nl2sh_proto::test_skip::skip("systemd-analyze is not installed");
         return;
     }
     let unit = fs::read_to_string(repo().join("packaging/systemd/nl2sh.service")).unwrap();
@@ -1645,7 +1645,7 @@ fn the_real_binary_runs_as_the_module_expects() {
         .and_then(|exe| Some(exe.parent()?.parent()?.join("nl2sh")))
         .filter(|p| p.exists())
     else {
-        eprintln!("skipped: target/<profile>/nl2sh is not built");
+        nl2sh_proto::test_skip::skip("target/<profile>/nl2sh is not built");
         return;
     };
     let has_service = Command::new(&bin)
@@ -1653,14 +1653,14 @@ fn the_real_binary_runs_as_the_module_expects() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_service {
-        eprintln!(
-            "skipped: {} has no `service` command yet (`nl2sh service --help` fails)",
+        nl2sh_proto::test_skip::skip(format_args!(
+            "{} has no `service` command yet (`nl2sh service --help` fails)",
             bin.display()
-        );
+        ));
         return;
     }
     if !nl2sh_tests::is_root() {
-        eprintln!("skipped: the process tree and a private network namespace need root");
+        nl2sh_proto::test_skip::skip("the process tree and a private network namespace need root");
         return;
     }
     let netns_ok = Command::new("unshare")
@@ -1668,14 +1668,14 @@ fn the_real_binary_runs_as_the_module_expects() {
         .status()
         .is_ok_and(|s| s.success());
     if !netns_ok {
-        eprintln!("skipped: `unshare --net` is unavailable");
+        nl2sh_proto::test_skip::skip("`unshare --net` is unavailable");
         return;
     }
     let (abi, arch) = match std::env::consts::ARCH {
         "x86_64" => ("x86_64", "x64"),
         "aarch64" => ("arm64-v8a", "arm64"),
         other => {
-            eprintln!("skipped: no module ABI for a {other} host");
+            nl2sh_proto::test_skip::skip(format_args!("no module ABI for a {other} host"));
             return;
         }
     };

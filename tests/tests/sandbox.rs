@@ -37,7 +37,9 @@ struct Rig {
 impl Rig {
     fn new() -> Option<Rig> {
         if !is_root() {
-            eprintln!("skipped: the sandbox needs root (it switches to the sandbox identity)");
+            nl2sh_proto::test_skip::skip(
+                "the sandbox needs root (it switches to the sandbox identity)",
+            );
             return None;
         }
         let dir = tempfile::Builder::new()
@@ -553,7 +555,7 @@ fn private_files_nobody_listed_cannot_be_read() {
 fn ipc_objects_are_private_to_the_call() {
     let Some(rig) = Rig::new() else { return };
     if !Path::new("/proc/sysvipc/shm").exists() {
-        eprintln!("skipped: no System V IPC in this kernel");
+        nl2sh_proto::test_skip::skip("no System V IPC in this kernel");
         return;
     }
     // A segment of the device's: invisible inside.
@@ -768,7 +770,7 @@ fn each_call_runs_as_its_own_uid_with_its_own_process_limit() {
 #[test]
 fn a_process_of_another_program_in_the_range_disables_the_sandbox() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        nl2sh_proto::test_skip::skip("needs root");
         return;
     }
     // A range of this test's own, so no other test's sandbox sees the stranger.
@@ -856,7 +858,9 @@ fn a_calls_processes_together_cannot_pass_its_memory_cap() {
     let parts = block_on(sandbox.availability()).to_json();
     let cgroup = parts["cgroup"].as_str().unwrap_or_default().to_string();
     if !cgroup.starts_with("cgroup") {
-        eprintln!("skipped: no cgroup for calls here ({cgroup}); the limits are per process");
+        nl2sh_proto::test_skip::skip(format_args!(
+            "no cgroup for calls here ({cgroup}); the limits are per process"
+        ));
         return;
     }
     // Four processes of 60 MiB each: every one under the per-process limit, together
@@ -919,10 +923,10 @@ fn a_fork_refused_by_the_shared_process_ceiling_says_so_and_one_by_its_own_limit
         });
         let parts = block_on(sandbox.availability()).to_json();
         if parts["ceiling"]["enforced"] != true {
-            eprintln!(
-                "skipped: no cgroup here enforces the ceiling ({})",
+            nl2sh_proto::test_skip::skip(format_args!(
+                "no cgroup here enforces the ceiling ({})",
                 parts["ceiling"]
-            );
+            ));
             return;
         }
         let out = sh(&sandbox, forks);

@@ -17,7 +17,7 @@ const SECRET: &str = "bypass-test-secret-0123456789abcdef0123";
 
 fn skip_unless_root() -> bool {
     if !is_root() {
-        eprintln!("skipped: the sandbox needs root");
+        nl2sh_proto::test_skip::skip("the sandbox needs root");
         return true;
     }
     false
@@ -296,7 +296,7 @@ fn a_hung_mount_in_a_command_line_does_not_stop_other_calls() {
     }
     let fx = Fixture::new("approval_timeout_secs = 60\n");
     let Some(hung) = nl2sh_tests::HungFuse::mount(&fx.dir.path().join("hung")) else {
-        eprintln!("skipped: no FUSE here");
+        nl2sh_proto::test_skip::skip("no FUSE here");
         return;
     };
     let server = Server::start(&fx, &[], &[]);
@@ -856,7 +856,9 @@ fn concurrent_sandboxed_calls_cannot_pass_the_shared_memory_ceiling() {
     if ceiling["enforced"] != true {
         // Kept by running fewer calls at once: one, at 512 MiB each.
         assert_eq!(ceiling["calls_at_once"], 1, "{ceiling}");
-        eprintln!("skipped: no cgroup here enforces the ceiling ({ceiling})");
+        nl2sh_proto::test_skip::skip(format_args!(
+            "no cgroup here enforces the ceiling ({ceiling})"
+        ));
         return;
     }
     let memory_dir = std::path::PathBuf::from(ceiling["cgroup"][0].as_str().unwrap());

@@ -275,7 +275,7 @@ fn workers_refuse_to_run_outside_the_tree() {
 #[test]
 fn the_oom_killer_takes_a_sandboxed_command_first_and_the_supervisor_last() {
     if !is_root() {
-        eprintln!("skipped: lowering a score needs root");
+        nl2sh_proto::test_skip::skip("lowering a score needs root");
         return;
     }
     let fx = Fixture::new("");

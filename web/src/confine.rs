@@ -1,7 +1,8 @@
 //! The console confines itself once, in [`crate::run`], before its runtime exists or the
-//! first frame is read: identity checked (not root, no capabilities, no way back), made
-//! non-dumpable, then Landlock (best effort by kernel ABI), then the seccomp allow-list
-//! ([`crate::seccomp`]) last, so the earlier steps need no rows of their own.
+//! first frame is read, with the routine netd uses too (`nl2sh_http_worker::confine`):
+//! identity checked (not root, no capabilities, no way back), made non-dumpable, then
+//! Landlock with the console's `rules` (best effort by kernel ABI), then the seccomp
+//! allow-list ([`crate::seccomp`]) last, so the earlier steps need no rows of their own.
 //!
 //! Landlock here allows nothing at all: every file system right of the newest ABI this
 //! build knows is handled and no path is granted (the console's pages are compiled in
@@ -11,152 +12,41 @@
 //! `open`, `socket`, `connect` and `bind` outright; Landlock is the second wall should
 //! the filter be missing (a kernel without seccomp, an architecture without a filter).
 
-use std::fmt;
+use nl2sh_http_worker::confine::{self, Access, AccessNet, ConfineError, Report, Rules};
 
-use nl2sh_proto::sys::process::{self, PrivilegeError};
-
-/// Why the console refuses to start.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfineError {
-    #[error(transparent)]
-    Privileges(#[from] PrivilegeError),
-    #[error("cannot make itself non-dumpable: {0}")]
-    Dumpable(std::io::Error),
-    #[error("confinement must come before any thread; {0} exist")]
-    Threads(usize),
-    #[error(transparent)]
-    Seccomp(#[from] nl2sh_proto::seccomp::SeccompError),
-}
-
-/// What [`apply`] put in place.
-#[derive(Debug, Clone)]
-pub struct Report {
-    pub seccomp: String,
-    pub landlock: String,
-    pub uid: u32,
-    pub gid: u32,
-    pub no_new_privs: bool,
-    pub dumpable: bool,
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "seccomp={} landlock={} uid={} gid={} no_new_privs={} dumpable={}",
-            self.seccomp, self.landlock, self.uid, self.gid, self.no_new_privs, self.dumpable
-        )
-    }
-}
-
-/// Confine this process for good. Landlock is best effort (kernels without it, many
-/// phones' among them, run without and say so); a seccomp filter that exists for this
-/// architecture and kernel but fails to install stops the console from starting, as
-/// does any sign of privilege.
+/// Confine this process for good, with the routine netd uses too
+/// (`nl2sh_http_worker::confine`), the console's `rules` and its table
+/// ([`crate::seccomp`]); logged as `web confined`. Landlock is best effort (kernels
+/// without it, many phones' among them, run without and say so); a seccomp filter that
+/// exists for this architecture and kernel but fails to install stops the console from
+/// starting, as does any sign of privilege.
 pub fn apply() -> Result<Report, ConfineError> {
-    // Before any thread exists: setuid and capabilities act per thread.
-    process::verify_unprivileged()?;
-    // Its `/proc/<pid>` then belongs to root: the session cookies it passes on are out
-    // of reach of another process of its uid.
-    process::forbid_inspection().map_err(ConfineError::Dumpable)?;
-    // Read before the filter: it refuses these calls (and /proc is out of reach after
-    // Landlock).
-    let state = process::process_state();
-    let landlock = landlock();
-    // Landlock binds the threads it is enforced on; where the kernel cannot enforce it
-    // on every thread (before ABI 8), a thread that already existed would escape it. The
-    // console has started none by here; where Landlock enforces nothing there is nothing
-    // to escape, and a thread the console did not start may be its host's (qemu-user
-    // keeps one).
-    if landlock.enforced && !landlock.all_threads {
-        if let Some(threads) = state.threads.filter(|&n| n != 1) {
-            return Err(ConfineError::Threads(threads));
-        }
-    }
-    let (seccomp, filtered) = seccomp()?;
-    Ok(Report {
-        seccomp,
-        landlock: landlock.report,
-        uid: state.uid,
-        gid: state.gid,
-        // Landlock and the filter both set no_new_privs if it was not set already.
-        no_new_privs: state.no_new_privs || filtered || landlock.enforced,
-        dumpable: state.dumpable,
-    })
+    confine::confine("web", &rules(), |_| table())
 }
 
-nl2sh_proto::cfg_seccomp_filter! {
+nl2sh_http_worker::cfg_seccomp_filter! {
     {
-        /// The filter's state for the report, and whether it is on.
-        fn seccomp() -> Result<(String, bool), ConfineError> {
-            Ok(nl2sh_proto::seccomp::apply(crate::seccomp::table(), std::process::id())?)
+        /// The console's seccomp table.
+        fn table() -> impl Iterator<Item = &'static nl2sh_http_worker::seccomp::Row> + Clone {
+            crate::seccomp::table()
         }
     } else {
-        fn seccomp() -> Result<(String, bool), ConfineError> {
-            Ok(nl2sh_proto::seccomp::no_filter())
+        /// No table where no filter is built.
+        fn table() -> std::iter::Empty<&'static nl2sh_http_worker::seccomp::Row> {
+            std::iter::empty()
         }
     }
 }
 
-/// The newest Landlock ABI this build knows; older kernels enforce what they have.
-const LANDLOCK_ABI: landlock::ABI = landlock::ABI::V10;
-
-/// What [`landlock`] achieved.
-struct Landlock {
-    /// For the report.
-    report: String,
-    /// Anything at all is enforced.
-    enforced: bool,
-    /// On every thread of the process, not only the calling one.
-    all_threads: bool,
-}
-
-/// Landlock with everything handled and nothing granted (see the module comment).
-fn landlock() -> Landlock {
-    use landlock::{
-        Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, RestrictSelfAttr,
-        RestrictionStatus, Ruleset, RulesetAttr, RulesetStatus, Scope,
-    };
-    let attempt = || -> Result<RestrictionStatus, landlock::RulesetError> {
-        Ruleset::default()
-            .set_compatibility(CompatLevel::BestEffort)
-            .handle_access(AccessFs::from_all(LANDLOCK_ABI))?
-            .handle_access(AccessNet::from_all(LANDLOCK_ABI))?
-            .scope(Scope::from_all(LANDLOCK_ABI))?
-            .create()?
-            // Every thread where the kernel can (ABI 8); there is one anyway.
-            .all_threads(true)?
-            .restrict_self()
-    };
-    let newest = LANDLOCK_ABI as i32;
-    let off = |report: String| Landlock {
-        report,
-        enforced: false,
-        all_threads: false,
-    };
-    let status = match attempt() {
-        Ok(status) => status,
-        Err(e) => return off(format!("off ({e})")),
-    };
-    let abi = match status.landlock {
-        LandlockStatus::Available { effective_abi, .. } => Some(effective_abi as i32),
-        _ => None,
-    };
-    let what = abi.map(|abi| enforced(abi, status.all_threads));
-    let report = match (status.ruleset, what) {
-        (RulesetStatus::NotEnforced, _) => return off("off (kernel)".into()),
-        (RulesetStatus::FullyEnforced, Some(what)) => format!("on ({what})"),
-        (RulesetStatus::FullyEnforced, None) => "on".into(),
-        (RulesetStatus::PartiallyEnforced, Some(what)) => format!(
-            "partial (kernel ABI {} of {newest}: {what})",
-            abi.unwrap_or(0)
-        ),
-        (RulesetStatus::PartiallyEnforced, None) => "partial".into(),
-    };
-    Landlock {
-        report,
-        enforced: true,
-        all_threads: status.all_threads,
+/// Landlock with everything handled and nothing granted (see the module comment), on
+/// every thread where the kernel can (ABI 8; there is one anyway).
+fn rules() -> Rules {
+    Rules {
+        net: AccessNet::from_all(confine::LANDLOCK_ABI),
+        readable: Vec::new(),
+        sockets: Vec::new(),
+        all_threads: true,
+        describe: |abi, all_threads| Some(enforced(abi, all_threads)),
     }
 }
 
@@ -223,8 +113,9 @@ mod tests {
         use nl2sh_proto::topology::{pair, SupervisorWeb, WebApprovald, WebEnds, WebSupervisor};
         use nl2sh_proto::Secret;
 
-        use super::super::{landlock, seccomp};
-        use crate::sys::attempt;
+        use nl2sh_http_worker::sys::attempt;
+
+        use super::super::{rules, table};
         use crate::worker;
 
         const CHILD: &str = "NL2SH_WEB_CONFINED_CHILD";
@@ -253,8 +144,8 @@ mod tests {
         /// checks (which a test run as root would fail). Exits with 10 if the filter is
         /// not on.
         fn lock_down() {
-            let landlock = landlock();
-            match seccomp() {
+            let landlock = rules().restrict_self();
+            match nl2sh_http_worker::seccomp::apply(table(), std::process::id()) {
                 Ok((_, true)) => {}
                 other => {
                     eprintln!("child: no filter: {other:?}");
@@ -329,7 +220,7 @@ mod tests {
         /// Whether the filter can be tested here (not under qemu-user, nor on a kernel
         /// without seccomp); says so when not.
         fn filtering() -> bool {
-            let on = nl2sh_proto::sys::process::kernel_has_seccomp();
+            let on = nl2sh_http_worker::sys::kernel_has_seccomp();
             if !on {
                 eprintln!("no seccomp on this kernel: the confinement is not tested here");
             }

@@ -26,9 +26,9 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use http_body_util::{BodyExt, Limited};
-use nl2sh_netd::connections::ConnHandle;
-use nl2sh_netd::origin::{Authorities, HostPort, Origin};
-use nl2sh_netd::refusals::RefusalLog;
+use nl2sh_http_worker::connections::ConnHandle;
+use nl2sh_http_worker::origin::{Authorities, HostPort, Origin};
+use nl2sh_http_worker::refusals::RefusalLog;
 use nl2sh_proto::channels::{
     csrf_for, ApprovalId, CallOrigin, DiscoveryRequest, DiscoveryResponse, OwnerAction,
     OwnerErrorKind, OwnerProof, OwnerRequest, OwnerResponse, ProtocolStatus, TaskId, WebSettings,

@@ -25,19 +25,20 @@
 //! area, the clock when the vDSO cannot serve it. Each says so.
 //!
 //! aarch64 (and riscv64) have no `epoll_wait`, `open` or `stat` family: the `p*` and
-//! `*at` forms are the only ones and are what [`COMMON`] lists; [`ARCH`] holds what only
-//! x86_64 has.
+//! `*at` forms are the only ones and are what [`COMMON`] lists; the one call the console
+//! needs that only x86_64 has, `epoll_wait`, is a shared row.
 //!
 //! Refusals ([`Verdict::Refuse`]) are installed as filters of their own before the
 //! allow-list; the kernel applies the strictest answer of all of them. The allow-list
 //! comes last, so installing the earlier ones needs no row.
 //!
-//! Only the rows are the console's: what a row is and how a table becomes those filters
-//! is shared with netd's table, in `nl2sh_proto::seccomp`.
+//! Only these rows are the console's: the rows netd needs alike (the event loop,
+//! serving HTTP), what a row is and how a table becomes those filters are shared with
+//! it, in `nl2sh_http_worker::seccomp`.
 
-pub use nl2sh_proto::seccomp::{Cond, Row, SeccompError, Verdict};
-use nl2sh_proto::seccomp::{ioctl, BpfProgram};
-use nl2sh_proto::seccomp_row as row;
+use nl2sh_http_worker::seccomp::{ioctl, serving, BpfProgram};
+pub use nl2sh_http_worker::seccomp::{Cond, Row, SeccompError, Verdict};
+use nl2sh_http_worker::seccomp_row as row;
 
 use Verdict::{Allow, AllowIf, Refuse};
 
@@ -148,25 +149,10 @@ pub const COMMON: &[Row] = &[
          them). In the traces the console's thread did so before the filter, as logging \
          started; a thread that has not (the confinement tests') does it here"
     ),
-    // ---- the event loop (mio/tokio), made after the filter is on -------------------------
-    row!(SYS_epoll_create1, Allow, "the runtime's poller"),
-    row!(
-        SYS_epoll_ctl,
-        Allow,
-        "registers the channels, the listener and connections"
-    ),
-    row!(
-        SYS_epoll_pwait,
-        Allow,
-        "waits for events (musl's epoll_wait; the only form on aarch64)"
-    ),
-    row!(SYS_eventfd2, Allow, "the runtime's waker"),
-    row!(
-        SYS_socketpair,
-        AllowIf(&[Cond::Eq(0, libc::AF_UNIX as u64)]),
-        "the runtime's signal driver makes a local pair when it starts; AF_UNIX only. \
-         The console makes no other socket: `socket` is not listed"
-    ),
+    // ---- the event loop (mio/tokio) and serving HTTP: the shared rows ------------------
+    // `nl2sh_http_worker::seccomp::SERVING` (poller, waker, accept, recv, writev,
+    // shutdown, close, and the runtime's local pair: the console makes no other socket,
+    // `socket` is not listed), chained in by [`table`].
     // ---- descriptors the console holds ---------------------------------------------------
     row!(
         SYS_read,
@@ -175,27 +161,10 @@ pub const COMMON: &[Row] = &[
     ),
     row!(SYS_write, Allow, "logs to stderr; the runtime's waker"),
     row!(
-        SYS_writev,
-        Allow,
-        "HTTP responses (head and body in one call)"
-    ),
-    row!(
-        SYS_recvfrom,
-        Allow,
-        "channel frames and HTTP requests (recv)"
-    ),
-    row!(
         SYS_sendto,
         Allow,
         "channel frames (send); no socket the console holds takes an address"
     ),
-    row!(SYS_accept4, Allow, "connections on the inherited listener"),
-    row!(
-        SYS_shutdown,
-        Allow,
-        "half-closes a finished HTTP connection"
-    ),
-    row!(SYS_close, Allow, "closes connections"),
     row!(
         SYS_fcntl,
         AllowIf(&[
@@ -230,28 +199,21 @@ pub const COMMON: &[Row] = &[
     ),
 ];
 
-/// Rows for calls that exist only on x86_64 (aarch64 and riscv64 have the `p*` forms
-/// only, which [`COMMON`] lists).
-#[cfg(target_arch = "x86_64")]
-pub const ARCH: &[Row] = &[row!(SYS_epoll_wait, Allow, "waits for events (glibc)")];
-
-#[cfg(not(target_arch = "x86_64"))]
-pub const ARCH: &[Row] = &[];
-
-/// Every row for this architecture, common ones first.
+/// Every row for this architecture: the console's own, then those it shares with netd
+/// (with x86_64's `epoll_wait`, the one call it needs that only x86_64 has).
 pub fn table() -> impl Iterator<Item = &'static Row> + Clone {
-    COMMON.iter().chain(ARCH.iter())
+    COMMON.iter().chain(serving())
 }
 
 /// How many system calls the table lets through (with or without conditions).
 pub fn allowed_count() -> usize {
-    nl2sh_proto::seccomp::allowed_count(table())
+    nl2sh_http_worker::seccomp::allowed_count(table())
 }
 
 /// The filters in installation order (see the module comment), for the console's own
 /// pid: one per errno the table refuses with, then the allow-list.
 pub fn programs(own_pid: u32) -> Result<Vec<BpfProgram>, SeccompError> {
-    nl2sh_proto::seccomp::programs(table(), own_pid)
+    nl2sh_http_worker::seccomp::programs(table(), own_pid)
 }
 
 #[cfg(test)]
@@ -277,18 +239,8 @@ mod tests {
 
     #[test]
     fn every_row_is_listed_once_with_a_reason() {
-        let mut seen = std::collections::HashSet::new();
-        for row in table() {
-            assert!(seen.insert(row.nr), "{} listed twice", row.name);
-            assert!(row.name.starts_with("SYS_"), "{}", row.name);
-            assert!(row.why.trim().len() >= 10, "{} has no reason", row.name);
-            if let Verdict::AllowIf(conds) = row.verdict {
-                assert!(!conds.is_empty(), "{} allows nothing", row.name);
-            }
-            if let Verdict::Refuse(errno) = row.verdict {
-                assert!([libc::EPERM, libc::ENOSYS].contains(&errno), "{}", row.name);
-            }
-        }
+        let problems = nl2sh_http_worker::seccomp::table_problems(table());
+        assert!(problems.is_empty(), "{problems:?}");
         let refused = table()
             .filter(|r| matches!(r.verdict, Verdict::Refuse(_)))
             .count();

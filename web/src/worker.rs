@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nl2sh_netd::connections::{self, HttpLimits};
-use nl2sh_netd::refusals::RefusalLog;
+use nl2sh_http_worker::connections::{self, HttpLimits};
+use nl2sh_http_worker::refusals::RefusalLog;
 use nl2sh_proto::channels::fds;
 use nl2sh_proto::rpc::RpcClient;
 use nl2sh_proto::sys::{take_inherited, Expect};

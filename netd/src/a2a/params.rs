@@ -117,51 +117,90 @@ pub struct Send {
     pub view: View,
 }
 
+/// SendMessage's params, checked in this order (the first failure is the answer): the
+/// configuration, the message and its role, its id, the task it claims to continue,
+/// its context, its parts, then what is kept of the rest.
 pub fn send(params: &Obj) -> Result<Send, A2aError> {
-    let mut return_immediately = false;
-    let mut history = None;
-    match field(params, "configuration") {
-        None => {}
-        Some(Value::Object(config)) => {
-            if field(config, "taskPushNotificationConfig").is_some() {
-                return Err(A2aError::PushNotificationNotSupported(
-                    "push notifications are not supported".into(),
-                ));
-            }
-            if let Some(modes) = strings(
-                config,
-                "acceptedOutputModes",
-                "configuration.acceptedOutputModes",
-            )? {
-                let acceptable = modes.iter().any(|m| {
-                    let essence = m.split(';').next().unwrap_or("").trim();
-                    OUTPUT_MODES
-                        .iter()
-                        .any(|ours| ours.eq_ignore_ascii_case(essence))
-                });
-                if !modes.is_empty() && !acceptable {
-                    return Err(A2aError::ContentTypeNotSupported(
-                        "none of acceptedOutputModes is served: answers are application/json \
-                         and text/plain"
-                            .into(),
-                    ));
-                }
-            }
-            history = history_length(config, "configuration.historyLength")?;
-            return_immediately = boolean(
-                config,
-                "returnImmediately",
-                "configuration.returnImmediately",
-            )?
-            .unwrap_or(false);
-        }
+    let config = send_configuration(params)?;
+    let message = user_message(params)?;
+    let message_id = message_id(message)?;
+    let continues = string(message, "taskId", "message.taskId")?
+        .filter(|t| !t.is_empty())
+        .map(str::to_string);
+    let context = context_id(message)?;
+    let (text, parts) = text_parts(message)?;
+    Ok(Send {
+        text,
+        message: normalized(message, message_id, parts)?,
+        context,
+        continues,
+        return_immediately: config.return_immediately,
+        view: View {
+            history_length: config.history_length,
+            artifacts: true,
+        },
+    })
+}
+
+/// What SendMessage's `configuration` asks for.
+#[derive(Debug, Default)]
+struct SendConfiguration {
+    return_immediately: bool,
+    history_length: Option<usize>,
+}
+
+/// `configuration`: no push notifications; an output mode nl2sh answers in, if any are
+/// named; `historyLength` and `returnImmediately`.
+fn send_configuration(params: &Obj) -> Result<SendConfiguration, A2aError> {
+    let config = match field(params, "configuration") {
+        None => return Ok(SendConfiguration::default()),
+        Some(Value::Object(config)) => config,
         Some(_) => {
             return Err(A2aError::invalid(
                 "configuration",
                 "configuration must be an object",
             ))
         }
+    };
+    if field(config, "taskPushNotificationConfig").is_some() {
+        return Err(A2aError::PushNotificationNotSupported(
+            "push notifications are not supported".into(),
+        ));
     }
+    if let Some(modes) = strings(
+        config,
+        "acceptedOutputModes",
+        "configuration.acceptedOutputModes",
+    )? {
+        let acceptable = modes.iter().any(|m| {
+            let essence = m.split(';').next().unwrap_or("").trim();
+            OUTPUT_MODES
+                .iter()
+                .any(|ours| ours.eq_ignore_ascii_case(essence))
+        });
+        if !modes.is_empty() && !acceptable {
+            return Err(A2aError::ContentTypeNotSupported(
+                "none of acceptedOutputModes is served: answers are application/json \
+                 and text/plain"
+                    .into(),
+            ));
+        }
+    }
+    let history_length = history_length(config, "configuration.historyLength")?;
+    let return_immediately = boolean(
+        config,
+        "returnImmediately",
+        "configuration.returnImmediately",
+    )?
+    .unwrap_or(false);
+    Ok(SendConfiguration {
+        return_immediately,
+        history_length,
+    })
+}
+
+/// `message`: an object from the user (`ROLE_USER`, or its number 1).
+fn user_message(params: &Obj) -> Result<&Obj, A2aError> {
     let message = match field(params, "message") {
         Some(Value::Object(m)) => m,
         Some(_) => return Err(A2aError::invalid("message", "message must be an object")),
@@ -178,6 +217,11 @@ pub fn send(params: &Obj) -> Result<Send, A2aError> {
             "message.role must be ROLE_USER",
         ));
     }
+    Ok(message)
+}
+
+/// `message.messageId`: required, non-empty, at most [`MAX_ID_BYTES`].
+fn message_id(message: &Obj) -> Result<&str, A2aError> {
     let message_id = match string(message, "messageId", "message.messageId")? {
         Some(id) if !id.is_empty() => id,
         _ => {
@@ -193,20 +237,25 @@ pub fn send(params: &Obj) -> Result<Send, A2aError> {
             format!("message.messageId is over {MAX_ID_BYTES} bytes"),
         ));
     }
-    let continues = string(message, "taskId", "message.taskId")?
-        .filter(|t| !t.is_empty())
-        .map(str::to_string);
-    let context = match string(message, "contextId", "message.contextId")? {
-        Some(c) if c.len() > MAX_ID_BYTES => {
-            return Err(A2aError::invalid(
-                "message.contextId",
-                format!("message.contextId is over {MAX_ID_BYTES} bytes"),
-            ))
-        }
-        Some(c) if !c.is_empty() => Some(ContextId(c.to_string())),
-        _ => None,
-    };
-    let (text, parts) = text_parts(message)?;
+    Ok(message_id)
+}
+
+/// `message.contextId`, if present and not empty: at most [`MAX_ID_BYTES`].
+fn context_id(message: &Obj) -> Result<Option<ContextId>, A2aError> {
+    match string(message, "contextId", "message.contextId")? {
+        Some(c) if c.len() > MAX_ID_BYTES => Err(A2aError::invalid(
+            "message.contextId",
+            format!("message.contextId is over {MAX_ID_BYTES} bytes"),
+        )),
+        Some(c) if !c.is_empty() => Ok(Some(ContextId(c.to_string()))),
+        _ => Ok(None),
+    }
+}
+
+/// The user's message in the 1.0 shape, as the task keeps it: its id, the user role,
+/// `parts` (already normalized), and the `metadata`, `extensions` and
+/// `referenceTaskIds` it carried (each checked for its type).
+fn normalized(message: &Obj, message_id: &str, parts: Vec<Value>) -> Result<Obj, A2aError> {
     let mut normalized = Obj::new();
     normalized.insert("messageId".into(), Value::String(message_id.to_string()));
     normalized.insert("role".into(), Value::String("ROLE_USER".into()));
@@ -229,17 +278,7 @@ pub fn send(params: &Obj) -> Result<Send, A2aError> {
             normalized.insert(name.into(), list.into());
         }
     }
-    Ok(Send {
-        text,
-        message: normalized,
-        context,
-        continues,
-        return_immediately,
-        view: View {
-            history_length: history,
-            artifacts: true,
-        },
-    })
+    Ok(normalized)
 }
 
 /// The text of the parts joined with newlines, and the parts normalized. A part that is

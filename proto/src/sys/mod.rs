@@ -1,7 +1,7 @@
 //! This crate's only `unsafe`: taking over descriptors a worker inherited from the
-//! supervisor (claiming ownership of an fd number), the pidfd calls in [`pidfd`], and
-//! what a worker asks the kernel about itself before it confines itself in [`process`],
-//! and a thread's background priority in [`thread`].
+//! supervisor (claiming ownership of an fd number), the pidfd calls in [`pidfd`], this
+//! process's capability sets in [`process`], and a thread's background priority in
+//! [`thread`].
 
 pub mod pidfd;
 pub mod process;

@@ -1,13 +1,14 @@
-//! The HTTP listener's connections: accepting, a cap with room kept for authorized
-//! callers, and the timeouts that keep slow or idle clients from holding netd's
-//! descriptors. (Measured before these existed: 1,100 idle TCP connections against an
+//! The HTTP listener's connections, for both confined HTTP workers (netd's front door
+//! and the Web console): accepting, a cap with room kept for authorized callers, and the
+//! timeouts that keep slow or idle clients from holding the worker's descriptors.
+//! (Measured on netd before these existed: 1,100 idle TCP connections against an
 //! open-file limit of 1,024 made every authorized request time out until they closed.)
 //!
 //! Per connection:
-//! * a request head must be complete within [`HttpLimits::header_read`] of netd starting
-//!   to wait for it (hyper's header timer: slow-header clients);
-//! * an authorized request's body within [`HttpLimits::body_read`] (checked in
-//!   `http::guard`; unauthenticated bodies are never read);
+//! * a request head must be complete within [`HttpLimits::header_read`] of the worker
+//!   starting to wait for it (hyper's header timer: slow-header clients);
+//! * an authorized request's body within [`HttpLimits::body_read`] (checked by the
+//!   worker's front door; unauthenticated bodies are never read);
 //! * a connection with no request in flight and no byte received for
 //!   [`HttpLimits::idle`] is closed (idle keep-alive, or connected and silent);
 //! * a write that makes no progress for [`HttpLimits::write_stall`] closes the connection
@@ -18,12 +19,15 @@
 //!
 //! Across connections: at most [`HttpLimits::max_connections`], of which
 //! [`HttpLimits::reserved_for_authorized`] only connections that already carried an
-//! authorized request may hold. When a newcomer needs room, an idle connection is closed:
-//! one that never carried an authorized request first, from the peer address holding the
-//! most connections, oldest first. A connection with a request in flight is never closed
-//! for room; if every one is busy, the newcomer is answered `503 Service Unavailable`
-//! with `Retry-After` and closed (a bare close would reach the client as a reset, with no
-//! reason). That answer is one non-blocking write, never a wait in the accept loop.
+//! authorized request may hold (the front door says so through [`ConnHandle`]). When a
+//! newcomer needs room, an idle connection is closed: one that never carried an
+//! authorized request first, from the peer address holding the most connections, oldest
+//! first. A connection with a request in flight is never closed for room; if every one is
+//! busy, the newcomer is answered `503 Service Unavailable` with `Retry-After` and closed
+//! (a bare close would reach the client as a reset, with no reason). That answer is one
+//! non-blocking write, never a wait in the accept loop.
+//!
+//! The default limits are netd's; the Web console lowers the cap (`web/src/worker.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -41,7 +45,7 @@ use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use nl2sh_proto::limits::{BUSY_RETRY_AFTER, MAX_ACTIVE_TASKS, MAX_CONCURRENT_TOOL_CALLS};
+use nl2sh_proto::limits::{BUSY_RETRY_AFTER, MAX_CONCURRENT_TOOL_CALLS};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
@@ -77,8 +81,8 @@ const MAX_LINGERING_REFUSALS: usize = 16;
 /// how much of it is read at most.
 const REFUSAL_LINGER: Duration = Duration::from_secs(2);
 const REFUSAL_DISCARD_BYTES: usize = 128 * 1024;
-/// Descriptors netd keeps for itself (channels, listener, stdio, the runtime's own, the
-/// lingering refusals) when the cap is fitted to the open-file limit.
+/// Descriptors a worker keeps for itself (channels, listener, stdio, the runtime's own,
+/// the lingering refusals) when the cap is fitted to the open-file limit.
 const DESCRIPTORS_KEPT: u64 = 32 + MAX_LINGERING_REFUSALS as u64;
 /// A connection's read buffer, and so its largest request head (hyper answers 431
 /// beyond it). hyper's minimum is 8 KiB; its default (~400 KiB) is far more than an MCP
@@ -90,16 +94,10 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 /// At most one warning per this interval while the cap is being enforced.
 const CAP_WARNING_INTERVAL: Duration = Duration::from_secs(10);
 
-// Long tool calls and running tasks together can hold at most this many connections,
-// leaving the reserve and more for everyone else.
-const _: () = assert!(
-    MAX_CONCURRENT_TOOL_CALLS + MAX_ACTIVE_TASKS + RESERVED_FOR_AUTHORIZED < MAX_CONNECTIONS
-);
-
 /// The limits above, as one value; tests pass shorter ones.
 #[derive(Debug, Clone, Copy)]
 pub struct HttpLimits {
-    /// A request head must be complete this long after netd starts waiting for it.
+    /// A request head must be complete this long after the worker starts waiting for it.
     pub header_read: Duration,
     /// An authorized request's body must be complete this long after its head.
     pub body_read: Duration,
@@ -113,8 +111,9 @@ pub struct HttpLimits {
     pub write_stall: Duration,
     /// No new request is read on a connection this long after accept.
     pub lifetime: Duration,
-    /// MCP tool calls that reach the executor at once (see [`crate::tool_calls`]);
-    /// lowered to a quarter of the connection cap if that is less.
+    /// MCP tool calls that reach the executor at once (netd's `tool_calls`: each holds a
+    /// connection, so the cap is sized with them), lowered to a quarter of the connection
+    /// cap if that is less. The Web console has no tool calls and leaves it as it is.
     pub max_tool_calls: usize,
 }
 
@@ -151,7 +150,7 @@ impl HttpLimits {
 }
 
 /// One accepted connection, as the cap and the idle timer see it.
-pub(crate) struct Conn {
+struct Conn {
     id: u64,
     peer: IpAddr,
     epoch: Instant,
@@ -185,8 +184,8 @@ impl Conn {
         tokio::time::Instant::from_std(last) + idle
     }
 
-    /// A request on this connection passed the bearer check.
-    pub(crate) fn mark_authorized(&self) {
+    /// A request on this connection passed the front door's authentication.
+    fn mark_authorized(&self) {
         self.authorized.store(true, Ordering::Release);
     }
 
@@ -195,9 +194,10 @@ impl Conn {
     }
 }
 
-/// The request extension through which `http::guard` marks a connection authorized.
+/// The request extension through which a worker's front door marks a connection
+/// authorized, and learns its peer address.
 #[derive(Clone)]
-pub struct ConnHandle(pub(crate) Arc<Conn>);
+pub struct ConnHandle(Arc<Conn>);
 
 impl ConnHandle {
     /// This connection carried a request that passed its server's authentication: it
@@ -244,14 +244,15 @@ struct RegistryInner {
     full_warning: Throttle,
 }
 
-/// Says yes at most once per `interval` (a warning while a cap is being enforced).
+/// Says yes at most once per `interval` (a warning while a cap is being enforced; netd's
+/// tool-call cap uses one too).
 #[derive(Debug, Default)]
-pub(crate) struct Throttle {
+pub struct Throttle {
     last: Option<Instant>,
 }
 
 impl Throttle {
-    pub(crate) fn ready(&mut self, interval: Duration) -> bool {
+    pub fn ready(&mut self, interval: Duration) -> bool {
         let now = Instant::now();
         if self.last.is_none_or(|t| now.duration_since(t) >= interval) {
             self.last = Some(now);

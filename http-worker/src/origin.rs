@@ -1,5 +1,5 @@
-//! Hosts and origins as the Host and Origin checks compare them (netd's protocol routes
-//! and the Web console's pages apply the same rule).
+//! Hosts and origins as the Host and Origin checks compare them: netd's protocol routes
+//! and the Web console's pages apply the same rule, this one.
 
 use axum::http::{header, uri, HeaderMap, Uri};
 
