@@ -25,9 +25,15 @@ use std::time::Duration;
 
 use nix::sys::stat::{umask, Mode};
 
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use nl2sh_proto::channels::ApprovaldSettings;
 use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMode};
-use nl2sh_proto::topology::ApprovaldEnds;
-use nl2sh_proto::worker::{accept_start, ControlEvent, WorkerError};
+use nl2sh_proto::topology::{
+    Answerer, ApprovaldEnds, ExecutorApprovald, NetdApprovald, SupervisorApprovald, WebApprovald,
+};
+use nl2sh_proto::worker::{accept_start, Control, ControlEvent, WorkerError};
 use nl2sh_proto::FrameError;
 
 #[derive(Debug, thiserror::Error)]
@@ -82,138 +88,27 @@ async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
         WorkerError::WrongSettings => ApprovaldError::WrongSettings,
         e => e.into(),
     })?;
-    let state_dir = match check_state_dir(PathBuf::from(&settings.state_dir)) {
-        Ok(dir) => dir,
-        Err(e) => {
-            let _ = control.refuse(e.to_string()).await;
-            return Err(e);
+    let opened = match open(&settings, peer_policy) {
+        Ok(opened) => opened,
+        Err(NotStarted { told, error }) => {
+            let _ = control.refuse(told).await;
+            return Err(error);
         }
     };
-    let peer_policy = match peer_policy {
-        Ok(policy) => policy,
-        Err(e) => {
-            let _ = control.refuse(e.to_string()).await;
-            return Err(e.into());
-        }
-    };
-    tracing::debug!(state_dir = %state_dir.display(), "approvald starting");
-    // The store is open before any peer is answered: the executor's Ping means "ready".
-    let store = match store::Store::open(&state_dir) {
-        Ok(store) => store,
-        Err(e) => {
-            let _ = control.refuse(format!("cannot open the store: {e}")).await;
-            return Err(e.into());
-        }
-    };
-    store.redact_audit(&settings.redact);
-    let tasks = match store.tasks(&settings.redact) {
-        Ok(tasks) => Arc::new(tasks),
-        Err(e) => {
-            let _ = control
-                .refuse(format!("cannot open the task store: {e}"))
-                .await;
-            return Err(e.into());
-        }
-    };
-    let authority = Arc::new(
-        authority::Authority::new(store, &settings.config_path)
-            .with_notifier(notify::Notifier::for_this_device()),
+    let mut serving = Serving::start(
+        opened,
+        Peers {
+            netd,
+            executor,
+            web,
+        },
     );
-    // Web console sessions live as long as this process: a restart logs the owner out.
-    let sessions = Arc::new(owner::OwnerSessions::new());
-    let approvals_socket = match socket::ApprovalsSocket::bind(&state_dir) {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = control
-                .refuse(format!("cannot listen for approvals: {e}"))
-                .await;
-            return Err(e.into());
-        }
-    };
-    tracing::debug!(path = %approvals_socket.path().display(), "approvals socket ready");
-    let (stop_socket, socket_stopped) = tokio::sync::oneshot::channel::<()>();
-    let inbox = Arc::new(owner::asks::OwnerInbox::default());
-    let local = Arc::new(dispatch::LocalOwner {
-        sessions: sessions.clone(),
-        tasks: tasks.clone(),
-        inbox: inbox.clone(),
-    });
-    let serving_socket =
-        approvals_socket.serve(authority.clone(), local, peer_policy, async move {
-            let _ = socket_stopped.await;
-        });
-    let mut socket_task = tokio::spawn(serving_socket);
-    // Serve each channel at once, each in its own task (the handshakes included): peers
-    // may wait on an answer here before they complete their other handshakes.
-    let mut executor_task = tokio::spawn(dispatch::serve_executor(executor, authority.clone()));
-    let mut netd_task = tokio::spawn(dispatch::serve_netd(netd, tasks.clone(), inbox));
-    let mut web_task = tokio::spawn(dispatch::serve_web(web, authority.clone(), tasks, sessions));
     control
         .started()
         .await
         .map_err(|e| ApprovaldError::Channel("supervisor", e))?;
-    // A peer closing between frames is exiting; the supervisor judges why.
-    let ended = |name: &'static str, r: Result<Result<(), FrameError>, tokio::task::JoinError>| {
-        if let Ok(Ok(())) = r {
-            tracing::info!(channel = name, "peer closed its channel");
-            return Ok(());
-        }
-        Err(ApprovaldError::Channel(
-            name,
-            match r {
-                Ok(Err(e)) => e,
-                _ => FrameError::Closed,
-            },
-        ))
-    };
-    // netd is the first to go when the tree drains, while the executor may still have
-    // audit records to send: a clean end of netd's channel alone stops nothing. Nor does
-    // the Web console's: it may exit (or never run) while the service goes on.
-    let mut netd_open = true;
-    let mut web_open = true;
-    let (drain_id, result) = loop {
-        tokio::select! {
-            event = control.next_event() => break match event {
-                ControlEvent::Drain { id, .. } => (Some(id), Ok(())),
-                ControlEvent::Closed => (None, Ok(())),
-                ControlEvent::Hostile(e) => (None, Err(ApprovaldError::Channel("supervisor", e))),
-            },
-            r = &mut executor_task => break (None, ended("executor", r)),
-            r = &mut netd_task, if netd_open => {
-                netd_open = false;
-                if let Err(e) = ended("netd", r) {
-                    break (None, Err(e));
-                }
-            }
-            r = &mut web_task, if web_open => {
-                web_open = false;
-                if let Err(e) = ended("web", r) {
-                    break (None, Err(e));
-                }
-            }
-            r = &mut socket_task => break (None, match r {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(e.into()),
-                Err(_) => Err(ApprovaldError::Channel("approvals socket", FrameError::Closed)),
-            }),
-        }
-    };
-    // Nothing pending outlives us, and nothing pending is approved: every pending request
-    // is refused and recorded before the store is flushed.
-    let _ = stop_socket.send(());
-    if !socket_task.is_finished() {
-        if let Ok(Err(e)) = socket_task.await {
-            tracing::warn!(error = %e, "approvals socket stopped with an error");
-        }
-    }
-    authority.stop(STOP_GRACE).await;
-    // Whatever ends us, every queued audit record is committed first.
-    let flushed = authority.store().flush().await;
-    match &flushed {
-        Err(e) => tracing::error!(error = %e, "audit records may be lost"),
-        // Every journalled row is in the database now: the journal can go.
-        Ok(()) => authority.store().close_journal().await,
-    }
+    let (drain_id, result) = serving.until_stopped(&mut control).await;
+    let flushed = serving.stop().await;
     if let Some(id) = drain_id {
         control
             .drained(id)
@@ -222,4 +117,214 @@ async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
     }
     result?;
     Ok(flushed?)
+}
+
+/// What approvald serves with, each part opened and checked before the supervisor is
+/// told it started.
+struct Opened {
+    peer_policy: socket::PeerPolicy,
+    tasks: Arc<store::tasks::TaskStore>,
+    authority: Arc<authority::Authority>,
+    sessions: Arc<owner::OwnerSessions>,
+    approvals_socket: socket::ApprovalsSocket,
+}
+
+/// A step of starting failed: what the supervisor is told, and what approvald ends with.
+struct NotStarted {
+    told: String,
+    error: ApprovaldError,
+}
+
+impl NotStarted {
+    /// `error`, told as `what: error`.
+    fn because<E: std::fmt::Display + Into<ApprovaldError>>(
+        what: &str,
+    ) -> impl FnOnce(E) -> Self + '_ {
+        move |e| NotStarted {
+            told: format!("{what}: {e}"),
+            error: e.into(),
+        }
+    }
+
+    /// `error`, told as itself.
+    fn plainly<E: std::fmt::Display + Into<ApprovaldError>>(e: E) -> Self {
+        NotStarted {
+            told: e.to_string(),
+            error: e.into(),
+        }
+    }
+}
+
+/// The state directory checked, the store and the task store opened, the authority made,
+/// the approvals socket bound: in this order, each refusing the start on failure.
+fn open(
+    settings: &ApprovaldSettings,
+    peer_policy: Result<socket::PeerPolicy, peer::NoTreeRoot>,
+) -> Result<Opened, NotStarted> {
+    let state_dir =
+        check_state_dir(PathBuf::from(&settings.state_dir)).map_err(NotStarted::plainly)?;
+    let peer_policy = peer_policy.map_err(NotStarted::plainly)?;
+    tracing::debug!(state_dir = %state_dir.display(), "approvald starting");
+    // The store is open before any peer is answered: the executor's Ping means "ready".
+    let store =
+        store::Store::open(&state_dir).map_err(NotStarted::because("cannot open the store"))?;
+    store.redact_audit(&settings.redact);
+    let tasks = store
+        .tasks(&settings.redact)
+        .map_err(NotStarted::because("cannot open the task store"))?;
+    let authority = authority::Authority::new(store, &settings.config_path)
+        .with_notifier(notify::Notifier::for_this_device());
+    // Web console sessions live as long as this process: a restart logs the owner out.
+    let sessions = Arc::new(owner::OwnerSessions::new());
+    let approvals_socket = socket::ApprovalsSocket::bind(&state_dir)
+        .map_err(NotStarted::because("cannot listen for approvals"))?;
+    tracing::debug!(path = %approvals_socket.path().display(), "approvals socket ready");
+    Ok(Opened {
+        peer_policy,
+        tasks: Arc::new(tasks),
+        authority: Arc::new(authority),
+        sessions,
+        approvals_socket,
+    })
+}
+
+/// approvald's ends of its peers' channels.
+struct Peers {
+    netd: Answerer<NetdApprovald>,
+    executor: Answerer<ExecutorApprovald>,
+    web: Answerer<WebApprovald>,
+}
+
+type Served<E> = JoinHandle<Result<(), E>>;
+
+/// approvald once started: the approvals socket and each peer's channel, served in tasks
+/// of their own.
+struct Serving {
+    authority: Arc<authority::Authority>,
+    stop_socket: oneshot::Sender<()>,
+    socket: Served<socket::SocketError>,
+    executor: Served<FrameError>,
+    netd: Served<FrameError>,
+    web: Served<FrameError>,
+}
+
+impl Serving {
+    fn start(opened: Opened, peers: Peers) -> Serving {
+        let Opened {
+            peer_policy,
+            tasks,
+            authority,
+            sessions,
+            approvals_socket,
+        } = opened;
+        let (stop_socket, socket_stopped) = oneshot::channel::<()>();
+        let inbox = Arc::new(owner::asks::OwnerInbox::default());
+        let local = Arc::new(dispatch::LocalOwner {
+            sessions: sessions.clone(),
+            tasks: tasks.clone(),
+            inbox: inbox.clone(),
+        });
+        let serving_socket =
+            approvals_socket.serve(authority.clone(), local, peer_policy, async move {
+                let _ = socket_stopped.await;
+            });
+        let socket = tokio::spawn(serving_socket);
+        // Serve each channel at once, each in its own task (the handshakes included):
+        // peers may wait on an answer here before they complete their other handshakes.
+        let executor = tokio::spawn(dispatch::serve_executor(peers.executor, authority.clone()));
+        let netd = tokio::spawn(dispatch::serve_netd(peers.netd, tasks.clone(), inbox));
+        let web = tokio::spawn(dispatch::serve_web(
+            peers.web,
+            authority.clone(),
+            tasks,
+            sessions,
+        ));
+        Serving {
+            authority,
+            stop_socket,
+            socket,
+            executor,
+            netd,
+            web,
+        }
+    }
+
+    /// Serves until the supervisor says drain (its request id) or closes, or a channel
+    /// or the approvals socket ends with an error (or the executor's ends at all).
+    async fn until_stopped(
+        &mut self,
+        control: &mut Control<SupervisorApprovald>,
+    ) -> (Option<u64>, Result<(), ApprovaldError>) {
+        // netd is the first to go when the tree drains, while the executor may still have
+        // audit records to send: a clean end of netd's channel alone stops nothing. Nor
+        // does the Web console's: it may exit (or never run) while the service goes on.
+        let mut netd_open = true;
+        let mut web_open = true;
+        loop {
+            tokio::select! {
+                event = control.next_event() => return match event {
+                    ControlEvent::Drain { id, .. } => (Some(id), Ok(())),
+                    ControlEvent::Closed => (None, Ok(())),
+                    ControlEvent::Hostile(e) => (None, Err(ApprovaldError::Channel("supervisor", e))),
+                },
+                r = &mut self.executor => return (None, peer_ended("executor", r)),
+                r = &mut self.netd, if netd_open => {
+                    netd_open = false;
+                    if let Err(e) = peer_ended("netd", r) {
+                        return (None, Err(e));
+                    }
+                }
+                r = &mut self.web, if web_open => {
+                    web_open = false;
+                    if let Err(e) = peer_ended("web", r) {
+                        return (None, Err(e));
+                    }
+                }
+                r = &mut self.socket => return (None, match r {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(e.into()),
+                    Err(_) => Err(ApprovaldError::Channel("approvals socket", FrameError::Closed)),
+                }),
+            }
+        }
+    }
+
+    /// Nothing pending outlives us, and nothing pending is approved: every pending
+    /// request is refused and recorded before the store is flushed. Whatever ends us,
+    /// every queued audit record is committed first.
+    async fn stop(self) -> Result<(), store::StoreError> {
+        let _ = self.stop_socket.send(());
+        if !self.socket.is_finished() {
+            if let Ok(Err(e)) = self.socket.await {
+                tracing::warn!(error = %e, "approvals socket stopped with an error");
+            }
+        }
+        self.authority.stop(STOP_GRACE).await;
+        let flushed = self.authority.store().flush().await;
+        match &flushed {
+            Err(e) => tracing::error!(error = %e, "audit records may be lost"),
+            // Every journalled row is in the database now: the journal can go.
+            Ok(()) => self.authority.store().close_journal().await,
+        }
+        flushed
+    }
+}
+
+/// How a peer's channel ended. A peer closing between frames is exiting; the supervisor
+/// judges why.
+fn peer_ended(
+    name: &'static str,
+    r: Result<Result<(), FrameError>, tokio::task::JoinError>,
+) -> Result<(), ApprovaldError> {
+    if let Ok(Ok(())) = r {
+        tracing::info!(channel = name, "peer closed its channel");
+        return Ok(());
+    }
+    Err(ApprovaldError::Channel(
+        name,
+        match r {
+            Ok(Err(e)) => e,
+            _ => FrameError::Closed,
+        },
+    ))
 }

@@ -19,6 +19,7 @@ use nl2sh_proto::channels::{
     ActionSummary, ApprovalId, ApprovalWait, CallId, CallOrigin, CliErrorKind, Decision,
     PendingApproval, RiskLevel,
 };
+use nl2sh_proto::ids::{random_bytes, RandomError};
 use nl2sh_proto::limits::{MAX_PENDING_APPROVALS, MAX_PENDING_APPROVALS_PER_CALLER};
 
 /// Characters of a request id: lowercase RFC 4648 base32.
@@ -593,10 +594,8 @@ fn find(st: &mut State, id: &str, now: Instant) -> Result<usize, CliError> {
 }
 
 /// Six characters of lowercase base32 from the OS random source.
-pub fn random_id() -> Result<String, getrandom::Error> {
-    let mut bytes = [0u8; 4];
-    getrandom::fill(&mut bytes)?;
-    let mut bits = u32::from_be_bytes(bytes);
+pub fn random_id() -> Result<String, RandomError> {
+    let mut bits = u32::from_be_bytes(random_bytes::<4>()?);
     let mut id = String::with_capacity(ID_LEN);
     for _ in 0..ID_LEN {
         id.push(char::from(ID_ALPHABET[(bits & 31) as usize]));

@@ -52,9 +52,8 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use tokio::sync::{mpsc, oneshot};
 
+use nl2sh_proto::clock;
 use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMode};
-
-use crate::clock;
 
 mod chain;
 mod files;
@@ -68,6 +67,7 @@ pub mod sessions;
 pub mod tail;
 pub mod tasks;
 mod writer;
+pub use writer::WriterStopped;
 
 pub use chain::{
     canonical_row, verify_path, BadRow, ChainProblem, VerifyReport, GENESIS_SHA256, HASHED_COLUMNS,
@@ -170,49 +170,19 @@ impl Store {
     /// writer thread. Nothing is pruned until [`Store::set_limits`] says how much to keep.
     pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
         let path = state_dir.join(DB_FILE);
-        if let Some(dir) = path.parent() {
-            // Prepared by the supervisor; a wider mode now means something changed it.
-            open_private_dir(dir, Create::IfMissing, WideMode::Refuse)?;
-        }
-        create_private_file(&path)?;
-        let mut conn = Connection::open_with_flags(
-            &path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        // Before WAL is turned on, which writes the header: later a new database could
-        // only get it by a rebuild. On an existing database this changes nothing.
-        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
-        configure(&conn, &path)?;
+        let mut conn = open_database(&path)?;
         let tail_path = tail::tail_path(&path);
-        let tail_temp = tail::legacy_temp_path(&path);
-        match std::fs::remove_file(&tail_temp) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                tracing::warn!(path = %tail_temp.display(), error = %e, "cannot remove a leftover file");
-            }
-            _ => {}
-        }
+        remove_legacy_tail_temp(&path);
         let version = schema_version(&conn)?;
         // Read before anything is written: a tail file without a database (or beside an
         // older one) means the database was removed or replaced.
         let found = tail::read(&tail_path);
         let fresh_tail = version < TAIL_SINCE_VERSION && matches!(found, Ok(None));
         if fresh_tail {
-            // The tail file exists before the schema says there is one.
-            let head = if version == 0 {
-                Head::genesis()
-            } else {
-                read_head(&conn, &AnchorRead::None)?
-            };
-            write_tail(&tail_path, &head)?;
+            write_first_tail(&conn, version, &tail_path)?;
         }
         migrate(&mut conn, &path)?;
-        let interrupted = tasks::fail_interrupted(&mut conn, clock::now_unix_ms())?;
-        if interrupted > 0 {
-            tracing::warn!(
-                tasks = interrupted,
-                "tasks that were running when nl2sh stopped are now failed; none is resumed or replayed"
-            );
-        }
+        fail_interrupted_tasks(&mut conn)?;
         let task_bytes = Arc::new(AtomicU64::new(
             tasks::TaskSpace::measure(&conn)?.page_bytes(page_size_of(&conn)?),
         ));
@@ -223,40 +193,12 @@ impl Store {
         ] {
             tighten_existing(&side)?;
         }
-        let anchor = read_anchor(&conn)?;
-        let mut head = read_head(&conn, &anchor)?;
-        let status = match &found {
-            _ if fresh_tail => TailStatus::Matches { id: head.id },
-            Ok(t) => tail::check(&conn, t.as_ref(), true, anchor.one())?,
-            Err(e) => TailStatus::Malformed(e.to_string()),
-        };
-        if !status.is_ok() {
-            // Not repaired, and not hidden: the next row gets an id past the break, so
-            // the gap stays in the chain for `--verify` to report.
-            head.id = match status {
-                TailStatus::Cut { written_id, .. } => written_id,
-                _ => head.id.saturating_add(1),
-            };
-            tracing::error!(
-                path = %path.display(),
-                problem = %status,
-                next_id = head.id.saturating_add(1),
-                "the audit trail does not match its tail file; continuing after a gap in the ids"
-            );
-        }
-        let rows: i64 = conn.query_row("SELECT count(*) FROM audit", [], |r| r.get(0))?;
-        let rows = u64::try_from(rows).unwrap_or(0);
-        let page_size = page_size_of(&conn)?;
-        let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
-        let row_bytes = (u64::try_from(pages).unwrap_or(0) * page_size)
-            .checked_div(rows)
-            .unwrap_or(DEFAULT_ROW_BYTES);
-        let auto_vacuum: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
+        let mut head = resume_chain(&conn, &path, &found, fresh_tail)?;
+        let size = AuditSize::measure(&conn)?;
         let (replayed, last_seq) = replay_journal(&mut conn, state_dir, &mut head)?;
         if replayed > 0 {
             write_tail(&tail_path, &head)?;
         }
-        let rows = rows + replayed;
         let progress = journal::Progress::starting_at(last_seq);
         let journal =
             journal::Journal::create(state_dir, last_seq, progress.clone()).map_err(|source| {
@@ -274,14 +216,14 @@ impl Store {
             conn,
             head,
             journal: progress,
-            rows,
-            row_bytes,
-            page_size,
+            rows: size.rows + replayed,
+            row_bytes: size.row_bytes,
+            page_size: size.page_size,
             limits: limits.clone(),
             applied: None,
             backlog: false,
             // 0 is NONE: a database from before retention, rebuilt once it is pruned.
-            rebuild: auto_vacuum == 0,
+            rebuild: size.auto_vacuum == 0,
             tail_path,
             tail_failing: false,
             counters: counters.clone(),
@@ -289,17 +231,7 @@ impl Store {
             background: background.clone(),
             background_failed: false,
         };
-        let writer = std::thread::Builder::new()
-            .name("approvald-store".into())
-            .spawn(move || writer.run(rx))
-            .map_err(|source| StoreError::Io {
-                what: "cannot start the writer for",
-                path: path.clone(),
-                source,
-            })?
-            .thread()
-            .clone();
-        let writer = WriterThread::new(writer, background);
+        let writer = start_writer(writer, rx, &path, background)?;
         Ok(Store {
             audit_redactor: Arc::new(std::sync::OnceLock::new()),
             journal: tokio::sync::Mutex::new(journal),
@@ -478,6 +410,12 @@ impl Store {
         self.journal.lock().await.close();
     }
 
+    /// A signal that resolves once the writer thread has ended: after every handle to
+    /// the store is dropped and its queue is empty, the database is closed.
+    pub fn writer_stopped(&self) -> WriterStopped {
+        self.writer.stopped()
+    }
+
     /// Resolve once every record queued before this call is committed (or failed).
     pub async fn flush(&self) -> Result<(), StoreError> {
         let (ack, done) = oneshot::channel();
@@ -539,6 +477,145 @@ impl Store {
             pruned: self.counters.pruned.load(Ordering::Relaxed),
         }
     }
+}
+
+/// The database at `path`, opened read-write (its directory and the file private, made
+/// when missing) and configured.
+fn open_database(path: &Path) -> Result<Connection, StoreError> {
+    if let Some(dir) = path.parent() {
+        // Prepared by the supervisor; a wider mode now means something changed it.
+        open_private_dir(dir, Create::IfMissing, WideMode::Refuse)?;
+    }
+    create_private_file(path)?;
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    // Before WAL is turned on, which writes the header: later a new database could
+    // only get it by a rebuild. On an existing database this changes nothing.
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    configure(&conn, path)?;
+    Ok(conn)
+}
+
+/// The temporary tail file an older approvald wrote beside the database, if one was left.
+fn remove_legacy_tail_temp(db: &Path) {
+    let tail_temp = tail::legacy_temp_path(db);
+    match std::fs::remove_file(&tail_temp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            tracing::warn!(path = %tail_temp.display(), error = %e, "cannot remove a leftover file");
+        }
+        _ => {}
+    }
+}
+
+/// The tail file of a database whose schema (`version`) predates it: it exists before
+/// the schema says there is one.
+fn write_first_tail(conn: &Connection, version: i64, tail_path: &Path) -> Result<(), StoreError> {
+    let head = if version == 0 {
+        Head::genesis()
+    } else {
+        read_head(conn, &AnchorRead::None)?
+    };
+    write_tail(tail_path, &head)
+}
+
+/// The tasks that were running when the last approvald stopped, now failed.
+fn fail_interrupted_tasks(conn: &mut Connection) -> Result<(), StoreError> {
+    let interrupted = tasks::fail_interrupted(conn, clock::now_unix_ms())?;
+    if interrupted > 0 {
+        tracing::warn!(
+            tasks = interrupted,
+            "tasks that were running when nl2sh stopped are now failed; none is resumed or replayed"
+        );
+    }
+    Ok(())
+}
+
+/// The head of the audit chain, compared with the tail file `found` at opening
+/// (`fresh_tail`: written by this opening). A mismatch is not repaired, and not hidden:
+/// the next row gets an id past the break, so the gap stays in the chain for `--verify`
+/// to report.
+fn resume_chain(
+    conn: &Connection,
+    path: &Path,
+    found: &Result<Option<tail::Tail>, tail::TailError>,
+    fresh_tail: bool,
+) -> Result<Head, StoreError> {
+    let anchor = read_anchor(conn)?;
+    let mut head = read_head(conn, &anchor)?;
+    let status = match found {
+        _ if fresh_tail => TailStatus::Matches { id: head.id },
+        Ok(t) => tail::check(conn, t.as_ref(), true, anchor.one())?,
+        Err(e) => TailStatus::Malformed(e.to_string()),
+    };
+    if !status.is_ok() {
+        head.id = match status {
+            TailStatus::Cut { written_id, .. } => written_id,
+            _ => head.id.saturating_add(1),
+        };
+        tracing::error!(
+            path = %path.display(),
+            problem = %status,
+            next_id = head.id.saturating_add(1),
+            "the audit trail does not match its tail file; continuing after a gap in the ids"
+        );
+    }
+    Ok(head)
+}
+
+/// How large the audit table is, for the writer's pruning.
+struct AuditSize {
+    rows: u64,
+    /// About how many bytes of pages a row takes.
+    row_bytes: u64,
+    page_size: u64,
+    /// The database's `auto_vacuum` mode (0: NONE).
+    auto_vacuum: i64,
+}
+
+impl AuditSize {
+    fn measure(conn: &Connection) -> Result<AuditSize, StoreError> {
+        let rows: i64 = conn.query_row("SELECT count(*) FROM audit", [], |r| r.get(0))?;
+        let rows = u64::try_from(rows).unwrap_or(0);
+        let page_size = page_size_of(conn)?;
+        let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+        let row_bytes = (u64::try_from(pages).unwrap_or(0) * page_size)
+            .checked_div(rows)
+            .unwrap_or(DEFAULT_ROW_BYTES);
+        let auto_vacuum: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
+        Ok(AuditSize {
+            rows,
+            row_bytes,
+            page_size,
+            auto_vacuum,
+        })
+    }
+}
+
+/// `writer` running on a thread of its own, taking commands from `rx`.
+fn start_writer(
+    writer: Writer,
+    rx: mpsc::Receiver<Command>,
+    path: &Path,
+    background: Arc<std::sync::OnceLock<nl2sh_proto::sys::thread::Background>>,
+) -> Result<WriterThread, StoreError> {
+    let (stopped_tx, stopped) = tokio::sync::watch::channel(());
+    let thread = std::thread::Builder::new()
+        .name("approvald-store".into())
+        .spawn(move || {
+            writer.run(rx);
+            // Dropped last, once the connection is closed: `WriterStopped` resolves.
+            drop(stopped_tx);
+        })
+        .map_err(|source| StoreError::Io {
+            what: "cannot start the writer for",
+            path: path.to_owned(),
+            source,
+        })?
+        .thread()
+        .clone();
+    Ok(WriterThread::new(thread, background, stopped))
 }
 
 fn page_size_of(conn: &Connection) -> Result<u64, StoreError> {

@@ -84,8 +84,9 @@ fn disk_bytes(dir: &Path) -> u64 {
 /// is gone and its queue is empty).
 async fn close(store: Store) {
     store.flush().await.unwrap();
+    let stopped = store.writer_stopped();
     drop(store);
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    stopped.wait().await;
 }
 
 #[tokio::test]

@@ -284,8 +284,9 @@ async fn oversized_text_is_refused_before_queueing() {
 async fn a_trail_from_before_tasks_verifies_and_migrates_with_its_hashes() {
     let (dir, store) = store_with(5).await;
     store.flush().await.unwrap();
+    let stopped = store.writer_stopped();
     drop(store);
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    stopped.wait().await;
     let db = dir.path().join(DB_FILE);
     // What version 3 left: no task column, no tasks table.
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -461,4 +462,29 @@ async fn a_clean_stop_leaves_no_journal_and_durable_rows_are_redacted_before_it(
     assert!(!dir.path().join(JOURNAL_FILE).exists());
     let rows = store.recent(10).await.unwrap();
     assert!(!rows[0].record.action.as_deref().unwrap().contains(token));
+}
+
+/// `writer_stopped` resolves once the last handle is gone and the writer has closed the
+/// database, not before: tests and tools wait on it instead of sleeping.
+#[tokio::test]
+async fn the_writer_stops_after_the_last_handle_and_says_so() {
+    let (dir, store) = store_with(3).await;
+    let tasks = store.tasks(&[]).unwrap();
+    let stopped = store.writer_stopped();
+    store.flush().await.unwrap();
+    let wal = dir.path().join(DB_FILE).with_extension("sqlite3-wal");
+    assert!(wal.exists(), "no write-ahead log while the store is open");
+    drop(store);
+    // A task store handle still holds the queue: the writer keeps running.
+    let early = tokio::time::timeout(
+        std::time::Duration::from_millis(200),
+        stopped.clone().wait(),
+    )
+    .await;
+    assert!(early.is_err(), "the writer stopped while a handle remained");
+    drop(tasks);
+    stopped.wait().await;
+    // Closed: the last connection to a WAL database checkpoints and removes the log.
+    let wal = dir.path().join(DB_FILE).with_extension("sqlite3-wal");
+    assert!(!wal.exists(), "{} is still there", wal.display());
 }

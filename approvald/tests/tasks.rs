@@ -69,10 +69,11 @@ impl Rig {
         drop(self.client);
         self.served.await.unwrap().unwrap();
         self.store.flush().await.unwrap();
+        let stopped = self.store.writer_stopped();
         drop(self.store);
         drop(self.tasks);
         // The writer thread closes its connection once the last handle is gone.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        stopped.wait().await;
         self.dir
     }
 
@@ -175,7 +176,7 @@ fn task_id(id: &str) -> TaskId {
 }
 
 fn timestamp(ms: i64) -> String {
-    nl2sh_approvald::clock::rfc3339_millis(ms)
+    nl2sh_proto::clock::rfc3339_millis(ms)
 }
 
 /// An A2A task document.
@@ -780,7 +781,7 @@ async fn a_restart_fails_running_tasks_and_leaves_finished_ones() {
         before.push(r);
     }
     let dir = rig.close().await;
-    let started = nl2sh_approvald::clock::now_unix_ms();
+    let started = nl2sh_proto::clock::now_unix_ms();
     let rig = Rig::open(dir, &[]).await;
     let mut message_ids = Vec::new();
     for old in &before {

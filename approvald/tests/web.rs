@@ -699,7 +699,7 @@ async fn grants_tasks_and_the_audit_can_be_read() {
 }
 
 fn task_document(id: &TaskId, context_id: &ContextId, updated_ms: i64) -> String {
-    let time = nl2sh_approvald::clock::rfc3339_millis(updated_ms);
+    let time = nl2sh_proto::clock::rfc3339_millis(updated_ms);
     serde_json::json!({
         "id": id.0,
         "contextId": context_id.0,

@@ -791,13 +791,7 @@ impl ActionData {
 
     fn digest(bytes: &[u8]) -> String {
         use sha2::Digest as _;
-        use std::fmt::Write as _;
-        sha2::Sha256::digest(bytes)
-            .iter()
-            .fold(String::with_capacity(64), |mut hex, b| {
-                let _ = write!(hex, "{b:02x}");
-                hex
-            })
+        hex::encode(sha2::Sha256::digest(bytes))
     }
 }
 
@@ -1094,13 +1088,7 @@ pub fn csrf_for(session: &Secret) -> Secret {
     let mut hash = Sha256::new();
     hash.update(b"nl2sh web csrf v1\0");
     hash.update(session.expose().as_bytes());
-    let digest = hash.finalize();
-    let mut text = String::with_capacity(64);
-    for byte in digest.iter() {
-        text.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
-        text.push(char::from(b"0123456789abcdef"[usize::from(byte & 0xf)]));
-    }
-    Secret::new(text)
+    Secret::new(hex::encode(hash.finalize()))
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -1417,4 +1405,28 @@ pub mod fds {
     pub const WEB_SUPERVISOR: i32 = 5;
     /// web: the Web console's TCP listener.
     pub const WEB_LISTENER: i32 = 6;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Known answers: the hashes are lowercase hex of SHA-256 (a receiver compares the
+    /// text, so its form is part of the contract).
+    #[test]
+    fn hashes_are_lowercase_hex_of_sha256() {
+        let data = ActionData::new("content", b"hello".to_vec());
+        assert_eq!(
+            data.sha256,
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        );
+        assert!(data.is_well_formed());
+        let mut upper = data.clone();
+        upper.sha256 = upper.sha256.to_uppercase();
+        assert!(!upper.is_well_formed());
+        assert_eq!(
+            csrf_for(&Secret::new("session-secret".into())).expose(),
+            "aab98ce486619bdf546176911431370cc5f74a1821fc194d4f715d76c99650ca"
+        );
+    }
 }

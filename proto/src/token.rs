@@ -79,15 +79,9 @@ pub struct RandomFailed(pub String);
 
 /// A fresh token: 256 bits from the OS random source, lowercase hex (64 characters).
 pub fn generate() -> Result<Secret, RandomFailed> {
-    let mut bytes = [0u8; GENERATED_TOKEN_BYTES];
-    getrandom::fill(&mut bytes).map_err(|e| RandomFailed(e.to_string()))?;
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(GENERATED_TOKEN_BYTES * 2);
-    for b in bytes {
-        text.push(HEX[usize::from(b >> 4)] as char);
-        text.push(HEX[usize::from(b & 0x0f)] as char);
-    }
-    Ok(Secret::new(text))
+    crate::ids::random_hex(GENERATED_TOKEN_BYTES)
+        .map(Secret::new)
+        .map_err(|e| RandomFailed(e.to_string()))
 }
 
 #[cfg(test)]

@@ -68,9 +68,7 @@ impl Discovery {
 
     fn live(&self, info: ConnectionInfo, status: &mut ProtocolStatus) {
         status.pid = Some(info.pid);
-        status.since = info
-            .started_at_ms
-            .map(nl2sh_approvald::clock::rfc3339_millis);
+        status.since = info.started_at_ms.map(nl2sh_proto::clock::rfc3339_millis);
         if let Some(version) = &info.version {
             status.version.clone_from(version);
         }

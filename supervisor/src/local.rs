@@ -374,7 +374,9 @@ pub fn parse_since(s: &str, now_ms: i64) -> Result<String, String> {
     if let Some(last) = s.chars().last() {
         if let (Some(mult), Ok(n)) = (unit(last), s[..s.len() - 1].parse::<i64>()) {
             let ms = n.checked_mul(mult).ok_or("--since is too far back")?;
-            return Ok(nl2sh_approvald::clock::rfc3339_millis(now_ms - ms));
+            return Ok(nl2sh_proto::clock::rfc3339_millis(
+                now_ms.saturating_sub(ms),
+            ));
         }
     }
     let b = s.as_bytes();
@@ -447,7 +449,7 @@ pub fn audit(
         };
     }
     let since = match since
-        .map(|s| parse_since(&s, nl2sh_approvald::clock::now_unix_ms()))
+        .map(|s| parse_since(&s, nl2sh_proto::clock::now_unix_ms()))
         .transpose()
     {
         Ok(s) => s,
@@ -716,12 +718,19 @@ mod tests {
         let now = 1_796_000_000_000; // 2026-11-30T…
         assert_eq!(
             parse_since("0s", now).unwrap(),
-            nl2sh_approvald::clock::rfc3339_millis(now)
+            nl2sh_proto::clock::rfc3339_millis(now)
         );
         assert_eq!(
             parse_since("2h", now).unwrap(),
-            nl2sh_approvald::clock::rfc3339_millis(now - 7_200_000)
+            nl2sh_proto::clock::rfc3339_millis(now - 7_200_000)
         );
+        // An age past any clock (negative ones too) is the end of the range, not a panic.
+        for (age, at) in [
+            ("-106751991000d", "9999-12-31T23:59:59.999Z"),
+            ("100000000000d", "0000-01-01T00:00:00.000Z"),
+        ] {
+            assert_eq!(parse_since(age, now).unwrap(), at, "{age}");
+        }
         assert_eq!(
             parse_since("2026-11-30T10:00:00Z", now).unwrap(),
             "2026-11-30T10:00:00.000Z"

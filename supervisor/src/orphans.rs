@@ -8,6 +8,7 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
+use nl2sh_proto::procfs::Stat;
 
 /// Make this process the subreaper of everything it starts (before any worker exists).
 pub fn become_subreaper() -> std::io::Result<()> {
@@ -30,9 +31,7 @@ fn orphans(workers: &[u32]) -> Vec<Pid> {
 }
 
 fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(1)?.parse().ok()
+    Stat::of(pid)?.ppid().ok()
 }
 
 /// Reap orphans that have exited, whenever a child changes state. Runs for the life of
@@ -74,4 +73,50 @@ pub fn kill_all(workers: &[u32]) -> usize {
         }
     }
     killed
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// A child of this process is found by its parent whatever name it runs under: one that
+    /// fakes stat fields, one that is not UTF-8 (a process could otherwise hide from the
+    /// end of the tree by renaming itself).
+    #[test]
+    fn a_child_is_ours_whatever_its_name() {
+        let sleep = ["/bin/sleep", "/usr/bin/sleep"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        for name in [&b"a) R 1 2 (b"[..], b"x\xff\xfe", b"z) Z 1"] {
+            let link = dir.path().join(OsStr::from_bytes(name));
+            std::os::unix::fs::symlink(sleep, &link).unwrap();
+            let mut child = Command::new(&link)
+                .arg("30")
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap();
+            let pid = child.id();
+            // Once it runs under the name (it has the test's before the exec).
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let comm = String::from_utf8_lossy(name).into_owned();
+            while nl2sh_proto::procfs::Stat::of(pid).map(|s| s.comm().into_owned())
+                != Some(comm.clone())
+            {
+                assert!(Instant::now() < deadline, "{comm:?} never ran");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let found = parent_of(pid);
+            let _ = child.kill();
+            let _ = child.wait();
+            assert_eq!(found, Some(me), "{comm:?}");
+        }
+    }
 }

@@ -231,8 +231,7 @@ impl CappedLog {
                 self.file = file;
                 self.size = 0;
                 self.written_since_rotation = false;
-                let stamp =
-                    nl2sh_approvald::clock::rfc3339_millis(nl2sh_approvald::clock::now_unix_ms());
+                let stamp = nl2sh_proto::clock::rfc3339_millis(nl2sh_proto::clock::now_unix_ms());
                 let mut banner = format!(
                     "--- {stamp} log continued; the earlier lines are in {OLD_LOG_NAME} ---\n"
                 );
@@ -295,7 +294,7 @@ pub fn open_for_start(
             path: path.clone(),
             source,
         })?;
-    let stamp = nl2sh_approvald::clock::rfc3339_millis(nl2sh_approvald::clock::now_unix_ms());
+    let stamp = nl2sh_proto::clock::rfc3339_millis(nl2sh_proto::clock::now_unix_ms());
     let _ = writeln!(
         log,
         "--- {stamp} nl2sh {} service start for {} ---",

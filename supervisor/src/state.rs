@@ -470,27 +470,13 @@ pub fn lock_is_held(paths: &StatePaths) -> Result<bool, StateError> {
 /// Whether `pid` is the process that started at `start_time` and has not exited (a
 /// zombie waiting for its parent has exited).
 pub fn process_is_live(pid: u32, start_time: u64) -> bool {
-    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let state = text
-        .rfind(')')
-        .and_then(|i| text[i + 1..].split_whitespace().next());
-    parse_stat_start_time(&text) == Some(start_time) && !matches!(state, Some("Z" | "X") | None)
+    nl2sh_proto::procfs::Stat::of(pid)
+        .is_some_and(|stat| stat.start_time() == Ok(start_time) && !stat.has_exited())
 }
 
 /// Start time (field 22 of `/proc/<pid>/stat`, clock ticks since boot) of `pid`.
 pub fn process_start_time(pid: u32) -> Option<u64> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat_start_time(&text)
-}
-
-/// Field 22 of a `/proc/<pid>/stat` line. `comm` (field 2) may contain spaces and
-/// parentheses, so fields are counted from after the last ')'.
-pub fn parse_stat_start_time(stat: &str) -> Option<u64> {
-    let after_comm = &stat[stat.rfind(')')? + 1..];
-    // After comm come fields 3 (state), 4, ...: field 22 is the 20th of them.
-    after_comm.split_whitespace().nth(22 - 3)?.parse().ok()
+    nl2sh_proto::procfs::Stat::of(pid)?.start_time().ok()
 }
 
 fn process_uid(pid: u32) -> Option<u32> {
@@ -754,29 +740,10 @@ mod tests {
         fs::remove_dir_all(base).unwrap();
     }
 
+    /// The parsing is proto's (`procfs`, tested there with hostile names); here, that a
+    /// live process is one with its start time.
     #[test]
-    fn stat_start_time_parsing() {
-        let fields_after: Vec<String> = (3..=52).map(|i| i.to_string()).collect();
-        let tail = fields_after.join(" ");
-        // Field 22 is the value "22" in this synthetic line.
-        assert_eq!(
-            parse_stat_start_time(&format!("1234 (sh) {tail}")),
-            Some(22)
-        );
-        assert_eq!(
-            parse_stat_start_time(&format!("1234 (we ird) (name)) ) {tail}\n")),
-            Some(22)
-        );
-        assert_eq!(
-            parse_stat_start_time(&format!("1 (a) (b) {tail}")),
-            Some(22)
-        );
-        assert_eq!(parse_stat_start_time("1234 (sh) S 1 2"), None);
-        assert_eq!(parse_stat_start_time("no parens at all"), None);
-        assert_eq!(
-            parse_stat_start_time(&format!("1 (x) {}", tail.replace(" 22 ", " x "))),
-            None
-        );
+    fn stat_start_time_of_this_process() {
         let me = process_start_time(std::process::id()).unwrap();
         assert!(me > 0);
         assert_eq!(process_start_time(std::process::id()), Some(me));

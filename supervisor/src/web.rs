@@ -183,7 +183,8 @@ fn redirect_page(link: &Secret) -> std::io::Result<PathBuf> {
         .filter(|p| p.is_absolute())
         .unwrap_or_else(std::env::temp_dir);
     remove_stale_pages(&base, STALE_LOGIN_PAGE);
-    let dir = base.join(format!("{LOGIN_DIR_PREFIX}{:016x}", rand::random::<u64>()));
+    let unique = nl2sh_proto::ids::random_hex(8).map_err(std::io::Error::other)?;
+    let dir = base.join(format!("{LOGIN_DIR_PREFIX}{unique}"));
     std::fs::DirBuilder::new()
         .mode(PRIVATE_DIR_MODE)
         .create(&dir)?;

@@ -1093,56 +1093,9 @@ impl App {
             }
             Modal::Phrase {
                 request,
-                mut typed,
-                mut error,
-            } => match key.code {
-                KeyCode::Esc => self.set_note(NoteKind::Info, "Cancelled: nothing was sent."),
-                KeyCode::Enter => {
-                    let phrase = request.phrase.as_deref().unwrap_or_default();
-                    if typed.is_empty() {
-                        error = Some("Type the phrase shown to approve.".into());
-                    } else if typed != phrase {
-                        error = Some(
-                            "That is not the phrase (nothing was sent): type it exactly as shown."
-                                .into(),
-                        );
-                    } else {
-                        match device.decide(&request.id.0, true, Some(&typed)) {
-                            Ok(()) => {
-                                self.decided_ok(&request, true);
-                                return;
-                            }
-                            Err(e)
-                                if matches!(
-                                    e.kind,
-                                    DeviceErrorKind::WrongPhrase | DeviceErrorKind::PhraseRequired
-                                ) =>
-                            {
-                                error = Some(device_error("Refused: ", &e));
-                            }
-                            Err(e) => {
-                                self.decide_failed(&request, &e);
-                                return;
-                            }
-                        }
-                    }
-                    self.modal = Some(Modal::Phrase {
-                        request,
-                        typed,
-                        error,
-                    });
-                }
-                _ => {
-                    if edit(&mut typed, key) {
-                        error = None;
-                    }
-                    self.modal = Some(Modal::Phrase {
-                        request,
-                        typed,
-                        error,
-                    });
-                }
-            },
+                typed,
+                error,
+            } => self.phrase_key(request, typed, error, key, device),
             Modal::RejectOrigin { origin, count } => {
                 if yes {
                     self.reject_origin(device, origin);
@@ -1173,60 +1126,9 @@ impl App {
                 key: k,
                 label,
                 kind,
-                mut typed,
-                mut error,
-            } => match key.code {
-                KeyCode::Esc => {
-                    typed.clear();
-                    self.set_note(NoteKind::Info, "Not saved.");
-                }
-                KeyCode::Enter => {
-                    let value = match kind {
-                        EntryKind::Port => typed.trim().to_string(),
-                        _ => typed.clone(),
-                    };
-                    let check = match kind {
-                        EntryKind::Port if !valid_port(&value) => {
-                            Some("Enter a port number from 0 to 65535 (0 picks any free port).")
-                        }
-                        EntryKind::Secret if value.is_empty() => Some(
-                            "Type the new token first (or use \"Rotate token\" for a random one).",
-                        ),
-                        _ => None,
-                    };
-                    if let Some(message) = check {
-                        error = Some(message.into());
-                    } else {
-                        match device.save_setting(&k, &value) {
-                            Ok(saved) => {
-                                typed.clear();
-                                self.saved(device, &saved);
-                                return;
-                            }
-                            Err(e) => error = Some(device_error("Not saved: ", &e)),
-                        }
-                    }
-                    self.modal = Some(Modal::Entry {
-                        key: k,
-                        label,
-                        kind,
-                        typed,
-                        error,
-                    });
-                }
-                _ => {
-                    if edit(&mut typed, key) {
-                        error = None;
-                    }
-                    self.modal = Some(Modal::Entry {
-                        key: k,
-                        label,
-                        kind,
-                        typed,
-                        error,
-                    });
-                }
-            },
+                typed,
+                error,
+            } => self.entry_key((k, label, kind), typed, error, key, device),
             Modal::Rotate => {
                 if yes {
                     match device.rotate_token() {
@@ -1249,6 +1151,124 @@ impl App {
                 }
             }
         }
+    }
+
+    /// A key in the phrase modal: typing, Enter (approve with the phrase, when it is the
+    /// request's), Esc.
+    fn phrase_key(
+        &mut self,
+        request: PendingApproval,
+        mut typed: String,
+        mut error: Option<String>,
+        key: KeyEvent,
+        device: &dyn Device,
+    ) {
+        match key.code {
+            KeyCode::Esc => {
+                self.set_note(NoteKind::Info, "Cancelled: nothing was sent.");
+                return;
+            }
+            KeyCode::Enter => {
+                let phrase = request.phrase.as_deref().unwrap_or_default();
+                if typed.is_empty() {
+                    error = Some("Type the phrase shown to approve.".into());
+                } else if typed != phrase {
+                    error = Some(
+                        "That is not the phrase (nothing was sent): type it exactly as shown."
+                            .into(),
+                    );
+                } else {
+                    match device.decide(&request.id.0, true, Some(&typed)) {
+                        Ok(()) => {
+                            self.decided_ok(&request, true);
+                            return;
+                        }
+                        Err(e)
+                            if matches!(
+                                e.kind,
+                                DeviceErrorKind::WrongPhrase | DeviceErrorKind::PhraseRequired
+                            ) =>
+                        {
+                            error = Some(device_error("Refused: ", &e));
+                        }
+                        Err(e) => {
+                            self.decide_failed(&request, &e);
+                            return;
+                        }
+                    }
+                }
+            }
+            _ => {
+                if edit(&mut typed, key) {
+                    error = None;
+                }
+            }
+        }
+        // Still asking: what was typed, and what is wrong with it.
+        self.modal = Some(Modal::Phrase {
+            request,
+            typed,
+            error,
+        });
+    }
+
+    /// A key in the entry modal of setting `k`: typing, Enter (save, once the value is
+    /// of its kind), Esc.
+    fn entry_key(
+        &mut self,
+        (k, label, kind): (String, String, EntryKind),
+        mut typed: String,
+        mut error: Option<String>,
+        key: KeyEvent,
+        device: &dyn Device,
+    ) {
+        match key.code {
+            KeyCode::Esc => {
+                typed.clear();
+                self.set_note(NoteKind::Info, "Not saved.");
+                return;
+            }
+            KeyCode::Enter => {
+                let value = match kind {
+                    EntryKind::Port => typed.trim().to_string(),
+                    _ => typed.clone(),
+                };
+                let check = match kind {
+                    EntryKind::Port if !valid_port(&value) => {
+                        Some("Enter a port number from 0 to 65535 (0 picks any free port).")
+                    }
+                    EntryKind::Secret if value.is_empty() => {
+                        Some("Type the new token first (or use \"Rotate token\" for a random one).")
+                    }
+                    _ => None,
+                };
+                if let Some(message) = check {
+                    error = Some(message.into());
+                } else {
+                    match device.save_setting(&k, &value) {
+                        Ok(saved) => {
+                            typed.clear();
+                            self.saved(device, &saved);
+                            return;
+                        }
+                        Err(e) => error = Some(device_error("Not saved: ", &e)),
+                    }
+                }
+            }
+            _ => {
+                if edit(&mut typed, key) {
+                    error = None;
+                }
+            }
+        }
+        // Still asking: what was typed, and what is wrong with it.
+        self.modal = Some(Modal::Entry {
+            key: k,
+            label,
+            kind,
+            typed,
+            error,
+        });
     }
 
     fn decide(

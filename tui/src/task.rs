@@ -2,11 +2,10 @@
 //! artifacts) turned into rows of escaped text.
 
 use nl2sh_proto::channels::TaskRecord;
+use nl2sh_proto::clock::readable_utc;
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::MAX_TASK_DOCUMENT_BYTES;
 use serde_json::Value;
-
-use crate::text::utc;
 
 /// How a row looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,34 +78,18 @@ fn state_in(task: Option<&Value>, record: &TaskRecord) -> String {
     shown(&word)
 }
 
+/// A row of `label` (padded to 10 columns) and `value`.
+fn kv(rows: &mut Vec<Row>, label: &str, value: String) {
+    row(rows, &format!("{label:<10}"), value, 10, Look::Plain);
+}
+
 /// The rows of one task.
 pub(crate) fn rows(record: &TaskRecord) -> Vec<Row> {
     let mut rows = Vec::new();
-    let kv = |rows: &mut Vec<Row>, label: &str, value: String| {
-        row(rows, &format!("{label:<10}"), value, 10, Look::Plain);
-    };
     let document: Result<Value, _> = serde_json::from_str(&record.document);
     let task = match document {
         Ok(Value::Object(ref task)) => task,
-        Ok(_) | Err(_) => {
-            let why = match serde_json::from_str::<Value>(&record.document) {
-                Err(e) => format!(
-                    "the task document is not valid JSON: {}",
-                    shown(&e.to_string())
-                ),
-                Ok(_) => "the task document is not a JSON object".to_string(),
-            };
-            kv(&mut rows, "Task", shown(&record.id.0));
-            kv(&mut rows, "State", short_state(record.state.as_a2a()));
-            kv(&mut rows, "Updated", utc(record.updated_ms));
-            kv(&mut rows, "Context", shown(&record.context_id.0));
-            blank(&mut rows);
-            row(&mut rows, "", why, 0, Look::Error);
-            blank(&mut rows);
-            row(&mut rows, "", "Document".to_string(), 0, Look::Heading);
-            row(&mut rows, "  ", shown(&record.document), 2, Look::Plain);
-            return rows;
-        }
+        Ok(_) | Err(_) => return unreadable(record),
     };
     let status = task.get("status").and_then(Value::as_object);
     kv(
@@ -120,7 +103,7 @@ pub(crate) fn rows(record: &TaskRecord) -> Vec<Row> {
         "Updated",
         text_of(status.and_then(|s| s.get("timestamp")))
             .map(shown)
-            .unwrap_or_else(|| utc(record.updated_ms)),
+            .unwrap_or_else(|| readable_utc(record.updated_ms)),
     );
     kv(
         &mut rows,
@@ -136,16 +119,44 @@ pub(crate) fn rows(record: &TaskRecord) -> Vec<Row> {
         row(&mut rows, "", "Status message".into(), 0, Look::Heading);
         parts(&mut rows, message.get("parts"), 2);
     }
+    history(&mut rows, task.get("history"));
+    artifacts(&mut rows, task.get("artifacts"));
+    rows
+}
 
+/// A task whose document is not a JSON object: the stored columns, why, and the document
+/// whole.
+fn unreadable(record: &TaskRecord) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let why = match serde_json::from_str::<Value>(&record.document) {
+        Err(e) => format!(
+            "the task document is not valid JSON: {}",
+            shown(&e.to_string())
+        ),
+        Ok(_) => "the task document is not a JSON object".to_string(),
+    };
+    kv(&mut rows, "Task", shown(&record.id.0));
+    kv(&mut rows, "State", short_state(record.state.as_a2a()));
+    kv(&mut rows, "Updated", readable_utc(record.updated_ms));
+    kv(&mut rows, "Context", shown(&record.context_id.0));
     blank(&mut rows);
-    row(&mut rows, "", "History".into(), 0, Look::Heading);
-    let history = task
-        .get("history")
+    row(&mut rows, "", why, 0, Look::Error);
+    blank(&mut rows);
+    row(&mut rows, "", "Document".to_string(), 0, Look::Heading);
+    row(&mut rows, "  ", shown(&record.document), 2, Look::Plain);
+    rows
+}
+
+/// The task's messages, each under its role.
+fn history(rows: &mut Vec<Row>, history: Option<&Value>) {
+    blank(rows);
+    row(rows, "", "History".into(), 0, Look::Heading);
+    let history = history
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
     if history.is_empty() {
-        row(&mut rows, "  ", "No messages.".into(), 2, Look::Muted);
+        row(rows, "  ", "No messages.".into(), 2, Look::Muted);
     }
     for message in history {
         let role = text_of(message.get("role")).unwrap_or("");
@@ -159,31 +170,32 @@ pub(crate) fn rows(record: &TaskRecord) -> Vec<Row> {
         } else {
             role
         };
-        row(&mut rows, "  ", shown(&role), 2, Look::Label);
-        parts(&mut rows, message.get("parts"), 4);
+        row(rows, "  ", shown(&role), 2, Look::Label);
+        parts(rows, message.get("parts"), 4);
     }
+}
 
-    blank(&mut rows);
-    row(&mut rows, "", "Artifacts".into(), 0, Look::Heading);
-    let artifacts = task
-        .get("artifacts")
+/// The task's artifacts, each under its name.
+fn artifacts(rows: &mut Vec<Row>, artifacts: Option<&Value>) {
+    blank(rows);
+    row(rows, "", "Artifacts".into(), 0, Look::Heading);
+    let artifacts = artifacts
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
     if artifacts.is_empty() {
-        row(&mut rows, "  ", "No artifacts.".into(), 2, Look::Muted);
+        row(rows, "  ", "No artifacts.".into(), 2, Look::Muted);
     }
     for artifact in artifacts {
         let name = text_of(artifact.get("name"))
             .or_else(|| text_of(artifact.get("artifactId")))
             .unwrap_or("artifact");
-        row(&mut rows, "  ", shown(name), 2, Look::Label);
+        row(rows, "  ", shown(name), 2, Look::Label);
         if let Some(description) = text_of(artifact.get("description")) {
-            row(&mut rows, "    ", shown(description), 4, Look::Muted);
+            row(rows, "    ", shown(description), 4, Look::Muted);
         }
-        parts(&mut rows, artifact.get("parts"), 4);
+        parts(rows, artifact.get("parts"), 4);
     }
-    rows
 }
 
 /// How an Agent's task ended, for the Ask page: its answer (the final status message),

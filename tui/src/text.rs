@@ -1,9 +1,11 @@
 //! Small text helpers: wrapping to the terminal's width without losing a character, the
-//! OSC 52 clipboard sequence, and UTC times.
+//! OSC 52 clipboard sequence, and time left. (UTC times are proto's clock:
+//! [`nl2sh_proto::clock::readable_utc`].)
 //!
 //! Nothing here escapes: text from a device, a caller, a tool or a model is passed
 //! through [`nl2sh_proto::display::Shown`] before it reaches these functions.
 
+use base64::Engine as _;
 use unicode_width::UnicodeWidthChar;
 
 /// Columns `c` takes on a terminal (0 for combining marks).
@@ -62,53 +64,13 @@ pub(crate) fn wrap(text: &str, first: usize, rest: usize) -> Vec<String> {
     out
 }
 
-/// Standard base64 (RFC 4648, with padding).
-pub(crate) fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let sextet = |shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
-        out.push(sextet(18));
-        out.push(sextet(12));
-        out.push(if chunk.len() > 1 { sextet(6) } else { '=' });
-        out.push(if chunk.len() > 2 { sextet(0) } else { '=' });
-    }
-    out
-}
-
 /// The OSC 52 sequence that asks the terminal to put `text` on the clipboard:
-/// `ESC ] 52 ; c ; <base64> BEL`. Base64 keeps every byte of `text` out of the terminal's
-/// parser.
+/// `ESC ] 52 ; c ; <base64> BEL`, standard base64 with padding (RFC 4648). Base64 keeps
+/// every byte of `text` out of the terminal's parser.
 pub fn osc52(text: &str) -> String {
-    format!("\u{1b}]52;c;{}\u{7}", base64(text.as_bytes()))
-}
-
-/// Milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`.
-pub(crate) fn utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let of_day = secs.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
     format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        of_day / 3600,
-        of_day % 3600 / 60,
-        of_day % 60
+        "\u{1b}]52;c;{}\u{7}",
+        base64::engine::general_purpose::STANDARD.encode(text)
     )
 }
 
@@ -167,8 +129,9 @@ mod tests {
         assert_eq!(wrap("", 4, 4), [""]);
     }
 
+    /// RFC 4648's test vectors, padding included, inside the OSC 52 frame.
     #[test]
-    fn base64_matches_rfc4648() {
+    fn osc52_is_standard_base64() {
         for (input, want) in [
             ("", ""),
             ("f", "Zg=="),
@@ -177,18 +140,11 @@ mod tests {
             ("foob", "Zm9vYg=="),
             ("fooba", "Zm9vYmE="),
             ("foobar", "Zm9vYmFy"),
+            ("\u{1b}]0;x\u{7}\n", "G10wO3gHCg=="),
+            ("é?>", "w6k/Pg=="),
         ] {
-            assert_eq!(base64(input.as_bytes()), want);
+            assert_eq!(osc52(input), format!("\u{1b}]52;c;{want}\u{7}"));
         }
-        assert_eq!(osc52("foo"), "\u{1b}]52;c;Zm9v\u{7}");
-    }
-
-    #[test]
-    fn utc_times() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc(1_700_000_000_123), "2023-11-14 22:13:20 UTC");
-        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
-        assert_eq!(utc(-1000), "1969-12-31 23:59:59 UTC");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! cut by the layout: what does not fit scrolls).
 
 use nl2sh_proto::channels::{CallOrigin, PendingApproval, ProtocolState, SettingKind};
+use nl2sh_proto::clock::readable_utc;
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_AGENT_TEXT_BYTES, MAX_PENDING_APPROVALS};
 use nl2sh_proto::stored_text::StoredText;
@@ -18,7 +19,7 @@ use crate::app::{
     App, EntryKind, McpItem, Modal, NoteKind, Page, Turn, View, ASK_NOT_RUNNING, SNIPPETS,
 };
 use crate::task::{Look, Row};
-use crate::text::{time_left, utc, width, wrap};
+use crate::text::{time_left, width, wrap};
 
 fn shown(text: &str) -> String {
     Shown::new(text).to_string()
@@ -272,23 +273,7 @@ impl App {
         let view = self.view();
         let body = self.body(view, w);
         let total = body.lines.len();
-        let cell = &self.scroll[view as usize];
-        let mut top = cell.get();
-        if self.follow.get() {
-            if let Some((start, end)) = body.selected {
-                if start < top {
-                    top = start;
-                } else if end > top + body_rows {
-                    top = if end - start > body_rows {
-                        start
-                    } else {
-                        end - body_rows
-                    };
-                }
-            }
-        }
-        top = top.min(total.saturating_sub(body_rows));
-        cell.set(top);
+        let top = self.scroll_top(view, body.selected, total, body_rows);
         self.body_rows.set(body_rows);
         let visible: Vec<Line> = body.lines.into_iter().skip(top).take(body_rows).collect();
         frame.render_widget(Paragraph::new(visible), rows(header_rows, body_rows));
@@ -310,24 +295,7 @@ impl App {
 
         // The note, then the keys.
         if note_rows > 0 {
-            let style = theme.note(self.note.as_ref().map_or(NoteKind::Info, |n| n.kind));
-            let mut lines: Vec<Line> = note_lines
-                .iter()
-                .take(note_rows)
-                .map(|l| Line::from(Span::styled(l.clone(), style)))
-                .collect();
-            if note_lines.len() > note_rows {
-                if let Some(last) = lines.last_mut() {
-                    *last = Line::from(Span::styled(
-                        "… (the message goes on: make the terminal larger)",
-                        style,
-                    ));
-                }
-            }
-            frame.render_widget(
-                Paragraph::new(lines),
-                rows(header_rows + body_rows, note_rows),
-            );
+            self.draw_note(frame, &note_lines, rows(header_rows + body_rows, note_rows));
         }
         if footer_rows > 0 {
             let lines: Vec<Line> = help
@@ -341,6 +309,58 @@ impl App {
         if let Some(modal) = &self.modal {
             self.draw_modal(frame, area, modal);
         }
+    }
+
+    /// The first line of `view`'s page to show (of `total`, `body_rows` at a time): where
+    /// it was left, moved to keep the selected item (`selected` lines) in sight while the
+    /// view follows the selection; remembered for the next frame.
+    fn scroll_top(
+        &self,
+        view: View,
+        selected: Option<(usize, usize)>,
+        total: usize,
+        body_rows: usize,
+    ) -> usize {
+        let cell = &self.scroll[view as usize];
+        let mut top = cell.get();
+        if self.follow.get() {
+            if let Some((start, end)) = selected {
+                if start < top {
+                    top = start;
+                } else if end > top + body_rows {
+                    top = if end - start > body_rows {
+                        start
+                    } else {
+                        end - body_rows
+                    };
+                }
+            }
+        }
+        top = top.min(total.saturating_sub(body_rows));
+        cell.set(top);
+        top
+    }
+
+    /// The note's lines in `rect`, the last saying so when it does not fit.
+    fn draw_note(&self, frame: &mut Frame, note_lines: &[String], rect: Rect) {
+        let note_rows = usize::from(rect.height);
+        let style = self
+            .theme()
+            .note(self.note.as_ref().map_or(NoteKind::Info, |n| n.kind));
+        let mut lines: Vec<Line> = note_lines
+            .iter()
+            .take(note_rows)
+            .map(|l| Line::from(Span::styled(l.clone(), style)))
+            .collect();
+        if note_lines.len() > note_rows {
+            if let Some(last) = lines.last_mut() {
+                *last = Line::from(Span::styled(
+                    "… (the message goes on: make the terminal larger)",
+                    style,
+                ));
+            }
+        }
+        frame.render_widget(Paragraph::new(lines), rect);
     }
 
     fn title_line(&self, w: usize) -> Line<'static> {
@@ -462,138 +482,163 @@ impl App {
         }
     }
 
+    /// The Protocols page: the state (and, running, the endpoints and the token), the
+    /// client snippets, the settings.
     fn protocols_body(&self, w: usize) -> Body {
         let theme = self.theme();
         let mut body = Body::new(w);
-        let st = &self.status;
-        let running = st.state == ProtocolState::Running;
+        let running = self.status.state == ProtocolState::Running;
         if running {
-            let transport = st.transport.as_deref().unwrap_or("");
-            let text = if transport == "stdio" {
-                "A local client runs nl2sh over stdio; no HTTP endpoint".to_string()
-            } else {
-                let at = st
-                    .mcp_url
-                    .as_deref()
-                    .or(st.listen.as_deref())
-                    .map(|u| format!(" at {}", Shown::new(u)))
-                    .unwrap_or_default();
-                let how = if transport == "service" {
-                    "Running as the service over HTTP"
-                } else {
-                    "Running over HTTP"
-                };
-                format!("{how}{at}")
-            };
-            body.field(
-                "● Running  ",
-                theme.state(st.state),
-                &text,
-                theme.plain(),
-                2,
-            );
-            if !st.detail.is_empty() {
-                body.field("  ", theme.plain(), &shown(&st.detail), theme.muted(), 2);
-            }
-            let kv = |body: &mut Body, label: &str, value: &str| {
-                body.field(
-                    &format!("  {label:<16}"),
-                    theme.label(),
-                    value,
-                    theme.plain(),
-                    18,
-                );
-            };
-            kv(&mut body, "Version", &shown(&st.version));
-            for (label, value) in [
-                ("Transport", &st.transport),
-                ("MCP URL", &st.mcp_url),
-                ("A2A URL", &st.a2a_url),
-                ("Agent Card URL", &st.card_url),
-                ("Listen", &st.listen),
-            ] {
-                if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
-                    kv(&mut body, label, &shown(value));
-                }
-            }
-            if let Some(pid) = st.pid {
-                kv(&mut body, "PID", &pid.to_string());
-            }
-            if let Some(since) = st.since.as_deref().filter(|v| !v.is_empty()) {
-                kv(&mut body, "Since", &shown(since));
-            }
-            if !st.config_path.is_empty() {
-                kv(&mut body, "Configuration", &shown(&st.config_path));
-            }
-            let token = match &st.token {
-                None => "no HTTP token (not running over HTTP)".to_string(),
-                Some(_) if !self.token_shown => "hidden (t reveals it)".to_string(),
-                Some(token) => format!("{}  (t hides it)", Shown::new(token.expose())),
-            };
-            kv(&mut body, "Token", &token);
+            self.running_status(&mut body);
         } else {
-            // One line: the protocols are not running, and why.
-            let (word, fallback) = match st.state {
-                ProtocolState::Stopped => ("○ Stopped  ", "Stopped"),
-                _ => ("? Unknown  ", "State unknown"),
-            };
-            let detail = if st.detail.is_empty() {
-                fallback.to_string()
-            } else {
-                shown(&st.detail)
-            };
-            body.field(word, theme.state(st.state), &detail, theme.plain(), 2);
+            self.stopped_status(&mut body);
         }
         if let Some(note) = &self.startup {
             body.text(&note.text, theme.note(note.kind));
         }
-
         if running {
-            body.blank();
-            let start = body.start();
-            let selected = self.mcp_sel == McpItem::Snippets;
-            let lead = if selected { "> " } else { "  " };
-            let title = format!(
-                "Connect a client  < {}/{} {} >",
-                self.snippet + 1,
-                SNIPPETS.len(),
-                SNIPPETS[self.snippet]
-            );
+            self.connect_snippet(&mut body);
+        }
+        self.settings_list(&mut body);
+        body
+    }
+
+    /// How the protocols run, and each endpoint, the PID, the configuration, the token.
+    fn running_status(&self, body: &mut Body) {
+        let theme = self.theme();
+        let st = &self.status;
+        let transport = st.transport.as_deref().unwrap_or("");
+        let text = if transport == "stdio" {
+            "A local client runs nl2sh over stdio; no HTTP endpoint".to_string()
+        } else {
+            let at = st
+                .mcp_url
+                .as_deref()
+                .or(st.listen.as_deref())
+                .map(|u| format!(" at {}", Shown::new(u)))
+                .unwrap_or_default();
+            let how = if transport == "service" {
+                "Running as the service over HTTP"
+            } else {
+                "Running over HTTP"
+            };
+            format!("{how}{at}")
+        };
+        body.field(
+            "● Running  ",
+            theme.state(st.state),
+            &text,
+            theme.plain(),
+            2,
+        );
+        if !st.detail.is_empty() {
+            body.field("  ", theme.plain(), &shown(&st.detail), theme.muted(), 2);
+        }
+        let kv = |body: &mut Body, label: &str, value: &str| {
             body.field(
-                lead,
-                theme.selected(),
-                &title,
-                if selected {
-                    theme.selected()
-                } else {
-                    theme.heading()
-                },
-                2,
+                &format!("  {label:<16}"),
+                theme.label(),
+                value,
+                theme.plain(),
+                18,
             );
-            if st.examples {
-                body.field(
-                    "  ",
-                    theme.plain(),
-                    "Example (the service does not serve HTTP): for the default loopback address.",
-                    theme.warn(),
-                    2,
-                );
+        };
+        kv(body, "Version", &shown(&st.version));
+        for (label, value) in [
+            ("Transport", &st.transport),
+            ("MCP URL", &st.mcp_url),
+            ("A2A URL", &st.a2a_url),
+            ("Agent Card URL", &st.card_url),
+            ("Listen", &st.listen),
+        ] {
+            if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
+                kv(body, label, &shown(value));
             }
-            for line in self.snippet_text(self.snippet).split('\n') {
-                body.field("  ", theme.plain(), &shown(line), theme.plain(), 2);
-            }
+        }
+        if let Some(pid) = st.pid {
+            kv(body, "PID", &pid.to_string());
+        }
+        if let Some(since) = st.since.as_deref().filter(|v| !v.is_empty()) {
+            kv(body, "Since", &shown(since));
+        }
+        if !st.config_path.is_empty() {
+            kv(body, "Configuration", &shown(&st.config_path));
+        }
+        let token = match &st.token {
+            None => "no HTTP token (not running over HTTP)".to_string(),
+            Some(_) if !self.token_shown => "hidden (t reveals it)".to_string(),
+            Some(token) => format!("{}  (t hides it)", Shown::new(token.expose())),
+        };
+        kv(body, "Token", &token);
+    }
+
+    /// One line: the protocols are not running, and why.
+    fn stopped_status(&self, body: &mut Body) {
+        let theme = self.theme();
+        let st = &self.status;
+        let (word, fallback) = match st.state {
+            ProtocolState::Stopped => ("○ Stopped  ", "Stopped"),
+            _ => ("? Unknown  ", "State unknown"),
+        };
+        let detail = if st.detail.is_empty() {
+            fallback.to_string()
+        } else {
+            shown(&st.detail)
+        };
+        body.field(word, theme.state(st.state), &detail, theme.plain(), 2);
+    }
+
+    /// The selected client snippet, to copy.
+    fn connect_snippet(&self, body: &mut Body) {
+        let theme = self.theme();
+        body.blank();
+        let start = body.start();
+        let selected = self.mcp_sel == McpItem::Snippets;
+        let lead = if selected { "> " } else { "  " };
+        let title = format!(
+            "Connect a client  < {}/{} {} >",
+            self.snippet + 1,
+            SNIPPETS.len(),
+            SNIPPETS[self.snippet]
+        );
+        body.field(
+            lead,
+            theme.selected(),
+            &title,
+            if selected {
+                theme.selected()
+            } else {
+                theme.heading()
+            },
+            2,
+        );
+        if self.status.examples {
             body.field(
                 "  ",
                 theme.plain(),
-                "c copies it (OSC 52) · ←/→ shows another",
-                theme.muted(),
+                "Example (the service does not serve HTTP): for the default loopback address.",
+                theme.warn(),
                 2,
             );
-            if selected {
-                body.select_from(start);
-            }
         }
+        for line in self.snippet_text(self.snippet).split('\n') {
+            body.field("  ", theme.plain(), &shown(line), theme.plain(), 2);
+        }
+        body.field(
+            "  ",
+            theme.plain(),
+            "c copies it (OSC 52) · ←/→ shows another",
+            theme.muted(),
+            2,
+        );
+        if selected {
+            body.select_from(start);
+        }
+    }
 
+    /// The settings, each with its value, and the token's rotation.
+    fn settings_list(&self, body: &mut Body) {
+        let theme = self.theme();
         body.blank();
         body.text("Settings", theme.heading());
         match &self.settings {
@@ -647,7 +692,6 @@ impl App {
                 }
             }
         }
-        body
     }
 
     fn approvals_body(&self, w: usize) -> Body {
@@ -770,79 +814,14 @@ impl App {
             None => body.text("A new conversation", theme.heading()),
         }
         let ended = ask.turns.len() - usize::from(ask.running().is_some());
-        let mut cache = ask.cache.borrow_mut();
-        match &*cache {
-            Some((width, turns, lines)) if *width == w && *turns == ended => {
-                body.lines.extend(lines.iter().cloned());
-            }
-            _ => {
-                let mut turns = Body::new(w);
-                for turn in &ask.turns[..ended] {
-                    self.turn(&mut turns, turn);
-                }
-                body.lines.extend(turns.lines.iter().cloned());
-                *cache = Some((w, ended, turns.lines));
-            }
-        }
-        drop(cache);
-
+        self.ended_turns(&mut body, w, ended);
         let start = body.start();
         if let Some(turn) = ask.turns.get(ended) {
-            self.turn(&mut body, turn);
-            if let Some(e) = &ask.read_error {
-                body.field("  ", theme.plain(), e, theme.error(), 2);
-            }
-            if let Some(waiting) = self.ask_request() {
-                body.field(
-                    "  ",
-                    theme.plain(),
-                    "The Agent waits for your confirmation:",
-                    theme.warn(),
-                    2,
-                );
-                self.request(
-                    &mut body,
-                    &waiting.request,
-                    self.seconds_left(waiting),
-                    ("  ", theme.plain()),
-                    "    ",
-                );
-                body.field(
-                    "  ",
-                    theme.plain(),
-                    "a: approve · r: reject",
-                    theme.selected(),
-                    2,
-                );
-            }
+            self.running_turn(&mut body, turn);
         }
         body.blank();
         if ask.model_missing.is_none() {
-            if self.status.state == ProtocolState::Stopped {
-                body.text(ASK_NOT_RUNNING, theme.warn());
-            }
-            let input = Shown::new(&ask.input)
-                .max_bytes(MAX_AGENT_TEXT_BYTES)
-                .to_string();
-            if ask.typing {
-                body.field(
-                    "> ",
-                    theme.selected(),
-                    &format!("{input}_"),
-                    theme.plain(),
-                    2,
-                );
-            } else if !input.is_empty() {
-                body.field(
-                    "> ",
-                    theme.muted(),
-                    &format!("{input}  (/ or i goes on typing)"),
-                    theme.muted(),
-                    2,
-                );
-            } else {
-                body.text("/ or i: type a goal for the Agent", theme.muted());
-            }
+            self.goal_input(&mut body);
         }
         // Drawing scrolls to the live part; while typing, to the end of the goal.
         body.select_from(if ask.typing {
@@ -851,6 +830,87 @@ impl App {
             start
         });
         body
+    }
+
+    /// The first `ended` turns, wrapped once per width `w` (and kept for the next frame).
+    fn ended_turns(&self, body: &mut Body, w: usize, ended: usize) {
+        let mut cache = self.ask.cache.borrow_mut();
+        match &*cache {
+            Some((width, turns, lines)) if *width == w && *turns == ended => {
+                body.lines.extend(lines.iter().cloned());
+            }
+            _ => {
+                let mut turns = Body::new(w);
+                for turn in &self.ask.turns[..ended] {
+                    self.turn(&mut turns, turn);
+                }
+                body.lines.extend(turns.lines.iter().cloned());
+                *cache = Some((w, ended, turns.lines));
+            }
+        }
+    }
+
+    /// The task running now, and the request it waits on.
+    fn running_turn(&self, body: &mut Body, turn: &Turn) {
+        let theme = self.theme();
+        self.turn(body, turn);
+        if let Some(e) = &self.ask.read_error {
+            body.field("  ", theme.plain(), e, theme.error(), 2);
+        }
+        if let Some(waiting) = self.ask_request() {
+            body.field(
+                "  ",
+                theme.plain(),
+                "The Agent waits for your confirmation:",
+                theme.warn(),
+                2,
+            );
+            self.request(
+                body,
+                &waiting.request,
+                self.seconds_left(waiting),
+                ("  ", theme.plain()),
+                "    ",
+            );
+            body.field(
+                "  ",
+                theme.plain(),
+                "a: approve · r: reject",
+                theme.selected(),
+                2,
+            );
+        }
+    }
+
+    /// The goal being typed (or what to press to type one).
+    fn goal_input(&self, body: &mut Body) {
+        let theme = self.theme();
+        let ask = &self.ask;
+        if self.status.state == ProtocolState::Stopped {
+            body.text(ASK_NOT_RUNNING, theme.warn());
+        }
+        let input = Shown::new(&ask.input)
+            .max_bytes(MAX_AGENT_TEXT_BYTES)
+            .to_string();
+        if ask.typing {
+            body.field(
+                "> ",
+                theme.selected(),
+                &format!("{input}_"),
+                theme.plain(),
+                2,
+            );
+        } else if !input.is_empty() {
+            body.field(
+                "> ",
+                theme.muted(),
+                &format!("{input}  (/ or i goes on typing)"),
+                theme.muted(),
+                2,
+            );
+        } else {
+            body.text("/ or i: type a goal for the Agent", theme.muted());
+        }
     }
 
     /// One goal and, once its task ended, the answer and evidence.
@@ -900,7 +960,7 @@ impl App {
                         "{}  {}  {}",
                         Shown::new(&task.id.0),
                         crate::task::short_state(task.state.as_a2a()),
-                        utc(task.updated_ms)
+                        readable_utc(task.updated_ms)
                     );
                     body.field(
                         if selected { "> " } else { "  " },
@@ -1011,34 +1071,6 @@ impl App {
     /// The modal's lines (question first, so a long request is what gets cut) and title.
     fn modal_body(&self, modal: &Modal, body: &mut Body) -> &'static str {
         let theme = self.theme();
-        let request = |body: &mut Body, r: &PendingApproval| {
-            let left = self
-                .waiting
-                .iter()
-                .find(|w| w.request.id == r.id)
-                .map_or(0, |w| self.seconds_left(w));
-            self.request(body, r, left, ("", theme.plain()), "  ");
-        };
-        let input = |body: &mut Body, shown_text: String| {
-            // The end of what was typed, where the cursor is.
-            let room = body.width.saturating_sub(3).max(1);
-            let mut tail: Vec<char> = Vec::new();
-            let mut used = 0;
-            for c in shown_text.chars().rev() {
-                let cw = crate::text::char_width(c);
-                if used + cw > room {
-                    break;
-                }
-                used += cw;
-                tail.push(c);
-            }
-            let tail: String = tail.into_iter().rev().collect();
-            body.lines.push(Line::from(vec![
-                Span::styled("> ", theme.selected()),
-                Span::raw(tail),
-                Span::styled("_", theme.selected()),
-            ]));
-        };
         match modal {
             Modal::Decide {
                 request: r,
@@ -1054,7 +1086,7 @@ impl App {
                     theme.muted(),
                 );
                 body.blank();
-                request(body, r);
+                self.modal_request(body, r);
                 if *approve {
                     "Approve"
                 } else {
@@ -1066,28 +1098,7 @@ impl App {
                 typed,
                 error,
             } => {
-                body.text(
-                    &format!(
-                        "Request {} is {}: type its phrase exactly to approve it.",
-                        Shown::new(&r.id.0),
-                        r.risk.as_str()
-                    ),
-                    theme.label(),
-                );
-                body.field(
-                    "Phrase: ",
-                    theme.label(),
-                    &shown(r.phrase.as_deref().unwrap_or_default()),
-                    theme.warn(),
-                    2,
-                );
-                input(body, shown(typed));
-                if let Some(e) = error {
-                    body.text(e, theme.error());
-                }
-                body.text("Enter: approve · Esc: cancel", theme.muted());
-                body.blank();
-                request(body, r);
+                self.phrase_question(body, r, typed, error.as_deref());
                 "Approve with the phrase"
             }
             Modal::RejectOrigin { origin, count } => {
@@ -1123,29 +1134,7 @@ impl App {
                 typed,
                 error,
             } => {
-                body.text(&format!("{label} ({})", Shown::new(key)), theme.label());
-                match kind {
-                    EntryKind::Port => {
-                        body.text(
-                            "A port from 0 to 65535; 0 picks any free port.",
-                            theme.muted(),
-                        );
-                        input(body, shown(typed));
-                    }
-                    EntryKind::Secret => {
-                        body.text(
-                            "32-256 printable characters, no spaces. It is not shown as you \
-                             type, nor ever after. Clients using the old token stop working.",
-                            theme.muted(),
-                        );
-                        input(body, "*".repeat(typed.chars().count()));
-                    }
-                    EntryKind::Text => input(body, shown(typed)),
-                }
-                if let Some(e) = error {
-                    body.text(e, theme.error());
-                }
-                body.text("Enter: save · Esc: cancel", theme.muted());
+                self.entry_question(body, (key, label), *kind, typed, error.as_deref());
                 "Change a setting"
             }
             Modal::Rotate => {
@@ -1165,5 +1154,107 @@ impl App {
                 "Quit"
             }
         }
+    }
+
+    /// A request in a modal, with its time left.
+    fn modal_request(&self, body: &mut Body, r: &PendingApproval) {
+        let theme = self.theme();
+        let left = self
+            .waiting
+            .iter()
+            .find(|w| w.request.id == r.id)
+            .map_or(0, |w| self.seconds_left(w));
+        self.request(body, r, left, ("", theme.plain()), "  ");
+    }
+
+    /// What was typed (`shown_text`, already escaped or masked): its end, where the
+    /// cursor is.
+    fn typed_line(&self, body: &mut Body, shown_text: String) {
+        let theme = self.theme();
+        let room = body.width.saturating_sub(3).max(1);
+        let mut tail: Vec<char> = Vec::new();
+        let mut used = 0;
+        for c in shown_text.chars().rev() {
+            let cw = crate::text::char_width(c);
+            if used + cw > room {
+                break;
+            }
+            used += cw;
+            tail.push(c);
+        }
+        let tail: String = tail.into_iter().rev().collect();
+        body.lines.push(Line::from(vec![
+            Span::styled("> ", theme.selected()),
+            Span::raw(tail),
+            Span::styled("_", theme.selected()),
+        ]));
+    }
+
+    /// The phrase to type for request `r`, what was typed, and the request.
+    fn phrase_question(
+        &self,
+        body: &mut Body,
+        r: &PendingApproval,
+        typed: &str,
+        error: Option<&str>,
+    ) {
+        let theme = self.theme();
+        body.text(
+            &format!(
+                "Request {} is {}: type its phrase exactly to approve it.",
+                Shown::new(&r.id.0),
+                r.risk.as_str()
+            ),
+            theme.label(),
+        );
+        body.field(
+            "Phrase: ",
+            theme.label(),
+            &shown(r.phrase.as_deref().unwrap_or_default()),
+            theme.warn(),
+            2,
+        );
+        self.typed_line(body, shown(typed));
+        if let Some(e) = error {
+            body.text(e, theme.error());
+        }
+        body.text("Enter: approve · Esc: cancel", theme.muted());
+        body.blank();
+        self.modal_request(body, r);
+    }
+
+    /// A setting's value being typed (a secret masked).
+    fn entry_question(
+        &self,
+        body: &mut Body,
+        (key, label): (&str, &str),
+        kind: EntryKind,
+        typed: &str,
+        error: Option<&str>,
+    ) {
+        let theme = self.theme();
+        body.text(&format!("{label} ({})", Shown::new(key)), theme.label());
+        match kind {
+            EntryKind::Port => {
+                body.text(
+                    "A port from 0 to 65535; 0 picks any free port.",
+                    theme.muted(),
+                );
+                self.typed_line(body, shown(typed));
+            }
+            EntryKind::Secret => {
+                body.text(
+                    "32-256 printable characters, no spaces. It is not shown as you \
+                     type, nor ever after. Clients using the old token stop working.",
+                    theme.muted(),
+                );
+                self.typed_line(body, "*".repeat(typed.chars().count()));
+            }
+            EntryKind::Text => self.typed_line(body, shown(typed)),
+        }
+        if let Some(e) = error {
+            body.text(e, theme.error());
+        }
+        body.text("Enter: save · Esc: cancel", theme.muted());
     }
 }

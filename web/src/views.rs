@@ -5,6 +5,7 @@
 //! obeyed. The page then puts it in the DOM as text, never as markup.
 
 use nl2sh_proto::channels::{PendingApproval, ProtocolState, ProtocolStatus, TaskRecord};
+use nl2sh_proto::clock::rfc3339_seconds;
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::MAX_ACTION_BYTES;
 use serde_json::{json, Map, Value};
@@ -41,16 +42,9 @@ pub fn task_line(t: &TaskRecord) -> Value {
         "ref": t.id.0,
         "context_id": shown(&t.context_id.0),
         "state": t.state.as_a2a(),
-        "updated": utc_seconds(t.updated_ms),
+        // Seconds are enough for a list; the document has the exact timestamp.
+        "updated": rfc3339_seconds(t.updated_ms),
     })
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ` (seconds are enough for a list; the document has the exact
-/// timestamp).
-fn utc_seconds(unix_ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(unix_ms)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_else(|| unix_ms.to_string())
 }
 
 /// Every string inside `value` through [`Shown`] (keys too): a task document or an audit
@@ -184,12 +178,5 @@ mod tests {
         assert_eq!(task(&t)["history"][0]["parts"][0]["text"], "a\\x07b");
         assert_eq!(task_line(&t)["updated"], "2025-12-01T00:00:00Z");
         assert_eq!(task_line(&t)["state"], "TASK_STATE_COMPLETED");
-    }
-
-    #[test]
-    fn dates_across_eras() {
-        assert_eq!(utc_seconds(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc_seconds(951_782_400_000), "2000-02-29T00:00:00Z");
-        assert_eq!(utc_seconds(-1000), "1969-12-31T23:59:59Z");
     }
 }

@@ -26,6 +26,7 @@ use subtle::ConstantTimeEq;
 use tokio::time::Instant;
 
 use nl2sh_proto::channels::{csrf_for, OwnerErrorKind, OwnerProof};
+use nl2sh_proto::ids::{random_hex, RandomError};
 use nl2sh_proto::limits::{
     MAX_WEB_LOGIN_CODES, MAX_WEB_LOGIN_FAILURES, MAX_WEB_SESSIONS, WEB_LOGIN_CODE_TTL,
     WEB_LOGIN_FAILURE_WINDOW, WEB_SESSION_TTL,
@@ -45,10 +46,8 @@ fn hash(secret: &Secret) -> Hash {
 }
 
 /// A fresh secret: [`SECRET_BYTES`] from the OS random source, lowercase hex.
-fn mint() -> Result<Secret, getrandom::Error> {
-    let mut bytes = [0u8; SECRET_BYTES];
-    getrandom::fill(&mut bytes)?;
-    Ok(Secret::new(hex::encode(bytes)))
+fn mint() -> Result<Secret, RandomError> {
+    random_hex(SECRET_BYTES).map(Secret::new)
 }
 
 /// Why an owner's request was refused.
@@ -218,7 +217,7 @@ impl SessionTable {
     }
 
     /// A new one-time login code, valid for [`WEB_LOGIN_CODE_TTL`].
-    pub fn issue_code(&mut self, now: Instant) -> Result<Secret, getrandom::Error> {
+    pub fn issue_code(&mut self, now: Instant) -> Result<Secret, RandomError> {
         let code = mint()?;
         self.codes.add(hash(&code), WEB_LOGIN_CODE_TTL, now);
         Ok(code)
@@ -339,7 +338,7 @@ pub enum RedeemError {
     Refused(Refused),
     /// The code was right, but no session could be made; the code stays valid.
     #[error("the OS random source failed: {0}")]
-    Random(getrandom::Error),
+    Random(RandomError),
 }
 
 /// The service's table, on tokio's clock.
@@ -358,7 +357,7 @@ impl OwnerSessions {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn issue_code(&self) -> Result<Secret, getrandom::Error> {
+    pub fn issue_code(&self) -> Result<Secret, RandomError> {
         self.table().issue_code(Instant::now())
     }
 

@@ -48,6 +48,8 @@ use nl2sh_proto::channels::{
     is_owner_id, ContextId, StoreErrorKind, StoreFailure, TaskId, TaskPage, TaskQuery, TaskRecord,
     TaskState, OWNER_ID_PREFIX,
 };
+use nl2sh_proto::clock;
+use nl2sh_proto::ids;
 use nl2sh_proto::limits::{
     MAX_ACTIVE_TASKS, MAX_ID_BYTES, MAX_RETAINED_DOCUMENT_BYTES, MAX_RETAINED_TASKS,
     MAX_STORE_ANSWER_BYTES_IN_FLIGHT, MAX_TASK_DOCUMENT_BYTES,
@@ -58,7 +60,6 @@ use super::page_token::{decode_token, encode_token, filter_digest, Cursor};
 use super::redact::Redactor;
 use super::sessions::Sessions;
 use super::{Store, StoreError, WriterHandle};
-use crate::clock;
 
 /// Blocking store operations (reads, document checks, session files) at once.
 pub const STORE_WORKERS: usize = 4;
@@ -202,8 +203,7 @@ impl TaskStore {
     pub(super) fn new(store: &Store, redact: &[Secret]) -> Result<TaskStore, StoreError> {
         let redactor = Arc::new(Redactor::new(redact));
         let sessions = Sessions::open(store.state_dir(), redactor.clone())?;
-        let mut token_key = [0u8; 32];
-        getrandom::fill(&mut token_key).map_err(|e| StoreError::Random(e.to_string()))?;
+        let token_key = ids::random_bytes::<32>().map_err(|e| StoreError::Random(e.to_string()))?;
         Ok(TaskStore {
             writer: store.writer_handle(),
             created: Arc::new(Mutex::new(Created::default())),
@@ -944,24 +944,16 @@ fn failed_document(
     Value::Object(task).to_string()
 }
 
-/// A fresh id: a random UUID (version 4) in its text form. Ids name tasks, contexts and
-/// messages; they are unique, not credentials.
-fn new_uuid() -> Result<String, getrandom::Error> {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b)?;
-    Ok(uuid::Builder::from_random_bytes(b).into_uuid().to_string())
-}
-
 /// A fresh task or context id. Without the OS random source there is none: an id made
 /// from the time could repeat one in the table.
 fn mint_id() -> Result<String, StoreFailure> {
-    new_uuid().map_err(|e| storage_failure("no system randomness for a new id", e))
+    ids::new_uuid_v4().map_err(|e| storage_failure("no system randomness for a new id", e))
 }
 
 /// A fresh message id, or, should the OS random source fail, one made unique by the time
 /// and position.
 fn restart_message_id(now_ms: i64, n: usize) -> String {
-    new_uuid().unwrap_or_else(|_| format!("nl2sh-restart-{now_ms}-{n}"))
+    ids::new_uuid_v4().unwrap_or_else(|_| format!("nl2sh-restart-{now_ms}-{n}"))
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use nl2sh_proto::clock;
 use nl2sh_proto::sys::thread::Background;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction};
@@ -27,7 +28,6 @@ use super::chain::{
 use super::record::AuditRecord;
 use super::retention::{self, AuditLimits};
 use super::{journal, lock, tail, StoreError};
-use crate::clock;
 
 /// Records that may wait for the writer; more make their senders wait.
 pub const QUEUE_CAPACITY: usize = 4096;
@@ -104,11 +104,39 @@ pub(crate) struct WriterThread {
     thread: std::thread::Thread,
     /// Set by the writer thread itself when it starts, if it may lower its priority.
     background: Arc<OnceLock<Background>>,
+    /// Closed when the writer thread ends (its sender is dropped with the thread).
+    stopped: tokio::sync::watch::Receiver<()>,
+}
+
+/// Resolves once the writer thread has ended, and with it its connection to the database:
+/// the store's files may then be opened, copied or edited as a stopped approvald leaves them.
+#[derive(Clone)]
+pub struct WriterStopped(tokio::sync::watch::Receiver<()>);
+
+impl WriterStopped {
+    /// Wait for the writer to end. It ends once every handle to the store is dropped and
+    /// its queue is empty.
+    pub async fn wait(mut self) {
+        while self.0.changed().await.is_ok() {}
+    }
 }
 
 impl WriterThread {
-    pub(crate) fn new(thread: std::thread::Thread, background: Arc<OnceLock<Background>>) -> Self {
-        WriterThread { thread, background }
+    pub(crate) fn new(
+        thread: std::thread::Thread,
+        background: Arc<OnceLock<Background>>,
+        stopped: tokio::sync::watch::Receiver<()>,
+    ) -> Self {
+        WriterThread {
+            thread,
+            background,
+            stopped,
+        }
+    }
+
+    /// A signal that resolves once the writer thread has ended.
+    pub(crate) fn stopped(&self) -> WriterStopped {
+        WriterStopped(self.stopped.clone())
     }
 
     /// Someone waits for the writer: end its linger and put it back at its normal

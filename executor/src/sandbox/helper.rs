@@ -224,14 +224,12 @@ fn children_of(pid: libc::pid_t) -> Vec<libc::pid_t> {
     };
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<libc::pid_t>().ok())
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat"))
+        .filter(|&p| {
+            let stat = u32::try_from(p)
                 .ok()
-                .and_then(|s| {
-                    let (_, rest) = s.rsplit_once(')')?;
-                    rest.split_whitespace().nth(1)?.parse::<libc::pid_t>().ok()
-                })
-                == Some(pid)
+                .and_then(nl2sh_proto::procfs::Stat::of);
+            let parent = stat.and_then(|s| libc::pid_t::try_from(s.ppid().ok()?).ok());
+            parent == Some(pid)
         })
         .collect()
 }

@@ -117,12 +117,10 @@ fn prepare_info(_args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prep
 
 /// One process, or None when it vanished while we read it.
 pub fn process_entry(pid: u32) -> Option<Value> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (head, rest) = stat.rsplit_once(')')?;
-    let name = head.split_once('(').map(|(_, n)| n)?.to_string();
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.to_string();
-    let ppid: u32 = fields.next()?.parse().ok()?;
+    let stat = nl2sh_proto::procfs::Stat::of(pid)?;
+    let name = stat.comm().into_owned();
+    let state = stat.state().ok()?.to_string();
+    let ppid = stat.ppid().ok()?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |key: &str| {
         status
@@ -199,4 +197,81 @@ fn prepare_processes(
             ))
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// A `sleep` whose command name (field 2 of its stat line) is `name`: the kernel takes
+    /// it from the name of the file executed, here a link to `sleep`.
+    struct Named {
+        child: Child,
+        /// Holds the link while the child lives.
+        _dir: tempfile::TempDir,
+    }
+
+    impl Named {
+        fn spawn(name: &[u8]) -> Named {
+            let dir = tempfile::tempdir().unwrap();
+            let sleep = ["/bin/sleep", "/usr/bin/sleep", "/system/bin/sleep"]
+                .into_iter()
+                .find(|p| std::path::Path::new(p).exists())
+                .unwrap();
+            let link = dir.path().join(OsStr::from_bytes(name));
+            std::os::unix::fs::symlink(sleep, &link).unwrap();
+            let child = Command::new(&link)
+                .arg("30")
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap();
+            Named { child, _dir: dir }
+        }
+
+        /// Its entry, once it runs `sleep` (before the exec it has the test's name).
+        fn entry(&self, name: &str) -> Value {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let entry = process_entry(self.child.id()).unwrap();
+                if entry["name"] == name {
+                    return entry;
+                }
+                assert!(Instant::now() < deadline, "{entry}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+
+    impl Drop for Named {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// A name that fakes a state and a parent moves no field.
+    #[test]
+    fn a_hostile_name_is_the_name_and_nothing_else() {
+        let child = Named::spawn(b"a) R 1 2 (b");
+        let entry = child.entry("a) R 1 2 (b");
+        assert_eq!(entry["pid"], child.child.id());
+        assert_eq!(entry["ppid"], std::process::id());
+        assert!(
+            matches!(entry["state"].as_str(), Some("S" | "R")),
+            "{entry}"
+        );
+    }
+
+    /// A name that is not UTF-8 is listed (its bytes replaced), not hidden from the list.
+    #[test]
+    fn a_name_that_is_not_utf8_is_listed() {
+        let child = Named::spawn(b"x\xff\xfe");
+        let entry = child.entry("x\u{fffd}\u{fffd}");
+        assert_eq!(entry["ppid"], std::process::id());
+    }
 }

@@ -63,9 +63,8 @@ impl Card {
     pub fn new(origin: &str) -> Self {
         let body = card_json(origin).to_string();
         let digest = Sha256::digest(body.as_bytes());
-        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
         // Hex digits inside quotes: always a valid header value.
-        let etag = HeaderValue::from_str(&format!("\"{hex}\""))
+        let etag = HeaderValue::from_str(&format!("\"{}\"", hex::encode(&digest[..16])))
             .unwrap_or_else(|_| HeaderValue::from_static("\"card\""));
         Self {
             body: body.into(),
@@ -108,4 +107,26 @@ pub async fn serve(State(card): State<std::sync::Arc<Card>>, headers: HeaderMap)
         HeaderValue::from_static(CACHE_CONTROL),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ETag is the first 128 bits of the body's SHA-256, lowercase hex in quotes:
+    /// it changes exactly when the card does.
+    #[test]
+    fn etag_is_the_quoted_hex_of_the_body_hash() {
+        let card = Card::new("http://127.0.0.1:8080");
+        let digest = Sha256::digest(&card.body);
+        let want: String = digest[..16]
+            .iter()
+            .flat_map(|b| [b >> 4, b & 0xf])
+            .map(|n| char::from_digit(u32::from(n), 16).unwrap())
+            .collect();
+        assert_eq!(card.etag.to_str().unwrap(), format!("\"{want}\""));
+        assert_eq!(want.len(), 32);
+        let other = Card::new("http://127.0.0.1:8081");
+        assert_ne!(other.etag, card.etag);
+    }
 }

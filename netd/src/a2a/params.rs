@@ -10,7 +10,8 @@ use nl2sh_proto::limits::{
 use serde_json::{Map, Value};
 
 use super::error::A2aError;
-use crate::tasks::document::{parse_rfc3339_ceil_ms, View};
+use crate::tasks::document::View;
+use nl2sh_proto::clock::parse_rfc3339_ceil_ms;
 
 /// `pageSize` when the request names none (the A2A default).
 pub const DEFAULT_PAGE_SIZE: u32 = 50;

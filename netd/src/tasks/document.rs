@@ -1,41 +1,15 @@
 //! The task document: an A2A 1.0 `Task` in ProtoJSON (camelCase, enum names as strings,
 //! RFC 3339 UTC timestamps with `Z`, no `kind`). The stored document is complete (whole
 //! history, artifacts); [`present`] cuts it to what one answer asked for.
+//!
+//! Message and artifact ids are fresh UUID v4 text ([`new_uuid_v4`]): not credentials,
+//! only unique. Task and context ids are the store's: approvald mints them
+//! (`StoreClient::create_task`).
 
-use chrono::{DateTime, SecondsFormat, Utc};
 use nl2sh_proto::channels::{ContextId, TaskId, TaskRecord, TaskState};
+use nl2sh_proto::clock::{now_unix_ms, rfc3339_millis};
+use nl2sh_proto::ids::{new_uuid_v4, RandomError};
 use serde_json::{json, Map, Value};
-
-/// Milliseconds since the Unix epoch, now.
-pub fn now_ms() -> i64 {
-    Utc::now().timestamp_millis()
-}
-
-/// `ms` as RFC 3339 UTC with milliseconds and `Z` (`2026-01-02T03:04:05.678Z`).
-pub fn rfc3339(ms: i64) -> String {
-    DateTime::<Utc>::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-/// An RFC 3339 timestamp (any offset, any fraction) as the smallest whole millisecond
-/// at or after it: a filter "at or after `text`" keeps exactly the tasks whose stored
-/// millisecond is at least this.
-pub fn parse_rfc3339_ceil_ms(text: &str) -> Option<i64> {
-    let t = DateTime::parse_from_rfc3339(text).ok()?;
-    let ms = t.timestamp_millis();
-    let sub_ms = t.timestamp_subsec_nanos() % 1_000_000;
-    Some(if sub_ms > 0 { ms.saturating_add(1) } else { ms })
-}
-
-/// A new random id in the UUID v4 text form, for messages and artifacts: they are not
-/// credentials, only unique. Task and context ids are the store's: approvald mints them
-/// (`StoreClient::create_task`).
-pub fn new_id() -> Result<String, getrandom::Error> {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b)?;
-    Ok(uuid::Builder::from_random_bytes(b).into_uuid().to_string())
-}
 
 /// How a task ended, for its final status message and artifacts.
 #[derive(Debug, Clone)]
@@ -70,7 +44,7 @@ impl TaskDoc {
             id,
             context,
             state: TaskState::Submitted,
-            updated_ms: now_ms(),
+            updated_ms: now_unix_ms(),
             user_message,
             agent_message: None,
             artifacts: Vec::new(),
@@ -81,13 +55,13 @@ impl TaskDoc {
     /// does: listing orders by them.
     pub fn advance(&mut self, state: TaskState) {
         self.state = state;
-        self.updated_ms = now_ms().max(self.updated_ms);
+        self.updated_ms = now_unix_ms().max(self.updated_ms);
     }
 
     /// The terminal state, with the Agent's message and the result artifact (kept for
     /// failed and canceled runs too, when there is one).
-    pub fn finish(&mut self, ending: Ending) -> Result<(), getrandom::Error> {
-        let message_id = new_id()?;
+    pub fn finish(&mut self, ending: Ending) -> Result<(), RandomError> {
+        let message_id = new_uuid_v4()?;
         self.agent_message = Some(json!({
             "messageId": message_id,
             "contextId": self.context.0,
@@ -97,7 +71,7 @@ impl TaskDoc {
         }));
         self.artifacts = match ending.result {
             Some(data) => vec![json!({
-                "artifactId": new_id()?,
+                "artifactId": new_uuid_v4()?,
                 "name": "result",
                 "parts": [{"data": data, "mediaType": "application/json"}],
             })],
@@ -110,7 +84,7 @@ impl TaskDoc {
     pub fn to_json(&self) -> Value {
         let mut status = json!({
             "state": self.state.as_a2a(),
-            "timestamp": rfc3339(self.updated_ms),
+            "timestamp": rfc3339_millis(self.updated_ms),
         });
         let mut history = vec![Value::Object(self.user_message.clone())];
         if let Some(agent) = &self.agent_message {
@@ -190,33 +164,6 @@ pub fn state_of(task: &Value) -> Option<TaskState> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timestamps_are_rfc3339_utc_with_z() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
-        assert_eq!(
-            parse_rfc3339_ceil_ms("2023-11-14T22:13:20.123Z"),
-            Some(1_700_000_000_123)
-        );
-        assert_eq!(
-            parse_rfc3339_ceil_ms("2023-11-14T23:13:20.1231+01:00"),
-            Some(1_700_000_000_124)
-        );
-        for bad in ["", "yesterday", "2023-11-14", "2023-11-14T22:13:20"] {
-            assert_eq!(parse_rfc3339_ceil_ms(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn ids_are_uuid_v4_text_and_differ() {
-        let a = new_id().unwrap();
-        let b = new_id().unwrap();
-        assert_ne!(a, b);
-        assert_eq!(a.len(), 36);
-        assert_eq!(&a[14..15], "4");
-        assert!("89ab".contains(&a[19..20]), "{a}");
-    }
 
     #[test]
     fn present_cuts_history_and_artifacts() {

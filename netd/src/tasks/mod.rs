@@ -400,7 +400,7 @@ impl TaskService {
     }
 
     async fn start_owner_task(&self, id: TaskId, context_id: ContextId, text: String) {
-        let Ok(message_id) = document::new_id() else {
+        let Ok(message_id) = nl2sh_proto::ids::new_uuid_v4() else {
             tracing::warn!("no system randomness for a message id; the owner's task is lost");
             return;
         };

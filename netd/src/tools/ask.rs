@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use nl2sh_proto::channels::{CallOrigin, ContextId, TaskState};
+use nl2sh_proto::ids::new_uuid_v4;
 use nl2sh_proto::limits::{MAX_AGENT_TEXT_BYTES, MAX_ID_BYTES};
 use rmcp::model::{CallToolResult, JsonObject, Tool};
 use serde_json::{json, Map, Value};
@@ -15,7 +16,7 @@ use super::progress::{self, Reporter};
 use super::Hints;
 use crate::agent::AgentStep;
 use crate::executor::ExecutorClient;
-use crate::tasks::{document, NewTask, TaskService};
+use crate::tasks::{NewTask, TaskService};
 
 pub const NAME: &str = "nl2sh_ask";
 
@@ -114,7 +115,7 @@ pub async fn call(
         Some(Value::String(c)) => Some(ContextId(c.clone())),
         Some(_) => return super::failure(format!("{NAME}: `context_id` must be a string")),
     };
-    let Ok(message_id) = document::new_id() else {
+    let Ok(message_id) = new_uuid_v4() else {
         return super::failure(format!("{NAME} failed: no system randomness for an id"));
     };
     let message = Map::from_iter([

@@ -78,6 +78,29 @@
     console: N + ' web login --open </dev/null'
   };
 
+  // The CLI's exit codes, one table for every command, under the names of its Rust home
+  // (supervisor/src/exit.rs; docs/CLI.md, "Exit codes"). A test there reads this object
+  // and fails on any difference, and on a bare number compared with an exit status
+  // anywhere in this file.
+  var EXIT = {
+    Success: 0,
+    Failure: 1,
+    Usage: 2,
+    NotRunning: 3,
+    NoSuchRequest: 4,
+    Expired: 5,
+    Phrase: 6,
+    NoTerminal: 7,
+    Tampered: 8,
+    Refused: 9,
+    Stale: 10,
+    Unknown: 11,
+    NotConfigured: 12
+  };
+  // The shell's own, when it cannot run the binary at all.
+  var SHELL_NOT_EXECUTABLE = 126;
+  var SHELL_NOT_FOUND = 127;
+
   var ID_RE = /^[a-z0-9]{1,32}$/;
   // The only phrases approvald makes: `approve <risk> <id>` for dangerous and critical.
   var PHRASE_RE = /^approve (dangerous|critical) ([a-z0-9]{1,32})$/;
@@ -258,21 +281,24 @@
   }
 
   // What an exit status of the CLI means, for a message.
+  var FAILURE_TEXT = {};
+  FAILURE_TEXT[EXIT.NotRunning] = 'the service is not running';
+  FAILURE_TEXT[EXIT.NoSuchRequest] = 'no such request: it was decided elsewhere, or it is gone';
+  FAILURE_TEXT[EXIT.Expired] = 'the request expired; its action did not run';
+  FAILURE_TEXT[EXIT.Phrase] = 'the phrase was missing or wrong; nothing was approved';
+  FAILURE_TEXT[EXIT.NoTerminal] =
+    'this nl2sh wants a terminal to approve (it is older than this page): use a root shell';
+  FAILURE_TEXT[EXIT.Refused] =
+    'nl2sh refused: the command ran inside the service\'s own process tree';
+  FAILURE_TEXT[EXIT.NotConfigured] =
+    'the service is not configured to start: set protocol_start_with_service = true in ' + CONFIG;
+  FAILURE_TEXT[SHELL_NOT_EXECUTABLE] = 'nl2sh is not executable at ' + BIN + ': reinstall the module';
+  FAILURE_TEXT[SHELL_NOT_FOUND] = 'nl2sh is missing at ' + BIN + ': reinstall the module';
+
   function failure(what, r) {
-    var known = {
-      3: 'the service is not running',
-      4: 'no such request: it was decided elsewhere, or it is gone',
-      5: 'the request expired; its action did not run',
-      6: 'the phrase was missing or wrong; nothing was approved',
-      7: 'this nl2sh wants a terminal to approve (it is older than this page): use a root shell',
-      9: 'nl2sh refused: the command ran inside the service\'s own process tree',
-      12: 'the service is not configured to start: set protocol_start_with_service = true in ' + CONFIG,
-      126: 'nl2sh is not executable at ' + BIN + ': reinstall the module',
-      127: 'nl2sh is missing at ' + BIN + ': reinstall the module'
-    };
     var text = what + ' failed (exit ' + r.errno + ')';
-    if (known[r.errno]) {
-      text += ': ' + known[r.errno];
+    if (FAILURE_TEXT[r.errno]) {
+      text += ': ' + FAILURE_TEXT[r.errno];
     }
     var detail = outputText(r.stderr || r.stdout);
     if (detail) {
@@ -302,18 +328,18 @@
     var json = parseJson(r.stdout);
     var obj = json !== null && typeof json === 'object' && !Array.isArray(json) ? json : {};
     var conns = Array.isArray(obj.connections) ? obj.connections : [];
-    var running = r.errno === 0 && obj.running !== false;
+    var running = r.errno === EXIT.Success && obj.running !== false;
     var state;
     var text;
-    if (r.errno === 0) {
+    if (r.errno === EXIT.Success) {
       state = 'running';
       text = 'Running.';
-    } else if (r.errno === 3 || r.errno === 10) {
+    } else if (r.errno === EXIT.NotRunning || r.errno === EXIT.Stale) {
       state = 'stopped';
-      text = r.errno === 10 ?
+      text = r.errno === EXIT.Stale ?
         'Stopped (a process of it died; its record is left). Start it again below.' :
         'Stopped. Start it below, or reboot (the module starts it at boot).';
-    } else if (r.errno === 11) {
+    } else if (r.errno === EXIT.Unknown) {
       state = 'unknown';
       text = 'Cannot tell (' + (str(obj.state) ? plain(obj.state) : 'starting or stopping') + '); trying again.';
     } else {
@@ -629,7 +655,7 @@
     setBusy(c, true);
     message(c.parts.message, mode === 'approve' ? 'Approving…' : 'Rejecting…');
     exec(cmd, TIMEOUT_MS.decide).then(function (r) {
-      if (r.errno === 0) {
+      if (r.errno === EXIT.Success) {
         c.decided = true;
         c.decidedAt = Date.now();
         closeConfirm(c);
@@ -640,7 +666,7 @@
         // Whatever went wrong, a new decision starts from the buttons again.
         closeConfirm(c);
         message(c.parts.message, failure(mode === 'approve' ? 'Approving' : 'Rejecting', r), 'error');
-        if (r.errno === 4 || r.errno === 5) {
+        if (r.errno === EXIT.NoSuchRequest || r.errno === EXIT.Expired) {
           c.decided = true;
         }
       }
@@ -717,7 +743,7 @@
     button.disabled = true;
     message(out, busyText);
     exec(command, timeoutMs).then(function (r) {
-      if (r.errno === 0) {
+      if (r.errno === EXIT.Success) {
         message(out, okText, 'ok');
       } else {
         message(out, failure(what, r), 'error');
@@ -789,10 +815,10 @@
         return null;
       }
       return exec(COMMANDS.approvals, TIMEOUT_MS.approvals).then(function (a) {
-        var list = a.errno === 0 ? parseJson(a.stdout) : null;
-        if (a.errno === 0 && Array.isArray(list)) {
+        var list = a.errno === EXIT.Success ? parseJson(a.stdout) : null;
+        if (a.errno === EXIT.Success && Array.isArray(list)) {
           renderApprovals(list, null);
-        } else if (a.errno === 0) {
+        } else if (a.errno === EXIT.Success) {
           setText($('approvals-summary'), 'nl2sh answered something that is not a list; trying again.');
         } else {
           setText($('approvals-summary'), failure('Reading the requests', a));
