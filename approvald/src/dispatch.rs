@@ -20,7 +20,7 @@ use nl2sh_proto::FrameError;
 use crate::authority::Authority;
 use crate::owner::asks::{NotTaken, OwnerInbox, HAND_OVER_WAIT};
 use crate::owner::sessions::{seconds_ceil, RedeemError};
-use crate::owner::{self, refused, OwnerSessions, SettingsEditor};
+use crate::owner::{self, refused, OwnerSessions};
 use crate::pending::Decider;
 use crate::store::tasks::{AnswerBytes, TaskStore};
 
@@ -308,14 +308,12 @@ pub async fn serve_web(
     authority: Arc<Authority>,
     tasks: Arc<TaskStore>,
     sessions: Arc<OwnerSessions>,
-    settings: Arc<dyn SettingsEditor>,
 ) -> Result<(), FrameError> {
     let served = rpc::serve(end, move |req: OwnerRequest| {
         let authority = authority.clone();
         let tasks = tasks.clone();
         let sessions = sessions.clone();
-        let settings = settings.clone();
-        async move { Ok(answer_web(&authority, &tasks, &sessions, &settings, req).await) }
+        async move { Ok(answer_web(&authority, &tasks, &sessions, req).await) }
     })
     .await;
     match served {
@@ -331,7 +329,6 @@ pub async fn answer_web(
     authority: &Authority,
     tasks: &TaskStore,
     sessions: &OwnerSessions,
-    settings: &Arc<dyn SettingsEditor>,
     req: OwnerRequest,
 ) -> OwnerResponse {
     let no = |why: owner::sessions::Refused| refused(why.kind(), why.to_string());
@@ -390,10 +387,12 @@ pub async fn answer_web(
         OwnerAction::Task { id } => owner::task(tasks, id).await,
         OwnerAction::Audit { limit } => owner::audit(authority, limit).await,
         OwnerAction::VerifyAudit => owner::verify_audit(authority).await,
-        OwnerAction::Settings => owner::settings(settings, config_path).await,
+        OwnerAction::Settings => owner::settings(config_path).await,
         OwnerAction::SaveSetting { key, value } => {
-            owner::save_setting(settings, config_path, key, value).await
+            owner::save_setting(config_path, authority.store().state_dir(), key, value).await
         }
-        OwnerAction::RotateToken => owner::rotate_token(settings, config_path).await,
+        OwnerAction::RotateToken => {
+            owner::rotate_token(config_path, authority.store().state_dir()).await
+        }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod authority;
 pub mod clock;
+pub mod config_edit;
 pub mod dispatch;
 pub mod notify;
 pub mod owner;
@@ -35,8 +36,6 @@ use nl2sh_proto::topology::{
 use nl2sh_proto::worker::{accept_start, Control, ControlEvent, WorkerError};
 use nl2sh_proto::FrameError;
 
-pub use owner::{SavedSetting, SettingRefused, SettingsEditor};
-
 #[derive(Debug, thiserror::Error)]
 pub enum ApprovaldError {
     #[error(transparent)]
@@ -59,15 +58,13 @@ pub enum ApprovaldError {
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// Entry point of the hidden `approvald` role, on its ends of the tree's channels
-/// (inherited in production: `ApprovaldEnds::inherited()`). `settings` is the
-/// supervisor's configuration editor, which the Web console's settings page saves
-/// through.
-pub fn run(ends: ApprovaldEnds, settings: Arc<dyn SettingsEditor>) -> ExitCode {
+/// (inherited in production: `ApprovaldEnds::inherited()`).
+pub fn run(ends: ApprovaldEnds) -> ExitCode {
     // Everything approvald creates is private to its uid. The store creates its files
     // 0600 explicitly and SQLite copies the database's mode to `-wal`/`-shm`; the umask
     // also covers any file SQLite or a later module creates without saying a mode.
     umask(Mode::from_bits_truncate(0o077));
-    nl2sh_proto::worker::run_single_threaded("approvald", serve(ends, settings))
+    nl2sh_proto::worker::run_single_threaded("approvald", serve(ends))
 }
 
 /// The state directory must be ours and private before anything is stored in it. The
@@ -77,7 +74,7 @@ fn check_state_dir(path: PathBuf) -> Result<PathBuf, ApprovaldError> {
     Ok(path)
 }
 
-async fn serve(ends: ApprovaldEnds, editor: Arc<dyn SettingsEditor>) -> Result<(), ApprovaldError> {
+async fn serve(ends: ApprovaldEnds) -> Result<(), ApprovaldError> {
     // Our parent is the supervisor, the root of the nl2sh process tree: nothing in that
     // tree (tool commands included) may approve. Read first, while it surely is.
     let peer_policy = socket::PeerPolicy::outside_parent_tree();
@@ -105,7 +102,6 @@ async fn serve(ends: ApprovaldEnds, editor: Arc<dyn SettingsEditor>) -> Result<(
             executor,
             web,
         },
-        editor,
     );
     control
         .started()
@@ -213,7 +209,7 @@ struct Serving {
 }
 
 impl Serving {
-    fn start(opened: Opened, peers: Peers, editor: Arc<dyn SettingsEditor>) -> Serving {
+    fn start(opened: Opened, peers: Peers) -> Serving {
         let Opened {
             peer_policy,
             tasks,
@@ -242,7 +238,6 @@ impl Serving {
             authority.clone(),
             tasks,
             sessions,
-            editor,
         ));
         Serving {
             authority,

@@ -1,6 +1,7 @@
 //! What the owner may do from the Web console, once [`sessions`] has checked the request's
 //! proof: the same things the CLI does (list and decide pending requests, read the audit
-//! and the tasks), and the "MCP / A2A" settings through the supervisor's editor.
+//! and the tasks), and the "MCP / A2A" settings through the configuration editor
+//! ([`crate::config_edit`]).
 //!
 //! The console itself is unprivileged and holds no state: every request carries the
 //! session secret from its cookie, checked here (never there), so a console that was
@@ -13,17 +14,19 @@ pub mod asks;
 pub mod sessions;
 
 use std::path::Path;
-use std::sync::Arc;
 
+use nl2sh_proto::announcement::{self, ConnectionInfo};
 use nl2sh_proto::channels::{
-    ApprovalId, CliErrorKind, OwnerErrorKind, OwnerResponse, SettingView, StoreErrorKind,
-    StoreFailure, TaskId, TaskQuery, TaskRecord,
+    ApprovalId, CliErrorKind, OwnerErrorKind, OwnerResponse, StoreErrorKind, StoreFailure, TaskId,
+    TaskQuery, TaskRecord,
 };
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::{MAX_JSON_TEXT_BYTES, MAX_PAGE_SIZE, MAX_WEB_BODY_BYTES};
 use nl2sh_proto::secret::Secret;
+use nl2sh_proto::state_layout;
 
 use crate::authority::Authority;
+use crate::config_edit::{self, SavedSetting, SettingRefused};
 use crate::pending::Decider;
 use crate::policy::{self, Grant};
 use crate::store::tasks::TaskStore;
@@ -42,43 +45,6 @@ pub const MAX_ANSWER_BYTES: usize = MAX_JSON_TEXT_BYTES;
 /// Longest setting key looked at (the editor knows the real keys; this only bounds what
 /// reaches it).
 pub const MAX_SETTING_KEY_BYTES: usize = 128;
-
-/// The supervisor's configuration editor, which approvald is given: it lives in the
-/// supervisor crate (which depends on approvald, not the other way) and is the one that
-/// `nl2sh config set` uses, so the console saves exactly what the CLI would. Every call
-/// does file I/O and may wait up to 10 s for the file's lock; approvald calls it on a
-/// blocking thread.
-pub trait SettingsEditor: Send + Sync + 'static {
-    /// The "MCP / A2A" settings of the file at `config_path`.
-    fn settings(&self, config_path: &Path) -> Result<Vec<SettingView>, String>;
-    /// Validate and save `key = value` exactly as `nl2sh config set` does.
-    fn save(
-        &self,
-        config_path: &Path,
-        key: &str,
-        value: &str,
-    ) -> Result<SavedSetting, SettingRefused>;
-    /// Save a fresh random protocol_token.
-    fn rotate_token(&self, config_path: &Path) -> Result<SavedSetting, SettingRefused>;
-}
-
-/// A setting saved: what to tell the owner, and whether it applies only after a restart.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SavedSetting {
-    pub message: String,
-    pub restart_needed: bool,
-}
-
-/// Why a setting was not saved.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SettingRefused {
-    /// The key or value is wrong (unknown key, a value that does not validate).
-    #[error("{0}")]
-    Invalid(String),
-    /// It could not be saved (the file, its lock).
-    #[error("{0}")]
-    Failed(String),
-}
 
 pub fn refused(kind: OwnerErrorKind, message: impl Into<String>) -> OwnerResponse {
     OwnerResponse::Refused {
@@ -249,11 +215,10 @@ pub fn verified_line(report: &VerifyReport) -> String {
     format!("{}; {}", report.intact_line(), report.tail)
 }
 
-/// The settings as the editor reads them.
-pub async fn settings(editor: &Arc<dyn SettingsEditor>, config_path: &Path) -> OwnerResponse {
-    let editor = editor.clone();
+/// The settings as the configuration editor reads them.
+pub async fn settings(config_path: &Path) -> OwnerResponse {
     let path = config_path.to_owned();
-    match tokio::task::spawn_blocking(move || editor.settings(&path)).await {
+    match tokio::task::spawn_blocking(move || config_edit::settings(&path)).await {
         Ok(Ok(list)) => OwnerResponse::Settings(list),
         Ok(Err(message)) => refused(OwnerErrorKind::Unavailable, message),
         Err(_) => refused(
@@ -263,11 +228,11 @@ pub async fn settings(editor: &Arc<dyn SettingsEditor>, config_path: &Path) -> O
     }
 }
 
-/// Save `key = value` through the editor. The value may be a credential: it is never
-/// logged, and only the key is.
+/// Save `key = value` with the configuration editor, as `nl2sh config set` does. The value
+/// may be a credential: it is never logged, and only the key is.
 pub async fn save_setting(
-    editor: &Arc<dyn SettingsEditor>,
     config_path: &Path,
+    state_dir: &Path,
     key: String,
     value: Secret,
 ) -> OwnerResponse {
@@ -283,25 +248,40 @@ pub async fn save_setting(
             format!("a setting's value is at most {MAX_WEB_BODY_BYTES} bytes"),
         );
     }
-    let editor = editor.clone();
     let path = config_path.to_owned();
+    let state_dir = state_dir.to_owned();
     let shown_key = Shown::new(&key).to_string();
-    let saved = tokio::task::spawn_blocking(move || editor.save(&path, &key, value.expose())).await;
+    let saved = tokio::task::spawn_blocking(move || {
+        config_edit::save_setting(&path, &key, value.expose(), &|| running_here(&state_dir))
+    })
+    .await;
     if matches!(saved, Ok(Ok(_))) {
         tracing::info!(key = %shown_key, "setting saved from the Web console");
     }
     saved_answer(saved)
 }
 
-/// A new random `protocol_token` through the editor (never shown back).
-pub async fn rotate_token(editor: &Arc<dyn SettingsEditor>, config_path: &Path) -> OwnerResponse {
-    let editor = editor.clone();
+/// A new random `protocol_token` (never shown back).
+pub async fn rotate_token(config_path: &Path, state_dir: &Path) -> OwnerResponse {
     let path = config_path.to_owned();
-    let saved = tokio::task::spawn_blocking(move || editor.rotate_token(&path)).await;
+    let state_dir = state_dir.to_owned();
+    let saved = tokio::task::spawn_blocking(move || {
+        config_edit::rotate_token(&path, &|| running_here(&state_dir))
+    })
+    .await;
     if matches!(saved, Ok(Ok(_))) {
         tracing::info!("protocol token rotated from the Web console");
     }
     saved_answer(saved)
+}
+
+/// The protocol process approvald runs in, as its announcement says: approvald lives only
+/// as long as its supervisor, which holds the state directory, so the record there (once
+/// written) is its own and needs no liveness check.
+fn running_here(state_dir: &Path) -> Option<ConnectionInfo> {
+    announcement::read_record(&state_layout::CONNECTION_JSON.in_dir(state_dir))
+        .ok()
+        .flatten()
 }
 
 fn saved_answer(

@@ -28,6 +28,7 @@ use tokio::net::UnixStream;
 use tokio::task::JoinSet;
 
 use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMode};
+use nl2sh_proto::state_layout::APPROVALS_SOCK;
 use nl2sh_proto::topology::{Answerer, CliApprovald};
 use nl2sh_proto::unix_socket;
 
@@ -38,18 +39,10 @@ use crate::peer::TreeRoot;
 
 pub use crate::peer::PeerPolicy;
 
-/// The socket, relative to the state directory ([`SOCKET_DIR`]/[`SOCKET_NAME`]).
-pub const SOCKET_FILE: &str = "protocol/approvals.sock";
-/// The socket's directory, relative to the state directory.
-pub const SOCKET_DIR: &str = "protocol";
-/// The socket's name in [`SOCKET_DIR`].
-pub const SOCKET_NAME: &str = "approvals.sock";
 /// CLI connections served at once.
 pub const MAX_CONNECTIONS: usize = 16;
 /// Longest wait for a connected peer's hello.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-const SOCKET_MODE: u32 = 0o600;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
@@ -79,10 +72,10 @@ impl ApprovalsSocket {
     /// `state_dir` (bound through the directory checked here; see
     /// [`nl2sh_proto::unix_socket`]).
     pub fn bind(state_dir: &Path) -> Result<ApprovalsSocket, SocketError> {
-        let dir_path = state_dir.join(SOCKET_DIR);
+        let dir_path = state_dir.join(APPROVALS_SOCK.parent());
         // Prepared by the supervisor; a wider mode now means something changed it.
         let dir = open_private_dir(&dir_path, Create::IfMissing, WideMode::Refuse)?;
-        let path = dir_path.join(SOCKET_NAME);
+        let path = dir_path.join(APPROVALS_SOCK.name());
         let io_err = |what, path: &Path| {
             let path = path.to_owned();
             move |source| SocketError::Io { what, path, source }
@@ -101,7 +94,7 @@ impl ApprovalsSocket {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err("cannot inspect", &path)(e)),
         }
-        let listener = unix_socket::bind_in(dir.as_fd(), &dir_path, SOCKET_NAME.as_ref())
+        let listener = unix_socket::bind_in(dir.as_fd(), &dir_path, APPROVALS_SOCK.name().as_ref())
             .map_err(io_err("cannot listen on", &path))?;
         let created = std::fs::symlink_metadata(&path).map_err(io_err("cannot inspect", &path))?;
         // Whatever goes wrong from here, the file does not outlive us.
@@ -111,13 +104,13 @@ impl ApprovalsSocket {
             file_id: (created.dev(), created.ino()),
         };
         let path = socket.path.clone();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(SOCKET_MODE))
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(APPROVALS_SOCK.mode))
             .map_err(io_err("cannot restrict the mode of", &path))?;
         let meta = std::fs::symlink_metadata(&path).map_err(io_err("cannot inspect", &path))?;
         let euid = nix::unistd::geteuid().as_raw();
         if !meta.file_type().is_socket()
             || meta.uid() != euid
-            || meta.mode() & 0o777 != SOCKET_MODE
+            || meta.mode() & 0o777 != APPROVALS_SOCK.mode
             || (meta.dev(), meta.ino()) != socket.file_id
         {
             return Err(SocketError::Unsafe {

@@ -92,7 +92,7 @@ use writer::{
 };
 
 /// The database, relative to the state directory.
-pub const DB_FILE: &str = "protocol/tasks.sqlite3";
+pub const DB_FILE: &str = nl2sh_proto::state_layout::TASKS_DB.path;
 /// How far back [`Store::has_row`] looks.
 pub const RECENT_ROWS_SEARCHED: i64 = 20_000;
 

@@ -15,11 +15,12 @@ use tokio::sync::oneshot;
 
 use common::{summary, Rig};
 use nl2sh_approvald::peer::{Pid, Refusal, TreeRoot};
-use nl2sh_approvald::socket::{ApprovalsSocket, PeerPolicy, SOCKET_DIR, SOCKET_FILE, SOCKET_NAME};
+use nl2sh_approvald::socket::{ApprovalsSocket, PeerPolicy};
 use nl2sh_proto::channels::{CallId, CliErrorKind, CliRequest, CliResponse, Decision, RiskLevel};
 use nl2sh_proto::frame::encode;
 use nl2sh_proto::handshake::{handshake, ChannelKind, Hello, Role, MAGIC, PROTOCOL_VERSION};
 use nl2sh_proto::rpc::RpcClient;
+use nl2sh_proto::state_layout::APPROVALS_SOCK;
 use nl2sh_proto::topology::{Asker, CliApprovald};
 
 type CliClient = RpcClient<CliApprovald>;
@@ -87,7 +88,7 @@ fn serve_with(rig: &Rig, policy: PeerPolicy) -> Served {
 async fn serves_the_same_uid_and_is_removed_on_exit() {
     let rig = Rig::new().await;
     let mut served = serve(&rig);
-    assert_eq!(served.path, rig.dir.path().join(SOCKET_FILE));
+    assert_eq!(served.path, APPROVALS_SOCK.in_dir(rig.dir.path()));
     let meta = std::fs::symlink_metadata(&served.path).unwrap();
     assert!(meta.file_type().is_socket());
     assert_eq!(mode(&served.path), 0o600);
@@ -244,7 +245,7 @@ async fn a_wrong_handshake_is_closed() {
 async fn a_stale_socket_is_replaced_and_anything_else_is_refused() {
     let rig = Rig::new().await;
     let protocol = rig.dir.path().join("protocol");
-    let path = rig.dir.path().join(SOCKET_FILE);
+    let path = APPROVALS_SOCK.in_dir(rig.dir.path());
     // A socket left by a killed run.
     drop(nl2sh_proto::unix_socket::bind(&path).unwrap());
     assert!(path.exists());
@@ -375,10 +376,10 @@ async fn a_state_directory_at_any_depth_is_served() {
     std::fs::create_dir_all(&state).unwrap();
     let socket = ApprovalsSocket::bind(&state).unwrap();
     let path = socket.path().to_owned();
-    assert_eq!(path, state.join(SOCKET_FILE));
+    assert_eq!(path, APPROVALS_SOCK.in_dir(&state));
     assert_eq!(
-        Path::new(SOCKET_DIR).join(SOCKET_NAME),
-        Path::new(SOCKET_FILE)
+        Path::new(APPROVALS_SOCK.parent()).join(APPROVALS_SOCK.name()),
+        Path::new(APPROVALS_SOCK.path)
     );
     assert!(path.as_os_str().len() > 200, "{}", path.display());
     assert!(std::fs::symlink_metadata(&path)

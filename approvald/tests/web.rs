@@ -1,97 +1,32 @@
 //! The Web console's owner channel over a socketpair: logins, session proofs and CSRF
 //! tokens, and what a logged-in owner may do (decide, read, save settings through the
-//! supervisor's editor, here a fake).
+//! configuration editor, on a configuration file in the rig's directory).
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{summary, Rig};
 use nl2sh_approvald::dispatch::{answer_web, serve_web};
-use nl2sh_approvald::owner::{SavedSetting, SettingRefused, SettingsEditor};
 use nl2sh_approvald::store::tasks::TaskStore;
+use nl2sh_proto::announcement::ConnectionInfo;
 use nl2sh_proto::channels::{
     csrf_for, CallId, CallOrigin, CliRequest, CliResponse, ContextId, Decision, OwnerAction,
-    OwnerErrorKind, OwnerProof, OwnerRequest, OwnerResponse, RiskLevel, SettingView, TaskId,
-    TaskRecord, TaskState,
+    OwnerErrorKind, OwnerProof, OwnerRequest, OwnerResponse, RiskLevel, TaskId, TaskRecord,
+    TaskState,
 };
 use nl2sh_proto::limits::{MAX_WEB_LOGIN_FAILURES, WEB_SESSION_TTL};
 use nl2sh_proto::rpc::RpcClient;
 use nl2sh_proto::secret::Secret;
+use nl2sh_proto::state_layout;
 use nl2sh_proto::topology::{pair, WebApprovald};
 
 type WebClient = RpcClient<WebApprovald>;
 
-/// What the fake editor was asked, and what it answers.
-#[derive(Default)]
-struct FakeEditor {
-    calls: Mutex<Vec<(PathBuf, String, String)>>,
-    refuse: Mutex<Option<SettingRefused>>,
-}
-
-impl FakeEditor {
-    fn calls(&self) -> Vec<(PathBuf, String, String)> {
-        self.calls.lock().unwrap().clone()
-    }
-
-    fn answer(&self) -> Result<SavedSetting, SettingRefused> {
-        match self.refuse.lock().unwrap().clone() {
-            Some(refused) => Err(refused),
-            None => Ok(SavedSetting {
-                message: "saved".into(),
-                restart_needed: true,
-            }),
-        }
-    }
-}
-
-impl SettingsEditor for FakeEditor {
-    fn settings(&self, config_path: &Path) -> Result<Vec<SettingView>, String> {
-        self.calls.lock().unwrap().push((
-            config_path.to_owned(),
-            "<settings>".into(),
-            String::new(),
-        ));
-        match &*self.refuse.lock().unwrap() {
-            Some(refused) => Err(refused.to_string()),
-            None => Ok(vec![SettingView {
-                key: "protocol_service_port".into(),
-                value: "8765".into(),
-                set: false,
-                credential: false,
-                live: false,
-            }]),
-        }
-    }
-
-    fn save(
-        &self,
-        config_path: &Path,
-        key: &str,
-        value: &str,
-    ) -> Result<SavedSetting, SettingRefused> {
-        self.calls
-            .lock()
-            .unwrap()
-            .push((config_path.to_owned(), key.into(), value.into()));
-        self.answer()
-    }
-
-    fn rotate_token(&self, config_path: &Path) -> Result<SavedSetting, SettingRefused> {
-        self.calls
-            .lock()
-            .unwrap()
-            .push((config_path.to_owned(), "<rotate>".into(), String::new()));
-        self.answer()
-    }
-}
-
 struct Web {
     rig: Rig,
     tasks: Arc<TaskStore>,
-    editor: Arc<FakeEditor>,
     client: WebClient,
 }
 
@@ -99,22 +34,15 @@ impl Web {
     async fn new() -> Web {
         let rig = Rig::new().await;
         let tasks = Arc::new(rig.authority.store().tasks(&[]).unwrap());
-        let editor = Arc::new(FakeEditor::default());
         let (asker, answerer) = pair::<WebApprovald>().unwrap();
         tokio::spawn(serve_web(
             answerer,
             rig.authority.clone(),
             tasks.clone(),
             rig.sessions.clone(),
-            editor.clone(),
         ));
         let (client, _) = WebClient::start(asker).await.unwrap();
-        Web {
-            rig,
-            tasks,
-            editor,
-            client,
-        }
+        Web { rig, tasks, client }
     }
 
     async fn call(&self, req: OwnerRequest) -> OwnerResponse {
@@ -290,7 +218,8 @@ async fn nothing_is_done_without_a_session() {
         refused_kind(web.call(OwnerRequest::Check { proof }).await),
         OwnerErrorKind::NotLoggedIn
     );
-    assert!(web.editor.calls().is_empty());
+    // Nothing was saved: the configuration file was never written.
+    assert!(!web.rig.config.exists());
 }
 
 #[tokio::test]
@@ -482,35 +411,42 @@ async fn settings_reach_the_editor_only_with_the_csrf_token() {
         ),
         OwnerErrorKind::BadCsrf
     );
-    assert!(web.editor.calls().is_empty());
+    assert!(!web.rig.config.exists());
+    // Saved as `nl2sh config set` saves it, and said so (nothing runs for this
+    // configuration here: a port applies at the next start).
+    let config = web.rig.config.clone();
     assert!(matches!(
         web.act(&proof, save()).await,
-        OwnerResponse::Saved { message, restart_needed: true } if message == "saved"
+        OwnerResponse::Saved { message, restart_needed: true }
+            if message.starts_with(&format!("Saved protocol_service_port = 9000 in {}.", config.display()))
+                && message.ends_with("(a running service needs `nl2sh service restart`).")
     ));
     assert!(matches!(
         web.act(&proof, OwnerAction::RotateToken).await,
-        OwnerResponse::Saved { .. }
+        OwnerResponse::Saved { message, restart_needed: true }
+            if message.starts_with("Saved protocol_token (value not shown) in ")
     ));
-    // Reading them needs only the session.
-    assert!(matches!(
-        web.act(&without_csrf(&proof), OwnerAction::Settings).await,
-        OwnerResponse::Settings(list) if list.len() == 1
-    ));
-    let config = web.rig.config.clone();
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        text.starts_with("protocol_service_port = 9000\nprotocol_token = \""),
+        "{text}"
+    );
+    // Reading them needs only the session; a credential is only said to be set.
+    let OwnerResponse::Settings(list) = web.act(&without_csrf(&proof), OwnerAction::Settings).await
+    else {
+        panic!("no settings")
+    };
+    let port = list
+        .iter()
+        .find(|s| s.key == "protocol_service_port")
+        .unwrap();
+    assert_eq!((port.value.as_str(), port.set), ("9000", true));
+    let token = list.iter().find(|s| s.key == "protocol_token").unwrap();
     assert_eq!(
-        web.editor.calls(),
-        [
-            (
-                config.clone(),
-                "protocol_service_port".into(),
-                "9000".into()
-            ),
-            (config.clone(), "<rotate>".into(), String::new()),
-            (config, "<settings>".into(), String::new()),
-        ]
+        (token.value.as_str(), token.set, token.credential),
+        ("set", true, true)
     );
     // Keys and values out of any bound never reach it.
-    let calls = web.editor.calls().len();
     for (key, value) in [
         (String::new(), "1".to_string()),
         ("k".repeat(129), "1".into()),
@@ -530,7 +466,46 @@ async fn settings_reach_the_editor_only_with_the_csrf_token() {
             OwnerErrorKind::Invalid
         );
     }
-    assert_eq!(web.editor.calls().len(), calls);
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), text);
+}
+
+/// approvald runs inside the protocol process its supervisor announced: a saved setting's
+/// message names that process, as `config set` would.
+#[tokio::test]
+async fn a_saved_setting_names_the_process_approvald_runs_in() {
+    let web = Web::new().await;
+    let proof = web.login().await;
+    let mut info: ConnectionInfo = serde_json::from_value(serde_json::json!({
+        "pid": 4242, "start_time": 1, "uid": 0, "config_path": "/c.toml",
+        "transport": "service", "mcp_url": null, "a2a_url": null,
+        "agent_card_url": null, "token": null,
+    }))
+    .unwrap();
+    let record = state_layout::CONNECTION_JSON.in_dir(web.rig.dir.path());
+    std::fs::write(&record, serde_json::to_vec(&info).unwrap()).unwrap();
+    let save = |key: &str, value: &str| OwnerAction::SaveSetting {
+        key: key.into(),
+        value: Secret::new(value.into()),
+    };
+    assert!(matches!(
+        web.act(&proof, save("protocol_service_port", "9000")).await,
+        OwnerResponse::Saved { message, restart_needed: true }
+            if message.ends_with(&format!(
+                "The running protocol process (pid 4242, transport service) keeps the old \
+                 value until it restarts: nl2sh --config {} service restart",
+                web.rig.config.display()
+            ))
+    ));
+    info.pid = 4343;
+    std::fs::write(&record, serde_json::to_vec(&info).unwrap()).unwrap();
+    assert!(matches!(
+        web.act(&proof, save("protocol_auto_approve", "false")).await,
+        OwnerResponse::Saved { message, restart_needed: false }
+            if message.ends_with(
+                "The running protocol process (pid 4343) applies it from its next approval \
+                 decision."
+            )
+    ));
 }
 
 #[tokio::test]
@@ -541,15 +516,21 @@ async fn the_editors_refusals_are_mapped() {
         key: "protocol_service_port".into(),
         value: Secret::new("no".into()),
     };
-    *web.editor.refuse.lock().unwrap() = Some(SettingRefused::Invalid("not a port".into()));
+    // A value the editor refuses: invalid, in its words.
     assert!(matches!(
         web.act(&proof, save()).await,
-        OwnerResponse::Refused { kind: OwnerErrorKind::Invalid, message } if message == "not a port"
+        OwnerResponse::Refused { kind: OwnerErrorKind::Invalid, message }
+            if message == "protocol_service_port takes a whole number, not \"no\""
     ));
-    *web.editor.refuse.lock().unwrap() = Some(SettingRefused::Failed("locked".into()));
+    // A file it cannot read: unavailable, for saving, rotating and reading alike.
+    std::fs::create_dir(&web.rig.config).unwrap();
     assert!(matches!(
-        web.act(&proof, save()).await,
-        OwnerResponse::Refused { kind: OwnerErrorKind::Unavailable, message } if message == "locked"
+        web.act(&proof, OwnerAction::SaveSetting {
+            key: "protocol_service_port".into(),
+            value: Secret::new("9000".into()),
+        }).await,
+        OwnerResponse::Refused { kind: OwnerErrorKind::Unavailable, message }
+            if message.ends_with("is not a regular file")
     ));
     assert_eq!(
         refused_kind(web.act(&proof, OwnerAction::RotateToken).await),
@@ -734,16 +715,7 @@ fn task_document(id: &TaskId, context_id: &ContextId, updated_ms: i64) -> String
 async fn a_session_expires() {
     let web = Web::new().await;
     let proof = web.login().await;
-    let editor: Arc<dyn SettingsEditor> = web.editor.clone();
-    let answer = |req| {
-        answer_web(
-            &web.rig.authority,
-            &web.tasks,
-            &web.rig.sessions,
-            &editor,
-            req,
-        )
-    };
+    let answer = |req| answer_web(&web.rig.authority, &web.tasks, &web.rig.sessions, req);
     tokio::time::pause();
     tokio::time::advance(WEB_SESSION_TTL - Duration::from_secs(1)).await;
     assert!(matches!(
@@ -765,7 +737,6 @@ async fn a_session_expires() {
 async fn a_closed_console_channel_ends_serving_cleanly() {
     let rig = Rig::new().await;
     let tasks = Arc::new(rig.authority.store().tasks(&[]).unwrap());
-    let editor: Arc<dyn SettingsEditor> = Arc::new(FakeEditor::default());
     // Closed before its hello.
     let (asker, answerer) = pair::<WebApprovald>().unwrap();
     drop(asker);
@@ -774,7 +745,6 @@ async fn a_closed_console_channel_ends_serving_cleanly() {
         rig.authority.clone(),
         tasks.clone(),
         rig.sessions.clone(),
-        editor.clone(),
     );
     assert!(served.await.is_ok());
     // Closed after some requests.
@@ -784,7 +754,6 @@ async fn a_closed_console_channel_ends_serving_cleanly() {
         rig.authority.clone(),
         tasks,
         rig.sessions.clone(),
-        editor,
     ));
     let (client, reader) = WebClient::start(asker).await.unwrap();
     assert!(matches!(

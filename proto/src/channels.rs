@@ -1157,7 +1157,9 @@ impl OwnerAction {
     }
 }
 
-/// One setting of the "MCP / A2A" category as the owner sees it.
+/// One setting of the "MCP / A2A" category as the owner sees it: its value, and how the
+/// consoles show and edit it (they keep no list of their own; the list and its order are
+/// the configuration editor's, `nl2sh_approvald::config_edit::OWNER_SETTINGS`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SettingView {
     pub key: String,
@@ -1168,6 +1170,40 @@ pub struct SettingView {
     pub credential: bool,
     /// Applies at the next decision; otherwise a restart is needed.
     pub live: bool,
+    /// What the consoles call it.
+    pub label: String,
+    /// How a console edits it.
+    pub kind: SettingKind,
+    /// What a value means, shown with the field.
+    pub help: Option<String>,
+    /// What turning it on does, shown with it wherever it is shown; a console asks before
+    /// it turns on a switch that has one.
+    pub warning: Option<String>,
+}
+
+/// How a console edits a setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SettingKind {
+    /// On or off: `true` or `false`.
+    Switch,
+    /// A TCP port, 0 to 65535.
+    Port,
+    /// A credential: typed, never shown (`value` says only whether it is set).
+    Secret,
+    /// Any text.
+    Text,
+}
+
+impl SettingKind {
+    /// Its name in the Web console's API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SettingKind::Switch => "switch",
+            SettingKind::Port => "port",
+            SettingKind::Secret => "secret",
+            SettingKind::Text => "text",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,10 +17,11 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::state_layout::PRIVATE_FILE_MODE;
+
 /// Longest entry body read back; a longer length is taken for garbage.
 pub const MAX_ENTRY_BYTES: usize = 1024 * 1024;
 const SUM_BYTES: usize = 8;
-const FILE_MODE: u32 = 0o600;
 
 fn config() -> impl bincode::config::Config {
     bincode::config::standard()
@@ -96,7 +97,7 @@ pub fn open_append(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .append(true)
         .create(true)
-        .mode(FILE_MODE)
+        .mode(PRIVATE_FILE_MODE)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
 }

@@ -8,12 +8,14 @@
 
 #![deny(unsafe_code)]
 
+pub mod announcement;
 pub mod argv_pattern;
 pub mod carried;
 pub mod channels;
 pub mod clock;
 pub mod config;
 pub mod display;
+pub mod flock;
 pub mod frame;
 pub mod handshake;
 pub mod ids;
@@ -27,12 +29,14 @@ pub mod rpc;
 pub mod seccomp;
 pub mod secret;
 pub mod snapshot;
+pub mod state_layout;
 pub mod stored_text;
 #[allow(unsafe_code)] // the one room for it in this crate, each block with a SAFETY comment
 pub mod sys;
 #[doc(hidden)]
 pub mod test_skip;
 pub mod text;
+pub mod token;
 pub mod topology;
 pub mod unix_socket;
 pub mod worker;

@@ -17,8 +17,7 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use nix::sys::stat::{fchmod, fstat, Mode, SFlag};
 
-/// The mode of a private directory.
-pub const PRIVATE_DIR_MODE: u32 = 0o700;
+use crate::state_layout::PRIVATE_DIR_MODE;
 
 /// Whether to create the directory when it is missing (always with mode 0700).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,8 +19,7 @@ use nix::fcntl::{openat, renameat, OFlag};
 use nix::sys::stat::{fchmod, Mode};
 use nix::unistd::{fchown, fsync, unlinkat, Gid, Uid, UnlinkatFlags};
 
-/// The mode of a private file.
-pub const PRIVATE_FILE_MODE: u32 = 0o600;
+use crate::state_layout::PRIVATE_FILE_MODE;
 
 /// How a temporary file's name ends (it starts with `.` and the file's own name).
 pub const TEMP_SUFFIX: &str = ".tmp";

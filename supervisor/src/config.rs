@@ -12,7 +12,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use nl2sh_proto::config::ParseMode;
-pub use nl2sh_proto::config::{service_dir, state_dir};
+pub use nl2sh_proto::config::{absolute, service_dir, state_dir};
 pub use nl2sh_proto::config::{Config, ConfigError};
 
 /// Configuration path on a rooted Android device.
@@ -80,13 +80,6 @@ fn warn_if_token_readable_by_others(path: &Path, config: &Config) {
             );
         }
     }
-}
-
-/// `path` made absolute against the working directory (without touching the file system
-/// beyond reading the working directory), so a background process started elsewhere finds
-/// the same file and state directory.
-pub fn absolute(path: &Path) -> PathBuf {
-    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }
 
 /// The identity of the configuration at `path` for discovery: its canonical path when it

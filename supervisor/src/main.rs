@@ -157,9 +157,7 @@ fn run_worker(worker: Worker, filter: &str) -> ExitCode {
     let ran: Result<ExitCode, EndError> = match worker {
         Worker::Netd => NetdEnds::inherited().map(nl2sh_netd::run),
         Worker::Executor => ExecutorEnds::inherited().map(nl2sh_executor::run),
-        Worker::Approvald => ApprovaldEnds::inherited().map(|ends| {
-            nl2sh_approvald::run(ends, std::sync::Arc::new(config_edit::OwnerSettings))
-        }),
+        Worker::Approvald => ApprovaldEnds::inherited().map(nl2sh_approvald::run),
         Worker::Web => WebEnds::inherited().map(nl2sh_web::run),
     };
     ran.unwrap_or_else(|e| {

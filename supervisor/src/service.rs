@@ -33,6 +33,7 @@ use nl2sh_proto::config::DEFAULT_PROTOCOL_PORT;
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::SHUTDOWN_GRACE;
 use nl2sh_proto::private_dir::{open_private_dir, Create, WideMode};
+use nl2sh_proto::state_layout;
 use nl2sh_proto::sys::pidfd;
 
 use crate::config::{self, Config, ConfigError};
@@ -297,83 +298,27 @@ fn status_json(
     })
 }
 
+/// `service status` as labelled lines ("Status:    running ...").
+struct StatusLines(String);
+
+impl StatusLines {
+    fn line(&mut self, label: &str, value: &str) {
+        use std::fmt::Write as _;
+        // `write!` into a String cannot fail.
+        let _ = writeln!(self.0, "{:<12}{value}", format!("{label}:"));
+    }
+}
+
 fn status_text(
     target: &Target,
     cfg: &Config,
     found: &Result<Discovered, state::StateError>,
 ) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    // `write!` into a String cannot fail.
-    let mut line = |label: &str, value: &str| {
-        let _ = writeln!(out, "{:<12}{value}", format!("{label}:"));
-    };
+    let mut out = StatusLines(String::new());
     match found {
-        Ok(Discovered::Live(info)) => {
-            let what = match info.transport.as_str() {
-                SERVICE_TRANSPORT => "running (managed service)",
-                "stdio" => "running (protocol stdio: a local MCP client's process; no HTTP)",
-                crate::serve::WEB_ONLY_TRANSPORT if info.mcp_url.is_some() => {
-                    "running (nl2sh --web-only, with MCP/A2A; not managed by `nl2sh service`)"
-                }
-                crate::serve::WEB_ONLY_TRANSPORT => {
-                    "running (nl2sh --web-only: the Web console alone; MCP/A2A stopped)"
-                }
-                _ => "running (standalone protocol serve; not managed by `nl2sh service`)",
-            };
-            line("Status", what);
-            // What discovery read from connection.json goes through the one escaping
-            // function: a file in the state directory is not trusted to be plain text.
-            let shown = |s: &str| Shown::new(s).to_string();
-            line("Transport", &shown(&info.transport));
-            if let Some(url) = &info.mcp_url {
-                line("MCP URL", &shown(url));
-            }
-            if let Some(url) = &info.a2a_url {
-                line("A2A URL", &shown(url));
-            }
-            if let Some(url) = &info.agent_card_url {
-                line("Agent Card", &shown(url));
-            }
-            if let Some(listen) = &info.listen {
-                line("Listening", &shown(listen));
-            }
-            if let Some(url) = &info.web_url {
-                line("Web", &format!("{} (log in: nl2sh web login)", shown(url)));
-            }
-            line("PID", &info.pid.to_string());
-            if info.restarts > 0 {
-                line(
-                    "Restarts",
-                    &format!(
-                        "{} (workers restarted; last: {})",
-                        info.restarts,
-                        shown(info.last_restart_cause.as_deref().unwrap_or("unknown"))
-                    ),
-                );
-            }
-            line(
-                "Version",
-                &shown(info.version.as_deref().unwrap_or("unknown")),
-            );
-            line("Since", since(info).as_deref().unwrap_or("unknown"));
-            if info.mcp_url.is_some() {
-                let generated = if info.transport == SERVICE_TRANSPORT {
-                    "the generated token in the service log"
-                } else {
-                    "the generated token its startup printed"
-                };
-                line(
-                    "Token",
-                    &format!(
-                        "not shown; clients need the configured protocol_token or \
-                         NL2SH_PROTOCOL_TOKEN, or {generated}"
-                    ),
-                );
-            }
-        }
+        Ok(Discovered::Live(info)) => live_lines(&mut out, info),
         Ok(Discovered::Stale(info)) => {
-            line(
+            out.line(
                 "Status",
                 &format!(
                     "not running (stale record: pid {}, transport {}, ended without cleaning \
@@ -384,7 +329,7 @@ fn status_text(
             );
         }
         Ok(Discovered::Stopped) => match failure_of(target, found) {
-            Some(f) => line(
+            Some(f) => out.line(
                 "Status",
                 &format!(
                     "failed: the workers kept dying and the service stopped itself at {} \
@@ -394,14 +339,14 @@ fn status_text(
                     Shown::new(&f.cause)
                 ),
             ),
-            None => line("Status", "not running"),
+            None => out.line("Status", "not running"),
         },
         Ok(Discovered::Busy { holder }) => {
             let who = holder.as_ref().map_or_else(
                 || "a process".to_owned(),
                 |(pid, transport)| format!("pid {pid} (transport {})", Shown::new(transport)),
             );
-            line(
+            out.line(
                 "Status",
                 &format!(
                     "unknown: {who} holds the state directory without a verified record \
@@ -409,11 +354,11 @@ fn status_text(
                 ),
             );
         }
-        Err(e) => line("Status", &format!("unknown: {e}")),
+        Err(e) => out.line("Status", &format!("unknown: {e}")),
     }
-    line("Config", &target.config_path.display().to_string());
-    line("State", &target.state.root.display().to_string());
-    line(
+    out.line("Config", &target.config_path.display().to_string());
+    out.line("State", &target.state.root.display().to_string());
+    out.line(
         "Log",
         &format!(
             "{} (private; holds a generated token)",
@@ -421,29 +366,97 @@ fn status_text(
         ),
     );
     if matches!(found, Ok(Discovered::Stopped | Discovered::Stale(_))) {
-        let start = if cfg.protocol_start_with_service {
-            target.command("service start")
-        } else {
-            format!(
-                "{} first ({SWITCH} is off), then {}",
-                target.command(&format!("config set {SWITCH} true")),
-                target.command("service start")
-            )
-        };
-        line("Start", &start);
-        let port = match cfg.service_port() {
-            0 => "<port>".to_owned(),
-            p => p.to_string(),
-        };
-        line(
-            "Example",
+        how_to_start_lines(&mut out, target, cfg);
+    }
+    out.0
+}
+
+/// What a live process's record says: how it runs, its URLs, pid, restarts, version.
+fn live_lines(out: &mut StatusLines, info: &ConnectionInfo) {
+    let what = match info.transport.as_str() {
+        SERVICE_TRANSPORT => "running (managed service)",
+        "stdio" => "running (protocol stdio: a local MCP client's process; no HTTP)",
+        crate::serve::WEB_ONLY_TRANSPORT if info.mcp_url.is_some() => {
+            "running (nl2sh --web-only, with MCP/A2A; not managed by `nl2sh service`)"
+        }
+        crate::serve::WEB_ONLY_TRANSPORT => {
+            "running (nl2sh --web-only: the Web console alone; MCP/A2A stopped)"
+        }
+        _ => "running (standalone protocol serve; not managed by `nl2sh service`)",
+    };
+    out.line("Status", what);
+    // What discovery read from connection.json goes through the one escaping
+    // function: a file in the state directory is not trusted to be plain text.
+    let shown = |s: &str| Shown::new(s).to_string();
+    out.line("Transport", &shown(&info.transport));
+    for (label, value) in [
+        ("MCP URL", &info.mcp_url),
+        ("A2A URL", &info.a2a_url),
+        ("Agent Card", &info.agent_card_url),
+        ("Listening", &info.listen),
+    ] {
+        if let Some(value) = value {
+            out.line(label, &shown(value));
+        }
+    }
+    if let Some(url) = &info.web_url {
+        out.line("Web", &format!("{} (log in: nl2sh web login)", shown(url)));
+    }
+    out.line("PID", &info.pid.to_string());
+    if info.restarts > 0 {
+        out.line(
+            "Restarts",
             &format!(
-                "http://127.0.0.1:{port}/mcp (default loopback example, on this device once \
-                 running; default port {DEFAULT_PROTOCOL_PORT})"
+                "{} (workers restarted; last: {})",
+                info.restarts,
+                shown(info.last_restart_cause.as_deref().unwrap_or("unknown"))
             ),
         );
     }
-    out
+    out.line(
+        "Version",
+        &shown(info.version.as_deref().unwrap_or("unknown")),
+    );
+    out.line("Since", since(info).as_deref().unwrap_or("unknown"));
+    if info.mcp_url.is_some() {
+        let generated = if info.transport == SERVICE_TRANSPORT {
+            "the generated token in the service log"
+        } else {
+            "the generated token its startup printed"
+        };
+        out.line(
+            "Token",
+            &format!(
+                "not shown; clients need the configured protocol_token or \
+                 NL2SH_PROTOCOL_TOKEN, or {generated}"
+            ),
+        );
+    }
+}
+
+/// For a stopped service: the command that starts it, and an example URL.
+fn how_to_start_lines(out: &mut StatusLines, target: &Target, cfg: &Config) {
+    let start = if cfg.protocol_start_with_service {
+        target.command("service start")
+    } else {
+        format!(
+            "{} first ({SWITCH} is off), then {}",
+            target.command(&format!("config set {SWITCH} true")),
+            target.command("service start")
+        )
+    };
+    out.line("Start", &start);
+    let port = match cfg.service_port() {
+        0 => "<port>".to_owned(),
+        p => p.to_string(),
+    };
+    out.line(
+        "Example",
+        &format!(
+            "http://127.0.0.1:{port}/mcp (default loopback example, on this device once \
+             running; default port {DEFAULT_PROTOCOL_PORT})"
+        ),
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -485,10 +498,10 @@ pub fn restart(config_arg: Option<PathBuf>) -> ExitCode {
 fn control_lock(target: &Target) -> Result<Flock<File>, Failure> {
     open_private_dir(&target.service_dir, Create::IfMissing, WideMode::Tighten)
         .map_err(|e| failure(Exit::Failure, e.to_string()))?;
-    let path = target.service_dir.join("control.lock");
+    let path = state_layout::SERVICE_CONTROL_LOCK.in_dir(&target.service_dir);
     let file = state::open_private_file(&path, false)
         .map_err(|e| failure(Exit::Failure, e.to_string()))?;
-    match state::lock_exclusive_within(file, START_WAIT + STOP_WAIT, POLL) {
+    match nl2sh_proto::flock::lock_exclusive_within(file, START_WAIT + STOP_WAIT, POLL) {
         Ok(lock) => Ok(lock),
         Err((_, Errno::EWOULDBLOCK)) => Err(failure(
             Exit::Failure,

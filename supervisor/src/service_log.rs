@@ -24,14 +24,16 @@ use std::time::Duration;
 
 use nix::fcntl::OFlag;
 
+use nl2sh_proto::state_layout::{self, PRIVATE_FILE_MODE};
+
 use crate::state;
 
 /// The most a log file holds: a write that would pass it goes to a fresh file.
 pub const LOG_CAP_BYTES: u64 = 1024 * 1024;
 /// The log's name in the service directory.
-pub const LOG_NAME: &str = "service.log";
+pub const LOG_NAME: &str = state_layout::SERVICE_LOG.path;
 /// The one older log kept beside it.
-pub const OLD_LOG_NAME: &str = "service.log.1";
+pub const OLD_LOG_NAME: &str = state_layout::SERVICE_LOG_OLDER.path;
 /// How long [`Capture::finish`] waits for the thread to write what is left in the pipe.
 const FINISH_WAIT: Duration = Duration::from_secs(2);
 
@@ -280,7 +282,10 @@ pub fn open_for_start(
             source,
         })?;
         // It may hold a token: private, whatever its mode had become.
-        let _ = fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o600));
+        let _ = fs::set_permissions(
+            &old,
+            std::os::unix::fs::PermissionsExt::from_mode(PRIVATE_FILE_MODE),
+        );
     }
     let mut log = state::open_private_file(&path, true)?;
     let offset = log
@@ -304,7 +309,7 @@ fn open_new(path: &Path) -> io::Result<File> {
     let file = OpenOptions::new()
         .append(true)
         .create(true)
-        .mode(0o600)
+        .mode(PRIVATE_FILE_MODE)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY)
         .open(path)?;
     state::check_private_file(path, &file).map_err(io::Error::other)?;

@@ -121,14 +121,46 @@ impl Tree {
             Role::Approvald => true,
             Role::Supervisor | Role::Cli => false,
         };
+        let mut channels = Channels::make(&runs)?;
+        if web.is_none() {
+            channels.discovery = None;
+        }
+        let specs = worker_specs(
+            &mut channels,
+            netd_io,
+            netd_drop,
+            web.map(|w| (w, web_drop)),
+        )?;
+        let workers = spawn_all(specs, log_filter)?;
+        // The workers' ends of the channels close when this returns: from now on only the
+        // workers hold them (and the caller the listeners, for a restart).
+        Ok(Self {
+            workers,
+            discovery: channels.discovery,
+            parked: channels.parked,
+        })
+    }
+}
 
-        // One socketpair per channel of the table; the supervisor keeps its asking ends
-        // of the control channels (and its answering end of discovery), every other end
-        // goes to its role at its number, or is parked when that role does not run here.
-        let mut controls: Vec<(Role, UnixStream)> = Vec::new();
-        let mut inherited: Vec<(Role, OwnedFd, i32)> = Vec::new();
-        let mut parked: Vec<UnixStream> = Vec::new();
-        let mut discovery = None;
+/// One tree's socketpairs, one per channel of the table: the supervisor keeps its asking
+/// ends of the control channels (and its answering end of discovery), every other end
+/// goes to its role at its number, or is parked when that role does not run here.
+struct Channels {
+    controls: Vec<(Role, UnixStream)>,
+    /// (role, end, descriptor number in the role)
+    inherited: Vec<(Role, OwnedFd, i32)>,
+    parked: Vec<UnixStream>,
+    discovery: Option<UnixStream>,
+}
+
+impl Channels {
+    fn make(runs: &dyn Fn(Role) -> bool) -> io::Result<Channels> {
+        let mut channels = Channels {
+            controls: Vec::new(),
+            inherited: Vec::new(),
+            parked: Vec::new(),
+            discovery: None,
+        };
         for edge in TOPOLOGY.iter() {
             // Connected at run time (approvals.sock), or between roles none of which runs.
             let placed = |role: Role, fd: Option<i32>| fd.is_some() && is_worker(role);
@@ -154,12 +186,12 @@ impl Tree {
                 ),
             ] {
                 match (supervisor_side, fd) {
-                    (true, _) if edge.asker == Role::Web => discovery = Some(end),
-                    (true, _) => controls.push((edge.answerer, end)),
+                    (true, _) if edge.asker == Role::Web => channels.discovery = Some(end),
+                    (true, _) => channels.controls.push((edge.answerer, end)),
                     (false, Some(fd)) if runs(role) => {
-                        inherited.push((role, OwnedFd::from(end), fd))
+                        channels.inherited.push((role, OwnedFd::from(end), fd))
                     }
-                    (false, Some(_)) => parked.push(end),
+                    (false, Some(_)) => channels.parked.push(end),
                     (false, None) => {
                         return Err(io::Error::other(format!(
                             "the topology gives {:?}'s end of {:?} no descriptor",
@@ -169,91 +201,103 @@ impl Tree {
                 }
             }
         }
-        if web.is_none() {
-            discovery = None;
-        }
-        let fds_of = |role: Role| -> Vec<(i32, i32)> {
-            inherited
-                .iter()
-                .filter(|(r, ..)| *r == role)
-                .map(|(_, end, fd)| (end.as_raw_fd(), *fd))
-                .collect()
-        };
-        let mut control_of = |role: Role| -> io::Result<UnixStream> {
-            let at = controls
-                .iter()
-                .position(|(r, _)| *r == role)
-                .ok_or_else(|| io::Error::other(format!("no control channel for {role:?}")))?;
-            Ok(controls.swap_remove(at).1)
-        };
-        let mut netd_fds = fds_of(Role::Netd);
+        Ok(channels)
+    }
+
+    /// (descriptor here, number in the worker) of each end `role` inherits.
+    fn fds_of(&self, role: Role) -> Vec<(i32, i32)> {
+        self.inherited
+            .iter()
+            .filter(|(r, ..)| *r == role)
+            .map(|(_, end, fd)| (end.as_raw_fd(), *fd))
+            .collect()
+    }
+
+    /// The supervisor's end of `role`'s control channel, once.
+    fn control_of(&mut self, role: Role) -> io::Result<UnixStream> {
+        let at = self
+            .controls
+            .iter()
+            .position(|(r, _)| *r == role)
+            .ok_or_else(|| io::Error::other(format!("no control channel for {role:?}")))?;
+        Ok(self.controls.swap_remove(at).1)
+    }
+}
+
+/// The workers a tree starts, in order: approvald; the executor and netd when it serves
+/// the protocols; the Web console when it has one (with its identity to drop to).
+fn worker_specs(
+    channels: &mut Channels,
+    netd_io: &NetdIo,
+    netd_drop: Option<DropTo>,
+    web: Option<(&WebIo, Option<DropTo>)>,
+) -> io::Result<Vec<WorkerSpec>> {
+    let mut specs = vec![WorkerSpec {
+        role: Role::Approvald,
+        fds: channels.fds_of(Role::Approvald),
+        env: APPROVALD_ENV,
+        drop_to: None,
+        no_new_privs: false,
+        keep_stdio: false,
+        control: channels.control_of(Role::Approvald)?,
+    }];
+    if !matches!(netd_io, NetdIo::Off) {
+        let mut netd_fds = channels.fds_of(Role::Netd);
         if let NetdIo::Listener(l) = netd_io {
             netd_fds.push((l.as_raw_fd(), fds::NETD_LISTENER));
         }
-        let mut specs = vec![WorkerSpec {
-            role: Role::Approvald,
-            fds: fds_of(Role::Approvald),
-            env: APPROVALD_ENV,
+        specs.push(WorkerSpec {
+            role: Role::Executor,
+            fds: channels.fds_of(Role::Executor),
+            env: EXECUTOR_ENV,
             drop_to: None,
             no_new_privs: false,
             keep_stdio: false,
-            control: control_of(Role::Approvald)?,
-        }];
-        if protocols {
-            specs.push(WorkerSpec {
-                role: Role::Executor,
-                fds: fds_of(Role::Executor),
-                env: EXECUTOR_ENV,
-                drop_to: None,
-                no_new_privs: false,
-                keep_stdio: false,
-                control: control_of(Role::Executor)?,
-            });
-            specs.push(WorkerSpec {
-                role: Role::Netd,
-                fds: netd_fds,
-                env: &[],
-                drop_to: netd_drop,
-                no_new_privs: true,
-                keep_stdio: matches!(netd_io, NetdIo::Stdio),
-                control: control_of(Role::Netd)?,
-            });
-        }
-        if let Some(w) = web {
-            let mut web_fds = fds_of(Role::Web);
-            web_fds.push((w.listener.as_raw_fd(), fds::WEB_LISTENER));
-            specs.push(WorkerSpec {
-                role: Role::Web,
-                fds: web_fds,
-                env: &[],
-                drop_to: web_drop,
-                no_new_privs: true,
-                keep_stdio: false,
-                control: control_of(Role::Web)?,
-            });
-        }
-        let mut workers = Vec::with_capacity(specs.len());
-        for spec in specs {
-            match spawn_one(&spec, log_filter) {
-                Ok(child) => workers.push(Worker {
-                    role: spec.role,
-                    child,
-                    control: spec.control,
-                }),
-                Err(e) => {
-                    kill_all(&mut workers);
-                    return Err(e);
-                }
+            control: channels.control_of(Role::Executor)?,
+        });
+        specs.push(WorkerSpec {
+            role: Role::Netd,
+            fds: netd_fds,
+            env: &[],
+            drop_to: netd_drop,
+            no_new_privs: true,
+            keep_stdio: matches!(netd_io, NetdIo::Stdio),
+            control: channels.control_of(Role::Netd)?,
+        });
+    }
+    if let Some((w, web_drop)) = web {
+        let mut web_fds = channels.fds_of(Role::Web);
+        web_fds.push((w.listener.as_raw_fd(), fds::WEB_LISTENER));
+        specs.push(WorkerSpec {
+            role: Role::Web,
+            fds: web_fds,
+            env: &[],
+            drop_to: web_drop,
+            no_new_privs: true,
+            keep_stdio: false,
+            control: channels.control_of(Role::Web)?,
+        });
+    }
+    Ok(specs)
+}
+
+/// Start each worker; when one cannot start, those already started are killed.
+fn spawn_all(specs: Vec<WorkerSpec>, log_filter: &str) -> io::Result<Vec<Worker>> {
+    let mut workers = Vec::with_capacity(specs.len());
+    for spec in specs {
+        match spawn_one(&spec, log_filter) {
+            Ok(child) => workers.push(Worker {
+                role: spec.role,
+                child,
+                control: spec.control,
+            }),
+            Err(e) => {
+                kill_all(&mut workers);
+                return Err(e);
             }
         }
-        // The workers' ends of the channels close when this returns: from now on only the
-        // workers hold them (and the caller the listeners, for a restart).
-        Ok(Self {
-            workers,
-            discovery,
-            parked,
-        })
     }
+    Ok(workers)
 }
 
 /// One worker to start: its descriptors, environment and identity.

@@ -9,14 +9,14 @@ use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
-use serde::{Deserialize, Serialize};
 
+pub use nl2sh_proto::announcement::ConnectionInfo;
+use nl2sh_proto::announcement::{self, RecordError};
+use nl2sh_proto::flock::lock_exclusive_within;
 use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMode};
 use nl2sh_proto::private_file::{self, Owner};
+use nl2sh_proto::state_layout::{self, PRIVATE_FILE_MODE};
 
-const FILE_MODE: u32 = 0o600;
-/// Largest connection.json we read back.
-const MAX_CONNECTION_BYTES: u64 = 64 * 1024;
 /// Largest lock-file content we read back ("pid transport\n").
 const MAX_LOCK_NOTE_BYTES: u64 = 128;
 /// Retries of a lock found held, and the pause between them (see [`prepare`]).
@@ -38,16 +38,15 @@ pub struct StatePaths {
 }
 
 pub fn state_paths(state_dir: &Path) -> StatePaths {
-    let protocol_dir = state_dir.join("protocol");
     StatePaths {
         root: state_dir.to_owned(),
-        lock: protocol_dir.join("lock"),
-        connection_json: protocol_dir.join("connection.json"),
-        failure_json: protocol_dir.join("failure.json"),
-        tasks_db: protocol_dir.join("tasks.sqlite3"),
-        approvals_sock: protocol_dir.join("approvals.sock"),
-        sessions_dir: state_dir.join("sessions"),
-        protocol_dir,
+        protocol_dir: state_layout::PROTOCOL_DIR.in_dir(state_dir),
+        lock: state_layout::LOCK.in_dir(state_dir),
+        connection_json: state_layout::CONNECTION_JSON.in_dir(state_dir),
+        failure_json: state_layout::FAILURE_JSON.in_dir(state_dir),
+        tasks_db: state_layout::TASKS_DB.in_dir(state_dir),
+        approvals_sock: state_layout::APPROVALS_SOCK.in_dir(state_dir),
+        sessions_dir: state_layout::SESSIONS_DIR.in_dir(state_dir),
     }
 }
 
@@ -120,26 +119,6 @@ impl Drop for StateLock {
     fn drop(&mut self) {
         // Best effort: the next holder rewrites it anyway.
         let _ = self.lock.set_len(0);
-    }
-}
-
-/// Take an exclusive `flock` on `file`, trying again every `poll` for up to `wait`. On
-/// failure the file comes back with why (`EWOULDBLOCK`: still held by another).
-pub fn lock_exclusive_within(
-    mut file: File,
-    wait: std::time::Duration,
-    poll: std::time::Duration,
-) -> Result<Flock<File>, (File, Errno)> {
-    let deadline = std::time::Instant::now() + wait;
-    loop {
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => return Ok(lock),
-            Err((back, Errno::EWOULDBLOCK)) if std::time::Instant::now() < deadline => {
-                file = back;
-                std::thread::sleep(poll);
-            }
-            Err(failed) => return Err(failed),
-        }
     }
 }
 
@@ -218,7 +197,7 @@ pub fn open_private_file(path: &Path, append: bool) -> Result<File, StateError> 
         .append(append)
         .create(true)
         .truncate(false)
-        .mode(FILE_MODE)
+        .mode(PRIVATE_FILE_MODE)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
         .map_err(io_err("cannot open", path))?;
@@ -242,52 +221,11 @@ pub fn check_private_file(path: &Path, file: &File) -> Result<(), StateError> {
             euid: me,
         });
     }
-    if meta.mode() & 0o7777 != FILE_MODE {
-        file.set_permissions(fs::Permissions::from_mode(FILE_MODE))
+    if meta.mode() & 0o7777 != PRIVATE_FILE_MODE {
+        file.set_permissions(fs::Permissions::from_mode(PRIVATE_FILE_MODE))
             .map_err(io_err("cannot chmod", path))?;
     }
     Ok(())
-}
-
-/// The private announcement of a running protocol process (`protocol/connection.json`).
-/// `token` is present only for owner UIs; never log this struct's token.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConnectionInfo {
-    pub pid: u32,
-    /// Field 22 of `/proc/<pid>/stat` (clock ticks since boot): with `pid`, identifies the
-    /// process even after the pid is reused.
-    pub start_time: u64,
-    pub uid: u32,
-    /// The configuration's identity ([`crate::config::identity`]): discovery for another
-    /// path naming the same file finds this process.
-    pub config_path: String,
-    /// "http" (standalone `protocol serve`), "service" (the managed service) or "stdio".
-    pub transport: String,
-    pub mcp_url: Option<String>,
-    pub a2a_url: Option<String>,
-    pub agent_card_url: Option<String>,
-    pub token: Option<String>,
-    /// Version of the running binary (it may differ from the CLI's after an upgrade).
-    #[serde(default)]
-    pub version: Option<String>,
-    /// When the process announced itself, in milliseconds since the Unix epoch.
-    #[serde(default)]
-    pub started_at_ms: Option<i64>,
-    /// The bound listener ("0.0.0.0:8765"); none for stdio.
-    #[serde(default)]
-    pub listen: Option<String>,
-    /// How often the supervisor restarted its workers since it started.
-    #[serde(default)]
-    pub restarts: u32,
-    /// Why it last did (the worker and how it ended), if it did.
-    #[serde(default)]
-    pub last_restart_cause: Option<String>,
-    /// The Web console's origin, when this process serves one.
-    #[serde(default)]
-    pub web_url: Option<String>,
-    /// The Web console's bound listener.
-    #[serde(default)]
-    pub web_listen: Option<String>,
 }
 
 /// `protocol/failure.json`: the service stopped itself after its workers kept dying.
@@ -301,54 +239,35 @@ pub struct FailureRecord {
     pub cause: String,
 }
 
-impl std::fmt::Debug for ConnectionInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConnectionInfo")
-            .field("pid", &self.pid)
-            .field("start_time", &self.start_time)
-            .field("uid", &self.uid)
-            .field("config_path", &self.config_path)
-            .field("transport", &self.transport)
-            .field("mcp_url", &self.mcp_url)
-            .field("a2a_url", &self.a2a_url)
-            .field("agent_card_url", &self.agent_card_url)
-            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
-            .field("version", &self.version)
-            .field("started_at_ms", &self.started_at_ms)
-            .field("listen", &self.listen)
-            .field("restarts", &self.restarts)
-            .field("last_restart_cause", &self.last_restart_cause)
-            .finish()
-    }
-}
-
-impl ConnectionInfo {
-    /// pid, start time and uid of the calling process, the rest from the arguments.
-    pub fn for_this_process(config_path: &Path, transport: &str) -> Result<Self, StateError> {
-        let pid = std::process::id();
-        let start_time = process_start_time(pid).ok_or_else(|| StateError::Malformed {
-            path: PathBuf::from("/proc/self/stat"),
-            reason: "cannot read the process start time".into(),
-        })?;
-        Ok(ConnectionInfo {
-            pid,
-            start_time,
-            uid: euid(),
-            config_path: config_path.to_string_lossy().into_owned(),
-            transport: transport.to_owned(),
-            mcp_url: None,
-            a2a_url: None,
-            agent_card_url: None,
-            token: None,
-            version: Some(env!("CARGO_PKG_VERSION").to_owned()),
-            started_at_ms: Some(nl2sh_approvald::clock::now_unix_ms()),
-            listen: None,
-            restarts: 0,
-            last_restart_cause: None,
-            web_url: None,
-            web_listen: None,
-        })
-    }
+/// The announcement of this process: pid, start time and uid of the calling process, the
+/// rest from the arguments.
+pub fn this_process_info(
+    config_path: &Path,
+    transport: &str,
+) -> Result<ConnectionInfo, StateError> {
+    let pid = std::process::id();
+    let start_time = process_start_time(pid).ok_or_else(|| StateError::Malformed {
+        path: PathBuf::from("/proc/self/stat"),
+        reason: "cannot read the process start time".into(),
+    })?;
+    Ok(ConnectionInfo {
+        pid,
+        start_time,
+        uid: euid(),
+        config_path: config_path.to_string_lossy().into_owned(),
+        transport: transport.to_owned(),
+        mcp_url: None,
+        a2a_url: None,
+        agent_card_url: None,
+        token: None,
+        version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        started_at_ms: Some(nl2sh_approvald::clock::now_unix_ms()),
+        listen: None,
+        restarts: 0,
+        last_restart_cause: None,
+        web_url: None,
+        web_listen: None,
+    })
 }
 
 /// The written connection.json; removing it (or dropping this) deletes the file.
@@ -446,39 +365,17 @@ pub fn read_connection(paths: &StatePaths) -> Result<Option<ConnectionInfo>, Sta
 
 /// A bounded JSON record of the protocol directory; `Ok(None)` when there is none.
 fn read_private_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, StateError> {
-    let path = &path.to_path_buf();
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err("cannot open", path)(e)),
-    };
-    let meta = file.metadata().map_err(io_err("cannot inspect", path))?;
-    if !meta.file_type().is_file() {
-        return Err(StateError::WrongType {
-            path: path.clone(),
+    announcement::read_record(path).map_err(|e| match e {
+        RecordError::Io { what, source } => io_err(what, path)(source),
+        RecordError::NotRegular => StateError::WrongType {
+            path: path.to_owned(),
             expected: "regular file",
-        });
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_CONNECTION_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io_err("cannot read", path))?;
-    if bytes.len() as u64 > MAX_CONNECTION_BYTES {
-        return Err(StateError::Malformed {
-            path: path.clone(),
-            reason: "too large".into(),
-        });
-    }
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| StateError::Malformed {
-            path: path.clone(),
-            reason: e.to_string(),
-        })
+        },
+        RecordError::Malformed(reason) => StateError::Malformed {
+            path: path.to_owned(),
+            reason,
+        },
+    })
 }
 
 /// What discovery finds for one configuration.
@@ -761,7 +658,7 @@ mod tests {
         let state = base.join("s");
         let lock = prepare(&state, "http").unwrap();
         let config = base.join("config.toml");
-        let mut info = ConnectionInfo::for_this_process(&config, "http").unwrap();
+        let mut info = this_process_info(&config, "http").unwrap();
         info.mcp_url = Some("http://127.0.0.1:8765/mcp".into());
         info.token = Some("t".repeat(64));
         assert!(!format!("{info:?}").contains("tttt"));

@@ -1,13 +1,13 @@
-//! The protocol Bearer token: where it comes from and what a valid one looks like.
+//! The protocol Bearer token: where it comes from. What a valid one looks like is
+//! [`nl2sh_proto::token`].
 //!
-//! Precedence: `NL2SH_PROTOCOL_TOKEN` > configured `protocol_token` > generated. An explicit
-//! token must be 32–256 printable ASCII characters without spaces. No message produced
-//! here ever contains the token text.
+//! Precedence: `NL2SH_PROTOCOL_TOKEN` > configured `protocol_token` > generated. No message
+//! produced here ever contains the token text.
 
 use std::ffi::OsString;
-use std::fmt;
 
-use nl2sh_proto::limits::{GENERATED_TOKEN_BYTES, TOKEN_MAX_CHARS, TOKEN_MIN_CHARS};
+use nl2sh_proto::limits::{TOKEN_MAX_CHARS, TOKEN_MIN_CHARS};
+use nl2sh_proto::token::{check, TokenProblem};
 use nl2sh_proto::Secret;
 
 /// Environment variable that overrides every other token source.
@@ -40,43 +40,6 @@ impl TokenSource {
     }
 }
 
-/// What is wrong with an explicit token. Positions are 1-based character positions; the
-/// offending character itself is never shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenProblem {
-    Empty,
-    NotUtf8,
-    TooShort(usize),
-    TooLong(usize),
-    Space(usize),
-    NonAscii(usize),
-    NonPrintable(usize),
-}
-
-impl fmt::Display for TokenProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TokenProblem::Empty => write!(f, "it is set but empty"),
-            TokenProblem::NotUtf8 => write!(f, "it is not valid UTF-8"),
-            TokenProblem::TooShort(n) => write!(
-                f,
-                "too short: {n} chars (needs {TOKEN_MIN_CHARS}–{TOKEN_MAX_CHARS})"
-            ),
-            TokenProblem::TooLong(n) => write!(
-                f,
-                "too long: {n} chars (needs {TOKEN_MIN_CHARS}–{TOKEN_MAX_CHARS})"
-            ),
-            TokenProblem::Space(k) => write!(f, "contains a space at position {k}"),
-            TokenProblem::NonAscii(k) => {
-                write!(f, "contains a non-ASCII character at position {k}")
-            }
-            TokenProblem::NonPrintable(k) => {
-                write!(f, "contains a non-printable character at position {k}")
-            }
-        }
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
     #[error(
@@ -88,8 +51,8 @@ pub enum TokenError {
         origin: TokenSource,
         problem: TokenProblem,
     },
-    #[error("cannot generate a protocol token: the system random source failed: {0}")]
-    Random(String),
+    #[error(transparent)]
+    Random(#[from] nl2sh_proto::token::RandomFailed),
 }
 
 /// Pick the token: `env` is the value of `NL2SH_PROTOCOL_TOKEN` (None when unset),
@@ -117,36 +80,9 @@ pub fn resolve(
     }
 }
 
-/// Whether `token` is acceptable as an explicit token.
-pub fn check(token: &str) -> Result<(), TokenProblem> {
-    if token.is_empty() {
-        return Err(TokenProblem::Empty);
-    }
-    for (i, c) in token.chars().enumerate() {
-        let pos = i + 1;
-        match c {
-            ' ' => return Err(TokenProblem::Space(pos)),
-            '\x21'..='\x7e' => {}
-            c if !c.is_ascii() => return Err(TokenProblem::NonAscii(pos)),
-            _ => return Err(TokenProblem::NonPrintable(pos)),
-        }
-    }
-    // All ASCII from here, so bytes == chars.
-    let n = token.len();
-    if n < TOKEN_MIN_CHARS {
-        return Err(TokenProblem::TooShort(n));
-    }
-    if n > TOKEN_MAX_CHARS {
-        return Err(TokenProblem::TooLong(n));
-    }
-    Ok(())
-}
-
-/// A fresh token: 256 bits from the OS random source, lowercase hex (64 characters).
+/// A fresh token (see [`nl2sh_proto::token::generate`]).
 pub fn generate() -> Result<Secret, TokenError> {
-    nl2sh_proto::ids::random_hex(GENERATED_TOKEN_BYTES)
-        .map(Secret::new)
-        .map_err(|e| TokenError::Random(e.to_string()))
+    Ok(nl2sh_proto::token::generate()?)
 }
 
 #[cfg(test)]
@@ -228,29 +164,5 @@ mod tests {
         let msg = resolve(None, Some(&long)).unwrap_err().to_string();
         assert!(msg.contains("too long: 257 chars"), "{msg}");
         assert!(!msg.contains("ssss"), "{msg}");
-    }
-
-    #[test]
-    fn limits_are_inclusive() {
-        assert!(check(&"a".repeat(TOKEN_MIN_CHARS)).is_ok());
-        assert!(check(&"~".repeat(TOKEN_MAX_CHARS)).is_ok());
-        assert_eq!(check(&"a".repeat(31)), Err(TokenProblem::TooShort(31)));
-        assert_eq!(check("\x7f"), Err(TokenProblem::NonPrintable(1)));
-        assert!(check(&"!\"#$%&'()*+,-./09:;<=>?@AZ[\\]^_`az{|}~".repeat(2)).is_ok());
-    }
-
-    #[test]
-    fn generated_tokens_are_64_lowercase_hex_and_differ() {
-        let a = generate().unwrap();
-        let b = generate().unwrap();
-        for t in [&a, &b] {
-            assert_eq!(t.expose().len(), 64);
-            assert!(t
-                .expose()
-                .bytes()
-                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)));
-            assert!(check(t.expose()).is_ok());
-        }
-        assert_ne!(a.expose(), b.expose());
     }
 }

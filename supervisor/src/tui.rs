@@ -17,11 +17,11 @@ use nl2sh_proto::channels::{
 use nl2sh_tui::{Device, DeviceError, DeviceErrorKind, Saved};
 
 use crate::config;
-use crate::config_edit::OwnerSettings;
 use crate::discovery::Discovery;
 use crate::exit::Exit;
 use crate::local::{ask, runtime, state_paths};
 use crate::state::{self, Discovered, StatePaths};
+use nl2sh_approvald::config_edit::{self, SavedSetting, SettingRefused};
 
 /// What the terminal console asks of this device.
 pub struct LocalDevice {
@@ -178,23 +178,22 @@ impl Device for LocalDevice {
     }
 
     fn settings(&self) -> Result<Vec<SettingView>, DeviceError> {
-        nl2sh_approvald::SettingsEditor::settings(&OwnerSettings, &self.config_path).map_err(failed)
+        config_edit::settings(&self.config_path).map_err(failed)
     }
 
     fn save_setting(&self, key: &str, value: &str) -> Result<Saved, DeviceError> {
-        saved(nl2sh_approvald::SettingsEditor::save(
-            &OwnerSettings,
+        let running = || crate::config_edit::running(&self.config_path);
+        saved(config_edit::save_setting(
             &self.config_path,
             key,
             value,
+            &running,
         ))
     }
 
     fn rotate_token(&self) -> Result<Saved, DeviceError> {
-        saved(nl2sh_approvald::SettingsEditor::rotate_token(
-            &OwnerSettings,
-            &self.config_path,
-        ))
+        let running = || crate::config_edit::running(&self.config_path);
+        saved(config_edit::rotate_token(&self.config_path, &running))
     }
 
     fn start_with_service(&self) -> bool {
@@ -254,19 +253,17 @@ impl Device for LocalDevice {
     }
 }
 
-fn saved(
-    result: Result<nl2sh_approvald::SavedSetting, nl2sh_approvald::SettingRefused>,
-) -> Result<Saved, DeviceError> {
+fn saved(result: Result<SavedSetting, SettingRefused>) -> Result<Saved, DeviceError> {
     match result {
         Ok(s) => Ok(Saved {
             message: s.message,
             restart_needed: s.restart_needed,
         }),
-        Err(nl2sh_approvald::SettingRefused::Invalid(message)) => Err(DeviceError {
+        Err(SettingRefused::Invalid(message)) => Err(DeviceError {
             kind: DeviceErrorKind::Invalid,
             message,
         }),
-        Err(nl2sh_approvald::SettingRefused::Failed(message)) => Err(failed(message)),
+        Err(SettingRefused::Failed(message)) => Err(failed(message)),
     }
 }
 

@@ -10,6 +10,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use nl2sh_proto::channels::{CliRequest, CliResponse};
 use nl2sh_proto::display::Shown;
+use nl2sh_proto::state_layout::{PRIVATE_DIR_MODE, PRIVATE_FILE_MODE};
 use nl2sh_proto::Secret;
 
 use crate::config;
@@ -184,12 +185,14 @@ fn redirect_page(link: &Secret) -> std::io::Result<PathBuf> {
     remove_stale_pages(&base, STALE_LOGIN_PAGE);
     let unique = nl2sh_proto::ids::random_hex(8).map_err(std::io::Error::other)?;
     let dir = base.join(format!("{LOGIN_DIR_PREFIX}{unique}"));
-    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    std::fs::DirBuilder::new()
+        .mode(PRIVATE_DIR_MODE)
+        .create(&dir)?;
     let path = dir.join("login.html");
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o600)
+        .mode(PRIVATE_FILE_MODE)
         .open(&path)?;
     // The link is hex and a fixed origin: nothing in it needs escaping in an attribute.
     write!(

@@ -7,8 +7,8 @@ use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
 use nl2sh_proto::channels::{
-    CallOrigin, ContextId, PendingApproval, ProtocolState, ProtocolStatus, SettingView, TaskId,
-    TaskRecord,
+    CallOrigin, ContextId, PendingApproval, ProtocolState, ProtocolStatus, SettingKind,
+    SettingView, TaskId, TaskRecord,
 };
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::MAX_AGENT_TEXT_BYTES;
@@ -169,54 +169,6 @@ pub(crate) const SNIPPETS: [&str; 4] = [
     "Start the service",
     "A2A SendMessage (curl)",
 ];
-
-/// The settings of the "MCP / A2A" category, in the Web console's order, with their
-/// labels.
-pub(crate) const SETTINGS: [(&str, &str); 5] = [
-    (
-        "protocol_start_with_service",
-        "Start MCP/A2A with the service",
-    ),
-    ("protocol_service_port", "Service port"),
-    ("protocol_token", "HTTP token"),
-    (
-        "protocol_auto_approve",
-        "Approve every request automatically",
-    ),
-    (
-        "approval_notifications",
-        "Notify on Android when a request waits",
-    ),
-];
-
-/// The warning `protocol_auto_approve` always carries.
-pub(crate) const AUTO_APPROVE_WARNING: &str =
-    "Approves every request, dangerous and critical ones included, with no one asked.";
-
-pub(crate) fn setting_label(key: &str) -> Option<&'static str> {
-    SETTINGS.iter().find(|(k, _)| *k == key).map(|(_, l)| *l)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SettingKind {
-    Bool,
-    Port,
-    Secret,
-    Text,
-}
-
-pub(crate) fn setting_kind(s: &SettingView) -> SettingKind {
-    match s.key.as_str() {
-        "protocol_start_with_service" | "protocol_auto_approve" | "approval_notifications" => {
-            SettingKind::Bool
-        }
-        "protocol_service_port" => SettingKind::Port,
-        "protocol_token" => SettingKind::Secret,
-        _ if s.credential => SettingKind::Secret,
-        _ if s.value == "true" || s.value == "false" => SettingKind::Bool,
-        _ => SettingKind::Text,
-    }
-}
 
 /// One task opened from the list.
 pub(crate) struct Detail {
@@ -548,20 +500,19 @@ impl App {
         left.as_millis().div_ceil(1000) as u64
     }
 
+    /// The settings as the device sends them: in their order, with their labels, kinds
+    /// and warnings (the console keeps no list of its own).
     fn load_settings(&mut self, device: &dyn Device) {
         self.settings = device
             .settings()
-            .map(|mut list| {
-                list.sort_by_key(|s| {
-                    SETTINGS
-                        .iter()
-                        .position(|(k, _)| *k == s.key)
-                        .unwrap_or(SETTINGS.len())
-                });
-                list
-            })
             .map_err(|e| device_error("The settings could not be read: ", &e));
         self.fix_mcp_sel();
+    }
+
+    /// The warning the setting `key` carries, as it was sent.
+    pub(crate) fn setting_warning(&self, key: &str) -> Option<&str> {
+        let settings = self.settings.as_ref().ok()?;
+        settings.iter().find(|s| s.key == key)?.warning.as_deref()
     }
 
     fn load_tasks(&mut self, device: &dyn Device) {
@@ -815,9 +766,7 @@ impl App {
         let Some(s) = settings.iter().find(|s| s.key == key) else {
             return;
         };
-        let label = setting_label(&s.key)
-            .map(str::to_string)
-            .unwrap_or_else(|| shown(&s.key));
+        let label = shown(&s.label);
         let entry = |kind, typed: String| Modal::Entry {
             key: s.key.clone(),
             label: label.clone(),
@@ -825,8 +774,8 @@ impl App {
             typed,
             error: None,
         };
-        self.modal = Some(match setting_kind(s) {
-            SettingKind::Bool => Modal::Toggle {
+        self.modal = Some(match s.kind {
+            SettingKind::Switch => Modal::Toggle {
                 key: s.key.clone(),
                 label: label.clone(),
                 value: s.value != "true",

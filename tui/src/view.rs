@@ -4,7 +4,7 @@
 //! [`Shown`] before it becomes a span, and long values are wrapped to the width (never
 //! cut by the layout: what does not fit scrolls).
 
-use nl2sh_proto::channels::{CallOrigin, PendingApproval, ProtocolState};
+use nl2sh_proto::channels::{CallOrigin, PendingApproval, ProtocolState, SettingKind};
 use nl2sh_proto::clock::readable_utc;
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_AGENT_TEXT_BYTES, MAX_PENDING_APPROVALS};
@@ -16,8 +16,7 @@ use ratatui::widgets::{Block, Clear, Paragraph};
 use ratatui::Frame;
 
 use crate::app::{
-    setting_kind, setting_label, App, EntryKind, McpItem, Modal, NoteKind, Page, SettingKind, Turn,
-    View, ASK_NOT_RUNNING, AUTO_APPROVE_WARNING, SNIPPETS,
+    App, EntryKind, McpItem, Modal, NoteKind, Page, Turn, View, ASK_NOT_RUNNING, SNIPPETS,
 };
 use crate::task::{Look, Row};
 use crate::text::{time_left, width, wrap};
@@ -649,12 +648,10 @@ impl App {
                 for s in settings {
                     let start = body.start();
                     let selected = self.mcp_sel == McpItem::Setting(s.key.clone());
-                    let label = setting_label(&s.key)
-                        .map(str::to_string)
-                        .unwrap_or_else(|| shown(&s.key));
+                    let label = shown(&s.label);
                     let lead = format!("{}{label:<39} ", if selected { "> " } else { "  " });
                     let mut value = shown(&s.value);
-                    if !s.set && setting_kind(s) != SettingKind::Secret {
+                    if !s.set && s.kind != SettingKind::Secret {
                         value.push_str(" (default)");
                     }
                     body.field(
@@ -668,8 +665,8 @@ impl App {
                         theme.label(),
                         4,
                     );
-                    if s.key == "protocol_auto_approve" {
-                        body.field("    ", theme.plain(), AUTO_APPROVE_WARNING, theme.warn(), 4);
+                    if let Some(warning) = &s.warning {
+                        body.field("    ", theme.plain(), &shown(warning), theme.warn(), 4);
                     }
                     if selected {
                         body.select_from(start);
@@ -1123,8 +1120,8 @@ impl App {
                     &format!("Turn {word} \"{label}\"? ({} = {value})", Shown::new(key)),
                     theme.label(),
                 );
-                if key == "protocol_auto_approve" && *value {
-                    body.text(AUTO_APPROVE_WARNING, theme.error());
+                if let Some(warning) = self.setting_warning(key).filter(|_| *value) {
+                    body.text(&shown(warning), theme.error());
                     body.text("Only for callers you fully trust.", theme.warn());
                 }
                 body.text("y/Enter: save · n/Esc: cancel", theme.muted());

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use nl2sh_proto::channels::{
     ApprovalId, CallId, CallOrigin, ClientSnippets, ContextId, Identity, PendingApproval,
-    ProtocolState, ProtocolStatus, RiskLevel, SettingView, TaskId, TaskRecord, TaskState,
+    ProtocolState, ProtocolStatus, RiskLevel, SettingKind, SettingView, TaskId, TaskRecord,
+    TaskState,
 };
 use nl2sh_proto::Secret;
 use nl2sh_tui::{App, Device, DeviceError, DeviceErrorKind, Options, Page, Saved};
@@ -266,24 +267,55 @@ fn stopped(detail: &str) -> ProtocolStatus {
     }
 }
 
-fn setting(key: &str, value: &str, credential: bool) -> SettingView {
+fn setting(key: &str, label: &str, kind: SettingKind, value: &str) -> SettingView {
     SettingView {
         key: key.into(),
         value: value.into(),
         set: true,
-        credential,
+        credential: kind == SettingKind::Secret,
         live: key == "protocol_auto_approve",
+        label: label.into(),
+        kind,
+        help: None,
+        warning: None,
     }
 }
 
+/// The settings as approvald's editor sends them (`config_edit::OWNER_SETTINGS`): in
+/// their order, with their labels, kinds and warnings.
 fn settings() -> Vec<SettingView> {
     vec![
-        // Out of order: the App sorts them as the Web console does.
-        setting("protocol_auto_approve", "false", false),
-        setting("protocol_start_with_service", "true", false),
-        setting("protocol_service_port", "8765", false),
-        setting("protocol_token", "set", true),
-        setting("approval_notifications", "true", false),
+        setting(
+            "protocol_start_with_service",
+            "Start MCP/A2A with the service",
+            SettingKind::Switch,
+            "true",
+        ),
+        setting(
+            "protocol_service_port",
+            "Service port",
+            SettingKind::Port,
+            "8765",
+        ),
+        setting("protocol_token", "HTTP token", SettingKind::Secret, "set"),
+        SettingView {
+            warning: Some(
+                "Approves every request, dangerous and critical ones included, with no one asked."
+                    .into(),
+            ),
+            ..setting(
+                "protocol_auto_approve",
+                "Approve every request automatically",
+                SettingKind::Switch,
+                "false",
+            )
+        },
+        setting(
+            "approval_notifications",
+            "Notify on Android when a request waits",
+            SettingKind::Switch,
+            "true",
+        ),
     ]
 }
 
@@ -833,6 +865,68 @@ fn settings_are_listed_in_order_with_the_auto_approve_warning() {
     ));
     assert!(text.contains("Rotate token"));
     assert!(text.contains("8765"));
+}
+
+/// The console keeps no list of its own: it shows the settings in the order it is sent,
+/// by the labels it is sent, with the warnings it is sent, and edits each as its kind says.
+#[test]
+fn the_settings_are_shown_as_they_are_sent() {
+    let device = Fake::new(stopped("Stopped."));
+    *device.settings.borrow_mut() = vec![
+        setting(
+            "approval_notifications",
+            "Android notifications, as sent",
+            SettingKind::Switch,
+            "true",
+        ),
+        SettingView {
+            warning: Some("A warning sent with the port.".into()),
+            ..setting(
+                "protocol_service_port",
+                "The port, as sent",
+                SettingKind::Port,
+                "8765",
+            )
+        },
+        setting(
+            "protocol_auto_approve",
+            "Auto approval, as sent",
+            SettingKind::Switch,
+            "false",
+        ),
+    ];
+    let mut app = App::new(&device, COLOR);
+    let text = flat(&app, 80, 24);
+    let at = |s: &str| {
+        text.find(s)
+            .unwrap_or_else(|| panic!("{s:?} not on\n{text}"))
+    };
+    assert!(at("Android notifications, as sent") < at("The port, as sent"));
+    assert!(at("The port, as sent") < at("A warning sent with the port."));
+    assert!(at("A warning sent with the port.") < at("Auto approval, as sent"));
+    for own in [
+        "Service port",
+        "Approve every request automatically",
+        "Approves every",
+    ] {
+        assert!(!text.contains(own), "{own}: {text}");
+    }
+    // The first is a switch: a question; the second a port: a number typed.
+    for _ in 0..4 {
+        press(&mut app, &device, KeyCode::Up);
+    }
+    press(&mut app, &device, KeyCode::Enter);
+    assert!(screen(&app, 80, 24).contains("Turn off \"Android notifications, as sent\""));
+    press(&mut app, &device, KeyCode::Esc);
+    press(&mut app, &device, KeyCode::Down);
+    press(&mut app, &device, KeyCode::Enter);
+    let text = screen(&app, 80, 24);
+    assert!(
+        text.contains("The port, as sent (protocol_service_port)"),
+        "{text}"
+    );
+    assert!(text.contains("> 8765_"), "{text}");
+    assert!(device.saves.borrow().is_empty());
 }
 
 #[test]

@@ -676,18 +676,10 @@
   // Settings (on the MCP / A2A page)
   // ---------------------------------------------------------------------------------
 
-  var SETTING_INFO = {
-    protocol_start_with_service: { kind: 'bool', label: 'Start MCP/A2A with the service' },
-    protocol_service_port: { kind: 'port', label: 'Service port', help: '0 picks any free port.' },
-    protocol_token: { kind: 'token', label: 'HTTP token' },
-    protocol_auto_approve: {
-      kind: 'bool', label: 'Approve every request automatically',
-      warning: 'Approves every request, dangerous and critical ones included, with no one asked. Only for callers you fully trust.'
-    },
-    approval_notifications: { kind: 'bool', label: 'Notify on Android when a request waits' }
-  };
-  var SETTING_ORDER = ['protocol_start_with_service', 'protocol_service_port', 'protocol_token',
-    'protocol_auto_approve', 'approval_notifications'];
+  // The settings come in their order, each with how it is shown (label, kind, help,
+  // warning): the page keeps no list of its own. A switch that carries a warning asks
+  // before it is turned on.
+  var TRUST = 'Only for callers you fully trust.';
 
   function renderSettingsSection(seq) {
     var list = el('div', { id: 'settings-list' }, el('p', { class: 'muted' }, 'Loading…'));
@@ -698,11 +690,6 @@
       }
       clear(list);
       var items = arr(r.settings).map(obj).filter(function (s) { return has(s.key); });
-      items.sort(function (a, b) {
-        var ia = SETTING_ORDER.indexOf(str(a.key));
-        var ib = SETTING_ORDER.indexOf(str(b.key));
-        return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib);
-      });
       if (!items.length) {
         append(list, el('p', { class: 'muted' }, 'No settings.'));
       }
@@ -734,7 +721,10 @@
 
   function settingRow(s, seq) {
     var key = str(s.key);
-    var info = SETTING_INFO[key] || { kind: s.credential === true ? 'token' : 'text', label: key };
+    var kind = str(s.kind);
+    var label = str(s.label) || key;
+    var help = has(s.help) ? str(s.help) : '';
+    var warning = has(s.warning) ? str(s.warning) : '';
     var inputId = 'input-' + key;
     var msg = el('div', { id: 'msg-' + key, class: 'setting-msg', role: 'status', 'aria-live': 'polite', hidden: true });
     var form = el('form', { class: 'setting', id: 'form-' + key, 'data-key': key, autocomplete: 'off' });
@@ -746,7 +736,6 @@
     var input;
     var saveLabel = 'Save';
     var controls;
-    var extra = null;
     var stateEl = null;
 
     // "default" while the configuration does not set this key.
@@ -755,21 +744,21 @@
       return defTag;
     }
 
-    if (info.kind === 'bool') {
+    if (kind === 'switch') {
       input = el('input', { type: 'checkbox', id: inputId, class: 'checkbox' });
       input.checked = stored === 'true';
       controls = el('div', { class: 'setting-control' },
-        el('label', { class: 'check-label', for: inputId }, input, el('span', null, info.label)),
+        el('label', { class: 'check-label', for: inputId }, input, el('span', null, label)),
         defaultTag());
-    } else if (info.kind === 'port') {
+    } else if (kind === 'port') {
       input = el('input', {
         type: 'number', id: inputId, class: 'mono port-input', min: '0', max: '65535', step: '1',
         inputmode: 'numeric', autocomplete: 'off'
       });
       input.value = stored;
       controls = el('div', { class: 'setting-control' },
-        el('label', { for: inputId, class: 'field-label' }, info.label), input, defaultTag());
-    } else if (info.kind === 'token') {
+        el('label', { for: inputId, class: 'field-label' }, label), input, defaultTag());
+    } else if (kind === 'secret') {
       saveLabel = 'Save token';
       // A hidden username field keeps browsers from guessing one for this password form.
       input = el('input', {
@@ -778,14 +767,13 @@
       });
       stateEl = el('span', { id: 'state-' + key, class: 'tag token-state' }, stored || 'unknown');
       controls = el('div', { class: 'setting-control' },
-        el('label', { for: inputId, class: 'field-label' }, info.label),
+        el('label', { for: inputId, class: 'field-label' }, label),
         stateEl, input);
-      extra = el('p', { class: 'help' }, '32–256 printable characters, no spaces. Clients using the old token stop working.');
     } else {
       input = el('input', { type: 'text', id: inputId, class: 'mono', autocomplete: 'off', spellcheck: 'false' });
       input.value = stored;
       controls = el('div', { class: 'setting-control' },
-        el('label', { for: inputId, class: 'field-label' }, info.label), input, defaultTag());
+        el('label', { for: inputId, class: 'field-label' }, label), input, defaultTag());
     }
 
     // An edit makes the last save's message stale.
@@ -796,20 +784,17 @@
     var save = el('button', { type: 'submit', id: 'save-' + key, class: 'btn btn-primary' }, saveLabel);
     var buttons = el('div', { class: 'setting-buttons' }, save);
     var rotate = null;
-    if (info.kind === 'token') {
+    if (kind === 'secret') {
       rotate = button('Rotate token', { id: 'rotate-token', class: 'btn' });
       append(buttons, rotate);
     }
 
     append(form, el('div', { class: 'setting-main' }, controls, buttons));
-    if (info.help) {
-      append(form, el('p', { class: 'help' }, info.help));
+    if (help) {
+      append(form, el('p', { class: 'help' }, help));
     }
-    if (extra) {
-      append(form, extra);
-    }
-    if (info.warning) {
-      append(form, el('p', { class: 'warning', id: 'warn-' + key }, info.warning));
+    if (warning) {
+      append(form, el('p', { class: 'warning', id: 'warn-' + key }, warning + ' ' + TRUST));
     }
     if (s.live === false) {
       form.setAttribute('data-live', 'false');
@@ -830,7 +815,7 @@
       busy(false);
       var rr = obj(r);
       showSettingResult(msg, true, str(rr.message) || 'Saved.', rr.restart_needed === true);
-      if (info.kind === 'token') {
+      if (kind === 'secret') {
         input.value = '';
         refreshSettingState(key, seq, function (fresh) {
           stateEl.textContent = str(fresh.value) || 'unknown';
@@ -854,15 +839,15 @@
     form.addEventListener('submit', function (ev) {
       ev.preventDefault();
       var value;
-      if (info.kind === 'bool') {
+      if (kind === 'switch') {
         value = input.checked ? 'true' : 'false';
-      } else if (info.kind === 'port') {
+      } else if (kind === 'port') {
         value = input.value.trim();
         if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) {
           showSettingResult(msg, false, 'Enter a port number from 0 to 65535.', false);
           return;
         }
-      } else if (info.kind === 'token') {
+      } else if (kind === 'secret') {
         value = input.value;
         if (!value) {
           showSettingResult(msg, false, 'Type the new token first (or use Rotate token for a random one).', false);
@@ -872,8 +857,8 @@
       } else {
         value = input.value;
       }
-      if (key === 'protocol_auto_approve' && value === 'true') {
-        if (!window.confirm('Approve every request automatically, dangerous and critical ones included, with no one asked?\n\nOnly for callers you fully trust.')) {
+      if (kind === 'switch' && warning && value === 'true') {
+        if (!window.confirm('Turn on "' + label + '"?\n\n' + warning + '\n\n' + TRUST)) {
           input.checked = stored === 'true';
           showSettingResult(msg, false, 'Not saved.', false);
           return;

@@ -547,6 +547,9 @@ async fn settings_get(State(console): State<Shared>, headers: HeaderMap) -> Resp
                     "settings": list.iter().map(|s| json!({
                         "key": s.key, "value": Shown::new(&s.value).to_string(), "set": s.set,
                         "credential": s.credential, "live": s.live,
+                        "label": Shown::new(&s.label).to_string(), "kind": s.kind.as_str(),
+                        "help": s.help.as_deref().map(|t| Shown::new(t).to_string()),
+                        "warning": s.warning.as_deref().map(|t| Shown::new(t).to_string()),
                     })).collect::<Vec<_>>()
                 }))),
                 _ => Err(Failure::Unavailable),

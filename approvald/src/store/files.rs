@@ -6,9 +6,9 @@ use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use super::StoreError;
+use nl2sh_proto::state_layout::PRIVATE_FILE_MODE;
 
-pub(crate) const FILE_MODE: u32 = 0o600;
+use super::StoreError;
 
 pub(crate) fn suffixed(path: &Path, suffix: &str) -> PathBuf {
     let mut side = path.to_owned().into_os_string();
@@ -28,7 +28,7 @@ pub(crate) fn create_private_file(path: &Path) -> Result<(), StoreError> {
         .write(true)
         .create(true)
         .truncate(false)
-        .mode(FILE_MODE)
+        .mode(PRIVATE_FILE_MODE)
         .custom_flags(nix::libc::O_NOFOLLOW)
         .open(path)
         .map_err(|source| StoreError::Io {
@@ -72,8 +72,8 @@ pub(crate) fn make_private(file: &File, path: &Path) -> Result<(), StoreError> {
             why: format!("must be a regular file owned by uid {me}"),
         });
     }
-    if meta.mode() & 0o777 != FILE_MODE {
-        file.set_permissions(Permissions::from_mode(FILE_MODE))
+    if meta.mode() & 0o777 != PRIVATE_FILE_MODE {
+        file.set_permissions(Permissions::from_mode(PRIVATE_FILE_MODE))
             .map_err(io_err("cannot restrict the mode of"))?;
         tracing::warn!(path = %path.display(), mode = format!("{:o}", meta.mode() & 0o777), "tightened to 0600");
     }

@@ -24,12 +24,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use nl2sh_proto::journal::{encode_entry, open_append, read_entries, remove, Entries};
+use nl2sh_proto::state_layout;
 use serde::{Deserialize, Serialize};
 
 use super::AuditRecord;
 
 /// The journal, relative to the state directory.
-pub const JOURNAL_FILE: &str = "protocol/audit-journal";
+pub const JOURNAL_FILE: &str = state_layout::AUDIT_JOURNAL.path;
 /// The file is rotated once it holds this many bytes.
 pub const ROTATE_BYTES: u64 = 256 * 1024;
 
@@ -47,10 +48,10 @@ pub type Contents = Entries<Entry>;
 
 /// The two files of the journal in `state_dir`: the older one first.
 pub fn paths(state_dir: &Path) -> [PathBuf; 2] {
-    let current = state_dir.join(JOURNAL_FILE);
-    let mut older = current.clone().into_os_string();
-    older.push(".1");
-    [PathBuf::from(older), current]
+    [
+        state_layout::AUDIT_JOURNAL_OLDER.in_dir(state_dir),
+        state_layout::AUDIT_JOURNAL.in_dir(state_dir),
+    ]
 }
 
 /// Every entry of both files, older file first, and the garbage bytes found. A missing

@@ -35,13 +35,14 @@ use nl2sh_proto::limits::{
 };
 use nl2sh_proto::private_dir::{open_private_dir, Create, WideMode};
 use nl2sh_proto::private_file::{self, Owner, TEMP_SUFFIX};
+use nl2sh_proto::state_layout;
 
 use super::redact::Redactor;
 use super::tasks::storage_failure;
 use super::StoreError;
 
 /// The sessions directory, relative to the state directory.
-pub const SESSIONS_DIR: &str = "sessions";
+pub const SESSIONS_DIR: &str = state_layout::SESSIONS_DIR.path;
 /// Session files kept at most (one per context): as many as tasks are.
 pub const MAX_SESSION_FILES: usize = MAX_RETAINED_TASKS;
 /// Bytes of session files kept at most: as many as of task documents.
@@ -49,7 +50,7 @@ pub const MAX_SESSION_BYTES: u64 = MAX_RETAINED_DOCUMENT_BYTES as u64;
 /// One session file at most.
 pub const MAX_SESSION_FILE_BYTES: usize = MAX_TASK_DOCUMENT_BYTES;
 
-const SUFFIX: &str = ".json";
+const SUFFIX: &str = state_layout::SESSION_FILE_SUFFIX;
 
 pub(crate) struct Sessions {
     dir: PathBuf,

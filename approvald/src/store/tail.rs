@@ -35,24 +35,23 @@ use serde::{Deserialize, Serialize};
 use super::chain::{is_sha256_hex, GENESIS_SHA256};
 use super::retention::Anchor;
 use nl2sh_proto::private_file::{self, Owner};
+use nl2sh_proto::state_layout;
 
 /// The tail file, relative to the state directory.
-pub const TAIL_FILE: &str = "protocol/audit-tail.json";
-const TAIL_FILE_NAME: &str = "audit-tail.json";
-const TAIL_TEMP_NAME: &str = "audit-tail.json.tmp";
+pub const TAIL_FILE: &str = state_layout::AUDIT_TAIL.path;
 const FORMAT: &str = "nl2sh-audit-tail-v1";
 /// A real tail file is [`RECORD_BYTES`] long.
 const MAX_TAIL_BYTES: u64 = 1024;
 
 /// The tail file beside the database at `db`.
 pub fn tail_path(db: &Path) -> PathBuf {
-    db.with_file_name(TAIL_FILE_NAME)
+    db.with_file_name(state_layout::AUDIT_TAIL.name())
 }
 
 /// Where builds before the shared private-file writer made the tail file's temporary
 /// file; a leftover one is removed at open.
 pub(super) fn legacy_temp_path(db: &Path) -> PathBuf {
-    db.with_file_name(TAIL_TEMP_NAME)
+    db.with_file_name(format!("{}.tmp", state_layout::AUDIT_TAIL.name()))
 }
 
 /// The newest row written: what the tail file says.

@@ -25,7 +25,7 @@ use nl2sh_proto::channels::ReportedRow;
 use nl2sh_proto::journal::{encode_entry, open_append, read_entries};
 
 /// The outbox, relative to the state directory.
-pub const OUTBOX_FILE: &str = "protocol/audit-outbox";
+pub const OUTBOX_FILE: &str = nl2sh_proto::state_layout::AUDIT_OUTBOX.path;
 /// Rows that may wait for approvald's acknowledgement after their answers left.
 pub const MAX_UNACKNOWLEDGED: usize = 256;
 /// The file is emptied, once no row waits, only when it holds this much: emptying it

@@ -124,7 +124,7 @@ impl DumpFile {
         let f = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(nl2sh_proto::state_layout::PRIVATE_FILE_MODE)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(fail)?;
