@@ -265,7 +265,7 @@ mod tests {
     fn root_keeps_a_users_configuration_theirs() {
         use std::os::unix::fs::MetadataExt;
         if !nix::unistd::geteuid().is_root() {
-            eprintln!("skipped: needs root to own files as another user");
+            nl2sh_proto::test_skip::skip("needs root to own files as another user");
             return;
         }
         let tmp = tempfile::tempdir().unwrap();
