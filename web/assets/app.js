@@ -543,14 +543,22 @@
       refresh.disabled = false;
       clear(body);
       append(body, connectionView(c, seq));
-    }, function (err) {
+    }, loadFailed(seq, body, refresh));
+  }
+
+  // What a failed load shows in `box`, unless the page has moved on since (`seq`); its
+  // refresh button, if any, works again.
+  function loadFailed(seq, box, refresh) {
+    return function (err) {
       if (!current(seq)) {
         return;
       }
-      refresh.disabled = false;
-      clear(body);
-      append(body, statusMsg(errorText(err), 'error'));
-    });
+      if (refresh) {
+        refresh.disabled = false;
+      }
+      clear(box);
+      append(box, statusMsg(errorText(err), 'error'));
+    };
   }
 
   function connectionStatus(c) {
@@ -696,13 +704,7 @@
       items.forEach(function (s) {
         append(list, settingRow(s, seq));
       });
-    }, function (err) {
-      if (!current(seq)) {
-        return;
-      }
-      clear(list);
-      append(list, statusMsg(errorText(err), 'error'));
-    });
+    }, loadFailed(seq, list, null));
     return sec;
   }
 
@@ -1330,14 +1332,7 @@
         return;
       }
       render(items);
-    }, function (err) {
-      if (!current(seq)) {
-        return;
-      }
-      refresh.disabled = false;
-      clear(body);
-      append(body, statusMsg(errorText(err), 'error'));
-    });
+    }, loadFailed(seq, body, refresh));
   }
 
   function renderTasks(page) {
