@@ -7,7 +7,6 @@
 #![forbid(unsafe_code)]
 
 pub mod authority;
-pub mod clock;
 pub mod config_edit;
 pub mod dispatch;
 pub mod notify;

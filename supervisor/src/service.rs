@@ -203,7 +203,7 @@ pub fn status(config_arg: Option<PathBuf>, json: bool) -> ExitCode {
 
 fn since(info: &ConnectionInfo) -> Option<String> {
     info.started_at_ms
-        .map(nl2sh_approvald::clock::rfc3339_millis)
+        .map(nl2sh_proto::clock::rfc3339_millis)
 }
 
 fn connection_json(info: &ConnectionInfo) -> serde_json::Value {
@@ -286,7 +286,7 @@ fn status_json(
             "cause": f.cause,
             "restarts": f.restarts,
             "pid": f.pid,
-            "at": nl2sh_approvald::clock::rfc3339_millis(f.at_ms),
+            "at": nl2sh_proto::clock::rfc3339_millis(f.at_ms),
         })),
         "connections": connections,
         "stale_record": stale_record,
@@ -334,7 +334,7 @@ fn status_text(
                 &format!(
                     "failed: the workers kept dying and the service stopped itself at {} \
                      after {} restarts (last: {})",
-                    nl2sh_approvald::clock::rfc3339_millis(f.at_ms),
+                    nl2sh_proto::clock::rfc3339_millis(f.at_ms),
                     f.restarts,
                     Shown::new(&f.cause)
                 ),

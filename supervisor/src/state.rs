@@ -261,7 +261,7 @@ pub fn this_process_info(
         agent_card_url: None,
         token: None,
         version: Some(env!("CARGO_PKG_VERSION").to_owned()),
-        started_at_ms: Some(nl2sh_approvald::clock::now_unix_ms()),
+        started_at_ms: Some(nl2sh_proto::clock::now_unix_ms()),
         listen: None,
         restarts: 0,
         last_restart_cause: None,

@@ -118,7 +118,7 @@ impl Restart {
     /// The crash loop's record, for `service status`.
     pub(super) fn failed(&self, cause: &str) {
         let record = state::FailureRecord {
-            at_ms: nl2sh_approvald::clock::now_unix_ms(),
+            at_ms: nl2sh_proto::clock::now_unix_ms(),
             pid: std::process::id(),
             restarts: self.info.restarts,
             cause: cause.to_string(),
