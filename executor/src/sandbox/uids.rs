@@ -118,13 +118,15 @@ pub(super) fn claim(uid: u32) -> Option<Claim> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = claims_dir();
     if !dir.is_dir() {
-        let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+        let _ = std::fs::DirBuilder::new()
+            .mode(nl2sh_proto::state_layout::PRIVATE_DIR_MODE)
+            .create(dir);
     }
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
-        .mode(0o600)
+        .mode(nl2sh_proto::state_layout::PRIVATE_FILE_MODE)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(dir.join(format!("{uid}.lock")))
         .ok()?;
