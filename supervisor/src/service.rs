@@ -202,8 +202,7 @@ pub fn status(config_arg: Option<PathBuf>, json: bool) -> ExitCode {
 }
 
 fn since(info: &ConnectionInfo) -> Option<String> {
-    info.started_at_ms
-        .map(nl2sh_proto::clock::rfc3339_millis)
+    info.started_at_ms.map(nl2sh_proto::clock::rfc3339_millis)
 }
 
 fn connection_json(info: &ConnectionInfo) -> serde_json::Value {
