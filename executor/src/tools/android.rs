@@ -8,7 +8,11 @@
 //! screen that no longer exists. Results are JSON objects kept under the output bound.
 
 mod apps;
+#[cfg(test)]
+mod corpus;
 mod diagnostics;
+#[cfg_attr(not(test), allow(dead_code))] // Used by android.device_state, next.
+mod dumpsys;
 mod image;
 mod input;
 mod screen;
