@@ -11,11 +11,11 @@ mod apps;
 #[cfg(test)]
 mod corpus;
 mod diagnostics;
-#[cfg_attr(not(test), allow(dead_code))] // Used by android.device_state, next.
 mod dumpsys;
 mod image;
 mod input;
 mod screen;
+mod state;
 mod uixml;
 
 #[cfg(test)]
@@ -85,6 +85,7 @@ fn all() -> Vec<AndroidTool> {
         apps::current_app(),
         diagnostics::logcat(),
         diagnostics::dumpsys(),
+        state::device_state(),
     ]
 }
 
