@@ -8,10 +8,14 @@
 //! screen that no longer exists. Results are JSON objects kept under the output bound.
 
 mod apps;
+#[cfg(test)]
+mod corpus;
 mod diagnostics;
+mod dumpsys;
 mod image;
 mod input;
 mod screen;
+mod state;
 mod uixml;
 
 #[cfg(test)]
@@ -81,6 +85,7 @@ fn all() -> Vec<AndroidTool> {
         apps::current_app(),
         diagnostics::logcat(),
         diagnostics::dumpsys(),
+        state::device_state(),
     ]
 }
 

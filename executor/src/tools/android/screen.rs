@@ -62,6 +62,7 @@ fn prepare_dump(_args: &Args<'_>, env: &DeviceEnv, program: &str) -> Result<Prep
         "dump".into(),
         path.display().to_string(),
     ];
+    let dumpsys = env.program("dumpsys").map(|p| p.display().to_string());
     let identity = env.ui_identity();
     let chown_to_shell = identity == Identity::Shell && env.euid == 0;
     Ok(Prepared {
@@ -86,10 +87,26 @@ fn prepare_dump(_args: &Args<'_>, env: &DeviceEnv, program: &str) -> Result<Prep
                     )));
                 }
                 let dump = uixml::parse(&xml).map_err(ToolError::Failed)?;
-                Ok(ToolOutput::json(true, &dump_json(&dump)))
+                let mut value = dump_json(&dump);
+                value["screen"] = screen_now(&ctx, dumpsys).await;
+                Ok(ToolOutput::json(true, &value))
             })
         }),
     })
+}
+
+/// Whether the screen is off, locked or shows a secure window (`state::screen_condition`,
+/// one `dumpsys window`), or why that is not known.
+async fn screen_now(ctx: &crate::tools::ExecContext, dumpsys: Option<String>) -> Value {
+    let Some(dumpsys) = dumpsys else {
+        return json!({"unknown": "dumpsys is not on this device's PATH"});
+    };
+    let mut spec = CommandSpec::new(vec![dumpsys, "window".into()]);
+    spec.max_stdout = super::state::MAX_STATE_BYTES;
+    match run_checked(ctx, spec).await {
+        Ok(out) => super::state::screen_condition(&String::from_utf8_lossy(&out.stdout.bytes)),
+        Err(e) => json!({"unknown": e.to_string()}),
+    }
 }
 
 /// The result object: nodes within the output budget, and whether any were left out.

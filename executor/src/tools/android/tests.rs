@@ -146,7 +146,9 @@ async fn screen_dump_reads_the_visible_nodes() {
     let rig = Rig::new(&[]);
     let (v, _) = rig.ok("android.screen_dump", json!({})).await;
     let ran = rig.ran();
-    assert_eq!(ran.len(), 1, "{ran:?}");
+    // The dump, then the screen's condition (one dumpsys window).
+    assert_eq!(ran.len(), 2, "{ran:?}");
+    assert_eq!(ran[1], "dumpsys window");
     let file = ran[0]
         .strip_prefix("uiautomator dump ")
         .expect("uiautomator dump FILE");
@@ -873,4 +875,79 @@ async fn dumpsys_reads_only_listed_services() {
         );
     }
     assert!(rig.ran().is_empty(), "{:?}", rig.ran());
+}
+
+#[tokio::test]
+async fn device_state_reads_window_power_and_battery() {
+    let rig = Rig::new(&[]);
+    let (v, _) = rig.ok("android.device_state", json!({})).await;
+    assert_eq!(
+        rig.ran(),
+        ["dumpsys window", "dumpsys power", "dumpsys battery"],
+        "three dumpsys calls; wm only when dumpsys window has no size"
+    );
+    assert_eq!(v["screen_on"], json!(true));
+    assert_eq!(v["wakefulness"], json!("Awake"));
+    assert_eq!(v["locked"], json!(false));
+    assert_eq!(v["package"], json!("com.android.settings"));
+    assert_eq!(v["activity"], json!("com.android.settings.Settings"));
+    assert_eq!(v["secure"], json!(false));
+    assert_eq!(v["rotation"], json!(0));
+    assert_eq!(
+        v["display"],
+        json!({"physical": {"width": 540, "height": 1200, "density": 280}, "override": null})
+    );
+    assert_eq!(
+        v["battery"],
+        json!({"level": 87, "charging": true, "plugged": ["usb"], "powered": true})
+    );
+    assert_eq!(v["unknown"], json!({}));
+}
+
+#[tokio::test]
+async fn device_state_says_off_locked_secure_and_what_it_could_not_read() {
+    let rig = Rig::new(&[
+        ("NL2SH_STANDIN_SCREEN", "off"),
+        ("NL2SH_STANDIN_LOCKED", "1"),
+        ("NL2SH_STANDIN_SECURE", "1"),
+        ("NL2SH_STANDIN_MISSING_SERVICES", "battery"),
+    ]);
+    let (v, _) = rig.ok("android.device_state", json!({})).await;
+    assert_eq!(v["screen_on"], json!(false));
+    assert_eq!(v["wakefulness"], json!("Asleep"));
+    assert_eq!(v["locked"], json!(true));
+    assert_eq!(v["secure"], json!(true));
+    // No battery service: the level comes from dumpsys power, charging is not guessed.
+    assert_eq!(v["battery"]["level"], json!(87));
+    assert_eq!(v["battery"]["charging"], Value::Null);
+    assert_eq!(v["battery"]["powered"], json!(true));
+    let why = v["unknown"]["charging"].as_str().unwrap();
+    assert!(why.contains("no such service"), "{why}");
+}
+
+#[tokio::test]
+async fn screen_dump_says_whether_the_screen_is_off_locked_or_secure() {
+    let rig = Rig::new(&[]);
+    let (v, _) = rig.ok("android.screen_dump", json!({})).await;
+    assert_eq!(
+        v["screen"],
+        json!({"off": false, "locked": false, "secure": false,
+               "focused_window": "com.android.settings/com.android.settings.Settings"})
+    );
+    assert_eq!(
+        rig.ran()
+            .iter()
+            .filter(|l| l.starts_with("dumpsys"))
+            .count(),
+        1
+    );
+    let rig = Rig::new(&[
+        ("NL2SH_STANDIN_SCREEN", "off"),
+        ("NL2SH_STANDIN_LOCKED", "1"),
+        ("NL2SH_STANDIN_SECURE", "1"),
+    ]);
+    let (v, _) = rig.ok("android.screen_dump", json!({})).await;
+    assert_eq!(v["screen"]["off"], json!(true));
+    assert_eq!(v["screen"]["locked"], json!(true));
+    assert_eq!(v["screen"]["secure"], json!(true));
 }
