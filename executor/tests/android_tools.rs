@@ -16,7 +16,7 @@ use nl2sh_executor::tools::Resource;
 use nl2sh_executor::tools::{Prepared, Tool, ToolError};
 use nl2sh_proto::channels::{Confinement, RiskLevel};
 
-const ALL: [&str; 12] = [
+const ALL: [&str; 13] = [
     "android.screen_dump",
     "android.screenshot",
     "android.tap",
@@ -29,6 +29,7 @@ const ALL: [&str; 12] = [
     "android.current_app",
     "android.logcat",
     "android.dumpsys",
+    "android.wait_for",
 ];
 
 fn standins() -> PathBuf {

@@ -14,6 +14,7 @@ mod input;
 mod screen;
 mod target;
 mod uixml;
+mod wait;
 
 #[cfg(test)]
 mod target_tests;
@@ -95,6 +96,7 @@ fn all() -> Vec<AndroidTool> {
         apps::current_app(),
         diagnostics::logcat(),
         diagnostics::dumpsys(),
+        wait::wait_for(),
     ]
 }
 

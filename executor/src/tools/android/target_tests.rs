@@ -505,3 +505,84 @@ async fn long_press_and_text_aim_at_elements() {
         ]
     );
 }
+
+#[tokio::test]
+async fn wait_for_reports_what_happened_or_that_it_timed_out() {
+    // The Battery row appears on the third read.
+    let gone: fn(&str) -> String = |b| b.replace("text=\"Battery\"", "text=\"Akku\"");
+    let screen = changing(&[gone, gone, |b| b.to_string()], None);
+    let rig = &screen.rig;
+    let (v, _) = rig
+        .ok("android.wait_for", json!({"element": {"text": "Battery"}}))
+        .await;
+    // The first read is the plain stand-in screen: Battery is there at once.
+    assert_eq!((&v["met"], &v["reads"]), (&json!(true), &json!(1)), "{v}");
+    let (v, _) = rig
+        .ok(
+            "android.wait_for",
+            json!({"element": {"text": "Battery"}, "timeout_ms": 5000}),
+        )
+        .await;
+    assert_eq!((&v["met"], &v["reads"]), (&json!(true), &json!(3)), "{v}");
+    assert_eq!(
+        v["appeared"],
+        json!("'Battery' (text) in com.android.settings")
+    );
+
+    let screen = changing(&[gone], None);
+    let (v, _) = screen
+        .rig
+        .ok(
+            "android.wait_for",
+            json!({"element": {"text": "Battery"}, "gone": true, "timeout_ms": 3000}),
+        )
+        .await;
+    assert_eq!((&v["met"], &v["reads"]), (&json!(true), &json!(2)), "{v}");
+
+    let (v, _) = screen
+        .rig
+        .ok(
+            "android.wait_for",
+            json!({"element": {"text": "Nowhere"}, "timeout_ms": 1200}),
+        )
+        .await;
+    assert_eq!(
+        (&v["met"], &v["timed_out"]),
+        (&json!(false), &json!(true)),
+        "{v}"
+    );
+
+    let apps = changing(
+        &[],
+        Some("com.android.settings/.Settings com.android.settings/.Settings com.x/.Main"),
+    );
+    let (v, _) = apps
+        .rig
+        .ok(
+            "android.wait_for",
+            json!({"app_changes": true, "timeout_ms": 5000}),
+        )
+        .await;
+    assert_eq!(
+        v["app_changed"],
+        json!({"was": "com.android.settings", "now": "com.x"}),
+        "{v}"
+    );
+    for bad in [
+        json!({}),
+        json!({"app": "com.x", "app_changes": true}),
+        json!({"element": {"text": "a"}, "app": "com.x"}),
+        json!({"app": "not a package"}),
+        json!({"app_changes": true, "gone": true}),
+        json!({"element": {"text": "a"}, "timeout_ms": 30001}),
+    ] {
+        assert!(
+            screen
+                .rig
+                .run("android.wait_for", bad.clone())
+                .await
+                .is_err(),
+            "{bad}"
+        );
+    }
+}
