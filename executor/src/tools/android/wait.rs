@@ -115,9 +115,11 @@ pub(super) fn wait_for() -> AndroidTool {
                             let seen = look(&ctx).await?;
                             reads += 1;
                             let happened = match &until {
+                                // Several matches without `index` count as appeared.
                                 Until::Appears(s) => s
                                     .find(&seen.dump)
                                     .ok()
+                                    .or_else(|| s.index.is_none().then(|| seen.dump.nodes.iter().find(|n| s.matches(n))).flatten())
                                     .map(|n| json!({"appeared": target::words(n), "element": n.to_json()})),
                                 Until::Disappears(s) => (!seen.dump.nodes.iter().any(|n| s.matches(n)))
                                     .then(|| json!({"disappeared": s.named()})),
