@@ -16,10 +16,11 @@ use nl2sh_executor::tools::Resource;
 use nl2sh_executor::tools::{Prepared, Tool, ToolError};
 use nl2sh_proto::channels::{Confinement, RiskLevel};
 
-const ALL: [&str; 11] = [
+const ALL: [&str; 14] = [
     "android.screen_dump",
     "android.screenshot",
     "android.tap",
+    "android.long_press",
     "android.swipe",
     "android.text",
     "android.key",
@@ -28,6 +29,8 @@ const ALL: [&str; 11] = [
     "android.current_app",
     "android.logcat",
     "android.dumpsys",
+    "android.device_state",
+    "android.wait_for",
 ];
 
 fn standins() -> PathBuf {
@@ -104,6 +107,7 @@ fn nothing_registers_without_the_programs_or_an_android_profile() {
         names(&tools(&some)),
         [
             "android.tap",
+            "android.long_press",
             "android.swipe",
             "android.text",
             "android.key"
@@ -152,7 +156,7 @@ fn prepared_actions_say_exactly_what_will_run() {
     let d = Device::new();
     assert_eq!(
         d.action("android.tap", json!({"x": 10, "y": 20})),
-        "input tap 10 20"
+        "tap no clickable element, in com.android.settings at (10, 20): input tap 10 20"
     );
     assert_eq!(
         d.action(

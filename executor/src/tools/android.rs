@@ -16,8 +16,12 @@ mod image;
 mod input;
 mod screen;
 mod state;
+mod target;
 mod uixml;
+mod wait;
 
+#[cfg(test)]
+mod target_tests;
 #[cfg(test)]
 mod tests;
 
@@ -69,7 +73,17 @@ impl Tool for AndroidTool {
         let program = program.display().to_string();
         (self.prepare)(&Args(args), env, &program)
     }
+
+    /// Tools aimed at the screen read it while preparing (a window dump, up to
+    /// `target::PREPARE_LOOK`): off the async thread, like a preparation that waits on files.
+    fn prepare_waits_on_files(&self) -> bool {
+        READS_SCREEN_WHILE_PREPARING.contains(&self.def.name)
+    }
 }
+
+/// The tools whose preparation reads the screen (`target.rs`).
+const READS_SCREEN_WHILE_PREPARING: [&str; 3] =
+    ["android.tap", "android.long_press", "android.text"];
 
 /// Every Android tool, registered or not.
 fn all() -> Vec<AndroidTool> {
@@ -77,6 +91,7 @@ fn all() -> Vec<AndroidTool> {
         screen::dump(),
         screen::screenshot(),
         input::tap(),
+        input::long_press(),
         input::swipe(),
         input::text(),
         input::key(),
@@ -86,6 +101,7 @@ fn all() -> Vec<AndroidTool> {
         diagnostics::logcat(),
         diagnostics::dumpsys(),
         state::device_state(),
+        wait::wait_for(),
     ]
 }
 

@@ -7,30 +7,86 @@
 //! `%s` → space, which is how a space is typed (a literal space would work too when exec'd
 //! directly, but `%s` is what every Android version's `input text` documents).
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
-use super::{command_action, low, AndroidTool};
+use super::target::{self, aim, point, Aimed, MAX_COORD};
+use super::{command_action, low, render, run_checked, AndroidTool, ANDROID_TIMEOUT};
 use crate::device::DeviceEnv;
 use crate::exec::CommandSpec;
-use crate::tools::{Args, Prepared, ToolDef, ToolError, ToolOutput};
+use crate::tools::{Prepared, ToolDef, ToolError, ToolOutput};
 
-/// Largest coordinate accepted (screens are a few thousand pixels).
-const MAX_COORD: u64 = 65_535;
 /// Characters `android.text` types per call.
 pub const MAX_TEXT_CHARS: usize = 1000;
-
-fn coord(args: &Args<'_>, key: &str) -> Result<u64, ToolError> {
-    match args.opt_u64(key)? {
-        Some(v) if v <= MAX_COORD => Ok(v),
-        Some(v) => Err(ToolError::InvalidArguments(format!(
-            "`{key}` {v} is over {MAX_COORD}"
-        ))),
-        None => Err(ToolError::InvalidArguments(format!("`{key}` is required"))),
-    }
-}
+/// How long `android.long_press` holds by default, and its bounds (Android's long-press
+/// timeout is 400-500 ms by default, up to 1500 ms in accessibility settings).
+const LONG_PRESS_MS: u64 = 1000;
+const MIN_LONG_PRESS_MS: u64 = 500;
+const MAX_LONG_PRESS_MS: u64 = 10_000;
 
 fn coord_schema(what: &str) -> Value {
     json!({"type": "integer", "minimum": 0, "maximum": MAX_COORD, "description": what})
+}
+
+/// Properties shared by the tools that aim at a point or an element.
+fn aim_properties() -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(
+        "x".into(),
+        coord_schema("Pixels from the left (of the image, with `map`)"),
+    );
+    m.insert(
+        "y".into(),
+        coord_schema("Pixels from the top (of the image, with `map`)"),
+    );
+    m.insert("map".into(), target::map_schema());
+    m.insert("element".into(), target::element_schema());
+    m
+}
+
+/// A screen action aimed at `aimed`: right before input it reads the screen again and,
+/// when the target changed, injects nothing and answers with what changed (isError).
+/// `commands` are `input` argument lists run in order; `verb` begins the action's words.
+fn aimed_action(
+    env: &DeviceEnv,
+    program: &str,
+    verb: &str,
+    aimed: Aimed,
+    commands: Vec<Vec<String>>,
+    reason: &str,
+    mut result: Map<String, Value>,
+) -> Prepared {
+    let argvs: Vec<Vec<String>> = commands
+        .into_iter()
+        .map(|args| std::iter::once(program.to_string()).chain(args).collect())
+        .collect();
+    let shown: Vec<String> = argvs.iter().map(|a| render(a)).collect();
+    let action = format!(
+        "{verb} {} at ({}, {}): {}",
+        aimed.words,
+        aimed.x,
+        aimed.y,
+        shown.join("; ")
+    );
+    result.extend(aimed.to_json());
+    let mut prepared = command_action(env, CommandSpec::new(Vec::new()), low(reason), true, |_| {
+        Ok(ToolOutput::default())
+    });
+    prepared.action = action;
+    // Two screen reads (uiautomator, dumpsys) come before the input itself.
+    prepared.timeout = ANDROID_TIMEOUT + 2 * target::PREPARE_LOOK;
+    prepared.run = Box::new(move |ctx| {
+        Box::pin(async move {
+            if let Some(change) = aimed.recheck(&ctx).await? {
+                return Ok(ToolOutput::json(false, &change));
+            }
+            for argv in argvs {
+                run_checked(&ctx, CommandSpec::new(argv)).await?;
+            }
+            result.insert("injected".into(), Value::Bool(true));
+            Ok(ToolOutput::json(true, &Value::Object(result)))
+        })
+    });
+    prepared
 }
 
 /// `input ARGS...` as a low-risk screen action whose result is `result`.
@@ -56,25 +112,73 @@ pub(super) fn tap() -> AndroidTool {
     AndroidTool {
         def: ToolDef {
             name: "android.tap",
-            description: "Tap the screen at (x, y) in screen pixels (android.screen_dump gives \
-                each element's center).",
-            schema: json!({
-                "type": "object",
-                "properties": {"x": coord_schema("Pixels from the left"), "y": coord_schema("Pixels from the top")},
-                "required": ["x", "y"],
-                "additionalProperties": false
-            }),
+            description: "Tap an element (`element`: text, desc or id as android.screen_dump \
+                reports them) or a point (x, y) in screen pixels, or in a screenshot's pixels \
+                with its `map`. The screen is read again right before the tap: if the element \
+                is gone or moved, or another app is in front, nothing is tapped.",
+            schema: json!({"type": "object", "properties": aim_properties(), "additionalProperties": false}),
         },
         program: "input",
         prepare: |args, env, program| {
-            let (x, y) = (coord(args, "x")?, coord(args, "y")?);
+            let aimed = aim(args, env, "x", "y")?;
+            let (x, y) = (aimed.x, aimed.y);
+            let mut result = Map::new();
+            result.insert("tapped".into(), json!([x, y]));
             let argv = vec!["tap".into(), x.to_string(), y.to_string()];
-            Ok(input_action(
+            Ok(aimed_action(
                 env,
                 program,
-                argv,
+                "tap",
+                aimed,
+                vec![argv],
                 "taps the screen",
-                json!({"tapped": [x, y]}),
+                result,
+            ))
+        },
+    }
+}
+
+pub(super) fn long_press() -> AndroidTool {
+    let mut properties = aim_properties();
+    properties.insert(
+        "duration_ms".into(),
+        json!({"type": "integer", "minimum": MIN_LONG_PRESS_MS, "maximum": MAX_LONG_PRESS_MS,
+               "description": "How long to hold (default 1000)"}),
+    );
+    AndroidTool {
+        def: ToolDef {
+            name: "android.long_press",
+            description: "Press and hold an element or a point (as android.tap takes them) for \
+                duration_ms (default 1000), as `input swipe x y x y ms` (a swipe that does not \
+                move; every Android version's input has it). Checked again before input like \
+                android.tap.",
+            schema: json!({"type": "object", "properties": properties, "additionalProperties": false}),
+        },
+        program: "input",
+        prepare: |args, env, program| {
+            let ms = match args.opt_u64("duration_ms")? {
+                None => LONG_PRESS_MS,
+                Some(d @ MIN_LONG_PRESS_MS..=MAX_LONG_PRESS_MS) => d,
+                Some(d) => {
+                    return Err(ToolError::InvalidArguments(format!(
+                        "`duration_ms` {d} is not within {MIN_LONG_PRESS_MS}..{MAX_LONG_PRESS_MS}"
+                    )))
+                }
+            };
+            let aimed = aim(args, env, "x", "y")?;
+            let (x, y) = (aimed.x.to_string(), aimed.y.to_string());
+            let mut result = Map::new();
+            result.insert("pressed".into(), json!([aimed.x, aimed.y]));
+            result.insert("duration_ms".into(), json!(ms));
+            let argv = vec!["swipe".into(), x.clone(), y.clone(), x, y, ms.to_string()];
+            Ok(aimed_action(
+                env,
+                program,
+                "long-press",
+                aimed,
+                vec![argv],
+                "presses and holds on the screen",
+                result,
             ))
         },
     }
@@ -84,8 +188,9 @@ pub(super) fn swipe() -> AndroidTool {
     AndroidTool {
         def: ToolDef {
             name: "android.swipe",
-            description: "Swipe from (x1, y1) to (x2, y2) in screen pixels, over duration_ms \
-                (default: input's own, about 300 ms). Swipe up to scroll down.",
+            description: "Swipe from (x1, y1) to (x2, y2) in screen pixels (or a screenshot's, \
+                with its `map`), over duration_ms (default: input's own, about 300 ms). Swipe up \
+                to scroll down.",
             schema: json!({
                 "type": "object",
                 "properties": {
@@ -93,7 +198,8 @@ pub(super) fn swipe() -> AndroidTool {
                     "y1": coord_schema("Start, pixels from the top"),
                     "x2": coord_schema("End, pixels from the left"),
                     "y2": coord_schema("End, pixels from the top"),
-                    "duration_ms": {"type": "integer", "minimum": 1, "maximum": 10000}
+                    "duration_ms": {"type": "integer", "minimum": 1, "maximum": 10000},
+                    "map": target::map_schema()
                 },
                 "required": ["x1", "y1", "x2", "y2"],
                 "additionalProperties": false
@@ -101,12 +207,8 @@ pub(super) fn swipe() -> AndroidTool {
         },
         program: "input",
         prepare: |args, env, program| {
-            let p = [
-                coord(args, "x1")?,
-                coord(args, "y1")?,
-                coord(args, "x2")?,
-                coord(args, "y2")?,
-            ];
+            let ((x1, y1), (x2, y2)) = (point(args, "x1", "y1")?, point(args, "x2", "y2")?);
+            let p = [x1, y1, x2, y2];
             let duration = match args.opt_u64("duration_ms")? {
                 Some(d @ 1..=10_000) => Some(d),
                 Some(d) => {
@@ -162,12 +264,16 @@ pub(super) fn text() -> AndroidTool {
     AndroidTool {
         def: ToolDef {
             name: "android.text",
-            description: "Type text into the focused field (input text). ASCII only; spaces \
-                are sent as %s, so a literal \"%s\" cannot be typed; newlines and tabs cannot \
-                be typed either (use android.key ENTER/TAB).",
+            description: "Type text (input text) into the focused field, or into `element` \
+                (tapped first to focus it, checked again before input like android.tap). ASCII \
+                only; spaces are sent as %s, so a literal \"%s\" cannot be typed; newlines and \
+                tabs cannot be typed either (use android.key ENTER/TAB).",
             schema: json!({
                 "type": "object",
-                "properties": {"text": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS}},
+                "properties": {
+                    "text": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS},
+                    "element": target::element_schema()
+                },
                 "required": ["text"],
                 "additionalProperties": false
             }),
@@ -181,14 +287,30 @@ pub(super) fn text() -> AndroidTool {
                 )));
             }
             let escaped = escape_text(text)?;
-            let result = json!({"typed_chars": text.len()});
-            let mut prepared = input_action(
-                env,
-                program,
-                vec!["text".into(), escaped],
-                "types text",
-                result,
-            );
+            let typing = vec!["text".into(), escaped];
+            let mut prepared = if args.0.contains_key("element") {
+                let aimed = aim(args, env, "x", "y")?;
+                let focus = vec!["tap".into(), aimed.x.to_string(), aimed.y.to_string()];
+                let mut result = Map::new();
+                result.insert("typed_chars".into(), json!(text.len()));
+                aimed_action(
+                    env,
+                    program,
+                    "type into",
+                    aimed,
+                    vec![focus, typing],
+                    "types text",
+                    result,
+                )
+            } else {
+                input_action(
+                    env,
+                    program,
+                    typing,
+                    "types text",
+                    json!({"typed_chars": text.len()}),
+                )
+            };
             // The owner reads the text itself, not its `input` spelling.
             prepared.data = Some(nl2sh_proto::channels::ActionData::new(
                 "text",

@@ -20,7 +20,7 @@ use crate::device::DeviceEnv;
 use crate::exec::CommandSpec;
 use crate::risk::Assessment;
 use crate::tools::Resource;
-use crate::tools::{Args, Prepared, ToolDef, ToolError, ToolOutput};
+use crate::tools::{Args, ExecContext, Prepared, ToolDef, ToolError, ToolOutput};
 
 /// Largest PNG read from `screencap` (a 1440x3200 screen is well under it).
 const MAX_SCREENCAP_BYTES: usize = 16 * 1024 * 1024;
@@ -55,16 +55,9 @@ fn dump_dir() -> PathBuf {
 }
 
 fn prepare_dump(_args: &Args<'_>, env: &DeviceEnv, program: &str) -> Result<Prepared, ToolError> {
-    let n = DUMP_SEQ.fetch_add(1, Ordering::Relaxed);
-    let path = dump_dir().join(format!("nl2sh-window-{}-{n}.xml", std::process::id()));
-    let argv = vec![
-        program.to_string(),
-        "dump".into(),
-        path.display().to_string(),
-    ];
+    let (argv, path) = dump_argv(program);
     let dumpsys = env.program("dumpsys").map(|p| p.display().to_string());
     let identity = env.ui_identity();
-    let chown_to_shell = identity == Identity::Shell && env.euid == 0;
     Ok(Prepared {
         data: None,
         action: render(&argv),
@@ -77,16 +70,7 @@ fn prepare_dump(_args: &Args<'_>, env: &DeviceEnv, program: &str) -> Result<Prep
         commands: None,
         run: Box::new(move |ctx| {
             Box::pin(async move {
-                let file = DumpFile::create(path, chown_to_shell)?;
-                let out = run_checked(&ctx, CommandSpec::new(argv)).await?;
-                let said = out.stdout.text().trim().to_string();
-                let xml = ctx.blocking(move || file.read()).await?;
-                if xml.is_empty() {
-                    return Err(ToolError::Failed(format!(
-                        "uiautomator wrote no window dump: {said}"
-                    )));
-                }
-                let dump = uixml::parse(&xml).map_err(ToolError::Failed)?;
+                let dump = dump_through(&ctx, argv, path).await?;
                 let mut value = dump_json(&dump);
                 value["screen"] = screen_now(&ctx, dumpsys).await;
                 Ok(ToolOutput::json(true, &value))
@@ -107,6 +91,46 @@ async fn screen_now(ctx: &crate::tools::ExecContext, dumpsys: Option<String>) ->
         Ok(out) => super::state::screen_condition(&String::from_utf8_lossy(&out.stdout.bytes)),
         Err(e) => json!({"unknown": e.to_string()}),
     }
+}
+
+/// `uiautomator dump FILE` run as `ctx` says, FILE read back and parsed.
+async fn dump_through(
+    ctx: &ExecContext,
+    argv: Vec<String>,
+    path: PathBuf,
+) -> Result<uixml::UiDump, ToolError> {
+    let chown_to_shell = ctx.identity == Identity::Shell && ctx.env.euid == 0;
+    let file = DumpFile::create(path, chown_to_shell)?;
+    let out = run_checked(ctx, CommandSpec::new(argv)).await?;
+    let said = out.stdout.text().trim().to_string();
+    let xml = ctx.blocking(move || file.read()).await?;
+    if xml.is_empty() {
+        return Err(ToolError::Failed(format!(
+            "uiautomator wrote no window dump: {said}"
+        )));
+    }
+    uixml::parse(&xml).map_err(ToolError::Failed)
+}
+
+/// A fresh dump through `program` (uiautomator), for tools that check the screen before
+/// they act (`target.rs`).
+pub(super) async fn read_dump(
+    ctx: &ExecContext,
+    program: &str,
+) -> Result<uixml::UiDump, ToolError> {
+    let (argv, path) = dump_argv(program);
+    dump_through(ctx, argv, path).await
+}
+
+fn dump_argv(program: &str) -> (Vec<String>, PathBuf) {
+    let n = DUMP_SEQ.fetch_add(1, Ordering::Relaxed);
+    let path = dump_dir().join(format!("nl2sh-window-{}-{n}.xml", std::process::id()));
+    let argv = vec![
+        program.to_string(),
+        "dump".into(),
+        path.display().to_string(),
+    ];
+    (argv, path)
 }
 
 /// The result object: nodes within the output budget, and whether any were left out.

@@ -31,15 +31,15 @@ fn standins() -> PathBuf {
 }
 
 /// A device made of stand-ins, with its own log and stand-in variables.
-struct Rig {
-    dir: PathBuf,
+pub(super) struct Rig {
+    pub(super) dir: PathBuf,
     log: PathBuf,
-    env: Arc<DeviceEnv>,
+    pub(super) env: Arc<DeviceEnv>,
     tools: Vec<Box<dyn Tool>>,
 }
 
 impl Rig {
-    fn new(vars: &[(&str, &str)]) -> Rig {
+    pub(super) fn new(vars: &[(&str, &str)]) -> Rig {
         use std::os::unix::fs::PermissionsExt;
         let n = RIG_SEQ.fetch_add(1, Ordering::Relaxed);
         let dir =
@@ -86,7 +86,7 @@ impl Rig {
         }
     }
 
-    fn tool(&self, name: &str) -> &dyn Tool {
+    pub(super) fn tool(&self, name: &str) -> &dyn Tool {
         self.tools
             .iter()
             .find(|t| t.def().name == name)
@@ -95,7 +95,7 @@ impl Rig {
     }
 
     /// Validate, prepare and run `name` the way the pipeline does (minus approval).
-    async fn run(&self, name: &str, args: Value) -> Result<ToolOutput, ToolError> {
+    pub(super) async fn run(&self, name: &str, args: Value) -> Result<ToolOutput, ToolError> {
         let tool = self.tool(name);
         schema::validate(&tool.def().schema, &args).map_err(ToolError::InvalidArguments)?;
         let Value::Object(map) = args else {
@@ -116,7 +116,7 @@ impl Rig {
         (prepared.run)(ctx).await
     }
 
-    async fn ok(&self, name: &str, args: Value) -> (Value, ToolOutput) {
+    pub(super) async fn ok(&self, name: &str, args: Value) -> (Value, ToolOutput) {
         let out = self
             .run(name, args)
             .await
@@ -126,7 +126,7 @@ impl Rig {
     }
 
     /// The argv lines the stand-ins recorded, program names without their directory.
-    fn ran(&self) -> Vec<String> {
+    pub(super) fn ran(&self) -> Vec<String> {
         std::fs::read_to_string(&self.log)
             .unwrap()
             .lines()
@@ -387,9 +387,10 @@ fn jpeg_dimensions(j: &[u8]) -> Option<(u32, u32)> {
 #[tokio::test]
 async fn input_tools_run_exactly_these_commands() {
     let rig = Rig::new(&[]);
+    let tapped = rig.ok("android.tap", json!({"x": 248, "y": 263})).await.0;
     assert_eq!(
-        rig.ok("android.tap", json!({"x": 248, "y": 263})).await.0,
-        json!({"tapped": [248, 263]})
+        (&tapped["tapped"], &tapped["injected"]),
+        (&json!([248, 263]), &json!(true))
     );
     rig.ok(
         "android.swipe",
@@ -406,8 +407,14 @@ async fn input_tools_run_exactly_these_commands() {
     rig.ok("android.key", json!({"key": "home"})).await;
     rig.ok("android.key", json!({"key": 66, "long_press": true}))
         .await;
+    // The tap read the screen while preparing and again before input (target.rs).
+    let inputs: Vec<String> = rig
+        .ran()
+        .into_iter()
+        .filter(|l| l.starts_with("input "))
+        .collect();
     assert_eq!(
-        rig.ran(),
+        inputs,
         [
             "input tap 248 263",
             "input swipe 270 1000 270 300",
