@@ -9,13 +9,16 @@
 
 mod apps;
 mod diagnostics;
-mod image;
+pub mod image;
 mod input;
+pub mod rawframe;
 mod screen;
 mod uixml;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_screenshot;
 
 use std::sync::Arc;
 use std::time::Duration;
