@@ -163,7 +163,7 @@ async def test_stdio(nl2sh_bin, config_file, mode, version):
 
 async def assert_direct_tools(client: Client) -> None:
     """nl2sh_tools lists device tools; nl2sh_invoke runs one (and reports a failure as isError);
-    nl2sh_read_screen returns a summary and one image block that decodes to a PNG."""
+    nl2sh_read_screen returns a summary and one image block: a JPEG at the defaults, with its map."""
     import base64
 
     listed = await client.call_tool("nl2sh_tools", {})
@@ -191,9 +191,12 @@ async def assert_direct_tools(client: Client) -> None:
     kinds = [c.type for c in screen.content]
     assert kinds == ["text", "image"], kinds
     image = screen.content[1]
-    assert image.mime_type == "image/png"
-    png = base64.b64decode(image.data)
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert image.mime_type == "image/jpeg"
+    jpeg = base64.b64decode(image.data)
+    assert jpeg[:2] == b"\xff\xd8"
+    output = json.loads(screen.structured_content["output"])
+    assert output["map"] == {"image": [540, 1200], "screen": [0, 0, 540, 1200]}, output
+    assert output["device"] == [540, 1200] and output["scale"] == 1.0, output
 
 
 @pytest.mark.parametrize(("mode", "version"), MODES)

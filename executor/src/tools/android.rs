@@ -12,8 +12,9 @@ mod apps;
 mod corpus;
 mod diagnostics;
 mod dumpsys;
-mod image;
+pub mod image;
 mod input;
+pub mod rawframe;
 mod screen;
 mod state;
 mod target;
@@ -24,6 +25,8 @@ mod wait;
 mod target_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_screenshot;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -16,9 +16,11 @@ pub fn tool() -> Tool {
     let tool = Tool::new(
         NAME,
         format!(
-            "Capture the device screen: a short text summary and one PNG image (JPEG, \
-             scaled, when the PNG would be over {} MiB of base64), with {{tool, success, \
-             output, attachments}} as structured content. Fails on devices without a screen.",
+            "Capture the device screen: a short text summary and one JPEG image (quality 80, \
+             longest side at most 1280 px, smaller when needed to stay under {} MiB of \
+             base64), with {{tool, success, output, attachments}} as structured content; the \
+             output's `map` {{image: [W,H], screen: [x1,y1,x2,y2]}}, `scale` and `device` \
+             place image pixels on the screen. Fails on devices without a screen.",
             MAX_SCREEN_BASE64_BYTES / (1024 * 1024)
         ),
         super::no_arguments_schema(),

@@ -1,7 +1,7 @@
-//! Screenshot images: check the PNG `screencap -p` wrote, and make it fit the screen
-//! limit (base64 of one image at most `MAX_SCREEN_BASE64_BYTES`) by scaling down and
-//! re-encoding as JPEG (or PNG when asked). Pure Rust (`png`, `jpeg-encoder`), bounded:
-//! dimensions and decoder memory are capped before anything is allocated.
+//! Screenshot images: decode the PNG `screencap -p` wrote (the fallback path), crop,
+//! scale and encode a frame as JPEG or PNG within the screen limit (base64 of one image at
+//! most `MAX_SCREEN_BASE64_BYTES`). Pure Rust (`png`, `jpeg-encoder`), bounded: dimensions
+//! and decoder memory are capped before anything is allocated.
 
 use std::io::Cursor;
 
@@ -10,9 +10,11 @@ pub const PNG_SIGNATURE: &[u8; 8] = b"\x89PNG\r\n\x1a\n";
 /// Largest side accepted from `screencap` (phones and tablets are well under it).
 pub const MAX_SIDE: u32 = 8192;
 /// Most pixels accepted (bounds the decoded buffers: at most 4 + 3 bytes per pixel).
-const MAX_PIXELS: u64 = 16 * 1024 * 1024;
-/// JPEG quality of re-encoded screenshots: text stays readable.
+pub const MAX_PIXELS: u64 = 16 * 1024 * 1024;
+/// Default JPEG quality: text stays readable.
 pub const JPEG_QUALITY: u8 = 80;
+/// Default longest side: what model image inputs take without shrinking again.
+pub const DEFAULT_MAX_SIDE: u32 = 1280;
 /// Smallest side a fitted image may shrink to before we give up.
 const MIN_FIT_SIDE: u32 = 64;
 /// Bytes some devices print before the PNG (linker warnings); the signature is searched
@@ -22,10 +24,28 @@ const MAX_PREFIX: usize = 1024;
 /// Which encoding the caller wants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    /// The original PNG when it fits unchanged, otherwise JPEG.
-    Auto,
     Png,
     Jpeg,
+}
+
+/// How to encode one screenshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Encoding {
+    pub format: Format,
+    /// JPEG quality, 1..=100 (unused for PNG).
+    pub quality: u8,
+    /// Longest side of the image, in pixels.
+    pub max_side: u32,
+}
+
+impl Default for Encoding {
+    fn default() -> Self {
+        Self {
+            format: Format::Jpeg,
+            quality: JPEG_QUALITY,
+            max_side: DEFAULT_MAX_SIDE,
+        }
+    }
 }
 
 /// An image ready to attach.
@@ -35,10 +55,8 @@ pub struct Fitted {
     pub data: Vec<u8>,
     pub width: u32,
     pub height: u32,
-    pub original_width: u32,
-    pub original_height: u32,
-    /// The original bytes could not be sent as they were.
-    pub reencoded: bool,
+    /// The longest side had to shrink below `max_side` to fit the byte limit.
+    pub shrunk_to_fit: bool,
 }
 
 impl Fitted {
@@ -87,11 +105,6 @@ pub fn png_dimensions(png: &[u8]) -> Result<(u32, u32), String> {
     Ok((w, h))
 }
 
-/// Whether the PNG ends with an IEND chunk (it was not cut short).
-fn png_complete(png: &[u8]) -> bool {
-    png.len() >= 12 && &png[png.len() - 8..png.len() - 4] == b"IEND"
-}
-
 /// `(w, h)` scaled so the longer side is at most `max_side` (never enlarged).
 pub fn bounded_dimensions(w: u32, h: u32, max_side: Option<u32>) -> (u32, u32) {
     let Some(max) = max_side else { return (w, h) };
@@ -103,65 +116,43 @@ pub fn bounded_dimensions(w: u32, h: u32, max_side: Option<u32>) -> (u32, u32) {
     (scale(w), scale(h))
 }
 
-/// Make `png` fit `max_base64` bytes of base64 (and `max_side`), as `format` asks.
-pub fn fit(
-    png: &[u8],
-    format: Format,
-    max_side: Option<u32>,
-    max_base64: usize,
-) -> Result<Fitted, String> {
-    let (ow, oh) = png_dimensions(png)?;
-    let (tw, th) = bounded_dimensions(ow, oh, max_side);
-    let unscaled = (tw, th) == (ow, oh);
-    if format != Format::Jpeg
-        && unscaled
-        && base64_len(png.len()) <= max_base64
-        && png_complete(png)
-    {
-        return Ok(Fitted {
-            media_type: "image/png",
-            data: png.to_vec(),
-            width: ow,
-            height: oh,
-            original_width: ow,
-            original_height: oh,
-            reencoded: false,
-        });
-    }
-    let original = decode_rgb(png)?;
-    let mut image = if unscaled {
-        original.clone()
+/// Encode `image` as `enc` asks, scaled so its longest side is at most `max_side`, and
+/// shrunk further until its base64 fits `max_base64` (or refused when it cannot).
+pub fn fit(image: &Rgb, enc: &Encoding, max_base64: usize) -> Result<Fitted, String> {
+    let (ow, oh) = (image.width, image.height);
+    let (tw, th) = bounded_dimensions(ow, oh, Some(enc.max_side));
+    let mut scaled = if (tw, th) == (ow, oh) {
+        None
     } else {
-        original.resize(tw, th)
+        Some(image.resize(tw, th))
     };
-    let jpeg = format != Format::Png;
+    let jpeg = enc.format == Format::Jpeg;
     // Each try shrinks by the square root of how far over the limit the last one was
     // (bytes scale with area), with a margin; a few tries always suffice.
-    for _ in 0..8 {
+    for attempt in 0..8 {
+        let current = scaled.as_ref().unwrap_or(image);
         let data = if jpeg {
-            image.to_jpeg(JPEG_QUALITY)?
+            current.to_jpeg(enc.quality)?
         } else {
-            image.to_png()?
+            current.to_png()?
         };
         let size = base64_len(data.len());
         if size <= max_base64 {
             return Ok(Fitted {
                 media_type: if jpeg { "image/jpeg" } else { "image/png" },
                 data,
-                width: image.width,
-                height: image.height,
-                original_width: ow,
-                original_height: oh,
-                reencoded: true,
+                width: current.width,
+                height: current.height,
+                shrunk_to_fit: attempt > 0,
             });
         }
         let factor = ((max_base64 as f64 / size as f64).sqrt() * 0.9).clamp(0.25, 0.9);
-        let nw = (f64::from(image.width) * factor) as u32;
-        let nh = (f64::from(image.height) * factor) as u32;
+        let nw = (f64::from(current.width) * factor) as u32;
+        let nh = (f64::from(current.height) * factor) as u32;
         if nw.min(nh) < MIN_FIT_SIDE {
             break;
         }
-        image = original.resize(nw, nh);
+        scaled = Some(image.resize(nw, nh));
     }
     Err(format!(
         "cannot fit the {ow}x{oh} screenshot into {max_base64} bytes of base64"
@@ -237,6 +228,22 @@ fn spans(src: u32, dst: u32) -> Vec<(usize, usize)> {
 }
 
 impl Rgb {
+    /// The pixels of `[x1, y1, x2, y2)` (already checked to lie within the image).
+    pub fn crop(&self, [x1, y1, x2, y2]: [u32; 4]) -> Rgb {
+        let (x1, x2) = (x1.min(self.width) as usize, x2.min(self.width) as usize);
+        let (y1, y2) = (y1.min(self.height) as usize, y2.min(self.height) as usize);
+        let sw = self.width as usize;
+        let mut pixels = Vec::with_capacity((x2 - x1) * (y2 - y1) * 3);
+        for y in y1..y2 {
+            pixels.extend_from_slice(&self.pixels[(y * sw + x1) * 3..(y * sw + x2) * 3]);
+        }
+        Rgb {
+            width: (x2 - x1) as u32,
+            height: (y2 - y1) as u32,
+            pixels,
+        }
+    }
+
     /// Downscale by averaging each destination pixel's source area (a box filter:
     /// readable text, no aliasing). Never enlarges.
     pub fn resize(&self, width: u32, height: u32) -> Rgb {
@@ -320,39 +327,50 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_small_png_passes_through_unchanged() {
-        let png = gradient(40, 30).to_png().unwrap();
-        let f = fit(&png, Format::Auto, None, 1 << 20).unwrap();
-        assert_eq!(
-            (f.media_type, f.width, f.height, f.reencoded),
-            ("image/png", 40, 30, false)
-        );
-        assert_eq!(f.data, png);
+    fn enc(format: Format, max_side: u32) -> Encoding {
+        Encoding {
+            format,
+            quality: JPEG_QUALITY,
+            max_side,
+        }
     }
 
     #[test]
-    fn max_side_scales_and_jpeg_is_chosen_in_auto() {
-        let png = gradient(400, 800).to_png().unwrap();
-        let f = fit(&png, Format::Auto, Some(320), 1 << 20).unwrap();
+    fn max_side_scales_and_png_is_lossless() {
+        let img = gradient(400, 800);
+        let f = fit(&img, &enc(Format::Jpeg, 320), 1 << 20).unwrap();
         assert_eq!((f.media_type, f.width, f.height), ("image/jpeg", 160, 320));
         assert!(f.data.starts_with(&[0xff, 0xd8]));
-        let p = fit(&png, Format::Png, Some(320), 1 << 20).unwrap();
+        let p = fit(&img, &enc(Format::Png, 320), 1 << 20).unwrap();
         assert_eq!((p.media_type, p.width, p.height), ("image/png", 160, 320));
-        assert_eq!(decode_rgb(&p.data).unwrap().width, 160);
+        assert_eq!(
+            decode_rgb(&p.data).unwrap().pixels,
+            img.resize(160, 320).pixels
+        );
+        let same = fit(&img, &enc(Format::Png, 1280), 1 << 20).unwrap();
+        assert_eq!(decode_rgb(&same.data).unwrap().pixels, img.pixels);
     }
 
     #[test]
     fn a_tight_budget_shrinks_until_it_fits_or_refuses() {
-        let png = gradient(600, 600).to_png().unwrap();
-        let f = fit(&png, Format::Jpeg, None, 6000).unwrap();
+        let img = gradient(600, 600);
+        let f = fit(&img, &enc(Format::Jpeg, 1280), 6000).unwrap();
         assert!(
-            base64_len(f.data.len()) <= 6000 && f.width < 600,
+            base64_len(f.data.len()) <= 6000 && f.width < 600 && f.shrunk_to_fit,
             "{}x{}",
             f.width,
             f.height
         );
-        assert!(fit(&png, Format::Jpeg, None, 100).is_err());
+        assert!(fit(&img, &enc(Format::Jpeg, 1280), 100).is_err());
+    }
+
+    #[test]
+    fn crop_takes_the_rectangle() {
+        let img = gradient(10, 8);
+        let c = img.crop([2, 3, 5, 7]);
+        assert_eq!((c.width, c.height), (3, 4));
+        assert_eq!(&c.pixels[..3], &[2, 3, 128]);
+        assert_eq!(&c.pixels[c.pixels.len() - 3..], &[4, 6, 128]);
     }
 
     #[test]
@@ -364,7 +382,7 @@ mod tests {
         assert!(png_dimensions(&huge).unwrap_err().contains("out of range"));
         let mut cut = gradient(50, 50).to_png().unwrap();
         cut.truncate(cut.len() / 2);
-        assert!(fit(&cut, Format::Auto, None, 1 << 20).is_err());
+        assert!(decode_rgb(&cut).is_err());
         assert!(find_png(b"").is_err());
         assert!(find_png(&[b'x'; 5000]).is_err());
         let mut prefixed = b"WARNING: linker: unused DT entry\n".to_vec();

@@ -1,4 +1,5 @@
-//! `android.screen_dump` (`uiautomator dump`) and `android.screenshot` (`screencap -p`):
+//! `android.screen_dump` (`uiautomator dump`) and `android.screenshot` (`screencap`, raw,
+//! with `screencap -p` as the fallback):
 //! read-only, one UiAutomation client at a time (`Resource::Screen`).
 
 use std::fs;
@@ -13,7 +14,8 @@ use serde_json::{json, Value};
 use nl2sh_proto::channels::{Attachment, Confinement, Identity};
 use nl2sh_proto::limits::MAX_SCREEN_BASE64_BYTES;
 
-use super::image::{self, Format};
+use super::image::{self, Encoding, Format, Rgb};
+use super::rawframe::{self, RawInfo};
 use super::uixml::{self, MAX_DUMP_BYTES};
 use super::{render, run_checked, within_budget, AndroidTool, ANDROID_TIMEOUT, OUTPUT_BUDGET};
 use crate::device::DeviceEnv;
@@ -22,7 +24,7 @@ use crate::risk::Assessment;
 use crate::tools::Resource;
 use crate::tools::{Args, ExecContext, Prepared, ToolDef, ToolError, ToolOutput};
 
-/// Largest PNG read from `screencap` (a 1440x3200 screen is well under it).
+/// Largest PNG read from `screencap -p` (a 1440x3200 screen is well under it).
 const MAX_SCREENCAP_BYTES: usize = 16 * 1024 * 1024;
 /// Where dumps go when `NL2SH_UI_DUMP_DIR` is unset: shell's own directory on Android.
 const ANDROID_TMP: &str = "/data/local/tmp";
@@ -214,17 +216,26 @@ pub(super) fn screenshot() -> AndroidTool {
     AndroidTool {
         def: ToolDef {
             name: super::SCREEN_READ_TOOL,
-            description: "Take a screenshot (screencap) and return it as one image. `auto` sends \
-                the PNG when it fits the 3 MiB base64 limit and no scaling is asked, otherwise \
-                a JPEG (quality 80), scaled down until it fits; `max_side` scales so the longer \
-                side is at most that many pixels (some clients refuse images over 2000 px).",
+            description: "Take a screenshot and return it as one image, JPEG (quality 80) with \
+                the longest side at most 1280 px unless asked otherwise, always within the \
+                3 MiB base64 limit (shrunk further when needed). `crop` [x1,y1,x2,y2] in device \
+                pixels takes part of the screen. The result's `map` {image: [W,H], screen: \
+                [x1,y1,x2,y2]} places the image on the screen: image pixel (ix, iy) is screen \
+                pixel x1 + (ix + 0.5) * (x2 - x1) / W, likewise y; `scale` is W / (x2 - x1) and \
+                `device` the screen's size. Captures raw (`screencap`) and encodes on the \
+                device side; falls back to `screencap -p`, and `capture` says which was used.",
             schema: json!({
                 "type": "object",
                 "properties": {
                     "format": {"type": "string", "enum": ["auto", "png", "jpeg"],
-                               "description": "Image encoding (default auto)"},
-                    "max_side": {"type": "integer", "minimum": 320, "maximum": 4096,
-                                 "description": "Longest side in pixels after scaling"}
+                               "description": "Image encoding (default jpeg; auto is jpeg)"},
+                    "quality": {"type": "integer", "minimum": 1, "maximum": 100,
+                                "description": "JPEG quality (default 80)"},
+                    "max_side": {"type": "integer", "minimum": MIN_MAX_SIDE, "maximum": image::MAX_SIDE,
+                                 "description": "Longest side of the image in pixels (default 1280); never enlarges"},
+                    "crop": {"type": "array", "items": {"type": "integer", "minimum": 0},
+                             "minItems": 4, "maxItems": 4,
+                             "description": "[x1, y1, x2, y2] in device pixels, x1 < x2 <= width, y1 < y2 <= height"}
                 },
                 "additionalProperties": false
             }),
@@ -234,35 +245,78 @@ pub(super) fn screenshot() -> AndroidTool {
     }
 }
 
+/// Smallest `max_side` a caller may ask for.
+const MIN_MAX_SIDE: u32 = 64;
+
+/// What one screenshot call asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct ShotOptions {
+    pub enc: Encoding,
+    /// `[x1, y1, x2, y2]` in device pixels, x1 < x2 and y1 < y2 (checked against the
+    /// frame once it is captured).
+    pub crop: Option<[u32; 4]>,
+}
+
+fn screenshot_options(args: &Args<'_>) -> Result<ShotOptions, ToolError> {
+    let bad = |m: String| Err(ToolError::InvalidArguments(m));
+    let mut opts = ShotOptions::default();
+    opts.enc.format = match args.opt_str("format")?.unwrap_or("jpeg") {
+        // `auto` (the old default) now means the new default.
+        "auto" | "jpeg" => Format::Jpeg,
+        "png" => Format::Png,
+        other => return bad(format!("`format` {other:?} is not auto, png or jpeg")),
+    };
+    match args.opt_u64("quality")? {
+        None => {}
+        Some(q @ 1..=100) => opts.enc.quality = q as u8,
+        Some(q) => return bad(format!("`quality` {q} is not within 1..100")),
+    }
+    match args.opt_u64("max_side")? {
+        None => {}
+        Some(s) if (u64::from(MIN_MAX_SIDE)..=u64::from(image::MAX_SIDE)).contains(&s) => {
+            opts.enc.max_side = s as u32
+        }
+        Some(s) => {
+            return bad(format!(
+                "`max_side` {s} is not within {MIN_MAX_SIDE}..{}",
+                image::MAX_SIDE
+            ))
+        }
+    }
+    if let Some(v) = args.0.get("crop").filter(|v| !v.is_null()) {
+        let nums: Option<Vec<u32>> = v.as_array().and_then(|a| {
+            a.iter()
+                .map(|n| n.as_u64().and_then(|n| u32::try_from(n).ok()))
+                .collect()
+        });
+        let Some([x1, y1, x2, y2]) = nums.as_deref().and_then(|n| <[u32; 4]>::try_from(n).ok())
+        else {
+            return bad("`crop` must be four non-negative integers [x1, y1, x2, y2]".into());
+        };
+        if x1 >= x2 || y1 >= y2 {
+            return bad(format!(
+                "`crop` [{x1}, {y1}, {x2}, {y2}] is empty: x1 < x2 and y1 < y2 are needed"
+            ));
+        }
+        opts.crop = Some([x1, y1, x2, y2]);
+    }
+    Ok(opts)
+}
+
 fn prepare_screenshot(
     args: &Args<'_>,
     env: &DeviceEnv,
     program: &str,
 ) -> Result<Prepared, ToolError> {
-    let format = match args.opt_str("format")?.unwrap_or("auto") {
-        "auto" => Format::Auto,
-        "png" => Format::Png,
-        "jpeg" => Format::Jpeg,
-        other => {
-            return Err(ToolError::InvalidArguments(format!(
-                "`format` {other:?} is not auto, png or jpeg"
-            )))
-        }
-    };
-    let max_side = match args.opt_u64("max_side")? {
-        None => None,
-        Some(s @ 320..=4096) => Some(s as u32),
-        Some(s) => {
-            return Err(ToolError::InvalidArguments(format!(
-                "`max_side` {s} is not within 320..4096"
-            )))
-        }
-    };
-    let mut spec = CommandSpec::new(vec![program.to_string(), "-p".into()]);
-    spec.max_stdout = MAX_SCREENCAP_BYTES;
+    let opts = screenshot_options(args)?;
+    let mut raw = CommandSpec::new(vec![program.to_string()]);
+    raw.max_stdout = rawframe::MAX_RAW_BYTES;
+    let mut png = CommandSpec::new(vec![program.to_string(), "-p".into()]);
+    png.max_stdout = MAX_SCREENCAP_BYTES;
+    let dumpsys = env.program("dumpsys").map(|p| p.display().to_string());
     Ok(Prepared {
         data: None,
-        action: render(&spec.argv),
+        action: render(&raw.argv),
         assessment: Assessment::read_only(),
         identity: env.ui_identity(),
         // The tool, not the caller, chose the command line.
@@ -272,44 +326,174 @@ fn prepare_screenshot(
         commands: None,
         run: Box::new(move |ctx| {
             Box::pin(async move {
-                let out = run_checked(&ctx, spec).await?;
-                if out.stdout.dropped > 0 {
-                    return Err(ToolError::Failed(format!(
-                        "screencap wrote over {MAX_SCREENCAP_BYTES} bytes"
-                    )));
+                let screen = screen_now(&ctx, dumpsys).await;
+                if let Some(why) = captured_black(&screen) {
+                    return Err(ToolError::Failed(why));
                 }
-                // Decoding and encoding are CPU work: off the async threads.
-                let png = out.stdout.bytes;
-                ctx.blocking(move || screenshot_output(&png, format, max_side))
+                let frame = capture(&ctx, raw, png).await?;
+                // Cropping, scaling and encoding are CPU work: off the async threads.
+                ctx.blocking(move || screenshot_result(&frame, &opts, screen))
                     .await
             })
         }),
     })
 }
 
-/// The attachment and result object for the PNG `screencap` wrote.
-fn screenshot_output(
-    out: &[u8],
-    format: Format,
-    max_side: Option<u32>,
+/// Why a capture now would be black, from [`screen_now`]: the screen is off, or the
+/// focused window is secure (FLAG_SECURE, which Android captures as black). Said instead
+/// of sending a black image an agent would misread. A locked screen is captured: the
+/// keyguard is what is on it, and the result says it is locked.
+fn captured_black(screen: &Value) -> Option<String> {
+    if screen["off"] == true {
+        return Some(
+            "not captured: the screen is off, so the capture would be black \
+             (wake it first, e.g. android.key WAKEUP)"
+                .into(),
+        );
+    }
+    if screen["secure"] == true {
+        let window = screen["focused_window"]
+            .as_str()
+            .unwrap_or("the focused window");
+        return Some(format!(
+            "not captured: {window} is a secure window (FLAG_SECURE), which Android \
+             captures as black"
+        ));
+    }
+    None
+}
+
+/// How the frame was captured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum CaptureMode {
+    Raw(RawInfo),
+    /// `screencap -p`, after raw capture failed for this reason.
+    Png {
+        fallback_reason: String,
+    },
+}
+
+/// One captured screen, decoded.
+pub(super) struct Frame {
+    pub image: Rgb,
+    pub mode: CaptureMode,
+}
+
+/// Capture raw; when that fails (non-zero exit, too much output, a frame that does not
+/// parse), capture a PNG instead. A timeout or cancellation ends the call.
+async fn capture(
+    ctx: &ExecContext,
+    raw: CommandSpec,
+    png: CommandSpec,
+) -> Result<Frame, ToolError> {
+    let out = ctx.run(raw).await?;
+    if out.timed_out || out.cancelled {
+        return Err(ToolError::Failed(format!(
+            "screencap {}",
+            if out.timed_out {
+                "timed out"
+            } else {
+                "was cancelled"
+            }
+        )));
+    }
+    let reason = if out.exit_code != Some(0) {
+        let said = String::from_utf8_lossy(&out.stderr.bytes);
+        let said: String = said.trim().chars().take(200).collect();
+        format!("raw screencap failed ({:?}): {said}", out.exit_code)
+    } else if out.stdout.dropped > 0 {
+        format!("raw screencap wrote over {} bytes", rawframe::MAX_RAW_BYTES)
+    } else {
+        let bytes = out.stdout.bytes;
+        match ctx.blocking(move || Ok(rawframe::parse(&bytes))).await? {
+            Ok((info, image)) => {
+                return Ok(Frame {
+                    image,
+                    mode: CaptureMode::Raw(info),
+                })
+            }
+            Err(e) => e.to_string(),
+        }
+    };
+    tracing::debug!(%reason, "screenshot falls back to screencap -p");
+    let out = run_checked(ctx, png).await?;
+    if out.stdout.dropped > 0 {
+        return Err(ToolError::Failed(format!(
+            "screencap -p wrote over {MAX_SCREENCAP_BYTES} bytes (after: {reason})"
+        )));
+    }
+    let bytes = out.stdout.bytes;
+    let image = ctx
+        .blocking(move || {
+            let png = image::find_png(&bytes).map_err(ToolError::Failed)?;
+            image::png_dimensions(png).map_err(ToolError::Failed)?;
+            image::decode_rgb(png).map_err(ToolError::Failed)
+        })
+        .await
+        .map_err(|e| ToolError::Failed(format!("{e} (after raw capture failed: {reason})")))?;
+    Ok(Frame {
+        image,
+        mode: CaptureMode::Png {
+            fallback_reason: reason,
+        },
+    })
+}
+
+/// The attachment and result object for one captured frame: the one place a screenshot's
+/// result is built, so conditions about the screen can be added here.
+pub(super) fn screenshot_result(
+    frame: &Frame,
+    opts: &ShotOptions,
+    screen: Value,
 ) -> Result<ToolOutput, ToolError> {
-    let png = image::find_png(out).map_err(ToolError::Failed)?;
+    let (w, h) = (frame.image.width, frame.image.height);
+    let rect = match opts.crop {
+        None => [0, 0, w, h],
+        Some(c @ [_, _, x2, y2]) if x2 <= w && y2 <= h => c,
+        Some([x1, y1, x2, y2]) => {
+            return Err(ToolError::InvalidArguments(format!(
+                "`crop` [{x1}, {y1}, {x2}, {y2}] is outside the {w}x{h} screen"
+            )))
+        }
+    };
+    let cropped;
+    let source = if opts.crop.is_some() {
+        cropped = frame.image.crop(rect);
+        &cropped
+    } else {
+        &frame.image
+    };
     let fitted =
-        image::fit(png, format, max_side, MAX_SCREEN_BASE64_BYTES).map_err(ToolError::Failed)?;
+        image::fit(source, &opts.enc, MAX_SCREEN_BASE64_BYTES).map_err(ToolError::Failed)?;
     let data_base64 = base64::engine::general_purpose::STANDARD.encode(&fitted.data);
+    let capture = match &frame.mode {
+        CaptureMode::Raw(info) => json!({
+            "mode": "raw",
+            "header_bytes": info.header_bytes,
+            "pixel_format": info.format.name(),
+            "colour_space": info.colour_space.name(),
+            "colour_conversion": "none: pixels are sent as the display stored them",
+        }),
+        CaptureMode::Png { fallback_reason } => json!({
+            "mode": "png",
+            "fallback_reason": fallback_reason,
+        }),
+    };
     let mut value = json!({
         "format": fitted.format(),
         "width": fitted.width,
         "height": fitted.height,
-        "original_width": fitted.original_width,
-        "original_height": fitted.original_height,
+        "device": [w, h],
+        "map": {"image": [fitted.width, fitted.height], "screen": rect},
+        "scale": f64::from(fitted.width) / f64::from(rect[2] - rect[0]),
         "bytes": fitted.data.len(),
         "base64_bytes": data_base64.len(),
-        "scaled": (fitted.width, fitted.height) != (fitted.original_width, fitted.original_height),
-        "reencoded": fitted.reencoded,
+        "shrunk_to_fit": fitted.shrunk_to_fit,
+        "capture": capture,
+        "screen": screen,
     });
     if fitted.media_type == "image/jpeg" {
-        value["quality"] = json!(image::JPEG_QUALITY);
+        value["quality"] = json!(opts.enc.quality);
     }
     let mut output = ToolOutput::json(true, &value);
     output.attachments.push(Attachment {

@@ -13,19 +13,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use base64::Engine;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::image::{base64_len, decode_rgb};
 use crate::device::{DeviceEnv, ANDROID_PROGRAMS};
 use crate::sys::ChildSetup;
 use crate::tools::{schema, ExecContext, Tool, ToolError, ToolOutput};
-use nl2sh_proto::limits::MAX_SCREEN_BASE64_BYTES;
 
 static RIG_SEQ: AtomicU64 = AtomicU64::new(0);
 
-fn standins() -> PathBuf {
+pub(super) fn standins() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/android-bin");
     std::fs::canonicalize(&dir).expect("stand-in directory")
 }
@@ -269,119 +266,6 @@ async fn screen_dump_failures_are_reported_and_cleaned_up() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("malformed window dump"), "{err}");
-}
-
-#[tokio::test]
-async fn screenshot_sends_the_png_when_it_fits() {
-    let rig = Rig::new(&[]);
-    let (v, out) = rig.ok("android.screenshot", json!({})).await;
-    assert_eq!(rig.ran(), ["screencap -p"]);
-    assert_eq!(
-        (
-            v["format"].clone(),
-            v["width"].clone(),
-            v["height"].clone(),
-            v["scaled"].clone()
-        ),
-        (json!("png"), json!(540), json!(1200), json!(false))
-    );
-    assert_eq!(out.attachments.len(), 1);
-    let a = &out.attachments[0];
-    assert_eq!(
-        (a.media_type.as_str(), a.width, a.height),
-        ("image/png", Some(540), Some(1200))
-    );
-    let png = base64::engine::general_purpose::STANDARD
-        .decode(&a.data_base64)
-        .unwrap();
-    let fixture = std::fs::read(standins().join("data/screen.png")).unwrap();
-    assert_eq!(png, fixture, "sent unchanged");
-    let img = decode_rgb(&png).unwrap();
-    assert_eq!((img.width, img.height), (540, 1200));
-    assert_eq!(v["bytes"], json!(png.len()));
-}
-
-#[tokio::test]
-async fn screenshot_scales_on_request() {
-    let rig = Rig::new(&[]);
-    let (v, out) = rig.ok("android.screenshot", json!({"max_side": 600})).await;
-    assert_eq!(
-        (v["format"].clone(), v["width"].clone(), v["height"].clone()),
-        (json!("jpeg"), json!(270), json!(600))
-    );
-    assert_eq!(
-        (v["original_width"].clone(), v["scaled"].clone()),
-        (json!(540), json!(true))
-    );
-    let jpeg = base64::engine::general_purpose::STANDARD
-        .decode(&out.attachments[0].data_base64)
-        .unwrap();
-    assert_eq!(jpeg_dimensions(&jpeg), Some((270, 600)));
-    let (v, out) = rig
-        .ok(
-            "android.screenshot",
-            json!({"max_side": 600, "format": "png"}),
-        )
-        .await;
-    assert_eq!(v["format"], "png");
-    let png = base64::engine::general_purpose::STANDARD
-        .decode(&out.attachments[0].data_base64)
-        .unwrap();
-    let img = decode_rgb(&png).unwrap();
-    assert_eq!((img.width, img.height), (270, 600));
-    assert!(rig
-        .run("android.screenshot", json!({"max_side": 100}))
-        .await
-        .is_err());
-    assert!(rig
-        .run("android.screenshot", json!({"format": "gif"}))
-        .await
-        .is_err());
-}
-
-#[tokio::test]
-async fn a_large_screen_becomes_a_jpeg_under_the_limit() {
-    let rig = Rig::new(&[("NL2SH_STANDIN_SCREEN", "large")]);
-    let (v, out) = rig.ok("android.screenshot", json!({})).await;
-    let a = &out.attachments[0];
-    assert_eq!(a.media_type, "image/jpeg");
-    assert!(
-        a.data_base64.len() <= MAX_SCREEN_BASE64_BYTES,
-        "{}",
-        a.data_base64.len()
-    );
-    let (w, h) = (a.width.unwrap(), a.height.unwrap());
-    assert!(w < 1440 && h < 3200, "{w}x{h}");
-    assert_eq!(
-        (v["original_width"].clone(), v["original_height"].clone()),
-        (json!(1440), json!(3200))
-    );
-    let jpeg = base64::engine::general_purpose::STANDARD
-        .decode(&a.data_base64)
-        .unwrap();
-    assert_eq!(jpeg_dimensions(&jpeg), Some((w, h)));
-    assert_eq!(base64_len(jpeg.len()), a.data_base64.len());
-}
-
-/// Width and height from a baseline JPEG's SOF0 segment.
-fn jpeg_dimensions(j: &[u8]) -> Option<(u32, u32)> {
-    if !j.starts_with(&[0xff, 0xd8]) {
-        return None;
-    }
-    let mut i = 2;
-    while i + 9 < j.len() {
-        if j[i] != 0xff {
-            return None;
-        }
-        let len = usize::from(u16::from_be_bytes([j[i + 2], j[i + 3]]));
-        if j[i + 1] == 0xc0 {
-            let h = u16::from_be_bytes([j[i + 5], j[i + 6]]);
-            let w = u16::from_be_bytes([j[i + 7], j[i + 8]]);
-            return Some((u32::from(w), u32::from(h)));
-        }
-        i += 2 + len;
-    }
-    None
 }
 
 #[tokio::test]
