@@ -16,7 +16,7 @@ use nl2sh_executor::tools::Resource;
 use nl2sh_executor::tools::{Prepared, Tool, ToolError};
 use nl2sh_proto::channels::{Confinement, RiskLevel};
 
-const ALL: [&str; 11] = [
+const ALL: [&str; 13] = [
     "android.screen_dump",
     "android.screenshot",
     "android.tap",
@@ -28,6 +28,8 @@ const ALL: [&str; 11] = [
     "android.current_app",
     "android.logcat",
     "android.dumpsys",
+    "android.device_state",
+    "android.notifications",
 ];
 
 fn standins() -> PathBuf {

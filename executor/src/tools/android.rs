@@ -14,6 +14,7 @@ mod diagnostics;
 mod dumpsys;
 mod image;
 mod input;
+mod notifications;
 mod screen;
 mod state;
 mod uixml;
@@ -86,6 +87,7 @@ fn all() -> Vec<AndroidTool> {
         diagnostics::logcat(),
         diagnostics::dumpsys(),
         state::device_state(),
+        notifications::notifications(),
     ]
 }
 
