@@ -8,7 +8,8 @@
 //! screen that no longer exists. Results are JSON objects kept under the output bound.
 
 mod apps;
-#[cfg(test)]
+#[doc(hidden)]
+pub mod bench;
 mod corpus;
 mod diagnostics;
 mod dumpsys;
