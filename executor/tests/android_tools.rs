@@ -16,7 +16,7 @@ use nl2sh_executor::tools::Resource;
 use nl2sh_executor::tools::{Prepared, Tool, ToolError};
 use nl2sh_proto::channels::{Confinement, RiskLevel};
 
-const ALL: [&str; 14] = [
+const ALL: [&str; 15] = [
     "android.screen_dump",
     "android.screenshot",
     "android.tap",
@@ -31,6 +31,7 @@ const ALL: [&str; 14] = [
     "android.dumpsys",
     "android.device_state",
     "android.wait_for",
+    "android.notifications",
 ];
 
 fn standins() -> PathBuf {
@@ -177,7 +178,7 @@ fn prepared_actions_say_exactly_what_will_run() {
         d.action("android.key", json!({"key": "BACK"})),
         "input keyevent KEYCODE_BACK"
     );
-    assert_eq!(d.action("android.screenshot", json!({})), "screencap -p");
+    assert_eq!(d.action("android.screenshot", json!({})), "screencap");
     assert_eq!(d.action("android.current_app", json!({})), "dumpsys window");
     assert_eq!(
         d.action("android.packages", json!({"third_party_only": true})),

@@ -8,12 +8,14 @@
 //! screen that no longer exists. Results are JSON objects kept under the output bound.
 
 mod apps;
-#[cfg(test)]
+#[doc(hidden)]
+pub mod bench;
 mod corpus;
 mod diagnostics;
 mod dumpsys;
 pub mod image;
 mod input;
+mod notifications;
 pub mod rawframe;
 mod screen;
 mod state;
@@ -105,6 +107,7 @@ fn all() -> Vec<AndroidTool> {
         diagnostics::dumpsys(),
         state::device_state(),
         wait::wait_for(),
+        notifications::notifications(),
     ]
 }
 

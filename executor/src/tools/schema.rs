@@ -1,7 +1,7 @@
 //! Argument validation against the JSON Schema (2020-12) a tool registers. The subset
 //! understood here is what tools use: `type`, `properties`, `required`,
 //! `additionalProperties: false`, `enum`, `minimum`/`maximum`, `minLength`/`maxLength`,
-//! `items`, `maxItems`. A schema keyword outside it is a tool bug, caught by a test that
+//! `items`, `minItems`/`maxItems`. A schema keyword outside it is a tool bug, caught by a test that
 //! checks every registered schema.
 
 use serde_json::{Map, Number, Value};
@@ -18,6 +18,7 @@ pub const KNOWN_KEYWORDS: &[&str] = &[
     "minLength",
     "maxLength",
     "items",
+    "minItems",
     "maxItems",
     "description",
     "default",
@@ -116,8 +117,13 @@ fn check_string(schema: &Map<String, Value>, s: &str, at: &str) -> Result<(), St
     Ok(())
 }
 
-/// `maxItems`, and each item against `items`.
+/// `minItems`, `maxItems`, and each item against `items`.
 fn check_array(schema: &Map<String, Value>, items: &[Value], at: &str) -> Result<(), String> {
+    if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
+        if (items.len() as u64) < min {
+            return Err(format!("`{at}`: at least {min} items"));
+        }
+    }
     if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
         if items.len() as u64 > max {
             return Err(format!("`{at}`: at most {max} items"));
@@ -193,7 +199,7 @@ mod tests {
                 "command": {"type": "string", "minLength": 1, "maxLength": 10},
                 "timeout": {"type": "integer", "minimum": 1, "maximum": 600},
                 "mode": {"type": "string", "enum": ["create", "append"]},
-                "list": {"type": "array", "items": {"type": "integer"}, "maxItems": 2}
+                "list": {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 2}
             },
             "required": ["command"],
             "additionalProperties": false
@@ -239,6 +245,10 @@ mod tests {
             (
                 json!({"command": "ls", "list": [1, 2, 3]}),
                 "`arguments.list`: at most 2 items",
+            ),
+            (
+                json!({"command": "ls", "list": []}),
+                "`arguments.list`: at least 1 items",
             ),
             (json!([1]), "`arguments`: expected object, got array"),
         ];

@@ -1,10 +1,13 @@
-//! Test-only access to the shared corpus of real device output (`../shared/android-real`
+//! Tests' access to the shared corpus of real device output (`../shared/android-real`
 //! beside the checkout, or `NL2SH_ANDROID_REAL`), read in place (docs/TESTING.md).
 //! Files saved as UTF-16LE with a byte-order mark, or with CRLF line ends, are decoded
-//! to the text a phone's shell gives.
+//! to the text a phone's shell gives (outside tests only that decoding is built, for the
+//! parse bench).
 
+#[cfg(test)]
 use std::path::PathBuf;
 
+#[cfg(test)]
 /// The corpus directory, or `None` (the caller skips) when it is absent.
 pub fn root() -> Option<PathBuf> {
     let dir = match std::env::var_os("NL2SH_ANDROID_REAL") {
@@ -14,6 +17,7 @@ pub fn root() -> Option<PathBuf> {
     dir.join("MANIFEST.tsv").is_file().then_some(dir)
 }
 
+#[cfg(test)]
 /// The corpus root, or a recorded skip.
 pub fn root_or_skip() -> Option<PathBuf> {
     let root = root();
@@ -41,6 +45,7 @@ pub fn text(bytes: &[u8]) -> String {
     text.replace("\r\n", "\n")
 }
 
+#[cfg(test)]
 /// Every file directly in `dir` of the corpus, sorted by name, with its text.
 pub fn files(root: &std::path::Path, dir: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = std::fs::read_dir(root.join(dir))

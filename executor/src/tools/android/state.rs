@@ -119,7 +119,12 @@ fn display_json(d: Option<Display>) -> Value {
 }
 
 /// The result object from each command's text (or why it is missing).
-fn state_json(window: &Read, power: &Read, battery: &Read, wm: Option<&(Read, Read)>) -> Value {
+pub(super) fn state_json(
+    window: &Read,
+    power: &Read,
+    battery: &Read,
+    wm: Option<&(Read, Read)>,
+) -> Value {
     let mut unknown = Map::new();
     let mut note = |field: &str, why: String| {
         unknown.insert(field.to_string(), Value::String(why));

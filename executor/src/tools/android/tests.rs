@@ -842,3 +842,56 @@ async fn screen_dump_says_whether_the_screen_is_off_locked_or_secure() {
     assert_eq!(v["screen"]["locked"], json!(true));
     assert_eq!(v["screen"]["secure"], json!(true));
 }
+
+#[tokio::test]
+async fn notifications_run_one_fixed_dumpsys_and_ask_as_a_private_read() {
+    let rig = Rig::new(&[]);
+    let tool = rig.tool("android.notifications");
+    let prepared = tool.prepare(&serde_json::Map::new(), &rig.env).unwrap();
+    // Read-only, but unconfined: the pipeline asks, and only a grant naming the action
+    // covers it (approvald's policy).
+    assert_eq!(
+        prepared.confinement,
+        nl2sh_proto::channels::Confinement::Unconfined
+    );
+    assert_eq!(
+        prepared.assessment.level,
+        nl2sh_proto::channels::RiskLevel::ReadOnly
+    );
+    assert!(prepared.action.ends_with("dumpsys notification --noredact"));
+    assert!(prepared
+        .assessment
+        .reasons
+        .iter()
+        .any(|r| r.contains("private")));
+    let (v, _) = rig.ok("android.notifications", json!({})).await;
+    assert_eq!(rig.ran(), ["dumpsys notification --noredact"]);
+    assert_eq!(v["count"], json!(3));
+    assert_eq!(v["incomplete"], json!(false));
+    let n = &v["notifications"];
+    assert_eq!(n[0]["title"], json!("Alice"));
+    assert_eq!(
+        n[0]["key"],
+        json!("0|com.google.android.apps.messaging|12|conv-7|10143")
+    );
+    assert_eq!(n[1]["package"], json!("android"));
+    assert_eq!(n[1]["ongoing"], json!(true));
+    assert_eq!(n[2]["importance"], json!("DEFAULT"));
+    assert_eq!(n[2]["channel"], json!("builds"));
+    // Extra arguments run nothing.
+    assert!(rig
+        .run("android.notifications", json!({"all": true}))
+        .await
+        .is_err());
+    assert_eq!(rig.ran().len(), 1);
+}
+
+#[tokio::test]
+async fn notifications_without_the_service_say_so() {
+    let rig = Rig::new(&[("NL2SH_STANDIN_MISSING_SERVICES", "notification")]);
+    let err = rig
+        .run("android.notifications", json!({}))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no notification service"), "{err}");
+}
