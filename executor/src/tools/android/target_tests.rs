@@ -10,36 +10,10 @@ use super::tests::Rig;
 use super::uixml;
 use crate::tools::ToolError;
 
-/// The shared corpus of real device output (docs/TESTING.md), if present.
-fn corpus() -> Option<PathBuf> {
-    let dir = match std::env::var_os("NL2SH_ANDROID_REAL") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/android-real"),
-    };
-    dir.join("uidump").is_dir().then_some(dir)
-}
-
-/// A corpus text as a phone shell gives it: UTF-16LE with BOM decoded, a UTF-8 BOM and
-/// CRLF line ends dropped.
-fn corpus_text(bytes: &[u8]) -> String {
-    let text = match bytes {
-        [0xff, 0xfe, rest @ ..] => {
-            let units: Vec<u16> = rest
-                .chunks_exact(2)
-                .map(|c| u16::from_le_bytes([c[0], c[1]]))
-                .collect();
-            String::from_utf16_lossy(&units)
-        }
-        [0xef, 0xbb, 0xbf, rest @ ..] => String::from_utf8_lossy(rest).into_owned(),
-        _ => String::from_utf8_lossy(bytes).into_owned(),
-    };
-    text.replace("\r\n", "\n")
-}
-
 fn real_dump(name: &str) -> Option<uixml::UiDump> {
-    let dir = corpus()?;
+    let dir = super::corpus::root()?;
     let bytes = std::fs::read(dir.join("uidump").join(name)).ok()?;
-    Some(uixml::parse(corpus_text(&bytes).as_bytes()).expect(name))
+    Some(uixml::parse(super::corpus::text(&bytes).as_bytes()).expect(name))
 }
 
 fn selector(v: Value) -> Selector {
@@ -48,15 +22,14 @@ fn selector(v: Value) -> Selector {
 
 #[test]
 fn every_labelled_element_of_every_real_dump_is_found_by_its_fields() {
-    let Some(dir) = corpus() else {
-        nl2sh_proto::test_skip::skip("the shared android-real corpus is absent");
+    let Some(dir) = super::corpus::root_or_skip() else {
         return;
     };
     let mut files = 0;
     let mut checked = 0;
     for entry in std::fs::read_dir(dir.join("uidump")).unwrap() {
         let path = entry.unwrap().path();
-        let text = corpus_text(&std::fs::read(&path).unwrap());
+        let text = super::corpus::text(&std::fs::read(&path).unwrap());
         let Ok(dump) = uixml::parse(text.as_bytes()) else {
             continue;
         };

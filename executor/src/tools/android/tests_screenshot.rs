@@ -13,21 +13,9 @@ use super::rawframe::{self, PixelFormat};
 use super::tests::Rig;
 use nl2sh_proto::limits::MAX_SCREEN_BASE64_BYTES;
 
-/// The shared corpus of real device output (docs/TESTING.md), read in place.
-fn android_real() -> Option<PathBuf> {
-    let dir = match std::env::var_os("NL2SH_ANDROID_REAL") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/android-real"),
-    };
-    dir.join("screen").is_dir().then_some(dir)
-}
-
 /// Every real `screencap -p` PNG in the corpus, decoded.
 fn real_screens() -> Option<Vec<(String, Rgb)>> {
-    let Some(dir) = android_real() else {
-        nl2sh_proto::test_skip::skip("the shared android-real corpus is absent");
-        return None;
-    };
+    let dir = super::corpus::root_or_skip()?;
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir.join("screen"))
         .unwrap()
         .map(|e| e.unwrap().path())
