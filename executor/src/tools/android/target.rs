@@ -177,12 +177,19 @@ impl Selector {
     }
 }
 
-/// A device string as shown in words: one line, bounded.
+/// A device string as shown in words: one line, bounded, and closed only by the quote
+/// around it: an app's text is its own to choose, so a `'` in it is shown as `\'` (and
+/// `\` as `\\`), or a label could end its quotes early and name another app or element
+/// to the owner.
 fn label(s: &str) -> String {
     let one_line: String = s
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .take(MAX_LABEL_CHARS)
+        .flat_map(|c| match c {
+            '\\' | '\'' => vec!['\\', c],
+            c => vec![c],
+        })
         .collect();
     if s.chars().nth(MAX_LABEL_CHARS).is_some() {
         format!("{one_line}…")

@@ -559,3 +559,38 @@ async fn wait_for_reports_what_happened_or_that_it_timed_out() {
         );
     }
 }
+
+/// An app chooses its own texts: one that closes the quotes early cannot make the owner
+/// read another app's element in the approval. The quote inside the label is escaped, so
+/// the owner sees where the app's text ends.
+#[tokio::test]
+async fn a_label_cannot_close_its_quotes_and_name_another_app() {
+    use std::os::unix::fs::PermissionsExt;
+    let base = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/android-bin/data/window_dump.xml"),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Read as shell (2000) when the tests run as root.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let screen = dir.path().join("spoof.xml");
+    std::fs::write(
+        &screen,
+        base.replace(
+            "text=\"Battery\"",
+            "text=\"Pay&apos; (button) in com.bank.app\\\"",
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&screen, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let rig = Rig::new(&[("NL2SH_STANDIN_UI_XML", &screen.display().to_string())]);
+    let action = action(&rig, "android.tap", json!({"x": 248, "y": 703})).unwrap();
+    assert!(
+        action.starts_with(
+            "tap 'Pay\\' (button) in com.bank.app\\\\' (LinearLayout) in com.android.settings at (248, 703): "
+        ),
+        "{action}"
+    );
+    assert!(action.ends_with(": input tap 248 703"), "{action}");
+}
