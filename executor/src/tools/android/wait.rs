@@ -5,14 +5,14 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use nl2sh_proto::channels::Confinement;
 
-use super::target::{self, look, Selector};
+use super::target::{self, look, Seen, Selector};
 use super::{render, AndroidTool};
 use crate::risk::Assessment;
-use crate::tools::{Prepared, Resource, ToolDef, ToolError, ToolOutput};
+use crate::tools::{ExecContext, Prepared, Resource, ToolDef, ToolError, ToolOutput};
 
 /// Longest wait, and the default.
 const MAX_WAIT_MS: u64 = 30_000;
@@ -106,54 +106,66 @@ pub(super) fn wait_for() -> AndroidTool {
                 resources: vec![Resource::Screen],
                 timeout: limit + 2 * target::PREPARE_LOOK,
                 commands: None,
-                run: Box::new(move |ctx| {
-                    Box::pin(async move {
-                        let started = Instant::now();
-                        let mut first_front: Option<Option<String>> = None;
-                        let mut reads = 0u32;
-                        loop {
-                            let seen = look(&ctx).await?;
-                            reads += 1;
-                            let happened = match &until {
-                                // Several matches without `index` count as appeared.
-                                Until::Appears(s) => s
-                                    .find(&seen.dump)
-                                    .ok()
-                                    .or_else(|| s.index.is_none().then(|| seen.dump.nodes.iter().find(|n| s.matches(n))).flatten())
-                                    .map(|n| json!({"appeared": target::words(n), "element": n.to_json()})),
-                                Until::Disappears(s) => (!seen.dump.nodes.iter().any(|n| s.matches(n)))
-                                    .then(|| json!({"disappeared": s.named()})),
-                                Until::App(Some(p)) => (seen.front.as_deref() == Some(p.as_str()))
-                                    .then(|| json!({"app": p})),
-                                Until::App(None) => {
-                                    let was = first_front.get_or_insert_with(|| seen.front.clone());
-                                    (seen.front != *was).then(|| json!({"app_changed": {"was": was, "now": seen.front}}))
-                                }
-                            };
-                            let waited = started.elapsed().as_millis() as u64;
-                            if let Some(mut v) = happened {
-                                v["met"] = json!(true);
-                                v["waited_ms"] = json!(waited);
-                                v["reads"] = json!(reads);
-                                return Ok(ToolOutput::json(true, &v));
-                            }
-                            if started.elapsed() + POLL > limit {
-                                return Ok(ToolOutput::json(
-                                    true,
-                                    &json!({"met": false, "timed_out": true, "waited_ms": waited,
-                                            "reads": reads, "front": seen.front}),
-                                ));
-                            }
-                            tokio::select! {
-                                () = tokio::time::sleep(POLL) => {}
-                                () = ctx.cancel.cancelled() => {
-                                    return Err(ToolError::Failed("cancelled".into()));
-                                }
-                            }
-                        }
-                    })
-                }),
+                run: Box::new(move |ctx| Box::pin(wait(ctx, until, limit))),
             })
         },
+    }
+}
+
+/// Read the screen every [`POLL`] until `until` happens or `limit` passes.
+async fn wait(ctx: ExecContext, until: Until, limit: Duration) -> Result<ToolOutput, ToolError> {
+    let started = Instant::now();
+    let mut first_front: Option<Option<String>> = None;
+    let mut reads = 0u32;
+    loop {
+        let seen = look(&ctx).await?;
+        reads += 1;
+        let waited = started.elapsed().as_millis() as u64;
+        if let Some(mut v) = happened(&until, &seen, &mut first_front) {
+            v["met"] = json!(true);
+            v["waited_ms"] = json!(waited);
+            v["reads"] = json!(reads);
+            return Ok(ToolOutput::json(true, &v));
+        }
+        if started.elapsed() + POLL > limit {
+            return Ok(ToolOutput::json(
+                true,
+                &json!({"met": false, "timed_out": true, "waited_ms": waited,
+                        "reads": reads, "front": seen.front}),
+            ));
+        }
+        tokio::select! {
+            () = tokio::time::sleep(POLL) => {}
+            () = ctx.cancel.cancelled() => {
+                return Err(ToolError::Failed("cancelled".into()));
+            }
+        }
+    }
+}
+
+/// What happened on this read, if what is awaited did; `first_front` keeps the app that
+/// was in front at the first read, for `app_changes`.
+fn happened(until: &Until, seen: &Seen, first_front: &mut Option<Option<String>>) -> Option<Value> {
+    match until {
+        // Several matches without `index` count as appeared.
+        Until::Appears(s) => s
+            .find(&seen.dump)
+            .ok()
+            .or_else(|| {
+                s.index
+                    .is_none()
+                    .then(|| seen.dump.nodes.iter().find(|n| s.matches(n)))
+                    .flatten()
+            })
+            .map(|n| json!({"appeared": target::words(n), "element": n.to_json()})),
+        Until::Disappears(s) => (!seen.dump.nodes.iter().any(|n| s.matches(n)))
+            .then(|| json!({"disappeared": s.named()})),
+        Until::App(Some(p)) => {
+            (seen.front.as_deref() == Some(p.as_str())).then(|| json!({"app": p}))
+        }
+        Until::App(None) => {
+            let was = first_front.get_or_insert_with(|| seen.front.clone());
+            (seen.front != *was).then(|| json!({"app_changed": {"was": was, "now": seen.front}}))
+        }
     }
 }
