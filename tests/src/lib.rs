@@ -442,6 +442,28 @@ pub fn try_mcp_post(
     })
 }
 
+/// An A2A JSON-RPC call (`method`, `params`) with the token, on its own connection: the
+/// response, or `None` when none came within `limit`.
+pub fn try_a2a(
+    addr: SocketAddr,
+    token: &str,
+    method: &str,
+    params: serde_json::Value,
+    limit: Duration,
+) -> Option<HttpResponse> {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let host = addr.to_string();
+    let auth = format!("Bearer {token}");
+    let headers = [
+        ("Host", host.as_str()),
+        ("Authorization", auth.as_str()),
+        ("A2A-Version", "1.0"),
+        ("Content-Type", "application/json"),
+    ];
+    let body = body.to_string();
+    nl2sh_test_http::try_send(addr, "POST", "/a2a", &headers, body.as_bytes(), limit).ok()
+}
+
 /// An HTTP/1.1 response as read off a closed connection; `None` without a status line.
 pub fn parse_response(raw: &[u8]) -> Option<HttpResponse> {
     nl2sh_test_http::parse(raw)

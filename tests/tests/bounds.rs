@@ -159,21 +159,11 @@ fn reset_peak(pid: i32) -> bool {
 /// One GetTask of `id` with the token, on its own connection: the body's length and
 /// whether it is the task asked for.
 fn get_task(addr: SocketAddr, token: &str, id: &str) -> (usize, bool) {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": id}});
-    let host = addr.to_string();
-    let auth = format!("Bearer {token}");
-    let headers = [
-        ("Host", host.as_str()),
-        ("Authorization", auth.as_str()),
-        ("A2A-Version", "1.0"),
-        ("Content-Type", "application/json"),
-    ];
-    let r = nl2sh_test_http::try_send(
+    let r = nl2sh_tests::try_a2a(
         addr,
-        "POST",
-        "/a2a",
-        &headers,
-        body.to_string().as_bytes(),
+        token,
+        "GetTask",
+        json!({"id": id}),
         Duration::from_secs(120),
     )
     .expect("GetTask answered");

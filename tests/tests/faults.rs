@@ -29,18 +29,7 @@ fn invoke(addr: SocketAddr, token: &str, command: &str) -> Option<Value> {
 }
 
 fn a2a(addr: SocketAddr, token: &str, method: &str, params: Value) -> Option<Value> {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let host = addr.to_string();
-    let auth = format!("Bearer {token}");
-    let headers = [
-        ("Host", host.as_str()),
-        ("Authorization", auth.as_str()),
-        ("A2A-Version", "1.0"),
-        ("Content-Type", "application/json"),
-    ];
-    let body = body.to_string();
-    let r = nl2sh_test_http::try_send(addr, "POST", "/a2a", &headers, body.as_bytes(), CALL_LIMIT)
-        .ok()?;
+    let r = nl2sh_tests::try_a2a(addr, token, method, params, CALL_LIMIT)?;
     (r.status == 200).then(|| r.json())
 }
 
