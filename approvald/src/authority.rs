@@ -630,6 +630,7 @@ fn reads_run_unasked(policy: &Policy, origin: CallOrigin) -> bool {
                 data: None,
                 call_id: CallId(0),
                 task: None,
+                after_reading: Default::default(),
                 origin,
                 tool: String::new(),
                 action: String::new(),
@@ -657,6 +658,7 @@ fn describe_action(record: &mut AuditRecord, s: &ActionSummary) {
     record.requires_root = Some(s.requires_root);
     record.identity = Some(s.identity);
     record.task = s.task.as_ref().map(|t| t.0.clone());
+    record.after_reading = s.after_reading.to_stored();
 }
 
 fn check_call_id(call_id: CallId) -> Result<i64, String> {
@@ -736,6 +738,10 @@ fn check_action(s: &ActionSummary) -> Result<i64, String> {
         }
         check_len("task id", &task.0, MAX_ID_BYTES)?;
     }
+    s.after_reading.check()?;
+    if !s.after_reading.is_empty() && !s.origin.is_agent() {
+        return Err("only the Agent's calls say what it had read".into());
+    }
     check_len("action", &s.action, MAX_ACTION_BYTES)?;
     if s.reasons.len() > MAX_REASONS {
         return Err(format!(
@@ -795,6 +801,7 @@ mod tests {
             data: None,
             call_id: CallId(call_id),
             task: None,
+            after_reading: Default::default(),
             origin: CallOrigin::McpHttp,
             tool: "shell".into(),
             action: "true".into(),
@@ -949,6 +956,23 @@ mod tests {
         assert!(check_action(&s).is_err());
         s.task = Some(nl2sh_proto::channels::TaskId(String::new()));
         assert!(check_action(&s).is_err());
+        // What the Agent had read: bounded, and only the Agent's calls say it.
+        let read = |n: usize| {
+            nl2sh_proto::read_sources::ReadSources::from(
+                (0..n).map(|i| format!("com.app{i}")).collect::<Vec<_>>(),
+            )
+        };
+        let mut s = summary(1);
+        s.origin = CallOrigin::AgentHttp;
+        s.after_reading = read(4);
+        assert!(check_action(&s).is_ok());
+        s.after_reading = read(5);
+        assert!(check_action(&s).is_err());
+        s.after_reading = vec!["x".repeat(256)].into();
+        assert!(check_action(&s).is_err());
+        s.after_reading = read(1);
+        s.origin = CallOrigin::McpHttp;
+        assert!(check_action(&s).unwrap_err().contains("only the Agent"));
         // Parsed commands: as many and as long as the executor sends, never more.
         let command = |bytes: usize| ParsedCommand {
             argv: Some(vec!["x".repeat(bytes - 1)]),

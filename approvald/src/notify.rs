@@ -267,6 +267,7 @@ mod tests {
             data: None,
             call_id: CallId(1),
             task: None,
+            after_reading: Default::default(),
             origin: CallOrigin::McpHttp,
             tool: "shell.exec".into(),
             action: action.into(),

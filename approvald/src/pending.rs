@@ -132,6 +132,7 @@ impl Entry {
             call_id: self.summary.call_id,
             origin: self.summary.origin,
             task: self.summary.task.clone(),
+            after_reading: self.summary.after_reading.clone(),
             tool: self.summary.tool.clone(),
             action: self.summary.action.clone(),
             risk: self.summary.risk,

@@ -191,6 +191,7 @@ mod tests {
             data: None,
             call_id: nl2sh_proto::channels::CallId(1),
             task: None,
+            after_reading: Default::default(),
             origin: CallOrigin::McpStdio,
             tool: tool.into(),
             action: action.into(),

@@ -101,6 +101,7 @@ fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
         data: None,
         call_id: CallId(call_id),
         task: None,
+        after_reading: Default::default(),
         origin: CallOrigin::McpHttp,
         tool: "shell".into(),
         action: "touch /tmp/x".into(),

@@ -84,7 +84,8 @@ async fn creates_schema_with_private_modes() {
             "summary",
             "prev_sha256",
             "row_sha256",
-            "task"
+            "task",
+            "after_reading"
         ]
     );
     let rows = store.recent(10).await.unwrap();
@@ -288,10 +289,12 @@ async fn a_trail_from_before_tasks_verifies_and_migrates_with_its_hashes() {
     drop(store);
     stopped.wait().await;
     let db = dir.path().join(DB_FILE);
-    // What version 3 left: no task column, no tasks table.
+    // What version 3 left: no task or after_reading column, no tasks table (version 4
+    // had the task column only: the same migration adds what is missing).
     let conn = rusqlite::Connection::open(&db).unwrap();
     conn.execute_batch(
-        "DROP TABLE tasks; ALTER TABLE audit DROP COLUMN task; PRAGMA user_version = 3;",
+        "DROP TABLE tasks; ALTER TABLE audit DROP COLUMN task; \
+         ALTER TABLE audit DROP COLUMN after_reading; PRAGMA user_version = 3;",
     )
     .unwrap();
     drop(conn);
@@ -305,6 +308,7 @@ async fn a_trail_from_before_tasks_verifies_and_migrates_with_its_hashes() {
     let store = Store::open(dir.path()).unwrap();
     let mut r = record(5);
     r.task = Some("task-1".into());
+    r.after_reading = Some(r#"["com.example.chat"]"#.into());
     store.append(r.clone()).await.unwrap();
     let report = store.verify().await.unwrap();
     assert!(report.is_intact(), "{report:?}");
@@ -320,6 +324,11 @@ async fn a_trail_from_before_tasks_verifies_and_migrates_with_its_hashes() {
         .query_row("SELECT count(*) FROM tasks", [], |r| r.get(0))
         .unwrap();
     assert_eq!(tasks, 0);
+    // The note is in the chain: changed, the row no longer verifies.
+    conn.execute_batch(r#"UPDATE audit SET after_reading = '["com.other"]' WHERE id = 6"#)
+        .unwrap();
+    let bad = store.verify().await.unwrap().first_bad.unwrap();
+    assert_eq!((bad.id, bad.problem), (6, ChainProblem::HashMismatch));
 }
 
 #[tokio::test]

@@ -77,6 +77,7 @@ async fn answer_read_screen(
         task: None,
         tool: crate::tools::android::SCREEN_READ_TOOL.into(),
         arguments: "{}".into(),
+        after_reading: Default::default(),
     };
     let mut outcome = runtime.pipeline.invoke(call).await;
     if outcome.success && outcome.attachments.len() != 1 {

@@ -87,6 +87,7 @@ impl Server {
                             output,
                             tool: call.tool,
                             attachments: Vec::new(),
+                            read_from: Default::default(),
                         })
                     }
                     ExecutorRequest::ReadScreen { .. } => ExecutorResponse::Outcome(ToolOutcome {
@@ -94,6 +95,7 @@ impl Server {
                         success: false,
                         output: "no screen".into(),
                         attachments: Vec::new(),
+                        read_from: Default::default(),
                     }),
                     ExecutorRequest::Inspect => ExecutorResponse::Inspect {
                         json: r#"{"os":{"name":"caps"}}"#.into(),

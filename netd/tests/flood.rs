@@ -61,6 +61,7 @@ impl Server {
                         output: call.arguments,
                         tool: call.tool,
                         attachments: Vec::new(),
+                        read_from: Default::default(),
                     })
                 }
                 ExecutorRequest::Inspect => ExecutorResponse::Inspect {

@@ -118,6 +118,7 @@ impl Server {
                                 output: call.arguments,
                                 tool: call.tool,
                                 attachments,
+                                read_from: Default::default(),
                             })
                         }
                         (ExecutorRequest::ReadScreen { .. }, _) => {
@@ -131,6 +132,7 @@ impl Server {
                                     width: Some(2),
                                     height: Some(3),
                                 }],
+                                read_from: Default::default(),
                             })
                         }
                         (ExecutorRequest::Cancel { .. }, _) => {

@@ -135,6 +135,7 @@ async fn over_stdio_a_call_over_the_cap_is_a_tool_error() {
                             success: true,
                             output: "released".into(),
                             attachments: Vec::new(),
+                            read_from: Default::default(),
                         },
                     ))
                 }

@@ -14,6 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::frame::Wire;
+use crate::read_sources::ReadSources;
 use crate::secret::Secret;
 pub use crate::snapshot::{ConfigVersion, PolicySnapshot};
 
@@ -447,6 +448,9 @@ pub struct ToolOutcome {
     /// Bounded text; may itself be JSON text.
     pub output: String,
     pub attachments: Vec<Attachment>,
+    /// Whose text the output carries: the apps of a screen or notification read, a read
+    /// file's path. The Agent notes them for its later calls' approval requests.
+    pub read_from: ReadSources,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -461,6 +465,9 @@ pub struct InvokeRequest {
     pub tool: String,
     /// Arguments object as JSON text (at most `MAX_ARGUMENT_JSON_BYTES`).
     pub arguments: String,
+    /// The Agent's calls only: whose device text it had read before this call (shown
+    /// to the approver, recorded in the audit). Empty for a direct call.
+    pub after_reading: ReadSources,
 }
 
 // ---- netd → executor ------------------------------------------------------------------
@@ -738,6 +745,8 @@ pub struct ActionSummary {
     pub origin: CallOrigin,
     /// The delegated task this call is a step of, if any.
     pub task: Option<TaskId>,
+    /// Whose device text the Agent had read before this call (Agent calls only).
+    pub after_reading: ReadSources,
     pub tool: String,
     /// The action as it will run (argv rendered, or an operation description).
     pub action: String,
@@ -962,6 +971,8 @@ pub struct PendingApproval {
     pub origin: CallOrigin,
     /// The delegated task this call is a step of, if any.
     pub task: Option<TaskId>,
+    /// Whose device text the Agent had read before this call (Agent calls only).
+    pub after_reading: ReadSources,
     pub tool: String,
     /// The action exactly as it will run.
     pub action: String,

@@ -88,8 +88,22 @@ fn decode_one<T: DeserializeOwned>(bytes: &[u8]) -> Option<(T, usize)> {
     if Sha256::digest(body)[..SUM_BYTES] != *sum {
         return None;
     }
-    let (entry, used) = bincode::serde::decode_from_slice::<T, _>(body, config()).ok()?;
-    (used == len).then_some((entry, 4 + len + SUM_BYTES))
+    let entry = match bincode::serde::decode_from_slice::<T, _>(body, config()) {
+        Ok((entry, used)) if used == len => entry,
+        // An entry of a build from before the record gained its last field, an `Option`
+        // (the audit record's `after_reading`): read with that field `None` (bincode's
+        // one byte 0), so a journal a crash left reads across the upgrade.
+        _ => {
+            let mut older = Vec::with_capacity(len + 1);
+            older.extend_from_slice(body);
+            older.push(0);
+            match bincode::serde::decode_from_slice::<T, _>(&older, config()) {
+                Ok((entry, used)) if used == len + 1 => entry,
+                _ => return None,
+            }
+        }
+    };
+    Some((entry, 4 + len + SUM_BYTES))
 }
 
 /// Open `path` for appending, creating it 0600; never through a symlink.

@@ -25,6 +25,7 @@ pub mod platform;
 pub mod private_dir;
 pub mod private_file;
 pub mod procfs;
+pub mod read_sources;
 pub mod rpc;
 pub mod seccomp;
 pub mod secret;

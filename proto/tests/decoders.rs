@@ -66,6 +66,7 @@ fn every_decoder_survives_hostile_bytes() {
         correlation: Correlation(9),
         origin: CallOrigin::McpHttp,
         task: None,
+        after_reading: Default::default(),
         tool: "shell.exec".into(),
         arguments: r#"{"command":"ls"}"#.into(),
     };

@@ -130,11 +130,13 @@ fn pending_json(p: &PendingApproval) -> serde_json::Value {
         "identity": p.identity.as_str(), "reasons": p.reasons, "seconds_left": p.seconds_left,
         "phrase": p.phrase,
         "data": p.data.as_ref().map(nl2sh_proto::carried::json),
+        "after_reading": p.after_reading.as_slice(),
         "shown": {
             "id": shown(&p.id.0),
             "tool": shown(&p.tool),
             "action": Shown::new(&p.action).max_bytes(ACTION_MAX_BYTES).to_string(),
             "task": p.task.as_ref().map(|t| shown(&t.0)),
+            "after_reading": p.after_reading.words().map(|w| shown(&w)),
             "reasons": p.reasons.iter().map(|r| shown(r)).collect::<Vec<_>>(),
         },
     })
@@ -164,6 +166,12 @@ fn describe(p: &PendingApproval) -> String {
         left = p.seconds_left,
         action = Shown::new(&p.action).max_bytes(ACTION_MAX_BYTES),
     );
+    if let Some(words) = p.after_reading.words() {
+        s.push_str(&format!(
+            "    note: the Agent asks {}\n",
+            Shown::new(&words)
+        ));
+    }
     if let Some(data) = &p.data {
         use nl2sh_proto::carried::{header, lines, LISTED_LINES};
         s.push_str(&format!("    {}\n", header(data)));
@@ -574,6 +582,7 @@ mod tests {
             reasons: Vec::new(),
             seconds_left: 100,
             phrase: None,
+            after_reading: Default::default(),
         }
     }
 
@@ -593,6 +602,34 @@ mod tests {
         assert!(describe(&p).contains("from agent_http  100s left"));
         assert!(pending_json(&p)["task"].is_null());
         assert!(pending_json(&p)["shown"]["task"].is_null());
+    }
+
+    #[test]
+    fn what_the_agent_had_read_is_said_escaped() {
+        let mut p = request();
+        assert!(!describe(&p).contains("note:"));
+        assert!(pending_json(&p)["shown"]["after_reading"].is_null());
+        let mut read = nl2sh_proto::read_sources::ReadSources::default();
+        read.note("/sdcard/Download/a\u{1b}[2Jb.txt");
+        read.note("com.example.chat");
+        p.after_reading = read;
+        let shown = describe(&p);
+        assert!(
+            shown.contains(
+                "\n    note: the Agent asks after reading text from com.example.chat, /sdcard/Download/a\\x1b[2Jb.txt\n"
+            ),
+            "{shown}"
+        );
+        assert!(!shown.contains('\u{1b}'));
+        let json = pending_json(&p);
+        assert_eq!(
+            json["after_reading"],
+            serde_json::json!(["com.example.chat", "/sdcard/Download/a\u{1b}[2Jb.txt"])
+        );
+        assert_eq!(
+            json["shown"]["after_reading"],
+            "after reading text from com.example.chat, /sdcard/Download/a\\x1b[2Jb.txt"
+        );
     }
 
     #[test]

@@ -69,6 +69,7 @@ fn screen_dump(call_id: u64) -> ActionSummary {
         data: None,
         call_id: CallId(call_id),
         task: None,
+        after_reading: Default::default(),
         origin: CallOrigin::McpHttp,
         tool: "android.screen_dump".into(),
         action: format!(

@@ -33,6 +33,7 @@ fn stat(correlation: u64, path: &Path) -> ExecutorRequest {
         correlation: Correlation(correlation),
         origin: CallOrigin::McpHttp,
         task: None,
+        after_reading: Default::default(),
         tool: "fs.stat".into(),
         arguments: serde_json::json!({ "path": path }).to_string(),
     })
@@ -164,6 +165,7 @@ fn read_only_summary(call_id: u64) -> ActionSummary {
         data: None,
         call_id: CallId(call_id),
         task: None,
+        after_reading: Default::default(),
         origin: CallOrigin::McpHttp,
         tool: "fs.stat".into(),
         action: "stat /".into(),
@@ -390,6 +392,7 @@ async fn an_action_over_the_channel_limit_is_refused_and_the_channel_stays_up() 
         correlation: Correlation(1),
         origin: CallOrigin::McpHttp,
         task: None,
+        after_reading: Default::default(),
         tool: "shell.exec".into(),
         arguments: serde_json::json!({ "command": command }).to_string(),
     });
@@ -464,6 +467,7 @@ fn reported(call_id: u64, ran: bool) -> ReportedRow {
         data: None,
         call_id: CallId(call_id),
         task: None,
+        after_reading: Default::default(),
         origin: CallOrigin::McpHttp,
         tool: "shell.exec".into(),
         action: format!("/bin/sh -c 'echo recovered-{call_id}'"),
@@ -666,6 +670,7 @@ fn invoke(correlation: u64, tool: &str, arguments: serde_json::Value) -> Executo
         correlation: Correlation(correlation),
         origin: CallOrigin::McpHttp,
         task: None,
+        after_reading: Default::default(),
         tool: tool.into(),
         arguments: arguments.to_string(),
     })
@@ -744,4 +749,48 @@ async fn random_names_reported_together_never_close_a_channel() {
     assert!(outcome(&w, &stat(1000, Path::new("/"))).await.success);
     let rows = recent_rows(&w, 500).await;
     assert_eq!(calls_in(&rows), 201, "seed {seed:#x}: {rows:?}");
+}
+
+/// What netd says the Agent had read is its word, checked like the task id: a direct
+/// call may not carry it, an oversized one is refused before anything is decided, and an
+/// Agent call's note reaches its audit row as sent.
+#[tokio::test]
+async fn the_agents_read_sources_are_checked_and_audited() {
+    let w = wire().await;
+    let root = Path::new("/");
+    let with = |origin: CallOrigin, task: Option<&str>, sources: Vec<String>| {
+        let ExecutorRequest::Invoke(mut call) = stat(1, root) else {
+            unreachable!()
+        };
+        call.origin = origin;
+        call.task = task.map(|t| nl2sh_proto::channels::TaskId(t.into()));
+        call.after_reading = sources.into();
+        ExecutorRequest::Invoke(call)
+    };
+    let direct = with(CallOrigin::McpHttp, None, vec!["com.example.chat".into()]);
+    let o = outcome(&w, &direct).await;
+    assert!(!o.success && o.output.contains("only the Agent"), "{o:?}");
+    let five = (0..5).map(|i| format!("com.app{i}")).collect();
+    let o = outcome(&w, &with(CallOrigin::AgentHttp, Some("t-1"), five)).await;
+    assert!(!o.success && o.output.contains("limit is 4"), "{o:?}");
+    let long = vec!["x".repeat(256)];
+    let o = outcome(&w, &with(CallOrigin::AgentHttp, Some("t-1"), long)).await;
+    assert!(!o.success, "{o:?}");
+    assert!(
+        rows(&w).await.is_empty(),
+        "a refused call reached the audit"
+    );
+
+    let read = vec!["com.example.chat".to_string(), "/sdcard/notes.txt".into()];
+    let o = outcome(&w, &with(CallOrigin::AgentHttp, Some("t-1"), read)).await;
+    assert!(o.success, "{o:?}");
+    let rows = rows(&w).await;
+    assert!(!rows.is_empty());
+    for row in &rows {
+        assert_eq!(
+            row.to_json()["after_reading"],
+            serde_json::json!(["com.example.chat", "/sdcard/notes.txt"]),
+            "{row:?}"
+        );
+    }
 }

@@ -37,6 +37,7 @@ fn summary(line: &str, confinement: Confinement) -> ActionSummary {
         call_id: CallId(1),
         origin: CallOrigin::McpHttp,
         task: None,
+        after_reading: Default::default(),
         tool: "shell.exec".into(),
         action: format!("/bin/sh -c '{}'", line.replace('\'', "'\\''")),
         arguments_sha256: "0".repeat(64),

@@ -198,6 +198,9 @@ pub(crate) fn describe(r: &PendingApproval, left: u64) -> (String, Vec<(&'static
             .max_bytes(MAX_ACTION_BYTES)
             .to_string(),
     )];
+    if let Some(words) = r.after_reading.words() {
+        fields.push(("note: ", format!("the Agent asks {}", shown(&words))));
+    }
     // What it carries, whole (an `fs.write`'s content): its size and hash, each line.
     if let Some(data) = &r.data {
         fields.push(("", nl2sh_proto::carried::header(data)));

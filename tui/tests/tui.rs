@@ -335,6 +335,7 @@ fn request(id: &str, action: &str, risk: RiskLevel) -> PendingApproval {
         reasons: vec!["writes a file".into()],
         seconds_left: 60,
         phrase: dangerous.then(|| format!("approve dangerous {id}")),
+        after_reading: Default::default(),
     }
 }
 
@@ -1310,6 +1311,28 @@ fn a_spoofed_action_is_shown_escaped() {
     let text = rows(&buf).join("\n");
     assert!(
         text.contains(r"touch /tmp/x\u{202e}txt.exe\x1b[2J\r\n evil"),
+        "{text}"
+    );
+}
+
+#[test]
+fn what_the_agent_had_read_is_shown_with_its_request_escaped() {
+    let mut asked = request("req1", "touch /tmp/x", RiskLevel::Medium);
+    asked.origin = CallOrigin::AgentHttp;
+    asked.after_reading = vec![
+        "com.example.chat".to_string(),
+        "/sdcard/a\u{1b}[2J.txt".to_string(),
+    ]
+    .into();
+    let device = Fake::new(running()).with_pending(vec![asked]);
+    let app = approvals_app(&device);
+    let buf = buffer(&app, 120, 30);
+    assert_no_raw_controls(&buf);
+    let text = rows(&buf).join("\n");
+    assert!(
+        text.contains(
+            r"note: the Agent asks after reading text from com.example.chat, /sdcard/a\x1b[2J.txt"
+        ),
         "{text}"
     );
 }

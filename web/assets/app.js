@@ -1172,6 +1172,7 @@
     row('Identity', p.identity, false);
     row('Origin', p.origin, false);
     row('Task', p.task, true);
+    row('Note', has(p.after_reading) ? 'The Agent asks ' + str(p.after_reading) : null, false);
     row('Request', id, true);
 
     var reasons = arr(p.reasons);

@@ -26,6 +26,7 @@ pub fn pending(p: &PendingApproval) -> Value {
         "identity": p.identity.as_str(),
         "origin": p.origin.as_str(),
         "task": p.task.as_ref().map(|t| shown(&t.0)),
+        "after_reading": p.after_reading.words().map(|w| shown(&w)),
         "reasons": p.reasons.iter().map(|r| shown(r)).collect::<Vec<_>>(),
         "seconds_left": p.seconds_left,
         "phrase": p.phrase.as_deref().map(shown),
@@ -126,6 +127,7 @@ mod tests {
             call_id: CallId(1),
             origin: CallOrigin::McpHttp,
             task: Some(TaskId("t\u{1b}[2J".into())),
+            after_reading: Default::default(),
             tool: "shell.exec".into(),
             action:
                 "rm -rf /tmp/x \u{202e}fdp.exe <img src=x onerror=alert(1)> /c\u{fe0f} /b\u{e0100}"

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use nl2sh_proto::channels::{CallOrigin, Decision, Identity, RiskLevel};
+use nl2sh_proto::read_sources::ReadSources;
 use nl2sh_proto::stored_text::StoredText;
 
 use super::chain::HASHED_COLUMNS;
@@ -60,6 +61,9 @@ pub struct AuditRecord {
     pub summary: Option<String>,
     /// The delegated task the call is a step of (`ActionSummary.task`).
     pub task: Option<String>,
+    /// Whose device text the Agent had read before the call
+    /// (`ActionSummary.after_reading`, in [`ReadSources::to_stored`]'s form).
+    pub after_reading: Option<String>,
 }
 
 impl AuditRecord {
@@ -82,6 +86,7 @@ impl AuditRecord {
             duration_ms: None,
             summary: None,
             task: None,
+            after_reading: None,
         }
     }
 
@@ -97,6 +102,7 @@ impl AuditRecord {
             &mut self.reason,
             &mut self.summary,
             &mut self.task,
+            &mut self.after_reading,
         ]
         .into_iter()
         .flatten()
@@ -113,6 +119,7 @@ impl AuditRecord {
             ("reason", &self.reason),
             ("summary", &self.summary),
             ("task", &self.task),
+            ("after_reading", &self.after_reading),
         ];
         for (field, text) in texts {
             if let Some(text) = text {
@@ -151,6 +158,7 @@ impl AuditRow {
             "decision": c.decision.map(|v| v.as_str()), "reason": c.reason, "success": c.success,
             "exit_code": c.exit_code, "duration_ms": c.duration_ms, "summary": c.summary,
             "task": c.task,
+            "after_reading": ReadSources::from_stored(c.after_reading.as_deref()).as_slice(),
         })
     }
 }
@@ -193,6 +201,7 @@ pub fn recent_path(path: &Path, limit: usize) -> Result<Vec<AuditRow>, StoreErro
                 duration_ms: row.get(15)?,
                 summary: row.get(16)?,
                 task: row.get(19)?,
+                after_reading: row.get(20)?,
             },
             prev_sha256: row.get(17)?,
             row_sha256: row.get(18)?,
@@ -244,6 +253,7 @@ mod tests {
         record.decision = Some(Decision::Approved);
         record.reason = Some("approved at the device (request abc234)".into());
         record.task = Some("t-1".into());
+        record.after_reading = Some(r#"["com.example.chat"]"#.into());
         let row = AuditRow {
             id: 3,
             time: "2026-01-02T03:04:05.006Z".into(),
@@ -260,6 +270,7 @@ mod tests {
                 "identity": "launching_user", "decision": "approved",
                 "reason": "approved at the device (request abc234)", "success": null,
                 "exit_code": null, "duration_ms": null, "summary": null, "task": "t-1",
+                "after_reading": ["com.example.chat"],
             })
         );
     }
@@ -294,7 +305,11 @@ mod tests {
         assert_eq!(record.risk, Some(RiskLevel::ReadOnly));
         assert_eq!(record.identity, Some(Identity::Launching));
         assert_eq!(record.decision, Some(Decision::Allowed));
-        // And what this build writes is the same bytes.
-        assert_eq!(nl2sh_proto::journal::encode_entry(record).unwrap(), bytes);
+        assert_eq!(record.after_reading, None);
+        // And what this build writes is the same bytes, and one more: the newer field.
+        let written = nl2sh_proto::journal::encode_entry(record).unwrap();
+        assert_eq!(written.len(), bytes.len() + 1);
+        let read = nl2sh_proto::journal::decode_entries::<AuditRecord>(&written);
+        assert_eq!(read.entries.as_slice(), std::slice::from_ref(record));
     }
 }

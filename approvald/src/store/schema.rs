@@ -10,7 +10,7 @@ use super::chain::OPTIONAL_HASHED_COLUMNS;
 use super::StoreError;
 
 /// `PRAGMA user_version` this build writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 /// The first schema version whose databases keep a tail file.
 pub(crate) const TAIL_SINCE_VERSION: i64 = 2;
 
@@ -173,10 +173,14 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
     if version < 3 {
         tx.execute_batch(SCHEMA_V3)?;
     }
-    if version < 4 {
-        if optional_columns(&tx)?.contains(&"NULL") {
-            tx.execute_batch("ALTER TABLE audit ADD COLUMN task TEXT")?;
+    // Each optional hashed column a database from before it lacks (`task` came with
+    // version 4, `after_reading` with 5).
+    for (column, selected) in OPTIONAL_HASHED_COLUMNS.iter().zip(optional_columns(&tx)?) {
+        if selected == "NULL" {
+            tx.execute_batch(&format!("ALTER TABLE audit ADD COLUMN {column} TEXT"))?;
         }
+    }
+    if version < 4 {
         tx.execute_batch(SCHEMA_V4_TASKS)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;

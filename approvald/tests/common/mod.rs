@@ -203,6 +203,7 @@ pub fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
         data: None,
         call_id: CallId(call_id),
         task: None,
+        after_reading: Default::default(),
         origin: CallOrigin::McpHttp,
         tool: "shell".into(),
         action: "touch /tmp/x".into(),

@@ -179,6 +179,7 @@ mod tests {
             data: None,
             call_id: CallId(id),
             task: None,
+            after_reading: Default::default(),
             origin: CallOrigin::McpHttp,
             tool: "shell.exec".into(),
             action: format!("/bin/sh -c 'ls {id}'"),

@@ -276,6 +276,7 @@ fn outcome(tool: &str, out: ToolOutput) -> ToolOutcome {
         success: out.success,
         output,
         attachments: out.attachments,
+        read_from: out.read_from,
     }
 }
 
@@ -285,5 +286,6 @@ fn failure(tool: &str, message: String) -> ToolOutcome {
         success: false,
         output: serde_json::json!({ "error": message }).to_string(),
         attachments: Vec::new(),
+        read_from: Default::default(),
     }
 }

@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use nl2sh_proto::channels::{Attachment, Confinement, Identity, ParsedCommand, SandboxPayload};
+use nl2sh_proto::read_sources::ReadSources;
 
 use super::readers;
 use crate::device::DeviceEnv;
@@ -67,6 +68,18 @@ pub struct Prepared {
     pub run: RunFn,
 }
 
+impl Prepared {
+    /// The same action, its successful output saying it carries `source`'s text (a read
+    /// file's path), for the Agent's later approval requests.
+    pub fn reading_from(mut self, source: String) -> Self {
+        let run = self.run;
+        self.run = Box::new(move |ctx| {
+            Box::pin(async move { run(ctx).await.map(|out| out.read_from([source.as_str()])) })
+        });
+        self
+    }
+}
+
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 pub type RunFn = Box<dyn FnOnce(ExecContext) -> BoxFuture<Result<ToolOutput, ToolError>> + Send>;
 
@@ -78,6 +91,9 @@ pub struct ToolOutput {
     pub output: String,
     pub attachments: Vec<Attachment>,
     pub exit_code: Option<i32>,
+    /// Whose text the output carries (the apps of a screen or notification read, a read
+    /// file's path), for the Agent's later approval requests.
+    pub read_from: ReadSources,
 }
 
 impl ToolOutput {
@@ -87,6 +103,15 @@ impl ToolOutput {
             output: value.to_string(),
             ..Self::default()
         }
+    }
+
+    /// The same output, saying whose text it carries.
+    pub fn read_from<'s>(mut self, sources: impl IntoIterator<Item = &'s str>) -> Self {
+        let sources: Vec<&str> = sources.into_iter().collect();
+        for source in sources.iter().rev() {
+            self.read_from.note(source);
+        }
+        self
     }
 }
 

@@ -133,9 +133,11 @@ fn prepare_read(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepa
         offset,
         length,
     };
-    read_prepared(&a, action, assessment, payload, move || {
+    let source = path.display().to_string();
+    let prepared = read_prepared(&a, action, assessment, payload, move || {
         read_file(&path, offset, length)
-    })
+    })?;
+    Ok(prepared.reading_from(source))
 }
 
 // ---- fs.list ----------------------------------------------------------------------------

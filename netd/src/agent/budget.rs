@@ -83,12 +83,22 @@ fn compact(message: &mut Value, limit: usize) -> bool {
         if let Some(text) = content.as_str() {
             if role == "tool" {
                 // A note is longer than a short output: those stay.
-                if text.len() > KEPT_PREFIX_BYTES && !text.starts_with(DROPPED_TOOL_OUTPUT) {
-                    *content = json!(format!(
+                if text.len() > KEPT_PREFIX_BYTES && !is_dropped(text) {
+                    let note = format!(
                         "{DROPPED_TOOL_OUTPUT} ({} bytes) to keep the request to the model \
                          under {limit} bytes]",
                         text.len()
-                    ));
+                    );
+                    // Whose text it was stays known: the Agent's later calls say so.
+                    let read_from = serde_json::from_str::<Value>(text)
+                        .ok()
+                        .and_then(|v| v.get("read_from").cloned());
+                    *content = match read_from {
+                        Some(sources) => {
+                            json!(json!({"output": note, "read_from": sources}).to_string())
+                        }
+                        None => json!(note),
+                    };
                     changed = true;
                 }
             } else if let Some(cut) = cut(text) {
@@ -115,6 +125,14 @@ fn compact(message: &mut Value, limit: usize) -> bool {
 
 /// How a dropped tool output starts (so it is not dropped twice).
 const DROPPED_TOOL_OUTPUT: &str = "[tool output dropped";
+
+/// Whether a tool message's content is already a dropped output's note.
+fn is_dropped(text: &str) -> bool {
+    text.starts_with(DROPPED_TOOL_OUTPUT)
+        || text
+            .strip_prefix("{\"output\":\"")
+            .is_some_and(|rest| rest.starts_with(DROPPED_TOOL_OUTPUT))
+}
 
 /// `text` cut to its first bytes with a note, if it is long enough to be worth it.
 fn cut(text: &str) -> Option<String> {
@@ -179,6 +197,24 @@ mod tests {
             note.contains(&MAX_MODEL_REQUEST_BYTES.to_string()),
             "{note}"
         );
+        // A result that said whose text it was still says so, and is dropped once.
+        let output = "y".repeat(MAX_MODEL_REQUEST_BYTES);
+        let sources = ["com.example.chat", &"p".repeat(255), &"q".repeat(255)];
+        let content = json!({"success": true, "output": output, "read_from": sources});
+        let mut messages = vec![
+            json!({"role": "system", "content": "s"}),
+            json!({"role": "tool", "tool_call_id": "1", "content": content.to_string()}),
+        ];
+        fit(&mut messages, &[0], 0).unwrap();
+        let kept: Value = serde_json::from_str(messages[1]["content"].as_str().unwrap()).unwrap();
+        assert_eq!(kept["read_from"], json!(sources));
+        assert!(kept["output"]
+            .as_str()
+            .unwrap()
+            .starts_with(DROPPED_TOOL_OUTPUT));
+        let before = messages[1].clone();
+        assert!(!compact(&mut messages[1], 10));
+        assert_eq!(messages[1], before);
     }
 
     #[test]

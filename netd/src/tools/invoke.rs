@@ -98,6 +98,7 @@ pub async fn call(
         task: None,
         tool: tool.clone(),
         arguments: args_text,
+        after_reading: Default::default(),
     };
     match call::run(
         executor,

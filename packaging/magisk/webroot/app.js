@@ -416,7 +416,7 @@
 
   function requestSignature(req) {
     return JSON.stringify([req.id, req.call_id, req.origin, req.task, req.tool, req.action,
-      req.risk, req.requires_root, req.identity, req.reasons, req.phrase,
+      req.risk, req.requires_root, req.identity, req.reasons, req.phrase, req.shown.after_reading,
       req.data && req.data.header]);
   }
 
@@ -451,6 +451,7 @@
       tool: str(o.tool),
       action: str(o.action),
       task: o.task === null || o.task === undefined ? '' : str(o.task),
+      after_reading: o.after_reading === null || o.after_reading === undefined ? '' : str(o.after_reading),
       reasons: Array.isArray(o.reasons) ? o.reasons.map(str) : []
     };
   }
@@ -524,6 +525,7 @@
       p.meta,
       el('p', 'label', 'Action, exactly as it will run:'),
       el('pre', 'action', req.shown.action),
+      req.shown.after_reading ? el('p', 'note', 'The Agent asks ' + req.shown.after_reading) : null,
       req.data ? el('p', 'label', req.data.header) : null,
       req.data ? el('pre', 'action data-lines', req.data.lines.join('\n')) : null,
       req.shown.reasons.length ? el('p', 'label', 'Why it needs you:') : null,

@@ -112,6 +112,14 @@ pub(super) fn registered<'r>(
             )))
         }
     }
+    if let Err(e) = req.after_reading.check() {
+        return Err(ToolError::InvalidArguments(e));
+    }
+    if !req.after_reading.is_empty() && !req.origin.is_agent() {
+        return Err(ToolError::InvalidArguments(
+            "only the Agent's calls say what it had read".into(),
+        ));
+    }
     if req.tool.len() > MAX_TOOL_NAME_BYTES {
         return Err(ToolError::InvalidArguments(format!(
             "tool name is over {MAX_TOOL_NAME_BYTES} bytes"
@@ -419,6 +427,7 @@ pub(super) fn summary(req: &InvokeRequest, call_id: CallId, assessed: &Assessed)
         call_id,
         origin: req.origin,
         task: req.task.clone(),
+        after_reading: req.after_reading.clone(),
         tool: req.tool.clone(),
         action: prepared.action.clone(),
         arguments_sha256: hex::encode(Sha256::digest(req.arguments.as_bytes())),

@@ -463,10 +463,14 @@ fn prepare(env: &DeviceEnv, program: &str) -> Prepared {
                 }
                 let dump = String::from_utf8_lossy(&out.stdout.bytes);
                 let records = parse(&dump);
-                Ok(ToolOutput::json(
-                    true,
-                    &result_json(&records, out.stdout.dropped > 0),
-                ))
+                let apps = records
+                    .iter()
+                    .take(MAX_NOTIFICATIONS)
+                    .map(|r| r.package.as_str());
+                Ok(
+                    ToolOutput::json(true, &result_json(&records, out.stdout.dropped > 0))
+                        .read_from(apps),
+                )
             })
         }),
     }

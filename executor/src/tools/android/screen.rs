@@ -75,7 +75,7 @@ fn prepare_dump(_args: &Args<'_>, env: &DeviceEnv, program: &str) -> Result<Prep
                 let dump = dump_through(&ctx, argv, path).await?;
                 let mut value = dump_json(&dump);
                 value["screen"] = screen_now(&ctx, dumpsys).await;
-                Ok(ToolOutput::json(true, &value))
+                Ok(ToolOutput::json(true, &value).read_from(text_sources(&dump)))
             })
         }),
     })
@@ -152,6 +152,24 @@ fn dump_json(dump: &uixml::UiDump) -> Value {
         "truncated": cut || nodes.len() < dump.total,
         "nodes": nodes,
     })
+}
+
+/// The apps whose text a dump shows, the one with most labelled elements first.
+pub(super) fn text_sources(dump: &uixml::UiDump) -> Vec<&str> {
+    let mut counted: Vec<(&str, usize)> = Vec::new();
+    let labelled = dump
+        .nodes
+        .iter()
+        .filter(|n| !n.package.is_empty() && (!n.text.is_empty() || !n.desc.is_empty()));
+    for n in labelled {
+        match counted.iter_mut().find(|(p, _)| *p == n.package) {
+            Some((_, count)) => *count += 1,
+            None => counted.push((&n.package, 1)),
+        }
+    }
+    // Stable: apps with as many elements keep their drawing order.
+    counted.sort_by_key(|&(_, count)| std::cmp::Reverse(count));
+    counted.into_iter().map(|(p, _)| p).collect()
 }
 
 /// The dump file: created by us beforehand (exclusively, not through a link, so nothing
@@ -503,4 +521,37 @@ pub(super) fn screenshot_result(
         height: Some(fitted.height),
     });
     Ok(output)
+}
+
+#[cfg(test)]
+mod text_source_tests {
+    use super::*;
+
+    #[test]
+    fn the_app_with_most_text_comes_first_and_unlabelled_apps_not_at_all() {
+        let node = |pkg: &str, text: &str, desc: &str| {
+            format!(
+                "<node text=\"{text}\" content-desc=\"{desc}\" package=\"{pkg}\" \
+                 bounds=\"[0,0][10,10]\" />"
+            )
+        };
+        let xml = format!(
+            "<hierarchy rotation=\"0\">{}{}{}{}{}{}</hierarchy>",
+            node("com.android.systemui", "12:00", ""),
+            node("com.example.chat", "Hi", ""),
+            node("com.example.chat", "", "Send"),
+            node("com.example.empty", "", ""),
+            node("", "orphan", ""),
+            node("com.example.keyboard", "q", ""),
+        );
+        let dump = uixml::parse(xml.as_bytes()).unwrap();
+        assert_eq!(
+            text_sources(&dump),
+            [
+                "com.example.chat",
+                "com.android.systemui",
+                "com.example.keyboard"
+            ]
+        );
+    }
 }

@@ -141,7 +141,9 @@ impl Drop for Rig {
 #[tokio::test]
 async fn screen_dump_reads_the_visible_nodes() {
     let rig = Rig::new(&[]);
-    let (v, _) = rig.ok("android.screen_dump", json!({})).await;
+    let (v, out) = rig.ok("android.screen_dump", json!({})).await;
+    // The stand-in's screen is Settings' text only.
+    assert_eq!(out.read_from.as_slice(), ["com.android.settings"]);
     let ran = rig.ran();
     // The dump, then the screen's condition (one dumpsys window).
     assert_eq!(ran.len(), 2, "{ran:?}");
@@ -864,8 +866,21 @@ async fn notifications_run_one_fixed_dumpsys_and_ask_as_a_private_read() {
         .reasons
         .iter()
         .any(|r| r.contains("private")));
-    let (v, _) = rig.ok("android.notifications", json!({})).await;
+    let (v, out) = rig.ok("android.notifications", json!({})).await;
     assert_eq!(rig.ran(), ["dumpsys notification --noredact"]);
+    // Whose text it is, for the Agent's later requests: each app once, in order.
+    let apps: Vec<&str> = v["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["package"].as_str().unwrap())
+        .fold(Vec::new(), |mut seen, p| {
+            if !seen.contains(&p) {
+                seen.push(p);
+            }
+            seen
+        });
+    assert_eq!(out.read_from.as_slice(), apps);
     assert_eq!(v["count"], json!(3));
     assert_eq!(v["incomplete"], json!(false));
     let n = &v["notifications"];

@@ -125,7 +125,8 @@ async fn wait(ctx: ExecContext, until: Until, limit: Duration) -> Result<ToolOut
             v["met"] = json!(true);
             v["waited_ms"] = json!(waited);
             v["reads"] = json!(reads);
-            return Ok(ToolOutput::json(true, &v));
+            // What it matched is the front app's text.
+            return Ok(ToolOutput::json(true, &v).read_from(seen.front.as_deref()));
         }
         if started.elapsed() + POLL > limit {
             return Ok(ToolOutput::json(
