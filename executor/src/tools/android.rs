@@ -14,13 +14,16 @@ mod corpus;
 mod diagnostics;
 mod dumpsys;
 pub mod image;
+mod ime;
 mod input;
 mod notifications;
 pub mod rawframe;
 mod screen;
 mod state;
 mod target;
+mod text;
 mod uixml;
+mod utf7;
 mod wait;
 
 #[cfg(test)]
@@ -29,6 +32,8 @@ mod target_tests;
 mod tests;
 #[cfg(test)]
 mod tests_screenshot;
+#[cfg(test)]
+mod tests_text;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,7 +103,7 @@ fn all() -> Vec<AndroidTool> {
         input::tap(),
         input::long_press(),
         input::swipe(),
-        input::text(),
+        text::text(),
         input::key(),
         apps::launch(),
         apps::packages(),
