@@ -10,6 +10,7 @@
 mod apps;
 #[doc(hidden)]
 pub mod bench;
+mod clipboard;
 mod corpus;
 mod diagnostics;
 mod dumpsys;
@@ -24,6 +25,7 @@ mod target;
 mod text;
 mod uixml;
 mod utf7;
+mod verbs;
 mod wait;
 
 #[cfg(test)]
@@ -34,6 +36,8 @@ mod tests;
 mod tests_screenshot;
 #[cfg(test)]
 mod tests_text;
+#[cfg(test)]
+mod tests_verbs;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,6 +117,14 @@ fn all() -> Vec<AndroidTool> {
         state::device_state(),
         wait::wait_for(),
         notifications::notifications(),
+        verbs::open_url(),
+        verbs::intent(),
+        verbs::stop_app(),
+        verbs::install(),
+        verbs::uninstall(),
+        verbs::wake(),
+        verbs::sleep(),
+        clipboard::clipboard_get(),
     ]
 }
 

@@ -229,7 +229,8 @@ pub(super) fn swipe() -> AndroidTool {
     }
 }
 
-/// `HOME`, `home`, `KEYCODE_HOME` → `KEYCODE_HOME`; `3` → `3`. Anything outside
+/// `HOME`, `home`, `KEYCODE_HOME` → `KEYCODE_HOME`; `RECENTS` → `KEYCODE_APP_SWITCH`; `3` →
+/// `3`. Anything outside
 /// `[A-Z0-9_]` (after upper-casing ASCII letters) is refused.
 pub fn keycode(key: &Value) -> Result<String, ToolError> {
     let bad = |k: &str| {
@@ -258,6 +259,12 @@ pub fn keycode(key: &Value) -> Result<String, ToolError> {
     {
         return Err(bad(raw));
     }
+    // The recents (overview) button is KEYCODE_APP_SWITCH; callers say "recents".
+    let name = if name == "RECENTS" {
+        "APP_SWITCH"
+    } else {
+        name
+    };
     Ok(format!("KEYCODE_{name}"))
 }
 
@@ -265,9 +272,9 @@ pub(super) fn key() -> AndroidTool {
     AndroidTool {
         def: ToolDef {
             name: "android.key",
-            description: "Press a key (input keyevent): a name such as HOME, BACK, ENTER, \
-                APP_SWITCH, VOLUME_UP, POWER, DEL, TAB (KEYCODE_ prefix optional) or a key code \
-                number; long_press holds it.",
+            description: "Press a key (input keyevent): a name such as BACK, HOME, RECENTS \
+                (APP_SWITCH), ENTER, VOLUME_UP, POWER, DEL, TAB (KEYCODE_ prefix optional) or a \
+                key code number; long_press holds it.",
             schema: json!({
                 "type": "object",
                 "properties": {
@@ -306,6 +313,7 @@ mod tests {
             "KEYCODE_VOLUME_UP"
         );
         assert_eq!(keycode(&json!("66")).unwrap(), "66");
+        assert_eq!(keycode(&json!("recents")).unwrap(), "KEYCODE_APP_SWITCH");
         assert_eq!(keycode(&json!(3)).unwrap(), "3");
         for bad in [
             json!(""),
