@@ -17,6 +17,8 @@ pub const ANDROID_PROGRAMS: &[&str] = &[
     "getprop",
     "wm",
     "logcat",
+    "ime",
+    "settings",
 ];
 
 #[derive(Debug, Clone)]

@@ -10,17 +10,22 @@
 mod apps;
 #[doc(hidden)]
 pub mod bench;
+mod clipboard;
 mod corpus;
 mod diagnostics;
 mod dumpsys;
 pub mod image;
+mod ime;
 mod input;
 mod notifications;
 pub mod rawframe;
 mod screen;
 mod state;
 mod target;
+mod text;
 mod uixml;
+mod utf7;
+mod verbs;
 mod wait;
 
 #[cfg(test)]
@@ -29,6 +34,10 @@ mod target_tests;
 mod tests;
 #[cfg(test)]
 mod tests_screenshot;
+#[cfg(test)]
+mod tests_text;
+#[cfg(test)]
+mod tests_verbs;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,7 +107,7 @@ fn all() -> Vec<AndroidTool> {
         input::tap(),
         input::long_press(),
         input::swipe(),
-        input::text(),
+        text::text(),
         input::key(),
         apps::launch(),
         apps::packages(),
@@ -108,6 +117,14 @@ fn all() -> Vec<AndroidTool> {
         state::device_state(),
         wait::wait_for(),
         notifications::notifications(),
+        verbs::open_url(),
+        verbs::intent(),
+        verbs::stop_app(),
+        verbs::install(),
+        verbs::uninstall(),
+        verbs::wake(),
+        verbs::sleep(),
+        clipboard::clipboard_get(),
     ]
 }
 

@@ -1,11 +1,9 @@
-//! `android.tap`, `android.swipe`, `android.text`, `android.key`: synthetic input through
-//! Android's `input` program. Mutations of the UI (risk low), one at a time with screen
+//! `android.tap`, `android.swipe`, `android.key`: synthetic input through Android's `input`
+//! program (`android.text` is in `text.rs`). Mutations of the UI (risk low), one at a time with screen
 //! reads (`Resource::Screen`).
 //!
 //! `input` is exec'd directly, not through a shell, so arguments reach it verbatim: no
-//! shell quoting is needed or applied. The only escaping `input text` itself performs is
-//! `%s` → space, which is how a space is typed (a literal space would work too when exec'd
-//! directly, but `%s` is what every Android version's `input text` documents).
+//! shell quoting is needed or applied.
 
 use serde_json::{json, Map, Value};
 
@@ -15,8 +13,6 @@ use crate::device::DeviceEnv;
 use crate::exec::CommandSpec;
 use crate::tools::{Prepared, ToolDef, ToolError, ToolOutput};
 
-/// Characters `android.text` types per call.
-pub const MAX_TEXT_CHARS: usize = 1000;
 /// How long `android.long_press` holds by default, and its bounds (Android's long-press
 /// timeout is 400-500 ms by default, up to 1500 ms in accessibility settings).
 const LONG_PRESS_MS: u64 = 1000;
@@ -233,95 +229,8 @@ pub(super) fn swipe() -> AndroidTool {
     }
 }
 
-/// The argument `input text` needs to type `text`: ASCII only, spaces as `%s`. Refuses
-/// what `input text` cannot type faithfully.
-pub fn escape_text(text: &str) -> Result<String, ToolError> {
-    if let Some(c) = text.chars().find(|c| !c.is_ascii()) {
-        return Err(ToolError::InvalidArguments(format!(
-            "`text` contains {c:?} (U+{:04X}): Android's `input text` types ASCII only; \
-             type other characters with an on-screen keyboard or paste them",
-            c as u32
-        )));
-    }
-    if text.chars().any(|c| c.is_ascii_control()) {
-        return Err(ToolError::InvalidArguments(
-            "`text` contains a control character (newline, tab, ...): `input text` cannot type \
-             it; send ENTER or TAB with android.key"
-                .into(),
-        ));
-    }
-    if text.contains("%s") {
-        return Err(ToolError::InvalidArguments(
-            "`text` contains \"%s\", which `input text` always turns into a space; type the \
-             text in two calls, split between % and s"
-                .into(),
-        ));
-    }
-    Ok(text.replace(' ', "%s"))
-}
-
-pub(super) fn text() -> AndroidTool {
-    AndroidTool {
-        def: ToolDef {
-            name: "android.text",
-            description: "Type text (input text) into the focused field, or into `element` \
-                (tapped first to focus it, checked again before input like android.tap). ASCII \
-                only; spaces are sent as %s, so a literal \"%s\" cannot be typed; newlines and \
-                tabs cannot be typed either (use android.key ENTER/TAB).",
-            schema: json!({
-                "type": "object",
-                "properties": {
-                    "text": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS},
-                    "element": target::element_schema()
-                },
-                "required": ["text"],
-                "additionalProperties": false
-            }),
-        },
-        program: "input",
-        prepare: |args, env, program| {
-            let text = args.str("text")?;
-            if text.is_empty() || text.chars().count() > MAX_TEXT_CHARS {
-                return Err(ToolError::InvalidArguments(format!(
-                    "`text` must be 1..{MAX_TEXT_CHARS} characters"
-                )));
-            }
-            let escaped = escape_text(text)?;
-            let typing = vec!["text".into(), escaped];
-            let mut prepared = if args.0.contains_key("element") {
-                let aimed = aim(args, env, "x", "y")?;
-                let focus = vec!["tap".into(), aimed.x.to_string(), aimed.y.to_string()];
-                let mut result = Map::new();
-                result.insert("typed_chars".into(), json!(text.len()));
-                aimed_action(
-                    env,
-                    program,
-                    "type into",
-                    aimed,
-                    vec![focus, typing],
-                    "types text",
-                    result,
-                )
-            } else {
-                input_action(
-                    env,
-                    program,
-                    typing,
-                    "types text",
-                    json!({"typed_chars": text.len()}),
-                )
-            };
-            // The owner reads the text itself, not its `input` spelling.
-            prepared.data = Some(nl2sh_proto::channels::ActionData::new(
-                "text",
-                text.as_bytes().to_vec(),
-            ));
-            Ok(prepared)
-        },
-    }
-}
-
-/// `HOME`, `home`, `KEYCODE_HOME` → `KEYCODE_HOME`; `3` → `3`. Anything outside
+/// `HOME`, `home`, `KEYCODE_HOME` → `KEYCODE_HOME`; `RECENTS` → `KEYCODE_APP_SWITCH`; `3` →
+/// `3`. Anything outside
 /// `[A-Z0-9_]` (after upper-casing ASCII letters) is refused.
 pub fn keycode(key: &Value) -> Result<String, ToolError> {
     let bad = |k: &str| {
@@ -350,6 +259,12 @@ pub fn keycode(key: &Value) -> Result<String, ToolError> {
     {
         return Err(bad(raw));
     }
+    // The recents (overview) button is KEYCODE_APP_SWITCH; callers say "recents".
+    let name = if name == "RECENTS" {
+        "APP_SWITCH"
+    } else {
+        name
+    };
     Ok(format!("KEYCODE_{name}"))
 }
 
@@ -357,9 +272,9 @@ pub(super) fn key() -> AndroidTool {
     AndroidTool {
         def: ToolDef {
             name: "android.key",
-            description: "Press a key (input keyevent): a name such as HOME, BACK, ENTER, \
-                APP_SWITCH, VOLUME_UP, POWER, DEL, TAB (KEYCODE_ prefix optional) or a key code \
-                number; long_press holds it.",
+            description: "Press a key (input keyevent): a name such as BACK, HOME, RECENTS \
+                (APP_SWITCH), ENTER, VOLUME_UP, POWER, DEL, TAB (KEYCODE_ prefix optional) or a \
+                key code number; long_press holds it.",
             schema: json!({
                 "type": "object",
                 "properties": {
@@ -390,23 +305,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn text_escaping_follows_input_text() {
-        assert_eq!(escape_text("hello world").unwrap(), "hello%sworld");
-        assert_eq!(
-            escape_text("a'b\"c;$(x)`&|<>\\").unwrap(),
-            "a'b\"c;$(x)`&|<>\\"
-        );
-        assert_eq!(escape_text("100%").unwrap(), "100%");
-        for bad in ["grüße", "日本", "emoji 😀", "a\nb", "tab\there", "50%s"] {
-            assert!(escape_text(bad).is_err(), "{bad:?}");
-        }
-        assert!(escape_text("grüße")
-            .unwrap_err()
-            .to_string()
-            .contains("ASCII only"));
-    }
-
-    #[test]
     fn key_names_are_normalised_and_allow_listed() {
         assert_eq!(keycode(&json!("HOME")).unwrap(), "KEYCODE_HOME");
         assert_eq!(keycode(&json!("back")).unwrap(), "KEYCODE_BACK");
@@ -415,6 +313,7 @@ mod tests {
             "KEYCODE_VOLUME_UP"
         );
         assert_eq!(keycode(&json!("66")).unwrap(), "66");
+        assert_eq!(keycode(&json!("recents")).unwrap(), "KEYCODE_APP_SWITCH");
         assert_eq!(keycode(&json!(3)).unwrap(), "3");
         for bad in [
             json!(""),
