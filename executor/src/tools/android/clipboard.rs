@@ -110,11 +110,13 @@ pub(super) fn clipboard_get() -> AndroidTool {
                         let text = parse_broadcast(&said)?;
                         let cut = text.len() > MAX_CLIP_BYTES;
                         let shown = nl2sh_proto::text::prefix(&text, MAX_CLIP_BYTES);
+                        // Whoever copied it wrote it: the Agent's later requests say so.
                         Ok(ToolOutput::json(
                             true,
                             &json!({"text": shown, "chars": text.chars().count(),
                                     "truncated": cut, "ime": switch.to_json()}),
-                        ))
+                        )
+                        .read_from(["the clipboard"]))
                     })
                 }),
             })

@@ -219,7 +219,8 @@ async fn the_clipboard_is_read_through_the_helper_and_the_input_method_restored(
         ("NL2SH_STANDIN_INSTALLED", "io.appium.settings"),
         ("NL2SH_STANDIN_CLIPBOARD", "code 4711 – ok"),
     ]);
-    let (v, _) = rig.ok("android.clipboard_get", json!({})).await;
+    let (v, out) = rig.ok("android.clipboard_get", json!({})).await;
+    assert_eq!(out.read_from.as_slice(), ["the clipboard"]);
     assert_eq!(
         (&v["text"], &v["truncated"]),
         (&json!("code 4711 – ok"), &json!(false))
