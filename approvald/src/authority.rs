@@ -45,6 +45,7 @@ use crate::notify::Notifier;
 use crate::pending::{Approvals, Decider, NotOpened};
 use crate::policy::{self, Policy};
 use crate::store::{AuditKind, AuditRecord, Store, StoreError};
+use crate::ui_grants::UiGrants;
 
 use nl2sh_proto::limits::KEPT_ROWS_ARRIVE;
 pub use nl2sh_proto::limits::{
@@ -71,6 +72,8 @@ pub struct Authority {
     issued: Mutex<VecDeque<PolicySnapshot>>,
     decided: Mutex<Decided>,
     approvals: Approvals,
+    /// The owner's timed UI grants.
+    ui_grants: UiGrants,
     /// Tells the owner that a request waits (Android); off unless set.
     notifier: Notifier,
 }
@@ -128,6 +131,7 @@ impl Authority {
             issued: Mutex::new(VecDeque::new()),
             decided: Mutex::new(Decided::default()),
             approvals: Approvals::new(),
+            ui_grants: UiGrants::default(),
             notifier: Notifier::off(),
         }
     }
@@ -317,6 +321,32 @@ impl Authority {
         by: Decider,
     ) -> Result<(), (CliErrorKind, String)> {
         self.approvals.approve(&id.0, phrase, by)
+    }
+
+    /// Approve pending request `id` (with its phrase, when it has one), decided `by`,
+    /// and give a timed UI grant for its origin and app ([`crate::ui_grants`]). A request
+    /// no grant may follow is not approved: it stays pending, and the error says why.
+    pub fn approve_for_ui(
+        &self,
+        id: &ApprovalId,
+        phrase: Option<&str>,
+        minutes: u32,
+        by: Decider,
+    ) -> Result<(), (CliErrorKind, String)> {
+        self.approvals.approve_with(&id.0, phrase, by, |summary| {
+            self.ui_grants
+                .grant(summary, minutes, by, std::time::Instant::now())
+        })
+    }
+
+    /// The timed UI grants in force, oldest first.
+    pub fn ui_grants(&self) -> Vec<nl2sh_proto::channels::UiGrant> {
+        self.ui_grants.list(std::time::Instant::now())
+    }
+
+    /// End timed UI grant `id`, decided `by`.
+    pub fn revoke_ui_grant(&self, id: &str, by: Decider) -> Result<(), (CliErrorKind, String)> {
+        self.ui_grants.revoke(id, by)
     }
 
     /// Reject pending request `id`, decided `by`.
@@ -548,6 +578,9 @@ impl Authority {
         if let Some(settled) = settle_without_asking(&policy, summary) {
             return settled;
         }
+        if let Some(why) = self.ui_grants.covering(summary, std::time::Instant::now()) {
+            return (Decision::Granted, why);
+        }
         match self.approvals.open(summary.clone(), policy.timeout) {
             Ok(ticket) => {
                 // Posted without waiting; replaced once settled, also when this future is
@@ -628,6 +661,7 @@ fn reads_run_unasked(policy: &Policy, origin: CallOrigin) -> bool {
         .all(|(confinement, requires_root)| {
             let probe = ActionSummary {
                 data: None,
+                ui_app: None,
                 call_id: CallId(0),
                 task: None,
                 after_reading: Default::default(),
@@ -743,6 +777,14 @@ fn check_action(s: &ActionSummary) -> Result<i64, String> {
         return Err("only the Agent's calls say what it had read".into());
     }
     check_len("action", &s.action, MAX_ACTION_BYTES)?;
+    if let Some(app) = &s.ui_app {
+        if !nl2sh_proto::ui_grants::is_ui_action(&s.tool) {
+            return Err(format!("`{}` is no UI action, yet names an app", s.tool));
+        }
+        if !nl2sh_proto::ui_grants::is_package_name(app) {
+            return Err("the app in front is not a package name".into());
+        }
+    }
     if s.reasons.len() > MAX_REASONS {
         return Err(format!(
             "{} assessment reasons; the limit is {MAX_REASONS}",
@@ -799,6 +841,7 @@ mod tests {
     fn summary(call_id: u64) -> ActionSummary {
         ActionSummary {
             data: None,
+            ui_app: None,
             call_id: CallId(call_id),
             task: None,
             after_reading: Default::default(),

@@ -179,6 +179,13 @@ pub async fn answer_cli(authority: &Authority, local: &LocalOwner, req: CliReque
         CliRequest::ListPending => CliResponse::Pending(authority.list_pending()),
         CliRequest::Approve { id, phrase } => done(authority.approve(&id, phrase.as_deref())),
         CliRequest::Reject { id } => done(authority.reject(&id)),
+        CliRequest::ApproveForUi {
+            id,
+            phrase,
+            minutes,
+        } => done(authority.approve_for_ui(&id, phrase.as_deref(), minutes, Decider::Cli)),
+        CliRequest::UiGrants => CliResponse::UiGrants(authority.ui_grants()),
+        CliRequest::RevokeUiGrant { id } => done(authority.revoke_ui_grant(&id, Decider::Cli)),
         CliRequest::RejectOrigin { origin } => {
             CliResponse::Rejected(authority.reject_origin(origin, Decider::Cli))
         }
@@ -381,6 +388,15 @@ pub async fn answer_web(
         } => owner::decide(authority, &id, approve, phrase.as_deref()),
         OwnerAction::RejectOrigin { origin } => {
             OwnerResponse::Rejected(authority.reject_origin(origin, Decider::Web))
+        }
+        OwnerAction::ApproveForUi {
+            id,
+            phrase,
+            minutes,
+        } => owner::done(authority.approve_for_ui(&id, phrase.as_deref(), minutes, Decider::Web)),
+        OwnerAction::UiGrants => OwnerResponse::UiGrants(authority.ui_grants()),
+        OwnerAction::RevokeUiGrant { id } => {
+            owner::done(authority.revoke_ui_grant(&id, Decider::Web))
         }
         OwnerAction::Grants => owner::grants(config_path).await,
         OwnerAction::Tasks { limit } => owner::tasks(tasks, limit).await,

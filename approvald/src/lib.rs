@@ -16,6 +16,7 @@ pub mod pending;
 pub mod policy;
 pub mod socket;
 pub mod store;
+pub mod ui_grants;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -265,6 +265,7 @@ mod tests {
     fn summary(action: &str, risk: RiskLevel) -> ActionSummary {
         ActionSummary {
             data: None,
+            ui_app: None,
             call_id: CallId(1),
             task: None,
             after_reading: Default::default(),

@@ -86,7 +86,12 @@ pub fn decide(
     } else {
         authority.reject_by(id, Decider::Web)
     };
-    match decided {
+    done(decided)
+}
+
+/// `Done`, or the refusal in the console's terms.
+pub fn done(r: Result<(), (CliErrorKind, String)>) -> OwnerResponse {
+    match r {
         Ok(()) => OwnerResponse::Done,
         Err((kind, message)) => refused(owner_kind(kind), message),
     }

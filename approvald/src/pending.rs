@@ -142,6 +142,9 @@ impl Entry {
             seconds_left: seconds_ceil(self.expires.saturating_duration_since(now)),
             phrase: self.phrase.clone(),
             data: self.summary.data.clone(),
+            ui_app: crate::ui_grants::grantable(&self.summary)
+                .ok()
+                .map(str::to_string),
         }
     }
 }
@@ -375,6 +378,19 @@ impl Approvals {
     /// Approve request `id`, decided `by`. A bound phrase must be given exactly; a
     /// missing or wrong one leaves the request pending.
     pub fn approve(&self, id: &str, phrase: Option<&str>, by: Decider) -> Result<(), CliError> {
+        self.approve_with(id, phrase, by, |_| Ok(String::new()))
+    }
+
+    /// [`Approvals::approve`], with `then` run on the request once it may be approved and
+    /// before it is settled: its error leaves the request pending; its words end the
+    /// recorded reason.
+    pub fn approve_with(
+        &self,
+        id: &str,
+        phrase: Option<&str>,
+        by: Decider,
+        then: impl FnOnce(&ActionSummary) -> Result<String, CliError>,
+    ) -> Result<(), CliError> {
         check_cli_text("request id", id)?;
         if let Some(p) = phrase {
             check_cli_text("phrase", p)?;
@@ -412,7 +428,8 @@ impl Approvals {
             "approved {}",
             by.where_()
         );
-        let reason = format!("approved {} (request {id})", by.where_());
+        let more = then(&entry.summary)?;
+        let reason = format!("approved {} (request {id}){more}", by.where_());
         st.settle(index, Decision::Approved, reason, now);
         Ok(())
     }

@@ -189,6 +189,7 @@ mod tests {
     fn summary(tool: &str, action: &str, risk: RiskLevel) -> ActionSummary {
         ActionSummary {
             data: None,
+            ui_app: None,
             call_id: nl2sh_proto::channels::CallId(1),
             task: None,
             after_reading: Default::default(),

@@ -99,6 +99,7 @@ impl Rig {
 fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
     ActionSummary {
         data: None,
+        ui_app: None,
         call_id: CallId(call_id),
         task: None,
         after_reading: Default::default(),

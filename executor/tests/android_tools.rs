@@ -230,15 +230,21 @@ fn assessments_identities_and_locks() {
     let cases = [
         ("android.screen_dump", json!({}), RiskLevel::ReadOnly, true),
         ("android.screenshot", json!({}), RiskLevel::ReadOnly, true),
-        ("android.tap", json!({"x": 1, "y": 1}), RiskLevel::Low, true),
+        // The stand-in's screen is Settings: a UI action there is high.
+        (
+            "android.tap",
+            json!({"x": 1, "y": 1}),
+            RiskLevel::High,
+            true,
+        ),
         (
             "android.swipe",
             json!({"x1": 1, "y1": 1, "x2": 2, "y2": 2}),
-            RiskLevel::Low,
+            RiskLevel::High,
             true,
         ),
-        ("android.text", json!({"text": "x"}), RiskLevel::Low, true),
-        ("android.key", json!({"key": 4}), RiskLevel::Low, true),
+        ("android.text", json!({"text": "x"}), RiskLevel::High, true),
+        ("android.key", json!({"key": 4}), RiskLevel::High, true),
         (
             "android.launch",
             json!({"package": "com.a"}),
@@ -264,6 +270,22 @@ fn assessments_identities_and_locks() {
         assert_eq!(p.confinement, Confinement::Fixed, "{name}");
         assert_eq!(p.resources.contains(&Resource::Screen), screen, "{name}");
         assert!(p.timeout.as_secs() <= 60, "{name}");
+        let ui = nl2sh_proto::ui_grants::is_ui_action(name);
+        assert_eq!(
+            p.ui_app.as_deref(),
+            ui.then_some("com.android.settings"),
+            "{name}"
+        );
+        if ui {
+            assert!(
+                p.assessment
+                    .reasons
+                    .iter()
+                    .any(|r| r.contains("aimed at com.android.settings")),
+                "{name}: {:?}",
+                p.assessment.reasons
+            );
+        }
     }
 }
 

@@ -17,6 +17,7 @@ use crate::frame::Wire;
 use crate::read_sources::ReadSources;
 use crate::secret::Secret;
 pub use crate::snapshot::{ConfigVersion, PolicySnapshot};
+pub use crate::ui_grants::UiGrant;
 
 macro_rules! wire {
     ($ty:ty, $tag:expr) => {
@@ -767,6 +768,10 @@ pub struct ActionSummary {
     /// Data the action carries that its one line cannot show (what `fs.write` writes, the
     /// text `android.text` types), whole: the owner sees it before deciding.
     pub data: Option<ActionData>,
+    /// For a UI action ([`crate::ui_grants::UI_ACTION_TOOLS`]): the app in front when it
+    /// was prepared, which a timed UI grant names. `None` for every other action, and
+    /// when the app in front could not be read.
+    pub ui_app: Option<String>,
 }
 
 /// Data an action carries, whole (at most
@@ -986,6 +991,9 @@ pub struct PendingApproval {
     pub phrase: Option<String>,
     /// What the action carries (an `fs.write`'s content), whole.
     pub data: Option<ActionData>,
+    /// Set when the request may be approved with a timed UI grant
+    /// ([`CliRequest::ApproveForUi`]): the app in front, which the grant would name.
+    pub ui_app: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -1032,6 +1040,21 @@ pub enum CliRequest {
     RejectOrigin {
         origin: CallOrigin,
     },
+    /// Approve request `id` (with its phrase, when it has one) and let UI actions of the
+    /// same origin in the app it names run unasked for `minutes`
+    /// ([`crate::ui_grants`]). Refused, leaving the request pending, when the request is
+    /// not one a timed UI grant may follow.
+    ApproveForUi {
+        id: ApprovalId,
+        phrase: Option<String>,
+        minutes: u32,
+    },
+    /// The timed UI grants in force.
+    UiGrants,
+    /// End timed UI grant `id` now.
+    RevokeUiGrant {
+        id: String,
+    },
 }
 wire!(CliRequest, 0x0501);
 
@@ -1076,6 +1099,8 @@ pub enum CliResponse {
     },
     /// The requests `RejectOrigin` rejected (none when none was pending), oldest first.
     Rejected(Vec<PendingApproval>),
+    /// The timed UI grants in force, oldest first.
+    UiGrants(Vec<UiGrant>),
 }
 wire!(CliResponse, 0x0502);
 
@@ -1153,6 +1178,18 @@ pub enum OwnerAction {
     RejectOrigin {
         origin: CallOrigin,
     },
+    /// As [`CliRequest::ApproveForUi`].
+    ApproveForUi {
+        id: ApprovalId,
+        phrase: Option<String>,
+        minutes: u32,
+    },
+    /// The timed UI grants in force.
+    UiGrants,
+    /// End timed UI grant `id` now.
+    RevokeUiGrant {
+        id: String,
+    },
 }
 
 impl OwnerAction {
@@ -1162,6 +1199,8 @@ impl OwnerAction {
             self,
             OwnerAction::Decide { .. }
                 | OwnerAction::RejectOrigin { .. }
+                | OwnerAction::ApproveForUi { .. }
+                | OwnerAction::RevokeUiGrant { .. }
                 | OwnerAction::SaveSetting { .. }
                 | OwnerAction::RotateToken
         )
@@ -1269,6 +1308,8 @@ pub enum OwnerResponse {
     },
     /// The requests `RejectOrigin` rejected (none when none was pending), oldest first.
     Rejected(Vec<PendingApproval>),
+    /// The timed UI grants in force, oldest first.
+    UiGrants(Vec<UiGrant>),
 }
 wire!(OwnerResponse, 0x0702);
 

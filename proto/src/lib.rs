@@ -39,6 +39,7 @@ pub mod test_skip;
 pub mod text;
 pub mod token;
 pub mod topology;
+pub mod ui_grants;
 pub mod unix_socket;
 pub mod worker;
 

@@ -570,6 +570,7 @@ mod tests {
     fn request() -> PendingApproval {
         PendingApproval {
             data: None,
+            ui_app: None,
             id: ApprovalId("abc123".into()),
             call_id: nl2sh_proto::channels::CallId(7),
             origin: nl2sh_proto::channels::CallOrigin::AgentHttp,

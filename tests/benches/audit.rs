@@ -67,6 +67,7 @@ fn main() {
 fn screen_dump(call_id: u64) -> ActionSummary {
     ActionSummary {
         data: None,
+        ui_app: None,
         call_id: CallId(call_id),
         task: None,
         after_reading: Default::default(),

@@ -163,6 +163,7 @@ async fn a_read_under_the_snapshot_is_one_row_and_an_edit_applies_to_the_next_ca
 fn read_only_summary(call_id: u64) -> ActionSummary {
     ActionSummary {
         data: None,
+        ui_app: None,
         call_id: CallId(call_id),
         task: None,
         after_reading: Default::default(),
@@ -465,6 +466,7 @@ async fn every_answered_call_is_already_in_the_audit() {
 fn reported(call_id: u64, ran: bool) -> ReportedRow {
     let summary = ActionSummary {
         data: None,
+        ui_app: None,
         call_id: CallId(call_id),
         task: None,
         after_reading: Default::default(),

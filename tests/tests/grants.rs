@@ -34,6 +34,7 @@ fn summary(line: &str, confinement: Confinement) -> ActionSummary {
     let (a, commands) = assess_shell_commands(line, None, &Protected::default());
     ActionSummary {
         data: None,
+        ui_app: None,
         call_id: CallId(1),
         origin: CallOrigin::McpHttp,
         task: None,

@@ -323,6 +323,7 @@ fn request(id: &str, action: &str, risk: RiskLevel) -> PendingApproval {
     let dangerous = risk >= RiskLevel::Dangerous;
     PendingApproval {
         data: None,
+        ui_app: None,
         id: ApprovalId(id.into()),
         call_id: CallId(7),
         origin: CallOrigin::McpHttp,

@@ -123,6 +123,7 @@ mod tests {
     fn a_pending_request_shows_hostile_text_as_the_cli_does() {
         let p = PendingApproval {
             data: None,
+            ui_app: None,
             id: ApprovalId("ab12".into()),
             call_id: CallId(1),
             origin: CallOrigin::McpHttp,

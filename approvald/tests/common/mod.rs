@@ -201,6 +201,7 @@ pub fn decided(resp: AuthorityResponse) -> (Decision, String) {
 pub fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
     ActionSummary {
         data: None,
+        ui_app: None,
         call_id: CallId(call_id),
         task: None,
         after_reading: Default::default(),

@@ -177,6 +177,7 @@ mod tests {
     fn row(id: u64) -> ReportedRow {
         let summary = ActionSummary {
             data: None,
+            ui_app: None,
             call_id: CallId(id),
             task: None,
             after_reading: Default::default(),

@@ -85,7 +85,14 @@ impl Tool for AndroidTool {
             ToolError::Unavailable(format!("`{}` is not on this device's PATH", self.program))
         })?;
         let program = program.display().to_string();
-        (self.prepare)(&Args(args), env, &program)
+        let mut prepared = (self.prepare)(&Args(args), env, &program)?;
+        // A UI action is judged by where it lands (docs/APPROVALS.md, "Timed UI grants"):
+        // one that read no window while preparing reads which app is in front now.
+        if nl2sh_proto::ui_grants::is_ui_action(self.def.name) && prepared.ui_app.is_none() {
+            let (app, locked) = target::front_while_preparing(env).unwrap_or((None, false));
+            target::judge_ui_target(&mut prepared, app, locked);
+        }
+        Ok(prepared)
     }
 
     /// Tools aimed at the screen read it while preparing (a window dump, up to
@@ -95,9 +102,9 @@ impl Tool for AndroidTool {
     }
 }
 
-/// The tools whose preparation reads the screen (`target.rs`).
-const READS_SCREEN_WHILE_PREPARING: [&str; 3] =
-    ["android.tap", "android.long_press", "android.text"];
+/// The tools whose preparation reads the screen (`target.rs`): those aimed at an element
+/// or a point, and every UI action (which app is in front).
+const READS_SCREEN_WHILE_PREPARING: &[&str] = nl2sh_proto::ui_grants::UI_ACTION_TOOLS;
 
 /// Every Android tool, registered or not.
 fn all() -> Vec<AndroidTool> {
@@ -176,6 +183,7 @@ fn command_action(
 ) -> Prepared {
     Prepared {
         data: None,
+        ui_app: None,
         action: render(&spec.argv),
         assessment,
         identity: env.ui_identity(),

@@ -65,6 +65,9 @@ pub struct Prepared {
     /// What the action carries that its one line cannot show (an `fs.write`'s content),
     /// shown whole to the owner.
     pub data: Option<nl2sh_proto::channels::ActionData>,
+    /// For a UI action: the app in front while it was prepared (a timed UI grant names
+    /// it). `None` for every other action.
+    pub ui_app: Option<String>,
     pub run: RunFn,
 }
 

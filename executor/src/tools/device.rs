@@ -21,6 +21,7 @@ pub(super) fn read_only(
 ) -> Prepared {
     Prepared {
         data: None,
+        ui_app: None,
         action: action.into(),
         assessment: Assessment::read_only(),
         identity: Identity::Launching,

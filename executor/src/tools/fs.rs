@@ -58,6 +58,7 @@ fn read_prepared(
     let unconfined = args.opt_bool("unconfined")?.unwrap_or(false);
     Ok(Prepared {
         data: None,
+        ui_app: None,
         action: if unconfined {
             format!("{action} (unconfined)")
         } else {
@@ -208,6 +209,7 @@ fn prepare_stat(args: &Map<String, Value>, _env: &Arc<DeviceEnv>) -> Result<Prep
     // tool's own fixed operation (no content of the caller's choosing is read).
     Ok(Prepared {
         data: None,
+        ui_app: None,
         action,
         assessment: Assessment::read_only(),
         identity: Identity::Launching,
@@ -329,6 +331,7 @@ fn prepare_write(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prep
     Ok(Prepared {
         // The owner reads what is written, not only how much (docs/APPROVALS.md).
         data: Some(ActionData::new("content", bytes.clone())),
+        ui_app: None,
         action,
         assessment,
         identity: Identity::Launching,

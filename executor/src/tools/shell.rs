@@ -76,6 +76,7 @@ fn prepare_exec(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepa
     let argv = vec![shell, "-c".into(), command];
     Ok(Prepared {
         data: None,
+        ui_app: None,
         action,
         assessment,
         identity,

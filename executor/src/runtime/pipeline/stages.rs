@@ -424,6 +424,7 @@ pub(super) fn summary(req: &InvokeRequest, call_id: CallId, assessed: &Assessed)
     let prepared = &assessed.prepared;
     ActionSummary {
         data: prepared.data.clone(),
+        ui_app: prepared.ui_app.clone(),
         call_id,
         origin: req.origin,
         task: req.task.clone(),

@@ -85,6 +85,7 @@ pub(super) fn clipboard_get() -> AndroidTool {
             );
             Ok(Prepared {
                 data: None,
+                ui_app: None,
                 action: format!(
                     "read the clipboard through the helper: {}",
                     programs.words(APPIUM_IME, &[render(&argv)])

@@ -442,6 +442,7 @@ fn prepare(env: &DeviceEnv, program: &str) -> Prepared {
         .note_reason("reads the text of every notification (private: messages, sign-in codes)");
     Prepared {
         data: None,
+        ui_app: None,
         action: render(&argv),
         assessment,
         identity: env.ui_identity(),

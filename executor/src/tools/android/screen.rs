@@ -62,6 +62,7 @@ fn prepare_dump(_args: &Args<'_>, env: &DeviceEnv, program: &str) -> Result<Prep
     let identity = env.ui_identity();
     Ok(Prepared {
         data: None,
+        ui_app: None,
         action: render(&argv),
         assessment: Assessment::read_only(),
         identity,
@@ -334,6 +335,7 @@ fn prepare_screenshot(
     let dumpsys = env.program("dumpsys").map(|p| p.display().to_string());
     Ok(Prepared {
         data: None,
+        ui_app: None,
         action: render(&raw.argv),
         assessment: Assessment::read_only(),
         identity: env.ui_identity(),

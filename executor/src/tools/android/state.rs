@@ -59,6 +59,7 @@ fn prepare(env: &DeviceEnv, program: &str) -> Prepared {
         .collect();
     Prepared {
         data: None,
+        ui_app: None,
         action: lines.join("; "),
         assessment: Assessment::read_only(),
         identity: env.ui_identity(),

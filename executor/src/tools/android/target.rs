@@ -21,7 +21,9 @@ use super::uixml::{UiDump, UiNode};
 use crate::device::DeviceEnv;
 use crate::exec::CommandSpec;
 use crate::sys::ChildSetup;
+use crate::tools::Prepared;
 use crate::tools::{Args, ExecContext, ToolError};
+use nl2sh_proto::channels::RiskLevel;
 
 /// How long preparing may spend reading the screen (a first `uiautomator dump` takes one
 /// to three seconds on phones).
@@ -345,6 +347,8 @@ pub fn point(args: &Args<'_>, x_key: &str, y_key: &str) -> Result<(u64, u64), To
 pub struct Seen {
     pub dump: UiDump,
     pub front: Option<String>,
+    /// Whether the lock screen shows (`dumpsys window`'s keyguard state).
+    pub locked: bool,
 }
 
 /// The foreground app: `dumpsys window`'s focus when dumpsys exists, else the package
@@ -379,12 +383,87 @@ pub async fn look(ctx: &ExecContext) -> Result<Seen, ToolError> {
         None => None,
     };
     let front = front_of(&dump, window.as_deref());
-    Ok(Seen { dump, front })
+    let locked = window.as_deref().is_some_and(keyguard_shows);
+    Ok(Seen {
+        dump,
+        front,
+        locked,
+    })
+}
+
+/// Whether `dumpsys window` says the lock screen shows.
+fn keyguard_shows(window: &str) -> bool {
+    super::dumpsys::facts(window)
+        .locked
+        .is_some_and(|(locked, _)| locked)
+}
+
+/// The app in front and whether the lock screen shows, from one `dumpsys window`: what a
+/// UI action that reads no window dump is judged by ([`judge_ui_target`]).
+pub async fn front(ctx: &ExecContext) -> Result<(Option<String>, bool), ToolError> {
+    let dumpsys = ctx
+        .env
+        .program("dumpsys")
+        .ok_or_else(|| ToolError::Unavailable("`dumpsys` is not on this device's PATH".into()))?
+        .display()
+        .to_string();
+    let mut spec = CommandSpec::new(vec![dumpsys, "window".into()]);
+    spec.max_stdout = MAX_DUMPSYS_BYTES;
+    let out = run_checked(ctx, spec).await?;
+    let window = String::from_utf8_lossy(&out.stdout.bytes);
+    let app = parse_focus(&window).0.map(|f| f.package);
+    Ok((app, keyguard_shows(&window)))
+}
+
+/// Apps where a touch changes the phone itself (settings, installs, permissions, the
+/// lock screen and the system's own panels): a UI action there is `high`, so it always
+/// asks and no timed UI grant covers it.
+pub const UI_ASKS_ALWAYS: &[&str] = &[
+    "com.android.settings",
+    "com.android.packageinstaller",
+    "com.google.android.packageinstaller",
+    "com.android.permissioncontroller",
+    "com.google.android.permissioncontroller",
+    "com.android.systemui",
+];
+
+/// Judge a UI action by its target: in one of [`UI_ASKS_ALWAYS`], or on the lock screen,
+/// it is `high`. Notes the app in front for a timed UI grant to name.
+pub fn judge_ui_target(prepared: &mut Prepared, app: Option<String>, locked: bool) {
+    if locked {
+        prepared.assessment.raise(
+            RiskLevel::High,
+            "the lock screen shows: a UI action there always asks",
+        );
+    } else if let Some(app) = app.as_deref().filter(|a| UI_ASKS_ALWAYS.contains(a)) {
+        prepared.assessment.raise(
+            RiskLevel::High,
+            format!(
+                "aimed at {app}: settings, installers, permission dialogs and the system's \
+                 panels always ask"
+            ),
+        );
+    }
+    prepared.ui_app = app.filter(|a| nl2sh_proto::ui_grants::is_package_name(a));
 }
 
 /// Read the screen while preparing: the same reads as [`look`], as the UI identity, on a
 /// thread of its own (preparing is synchronous), bounded by [`PREPARE_LOOK`].
 pub fn look_while_preparing(env: &DeviceEnv) -> Result<Seen, ToolError> {
+    while_preparing(env, |ctx| async move { look(&ctx).await })
+}
+
+/// [`front`] while preparing, as [`look_while_preparing`] reads.
+pub fn front_while_preparing(env: &DeviceEnv) -> Result<(Option<String>, bool), ToolError> {
+    while_preparing(env, |ctx| async move { front(&ctx).await })
+}
+
+/// Run `read` as the UI identity on a thread of its own (preparing is synchronous),
+/// bounded by [`PREPARE_LOOK`].
+fn while_preparing<T: Send, F: std::future::Future<Output = Result<T, ToolError>>>(
+    env: &DeviceEnv,
+    read: impl FnOnce(ExecContext) -> F + Send,
+) -> Result<T, ToolError> {
     let identity = env.ui_identity();
     let setup = ChildSetup::for_identity(identity, env.euid).ok_or_else(|| {
         ToolError::Unavailable("this executor cannot run as the UI identity".into())
@@ -399,12 +478,12 @@ pub fn look_while_preparing(env: &DeviceEnv) -> Result<Seen, ToolError> {
         env: Arc::new(env.clone()),
     };
     std::thread::scope(|s| {
-        s.spawn(|| {
+        s.spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .map_err(|e| ToolError::Failed(format!("cannot read the screen: {e}")))?;
-            rt.block_on(look(&ctx))
+            rt.block_on(read(ctx))
         })
         .join()
         .unwrap_or_else(|_| Err(ToolError::Failed("reading the screen failed".into())))
@@ -430,6 +509,8 @@ pub struct Aimed {
     /// unknown.
     pub words: String,
     pub front: Option<String>,
+    /// Whether the lock screen showed while preparing.
+    pub locked: bool,
     /// Whether the screen was read while preparing (a point's target is checked again
     /// only then).
     pub seen: bool,
@@ -470,6 +551,7 @@ pub fn aim(args: &Args<'_>, env: &DeviceEnv, x_key: &str, y_key: &str) -> Result
             x,
             y,
             front: seen.front,
+            locked: seen.locked,
             seen: true,
         });
     }
@@ -490,6 +572,7 @@ pub fn aim(args: &Args<'_>, env: &DeviceEnv, x_key: &str, y_key: &str) -> Result
                 y,
                 words,
                 front: seen.front,
+                locked: seen.locked,
                 seen: true,
             }
         }
@@ -499,6 +582,7 @@ pub fn aim(args: &Args<'_>, env: &DeviceEnv, x_key: &str, y_key: &str) -> Result
             y,
             words: format!("the screen could not be read ({})", label(&e.to_string())),
             front: None,
+            locked: false,
             seen: false,
         },
     })

@@ -914,3 +914,73 @@ async fn notifications_without_the_service_say_so() {
         .unwrap_err();
     assert!(err.to_string().contains("no notification service"), "{err}");
 }
+
+/// A UI action is judged by where it lands (docs/APPROVALS.md, "Timed UI grants"): in an
+/// ordinary app it is low and names the app a timed grant would cover; in Settings, an
+/// installer, a permission dialog or on the lock screen it is high; anything else names
+/// no app.
+#[tokio::test]
+async fn ui_actions_are_judged_by_the_app_in_front() {
+    let prepare = |rig: &Rig, name: &str, args: Value| {
+        let args: serde_json::Map<String, Value> = serde_json::from_value(args).unwrap();
+        rig.tool(name).prepare(&args, &rig.env).unwrap()
+    };
+    let ui_calls = [
+        ("android.tap", json!({"x": 5, "y": 5})),
+        ("android.key", json!({"key": "BACK"})),
+        ("android.text", json!({"text": "hi"})),
+        ("android.swipe", json!({"x1": 1, "y1": 1, "x2": 9, "y2": 9})),
+    ];
+    let chat = Rig::new(&[("NL2SH_STANDIN_FOCUS", "com.example.chat/.ChatActivity")]);
+    for (name, args) in &ui_calls {
+        let p = prepare(&chat, name, args.clone());
+        assert_eq!(p.ui_app.as_deref(), Some("com.example.chat"), "{name}");
+        assert_eq!(
+            p.assessment.level,
+            nl2sh_proto::channels::RiskLevel::Low,
+            "{name}: {:?}",
+            p.assessment.reasons
+        );
+    }
+    for focus in [
+        "com.google.android.permissioncontroller/.GrantPermissionsActivity",
+        "com.android.packageinstaller/.PackageInstallerActivity",
+    ] {
+        let rig = Rig::new(&[("NL2SH_STANDIN_FOCUS", focus)]);
+        for (name, args) in &ui_calls {
+            let p = prepare(&rig, name, args.clone());
+            assert_eq!(
+                p.assessment.level,
+                nl2sh_proto::channels::RiskLevel::High,
+                "{name} in {focus}"
+            );
+        }
+    }
+    let locked = Rig::new(&[
+        ("NL2SH_STANDIN_FOCUS", "com.example.chat/.ChatActivity"),
+        ("NL2SH_STANDIN_LOCKED", "1"),
+    ]);
+    for (name, args) in &ui_calls {
+        let p = prepare(&locked, name, args.clone());
+        assert_eq!(
+            p.assessment.level,
+            nl2sh_proto::channels::RiskLevel::High,
+            "{name}"
+        );
+        assert!(
+            p.assessment
+                .reasons
+                .iter()
+                .any(|r| r.contains("lock screen")),
+            "{name}: {:?}",
+            p.assessment.reasons
+        );
+    }
+    // Not a UI action: no app named, nothing read while preparing.
+    let p = prepare(
+        &chat,
+        "android.launch",
+        json!({"package": "com.example.chat"}),
+    );
+    assert_eq!(p.ui_app, None);
+}

@@ -97,6 +97,7 @@ pub(super) fn wait_for() -> AndroidTool {
             let limit = Duration::from_millis(timeout_ms);
             Ok(Prepared {
                 data: None,
+                ui_app: None,
                 action,
                 assessment: Assessment::read_only(),
                 identity: env.ui_identity(),
