@@ -40,6 +40,17 @@ pub fn readable_utc(unix_ms: i64) -> String {
 /// An RFC 3339 timestamp (any offset, any fraction) as the smallest whole millisecond
 /// at or after it: a filter "at or after `text`" keeps exactly the records whose stored
 /// millisecond is at least this. `None` for anything that is not RFC 3339.
+/// Seconds left as the consoles say them: `expired`, `45 s left`, `2 min 05 s left`.
+pub fn time_left(secs: u64) -> String {
+    if secs == 0 {
+        "expired".to_string()
+    } else if secs < 60 {
+        format!("{secs} s left")
+    } else {
+        format!("{} min {:02} s left", secs / 60, secs % 60)
+    }
+}
+
 pub fn parse_rfc3339_ceil_ms(text: &str) -> Option<i64> {
     let t = DateTime::parse_from_rfc3339(text).ok()?;
     let ms = t.timestamp_millis();

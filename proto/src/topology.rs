@@ -257,6 +257,8 @@ channel!(
                     (action, r),
                     (O::ListPending, A::Pending(_))
                         | (O::Decide { .. }, A::Done)
+                        | (O::ApproveForUi { .. } | O::RevokeUiGrant { .. }, A::Done)
+                        | (O::UiGrants, A::UiGrants(_))
                         | (O::RejectOrigin { .. }, A::Rejected(_))
                         | (O::Grants, A::Grants(_))
                         | (O::Tasks { .. }, A::Tasks(_))
@@ -291,9 +293,14 @@ channel!(
             (Q::ListPending, A::Pending(_))
                 | (Q::RejectOrigin { .. }, A::Rejected(_) | A::Error { .. })
                 | (
-                    Q::Approve { .. } | Q::Reject { .. } | Q::FlushAudit,
+                    Q::Approve { .. }
+                    | Q::Reject { .. }
+                    | Q::FlushAudit
+                    | Q::ApproveForUi { .. }
+                    | Q::RevokeUiGrant { .. },
                     A::Done | A::Error { .. }
                 )
+                | (Q::UiGrants, A::UiGrants(_) | A::Error { .. })
                 | (Q::WebLogin, A::LoginCode { .. } | A::Error { .. })
                 | (Q::WebLogoutAll, A::LoggedOut { .. } | A::Error { .. })
                 | (Q::Tasks { .. }, A::Tasks(_) | A::Error { .. })

@@ -170,6 +170,24 @@ pub enum ProtocolCommand {
         /// of the service's own tree.
         #[arg(long)]
         yes: bool,
+        /// Also let the UI actions (taps, gestures, text, keys) of the same caller in the
+        /// app the request names run unasked for this many minutes (1-30): a timed UI
+        /// grant. Never a shell, a file, root, or a high or dangerous action; it ends
+        /// early when another app comes to the front. Only for requests `approvals`
+        /// shows with `--ui-minutes`.
+        #[arg(long, value_name = "MINUTES",
+              value_parser = clap::value_parser!(u32).range(1..=i64::from(nl2sh_proto::ui_grants::MAX_UI_GRANT_MINUTES)))]
+        ui_minutes: Option<u32>,
+    },
+    /// List the timed UI grants in force (app, caller, time left, actions covered), or
+    /// end one with --revoke.
+    UiGrants {
+        /// Machine-readable output.
+        #[arg(long, conflicts_with = "revoke")]
+        json: bool,
+        /// End this grant now (its id from the list).
+        #[arg(long, value_name = "ID")]
+        revoke: Option<String>,
     },
     /// Reject a pending request, or with --origin every request of one origin; what is
     /// rejected does not run.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use nl2sh_proto::channels::{
-    ApprovalId, CallOrigin, CliErrorKind, CliRequest, CliResponse, PendingApproval,
+    ApprovalId, CallOrigin, CliErrorKind, CliRequest, CliResponse, PendingApproval, UiGrant,
 };
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::rpc::RpcClient;
@@ -131,12 +131,14 @@ fn pending_json(p: &PendingApproval) -> serde_json::Value {
         "phrase": p.phrase,
         "data": p.data.as_ref().map(nl2sh_proto::carried::json),
         "after_reading": p.after_reading.as_slice(),
+        "ui_app": p.ui_app,
         "shown": {
             "id": shown(&p.id.0),
             "tool": shown(&p.tool),
             "action": Shown::new(&p.action).max_bytes(ACTION_MAX_BYTES).to_string(),
             "task": p.task.as_ref().map(|t| shown(&t.0)),
             "after_reading": p.after_reading.words().map(|w| shown(&w)),
+            "ui_app": p.ui_app.as_deref().map(shown),
             "reasons": p.reasons.iter().map(|r| shown(r)).collect::<Vec<_>>(),
         },
     })
@@ -196,6 +198,13 @@ fn describe(p: &PendingApproval) -> String {
             Shown::new(phrase)
         ));
     }
+    if let Some(app) = &p.ui_app {
+        s.push_str(&format!(
+            "    or approve with --ui-minutes N: UI actions in {} for N minutes (1-{})\n",
+            Shown::new(app),
+            nl2sh_proto::ui_grants::MAX_UI_GRANT_MINUTES
+        ));
+    }
     s
 }
 
@@ -239,14 +248,40 @@ pub fn approvals(config_arg: Option<PathBuf>, json: bool) -> ExitCode {
     }
 }
 
-/// `nl2sh protocol approve ID [--phrase P]` and `nl2sh protocol reject ID`.
+/// What `approve` or `reject` sends.
+pub enum Decision {
+    Approve {
+        phrase: Option<String>,
+        /// Also a timed UI grant for this many minutes.
+        ui_minutes: Option<u32>,
+    },
+    Reject,
+}
+
+/// `nl2sh protocol approve ID [--phrase P] [--ui-minutes N]`.
+pub fn approve(
+    config_arg: Option<PathBuf>,
+    id: String,
+    phrase: Option<String>,
+    confirmed: bool,
+    ui_minutes: Option<u32>,
+) -> ExitCode {
+    decide(
+        config_arg,
+        id,
+        Decision::Approve { phrase, ui_minutes },
+        confirmed,
+    )
+}
+
+/// `nl2sh protocol approve ID …` and `nl2sh protocol reject ID`.
 pub fn decide(
     config_arg: Option<PathBuf>,
     id: String,
-    approve: bool,
-    phrase: Option<String>,
+    decision: Decision,
     confirmed: bool,
 ) -> ExitCode {
+    let approve = matches!(decision, Decision::Approve { .. });
     // One-time device-local approval means a person at a terminal, not a script, unless
     // the person confirmed elsewhere (`--yes`: the root manager's WebUI, which runs the
     // CLI outside the service's tree). Either way approvald refuses every process of the
@@ -279,29 +314,126 @@ pub fn decide(
         // sees it even when the decision then fails or runs something at once.
         print!("{}", deciding(p, approve));
         let _ = std::io::Write::flush(&mut std::io::stdout());
-        let req = if approve {
-            CliRequest::Approve {
-                id: ApprovalId(id.clone()),
+        let id = ApprovalId(id.clone());
+        let (req, granted) = match decision {
+            Decision::Approve {
                 phrase,
-            }
-        } else {
-            CliRequest::Reject {
-                id: ApprovalId(id.clone()),
-            }
+                ui_minutes: Some(minutes),
+            } => (
+                CliRequest::ApproveForUi {
+                    id,
+                    phrase,
+                    minutes,
+                },
+                Some(ui_grant_words(p, minutes)),
+            ),
+            Decision::Approve {
+                phrase,
+                ui_minutes: None,
+            } => (CliRequest::Approve { id, phrase }, None),
+            Decision::Reject => (CliRequest::Reject { id }, None),
         };
         match ask(&config_path, &sock, req).await? {
-            CliResponse::Done => Ok(()),
+            CliResponse::Done => Ok(granted),
             CliResponse::Error { kind, message } => Err(cli_error(kind, message)),
             _ => Err((Exit::Failure, "approvald answered out of place".into())),
         }
     });
     match result {
-        Ok(()) => {
+        Ok(granted) => {
             println!("{}", decided(&id, approve));
+            if let Some(words) = granted {
+                println!("{words}");
+            }
             ExitCode::SUCCESS
         }
         Err((code, msg)) => fail(code, msg),
     }
+}
+
+/// What `approve --ui-minutes` says it gave.
+fn ui_grant_words(p: &PendingApproval, minutes: u32) -> String {
+    format!(
+        "UI actions of {} in {} now run unasked for {minutes} min, until another app comes \
+         to the front (`nl2sh protocol ui-grants` lists it, `--revoke ID` ends it).",
+        p.origin.as_str(),
+        Shown::new(p.ui_app.as_deref().unwrap_or("?"))
+    )
+}
+
+/// `nl2sh protocol ui-grants [--json]`.
+pub fn ui_grants(config_arg: Option<PathBuf>, json: bool) -> ExitCode {
+    let (config_path, paths, rt) = match local_call(config_arg) {
+        Ok(setup) => setup,
+        Err(code) => return code,
+    };
+    let answer = rt.block_on(ask(
+        &config_path,
+        &paths.approvals_sock,
+        CliRequest::UiGrants,
+    ));
+    let grants = match answer {
+        Ok(CliResponse::UiGrants(list)) => list,
+        Ok(CliResponse::Error { kind, message }) => {
+            let (code, msg) = cli_error(kind, message);
+            return fail(code, msg);
+        }
+        Ok(_) => return fail(Exit::Failure, "approvald answered out of place"),
+        Err((code, msg)) => return fail(code, msg),
+    };
+    if json {
+        let list: Vec<serde_json::Value> = grants.iter().map(ui_grant_json).collect();
+        println!("{}", serde_json::Value::from(list));
+    } else if grants.is_empty() {
+        println!("No timed UI grants.");
+    } else {
+        for g in &grants {
+            println!("{}", describe_ui_grant(g));
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// `nl2sh protocol ui-grants --revoke ID`.
+pub fn revoke_ui_grant(config_arg: Option<PathBuf>, id: &str) -> ExitCode {
+    let (config_path, paths, rt) = match local_call(config_arg) {
+        Ok(setup) => setup,
+        Err(code) => return code,
+    };
+    let req = CliRequest::RevokeUiGrant { id: id.to_string() };
+    match rt.block_on(ask(&config_path, &paths.approvals_sock, req)) {
+        Ok(CliResponse::Done) => {
+            println!("Revoked timed UI grant {}.", Shown::new(id));
+            ExitCode::SUCCESS
+        }
+        Ok(CliResponse::Error { kind, message }) => {
+            let (code, msg) = cli_error(kind, message);
+            fail(code, msg)
+        }
+        Ok(_) => fail(Exit::Failure, "approvald answered out of place"),
+        Err((code, msg)) => fail(code, msg),
+    }
+}
+
+fn ui_grant_json(g: &UiGrant) -> serde_json::Value {
+    serde_json::json!({
+        "id": g.id, "app": g.app, "origin": g.origin.as_str(), "minutes": g.minutes,
+        "seconds_left": g.seconds_left, "used": g.used,
+        "shown": {"id": Shown::new(&g.id).to_string(), "app": Shown::new(&g.app).to_string()},
+    })
+}
+
+/// One grant as `ui-grants` lists it.
+fn describe_ui_grant(g: &UiGrant) -> String {
+    format!(
+        "{id}  UI actions in {app}  from {origin}  {left} of {minutes} min  {used} covered",
+        id = Shown::new(&g.id),
+        app = Shown::new(&g.app),
+        origin = g.origin.as_str(),
+        left = nl2sh_proto::clock::time_left(g.seconds_left),
+        minutes = g.minutes,
+        used = g.used,
+    )
 }
 
 /// `nl2sh protocol reject --origin ORIGIN`: every request of that origin pending now,

@@ -111,12 +111,19 @@ fn main() -> ExitCode {
         cli::Command::Protocol(cli::ProtocolCommand::Approvals { json }) => {
             local::approvals(cli.config, json)
         }
-        cli::Command::Protocol(cli::ProtocolCommand::Approve { id, phrase, yes }) => {
-            local::decide(cli.config, id, true, phrase, yes)
-        }
+        cli::Command::Protocol(cli::ProtocolCommand::Approve {
+            id,
+            phrase,
+            yes,
+            ui_minutes,
+        }) => local::approve(cli.config, id, phrase, yes, ui_minutes),
+        cli::Command::Protocol(cli::ProtocolCommand::UiGrants { json, revoke }) => match revoke {
+            Some(id) => local::revoke_ui_grant(cli.config, &id),
+            None => local::ui_grants(cli.config, json),
+        },
         cli::Command::Protocol(cli::ProtocolCommand::Reject { id, origin }) => match (id, origin) {
             (_, Some(origin)) => local::reject_origin(cli.config, &origin),
-            (Some(id), None) => local::decide(cli.config, id, false, None, false),
+            (Some(id), None) => local::decide(cli.config, id, local::Decision::Reject, false),
             // clap requires one of them.
             (None, None) => exit::Exit::Usage.into(),
         },

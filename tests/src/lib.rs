@@ -583,6 +583,27 @@ pub fn android_standins() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/android-bin")
 }
 
+/// A copy of the stand-ins in `dir/android-bin` (modes kept), for a test that changes
+/// what they serve: the service passes no test variable to the tools it runs, so a test
+/// edits its copy's data or defaults instead.
+pub fn android_standins_copy(dir: &Path) -> PathBuf {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let dest = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &dest);
+            } else {
+                std::fs::copy(entry.path(), dest).unwrap();
+            }
+        }
+    }
+    let to = dir.join("android-bin");
+    copy(&android_standins(), &to);
+    to
+}
+
 /// PATH with `dir` first.
 pub fn path_with(dir: &Path) -> String {
     format!(

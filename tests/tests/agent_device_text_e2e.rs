@@ -46,20 +46,6 @@ fn hostile_dump(command: &str) -> String {
     )
 }
 
-/// `from` copied to `to`, modes kept (the stand-ins are executables).
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &dest);
-        } else {
-            std::fs::copy(entry.path(), dest).unwrap();
-        }
-    }
-}
-
 fn a2a_send(server: &Server, text: &str) -> String {
     let answer = server.a2a(
         "SendMessage",
@@ -85,8 +71,7 @@ fn hostile_screen_text_reaches_the_model_marked_and_moves_nothing_a_caller_could
     // The stand-ins, with the chat's dump as the one uiautomator serves (the service
     // does not pass a test's variables to the tools it runs).
     let device = tempfile::tempdir().unwrap();
-    let standins = device.path().join("bin");
-    copy_dir(&nl2sh_tests::android_standins(), &standins);
+    let standins = nl2sh_tests::android_standins_copy(device.path());
     std::fs::write(
         standins.join("data/window_dump.xml"),
         hostile_dump(&command),

@@ -74,16 +74,7 @@ pub fn osc52(text: &str) -> String {
     )
 }
 
-/// Seconds left as a person reads them: `45 s`, `1 min 05 s`, `expired`.
-pub(crate) fn time_left(secs: u64) -> String {
-    if secs == 0 {
-        "expired".to_string()
-    } else if secs < 60 {
-        format!("{secs} s left")
-    } else {
-        format!("{} min {:02} s left", secs / 60, secs % 60)
-    }
-}
+pub(crate) use nl2sh_proto::clock::time_left;
 
 #[cfg(test)]
 mod tests {
