@@ -664,6 +664,59 @@ mod tests {
     }
 
     #[test]
+    fn timed_ui_grant_requests_take_their_answers() {
+        use crate::channels::{
+            ApprovalId, CliErrorKind, CliRequest as Q, CliResponse as A, OwnerAction as O,
+            OwnerProof, OwnerRequest, OwnerResponse as R,
+        };
+        use crate::Secret;
+        let act = |action| OwnerRequest::Act {
+            proof: OwnerProof {
+                session: Secret::new("s".into()),
+                csrf: None,
+            },
+            action,
+        };
+        let id = || ApprovalId("ab12".into());
+        let approve = || O::ApproveForUi {
+            id: id(),
+            phrase: None,
+            minutes: 10,
+        };
+        let revoke = || O::RevokeUiGrant { id: "g1".into() };
+        assert!(WebApprovald::answers(&act(approve()), &R::Done));
+        assert!(WebApprovald::answers(&act(revoke()), &R::Done));
+        assert!(WebApprovald::answers(
+            &act(O::UiGrants),
+            &R::UiGrants(Vec::new())
+        ));
+        assert!(!WebApprovald::answers(&act(O::UiGrants), &R::Done));
+        assert!(!WebApprovald::answers(
+            &act(approve()),
+            &R::UiGrants(Vec::new())
+        ));
+        let error = || A::Error {
+            kind: CliErrorKind::InvalidRequest,
+            message: String::new(),
+        };
+        let cli_approve = || Q::ApproveForUi {
+            id: id(),
+            phrase: None,
+            minutes: 10,
+        };
+        let cli_revoke = || Q::RevokeUiGrant { id: "g1".into() };
+        assert!(CliApprovald::answers(&cli_approve(), &A::Done));
+        assert!(CliApprovald::answers(&cli_approve(), &error()));
+        assert!(CliApprovald::answers(&cli_revoke(), &A::Done));
+        assert!(CliApprovald::answers(&cli_revoke(), &error()));
+        assert!(CliApprovald::answers(
+            &Q::UiGrants,
+            &A::UiGrants(Vec::new())
+        ));
+        assert!(!CliApprovald::answers(&Q::UiGrants, &A::Done));
+    }
+
+    #[test]
     fn every_role_inherits_distinct_descriptors_above_stdio() {
         for role in [Role::Netd, Role::Executor, Role::Approvald, Role::Web] {
             let fds: Vec<i32> = inherited_by(role).into_iter().map(|(_, fd)| fd).collect();

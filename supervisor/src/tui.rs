@@ -12,7 +12,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use nl2sh_proto::channels::{
     ApprovalId, CallOrigin, CliErrorKind, CliRequest, CliResponse, ContextId, PendingApproval,
-    ProtocolStatus, SettingView, TaskId, TaskRecord,
+    ProtocolStatus, SettingView, TaskId, TaskRecord, UiGrant,
 };
 use nl2sh_tui::{Device, DeviceError, DeviceErrorKind, Saved};
 
@@ -146,6 +146,37 @@ impl Device for LocalDevice {
     fn reject_origin(&self, origin: CallOrigin) -> Result<Vec<PendingApproval>, DeviceError> {
         match self.cli(CliRequest::RejectOrigin { origin })? {
             CliResponse::Rejected(list) => Ok(list),
+            _ => Err(failed("approvald answered out of place")),
+        }
+    }
+
+    fn approve_for_ui(
+        &self,
+        id: &str,
+        phrase: Option<&str>,
+        minutes: u32,
+    ) -> Result<(), DeviceError> {
+        let request = CliRequest::ApproveForUi {
+            id: ApprovalId(id.to_owned()),
+            phrase: phrase.map(str::to_owned),
+            minutes,
+        };
+        match self.cli(request)? {
+            CliResponse::Done => Ok(()),
+            _ => Err(failed("approvald answered out of place")),
+        }
+    }
+
+    fn ui_grants(&self) -> Result<Vec<UiGrant>, DeviceError> {
+        match self.cli(CliRequest::UiGrants)? {
+            CliResponse::UiGrants(list) => Ok(list),
+            _ => Err(failed("approvald answered out of place")),
+        }
+    }
+
+    fn revoke_ui_grant(&self, id: &str) -> Result<(), DeviceError> {
+        match self.cli(CliRequest::RevokeUiGrant { id: id.to_owned() })? {
+            CliResponse::Done => Ok(()),
             _ => Err(failed("approvald answered out of place")),
         }
     }

@@ -295,6 +295,7 @@ def test_a_request_from_mcp_is_approved_in_the_console(console: Console, browser
     assert card.get_attribute("data-risk") == "low"
     assert card.find_element("css selector", ".tool").text == "shell.exec"
     assert "mcp_http" in card.text
+    assert not card.find_elements("css selector", ".ui-grant-offer"), "a shell command is never a UI grant"
     badge = b.wait_visible("#approvals-badge")
     assert int(badge.text) >= 1
     assert not marker.exists()
@@ -921,3 +922,145 @@ def test_a_request_the_agent_makes_after_reading_a_screen_says_whose_text(
     finally:
         model.close()
         shutil.rmtree(reachable)
+
+
+# ---------------------------------------------------------------------------------------
+# 12. Timed UI grants
+# ---------------------------------------------------------------------------------------
+
+# An ordinary app's screen as `uiautomator dump` writes it, for the UI actions to aim at.
+CHAT_SCREEN = """<?xml version='1.0' encoding='UTF-8' standalone='yes' ?>
+<hierarchy rotation="0">
+<node index="0" text="" resource-id="" class="android.widget.FrameLayout" package="com.example.chat" content-desc="" clickable="false" bounds="[0,0][540,1200]">
+<node index="0" text="Send" resource-id="com.example.chat:id/send" class="android.widget.Button" package="com.example.chat" content-desc="" clickable="true" bounds="[400,1100][520,1180]" />
+</node>
+</hierarchy>
+"""
+
+
+def chat_standins() -> Path:
+    """A world-readable copy of the Android stand-ins whose front app is com.example.chat
+    (the UI tools run as Android's shell user, and NL2SH_STANDIN_FOCUS does not reach
+    them); the caller removes its parent."""
+    reachable = Path(tempfile.mkdtemp(prefix="nl2sh-standins-"))
+    reachable.chmod(0o755)
+    standins = reachable / "android-bin"
+    shutil.copytree(REPO / "tests" / "fixtures" / "android-bin", standins)
+    dumpsys = standins / "dumpsys"
+    text = dumpsys.read_text()
+    default = "focus=${NL2SH_STANDIN_FOCUS:-com.android.settings/.Settings}"
+    assert default in text, "the stand-in dumpsys changed: update this test"
+    dumpsys.write_text(text.replace(default, "focus=com.example.chat/.MainActivity"))
+    (standins / "data" / "window_dump.xml").write_text(CHAT_SCREEN)
+    return standins
+
+
+def ui_grant_rows(b: Browser) -> list[dict]:
+    return b.js(
+        """return [...document.querySelectorAll('#ui-grants-list li.ui-grant')].map(li => ({
+             app: li.dataset.app, text: li.textContent,
+             seconds: Number(li.querySelector('.time-left').dataset.seconds)}));"""
+    )
+
+
+def test_a_ui_action_approved_for_some_minutes_lets_the_next_ones_run_until_revoked(
+    tmp_path: Path, browsers: Browsers
+):
+    """A tap in an ordinary app waits; the owner approves it "and UI actions in the app
+    for 5 min" from its card; the grant is listed with its countdown, the next tap runs
+    unasked and is counted; Revoke ends it and the third tap asks again. The API refuses
+    a grant with a rejection, minutes out of bounds, and a revoke of no grant."""
+    standins = chat_standins()
+    env = {"PATH": f"{standins}:{os.environ.get('PATH', '')}"}
+    (tmp_path / "svc").mkdir()
+    try:
+        with web_service(tmp_path / "svc", "console", env=env, cls=Console) as c:
+            b = browsers.new(size=DESKTOP, name="ui-grant-desktop")
+            phone = browsers.new(size=PHONE, name="ui-grant-phone")
+            for browser in (b, phone):
+                log_in(browser, c)
+                open_page(browser, "approvals")
+            assert b.find("#ui-grants-empty").is_displayed()
+            session = session_of(b, c)
+
+            first = c.invoke_tool_async("android.tap", {"x": 100, "y": 300})
+            card = wait_card(b, "tap 100 300")
+            listed = c.api_get("/api/approvals", session[0]).json()
+            (pending,) = [p for p in listed["pending"] if "tap 100 300" in p["action"]]
+            assert pending["ui_app"] == "com.example.chat", pending
+            assert listed["ui_grants"] == [], listed
+
+            # Refused at the API, the request left waiting.
+            for body, kind in (
+                ({"decision": "reject", "ui_minutes": 5}, "invalid"),
+                ({"decision": "approve", "ui_minutes": 31}, "invalid"),
+                ({"decision": "approve", "ui_minutes": 0}, "invalid"),
+                ({"decision": "approve", "ui_minutes": "10"}, "invalid"),
+                ({"decision": "approve", "ui_minutes": -1}, "invalid"),
+            ):
+                r = c.api_post(f"/api/approvals/{pending['id']}", body, *session)
+                assert r.status == 400 and r.json()["kind"] == kind, (body, r)
+            assert c.api_post(f"/api/approvals/{pending['id']}", {"decision": "approve", "ui_minutes": 5}, session[0], None).status == 403
+            assert [p["id"] for p in c.pending() if "tap 100 300" in p["action"]] == [pending["id"]]
+            r = c.api_post("/api/ui-grants/nosuchgrant/revoke", {}, *session)
+            assert r.status == 404 and r.json()["kind"] == "no_such_request", r
+            assert not first.done()
+
+            offer = card.find_element("css selector", ".ui-grant-offer")
+            assert "com.example.chat" in offer.text and "mcp_http" in offer.text, offer.text
+            button = card.find_element("css selector", "button.approve-ui")
+            assert button.text == "Approve + UI in com.example.chat for 10 min", button.text
+            phone_card = wait_card(phone, "tap 100 300")
+            phone.screenshot("approvals-ui-offer-phone")
+            b.screenshot("approvals-ui-offer-desktop")
+            assert phone.horizontal_overflow() == 0 and b.horizontal_overflow() == 0
+            assert phone_card.find_element("css selector", "button.approve-ui").is_displayed()
+            # Within its card at the phone's width (the page itself may scroll inside .page).
+            inside = """const card = arguments[0].getBoundingClientRect();
+                        return [...arguments[0].querySelectorAll('.ui-grant-offer *')]
+                          .every(e => e.getBoundingClientRect().right <= card.right + 0.5);"""
+            assert phone.js(inside, phone_card), "the UI grant offer is wider than its card"
+
+            from selenium.webdriver.support.ui import Select
+
+            Select(card.find_element("css selector", "select.ui-minutes")).select_by_value("5")
+            assert button.text == "Approve + UI in com.example.chat for 5 min", button.text
+            button.click()
+            b.until(lambda: card_gone(b, card), 5, "the approved card leaves the page")
+            assert first.result().get("isError") is not True, first.result()
+
+            rows = b.until(lambda: ui_grant_rows(b), APPEAR_TIMEOUT, "the grant is listed")
+            (row,) = rows
+            assert row["app"] == "com.example.chat" and "mcp_http" in row["text"], row
+            assert 240 < row["seconds"] <= 300, row
+            assert "0 actions so far" in row["text"], row
+            phone.until(lambda: ui_grant_rows(phone), APPEAR_TIMEOUT, "the phone lists the grant")
+
+            # Covered: the next tap in the app runs without asking.
+            second = c.invoke_tool_async("android.tap", {"x": 120, "y": 320})
+            assert second.result().get("isError") is not True, second.result()
+            assert not [p for p in c.pending() if "tap 120 320" in p["action"]]
+            b.until(lambda: "1 action so far" in ui_grant_rows(b)[0]["text"], APPEAR_TIMEOUT, "the grant counts the tap")
+            phone.until(lambda: "1 action so far" in ui_grant_rows(phone)[0]["text"], APPEAR_TIMEOUT, "the phone counts it")
+            phone.screenshot("approvals-ui-grant-phone")
+            b.screenshot("approvals-ui-grant-desktop")
+            assert phone.horizontal_overflow() == 0 and b.horizontal_overflow() == 0
+
+            b.find("#ui-grants-list button.revoke-ui-grant").click()
+            b.until(lambda: not ui_grant_rows(b), 5, "the revoked grant leaves the list")
+            assert "ask again" in b.find("#ui-grants-msg").text
+            assert b.find("#ui-grants-empty").is_displayed()
+            phone.until(lambda: not ui_grant_rows(phone), APPEAR_TIMEOUT, "and leaves the phone's list")
+            assert c.api_get("/api/approvals", session[0]).json()["ui_grants"] == []
+
+            # Revoked: the third tap asks again.
+            third = c.invoke_tool_async("android.tap", {"x": 140, "y": 340})
+            card = wait_card(b, "tap 140 340")
+            assert not third.done()
+            card.find_element("css selector", "button.reject").click()
+            accept_confirm(b, "Reject this request?")
+            assert third.result().get("isError") is True
+            b.assert_clean_console()
+            phone.assert_clean_console()
+    finally:
+        shutil.rmtree(standins.parent)

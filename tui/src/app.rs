@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use nl2sh_proto::channels::{
     CallOrigin, ContextId, PendingApproval, ProtocolState, ProtocolStatus, SettingKind,
-    SettingView, TaskId, TaskRecord,
+    SettingView, TaskId, TaskRecord, UiGrant,
 };
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::MAX_AGENT_TEXT_BYTES;
@@ -27,6 +27,10 @@ const STATUS_EVERY: Duration = Duration::from_secs(5);
 pub const TASK_LIMIT: u32 = 50;
 /// A request decided here is not shown again for this long, while approvald drops it.
 const DECIDED_HIDE: Duration = Duration::from_secs(10);
+/// The lengths a timed UI grant may be given for from the Approvals page (`u`), and the
+/// one offered first.
+pub const UI_GRANT_MINUTES: [u32; 4] = [5, 10, 15, 30];
+const UI_GRANT_DEFAULT: u32 = 10;
 /// Characters a text entry takes (a token is at most 256).
 const MAX_ENTRY_CHARS: usize = 1024;
 /// What asking says when no protocol service runs the Agent.
@@ -132,6 +136,14 @@ pub(crate) enum Modal {
         typed: String,
         error: Option<String>,
     },
+    /// Approve a UI action and let its origin's UI actions in `request.ui_app` run
+    /// unasked for `minutes` (one of [`UI_GRANT_MINUTES`]; ←→ or +/- change it).
+    UiGrant {
+        request: PendingApproval,
+        minutes: u32,
+    },
+    /// End the timed UI grant `id` (of `app`) now.
+    RevokeUiGrant { id: String, app: String },
     /// Reject every request pending from `origin` (`count` of them when asked).
     RejectOrigin { origin: CallOrigin, count: usize },
     /// Save a switch's new value.
@@ -248,6 +260,10 @@ pub struct App {
     pub(crate) approval_sel: usize,
     decided: Vec<(String, Instant)>,
     pub(crate) grants: Option<Result<Vec<String>, String>>,
+    /// The timed UI grants in force, each with when it ends by this TUI's clock.
+    pub(crate) ui_grants: Option<Result<Vec<(UiGrant, Instant)>, String>>,
+    /// The grant `x` revokes (`g` moves it).
+    pub(crate) ui_sel: usize,
     pub(crate) tasks: Option<Result<Vec<TaskRecord>, String>>,
     pub(crate) task_sel: usize,
     pub(crate) detail: Option<Detail>,
@@ -296,6 +312,8 @@ impl App {
             approval_sel: 0,
             decided: Vec::new(),
             grants: None,
+            ui_grants: None,
+            ui_sel: 0,
             tasks: None,
             task_sel: 0,
             detail: None,
@@ -441,12 +459,45 @@ impl App {
                     .grants()
                     .map_err(|e| device_error("Cannot read the grants: ", &e)),
             );
+            self.ui_grants = Some(
+                device
+                    .ui_grants()
+                    .map(|list| {
+                        list.into_iter()
+                            .map(|g| {
+                                let ends = now + Duration::from_secs(g.seconds_left);
+                                (g, ends)
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                    .map_err(|e| device_error("Cannot read the timed UI grants: ", &e)),
+            );
+            self.fix_ui_sel();
         }
         if self.page == Page::Ask {
             self.check_model(device);
         }
         // On every page: the answer is in the conversation when the owner comes back.
         self.read_task(device);
+    }
+
+    /// The timed UI grants listed now (none when they could not be read).
+    pub(crate) fn ui_grants_now(&self) -> &[(UiGrant, Instant)] {
+        match &self.ui_grants {
+            Some(Ok(list)) => list,
+            _ => &[],
+        }
+    }
+
+    fn fix_ui_sel(&mut self) {
+        self.ui_sel = self
+            .ui_sel
+            .min(self.ui_grants_now().len().saturating_sub(1));
+    }
+
+    /// Seconds until a listed grant ends, by this TUI's clock.
+    pub(crate) fn grant_seconds_left(&self, ends: Instant) -> u64 {
+        ends.saturating_duration_since(self.now).as_secs()
     }
 
     fn check_model(&mut self, device: &dyn Device) {
@@ -808,6 +859,42 @@ impl App {
                 Some(w) => self.confirm(w.request.clone(), c == 'a'),
                 None => self.set_note(NoteKind::Info, "No request is waiting."),
             },
+            // Approve with a timed UI grant: only a request that may be followed by one.
+            KeyCode::Char('u') => match self.waiting.get(self.approval_sel) {
+                Some(w) if w.request.ui_app.is_some() => {
+                    self.follow.set(true);
+                    self.modal = Some(Modal::UiGrant {
+                        request: w.request.clone(),
+                        minutes: UI_GRANT_DEFAULT,
+                    });
+                }
+                Some(w) => self.set_note(
+                    NoteKind::Info,
+                    format!(
+                        "Request {} cannot be approved with a timed UI grant: only a tap, \
+                         gesture, text or key in an ordinary app, at medium risk or below.",
+                        shown(&w.request.id.0)
+                    ),
+                ),
+                None => self.set_note(NoteKind::Info, "No request is waiting."),
+            },
+            KeyCode::Char('g') => {
+                let n = self.ui_grants_now().len();
+                if n == 0 {
+                    self.set_note(NoteKind::Info, "No timed UI grant is in force.");
+                } else {
+                    self.ui_sel = (self.ui_sel + 1) % n;
+                }
+            }
+            KeyCode::Char('x') => match self.ui_grants_now().get(self.ui_sel) {
+                Some((g, _)) => {
+                    self.modal = Some(Modal::RevokeUiGrant {
+                        id: g.id.clone(),
+                        app: g.app.clone(),
+                    });
+                }
+                None => self.set_note(NoteKind::Info, "No timed UI grant is in force."),
+            },
             // Every request of the selected one's origin: a flood is cleared at once.
             KeyCode::Char('R') => match self.waiting.get(self.approval_sel) {
                 Some(w) => {
@@ -1096,6 +1183,49 @@ impl App {
                 typed,
                 error,
             } => self.phrase_key(request, typed, error, key, device),
+            Modal::UiGrant { request, minutes } => {
+                let at = UI_GRANT_MINUTES
+                    .iter()
+                    .position(|m| *m == minutes)
+                    .unwrap_or(1);
+                let last = UI_GRANT_MINUTES.len() - 1;
+                match key.code {
+                    _ if yes => self.approve_for_ui(device, &request, minutes),
+                    _ if no => self.set_note(NoteKind::Info, "Cancelled: nothing was sent."),
+                    KeyCode::Right | KeyCode::Char('+' | 'l') if plain => {
+                        self.modal = Some(Modal::UiGrant {
+                            request,
+                            minutes: UI_GRANT_MINUTES[(at + 1).min(last)],
+                        });
+                    }
+                    KeyCode::Left | KeyCode::Char('-' | 'h') if plain => {
+                        self.modal = Some(Modal::UiGrant {
+                            request,
+                            minutes: UI_GRANT_MINUTES[at.saturating_sub(1)],
+                        });
+                    }
+                    _ => self.modal = Some(Modal::UiGrant { request, minutes }),
+                }
+            }
+            Modal::RevokeUiGrant { id, app } => {
+                if yes {
+                    match device.revoke_ui_grant(&id) {
+                        Ok(()) => self.set_note(
+                            NoteKind::Ok,
+                            format!("Revoked: UI actions in {} ask again.", shown(&app)),
+                        ),
+                        Err(e) if e.kind == DeviceErrorKind::NoSuchRequest => {
+                            self.set_note(NoteKind::Info, "That grant had ended already.")
+                        }
+                        Err(e) => self.set_note(NoteKind::Error, device_error("Not revoked: ", &e)),
+                    }
+                    self.poll(device);
+                } else if no {
+                    self.set_note(NoteKind::Info, "Not revoked.");
+                } else {
+                    self.modal = Some(Modal::RevokeUiGrant { id, app });
+                }
+            }
             Modal::RejectOrigin { origin, count } => {
                 if yes {
                     self.reject_origin(device, origin);
@@ -1280,6 +1410,25 @@ impl App {
     ) {
         match device.decide(&request.id.0, approve, phrase) {
             Ok(()) => self.decided_ok(request, approve),
+            Err(e) => self.decide_failed(request, &e),
+        }
+    }
+
+    fn approve_for_ui(&mut self, device: &dyn Device, request: &PendingApproval, minutes: u32) {
+        match device.approve_for_ui(&request.id.0, request.phrase.as_deref(), minutes) {
+            Ok(()) => {
+                self.decided_ok(request, true);
+                let app = request.ui_app.as_deref().map(shown).unwrap_or_default();
+                self.set_note(
+                    NoteKind::Ok,
+                    format!(
+                        "Approved {}; UI actions from {} in {app} run unasked for {minutes} min.",
+                        shown(&request.id.0),
+                        request.origin.as_str()
+                    ),
+                );
+                self.poll(device);
+            }
             Err(e) => self.decide_failed(request, &e),
         }
     }

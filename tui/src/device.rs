@@ -6,6 +6,7 @@
 
 use nl2sh_proto::channels::{
     CallOrigin, ContextId, PendingApproval, ProtocolStatus, SettingView, TaskId, TaskRecord,
+    UiGrant,
 };
 
 /// What the TUI asks of the device. Calls block briefly (local files and a local socket).
@@ -17,6 +18,18 @@ pub trait Device {
     /// Reject every request pending from `origin`, each on its own (as
     /// `protocol reject --origin`); answers those rejected, none when none waited.
     fn reject_origin(&self, origin: CallOrigin) -> Result<Vec<PendingApproval>, DeviceError>;
+    /// Approve request `id` (with its phrase, when it has one) and let UI actions of its
+    /// origin in the app it names (`PendingApproval::ui_app`) run unasked for `minutes`.
+    fn approve_for_ui(
+        &self,
+        id: &str,
+        phrase: Option<&str>,
+        minutes: u32,
+    ) -> Result<(), DeviceError>;
+    /// The timed UI grants in force, oldest first.
+    fn ui_grants(&self) -> Result<Vec<UiGrant>, DeviceError>;
+    /// End timed UI grant `id` now (`NoSuchRequest` when none has that id).
+    fn revoke_ui_grant(&self, id: &str) -> Result<(), DeviceError>;
     fn grants(&self) -> Result<Vec<String>, DeviceError>;
     fn tasks(&self, limit: u32) -> Result<Vec<TaskRecord>, DeviceError>;
     fn task(&self, id: &TaskId) -> Result<TaskRecord, DeviceError>;

@@ -214,6 +214,16 @@ pub(crate) fn describe(r: &PendingApproval, left: u64) -> (String, Vec<(&'static
     if let Some(phrase) = &r.phrase {
         fields.push(("phrase: ", shown(phrase)));
     }
+    if let Some(app) = &r.ui_app {
+        fields.push((
+            "UI: ",
+            format!(
+                "u approves it and lets UI actions from {} in {} run unasked for some minutes",
+                r.origin.as_str(),
+                shown(app)
+            ),
+        ));
+    }
     (head, fields)
 }
 
@@ -435,6 +445,9 @@ impl App {
             Some(Modal::Entry { .. }) => {
                 "Type the value · Enter: save · Backspace: erase · Esc: cancel · Ctrl-C: quit"
             }
+            Some(Modal::UiGrant { .. }) => {
+                "←→/+-: minutes · y/Enter: approve · n/Esc: cancel · Ctrl-C: quit"
+            }
             Some(_) => "y/Enter: yes · n/Esc: no · Ctrl-C: quit",
             None => match self.page {
                 Page::Protocols => {
@@ -442,8 +455,9 @@ impl App {
                      t: token · r: refresh · PgUp/PgDn: scroll · q: quit"
                 }
                 Page::Approvals => {
-                    "Tab/1-4: page · ↑↓/jk: select · a: approve · r: reject · R: reject its \
-                     origin · PgUp/PgDn: scroll · q: quit"
+                    "Tab/1-4: page · ↑↓/jk: select · a: approve · u: approve + UI grant · \
+                     r: reject · R: reject its origin · g: next UI grant · x: revoke it · \
+                     PgUp/PgDn: scroll · q: quit"
                 }
                 Page::Tasks if self.detail.is_some() => {
                     "Esc: back · ↑↓/jk PgUp/PgDn: scroll · r: reload · Tab/1-4: page · q: quit"
@@ -728,6 +742,42 @@ impl App {
                 body.select_from(start);
             }
             body.blank();
+        }
+        body.blank();
+        body.text("Timed UI grants", theme.heading());
+        match &self.ui_grants {
+            None => body.text("Loading…", theme.muted()),
+            Some(Err(e)) => body.text(e, theme.error()),
+            Some(Ok(list)) if list.is_empty() => {
+                body.text("No timed UI grants are in force.", theme.muted())
+            }
+            Some(Ok(list)) => {
+                for (i, (g, ends)) in list.iter().enumerate() {
+                    let selected = i == self.ui_sel;
+                    let actions = if g.used == 1 { "action" } else { "actions" };
+                    let left = self.grant_seconds_left(*ends);
+                    body.field(
+                        if selected { "> " } else { "  " },
+                        if selected {
+                            theme.selected()
+                        } else {
+                            theme.plain()
+                        },
+                        &format!(
+                            "{}  from {}  {}:{:02} left of {} min  {} {actions}  (grant {})",
+                            shown(&g.app),
+                            g.origin.as_str(),
+                            left / 60,
+                            left % 60,
+                            g.minutes,
+                            g.used,
+                            shown(&g.id)
+                        ),
+                        theme.plain(),
+                        4,
+                    );
+                }
+            }
         }
         body.blank();
         body.text("Grants (read-only)", theme.heading());
@@ -1103,6 +1153,57 @@ impl App {
             } => {
                 self.phrase_question(body, r, typed, error.as_deref());
                 "Approve with the phrase"
+            }
+            Modal::UiGrant {
+                request: r,
+                minutes,
+            } => {
+                body.text(
+                    &format!(
+                        "Approve request {} and let UI actions (taps, gestures, text, keys) \
+                         from {} in {} run unasked for {minutes} min?",
+                        Shown::new(&r.id.0),
+                        r.origin.as_str(),
+                        r.ui_app.as_deref().map(shown).unwrap_or_default()
+                    ),
+                    theme.label(),
+                );
+                let choices: Vec<String> = crate::app::UI_GRANT_MINUTES
+                    .iter()
+                    .map(|m| {
+                        if m == minutes {
+                            format!("[{m} min]")
+                        } else {
+                            format!(" {m} min ")
+                        }
+                    })
+                    .collect();
+                body.text(&choices.join(" "), theme.plain());
+                body.text(
+                    "It ends when the time is up, when another app comes to the front, or \
+                     with x on the Approvals page. A tap in Settings, an installer, a \
+                     permission dialog or the lock screen still asks.",
+                    theme.muted(),
+                );
+                body.text(
+                    "←→/+-: minutes · y/Enter: approve · n/Esc: cancel",
+                    theme.muted(),
+                );
+                body.blank();
+                self.modal_request(body, r);
+                "Approve + UI grant"
+            }
+            Modal::RevokeUiGrant { id, app } => {
+                body.text(
+                    &format!(
+                        "Revoke timed UI grant {} for {}? Its UI actions ask again.",
+                        Shown::new(id),
+                        Shown::new(app)
+                    ),
+                    theme.label(),
+                );
+                body.text("y/Enter: revoke · n/Esc: cancel", theme.muted());
+                "Revoke a UI grant"
             }
             Modal::RejectOrigin { origin, count } => {
                 let requests = if *count == 1 { "request" } else { "requests" };

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use nl2sh_proto::channels::{
     ApprovalId, CallId, CallOrigin, ClientSnippets, ContextId, Identity, PendingApproval,
     ProtocolState, ProtocolStatus, RiskLevel, SettingKind, SettingView, TaskId, TaskRecord,
-    TaskState,
+    TaskState, UiGrant,
 };
 use nl2sh_proto::Secret;
 use nl2sh_tui::{App, Device, DeviceError, DeviceErrorKind, Options, Page, Saved};
@@ -36,6 +36,12 @@ struct Fake {
     /// Each reject_origin asked for.
     origin_rejections: RefCell<Vec<CallOrigin>>,
     grants: Vec<String>,
+    /// The timed UI grants in force, as approvald lists them.
+    ui_grants: RefCell<Vec<UiGrant>>,
+    /// Each approve_for_ui: the request, its phrase, the minutes.
+    ui_approvals: RefCell<Vec<(String, Option<String>, u32)>>,
+    /// Each revoke_ui_grant asked for.
+    ui_revokes: RefCell<Vec<String>>,
     tasks: Vec<TaskRecord>,
     task_limits: RefCell<Vec<u32>>,
     settings: RefCell<Vec<SettingView>>,
@@ -67,6 +73,9 @@ impl Fake {
             decide_error: RefCell::new(None),
             origin_rejections: RefCell::new(Vec::new()),
             grants: vec!["shell.exec command [\"ls\", \"**\"] max_risk high".into()],
+            ui_grants: RefCell::new(Vec::new()),
+            ui_approvals: RefCell::new(Vec::new()),
+            ui_revokes: RefCell::new(Vec::new()),
             tasks: vec![task("task-1"), task("task-2")],
             task_limits: RefCell::new(Vec::new()),
             settings: RefCell::new(settings()),
@@ -121,6 +130,50 @@ impl Device for Fake {
     }
     fn grants(&self) -> Result<Vec<String>, DeviceError> {
         Ok(self.grants.clone())
+    }
+    /// As approvald: the request leaves the queue and a grant for its origin and app is
+    /// listed (id `g` and the request's id).
+    fn approve_for_ui(
+        &self,
+        id: &str,
+        phrase: Option<&str>,
+        minutes: u32,
+    ) -> Result<(), DeviceError> {
+        self.ui_approvals
+            .borrow_mut()
+            .push((id.to_string(), phrase.map(str::to_string), minutes));
+        let mut pending = self.pending.borrow_mut();
+        let list = pending.as_mut().map_err(|e| e.clone())?;
+        let at = list
+            .iter()
+            .position(|p| p.id.0 == id)
+            .ok_or_else(|| DeviceError::new(DeviceErrorKind::NoSuchRequest, "no such request"))?;
+        let request = list.remove(at);
+        self.ui_grants.borrow_mut().push(UiGrant {
+            id: format!("g{id}"),
+            app: request.ui_app.unwrap_or_default(),
+            origin: request.origin,
+            minutes,
+            seconds_left: u64::from(minutes) * 60,
+            used: 0,
+        });
+        Ok(())
+    }
+    fn ui_grants(&self) -> Result<Vec<UiGrant>, DeviceError> {
+        Ok(self.ui_grants.borrow().clone())
+    }
+    fn revoke_ui_grant(&self, id: &str) -> Result<(), DeviceError> {
+        self.ui_revokes.borrow_mut().push(id.to_string());
+        let mut grants = self.ui_grants.borrow_mut();
+        let before = grants.len();
+        grants.retain(|g| g.id != id);
+        if grants.len() == before {
+            return Err(DeviceError::new(
+                DeviceErrorKind::NoSuchRequest,
+                format!("no timed UI grant {id}"),
+            ));
+        }
+        Ok(())
     }
     fn tasks(&self, limit: u32) -> Result<Vec<TaskRecord>, DeviceError> {
         self.task_limits.borrow_mut().push(limit);
@@ -1961,4 +2014,157 @@ fn a_goal_not_stored_yet_shows_as_submitted() {
     ));
     later(&mut app, &device, 2);
     assert!(screen(&app, 80, 24).contains("Agent  working · task ask-1"));
+}
+
+// ---- timed UI grants ----------------------------------------------------------------------
+
+/// A tap in `app` that may be approved with a timed UI grant.
+fn ui_request(id: &str, app: &str) -> PendingApproval {
+    PendingApproval {
+        tool: "android.tap".into(),
+        action: format!("tap no clickable element, in {app} at (100, 300): input tap 100 300"),
+        risk: RiskLevel::Low,
+        requires_root: false,
+        identity: Identity::Shell,
+        reasons: vec!["low: taps the screen".into()],
+        task: None,
+        ui_app: Some(app.into()),
+        ..request(id, "", RiskLevel::Low)
+    }
+}
+
+#[test]
+fn a_ui_action_is_approved_with_a_timed_grant_listed_counted_down_and_revoked() {
+    let device = Fake::new(running()).with_pending(vec![
+        request("sh1", "ls /tmp", RiskLevel::Medium),
+        ui_request("tap1", "com.example.chat"),
+    ]);
+    let mut app = approvals_app(&device);
+    assert!(flat(&app, 100, 40).contains("No timed UI grants are in force."));
+    // A shell command is never a UI grant: u says so and asks nothing.
+    press(&mut app, &device, KeyCode::Char('u'));
+    let text = flat(&app, 100, 40);
+    assert!(
+        text.contains("Request sh1 cannot be approved with a timed UI grant"),
+        "{text}"
+    );
+    assert!(device.ui_approvals.borrow().is_empty());
+
+    press(&mut app, &device, KeyCode::Char('j'));
+    let text = flat(&app, 100, 40);
+    assert!(
+        text.contains("u approves it and lets UI actions from mcp_http in com.example.chat run"),
+        "{text}"
+    );
+    press(&mut app, &device, KeyCode::Char('u'));
+    let text = flat(&app, 100, 40);
+    assert!(
+        text.contains("Approve request tap1 and let UI actions (taps, gestures, text, keys) from mcp_http in com.example.chat run unasked for 10 min?"),
+        "{text}"
+    );
+    assert!(text.contains("5 min [10 min] 15 min 30 min"), "{text}");
+    // The minutes move within 5..30 and stop at either end.
+    for (key, shown) in [
+        (KeyCode::Char('+'), "[15 min]"),
+        (KeyCode::Right, "[30 min]"),
+        (KeyCode::Char('+'), "[30 min]"),
+        (KeyCode::Char('-'), "[15 min]"),
+        (KeyCode::Left, "[10 min]"),
+        (KeyCode::Char('-'), "[5 min]"),
+        (KeyCode::Char('-'), "[5 min]"),
+    ] {
+        press(&mut app, &device, key);
+        let text = flat(&app, 100, 40);
+        assert!(text.contains(shown), "{key:?}: {text}");
+    }
+    press(&mut app, &device, KeyCode::Esc);
+    assert!(device.ui_approvals.borrow().is_empty());
+    assert!(device.decisions.borrow().is_empty());
+    assert!(flat(&app, 100, 40).contains("Cancelled: nothing was sent."));
+
+    press(&mut app, &device, KeyCode::Char('u'));
+    press(&mut app, &device, KeyCode::Char('+'));
+    press(&mut app, &device, KeyCode::Enter);
+    assert_eq!(
+        *device.ui_approvals.borrow(),
+        [("tap1".to_string(), None, 15)]
+    );
+    assert!(device.decisions.borrow().is_empty(), "not a plain approval");
+    let text = flat(&app, 100, 40);
+    assert!(
+        text.contains(
+            "Approved tap1; UI actions from mcp_http in com.example.chat run unasked for 15 min."
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("input tap 100 300"), "{text}");
+    assert!(
+        text.contains(
+            "> com.example.chat from mcp_http 15:00 left of 15 min 0 actions (grant gtap1)"
+        ),
+        "{text}"
+    );
+
+    // Counted down between reads, and read again with what it let run.
+    let later = Instant::now() + Duration::from_secs(61);
+    device.ui_grants.borrow_mut()[0].seconds_left = 839;
+    device.ui_grants.borrow_mut()[0].used = 1;
+    app.tick_at(&device, later);
+    let text = flat(&app, 100, 40);
+    assert!(text.contains("13:59 left of 15 min 1 action "), "{text}");
+    app.tick_at(&device, later + Duration::from_millis(900));
+    assert!(flat(&app, 100, 40).contains("13:58 left"));
+
+    press(&mut app, &device, KeyCode::Char('x'));
+    let text = flat(&app, 100, 40);
+    assert!(
+        text.contains(
+            "Revoke timed UI grant gtap1 for com.example.chat? Its UI actions ask again."
+        ),
+        "{text}"
+    );
+    press(&mut app, &device, KeyCode::Char('n'));
+    assert!(device.ui_revokes.borrow().is_empty());
+    press(&mut app, &device, KeyCode::Char('x'));
+    press(&mut app, &device, KeyCode::Char('y'));
+    assert_eq!(*device.ui_revokes.borrow(), ["gtap1".to_string()]);
+    let text = flat(&app, 100, 40);
+    assert!(
+        text.contains("Revoked: UI actions in com.example.chat ask again."),
+        "{text}"
+    );
+    assert!(text.contains("No timed UI grants are in force."), "{text}");
+    press(&mut app, &device, KeyCode::Char('x'));
+    assert!(flat(&app, 100, 40).contains("No timed UI grant is in force."));
+    assert_eq!(device.ui_revokes.borrow().len(), 1);
+}
+
+#[test]
+fn timed_ui_grants_show_hostile_text_escaped_and_g_picks_the_one_to_revoke() {
+    let device = Fake::new(running()).with_pending(vec![ui_request("tap1", SPOOF)]);
+    for (id, app) in [("g1", "com.example.chat"), ("g2\u{1b}[2J", SPOOF)] {
+        device.ui_grants.borrow_mut().push(UiGrant {
+            id: id.into(),
+            app: app.into(),
+            origin: CallOrigin::AgentHttp,
+            minutes: 5,
+            seconds_left: 300,
+            used: 0,
+        });
+    }
+    let mut app = approvals_app(&device);
+    assert_no_raw_controls(&buffer(&app, 120, 40));
+    press(&mut app, &device, KeyCode::Char('u'));
+    assert_no_raw_controls(&buffer(&app, 120, 40));
+    press(&mut app, &device, KeyCode::Esc);
+    press(&mut app, &device, KeyCode::Char('g'));
+    press(&mut app, &device, KeyCode::Char('x'));
+    assert_no_raw_controls(&buffer(&app, 120, 40));
+    press(&mut app, &device, KeyCode::Char('y'));
+    assert_eq!(*device.ui_revokes.borrow(), ["g2\u{1b}[2J".to_string()]);
+    // Revoked elsewhere meanwhile: said so, nothing else happens.
+    press(&mut app, &device, KeyCode::Char('x'));
+    device.ui_grants.borrow_mut().clear();
+    press(&mut app, &device, KeyCode::Char('y'));
+    assert!(flat(&app, 100, 40).contains("That grant had ended already."));
 }

@@ -909,6 +909,13 @@
     state.pollTimer = setTimeout(pollApprovals, 1000);
   }
 
+  function schedulePollNow() {
+    if (state.pollTimer) {
+      clearTimeout(state.pollTimer);
+    }
+    pollApprovals();
+  }
+
   function pollApprovals() {
     state.pollTimer = null;
     if (!state.loggedIn) {
@@ -929,7 +936,7 @@
       setBadge(pending.length);
       if (state.approvals) {
         state.approvals.limit = Number(r.limit) || 0;
-        updateApprovals(pending, arr(r.grants));
+        updateApprovals(pending, arr(r.grants), arr(r.ui_grants).map(obj).filter(function (g) { return has(g.ref); }));
       }
       schedulePoll();
     }, function (err) {
@@ -966,11 +973,20 @@
     var origins = el('div', { id: 'approval-origins', class: 'approval-origins', hidden: true });
     var originsMsg = el('p', { id: 'approval-origins-msg', class: 'msg', role: 'status', hidden: true });
     var grants = el('div', { id: 'grants' }, el('p', { class: 'muted' }, 'Loading…'));
+    var uiGrants = el('ul', { id: 'ui-grants-list', class: 'ui-grants', 'aria-live': 'polite' });
+    var uiEmpty = el('p', { id: 'ui-grants-empty', class: 'empty' }, 'No timed UI grants are in force.');
+    var uiMsg = el('p', { id: 'ui-grants-msg', class: 'msg', role: 'status', hidden: true });
     append(page, pageHeader('Approvals'));
     append(page, status, loading, originsMsg, empty, origins, list);
+    append(page, el('section', { class: 'section', id: 'ui-grants-section' },
+      el('h3', null, 'Timed UI grants'),
+      el('p', { class: 'muted' }, 'UI actions (taps, gestures, text, keys) that run unasked in one app, ' +
+        'until the time is up or another app comes to the front.'),
+      uiMsg, uiEmpty, uiGrants));
     append(page, el('section', { class: 'section', id: 'grants-section' }, el('h3', null, 'Grants'), grants));
     state.approvals = {
       list: list, empty: empty, loading: loading, status: status, grants: grants,
+      uiGrants: uiGrants, uiEmpty: uiEmpty, uiMsg: uiMsg, uiRows: new Map(),
       origins: origins, originsMsg: originsMsg, originsKey: null, limit: 0,
       cards: new Map(), grantsKey: null, decided: new Map(), seq: state.renderSeq
     };
@@ -984,7 +1000,7 @@
     }
   }
 
-  function updateApprovals(pending, grants) {
+  function updateApprovals(pending, grants, uiGrants) {
     var a = state.approvals;
     var now = Date.now();
     a.loading.hidden = true;
@@ -1021,6 +1037,7 @@
     });
     a.empty.hidden = a.cards.size > 0;
     updateOrigins();
+    updateUiGrants(uiGrants);
 
     var gk = JSON.stringify(grants);
     if (gk !== a.grantsKey) {
@@ -1035,6 +1052,98 @@
           })));
       }
     }
+  }
+
+  // The timed UI grants in force: one row each (app, origin, countdown, actions it let
+  // run) with its Revoke button; a grant the server no longer lists leaves.
+  function updateUiGrants(list) {
+    var a = state.approvals;
+    var now = Date.now();
+    var seen = new Set();
+    list.forEach(function (g) {
+      var ref = str(g.ref);
+      seen.add(ref);
+      var row = a.uiRows.get(ref);
+      if (!row) {
+        row = makeUiGrantRow(g);
+        a.uiRows.set(ref, row);
+        a.uiGrants.appendChild(row.node);
+      }
+      row.deadline = now + Math.max(0, Number(g.seconds_left) || 0) * 1000;
+      var used = Number(g.used) || 0;
+      row.usedEl.textContent = used + (used === 1 ? ' action' : ' actions') + ' so far';
+      updateUiGrantTime(row);
+    });
+    a.uiRows.forEach(function (row, ref) {
+      if (!seen.has(ref)) {
+        removeUiGrantRow(ref);
+      }
+    });
+    a.uiEmpty.hidden = a.uiRows.size > 0;
+  }
+
+  function removeUiGrantRow(ref) {
+    var a = state.approvals;
+    var row = a.uiRows.get(ref);
+    if (row && row.node.parentNode) {
+      row.node.parentNode.removeChild(row.node);
+    }
+    a.uiRows.delete(ref);
+    a.uiEmpty.hidden = a.uiRows.size > 0;
+  }
+
+  function makeUiGrantRow(g) {
+    var ref = str(g.ref);
+    var app = str(g.app);
+    var timeEl = el('span', { class: 'time-left' });
+    var usedEl = el('span', { class: 'ui-grant-used' });
+    var revoke = el('button', { type: 'button', class: 'btn btn-reject btn-small revoke-ui-grant',
+      'aria-label': 'Revoke the UI grant for ' + app }, 'Revoke');
+    var node = el('li', { class: 'ui-grant', 'data-app': app, 'data-id': str(g.id) },
+      el('div', { class: 'ui-grant-what' },
+        el('span', { class: 'ui-grant-app mono' }, app),
+        el('span', { class: 'ui-grant-origin' }, 'for ' + str(g.origin) + ', ' + (Number(g.minutes) || 0) + ' min')),
+      el('div', { class: 'ui-grant-state' }, timeEl, usedEl, revoke));
+    var row = { node: node, timeEl: timeEl, usedEl: usedEl, deadline: Date.now() };
+    revoke.addEventListener('click', function () {
+      var a = state.approvals;
+      revoke.disabled = true;
+      api('POST', '/api/ui-grants/' + encodeURIComponent(ref) + '/revoke', {}).then(function () {
+        if (state.approvals !== a) {
+          return;
+        }
+        removeUiGrantRow(ref);
+        a.uiMsg.textContent = 'Revoked: UI actions in ' + app + ' ask again.';
+        a.uiMsg.className = 'msg ok';
+        a.uiMsg.hidden = false;
+      }, function (err) {
+        if (state.approvals !== a) {
+          return;
+        }
+        if (err.status === 404) {
+          removeUiGrantRow(ref); // ended already (time up, another app, revoked elsewhere)
+          a.uiMsg.textContent = 'That grant had ended already.';
+          a.uiMsg.className = 'msg';
+        } else {
+          revoke.disabled = false;
+          a.uiMsg.textContent = 'Not revoked: ' + errorText(err);
+          a.uiMsg.className = 'msg error';
+        }
+        a.uiMsg.hidden = false;
+      });
+    });
+    return row;
+  }
+
+  function updateUiGrantTime(row) {
+    var left = Math.max(0, Math.round((row.deadline - Date.now()) / 1000));
+    var m = Math.floor(left / 60);
+    var sec = left % 60;
+    var text = left <= 0 ? 'Ending' : m + ':' + (sec < 10 ? '0' : '') + sec + ' left';
+    if (row.timeEl.textContent !== text) {
+      row.timeEl.textContent = text;
+    }
+    row.timeEl.setAttribute('data-seconds', String(left));
   }
 
   // The origins of the requests shown, in the order they first appear, with their counts.
@@ -1134,6 +1243,7 @@
       return;
     }
     a.cards.forEach(updateTimeLeft);
+    a.uiRows.forEach(updateUiGrantTime);
   }
 
   function updateTimeLeft(card) {
@@ -1209,6 +1319,30 @@
         }
       });
     }
+    // A UI action in an app (medium or below, no root): the owner may approve it and
+    // let the same caller's UI actions in that app run unasked for some minutes.
+    var uiApp = has(p.ui_app) ? str(p.ui_app) : null;
+    var approveUi = null;
+    var uiMinutes = null;
+    if (uiApp !== null) {
+      var selectId = 'ui-minutes-' + id;
+      uiMinutes = el('select', { id: selectId, class: 'ui-minutes' },
+        [5, 10, 15, 30].map(function (m) {
+          return el('option', { value: String(m) }, m + ' min');
+        }));
+      uiMinutes.value = '10';
+      approveUi = el('button', { type: 'button', class: 'btn btn-approve approve-ui' });
+      var label = function () {
+        approveUi.textContent = 'Approve + UI in ' + uiApp + ' for ' + uiMinutes.value + ' min';
+      };
+      label();
+      uiMinutes.addEventListener('change', label);
+      append(node, el('div', { class: 'ui-grant-offer' },
+        el('label', { for: selectId },
+          'Or approve and allow UI actions (taps, gestures, text, keys) from ' + str(p.origin) +
+          ' in ', el('span', { class: 'mono' }, uiApp), ' for'),
+        uiMinutes, approveUi));
+    }
     append(node, errEl, el('div', { class: 'request-buttons' }, approve, reject));
 
     var card = { id: id, origin: str(p.origin), node: node, timeEl: timeEl, deadline: Date.now(), keepUntil: 0 };
@@ -1221,16 +1355,26 @@
         card.keepUntil = Date.now() + 6000;
         approve.disabled = true;
         reject.disabled = true;
+        setUi(true);
         if (phraseInput) {
           phraseInput.disabled = true;
         }
       } else {
         approve.disabled = false;
         reject.disabled = false;
+        setUi(false);
       }
     }
 
-    function decide(decision) {
+    function setUi(disabled) {
+      if (approveUi) {
+        approveUi.disabled = disabled;
+        uiMinutes.disabled = disabled;
+      }
+    }
+
+    // decision 'approve' | 'reject'; minutes: of a timed UI grant to give with the approval.
+    function decide(decision, minutes) {
       var typed = null;
       if (decision === 'approve' && phraseInput) {
         typed = phraseInput.value;
@@ -1245,8 +1389,13 @@
       }
       approve.disabled = true;
       reject.disabled = true;
+      setUi(true);
       errEl.hidden = true;
-      api('POST', '/api/approvals/' + encodeURIComponent(id), { decision: decision, phrase: typed }).then(function () {
+      var body = { decision: decision, phrase: typed };
+      if (minutes) {
+        body.ui_minutes = minutes;
+      }
+      api('POST', '/api/approvals/' + encodeURIComponent(id), body).then(function () {
         var a = state.approvals;
         if (!a) {
           return;
@@ -1258,6 +1407,9 @@
         }
         a.empty.hidden = a.cards.size > 0;
         updateOrigins();
+        if (minutes && !state.pollBusy) {
+          schedulePollNow(); // show the new grant at once
+        }
       }, function (err) {
         if (err.kind === 'no_such_request' || err.status === 404) {
           fail('This request is no longer waiting (decided elsewhere, or gone).', true);
@@ -1274,6 +1426,9 @@
     }
 
     approve.addEventListener('click', function () { decide('approve'); });
+    if (approveUi) {
+      approveUi.addEventListener('click', function () { decide('approve', Number(uiMinutes.value)); });
+    }
     reject.addEventListener('click', function () { decide('reject'); });
     return card;
   }

@@ -422,6 +422,7 @@ mod tests {
                 OwnerRequest::Act { action, .. } => match action {
                     OwnerAction::ListPending => OwnerResponse::Pending(Vec::new()),
                     OwnerAction::Grants => OwnerResponse::Grants(vec!["a grant".into()]),
+                    OwnerAction::UiGrants => OwnerResponse::UiGrants(Vec::new()),
                     _ => refused(OwnerErrorKind::Invalid),
                 },
                 OwnerRequest::Logout { .. } => OwnerResponse::Done,

@@ -38,6 +38,7 @@ use nl2sh_proto::limits::{MAX_ID_BYTES, MAX_PENDING_APPROVALS, MAX_WEB_BODY_BYTE
 use nl2sh_proto::rpc::RpcClient;
 use nl2sh_proto::stored_text::StoredText;
 use nl2sh_proto::topology::{WebApprovald, WebSupervisor};
+use nl2sh_proto::ui_grants::MAX_UI_GRANT_MINUTES;
 use nl2sh_proto::Secret;
 use serde_json::{json, Value};
 
@@ -115,6 +116,7 @@ pub fn router(
         .route("/api/approvals", get(approvals))
         .route("/api/approvals/reject-origin", post(reject_origin))
         .route("/api/approvals/{id}", post(decide))
+        .route("/api/ui-grants/{id}/revoke", post(revoke_ui_grant))
         .route("/api/tasks", get(tasks))
         .route("/api/tasks/{id}", get(task))
         .route("/api/audit", get(audit))
@@ -605,10 +607,15 @@ async fn approvals(State(console): State<Shared>, headers: HeaderMap) -> Respons
                 OwnerResponse::Grants(list) => list,
                 _ => return Err(Failure::Unavailable),
             };
+            let ui_grants = match act(&console, &headers, false, OwnerAction::UiGrants).await? {
+                OwnerResponse::UiGrants(list) => list,
+                _ => return Err(Failure::Unavailable),
+            };
             Ok(ok(json!({
                 "pending": pending.iter().map(views::pending).collect::<Vec<_>>(),
                 "limit": MAX_PENDING_APPROVALS,
                 "grants": grants.iter().map(|g| Shown::new(g).to_string()).collect::<Vec<_>>(),
+                "ui_grants": ui_grants.iter().map(views::ui_grant).collect::<Vec<_>>(),
             })))
         }
         .await,
@@ -637,12 +644,64 @@ async fn decide(
                 }
             };
             let phrase = text_field(&map, "phrase")?;
-            let action = OwnerAction::Decide {
-                id: ApprovalId(id),
-                approve,
-                phrase,
+            let action = match ui_minutes(&map)? {
+                None => OwnerAction::Decide {
+                    id: ApprovalId(id),
+                    approve,
+                    phrase,
+                },
+                Some(minutes) if approve => OwnerAction::ApproveForUi {
+                    id: ApprovalId(id),
+                    phrase,
+                    minutes,
+                },
+                Some(_) => {
+                    return Err(Failure::BadRequest(
+                        "`ui_minutes` goes with an approval only".into(),
+                    ))
+                }
             };
             match act(&console, &headers, true, action).await? {
+                OwnerResponse::Done => Ok(ok(json!({ "ok": true }))),
+                _ => Err(Failure::Unavailable),
+            }
+        }
+        .await,
+    )
+}
+
+/// `ui_minutes` of a decision: absent for a plain one, else the minutes of the timed UI
+/// grant that follows the approval (approvald checks the bounds and the request).
+fn ui_minutes(map: &serde_json::Map<String, Value>) -> Result<Option<u32>, Failure> {
+    match map.get("ui_minutes") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .and_then(|m| u32::try_from(m).ok())
+            .map(Some)
+            .ok_or_else(|| {
+                Failure::BadRequest(format!(
+                    "`ui_minutes` must be a whole number of minutes, 1 to {MAX_UI_GRANT_MINUTES}"
+                ))
+            }),
+    }
+}
+
+/// End a timed UI grant now (`POST /api/ui-grants/ID/revoke`, an empty JSON object).
+async fn revoke_ui_grant(
+    State(console): State<Shared>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    respond(
+        async {
+            if id.is_empty() || id.len() > MAX_ID_BYTES {
+                return Err(Failure::Refused(
+                    OwnerErrorKind::NoSuchRequest,
+                    "no such timed UI grant".into(),
+                ));
+            }
+            match act(&console, &headers, true, OwnerAction::RevokeUiGrant { id }).await? {
                 OwnerResponse::Done => Ok(ok(json!({ "ok": true }))),
                 _ => Err(Failure::Unavailable),
             }

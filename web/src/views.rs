@@ -4,7 +4,7 @@
 //! terminal would: a right-to-left override or a zero-width space is named, never
 //! obeyed. The page then puts it in the DOM as text, never as markup.
 
-use nl2sh_proto::channels::{PendingApproval, ProtocolState, ProtocolStatus, TaskRecord};
+use nl2sh_proto::channels::{PendingApproval, ProtocolState, ProtocolStatus, TaskRecord, UiGrant};
 use nl2sh_proto::clock::rfc3339_seconds;
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::MAX_ACTION_BYTES;
@@ -32,6 +32,22 @@ pub fn pending(p: &PendingApproval) -> Value {
         "phrase": p.phrase.as_deref().map(shown),
         // What it carries (an `fs.write`'s content), whole, each line escaped.
         "data": p.data.as_ref().map(nl2sh_proto::carried::json),
+        // Set when the request may be approved with a timed UI grant: the app it names.
+        "ui_app": p.ui_app.as_deref().map(shown),
+    })
+}
+
+/// One timed UI grant in force as the Approvals page lists it.
+pub fn ui_grant(g: &UiGrant) -> Value {
+    json!({
+        "id": shown(&g.id),
+        // The raw id too, for the page's Revoke (sent back, never shown).
+        "ref": g.id,
+        "app": shown(&g.app),
+        "origin": g.origin.as_str(),
+        "minutes": g.minutes,
+        "seconds_left": g.seconds_left,
+        "used": g.used,
     })
 }
 
@@ -150,6 +166,12 @@ mod tests {
         assert_eq!(v["risk"], "dangerous");
         assert_eq!(v["phrase"], "approve ab12");
         assert!(v["data"].is_null());
+        assert!(v["ui_app"].is_null());
+        let ui = PendingApproval {
+            ui_app: Some("com.example.chat\u{202e}".into()),
+            ..p.clone()
+        };
+        assert_eq!(pending(&ui)["ui_app"], "com.example.chat\\u{202e}");
         // A write's content: every line, escaped, with its size and hash.
         let p = PendingApproval {
             data: Some(nl2sh_proto::channels::ActionData::new(
@@ -167,6 +189,23 @@ mod tests {
         assert!(v["data"]["header"]
             .as_str()
             .is_some_and(|h| h.starts_with("content: 45 bytes, 2 lines, sha256 ")));
+    }
+
+    #[test]
+    fn a_timed_ui_grant_is_listed_with_its_id_to_revoke() {
+        let g = UiGrant {
+            id: "g1\u{1b}".into(),
+            app: "com.example.chat".into(),
+            origin: CallOrigin::AgentHttp,
+            minutes: 10,
+            seconds_left: 599,
+            used: 3,
+        };
+        assert_eq!(
+            ui_grant(&g),
+            json!({"id": "g1\\x1b", "ref": "g1\u{1b}", "app": "com.example.chat",
+                   "origin": "agent_http", "minutes": 10, "seconds_left": 599, "used": 3})
+        );
     }
 
     #[test]
