@@ -90,7 +90,7 @@ impl Tool for AndroidTool {
         // one that read no window while preparing reads which app is in front now.
         if nl2sh_proto::ui_grants::is_ui_action(self.def.name) && prepared.ui_app.is_none() {
             let (app, locked) = target::front_while_preparing(env).unwrap_or((None, false));
-            target::judge_ui_target(&mut prepared, app, locked);
+            target::judge_ui_target(&mut prepared, app, None, locked);
         }
         Ok(prepared)
     }

@@ -67,7 +67,12 @@ fn aimed_action(
     let mut prepared = command_action(env, CommandSpec::new(Vec::new()), low(reason), true, |_| {
         Ok(ToolOutput::default())
     });
-    target::judge_ui_target(&mut prepared, aimed.front.clone(), aimed.locked);
+    target::judge_ui_target(
+        &mut prepared,
+        aimed.front.clone(),
+        aimed.touched_package(),
+        aimed.locked,
+    );
     prepared.action = action;
     // Two screen reads (uiautomator, dumpsys) come before the input itself.
     prepared.timeout = ANDROID_TIMEOUT + 2 * target::PREPARE_LOOK;

@@ -427,9 +427,22 @@ pub const UI_ASKS_ALWAYS: &[&str] = &[
     "com.android.systemui",
 ];
 
-/// Judge a UI action by its target: in one of [`UI_ASKS_ALWAYS`], or on the lock screen,
-/// it is `high`. Notes the app in front for a timed UI grant to name.
-pub fn judge_ui_target(prepared: &mut Prepared, app: Option<String>, locked: bool) {
+/// Judge a UI action by its target: in one of [`UI_ASKS_ALWAYS`] (the app in front, or
+/// the app of the element it touches), or on the lock screen, it is `high`. Notes the
+/// app in front for a timed UI grant to name.
+pub fn judge_ui_target(
+    prepared: &mut Prepared,
+    app: Option<String>,
+    touched: Option<&str>,
+    locked: bool,
+) {
+    let touched = touched.filter(|p| UI_ASKS_ALWAYS.contains(p) && Some(*p) != app.as_deref());
+    if let Some(package) = touched {
+        prepared.assessment.raise(
+            RiskLevel::High,
+            format!("touches an element of {package}, which always asks"),
+        );
+    }
     if locked {
         prepared.assessment.raise(
             RiskLevel::High,
@@ -650,6 +663,15 @@ impl Aimed {
     }
 
     /// The target in the result object.
+    /// The app of the element it touches, when one was found.
+    pub fn touched_package(&self) -> Option<&str> {
+        let node = match &self.aim {
+            Aim::Element { node, .. } => Some(node),
+            Aim::Point { under } => under.as_ref(),
+        };
+        node.map(|n| n.package.as_str()).filter(|p| !p.is_empty())
+    }
+
     pub fn to_json(&self) -> Map<String, Value> {
         let mut m = Map::new();
         m.insert("target".into(), Value::String(self.words.clone()));

@@ -976,6 +976,19 @@ async fn ui_actions_are_judged_by_the_app_in_front() {
             p.assessment.reasons
         );
     }
+    // The app in front is ordinary, but the point lands on an element of Settings (the
+    // stand-in's window dump): judged by what it touches, high.
+    let p = prepare(&chat, "android.tap", json!({"x": 270, "y": 160}));
+    assert_eq!(p.assessment.level, nl2sh_proto::channels::RiskLevel::High);
+    assert!(
+        p.assessment
+            .reasons
+            .iter()
+            .any(|r| r.contains("touches an element of com.android.settings")),
+        "{:?}",
+        p.assessment.reasons
+    );
+    assert_eq!(p.ui_app.as_deref(), Some("com.example.chat"));
     // Not a UI action: no app named, nothing read while preparing.
     let p = prepare(
         &chat,

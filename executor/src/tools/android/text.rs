@@ -189,6 +189,14 @@ fn prepare(
     let mut prepared = command_action(env, CommandSpec::new(Vec::new()), low(reason), true, |_| {
         Ok(ToolOutput::default())
     });
+    if let Some(a) = &aimed {
+        target::judge_ui_target(
+            &mut prepared,
+            a.front.clone(),
+            a.touched_package(),
+            a.locked,
+        );
+    }
     prepared.action = action;
     // Two screen reads before a tap; the input method's switch and settle.
     prepared.timeout = ANDROID_TIMEOUT + 2 * target::PREPARE_LOOK + ime::SETTLE;
