@@ -120,4 +120,5 @@ impl ProcessGroup {
     }
 }
 
+pub mod evdev;
 pub mod sandbox;

@@ -13,6 +13,7 @@ pub mod bench;
 mod corpus;
 mod diagnostics;
 mod dumpsys;
+mod gestures;
 pub mod image;
 mod input;
 mod notifications;
@@ -20,8 +21,11 @@ pub mod rawframe;
 mod screen;
 mod state;
 mod target;
+mod touch;
 mod uixml;
 mod wait;
+
+pub use touch::helper::{main as touch_helper_main, HELPER_ARG as TOUCH_HELPER_ARG};
 
 #[cfg(test)]
 mod target_tests;
@@ -87,8 +91,13 @@ impl Tool for AndroidTool {
 }
 
 /// The tools whose preparation reads the screen (`target.rs`).
-const READS_SCREEN_WHILE_PREPARING: [&str; 3] =
-    ["android.tap", "android.long_press", "android.text"];
+const READS_SCREEN_WHILE_PREPARING: [&str; 5] = [
+    "android.tap",
+    "android.long_press",
+    "android.text",
+    "android.double_tap",
+    "android.drag",
+];
 
 /// Every Android tool, registered or not.
 fn all() -> Vec<AndroidTool> {
@@ -98,6 +107,10 @@ fn all() -> Vec<AndroidTool> {
         input::tap(),
         input::long_press(),
         input::swipe(),
+        gestures::double_tap(),
+        gestures::drag(),
+        gestures::pinch(),
+        gestures::gesture(),
         input::text(),
         input::key(),
         apps::launch(),
