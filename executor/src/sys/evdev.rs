@@ -9,8 +9,10 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 const IOC_WRITE: u32 = 1;
 const IOC_READ: u32 = 2;
 
-const fn ioc(dir: u32, kind: u8, nr: u32, size: usize) -> libc::c_ulong {
-    ((dir << 30) | ((size as u32) << 16) | ((kind as u32) << 8) | nr) as libc::c_ulong
+/// `_IOC(dir, type, nr, size)`, as the C library's `ioctl` takes it (an unsigned long in
+/// glibc and bionic, an int in musl: the same 32 bits).
+const fn ioc(dir: u32, kind: u8, nr: u32, size: usize) -> libc::Ioctl {
+    ((dir << 30) | ((size as u32) << 16) | ((kind as u32) << 8) | nr) as libc::Ioctl
 }
 
 /// `struct input_absinfo`.
@@ -289,13 +291,13 @@ mod tests {
     #[test]
     fn request_numbers_match_the_kernel_headers() {
         // Values from linux/input.h and linux/uinput.h as compiled for x86_64 and arm64.
-        assert_eq!(ioc(IOC_READ, b'E', 0x06, 256), 0x8100_4506); // EVIOCGNAME(256)
-        assert_eq!(ioc(IOC_READ, b'E', 0x40 + 0x35, 24), 0x8018_4575); // EVIOCGABS(ABS_MT_POSITION_X)
-        assert_eq!(ioc(IOC_READ, b'E', 0x09, 4), 0x8004_4509); // EVIOCGPROP(4)
-        assert_eq!(ioc(IOC_WRITE, UINPUT, 100, 4), 0x4004_5564); // UI_SET_EVBIT
-        assert_eq!(ioc(0, UINPUT, 1, 0), 0x5501); // UI_DEV_CREATE
-        assert_eq!(ioc(IOC_WRITE, UINPUT, 3, 92), 0x405c_5503); // UI_DEV_SETUP
-        assert_eq!(ioc(IOC_WRITE, UINPUT, 4, 28), 0x401c_5504); // UI_ABS_SETUP
+        assert_eq!(ioc(IOC_READ, b'E', 0x06, 256) as u32, 0x8100_4506); // EVIOCGNAME(256)
+        assert_eq!(ioc(IOC_READ, b'E', 0x40 + 0x35, 24) as u32, 0x8018_4575); // EVIOCGABS(ABS_MT_POSITION_X)
+        assert_eq!(ioc(IOC_READ, b'E', 0x09, 4) as u32, 0x8004_4509); // EVIOCGPROP(4)
+        assert_eq!(ioc(IOC_WRITE, UINPUT, 100, 4) as u32, 0x4004_5564); // UI_SET_EVBIT
+        assert_eq!(ioc(0, UINPUT, 1, 0) as u32, 0x5501); // UI_DEV_CREATE
+        assert_eq!(ioc(IOC_WRITE, UINPUT, 3, 92) as u32, 0x405c_5503); // UI_DEV_SETUP
+        assert_eq!(ioc(IOC_WRITE, UINPUT, 4, 28) as u32, 0x401c_5504); // UI_ABS_SETUP
         assert_eq!(std::mem::size_of::<UinputSetup>(), 92);
         assert_eq!(std::mem::size_of::<UinputAbsSetup>(), 28);
         assert_eq!(std::mem::size_of::<AbsInfo>(), 24);

@@ -194,7 +194,12 @@ impl Drop for Virtual {
 /// Make a virtual copy of `ts` through `uinput`: the same axes and ranges (so raw
 /// positions mean the same pixels), `BTN_TOUCH`, and `INPUT_PROP_DIRECT`, without which
 /// Android would take it for a touchpad and move a mouse pointer.
-pub fn create_virtual(uinput: &Path, input_dir: &Path, ts: &Touchscreen) -> io::Result<Virtual> {
+pub fn create_virtual(
+    uinput: &Path,
+    input_dir: &Path,
+    ts: &Touchscreen,
+    name: &str,
+) -> io::Result<Virtual> {
     let file = OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
@@ -224,7 +229,7 @@ pub fn create_virtual(uinput: &Path, input_dir: &Path, ts: &Touchscreen) -> io::
         bustype: BUS_VIRTUAL,
         ..InputId::default()
     };
-    evdev::uinput_dev_setup(fd, id, VIRTUAL_NAME)?;
+    evdev::uinput_dev_setup(fd, id, name)?;
     evdev::uinput_create(fd, true)?;
     let node = evdev::uinput_sysname(fd)
         .ok()

@@ -190,7 +190,12 @@ pub fn run(req: &Request) -> Value {
             Err(e) => outcome("failed", format!("writing to {}: {e}", path.display())),
         },
         Err(own) => {
-            let virt = match device::create_virtual(&req.uinput, &req.input_dir, &ts) {
+            let virt = match device::create_virtual(
+                &req.uinput,
+                &req.input_dir,
+                &ts,
+                device::VIRTUAL_NAME,
+            ) {
                 Ok(v) => v,
                 Err(e) => {
                     return outcome(
