@@ -747,6 +747,13 @@ events() { # what the reader saw: "type code value ..." on one line
   echo $(grep '^E ' $KT/events.out | cut -d' ' -f3-)
 }
 syn_times() { grep -E '^E [0-9.]+ 0 0 0$' $KT/events.out | cut -d' ' -f2 | tr '\n' ' '; }
+touch_call() { # tool arguments: the call on a fresh phone touchscreen; sets out, got, t
+  ts_start kt-phone 1079 2399
+  reader "$TS_NODE"
+  out=$(invoke 8770 "$1" "$2")
+  got=$(events)
+  t=$(syn_times)
+}
 at_least() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a + 0 >= b + 0)}'; } # a >= b
 # A finger down and up on a fresh touchscreen (slot 0 staged: ABS_MT_SLOT 0 is not
 # passed on; pressure 127 and touch size 31, the middle and an eighth of 0..255).
@@ -758,28 +765,16 @@ make_config $conf 'protocol_auto_approve = true
 '
 chmod 0600 $conf
 if start_tree touch 8770 $conf $PREFIX env PATH=$AB:$PATH; then
-  ts_start kt-phone 1079 2399
-  reader "$TS_NODE"
-  out=$(invoke 8770 android.tap '{"x":100,"y":200}')
-  got=$(events)
-  t=$(syn_times)
+  touch_call android.tap '{"x":100,"y":200}'
   [ "$(field "$out" path)" = "evdev:$TS_NODE" ] && [ "$got" = "$(down 0 100 200) $UP" ] &&
     at_least "$(echo $t | cut -d' ' -f2)" 9
   verdict $? touch-tap "$(field "$out" path) $(field "$out" inject_ms) ms; syn at $t; $got"
 
-  ts_start kt-phone 1079 2399
-  reader "$TS_NODE"
-  out=$(invoke 8770 android.long_press '{"x":300,"y":400,"duration_ms":600}')
-  got=$(events)
-  t=$(syn_times)
+  touch_call android.long_press '{"x":300,"y":400,"duration_ms":600}'
   [ "$got" = "$(down 0 300 400) $UP" ] && at_least "$(echo $t | cut -d' ' -f2)" 595
   verdict $? touch-long-press "syn at $t; $got $(field "$out" error)"
 
-  ts_start kt-phone 1079 2399
-  reader "$TS_NODE"
-  out=$(invoke 8770 android.swipe '{"x1":540,"y1":2000,"x2":540,"y2":1000,"duration_ms":300}')
-  got=$(events)
-  t=$(syn_times)
+  touch_call android.swipe '{"x1":540,"y1":2000,"x2":540,"y2":1000,"duration_ms":300}'
   ys=$(echo $got | grep -o '3 54 [0-9]*' | cut -d' ' -f3 | tr '\n' ' ')
   moves=$(echo $ys | wc -w)
   [ "$(echo $t | wc -w)" = 32 ] && [ "$moves" = 31 ] &&
@@ -788,11 +783,7 @@ if start_tree touch 8770 $conf $PREFIX env PATH=$AB:$PATH; then
     at_least "$(echo $t | cut -d' ' -f32)" 295 && has "$UP\$" "$got"
   verdict $? touch-swipe "$(field "$out" path); y: $ys; syn at $t"
 
-  ts_start kt-phone 1079 2399
-  reader "$TS_NODE"
-  out=$(invoke 8770 android.double_tap '{"x":500,"y":600}')
-  got=$(events)
-  t=$(syn_times)
+  touch_call android.double_tap '{"x":500,"y":600}'
   # The second contact's position, pressure and size are its slot's already: the kernel
   # passes on only what changed.
   [ "$got" = "$(down 0 500 600) $UP 3 57 1 1 330 1 1 325 1 0 0 0 $UP" ] &&
@@ -800,11 +791,7 @@ if start_tree touch 8770 $conf $PREFIX env PATH=$AB:$PATH; then
     at_least "$(awk -v a="$(echo $t | cut -d' ' -f3)" -v b="$(echo $t | cut -d' ' -f2)" 'BEGIN {print a - b}')" 90
   verdict $? touch-double-tap "syn at $t; $got $(field "$out" error)"
 
-  ts_start kt-phone 1079 2399
-  reader "$TS_NODE"
-  out=$(invoke 8770 android.pinch '{"x":540,"y":1200,"from":400,"to":100,"duration_ms":100}')
-  got=$(events)
-  t=$(syn_times)
+  touch_call android.pinch '{"x":540,"y":1200,"from":400,"to":100,"duration_ms":100}'
   first="3 57 0 3 58 127 3 48 31 3 53 340 3 54 1200 3 47 1 3 57 1 3 58 127 3 48 31 3 53 740 3 54 1200 1 330 1 1 325 1 0 0 0 3 47 0 3 53 355 3 47 1 3 53 725 0 0 0"
   last="3 47 0 3 53 490 3 47 1 3 53 590 0 0 0 3 47 0 3 57 -1 3 47 1 3 57 -1 1 330 0 1 325 0 0 0 0"
   case "$got" in "$first "*" $last") ok=0 ;; *) ok=1 ;; esac
