@@ -90,11 +90,14 @@ pub(super) fn aimed_action(
             .map_or(ANDROID_TIMEOUT, touch::action::timeout_for);
     prepared.run = Box::new(move |ctx| {
         Box::pin(async move {
-            if let Some(change) = aimed.recheck(&ctx).await? {
-                return Ok(ToolOutput::json(false, &change));
-            }
+            let window = match aimed.recheck(&ctx).await? {
+                Ok(window) => window,
+                Err(change) => return Ok(ToolOutput::json(false, &change)),
+            };
             match gesture {
-                Some(g) => result.extend(touch::action::inject(&ctx, &g, &argvs).await?),
+                Some(g) => {
+                    result.extend(touch::action::inject(&ctx, &g, &argvs, window.as_deref()).await?)
+                }
                 None => {
                     for argv in argvs {
                         run_checked(&ctx, CommandSpec::new(argv)).await?;

@@ -345,6 +345,9 @@ pub fn point(args: &Args<'_>, x_key: &str, y_key: &str) -> Result<(u64, u64), To
 pub struct Seen {
     pub dump: UiDump,
     pub front: Option<String>,
+    /// The `dumpsys window` text it was read from, when dumpsys exists (the touch engine
+    /// takes the display's size and rotation from it rather than reading it again).
+    pub window: Option<String>,
 }
 
 /// The foreground app: `dumpsys window`'s focus when dumpsys exists, else the package
@@ -379,7 +382,11 @@ pub async fn look(ctx: &ExecContext) -> Result<Seen, ToolError> {
         None => None,
     };
     let front = front_of(&dump, window.as_deref());
-    Ok(Seen { dump, front })
+    Ok(Seen {
+        dump,
+        front,
+        window,
+    })
 }
 
 /// Read the screen while preparing: the same reads as [`look`], as the UI identity, on a
@@ -551,18 +558,24 @@ impl Aimed {
     }
 
     /// Read the screen again and refuse (a result to return, nothing injected) when it
-    /// changed.
-    pub async fn recheck(&self, ctx: &ExecContext) -> Result<Option<Value>, ToolError> {
+    /// changed; otherwise the `dumpsys window` text just read, if any.
+    pub async fn recheck(
+        &self,
+        ctx: &ExecContext,
+    ) -> Result<Result<Option<String>, Value>, ToolError> {
         if !self.seen {
-            return Ok(None);
+            return Ok(Ok(None));
         }
         let now = look(ctx).await?;
-        Ok(self.changed(&now).map(|mut change| {
-            if let Value::Object(m) = &mut change {
-                m.insert("injected".into(), Value::Bool(false));
+        Ok(match self.changed(&now) {
+            Some(mut change) => {
+                if let Value::Object(m) = &mut change {
+                    m.insert("injected".into(), Value::Bool(false));
+                }
+                Err(change)
             }
-            change
-        }))
+            None => Ok(now.window),
+        })
     }
 
     /// The target in the result object.

@@ -40,9 +40,13 @@ fn has_event_nodes(dir: &std::path::Path) -> bool {
     })
 }
 
-/// The display as `dumpsys window` states it: the override size when set, else the
-/// physical one, and the rotation.
-async fn screen(ctx: &ExecContext) -> Result<Screen, String> {
+/// The display as `dumpsys window` states it (`window`, when the caller has just read
+/// it, else read now): the override size when set, else the physical one, and the
+/// rotation.
+async fn screen(ctx: &ExecContext, window: Option<&str>) -> Result<Screen, String> {
+    if let Some(text) = window {
+        return screen_of(text);
+    }
     let dumpsys = ctx
         .env
         .program("dumpsys")
@@ -52,7 +56,11 @@ async fn screen(ctx: &ExecContext) -> Result<Screen, String> {
     let mut spec = CommandSpec::new(vec![dumpsys, "window".into()]);
     spec.max_stdout = MAX_STATE_BYTES;
     let out = run_checked(ctx, spec).await.map_err(|e| e.to_string())?;
-    let facts = dumpsys::facts(&String::from_utf8_lossy(&out.stdout.bytes));
+    screen_of(&String::from_utf8_lossy(&out.stdout.bytes))
+}
+
+fn screen_of(window: &str) -> Result<Screen, String> {
+    let facts = dumpsys::facts(window);
     let display = facts
         .overridden
         .or(facts.physical)
@@ -66,16 +74,18 @@ async fn screen(ctx: &ExecContext) -> Result<Screen, String> {
 }
 
 /// Draw `gesture`; where no touchscreen can be written, run `fallback` (`input` argument
-/// lists) instead, or fail when it has none. The fields it adds to the result: `path`
+/// lists) instead, or fail when it has none. `window` is `dumpsys window`'s text when
+/// the caller has just read it (an aimed gesture's check of the screen). The fields it adds to the result: `path`
 /// (`evdev:/dev/input/eventN`, `uinput` or `input`), the device, and `inject_ms`, the
 /// time from here to the last event written.
 pub async fn inject(
     ctx: &ExecContext,
     gesture: &Gesture,
     fallback: &[Vec<String>],
+    window: Option<&str>,
 ) -> Result<Map<String, Value>, ToolError> {
     let started = Instant::now();
-    let why = match try_touch(ctx, gesture).await? {
+    let why = match try_touch(ctx, gesture, window).await? {
         Ok(mut done) => {
             done.insert("inject_ms".into(), json!(ms(started)));
             return Ok(done);
@@ -107,6 +117,7 @@ pub async fn inject(
 async fn try_touch(
     ctx: &ExecContext,
     gesture: &Gesture,
+    window: Option<&str>,
 ) -> Result<Result<Map<String, Value>, String>, ToolError> {
     let paths = &ctx.env.touch;
     if !has_event_nodes(&paths.input_dir) {
@@ -115,7 +126,7 @@ async fn try_touch(
             paths.input_dir.display()
         )));
     }
-    let screen = match screen(ctx).await {
+    let screen = match screen(ctx, window).await {
         Ok(s) => s,
         Err(why) => return Ok(Err(why)),
     };
@@ -178,7 +189,7 @@ pub fn gesture_action(
     prepared.timeout = timeout_for(&gesture);
     prepared.run = Box::new(move |ctx| {
         Box::pin(async move {
-            let how = inject(&ctx, &gesture, &fallback).await?;
+            let how = inject(&ctx, &gesture, &fallback, None).await?;
             result.extend(how);
             result.insert("injected".into(), Value::Bool(true));
             Ok(ToolOutput::json(true, &Value::Object(result)))

@@ -588,3 +588,36 @@ async fn a_point_off_the_display_is_refused_before_any_input() {
     assert!(err.contains("is off the"), "{err}");
     assert!(!rig.ran().iter().any(|l| l.starts_with("input ")));
 }
+
+/// An aimed tap reads `dumpsys window` while preparing and again when it checks the
+/// screen before input; the touch engine takes the display from that second read rather
+/// than a third. (A stand-in helper answers that no touchscreen is usable: the tap then
+/// falls back to `input`, saying the helper's reason.)
+#[tokio::test]
+async fn an_aimed_tap_reads_the_display_once_more_not_twice() {
+    use crate::tools::android::tests::Rig;
+    use std::os::unix::fs::PermissionsExt;
+    let mut rig = Rig::new(&[]);
+    let helper = rig.dir.join("touch-helper");
+    std::fs::write(
+        &helper,
+        "#!/bin/sh\ncat >/dev/null\necho '{\"outcome\":\"unavailable\",\"why\":\"stand-in helper\"}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(rig.dir.join("event0"), b"").unwrap();
+    let mut env = (*rig.env).clone();
+    env.touch.input_dir = rig.dir.clone();
+    env.touch.helper = vec![helper.display().to_string()];
+    rig.env = std::sync::Arc::new(env);
+    let (v, _) = rig
+        .ok("android.tap", json!({"element": {"text": "Battery"}}))
+        .await;
+    assert_eq!(
+        (&v["path"], &v["why"]),
+        (&json!("input"), &json!("stand-in helper")),
+        "{v}"
+    );
+    let windows = rig.ran().iter().filter(|l| *l == "dumpsys window").count();
+    assert_eq!(windows, 2, "{:?}", rig.ran());
+}
