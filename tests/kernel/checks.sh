@@ -732,8 +732,9 @@ ts_start() { # name xmax ymax: a touchscreen; TS_NODE is its node
   [ -n "$TS_PID" ] && ts_stop
   kt touchscreen "$1" "$2" "$3" >$KT/ts.out 2>&1 &
   TS_PID=$!
-  wait_for 10 grep -q '^/dev/input/' $KT/ts.out
-  TS_NODE=$(head -1 $KT/ts.out)
+  # Seen once taking over 10 s under TCG with two guests at a time.
+  wait_for 60 grep -q '^/dev/input/' $KT/ts.out || log_tail $KT/ts.out
+  TS_NODE=$(grep -m1 '^/dev/input/' $KT/ts.out)
   chgrp 1004 "$TS_NODE" && chmod 0660 "$TS_NODE"
 }
 ts_stop() { kill -TERM "$TS_PID" 2>/dev/null; wait "$TS_PID" 2>/dev/null; TS_PID=; }
