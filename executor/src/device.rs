@@ -34,6 +34,31 @@ pub struct DeviceEnv {
     pub programs: BTreeMap<&'static str, PathBuf>,
     /// nl2sh's own files: anything that touches them is at least `dangerous`.
     pub protected: crate::risk::Protected,
+    /// Where the touch engine finds event devices and uinput, and how it starts its
+    /// helper (docs/PROTOCOLS.md, "Touch").
+    pub touch: TouchPaths,
+}
+
+/// The touch engine's device nodes and helper command.
+#[derive(Debug, Clone)]
+pub struct TouchPaths {
+    pub input_dir: PathBuf,
+    pub uinput: PathBuf,
+    /// nl2sh's own executable in its touch role.
+    pub helper: Vec<String>,
+}
+
+impl Default for TouchPaths {
+    fn default() -> Self {
+        Self {
+            input_dir: PathBuf::from("/dev/input"),
+            uinput: PathBuf::from("/dev/uinput"),
+            helper: vec![
+                "/proc/self/exe".into(),
+                crate::tools::android::TOUCH_HELPER_ARG.into(),
+            ],
+        }
+    }
 }
 
 impl DeviceEnv {
@@ -56,6 +81,7 @@ impl DeviceEnv {
             shell,
             programs,
             protected: crate::risk::Protected::default(),
+            touch: TouchPaths::default(),
         }
     }
 

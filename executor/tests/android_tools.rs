@@ -16,12 +16,16 @@ use nl2sh_executor::tools::Resource;
 use nl2sh_executor::tools::{Prepared, Tool, ToolError};
 use nl2sh_proto::channels::{Confinement, RiskLevel};
 
-const ALL: [&str; 23] = [
+const ALL: [&str; 27] = [
     "android.screen_dump",
     "android.screenshot",
     "android.tap",
     "android.long_press",
     "android.swipe",
+    "android.double_tap",
+    "android.drag",
+    "android.pinch",
+    "android.gesture",
     "android.text",
     "android.key",
     "android.launch",
@@ -118,6 +122,10 @@ fn nothing_registers_without_the_programs_or_an_android_profile() {
             "android.tap",
             "android.long_press",
             "android.swipe",
+            "android.double_tap",
+            "android.drag",
+            "android.pinch",
+            "android.gesture",
             "android.text",
             "android.key",
             "android.wake",
@@ -167,14 +175,44 @@ fn prepared_actions_say_exactly_what_will_run() {
     let d = Device::new();
     assert_eq!(
         d.action("android.tap", json!({"x": 10, "y": 20})),
-        "tap no clickable element, in com.android.settings at (10, 20): input tap 10 20"
+        "tap no clickable element, in com.android.settings at (10, 20): \
+         through the touchscreen (or: input tap 10 20)"
     );
     assert_eq!(
         d.action(
             "android.swipe",
             json!({"x1": 1, "y1": 2, "x2": 3, "y2": 4, "duration_ms": 500})
         ),
-        "input swipe 1 2 3 4 500"
+        "swipe from (1, 2) to (3, 4), through the touchscreen (or: input swipe 1 2 3 4 500)"
+    );
+    assert_eq!(
+        d.action("android.double_tap", json!({"x": 10, "y": 20})),
+        "double-tap no clickable element, in com.android.settings at (10, 20): \
+         through the touchscreen"
+    );
+    assert_eq!(
+        d.action(
+            "android.drag",
+            json!({"x": 10, "y": 20, "to_x": 30, "to_y": 40})
+        ),
+        "drag no clickable element, in com.android.settings at (10, 20) to (30, 40): \
+         through the touchscreen"
+    );
+    assert_eq!(
+        d.action(
+            "android.pinch",
+            json!({"x": 500, "y": 600, "from": 400, "to": 100})
+        ),
+        "pinch at (500, 600) from 400 to 100 pixels apart over 500 ms (zoom out), \
+         through the touchscreen"
+    );
+    assert_eq!(
+        d.action(
+            "android.gesture",
+            json!({"fingers": [[[1, 2], [3, 4]], [[5, 6]]], "duration_ms": 200})
+        ),
+        "a 2-finger gesture over 200 ms (finger 1: (1, 2) → (3, 4); finger 2: (5, 6)), \
+         through the touchscreen"
     );
     assert_eq!(
         d.action("android.text", json!({"text": "a b"})),

@@ -15,6 +15,10 @@ pub const UI_ACTION_TOOLS: &[&str] = &[
     "android.swipe",
     "android.text",
     "android.key",
+    "android.double_tap",
+    "android.drag",
+    "android.pinch",
+    "android.gesture",
 ];
 
 /// The highest risk a timed UI grant covers: a UI action judged `high` (aimed at

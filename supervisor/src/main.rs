@@ -58,6 +58,14 @@ fn main() -> ExitCode {
     if first.as_deref() == Some(std::ffi::OsStr::new(nl2sh_executor::sandbox::HELPER_ARG)) {
         return nl2sh_executor::sandbox::helper::main();
     }
+    // The touch helper: one gesture, as the UI identity, from its stdin.
+    if first.as_deref()
+        == Some(std::ffi::OsStr::new(
+            nl2sh_executor::tools::android::TOUCH_HELPER_ARG,
+        ))
+    {
+        return nl2sh_executor::tools::android::touch_helper_main();
+    }
     if first.as_deref() == Some(std::ffi::OsStr::new(WORKER_ARG)) {
         let worker = args
             .next()

@@ -706,6 +706,176 @@ else
   log_tail $KT/inject.err
 fi
 
+# ---------- 9. touch: gestures through the kernel ----------
+
+say "TIME touch $(now)"
+# A phone as far as nl2sh looks: getprop, input and dumpsys stand-ins on PATH (dumpsys
+# states the display and rotation written to /run/android-display; input logs its
+# arguments), and a touchscreen kt makes with uinput, its node group input (1004) 0660 as
+# Android's ueventd makes them. nl2sh draws each gesture as the shell user (2000, groups
+# input and uhid), and a reader on the node (kt events) prints what the kernel passed on.
+# The tree approves by itself: these checks are about the events, not the approval.
+AB=/run/android-bin
+mkdir -p -m 0755 $AB
+printf '#!/bin/sh\necho\n' >$AB/getprop
+printf '#!/bin/sh\necho "input $*" >>/run/android-input.log\n' >$AB/input
+printf '#!/bin/sh\ncat /run/android-display\n' >$AB/dumpsys
+chmod 0755 $AB/getprop $AB/input $AB/dumpsys
+: >/run/android-input.log && chmod 0666 /run/android-input.log
+display() { # WxH rotation: what dumpsys window states
+  printf '  init=%s 420dpi cur=%s app=%s\n  mRotation=%s\n' "$1" "$1" "$1" "$2" >/run/android-display
+  chmod 0644 /run/android-display
+}
+display 1080x2400 0
+TS_PID=
+ts_start() { # name xmax ymax: a touchscreen; TS_NODE is its node
+  [ -n "$TS_PID" ] && ts_stop
+  kt touchscreen "$1" "$2" "$3" >$KT/ts.out 2>&1 &
+  TS_PID=$!
+  # Seen once taking over 10 s under TCG with two guests at a time.
+  wait_for 60 grep -q '^/dev/input/' $KT/ts.out || log_tail $KT/ts.out
+  TS_NODE=$(grep -m1 '^/dev/input/' $KT/ts.out)
+  chgrp 1004 "$TS_NODE" && chmod 0660 "$TS_NODE"
+}
+ts_stop() { kill -TERM "$TS_PID" 2>/dev/null; wait "$TS_PID" 2>/dev/null; TS_PID=; }
+reader() { # node|new:NAME: a reader of its events, ready before the call
+  kt events "$1" 8000 800 >$KT/events.out 2>$KT/events.err &
+  READER=$!
+  wait_for 10 grep -q '^ready' $KT/events.out
+}
+events() { # what the reader saw: "type code value ..." on one line
+  wait "$READER"
+  echo $(grep '^E ' $KT/events.out | cut -d' ' -f3-)
+}
+syn_times() { grep -E '^E [0-9.]+ 0 0 0$' $KT/events.out | cut -d' ' -f2 | tr '\n' ' '; }
+touch_call() { # tool arguments: the call on a fresh phone touchscreen; sets out, got, t
+  ts_start kt-phone 1079 2399
+  reader "$TS_NODE"
+  out=$(invoke 8770 "$1" "$2")
+  got=$(events)
+  t=$(syn_times)
+}
+at_least() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a + 0 >= b + 0)}'; } # a >= b
+# A finger down and up on a fresh touchscreen (slot 0 staged: ABS_MT_SLOT 0 is not
+# passed on; pressure 127 and touch size 31, the middle and an eighth of 0..255).
+down() { echo "3 57 $1 3 58 127 3 48 31 3 53 $2 3 54 $3 1 330 1 1 325 1 0 0 0"; }
+UP="3 57 -1 1 330 0 1 325 0 0 0 0"
+
+conf=/data/adb/nl2sh-touch/config.toml
+make_config $conf 'protocol_auto_approve = true
+'
+chmod 0600 $conf
+if start_tree touch 8770 $conf $PREFIX env PATH=$AB:$PATH; then
+  touch_call android.tap '{"x":100,"y":200}'
+  [ "$(field "$out" path)" = "evdev:$TS_NODE" ] && [ "$got" = "$(down 0 100 200) $UP" ] &&
+    at_least "$(echo $t | cut -d' ' -f2)" 9
+  verdict $? touch-tap "$(field "$out" path) $(field "$out" inject_ms) ms; syn at $t; $got"
+
+  touch_call android.long_press '{"x":300,"y":400,"duration_ms":600}'
+  [ "$got" = "$(down 0 300 400) $UP" ] && at_least "$(echo $t | cut -d' ' -f2)" 595
+  verdict $? touch-long-press "syn at $t; $got $(field "$out" error)"
+
+  touch_call android.swipe '{"x1":540,"y1":2000,"x2":540,"y2":1000,"duration_ms":300}'
+  ys=$(echo $got | grep -o '3 54 [0-9]*' | cut -d' ' -f3 | tr '\n' ' ')
+  moves=$(echo $ys | wc -w)
+  [ "$(echo $t | wc -w)" = 32 ] && [ "$moves" = 31 ] &&
+    [ "$(echo $ys | cut -d' ' -f1)" = 2000 ] && [ "$(echo $ys | cut -d' ' -f31)" = 1000 ] &&
+    [ "$(echo $ys | tr ' ' '\n' | sort -rn | tr '\n' ' ' | sed 's/ $//')" = "$(echo $ys)" ] &&
+    at_least "$(echo $t | cut -d' ' -f32)" 295 && has "$UP\$" "$got"
+  verdict $? touch-swipe "$(field "$out" path); y: $ys; syn at $t"
+
+  touch_call android.double_tap '{"x":500,"y":600}'
+  # The second contact's position, pressure and size are its slot's already: the kernel
+  # passes on only what changed.
+  [ "$got" = "$(down 0 500 600) $UP 3 57 1 1 330 1 1 325 1 0 0 0 $UP" ] &&
+    at_least "$(echo $t | cut -d' ' -f3)" 105 &&
+    at_least "$(awk -v a="$(echo $t | cut -d' ' -f3)" -v b="$(echo $t | cut -d' ' -f2)" 'BEGIN {print a - b}')" 90
+  verdict $? touch-double-tap "syn at $t; $got $(field "$out" error)"
+
+  touch_call android.pinch '{"x":540,"y":1200,"from":400,"to":100,"duration_ms":100}'
+  first="3 57 0 3 58 127 3 48 31 3 53 340 3 54 1200 3 47 1 3 57 1 3 58 127 3 48 31 3 53 740 3 54 1200 1 330 1 1 325 1 0 0 0 3 47 0 3 53 355 3 47 1 3 53 725 0 0 0"
+  last="3 47 0 3 53 490 3 47 1 3 53 590 0 0 0 3 47 0 3 57 -1 3 47 1 3 57 -1 1 330 0 1 325 0 0 0 0"
+  case "$got" in "$first "*" $last") ok=0 ;; *) ok=1 ;; esac
+  [ $ok = 0 ] && [ "$(echo $t | wc -w)" = 12 ] && at_least "$(echo $t | cut -d' ' -f12)" 95
+  verdict $? touch-pinch "syn at $t; $got $(field "$out" error)"
+
+  # Axes ten times the pixels, and the display turned a quarter: (100, 200) on the
+  # 2400x1080 view is natural pixel (879, 100), raw (8795, 1005).
+  display 1080x2400 1
+  ts_start kt-tablet 10799 23999
+  reader "$TS_NODE"
+  out=$(invoke 8770 android.tap '{"x":100,"y":200}')
+  got=$(events)
+  [ "$got" = "$(down 0 8795 1005) $UP" ]
+  verdict $? touch-rotated-scaled "$got $(field "$out" error)"
+  display 1080x2400 0
+
+  # A finger on the glass: nothing is written, and the error says why.
+  ts_start kt-phone 1079 2399
+  kill -USR1 $TS_PID
+  wait_for 5 grep -q '^down' $KT/ts.out
+  reader "$TS_NODE"
+  out=$(invoke 8770 android.tap '{"x":100,"y":200}')
+  got=$(events)
+  err=$(field "$out" error)
+  [ -z "$got" ] && has 'a finger is on the touchscreen \(slot 0 \(tracking id 77\)\)' "$err"
+  verdict $? touch-finger-on-glass "${err:-$out}; events: ${got:-none}"
+  kill -USR2 $TS_PID
+  wait_for 5 grep -q '^up' $KT/ts.out
+
+  # The node readable but not writable for the shell user: a virtual copy through
+  # uinput (group uhid, 3011, as on Android), with the same ranges.
+  ts_start kt-phone 1079 2399
+  chmod 0640 "$TS_NODE"
+  chgrp 3011 /dev/uinput && chmod 0660 /dev/uinput
+  reader new:nl2sh-touch
+  out=$(invoke 8770 android.tap '{"x":100,"y":200}')
+  got=$(events)
+  [ "$(field "$out" path)" = uinput ] && [ "$(field "$out" copy_of)" = "$TS_NODE" ] &&
+    [ "$got" = "$(down 0 100 200) $UP" ]
+  verdict $? touch-uinput "$(field "$out" path) copy of $(field "$out" copy_of) ($(field "$out" why)); $got $(field "$out" error)"
+
+  # Neither: `input`, saying why.
+  chmod 0600 "$TS_NODE" /dev/uinput
+  : >/run/android-input.log
+  out=$(invoke 8770 android.tap '{"x":100,"y":200}')
+  [ "$(field "$out" path)" = input ] && has 'Permission denied' "$(field "$out" why)" &&
+    [ "$(cat /run/android-input.log)" = "input tap 100 200" ]
+  verdict $? touch-input-fallback "$(field "$out" why); input ran: $(cat /run/android-input.log)"
+  out=$(invoke 8770 android.double_tap '{"x":100,"y":200}')
+  has 'needs a touchscreen nl2sh can write' "$(field "$out" error)"
+  verdict $? touch-no-fallback "$(field "$out" error)"
+
+  # The tap's cost, from the tool's run to the last event written (inject_ms: the
+  # dumpsys read of the display, the helper's start, the tap's 10 ms hold) and the
+  # helper's own part (write_ms), the touchscreen against `input` (here a shell script,
+  # not a JVM as on a phone). Figures only: timing is not a pass or a fail.
+  chmod 0660 "$TS_NODE"
+  bench() { # n: "inject_ms write_ms" per call in $KT/bench.out; the wall time per call
+    t0=$(now)
+    for i in $(seq 1 "$1"); do
+      r=$(invoke 8770 android.tap "{\"x\":$((100 + i)),\"y\":200}")
+      echo "$(field "$r" inject_ms) $(field "$r" write_ms)"
+    done >$KT/bench.out
+    awk -v a="$t0" -v b="$(now)" -v n="$1" 'BEGIN {printf "%.1f", (b - a) * 1000 / n}'
+  }
+  median() { # column
+    cut -d' ' -f"$1" $KT/bench.out | sort -n | sed -n "$((($(wc -l <$KT/bench.out) + 1) / 2))p"
+  }
+  per_call=$(bench 20)
+  say "INFO touch-bench-evdev median inject_ms $(median 1), helper write_ms $(median 2), per call ${per_call} ms over MCP (20 taps)"
+  chmod 0600 "$TS_NODE"
+  per_call=$(bench 20)
+  say "INFO touch-bench-input median inject_ms $(median 1), per call ${per_call} ms over MCP (20 taps)"
+  ts_stop
+  chgrp 0 /dev/uinput
+  stop_tree touch
+  verdict $? touch-stop "exit $code"
+else
+  fail touch "did not start"
+  log_tail $KT/touch.err
+fi
+
 say "TIME end $(now)"
 say "SUMMARY $COUNT results, $FAILS failed"
 exit $FAILS

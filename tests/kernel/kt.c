@@ -28,6 +28,19 @@
  *                                    PATH.dgram (both 0777), abstract socket NAME; prints a
  *                                    line for whatever reaches it.
  *   kt ipc-setup KEY                 a System V segment of the device's, left in place.
+ *   kt touchscreen NAME XMAX YMAX    a phone's touchscreen made with uinput (multi-touch
+ *                                    protocol B: 10 slots, tracking ids 0..65535, positions
+ *                                    0..XMAX and 0..YMAX, pressure and touch size 0..255,
+ *                                    BTN_TOUCH, BTN_TOOL_FINGER, INPUT_PROP_DIRECT); prints
+ *                                    its event node, then waits: SIGUSR1 puts a finger on
+ *                                    it (slot 0, tracking id 77) and prints "down", SIGUSR2
+ *                                    lifts it ("up"), SIGTERM removes the device.
+ *   kt events NODE|new:NAME MAX_MS IDLE_MS
+ *                                    a reader on an event node (or on the first new one
+ *                                    named NAME): prints "ready", then each event as
+ *                                    "E <ms since the first event> <type> <code> <value>"
+ *                                    (kernel timestamps), until IDLE_MS pass without one
+ *                                    after the first, MAX_MS in all, or the device goes.
  *   kt inject PID execve|ptrace|open:PATH
  *                                    makes process PID perform that system call (ptrace),
  *                                    in its own context, under its own seccomp filter and
@@ -59,6 +72,12 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <linux/input.h>
+#include <linux/uinput.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <time.h>
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
@@ -903,6 +922,175 @@ static int pending_sigsys(pid_t pid) {
    seccomp filter and Landlock domain, as if an attacker had taken over its control flow.
    Prints `KTI:killed:<signal>` if the kernel killed it, else `KTI:returned:<ERRNO or
    value>`; the process then goes on where it was. */
+/* ---------- a touchscreen and a reader of its events ---------- */
+
+static volatile sig_atomic_t ts_signal;
+static void ts_on(int s) { ts_signal = s; }
+
+static void ts_emit(int fd, int type, int code, int value) {
+  struct input_event e;
+  memset(&e, 0, sizeof e);
+  e.type = type;
+  e.code = code;
+  e.value = value;
+  if (write(fd, &e, sizeof e) != (ssize_t)sizeof e) die("write /dev/uinput");
+}
+
+/* /dev/input/eventN of input device SYSNAME (inputM), from sysfs. */
+static int event_node_of(const char *sysname, char *out, size_t n) {
+  char dir[160];
+  snprintf(dir, sizeof dir, "/sys/class/input/%s", sysname);
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  struct dirent *e;
+  int found = -1;
+  while ((e = readdir(d)))
+    if (!strncmp(e->d_name, "event", 5)) {
+      snprintf(out, n, "/dev/input/%s", e->d_name);
+      found = 0;
+      break;
+    }
+  closedir(d);
+  return found;
+}
+
+static int cmd_touchscreen(int argc, char **argv) {
+  if (argc < 5) return 2;
+  int fd = open("/dev/uinput", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) die("open /dev/uinput");
+  struct { int code, max; } axes[] = {
+      {ABS_MT_SLOT, 9},           {ABS_MT_TRACKING_ID, 65535},
+      {ABS_MT_POSITION_X, atoi(argv[3])}, {ABS_MT_POSITION_Y, atoi(argv[4])},
+      {ABS_MT_PRESSURE, 255},     {ABS_MT_TOUCH_MAJOR, 255},
+  };
+  if (ioctl(fd, UI_SET_EVBIT, EV_KEY) || ioctl(fd, UI_SET_EVBIT, EV_ABS) ||
+      ioctl(fd, UI_SET_KEYBIT, BTN_TOUCH) || ioctl(fd, UI_SET_KEYBIT, BTN_TOOL_FINGER) ||
+      ioctl(fd, UI_SET_PROPBIT, INPUT_PROP_DIRECT))
+    die("uinput bits");
+  for (size_t i = 0; i < sizeof axes / sizeof axes[0]; i++) {
+    struct uinput_abs_setup a;
+    memset(&a, 0, sizeof a);
+    a.code = axes[i].code;
+    a.absinfo.maximum = axes[i].max;
+    if (ioctl(fd, UI_SET_ABSBIT, axes[i].code) || ioctl(fd, UI_ABS_SETUP, &a)) die("UI_ABS_SETUP");
+  }
+  struct uinput_setup setup;
+  memset(&setup, 0, sizeof setup);
+  setup.id.bustype = BUS_I2C;
+  snprintf(setup.name, sizeof setup.name, "%s", argv[2]);
+  if (ioctl(fd, UI_DEV_SETUP, &setup) || ioctl(fd, UI_DEV_CREATE)) die("UI_DEV_CREATE");
+  char sys[64] = {0}, node[128] = {0};
+  if (ioctl(fd, UI_GET_SYSNAME(sizeof sys), sys) < 0) die("UI_GET_SYSNAME");
+  for (int i = 0; i < 500; i++) {
+    if (!event_node_of(sys, node, sizeof node) && !access(node, F_OK)) break;
+    node[0] = 0;
+    usleep(10000);
+  }
+  if (!node[0]) die("no event node");
+  signal(SIGUSR1, ts_on);
+  signal(SIGUSR2, ts_on);
+  signal(SIGTERM, ts_on);
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGUSR1);
+  sigaddset(&block, SIGUSR2);
+  sigaddset(&block, SIGTERM);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  printf("%s\n", node);
+  for (;;) {
+    while (!ts_signal) sigsuspend(&old);
+    int s = ts_signal;
+    ts_signal = 0;
+    if (s == SIGTERM) break;
+    int down = s == SIGUSR1;
+    ts_emit(fd, EV_ABS, ABS_MT_SLOT, 0);
+    ts_emit(fd, EV_ABS, ABS_MT_TRACKING_ID, down ? 77 : -1);
+    if (down) {
+      ts_emit(fd, EV_ABS, ABS_MT_POSITION_X, 10);
+      ts_emit(fd, EV_ABS, ABS_MT_POSITION_Y, 10);
+    }
+    ts_emit(fd, EV_KEY, BTN_TOUCH, down);
+    ts_emit(fd, EV_SYN, SYN_REPORT, 0);
+    printf("%s\n", down ? "down" : "up");
+  }
+  ioctl(fd, UI_DEV_DESTROY);
+  return 0;
+}
+
+static double ev_ms(const struct input_event *e) {
+  return e->input_event_sec * 1000.0 + e->input_event_usec / 1000.0;
+}
+
+/* The first event node that appears after the start and is named NAME. */
+static int open_new_named(const char *name, int max_ms) {
+  char seen[64] = {0};
+  DIR *d = opendir("/dev/input");
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (!strncmp(e->d_name, "event", 5)) {
+      int n = atoi(e->d_name + 5);
+      if (n >= 0 && n < 512) seen[n / 8] |= 1 << (n % 8);
+    }
+  if (d) closedir(d);
+  printf("ready\n");
+  for (int waited = 0; waited < max_ms; waited += 2) {
+    d = opendir("/dev/input");
+    while (d && (e = readdir(d))) {
+      if (strncmp(e->d_name, "event", 5)) continue;
+      int n = atoi(e->d_name + 5);
+      if (n < 0 || n >= 512 || seen[n / 8] & (1 << (n % 8))) continue;
+      char path[300], got[256] = {0};
+      snprintf(path, sizeof path, "/dev/input/%s", e->d_name);
+      int fd = open(path, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      if (ioctl(fd, EVIOCGNAME(sizeof got - 1), got) >= 0 && !strcmp(got, name)) {
+        closedir(d);
+        fprintf(stderr, "reading %s\n", path);
+        return fd;
+      }
+      close(fd);
+      seen[n / 8] |= 1 << (n % 8);
+    }
+    if (d) closedir(d);
+    usleep(2000);
+  }
+  return -1;
+}
+
+static int cmd_events(int argc, char **argv) {
+  if (argc < 5) return 2;
+  int max_ms = atoi(argv[3]), idle_ms = atoi(argv[4]), fd;
+  if (!strncmp(argv[2], "new:", 4)) {
+    fd = open_new_named(argv[2] + 4, max_ms);
+    if (fd < 0) { printf("none\n"); return 1; }
+  } else {
+    fd = open(argv[2], O_RDONLY | O_CLOEXEC);
+    if (fd < 0) die(argv[2]);
+    printf("ready\n");
+  }
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double first = -1;
+  for (;;) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int spent = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+    int wait = first < 0 ? max_ms - spent : idle_ms;
+    if (wait <= 0) break;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int r = poll(&p, 1, wait);
+    if (r <= 0) break;
+    struct input_event ev[64];
+    ssize_t n = read(fd, ev, sizeof ev);
+    if (n <= 0) break; /* ENODEV: the device went */
+    for (ssize_t i = 0; i < n / (ssize_t)sizeof ev[0]; i++) {
+      if (first < 0) first = ev_ms(&ev[i]);
+      printf("E %.1f %u %u %d\n", ev_ms(&ev[i]) - first, ev[i].type, ev[i].code, ev[i].value);
+    }
+  }
+  return 0;
+}
+
 static int cmd_inject(int argc, char **argv) {
   if (argc != 4) return 2;
   pid_t pid = atoi(argv[2]);
@@ -1015,6 +1203,8 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "serve-unix")) return cmd_serve_unix(argc, argv);
   if (!strcmp(argv[1], "ipc-setup")) return cmd_ipc_setup(argc, argv);
   if (!strcmp(argv[1], "inject")) return cmd_inject(argc, argv);
+  if (!strcmp(argv[1], "touchscreen")) return cmd_touchscreen(argc, argv);
+  if (!strcmp(argv[1], "events")) return cmd_events(argc, argv);
   if (!strcmp(argv[1], "as")) { /* kt as UID GID -- PROG ARGS: another program's identity */
     if (argc < 6 || strcmp(argv[4], "--")) return 2;
     uid_t uid = (uid_t)strtoul(argv[2], NULL, 10);

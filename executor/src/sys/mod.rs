@@ -10,8 +10,8 @@ use nl2sh_proto::channels::Identity;
 /// AID_ADB 1011, AID_SDCARD_RW 1015, AID_NET_BT 3002, AID_INET 3003, AID_NET_BW_STATS 3006,
 /// AID_READPROC 3009, AID_UHID 3011, AID_GRAPHICS 1003, AID_EVERYBODY 9997.
 pub const AID_SHELL: u32 = 2000;
-const SHELL_GROUPS: [libc::gid_t; 12] = [
-    1003, 1004, 1007, 1011, 1015, 1028, 3001, 3002, 3003, 3006, 3009, 9997,
+const SHELL_GROUPS: [libc::gid_t; 13] = [
+    1003, 1004, 1007, 1011, 1015, 1028, 3001, 3002, 3003, 3006, 3009, 3011, 9997,
 ];
 
 /// What a tool's child process does before exec.
@@ -120,4 +120,5 @@ impl ProcessGroup {
     }
 }
 
+pub mod evdev;
 pub mod sandbox;

@@ -14,6 +14,7 @@ mod clipboard;
 mod corpus;
 mod diagnostics;
 mod dumpsys;
+mod gestures;
 pub mod image;
 mod ime;
 mod input;
@@ -23,10 +24,13 @@ mod screen;
 mod state;
 mod target;
 mod text;
+mod touch;
 mod uixml;
 mod utf7;
 mod verbs;
 mod wait;
+
+pub use touch::helper::{main as touch_helper_main, HELPER_ARG as TOUCH_HELPER_ARG};
 
 #[cfg(test)]
 mod target_tests;
@@ -114,6 +118,10 @@ fn all() -> Vec<AndroidTool> {
         input::tap(),
         input::long_press(),
         input::swipe(),
+        gestures::double_tap(),
+        gestures::drag(),
+        gestures::pinch(),
+        gestures::gesture(),
         text::text(),
         input::key(),
         apps::launch(),

@@ -8,6 +8,7 @@
 use serde_json::{json, Map, Value};
 
 use super::target::{self, aim, point, Aimed, MAX_COORD};
+use super::touch::{self, Gesture};
 use super::{command_action, low, render, run_checked, AndroidTool, ANDROID_TIMEOUT};
 use crate::device::DeviceEnv;
 use crate::exec::CommandSpec;
@@ -18,13 +19,15 @@ use crate::tools::{Prepared, ToolDef, ToolError, ToolOutput};
 const LONG_PRESS_MS: u64 = 1000;
 const MIN_LONG_PRESS_MS: u64 = 500;
 const MAX_LONG_PRESS_MS: u64 = 10_000;
+/// A swipe's duration when none is given: what `input swipe` uses (300 ms).
+const SWIPE_MS: u64 = 300;
 
-fn coord_schema(what: &str) -> Value {
+pub(super) fn coord_schema(what: &str) -> Value {
     json!({"type": "integer", "minimum": 0, "maximum": MAX_COORD, "description": what})
 }
 
 /// Properties shared by the tools that aim at a point or an element.
-fn aim_properties() -> Map<String, Value> {
+pub(super) fn aim_properties() -> Map<String, Value> {
     let mut m = Map::new();
     m.insert(
         "x".into(),
@@ -41,13 +44,17 @@ fn aim_properties() -> Map<String, Value> {
 
 /// A screen action aimed at `aimed`: right before input it reads the screen again and,
 /// when the target changed, injects nothing and answers with what changed (isError).
-/// `commands` are `input` argument lists run in order; `verb` begins the action's words.
-fn aimed_action(
+/// `commands` are `input` argument lists run in order; with a `gesture`, the touch engine
+/// draws it instead and `commands` are its fallback (touch/action.rs). `verb` begins the
+/// action's words.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn aimed_action(
     env: &DeviceEnv,
     program: &str,
     verb: &str,
     aimed: Aimed,
     commands: Vec<Vec<String>>,
+    gesture: Option<Gesture>,
     reason: &str,
     mut result: Map<String, Value>,
 ) -> Prepared {
@@ -55,13 +62,17 @@ fn aimed_action(
         .into_iter()
         .map(|args| std::iter::once(program.to_string()).chain(args).collect())
         .collect();
-    let shown: Vec<String> = argvs.iter().map(|a| render(a)).collect();
+    let how = match &gesture {
+        Some(_) => touch::action::means(&argvs),
+        None => argvs
+            .iter()
+            .map(|a| render(a))
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
     let action = format!(
-        "{verb} {} at ({}, {}): {}",
-        aimed.words,
-        aimed.x,
-        aimed.y,
-        shown.join("; ")
+        "{verb} {} at ({}, {}): {how}",
+        aimed.words, aimed.x, aimed.y
     );
     result.extend(aimed.to_json());
     let mut prepared = command_action(env, CommandSpec::new(Vec::new()), low(reason), true, |_| {
@@ -75,14 +86,25 @@ fn aimed_action(
     );
     prepared.action = action;
     // Two screen reads (uiautomator, dumpsys) come before the input itself.
-    prepared.timeout = ANDROID_TIMEOUT + 2 * target::PREPARE_LOOK;
+    prepared.timeout = 2 * target::PREPARE_LOOK
+        + gesture
+            .as_ref()
+            .map_or(ANDROID_TIMEOUT, touch::action::timeout_for);
     prepared.run = Box::new(move |ctx| {
         Box::pin(async move {
-            if let Some(change) = aimed.recheck(&ctx).await? {
-                return Ok(ToolOutput::json(false, &change));
-            }
-            for argv in argvs {
-                run_checked(&ctx, CommandSpec::new(argv)).await?;
+            let window = match aimed.recheck(&ctx).await? {
+                Ok(window) => window,
+                Err(change) => return Ok(ToolOutput::json(false, &change)),
+            };
+            match gesture {
+                Some(g) => {
+                    result.extend(touch::action::inject(&ctx, &g, &argvs, window.as_deref()).await?)
+                }
+                None => {
+                    for argv in argvs {
+                        run_checked(&ctx, CommandSpec::new(argv)).await?;
+                    }
+                }
             }
             result.insert("injected".into(), Value::Bool(true));
             Ok(ToolOutput::json(true, &Value::Object(result)))
@@ -127,12 +149,14 @@ pub(super) fn tap() -> AndroidTool {
             let mut result = Map::new();
             result.insert("tapped".into(), json!([x, y]));
             let argv = vec!["tap".into(), x.to_string(), y.to_string()];
+            let gesture = Gesture::tap(touch_point(x, y)?);
             Ok(aimed_action(
                 env,
                 program,
                 "tap",
                 aimed,
                 vec![argv],
+                Some(gesture),
                 "taps the screen",
                 result,
             ))
@@ -168,6 +192,7 @@ pub(super) fn long_press() -> AndroidTool {
                 }
             };
             let aimed = aim(args, env, "x", "y")?;
+            let gesture = Gesture::press(touch_point(aimed.x, aimed.y)?, ms);
             let (x, y) = (aimed.x.to_string(), aimed.y.to_string());
             let mut result = Map::new();
             result.insert("pressed".into(), json!([aimed.x, aimed.y]));
@@ -179,6 +204,7 @@ pub(super) fn long_press() -> AndroidTool {
                 "long-press",
                 aimed,
                 vec![argv],
+                Some(gesture),
                 "presses and holds on the screen",
                 result,
             ))
@@ -220,18 +246,36 @@ pub(super) fn swipe() -> AndroidTool {
                 }
                 None => None,
             };
-            let mut argv: Vec<String> = vec!["swipe".into()];
+            let mut argv: Vec<String> = vec![program.to_string(), "swipe".into()];
             argv.extend(p.iter().map(u64::to_string));
             argv.extend(duration.map(|d| d.to_string()));
-            let result = json!({"from": [p[0], p[1]], "to": [p[2], p[3]], "duration_ms": duration});
-            Ok(input_action(
+            let gesture = Gesture::path(
+                &[touch_point(x1, y1)?, touch_point(x2, y2)?],
+                duration.unwrap_or(SWIPE_MS),
+            );
+            let mut result = Map::new();
+            result.insert("from".into(), json!([p[0], p[1]]));
+            result.insert("to".into(), json!([p[2], p[3]]));
+            result.insert("duration_ms".into(), json!(duration));
+            Ok(touch::action::gesture_action(
                 env,
-                program,
-                argv,
+                format!("swipe from ({x1}, {y1}) to ({x2}, {y2})"),
+                gesture,
+                vec![argv],
                 "swipes on the screen",
                 result,
             ))
         },
+    }
+}
+
+/// A screen point as the touch engine takes it.
+pub(super) fn touch_point(x: u64, y: u64) -> Result<(u32, u32), ToolError> {
+    match (u32::try_from(x), u32::try_from(y)) {
+        (Ok(x), Ok(y)) => Ok((x, y)),
+        _ => Err(ToolError::InvalidArguments(format!(
+            "point ({x}, {y}) is out of range"
+        ))),
     }
 }
 

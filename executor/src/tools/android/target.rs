@@ -349,6 +349,9 @@ pub struct Seen {
     pub front: Option<String>,
     /// Whether the lock screen shows (`dumpsys window`'s keyguard state).
     pub locked: bool,
+    /// The `dumpsys window` text it was read from, when dumpsys exists (the touch engine
+    /// takes the display's size and rotation from it rather than reading it again).
+    pub window: Option<String>,
 }
 
 /// The foreground app: `dumpsys window`'s focus when dumpsys exists, else the package
@@ -388,6 +391,7 @@ pub async fn look(ctx: &ExecContext) -> Result<Seen, ToolError> {
         dump,
         front,
         locked,
+        window,
     })
 }
 
@@ -648,18 +652,24 @@ impl Aimed {
     }
 
     /// Read the screen again and refuse (a result to return, nothing injected) when it
-    /// changed.
-    pub async fn recheck(&self, ctx: &ExecContext) -> Result<Option<Value>, ToolError> {
+    /// changed; otherwise the `dumpsys window` text just read, if any.
+    pub async fn recheck(
+        &self,
+        ctx: &ExecContext,
+    ) -> Result<Result<Option<String>, Value>, ToolError> {
         if !self.seen {
-            return Ok(None);
+            return Ok(Ok(None));
         }
         let now = look(ctx).await?;
-        Ok(self.changed(&now).map(|mut change| {
-            if let Value::Object(m) = &mut change {
-                m.insert("injected".into(), Value::Bool(false));
+        Ok(match self.changed(&now) {
+            Some(mut change) => {
+                if let Value::Object(m) = &mut change {
+                    m.insert("injected".into(), Value::Bool(false));
+                }
+                Err(change)
             }
-            change
-        }))
+            None => Ok(now.window),
+        })
     }
 
     /// The target in the result object.

@@ -231,7 +231,8 @@ async fn a_tap_on_an_element_says_what_it_touches_and_taps_its_center() {
     let args = json!({"element": {"text": "Battery"}});
     assert_eq!(
         action(&rig, "android.tap", args.clone()).unwrap(),
-        "tap 'Battery' (text) in com.android.settings at (248, 703): input tap 248 703"
+        "tap 'Battery' (text) in com.android.settings at (248, 703): \
+         through the touchscreen (or: input tap 248 703)"
     );
     let (v, _) = rig.ok("android.tap", args).await;
     assert_eq!(
@@ -371,7 +372,8 @@ async fn a_point_is_named_by_the_element_under_it_and_checked_again() {
     let rig = Rig::new(&[]);
     assert_eq!(
         action(&rig, "android.tap", json!({"x": 300, "y": 700})).unwrap(),
-        "tap 'Battery' (LinearLayout) in com.android.settings at (300, 700): input tap 300 700"
+        "tap 'Battery' (LinearLayout) in com.android.settings at (300, 700): \
+         through the touchscreen (or: input tap 300 700)"
     );
     // The Battery row moved away between the approval and the tap.
     let screen = changing(&[|b| battery_down(b, 200)], None);
@@ -592,5 +594,8 @@ async fn a_label_cannot_close_its_quotes_and_name_another_app() {
         ),
         "{action}"
     );
-    assert!(action.ends_with(": input tap 248 703"), "{action}");
+    assert!(
+        action.ends_with(": through the touchscreen (or: input tap 248 703)"),
+        "{action}"
+    );
 }

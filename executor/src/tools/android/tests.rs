@@ -76,7 +76,10 @@ impl Rig {
             bin.display(),
             std::env::var("PATH").unwrap_or_default()
         );
-        let env = DeviceEnv::probe(Some(path));
+        let mut env = DeviceEnv::probe(Some(path));
+        // No event devices: gestures fall back to the `input` stand-in (touch/tests.rs
+        // covers the touch engine).
+        env.touch.input_dir = dir.join("no-event-devices");
         assert!(
             env.android,
             "getprop stand-in makes this an Android profile"

@@ -203,7 +203,7 @@ fn prepare(
     prepared.run = Box::new(move |ctx| {
         Box::pin(async move {
             if let Some(a) = &aimed {
-                if let Some(change) = a.recheck(&ctx).await? {
+                if let Err(change) = a.recheck(&ctx).await? {
                     return Ok(ToolOutput::json(false, &change));
                 }
             }
