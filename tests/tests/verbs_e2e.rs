@@ -54,6 +54,7 @@ impl Device {
             let script = format!(
                 "#!/bin/sh\nexport NL2SH_STANDIN_LOG='{}' NL2SH_STANDIN_STATE='{}'\n\
                  export NL2SH_STANDIN_INSTALLED=io.appium.settings\n\
+                 export NL2SH_STANDIN_FOCUS=com.example.notes/.EditActivity\n\
                  export NL2SH_STANDIN_CLIPBOARD='one-time code 918273'\n\
                  exec '{}' \"$@\"\n",
                 log.display(),
@@ -192,6 +193,8 @@ fn non_ascii_text_goes_through_the_unicode_ime_and_back() {
     assert_eq!(
         device.ran(),
         [
+            // Which app is in front (a UI action is judged by it), then the typing.
+            "dumpsys window",
             "pm path io.appium.settings",
             "settings get secure default_input_method",
             "ime enable io.appium.settings/.UnicodeIME",
