@@ -744,6 +744,21 @@ def test_a_tap_approved_with_ui_minutes_lets_the_next_run_until_revoked(
                 assert button.text == "Approve + allow UI in com.example.chat for 10 min…", button.text
                 from selenium.webdriver.support.ui import Select
 
+                # Minutes the page does not offer (a tampered <select>) never reach a command.
+                before = len(w.snapshot())
+                for forged in ("31", "5; id", "0"):
+                    phone.js(
+                        """const s = arguments[0].querySelector('select.ui-minutes');
+                           const o = document.createElement('option');
+                           o.value = arguments[1]; o.textContent = 'forged';
+                           s.appendChild(o); s.value = arguments[1];""",
+                        card,
+                        forged,
+                    )
+                    button.click()
+                    assert not card_button(card, ".confirm").is_displayed(), forged
+                time.sleep(0.3)
+                assert not [e for e in w.snapshot()[before:] if e.kind is None or e.kind.startswith("approve")]
                 Select(card_button(card, "select.ui-minutes")).select_by_value("5")
                 assert button.text == "Approve + allow UI in com.example.chat for 5 min…", button.text
 
@@ -773,7 +788,8 @@ def test_a_tap_approved_with_ui_minutes_lets_the_next_run_until_revoked(
                 entry = w.wait_entry("approve-ui", f" protocol approve {rid} --yes --ui-minutes 5 ", since=before)
                 assert entry.errno == 0, entry
                 assert first.result().get("isError") is not True, first.result()
-                phone.until(lambda: "UI actions in com.example.chat run unasked for 5 min" in card.text, 3, "the card says so")
+                said = "UI actions in com.example.chat run unasked for 5 min"
+                phone.until(lambda: said in card.text, 3, "the card says so")
 
                 grants = json.loads(svc.cli("protocol", "ui-grants", "--json").stdout)
                 (grant,) = grants
