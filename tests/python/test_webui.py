@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import threading
 import time
@@ -40,7 +41,8 @@ from pathlib import Path
 
 import pytest
 
-from browser import PHONE, Browser, Browsers, browsers  # noqa: F401 - `browsers` is a fixture
+from browser import DESKTOP, PHONE, Browser, Browsers, browsers  # noqa: F401 - `browsers` is a fixture
+from test_web_console import chat_standins
 from web_service import NL2SH_BIN, TOKEN, WebService, clean_env, web_service
 
 WEBROOT = Path(__file__).resolve().parents[2] / "packaging" / "magisk" / "webroot"
@@ -63,7 +65,10 @@ ALLOWED_TAILS = {
     "approve-phrase": re.compile(
         rf" protocol approve (?P<id>{_ID}) --yes --phrase 'approve (?:dangerous|critical) (?P=id)' </dev/null"
     ),
+    "approve-ui": re.compile(rf" protocol approve (?P<id>{_ID}) --yes --ui-minutes (?:5|10|15|30) </dev/null"),
     "reject": re.compile(rf" protocol reject (?P<id>{_ID}) </dev/null"),
+    "ui-grants": re.compile(r" protocol ui-grants --json </dev/null"),
+    "ui-revoke": re.compile(rf" protocol ui-grants --revoke (?P<id>{_ID}) </dev/null"),
 }
 CALLBACK_RE = re.compile(r"exec_callback_\d+_\d+")
 
@@ -335,10 +340,10 @@ def webui(service: WebService, xdg_open: XdgOpen, tmp_path_factory) -> Iterator[
 # ---------------------------------------------------------------------------------------
 
 
-def open_webui(browsers: Browsers, webui: WebUI, name: str) -> Browser:
-    """A phone-sized browser with the stand-in bridge, on the WebUI, once it shows the
-    service running (its first poll answered)."""
-    b = browsers.new(size=PHONE, name=name)
+def open_webui(browsers: Browsers, webui: WebUI, name: str, size=PHONE) -> Browser:
+    """A browser (phone-sized unless told) with the stand-in bridge, on the WebUI, once it
+    shows the service running (its first poll answered)."""
+    b = browsers.new(size=size, name=name)
     b.driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": KSU_STANDIN})
     b.get(webui.origin + "/")
     b.until(lambda: b.find("#state").get_attribute("textContent") == "running", APPEAR_TIMEOUT, "the page shows the service running")
@@ -688,7 +693,179 @@ def test_open_web_console_hands_a_login_page_to_xdg_open(
 
 
 # ---------------------------------------------------------------------------------------
-# 6. The CSP, and what the page sent over the whole run
+# 6. Timed UI grants
+# ---------------------------------------------------------------------------------------
+
+
+def ui_grant_rows(b: Browser) -> list[dict]:
+    """The grants the page lists: app, text, and the seconds its countdown shows."""
+    return b.js(
+        """return [...document.querySelectorAll('#ui-grants li.ui-grant')].map(li => ({
+             app: li.dataset.app, text: li.textContent,
+             seconds: Number(li.querySelector('.time-left').dataset.seconds)}));"""
+    )
+
+
+def test_a_tap_approved_with_ui_minutes_lets_the_next_run_until_revoked(
+    xdg_open: XdgOpen, browsers: Browsers, tmp_path: Path
+):
+    """A tap in an ordinary app waits; the card offers "Approve + allow UI in APP for N
+    min"; after its confirm step the page runs `protocol approve ID --yes --ui-minutes N`.
+    The grant is listed (app, origin, time left, actions covered) on the phone and the
+    desktop; the next tap runs unasked and is counted; Revoke asks first, then runs
+    `protocol ui-grants --revoke ID`, and the third tap asks again."""
+    standins = chat_standins()
+    env = {"PATH": f"{standins}:{os.environ.get('PATH', '')}"}
+    (tmp_path / "svc").mkdir()
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    try:
+        with web_service(tmp_path / "svc", "service", env=env) as svc:
+            w = WebUI(svc, xdg_open.args.parent, runtime, tmp_path / "commands.jsonl")
+            try:
+                phone = open_webui(browsers, w, "ui-grant-phone")
+                desk = open_webui(browsers, w, "ui-grant-desktop", size=DESKTOP)
+                for b in (phone, desk):
+                    b.until(
+                        lambda b=b: b.find("#ui-grants-summary").text.startswith("None."),
+                        APPEAR_TIMEOUT,
+                        "no grants yet",
+                    )
+                    assert not ui_grant_rows(b)
+
+                first = svc.invoke_tool_async("android.tap", {"x": 100, "y": 300})
+                card = wait_card(phone, "tap 100 300")
+                rid = card_text(card, ".rid")
+                (pending,) = [p for p in svc.pending() if p["id"] == rid]
+                assert pending["ui_app"] == "com.example.chat", pending
+                offer = card_button(card, ".ui-grant-offer")
+                assert "com.example.chat" in offer.text and "mcp_http" in offer.text, offer.text
+                button = card_button(card, "button.approve-ui")
+                assert button.text == "Approve + allow UI in com.example.chat for 10 min…", button.text
+                from selenium.webdriver.support.ui import Select
+
+                # Minutes the page does not offer (a tampered <select>) never reach a command.
+                before = len(w.snapshot())
+                for forged in ("31", "5; id", "0"):
+                    phone.js(
+                        """const s = arguments[0].querySelector('select.ui-minutes');
+                           const o = document.createElement('option');
+                           o.value = arguments[1]; o.textContent = 'forged';
+                           s.appendChild(o); s.value = arguments[1];""",
+                        card,
+                        forged,
+                    )
+                    button.click()
+                    assert not card_button(card, ".confirm").is_displayed(), forged
+                time.sleep(0.3)
+                assert not [e for e in w.snapshot()[before:] if e.kind is None or e.kind.startswith("approve")]
+                Select(card_button(card, "select.ui-minutes")).select_by_value("5")
+                assert button.text == "Approve + allow UI in com.example.chat for 5 min…", button.text
+
+                # The first click only opens the confirm step, naming the minutes.
+                before = len(w.snapshot())
+                button.click()
+                go = wait_shown(phone, card, ".confirm .btn-approve", "the UI grant's confirm step")
+                assert go.text == "Approve + allow UI now"
+                confirm_text = card_button(card, ".confirm").text
+                assert rid in confirm_text and "for 5 min" in confirm_text and "com.example.chat" in confirm_text, (
+                    confirm_text
+                )
+                desk_card = wait_card(desk, "tap 100 300")
+                assert desk_card.find_element("css selector", "button.approve-ui").is_displayed()
+                assert not phone.horizontal_overflow() and not desk.horizontal_overflow()
+                inside = """const card = arguments[0].getBoundingClientRect();
+                            return [...arguments[0].querySelectorAll('.ui-grant-offer *, .confirm *')]
+                              .every(e => e.getBoundingClientRect().right <= card.right + 0.5);"""
+                assert phone.js(inside, card), "the UI grant offer is wider than its card"
+                shot(phone, "webui-ui-grant-offer-phone")
+                shot(desk, "webui-ui-grant-offer-desktop")
+                time.sleep(0.3)  # a moment for a (wrong) early command to show up
+                assert not [e for e in w.snapshot()[before:] if e.kind and e.kind.startswith("approve")]
+                assert not first.done()
+
+                go.click()
+                entry = w.wait_entry("approve-ui", f" protocol approve {rid} --yes --ui-minutes 5 ", since=before)
+                assert entry.errno == 0, entry
+                assert first.result().get("isError") is not True, first.result()
+                said = "UI actions in com.example.chat run unasked for 5 min"
+                phone.until(lambda: said in card.text, 3, "the card says so")
+
+                grants = json.loads(svc.cli("protocol", "ui-grants", "--json").stdout)
+                (grant,) = grants
+                for b in (phone, desk):
+                    (row,) = b.until(lambda b=b: ui_grant_rows(b), APPEAR_TIMEOUT, "the grant is listed")
+                    assert row["app"] == "com.example.chat", row
+                    assert "mcp_http" in row["text"] and "5 min given" in row["text"], row
+                    assert grant["shown"]["id"] in row["text"], row
+                    assert 240 < row["seconds"] <= 300, row
+                    assert "0 actions covered" in row["text"], row
+
+                # Covered: the next tap in the app runs without asking, and is counted.
+                second = svc.invoke_tool_async("android.tap", {"x": 120, "y": 320})
+                assert second.result().get("isError") is not True, second.result()
+                assert not [p for p in svc.pending() if "tap 120 320" in p["action"]]
+                for b in (phone, desk):
+                    b.until(
+                        lambda b=b: "1 action covered" in (ui_grant_rows(b) or [{"text": ""}])[0]["text"],
+                        APPEAR_TIMEOUT,
+                        "the grant counts the tap",
+                    )
+                    assert not b.horizontal_overflow()
+                shot(phone, "webui-ui-grant-phone")
+                shot(desk, "webui-ui-grant-desktop")
+
+                # Revoke asks first; Cancel sends nothing.
+                before = len(w.snapshot())
+                phone.find("#ui-grants button.revoke-ui-grant").click()
+                ask = phone.until(
+                    lambda: (lambda n: n if n.is_displayed() else None)(phone.find("#ui-grants .confirm")),
+                    3,
+                    "the revoke confirm step",
+                )
+                assert grant["shown"]["id"] in ask.text and "com.example.chat" in ask.text, ask.text
+                shot(phone, "webui-ui-grant-revoke-confirm")
+                phone.find("#ui-grants .confirm .btn-quiet").click()
+                phone.until(lambda: not phone.find("#ui-grants .confirm").is_displayed(), 2, "the step closed")
+                time.sleep(0.3)
+                assert not [e for e in w.snapshot()[before:] if e.kind == "ui-revoke"]
+                assert len(json.loads(svc.cli("protocol", "ui-grants", "--json").stdout)) == 1
+
+                phone.find("#ui-grants button.revoke-ui-grant").click()
+                phone.until(
+                    lambda: (lambda n: n if n.is_displayed() else None)(phone.find("#ui-grants .revoke-now")),
+                    3,
+                    "the revoke confirm step again",
+                ).click()
+                entry = w.wait_entry("ui-revoke", f" protocol ui-grants --revoke {grant['id']} ", since=before)
+                assert entry.errno == 0, entry
+                for b in (phone, desk):
+                    b.until(lambda b=b: not ui_grant_rows(b), APPEAR_TIMEOUT, "the revoked grant leaves the list")
+                assert "ask you again" in phone.find("#ui-grants-message").text
+                assert json.loads(svc.cli("protocol", "ui-grants", "--json").stdout) == []
+
+                # Revoked: the third tap asks again; rejected from the page.
+                third = svc.invoke_tool_async("android.tap", {"x": 140, "y": 340})
+                card = wait_card(phone, "tap 140 340")
+                assert not third.done()
+                card_button(card, ":scope > .buttons > .btn-reject").click()
+                wait_shown(phone, card, ".confirm .btn-reject", "the reject confirm step").click()
+                assert third.result().get("isError") is True
+
+                for b in (phone, desk):
+                    finish(b, w)
+                kinds = {e.kind for e in w.snapshot()}
+                assert {"approve-ui", "ui-grants", "ui-revoke"} <= kinds, kinds
+                failed = [e for e in w.snapshot() if e.errno != 0]
+                assert not failed, "\n".join(f"{e.errno} {e.command!r}: {e.stderr}" for e in failed)
+            finally:
+                w.close()
+    finally:
+        shutil.rmtree(standins.parent)
+
+
+# ---------------------------------------------------------------------------------------
+# 7. The CSP, and what the page sent over the whole run
 # ---------------------------------------------------------------------------------------
 
 
@@ -709,11 +886,18 @@ def test_the_csp_is_served_and_blocks_fetch(webui: WebUI, browsers: Browsers):
     # The bridge's own gate (checked here without running anything): only app.js's shapes.
     ok = PAGE_PREFIX + " protocol approve ab12 --yes --phrase 'approve dangerous ab12' </dev/null"
     assert webui.classify(ok) == "approve-phrase"
+    assert webui.classify(PAGE_PREFIX + " protocol approve ab12 --yes --ui-minutes 15 </dev/null") == "approve-ui"
+    assert webui.classify(PAGE_PREFIX + " protocol ui-grants --revoke ab12 </dev/null") == "ui-revoke"
     for bad in (
         "id",
         PAGE_PREFIX + " service status --json </dev/null; id",
         PAGE_PREFIX + " protocol approve ab12 --yes --phrase 'approve dangerous zz99' </dev/null",
         PAGE_PREFIX + " protocol approve AB;id --yes </dev/null",
+        PAGE_PREFIX + " protocol approve ab12 --yes --ui-minutes 31 </dev/null",
+        PAGE_PREFIX + " protocol approve ab12 --yes --ui-minutes 5;id </dev/null",
+        PAGE_PREFIX + " protocol approve ab12 --yes --phrase 'approve dangerous ab12' --ui-minutes 5 </dev/null",
+        PAGE_PREFIX + " protocol ui-grants --revoke 'ab12' </dev/null",
+        PAGE_PREFIX + " protocol ui-grants --revoke ab12;id </dev/null",
         " " + PAGE_PREFIX + " service status --json </dev/null",
     ):
         assert webui.classify(bad) is None, bad
@@ -746,7 +930,7 @@ def test_every_command_the_page_sent_had_app_js_shape(service: WebService, webui
     assert entries, "the page sent nothing"
     webui.assert_only_page_commands()
     kinds = {e.kind for e in entries}
-    assert {"status", "approvals"} <= kinds, kinds
+    assert {"status", "approvals", "ui-grants"} <= kinds, kinds
     # A command that failed (besides a decision on a gone request) would mean the page and
     # the CLI disagree.
     failed = [e for e in entries if e.errno != 0]

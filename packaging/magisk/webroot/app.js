@@ -36,8 +36,11 @@
 //   console    N web login --open </dev/null
 //   approve    N protocol approve ID --yes </dev/null
 //              N protocol approve ID --yes --phrase 'approve RISK ID' </dev/null
+//   approve-ui N protocol approve ID --yes --ui-minutes M </dev/null   (M: 5, 10, 15 or 30)
 //   reject     N protocol reject ID </dev/null
-// The page polls status (and approvals while the service runs) every 2 s.
+//   ui-grants  N protocol ui-grants --json </dev/null
+//   ui-revoke  N protocol ui-grants --revoke ID </dev/null
+// The page polls status (and approvals and ui-grants while the service runs) every 2 s.
 //
 // ---- Security rules of this file ---------------------------------------------------
 // * Text from a command (the CLI's JSON included) is hostile: it reaches the page only
@@ -46,11 +49,14 @@
 //   nl2sh escaped them (`shown` in `protocol approvals --json`, the one escaping function
 //   of proto/src/display.rs), so no control, bidi or invisible character can change what
 //   is read; other words from a command are shown only if plain (plain()).
-// * Nothing but fixed text, a validated request id (^[a-z0-9]{1,32}$) and a validated,
-//   single-quoted phrase ('approve dangerous|critical ID', equal to the request's own
-//   phrase, risk and id) is ever put into a command line.
+// * Nothing but fixed text, a validated request or grant id (^[a-z0-9]{1,32}$), a
+//   validated, single-quoted phrase ('approve dangerous|critical ID', equal to the
+//   request's own phrase, risk and id) and minutes from the fixed list UI_MINUTES is ever
+//   put into a command line.
 // * An approval is sent only after a confirm step; dangerous and critical ones only once
-//   the person typed the request's phrase.
+//   the person typed the request's phrase. A timed UI grant is offered only on a request
+//   nl2sh says may have one (`ui_app`) and that needs no phrase (a grant never covers a
+//   high, dangerous or critical action); a revoke is sent only after a confirm step too.
 'use strict';
 
 (function () {
@@ -75,7 +81,8 @@
     // subshell, so that `exit` leaves only it.
     start: '( umask 077; ' + N + " service start </dev/null >'" + START_OUT + "' 2>&1; s=$?; " +
       SED_REDACT + " '" + START_OUT + "'; rm -f '" + START_OUT + "'; exit $s )",
-    console: N + ' web login --open </dev/null'
+    console: N + ' web login --open </dev/null',
+    uiGrants: N + ' protocol ui-grants --json </dev/null'
   };
 
   // The CLI's exit codes, one table for every command, under the names of its Rust home
@@ -120,6 +127,25 @@
     return cmd + ' </dev/null';
   }
 
+  // The minutes a timed UI grant may be given for from this page (approvald takes 1 to
+  // 30; docs/APPROVALS.md, "Timed UI grants"), and the one offered first.
+  var UI_MINUTES = [5, 10, 15, 30];
+  var UI_MINUTES_DEFAULT = 10;
+
+  function approveUiCommand(id, minutes) {
+    if (!ID_RE.test(id) || UI_MINUTES.indexOf(minutes) < 0) {
+      return null;
+    }
+    return N + ' protocol approve ' + id + ' --yes --ui-minutes ' + minutes + ' </dev/null';
+  }
+
+  function revokeUiGrantCommand(id) {
+    if (!ID_RE.test(id)) {
+      return null;
+    }
+    return N + ' protocol ui-grants --revoke ' + id + ' </dev/null';
+  }
+
   function rejectCommand(id) {
     if (!ID_RE.test(id)) {
       return null;
@@ -131,6 +157,8 @@
   // How long a card this page decided stays, showing the outcome, once it is gone.
   var DECIDED_SHOWN_MS = 5000;
   var TIMEOUT_MS = { status: 20000, approvals: 20000, start: 120000, console: 30000, decide: 30000 };
+  // How long the page's note on a revoked grant stays.
+  var UI_GRANT_NOTE_MS = 8000;
 
   // ---------------------------------------------------------------------------------
   // The bridge
@@ -417,7 +445,7 @@
   function requestSignature(req) {
     return JSON.stringify([req.id, req.call_id, req.origin, req.task, req.tool, req.action,
       req.risk, req.requires_root, req.identity, req.reasons, req.phrase, req.shown.after_reading,
-      req.data && req.data.header]);
+      req.data && req.data.header, req.ui_app]);
   }
 
   // The request as the page keeps it: every field coerced to what is expected.
@@ -439,6 +467,8 @@
       seconds_left: typeof raw.seconds_left === 'number' ? raw.seconds_left : null,
       phrase: typeof raw.phrase === 'string' ? raw.phrase : null,
       data: carried(raw.data),
+      // The app a timed UI grant given with this request would cover, or '' (none offered).
+      ui_app: typeof raw.ui_app === 'string' ? raw.ui_app : '',
       // What the page shows of the caller's text: escaped by nl2sh (see plain()).
       shown: shownFields(raw.shown)
     };
@@ -452,6 +482,7 @@
       action: str(o.action),
       task: o.task === null || o.task === undefined ? '' : str(o.task),
       after_reading: o.after_reading === null || o.after_reading === undefined ? '' : str(o.after_reading),
+      ui_app: o.ui_app === null || o.ui_app === undefined ? '' : str(o.ui_app),
       reasons: Array.isArray(o.reasons) ? o.reasons.map(str) : []
     };
   }
@@ -464,6 +495,13 @@
       return null;
     }
     return { header: str(raw.header), lines: raw.lines.map(str) };
+  }
+
+  // Whether the card offers a timed UI grant: nl2sh named the app (escaped, to show), the
+  // id is one the page may send, and no phrase is needed (APPROVALS.md: a grant covers
+  // only medium risk or below, which never asks for one).
+  function offersUiGrant(req) {
+    return req.ui_app !== '' && req.shown.ui_app !== '' && ID_RE.test(req.id) && !needsPhrase(req);
   }
 
   function needsPhrase(req) {
@@ -498,7 +536,7 @@
   }
 
   function buildCard(req) {
-    var c = { req: req, mode: null, busy: false, decided: false, parts: {} };
+    var c = { req: req, mode: null, busy: false, decided: false, minutes: null, parts: {} };
     var p = c.parts;
     p.meta = el('p', 'meta', metaText(req));
     p.approve = el('button', 'btn btn-approve', 'Approve…');
@@ -516,6 +554,40 @@
       reasons.appendChild(el('li', null, r));
     });
 
+    // A timed UI grant, where nl2sh offers one (docs/APPROVALS.md, "Timed UI grants").
+    var offer = null;
+    if (offersUiGrant(req)) {
+      p.uiMinutes = el('select', 'ui-minutes');
+      p.uiMinutes.setAttribute('aria-label', 'Minutes of the UI grant');
+      UI_MINUTES.forEach(function (m) {
+        var o = el('option', null, m + ' min');
+        o.value = String(m);
+        p.uiMinutes.appendChild(o);
+      });
+      p.uiMinutes.value = String(UI_MINUTES_DEFAULT);
+      p.approveUi = el('button', 'btn btn-approve approve-ui');
+      p.approveUi.type = 'button';
+      var label = function () {
+        setText(p.approveUi, 'Approve + allow UI in ' + req.shown.ui_app + ' for ' +
+          p.uiMinutes.value + ' min…');
+      };
+      label();
+      p.uiMinutes.addEventListener('change', function () {
+        label();
+        // A confirm step names its minutes: a new choice needs a new confirmation.
+        if (c.mode === 'approve-ui') {
+          closeConfirm(c);
+        }
+      });
+      p.approveUi.addEventListener('click', function () {
+        openConfirm(c, 'approve-ui');
+      });
+      offer = el('div', 'ui-grant-offer',
+        el('p', 'label', 'Or approve it and let UI actions (taps, gestures, text, keys) from ' +
+          (req.origin ? plain(req.origin) : '?') + ' in ' + req.shown.ui_app + ' run unasked for:'),
+        el('div', 'buttons', p.uiMinutes, p.approveUi));
+    }
+
     var riskClass = /^[a-z_]{1,16}$/.test(req.risk) ? ' risk-' + req.risk : '';
     c.node = el('article', 'request' + riskClass,
       el('header', 'request-head',
@@ -531,6 +603,7 @@
       req.shown.reasons.length ? el('p', 'label', 'Why it needs you:') : null,
       req.shown.reasons.length ? reasons : null,
       el('div', 'buttons', p.approve, p.reject),
+      offer,
       p.confirm,
       p.message);
 
@@ -547,6 +620,10 @@
     c.busy = busy;
     c.parts.approve.disabled = busy || c.decided;
     c.parts.reject.disabled = busy || c.decided;
+    if (c.parts.approveUi) {
+      c.parts.approveUi.disabled = busy || c.decided;
+      c.parts.uiMinutes.disabled = busy || c.decided;
+    }
     if (busy) {
       Array.prototype.forEach.call(c.parts.confirm.querySelectorAll('button, input'), function (n) {
         n.disabled = true;
@@ -595,6 +672,28 @@
         'it is not approved from here. Use a root shell: nl2sh protocol approvals.'));
       box.appendChild(el('div', 'buttons', cancel));
       box.hidden = false;
+      return;
+    }
+
+    if (mode === 'approve-ui') {
+      var minutes = Number(c.parts.uiMinutes ? c.parts.uiMinutes.value : NaN);
+      if (!offersUiGrant(req) || UI_MINUTES.indexOf(minutes) < 0) {
+        closeConfirm(c);
+        return;
+      }
+      c.minutes = minutes;
+      go = el('button', 'btn btn-approve', 'Approve + allow UI now');
+      go.type = 'button';
+      box.appendChild(el('p', null, 'Approve request ' + req.shown.id + ' and let UI actions of ' +
+        (req.origin ? plain(req.origin) : '?') + ' in ' + req.shown.ui_app + ' run unasked for ' +
+        minutes + ' min? Its action runs as soon as you approve. The grant ends when its time ' +
+        'is up, when you revoke it below, or when another app comes to the front.'));
+      go.addEventListener('click', function () {
+        decide(c, 'approve-ui', null);
+      });
+      box.appendChild(el('div', 'buttons', go, cancel));
+      box.hidden = false;
+      go.focus();
       return;
     }
 
@@ -649,32 +748,37 @@
     if (c.busy || c.decided) {
       return;
     }
-    var cmd = mode === 'approve' ? approveCommand(c.req.id, phrase) : rejectCommand(c.req.id);
+    var approving = mode === 'approve' || mode === 'approve-ui';
+    var minutes = c.minutes;
+    var cmd = mode === 'approve' ? approveCommand(c.req.id, phrase) :
+      mode === 'approve-ui' ? approveUiCommand(c.req.id, minutes) : rejectCommand(c.req.id);
     if (cmd === null) {
-      message(c.parts.message, 'Not sent: the request\'s id or phrase is not in the form nl2sh uses.', 'error');
+      message(c.parts.message, 'Not sent: the request\'s id, phrase or minutes are not in the form nl2sh uses.', 'error');
       return;
     }
     setBusy(c, true);
-    message(c.parts.message, mode === 'approve' ? 'Approving…' : 'Rejecting…');
+    message(c.parts.message, approving ? 'Approving…' : 'Rejecting…');
     exec(cmd, TIMEOUT_MS.decide).then(function (r) {
       if (r.errno === EXIT.Success) {
         c.decided = true;
         c.decidedAt = Date.now();
         closeConfirm(c);
         c.node.classList.add('decided');
-        message(c.parts.message, mode === 'approve' ? 'Approved: the action runs now.' :
+        message(c.parts.message, mode === 'approve-ui' ? 'Approved: the action runs now, and UI ' +
+          'actions in ' + c.req.shown.ui_app + ' run unasked for ' + minutes + ' min (see Timed UI grants).' :
+          mode === 'approve' ? 'Approved: the action runs now.' :
           'Rejected: the action does not run.', 'ok');
       } else {
         // Whatever went wrong, a new decision starts from the buttons again.
         closeConfirm(c);
-        message(c.parts.message, failure(mode === 'approve' ? 'Approving' : 'Rejecting', r), 'error');
+        message(c.parts.message, failure(approving ? 'Approving' : 'Rejecting', r), 'error');
         if (r.errno === EXIT.NoSuchRequest || r.errno === EXIT.Expired) {
           c.decided = true;
         }
       }
     }, function (e) {
       closeConfirm(c);
-      message(c.parts.message, (mode === 'approve' ? 'Approving' : 'Rejecting') +
+      message(c.parts.message, (approving ? 'Approving' : 'Rejecting') +
         ' failed: ' + e.message + '.', 'error');
     }).then(function () {
       setBusy(c, false);
@@ -734,6 +838,222 @@
       text = 'Request ' + gone.map(show).join(', ') + ' is gone: decided elsewhere, or it expired. ' + text;
     }
     setText(summary, text);
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Timed UI grants
+  // ---------------------------------------------------------------------------------
+
+  // id -> { g, node, parts, confirming, busy, deadline }
+  var grantRows = {};
+  var grantNoteTimer = null;
+
+  // A grant as the page keeps it (`protocol ui-grants --json`); its app and id are shown
+  // from `shown`, escaped by nl2sh.
+  function normalizeGrant(raw) {
+    if (raw === null || typeof raw !== 'object') {
+      return null;
+    }
+    var o = raw.shown !== null && typeof raw.shown === 'object' ? raw.shown : {};
+    var num = function (v) {
+      return typeof v === 'number' && isFinite(v) && v >= 0 ? Math.floor(v) : 0;
+    };
+    return {
+      id: str(raw.id),
+      app: str(raw.app),
+      origin: str(raw.origin),
+      minutes: num(raw.minutes),
+      seconds_left: num(raw.seconds_left),
+      used: num(raw.used),
+      shown: { id: str(o.id), app: str(o.app) }
+    };
+  }
+
+  function grantSignature(g) {
+    return JSON.stringify([g.id, g.app, g.origin, g.minutes]);
+  }
+
+  function timeLeftText(seconds) {
+    var s = Math.max(0, Math.round(seconds));
+    var m = Math.floor(s / 60);
+    return (m ? m + ' min ' : '') + (s % 60) + ' s left';
+  }
+
+  function grantUsedText(used) {
+    return used + (used === 1 ? ' action' : ' actions') + ' covered so far';
+  }
+
+  function updateGrantTime(row) {
+    var left = Math.max(0, (row.deadline - Date.now()) / 1000);
+    row.parts.time.setAttribute('data-seconds', String(Math.round(left)));
+    setText(row.parts.time, timeLeftText(left));
+  }
+
+  function grantNote(text, kind) {
+    var node = $('ui-grants-message');
+    message(node, text, kind);
+    if (grantNoteTimer !== null) {
+      clearTimeout(grantNoteTimer);
+    }
+    grantNoteTimer = setTimeout(function () {
+      grantNoteTimer = null;
+      message(node, '');
+    }, UI_GRANT_NOTE_MS);
+  }
+
+  function removeGrantRow(id) {
+    var row = grantRows[id];
+    if (row && row.node.parentNode) {
+      row.node.parentNode.removeChild(row.node);
+    }
+    delete grantRows[id];
+    setText($('ui-grants-count'), Object.keys(grantRows).length ? '(' + Object.keys(grantRows).length + ')' : '');
+  }
+
+  function buildGrantRow(g) {
+    var row = { g: g, confirming: false, busy: false, deadline: Date.now(), parts: {} };
+    var p = row.parts;
+    p.time = el('span', 'time-left');
+    p.used = el('span', 'ui-grant-used', grantUsedText(g.used));
+    p.revoke = el('button', 'btn btn-reject revoke-ui-grant', 'Revoke…');
+    p.revoke.type = 'button';
+    p.confirm = el('div', 'confirm');
+    p.confirm.hidden = true;
+    p.message = el('p', 'message');
+    p.message.hidden = true;
+    row.node = el('li', 'ui-grant',
+      el('div', 'ui-grant-what',
+        el('span', 'ui-grant-app', g.shown.app),
+        el('span', 'rid', g.shown.id)),
+      el('p', 'meta', 'UI actions from ' + (g.origin ? plain(g.origin) : '?') + ', ' + g.minutes +
+        ' min given'),
+      el('p', 'ui-grant-state', p.time, ' · ', p.used),
+      ID_RE.test(g.id) ? el('div', 'buttons', p.revoke) :
+        el('p', 'warn', 'This grant\'s id is not in the form nl2sh uses; revoke it from a root ' +
+          'shell: nl2sh protocol ui-grants.'),
+      p.confirm,
+      p.message);
+    row.node.setAttribute('data-app', g.shown.app);
+    p.revoke.addEventListener('click', function () {
+      openRevoke(row);
+    });
+    return row;
+  }
+
+  function closeRevoke(row) {
+    row.confirming = false;
+    clear(row.parts.confirm);
+    row.parts.confirm.hidden = true;
+    row.parts.revoke.disabled = row.busy;
+  }
+
+  // The first step: what ends, then Revoke now / Cancel.
+  function openRevoke(row) {
+    if (row.busy || row.confirming) {
+      return;
+    }
+    var g = row.g;
+    var box = row.parts.confirm;
+    row.confirming = true;
+    row.parts.revoke.disabled = true;
+    message(row.parts.message, '');
+    var go = el('button', 'btn btn-reject revoke-now', 'Revoke now');
+    var cancel = el('button', 'btn btn-quiet', 'Cancel');
+    go.type = 'button';
+    cancel.type = 'button';
+    box.appendChild(el('p', null, 'Revoke timed UI grant ' + g.shown.id + '? UI actions of ' +
+      (g.origin ? plain(g.origin) : '?') + ' in ' + g.shown.app + ' ask you again.'));
+    box.appendChild(el('div', 'buttons', go, cancel));
+    cancel.addEventListener('click', function () {
+      closeRevoke(row);
+    });
+    go.addEventListener('click', function () {
+      revokeGrant(row);
+    });
+    box.hidden = false;
+    go.focus();
+  }
+
+  function revokeGrant(row) {
+    if (row.busy) {
+      return;
+    }
+    var cmd = revokeUiGrantCommand(row.g.id);
+    if (cmd === null) {
+      closeRevoke(row);
+      return;
+    }
+    row.busy = true;
+    Array.prototype.forEach.call(row.parts.confirm.querySelectorAll('button'), function (n) {
+      n.disabled = true;
+    });
+    message(row.parts.message, 'Revoking…');
+    exec(cmd, TIMEOUT_MS.decide).then(function (r) {
+      if (r.errno === EXIT.Success) {
+        removeGrantRow(row.g.id);
+        grantNote('Revoked: UI actions in ' + row.g.shown.app + ' ask you again.', 'ok');
+      } else if (r.errno === EXIT.NoSuchRequest) {
+        removeGrantRow(row.g.id);
+        grantNote('That grant had ended already (its time was up, another app came to the ' +
+          'front, or it was revoked elsewhere).');
+      } else {
+        message(row.parts.message, failure('Revoking', r), 'error');
+      }
+    }, function (e) {
+      message(row.parts.message, 'Revoking failed: ' + e.message + '.', 'error');
+    }).then(function () {
+      row.busy = false;
+      closeRevoke(row);
+      schedule(0);
+    });
+  }
+
+  function renderUiGrants(list, note) {
+    var box = $('ui-grants');
+    var seen = {};
+    var now = Date.now();
+    (list || []).forEach(function (raw) {
+      var g = normalizeGrant(raw);
+      if (g === null || !g.id || seen[g.id]) {
+        return;
+      }
+      seen[g.id] = true;
+      var row = grantRows[g.id];
+      if (row && grantSignature(row.g) !== grantSignature(g)) {
+        // Another grant under the same id: never keep a confirm step made for the old one.
+        removeGrantRow(g.id);
+        row = null;
+      }
+      if (!row) {
+        row = buildGrantRow(g);
+        grantRows[g.id] = row;
+        box.appendChild(row.node);
+      }
+      row.g.used = g.used;
+      row.deadline = now + g.seconds_left * 1000;
+      setText(row.parts.used, grantUsedText(g.used));
+      updateGrantTime(row);
+    });
+    Object.keys(grantRows).forEach(function (id) {
+      // A grant that ended leaves; one being revoked here waits for its answer.
+      if (!seen[id] && !grantRows[id].busy) {
+        removeGrantRow(id);
+      }
+    });
+    var count = Object.keys(grantRows).length;
+    setText($('ui-grants-count'), count ? '(' + count + ')' : '');
+    setText($('ui-grants-summary'), note || (count ?
+      'The UI actions (taps, gestures, text, keys) of a caller in an app run unasked until ' +
+      'its time is up, another app comes to the front, or you revoke it.' :
+      'None. Approving a tap, gesture, text or key in an app may let the same caller\'s ' +
+      'next UI actions there run unasked for some minutes.'));
+  }
+
+  // The countdown between polls.
+  function tickGrants() {
+    Object.keys(grantRows).forEach(function (id) {
+      updateGrantTime(grantRows[id]);
+    });
   }
 
   // ---------------------------------------------------------------------------------
@@ -806,6 +1126,7 @@
         'or press the module\'s Action button to open the Web console in the browser.');
       setText($('service-summary'), 'Unavailable.');
       setText($('approvals-summary'), 'Unavailable.');
+      setText($('ui-grants-summary'), 'Unavailable.');
       return;
     }
     $('host-error').hidden = true;
@@ -813,7 +1134,9 @@
     exec(COMMANDS.status, TIMEOUT_MS.status).then(function (r) {
       renderStatus(r);
       if (!status.running) {
-        renderApprovals([], status.running === false ? 'None while the service is not running.' : null);
+        var stopped = status.running === false ? 'None while the service is not running.' : null;
+        renderApprovals([], stopped);
+        renderUiGrants([], stopped);
         return null;
       }
       return exec(COMMANDS.approvals, TIMEOUT_MS.approvals).then(function (a) {
@@ -824,6 +1147,16 @@
           setText($('approvals-summary'), 'nl2sh answered something that is not a list; trying again.');
         } else {
           setText($('approvals-summary'), failure('Reading the requests', a));
+        }
+        return exec(COMMANDS.uiGrants, TIMEOUT_MS.approvals);
+      }).then(function (u) {
+        var list = u.errno === EXIT.Success ? parseJson(u.stdout) : null;
+        if (u.errno === EXIT.Success && Array.isArray(list)) {
+          renderUiGrants(list, null);
+        } else if (u.errno === EXIT.Success) {
+          setText($('ui-grants-summary'), 'nl2sh answered something that is not a list; trying again.');
+        } else {
+          setText($('ui-grants-summary'), failure('Reading the timed UI grants', u));
         }
       });
     }).catch(function (e) {
@@ -844,6 +1177,7 @@
 
   function start() {
     wire();
+    setInterval(tickGrants, 1000);
     schedule(0);
   }
 
