@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import threading
 import time
 import tomllib
@@ -33,9 +32,8 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.support import expected_conditions as EC
 
 from browser import DESKTOP, PHONE, Browser, Browsers, browsers  # noqa: F401 - `browsers` is a fixture
-from web_service import TOKEN, Response, WebService, web_service
+from web_service import TOKEN, Response, WebService, android_standins_copy, web_service
 
-REPO = Path(__file__).resolve().parents[2]
 
 # The Approvals page polls every second: a new request shows within a second or two.
 APPEAR_TIMEOUT = 5.0
@@ -881,13 +879,7 @@ def test_a_request_the_agent_makes_after_reading_a_screen_says_whose_text(
 
     marker = tmp_path / "provoked"
     command = f"touch {marker}"
-    # The UI tools run as Android's shell user: the stand-ins must be where any user can
-    # reach them (pytest's tmp_path is private to root).
-    reachable = Path(tempfile.mkdtemp(prefix="nl2sh-standins-"))
-    reachable.chmod(0o755)
-    standins = reachable / "android-bin"
-    shutil.copytree(REPO / "tests" / "fixtures" / "android-bin", standins)
-    (standins / "data" / "window_dump.xml").write_text(HOSTILE_CHAT.format(command=command))
+    standins = android_standins_copy(HOSTILE_CHAT.format(command=command))
     model = ScriptedModel()
     model.push(
         call("android__screen_dump", {}),
@@ -921,7 +913,7 @@ def test_a_request_the_agent_makes_after_reading_a_screen_says_whose_text(
             assert r.returncode == 0, r.stdout + r.stderr
     finally:
         model.close()
-        shutil.rmtree(reachable)
+        shutil.rmtree(standins.parent)
 
 
 # ---------------------------------------------------------------------------------------
@@ -939,20 +931,9 @@ CHAT_SCREEN = """<?xml version='1.0' encoding='UTF-8' standalone='yes' ?>
 
 
 def chat_standins() -> Path:
-    """A world-readable copy of the Android stand-ins whose front app is com.example.chat
-    (the UI tools run as Android's shell user, and NL2SH_STANDIN_FOCUS does not reach
-    them); the caller removes its parent."""
-    reachable = Path(tempfile.mkdtemp(prefix="nl2sh-standins-"))
-    reachable.chmod(0o755)
-    standins = reachable / "android-bin"
-    shutil.copytree(REPO / "tests" / "fixtures" / "android-bin", standins)
-    dumpsys = standins / "dumpsys"
-    text = dumpsys.read_text()
-    default = "focus=${NL2SH_STANDIN_FOCUS:-com.android.settings/.Settings}"
-    assert default in text, "the stand-in dumpsys changed: update this test"
-    dumpsys.write_text(text.replace(default, "focus=com.example.chat/.MainActivity"))
-    (standins / "data" / "window_dump.xml").write_text(CHAT_SCREEN)
-    return standins
+    """The stand-ins with com.example.chat in front, showing CHAT_SCREEN; the caller
+    removes its parent."""
+    return android_standins_copy(CHAT_SCREEN, front="com.example.chat/.MainActivity")
 
 
 def ui_grant_rows(b: Browser) -> list[dict]:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -264,3 +266,23 @@ def web_service(
         s.a2a_url = proto["a2a_url"]
         assert s.mcp_url.endswith(f":{s.protocol_port}/mcp"), proto
         yield s
+
+
+def android_standins_copy(screen_xml: str, front: str | None = None) -> Path:
+    """A world-readable copy of the Android stand-ins (tests/fixtures/android-bin) whose
+    `uiautomator` serves `screen_xml` and, when `front` ("package/.Activity") is given,
+    whose `dumpsys` puts that app in front. The UI tools run as Android's shell user
+    (pytest's tmp_path is private to root) and the service passes no test variable such
+    as NL2SH_STANDIN_FOCUS to them, so a test edits a copy. The caller removes its parent."""
+    reachable = Path(tempfile.mkdtemp(prefix="nl2sh-standins-"))
+    reachable.chmod(0o755)
+    standins = reachable / "android-bin"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "android-bin", standins)
+    if front is not None:
+        dumpsys = standins / "dumpsys"
+        text = dumpsys.read_text()
+        default = "focus=${NL2SH_STANDIN_FOCUS:-com.android.settings/.Settings}"
+        assert default in text, "the stand-in dumpsys changed: update android_standins_copy"
+        dumpsys.write_text(text.replace(default, f"focus={front}"))
+    (standins / "data" / "window_dump.xml").write_text(screen_xml)
+    return standins
