@@ -190,3 +190,90 @@ fn a_timed_ui_grant_covers_taps_in_its_app_until_revoked_or_the_app_changes() {
         "{approved:?}"
     );
 }
+
+/// The built-in Agent drives an app the way an outside agent does: its first tap asks,
+/// the owner approves it for UI in that app, and its next UI steps there run unasked,
+/// each audited as covered by the grant; the grant is the Agent's origin's alone.
+#[test]
+fn the_agent_works_an_app_under_a_timed_ui_grant() {
+    use nl2sh_tests::scripted_model::{Reply, ScriptedModel, ToolCall};
+    const KEY_ENV: &str = "NL2SH_UI_GRANTS_E2E_MODEL_KEY";
+    let device = tempfile::tempdir().unwrap();
+    let standins = nl2sh_tests::android_standins_copy(device.path());
+    bring_to_front(&standins, "com.example.chat");
+    let model = ScriptedModel::start([
+        Reply::tool_calls([ToolCall::new(
+            "c_tap",
+            "android__tap",
+            json!({"x": 30, "y": 40}),
+        )]),
+        Reply::tool_calls([ToolCall::new(
+            "c_swipe",
+            "android__swipe",
+            json!({"x1": 100, "y1": 900, "x2": 100, "y2": 300}),
+        )]),
+        Reply::tool_calls([ToolCall::new(
+            "c_back",
+            "android__key",
+            json!({"key": "BACK"}),
+        )]),
+        Reply::answer("Scrolled the chat and went back."),
+    ]);
+    let fx = Fixture::new(&model.config(KEY_ENV, 6));
+    let path = nl2sh_tests::path_with(&standins);
+    let server = Server::start(
+        &fx,
+        &[],
+        &[("PATH", &path), (KEY_ENV, "sk-ui-grants-e2e-0123456789")],
+    );
+    let answer = server.a2a(
+        "SendMessage",
+        json!({"message": {"messageId": "m-ui", "role": "ROLE_USER",
+                "parts": [{"text": "Scroll my chat, then go back."}]},
+               "configuration": {"returnImmediately": true}}),
+    );
+    let task = answer["result"]["task"]["id"].as_str().unwrap().to_string();
+    let p = wait_pending(&fx, 1).remove(0);
+    assert_eq!(p["origin"], "agent_http", "{p}");
+    assert_eq!(p["tool"], "android.tap", "{p}");
+    assert_eq!(p["ui_app"], "com.example.chat", "{p}");
+    let id = p["id"].as_str().unwrap().to_string();
+    let (code, out, err) = cli(
+        &fx,
+        &["protocol", "approve", &id, "--yes", "--ui-minutes", "5"],
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let done = loop {
+        let t = server.a2a("GetTask", json!({"id": task}))["result"].clone();
+        if t["status"]["state"] == "TASK_STATE_COMPLETED" {
+            break t;
+        }
+        assert!(pending_approvals(&fx).is_empty(), "a covered step asked");
+        assert!(std::time::Instant::now() < deadline, "{t}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let data = &done["artifacts"][0]["parts"][0]["data"];
+    assert_eq!(data["tool_calls"], 3, "{data}");
+    assert_eq!(data["failed_tools"], json!([]), "{data}");
+    let listed = grants(&fx);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["origin"], "agent_http");
+    assert_eq!(listed[0]["used"], 2);
+    // A direct caller's tap in the same app is not covered by the Agent's grant.
+    let direct = tap(&server);
+    let p = wait_pending(&fx, 1).remove(0);
+    assert_eq!(p["origin"], "mcp_http", "{p}");
+    let (code, _, _) = cli(&fx, &["protocol", "reject", p["id"].as_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    assert!(direct.join().unwrap().is_error);
+    let (code, out, _) = cli(&fx, &["protocol", "audit", "--json"]);
+    assert_eq!(code, Some(0));
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let covered: Vec<&str> = rows
+        .iter()
+        .filter(|r| r["kind"] == "decision" && r["decision"] == "granted")
+        .map(|r| r["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(covered, ["android.swipe", "android.key"], "{out}");
+}
