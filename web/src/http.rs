@@ -687,6 +687,15 @@ fn ui_minutes(map: &serde_json::Map<String, Value>) -> Result<Option<u32>, Failu
     }
 }
 
+/// An id from the path no id can be (empty, or longer than any) is refused as unknown,
+/// before approvald is asked.
+fn known_id(id: &str, kind: OwnerErrorKind, unknown: &str) -> Result<(), Failure> {
+    if id.is_empty() || id.len() > MAX_ID_BYTES {
+        return Err(Failure::Refused(kind, unknown.into()));
+    }
+    Ok(())
+}
+
 /// End a timed UI grant now (`POST /api/ui-grants/ID/revoke`, an empty JSON object).
 async fn revoke_ui_grant(
     State(console): State<Shared>,
@@ -695,12 +704,7 @@ async fn revoke_ui_grant(
 ) -> Response {
     respond(
         async {
-            if id.is_empty() || id.len() > MAX_ID_BYTES {
-                return Err(Failure::Refused(
-                    OwnerErrorKind::NoSuchRequest,
-                    "no such timed UI grant".into(),
-                ));
-            }
+            known_id(&id, OwnerErrorKind::NoSuchRequest, "no such timed UI grant")?;
             match act(&console, &headers, true, OwnerAction::RevokeUiGrant { id }).await? {
                 OwnerResponse::Done => Ok(ok(json!({ "ok": true }))),
                 _ => Err(Failure::Unavailable),
@@ -774,12 +778,7 @@ async fn task(
 ) -> Response {
     respond(
         async {
-            if id.is_empty() || id.len() > MAX_ID_BYTES {
-                return Err(Failure::Refused(
-                    OwnerErrorKind::NoSuchTask,
-                    "no such task".into(),
-                ));
-            }
+            known_id(&id, OwnerErrorKind::NoSuchTask, "no such task")?;
             let action = OwnerAction::Task { id: TaskId(id) };
             match act(&console, &headers, false, action).await? {
                 OwnerResponse::Task(record) => Ok(ok(json!({ "task": views::task(&record) }))),
