@@ -107,6 +107,13 @@ fn main() -> ExitCode {
         eprint!("{}", cli::Cli::command().render_help());
         return exit::Exit::Usage.into();
     };
+    let serves = matches!(
+        command,
+        cli::Command::Protocol(cli::ProtocolCommand::Serve(_) | cli::ProtocolCommand::Stdio)
+    );
+    if !serves {
+        sys::default_sigpipe();
+    }
     match command {
         cli::Command::Web(cli::WebCommand::Login { open }) => web::login(cli.config, open),
         cli::Command::Web(cli::WebCommand::Logout { .. }) => web::logout_all(cli.config),

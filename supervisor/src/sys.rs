@@ -196,6 +196,17 @@ fn close_from(first: libc::c_int) {
     }
 }
 
+/// Let a write to a closed pipe end this process quietly, as it ends `cat` or `ls`:
+/// `nl2sh service status | head -1` then stops at the broken pipe instead of failing on
+/// it. Only for the one-shot commands; the service itself keeps SIGPIPE ignored (a peer
+/// that hangs up is an error it handles, not its end). A program it starts gets Rust's
+/// own setting back at its start.
+pub fn default_sigpipe() {
+    // SAFETY: SIG_DFL installs no handler (nothing of ours runs in signal context); the
+    // call changes one process-wide disposition and has no memory effects.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 /// Name the process so `ps` and /proc/<pid>/comm show its role.
 pub fn set_process_name(role: &str) {
     let mut buf = [0u8; 16];

@@ -877,3 +877,30 @@ fn concurrent_config_sets_all_land() {
         .collect();
     assert!(names.is_empty(), "{names:?}");
 }
+
+/// `nl2sh service status | head -1` and the like: a one-shot command whose reader has
+/// gone ends at the broken pipe as `cat` does (SIGPIPE), never with a panic on stderr.
+#[test]
+fn a_one_shot_command_whose_reader_is_gone_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let fx = Fixture::new("");
+    for args in [&["config", "path"][..], &["protocol", "approvals"][..]] {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        drop(read);
+        let out = fx
+            .command(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(write))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        // `approvals` finds no service first (exit 3) on some paths; whatever it says,
+        // a write to the gone reader is a SIGPIPE, not exit 101.
+        assert_ne!(out.status.code(), Some(101), "{args:?}: {err}");
+        if args[0] == "config" {
+            assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{args:?}: {err}");
+        }
+    }
+}
