@@ -50,13 +50,15 @@ fn init_logging(filter: &str, role: &'static str) {
         .try_init();
 }
 
-fn main() -> ExitCode {
+/// The entries the tree starts itself with, before any command line is parsed: the
+/// sandbox and touch helpers, and a worker of the tree. `None` for a person's command.
+fn internal_entry() -> Option<ExitCode> {
     let mut args = std::env::args_os();
     let _argv0 = args.next();
     let first = args.next();
     // The executor's sandbox helper: one sandboxed action, set up from its stdin.
     if first.as_deref() == Some(std::ffi::OsStr::new(nl2sh_executor::sandbox::HELPER_ARG)) {
-        return nl2sh_executor::sandbox::helper::main();
+        return Some(nl2sh_executor::sandbox::helper::main());
     }
     // The touch helper: one gesture, as the UI identity, from its stdin.
     if first.as_deref()
@@ -64,7 +66,7 @@ fn main() -> ExitCode {
             nl2sh_executor::tools::android::TOUCH_HELPER_ARG,
         ))
     {
-        return nl2sh_executor::tools::android::touch_helper_main();
+        return Some(nl2sh_executor::tools::android::touch_helper_main());
     }
     if first.as_deref() == Some(std::ffi::OsStr::new(WORKER_ARG)) {
         let worker = args
@@ -77,9 +79,16 @@ fn main() -> ExitCode {
             .unwrap_or_else(|| DEFAULT_LOG_FILTER.into());
         let Some(worker) = worker else {
             eprintln!("nl2sh: unknown worker role");
-            return exit::Exit::Usage.into();
+            return Some(exit::Exit::Usage.into());
         };
-        return run_worker(worker, &filter);
+        return Some(run_worker(worker, &filter));
+    }
+    None
+}
+
+fn main() -> ExitCode {
+    if let Some(code) = internal_entry() {
+        return code;
     }
     let cli = cli::Cli::parse();
     // The terminal console owns the screen: log lines on stderr would land in it.

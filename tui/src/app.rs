@@ -1162,6 +1162,66 @@ impl App {
         });
     }
 
+    /// A key in the timed-UI-grant question: approve, cancel, or pick the minutes.
+    fn ui_grant_key(
+        &mut self,
+        request: PendingApproval,
+        minutes: u32,
+        key: KeyEvent,
+        device: &dyn Device,
+        (yes, no, plain): (bool, bool, bool),
+    ) {
+        let at = UI_GRANT_MINUTES
+            .iter()
+            .position(|m| *m == minutes)
+            .unwrap_or(1);
+        let last = UI_GRANT_MINUTES.len() - 1;
+        match key.code {
+            _ if yes => self.approve_for_ui(device, &request, minutes),
+            _ if no => self.set_note(NoteKind::Info, "Cancelled: nothing was sent."),
+            KeyCode::Right | KeyCode::Char('+' | 'l') if plain => {
+                self.modal = Some(Modal::UiGrant {
+                    request,
+                    minutes: UI_GRANT_MINUTES[(at + 1).min(last)],
+                });
+            }
+            KeyCode::Left | KeyCode::Char('-' | 'h') if plain => {
+                self.modal = Some(Modal::UiGrant {
+                    request,
+                    minutes: UI_GRANT_MINUTES[at.saturating_sub(1)],
+                });
+            }
+            _ => self.modal = Some(Modal::UiGrant { request, minutes }),
+        }
+    }
+
+    /// A key in the question whether to revoke timed UI grant `id`.
+    fn revoke_key(
+        &mut self,
+        id: String,
+        app: String,
+        device: &dyn Device,
+        (yes, no): (bool, bool),
+    ) {
+        if yes {
+            match device.revoke_ui_grant(&id) {
+                Ok(()) => self.set_note(
+                    NoteKind::Ok,
+                    format!("Revoked: UI actions in {} ask again.", shown(&app)),
+                ),
+                Err(e) if e.kind == DeviceErrorKind::NoSuchRequest => {
+                    self.set_note(NoteKind::Info, "That grant had ended already.")
+                }
+                Err(e) => self.set_note(NoteKind::Error, device_error("Not revoked: ", &e)),
+            }
+            self.poll(device);
+        } else if no {
+            self.set_note(NoteKind::Info, "Not revoked.");
+        } else {
+            self.modal = Some(Modal::RevokeUiGrant { id, app });
+        }
+    }
+
     fn modal_key(&mut self, modal: Modal, key: KeyEvent, device: &dyn Device) {
         let plain = !key
             .modifiers
@@ -1184,48 +1244,9 @@ impl App {
                 error,
             } => self.phrase_key(request, typed, error, key, device),
             Modal::UiGrant { request, minutes } => {
-                let at = UI_GRANT_MINUTES
-                    .iter()
-                    .position(|m| *m == minutes)
-                    .unwrap_or(1);
-                let last = UI_GRANT_MINUTES.len() - 1;
-                match key.code {
-                    _ if yes => self.approve_for_ui(device, &request, minutes),
-                    _ if no => self.set_note(NoteKind::Info, "Cancelled: nothing was sent."),
-                    KeyCode::Right | KeyCode::Char('+' | 'l') if plain => {
-                        self.modal = Some(Modal::UiGrant {
-                            request,
-                            minutes: UI_GRANT_MINUTES[(at + 1).min(last)],
-                        });
-                    }
-                    KeyCode::Left | KeyCode::Char('-' | 'h') if plain => {
-                        self.modal = Some(Modal::UiGrant {
-                            request,
-                            minutes: UI_GRANT_MINUTES[at.saturating_sub(1)],
-                        });
-                    }
-                    _ => self.modal = Some(Modal::UiGrant { request, minutes }),
-                }
+                self.ui_grant_key(request, minutes, key, device, (yes, no, plain))
             }
-            Modal::RevokeUiGrant { id, app } => {
-                if yes {
-                    match device.revoke_ui_grant(&id) {
-                        Ok(()) => self.set_note(
-                            NoteKind::Ok,
-                            format!("Revoked: UI actions in {} ask again.", shown(&app)),
-                        ),
-                        Err(e) if e.kind == DeviceErrorKind::NoSuchRequest => {
-                            self.set_note(NoteKind::Info, "That grant had ended already.")
-                        }
-                        Err(e) => self.set_note(NoteKind::Error, device_error("Not revoked: ", &e)),
-                    }
-                    self.poll(device);
-                } else if no {
-                    self.set_note(NoteKind::Info, "Not revoked.");
-                } else {
-                    self.modal = Some(Modal::RevokeUiGrant { id, app });
-                }
-            }
+            Modal::RevokeUiGrant { id, app } => self.revoke_key(id, app, device, (yes, no)),
             Modal::RejectOrigin { origin, count } => {
                 if yes {
                     self.reject_origin(device, origin);

@@ -1158,51 +1158,11 @@ impl App {
                 request: r,
                 minutes,
             } => {
-                body.text(
-                    &format!(
-                        "Approve request {} and let UI actions (taps, gestures, text, keys) \
-                         from {} in {} run unasked for {minutes} min?",
-                        Shown::new(&r.id.0),
-                        r.origin.as_str(),
-                        r.ui_app.as_deref().map(shown).unwrap_or_default()
-                    ),
-                    theme.label(),
-                );
-                let choices: Vec<String> = crate::app::UI_GRANT_MINUTES
-                    .iter()
-                    .map(|m| {
-                        if m == minutes {
-                            format!("[{m} min]")
-                        } else {
-                            format!(" {m} min ")
-                        }
-                    })
-                    .collect();
-                body.text(&choices.join(" "), theme.plain());
-                body.text(
-                    "It ends when the time is up, when another app comes to the front, or \
-                     with x on the Approvals page. A tap in Settings, an installer, a \
-                     permission dialog or the lock screen still asks.",
-                    theme.muted(),
-                );
-                body.text(
-                    "←→/+-: minutes · y/Enter: approve · n/Esc: cancel",
-                    theme.muted(),
-                );
-                body.blank();
-                self.modal_request(body, r);
+                self.ui_grant_question(body, r, *minutes);
                 "Approve + UI grant"
             }
             Modal::RevokeUiGrant { id, app } => {
-                body.text(
-                    &format!(
-                        "Revoke timed UI grant {} for {}? Its UI actions ask again.",
-                        Shown::new(id),
-                        Shown::new(app)
-                    ),
-                    theme.label(),
-                );
-                body.text("y/Enter: revoke · n/Esc: cancel", theme.muted());
+                self.revoke_question(body, id, app);
                 "Revoke a UI grant"
             }
             Modal::RejectOrigin { origin, count } => {
@@ -1258,6 +1218,58 @@ impl App {
                 "Quit"
             }
         }
+    }
+
+    /// Revoking timed UI grant `id`: the question.
+    fn revoke_question(&self, body: &mut Body, id: &str, app: &str) {
+        let theme = self.theme();
+        body.text(
+            &format!(
+                "Revoke timed UI grant {} for {}? Its UI actions ask again.",
+                Shown::new(id),
+                Shown::new(app)
+            ),
+            theme.label(),
+        );
+        body.text("y/Enter: revoke · n/Esc: cancel", theme.muted());
+    }
+
+    /// Approving with a timed UI grant: the question, the minutes to pick, what ends it.
+    fn ui_grant_question(&self, body: &mut Body, r: &PendingApproval, minutes: u32) {
+        let theme = self.theme();
+        body.text(
+            &format!(
+                "Approve request {} and let UI actions (taps, gestures, text, keys) \
+                 from {} in {} run unasked for {minutes} min?",
+                Shown::new(&r.id.0),
+                r.origin.as_str(),
+                r.ui_app.as_deref().map(shown).unwrap_or_default()
+            ),
+            theme.label(),
+        );
+        let choices: Vec<String> = crate::app::UI_GRANT_MINUTES
+            .iter()
+            .map(|m| {
+                if *m == minutes {
+                    format!("[{m} min]")
+                } else {
+                    format!(" {m} min ")
+                }
+            })
+            .collect();
+        body.text(&choices.join(" "), theme.plain());
+        body.text(
+            "It ends when the time is up, when another app comes to the front, or \
+             with x on the Approvals page. A tap in Settings, an installer, a \
+             permission dialog or the lock screen still asks.",
+            theme.muted(),
+        );
+        body.text(
+            "←→/+-: minutes · y/Enter: approve · n/Esc: cancel",
+            theme.muted(),
+        );
+        body.blank();
+        self.modal_request(body, r);
     }
 
     /// A request in a modal, with its time left.

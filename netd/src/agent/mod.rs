@@ -322,15 +322,7 @@ impl Agent {
                     read_from,
                     ..
                 } = outcome;
-                // The executor's frame, checked like any other: sources it cannot have
-                // sent are dropped, not shown.
-                let read_from = match read_from.check() {
-                    Ok(()) => read_from,
-                    Err(e) => {
-                        tracing::warn!(error = %Shown::new(&e), "read sources refused");
-                        ReadSources::default()
-                    }
-                };
+                let read_from = checked_sources(read_from);
                 turn.answer_tool(
                     at,
                     &call.id,
@@ -408,6 +400,18 @@ impl Agent {
                 }
                 Err(_) => {}
             }
+        }
+    }
+}
+
+/// The executor's `read_from`, checked like any other frame of it: sources it cannot
+/// have sent are dropped, not shown.
+fn checked_sources(read_from: ReadSources) -> ReadSources {
+    match read_from.check() {
+        Ok(()) => read_from,
+        Err(e) => {
+            tracing::warn!(error = %Shown::new(&e), "read sources refused");
+            ReadSources::default()
         }
     }
 }

@@ -405,81 +405,22 @@ pub fn frames(
     times.sort_unstable();
     times.dedup();
 
-    let slots = ts.slot_count();
-    let mut slot_of: Vec<Option<usize>> = vec![None; g.strokes.len()];
-    let mut last_pos: Vec<Option<(i32, i32)>> = vec![None; slots];
-    let mut in_use = vec![false; slots];
-    let mut written_slot: Option<usize> = None;
-    let mut down = 0usize;
-    let mut next_id = first_id;
+    let mut strokes = Strokes::new(ts, g.strokes.len(), first_id);
     let mut out = Vec::new();
-
-    let select = |ev: &mut Vec<Ev>, written: &mut Option<usize>, slot: usize| {
-        if *written != Some(slot) {
-            ev.push(Ev::abs(ABS_MT_SLOT, slot as i32));
-            *written = Some(slot);
-        }
-    };
-    let buttons = |ev: &mut Vec<Ev>, touching: bool| {
-        if ts.btn_touch {
-            ev.push(Ev::key(BTN_TOUCH, touching));
-        }
-        if ts.btn_tool_finger {
-            ev.push(Ev::key(BTN_TOOL_FINGER, touching));
-        }
-    };
-
     for &t in &times {
         let mut ev = Vec::new();
-        let before = down;
+        let before = strokes.down;
         for (i, s) in g.strokes.iter().enumerate() {
             let (start, end) = (s.0[0].at_ms, s.0[s.0.len() - 1].at_ms);
             if t < start || t > end {
                 continue;
             }
             let (px, py) = position(s, t);
-            let (rx, ry) = screen.to_raw(ts, px, py)?;
-            let slot = match slot_of[i] {
-                Some(slot) => slot,
-                None => {
-                    let slot = in_use.iter().position(|u| !u).ok_or_else(|| {
-                        format!("the touchscreen has {slots} slots, too few for this gesture")
-                    })?;
-                    in_use[slot] = true;
-                    slot_of[i] = Some(slot);
-                    select(&mut ev, &mut written_slot, slot);
-                    ev.push(Ev::abs(ABS_MT_TRACKING_ID, next_id));
-                    next_id = next_id.wrapping_add(1);
-                    if next_id > ts.tracking.maximum || next_id < 0 {
-                        next_id = ts.tracking.minimum.max(0);
-                    }
-                    if let Some(p) = ts.pressure {
-                        ev.push(Ev::abs(ABS_MT_PRESSURE, middle(p, 2)));
-                    }
-                    if let Some(m) = ts.touch_major {
-                        ev.push(Ev::abs(ABS_MT_TOUCH_MAJOR, middle(m, 8)));
-                    }
-                    ev.push(Ev::abs(ABS_MT_POSITION_X, rx));
-                    ev.push(Ev::abs(ABS_MT_POSITION_Y, ry));
-                    last_pos[slot] = Some((rx, ry));
-                    down += 1;
-                    continue;
-                }
-            };
-            let was = last_pos[slot];
-            if was != Some((rx, ry)) {
-                select(&mut ev, &mut written_slot, slot);
-                if was.map(|w| w.0) != Some(rx) {
-                    ev.push(Ev::abs(ABS_MT_POSITION_X, rx));
-                }
-                if was.map(|w| w.1) != Some(ry) {
-                    ev.push(Ev::abs(ABS_MT_POSITION_Y, ry));
-                }
-                last_pos[slot] = Some((rx, ry));
-            }
+            let raw = screen.to_raw(ts, px, py)?;
+            strokes.place(&mut ev, i, raw)?;
         }
-        if before == 0 && down > 0 {
-            buttons(&mut ev, true);
+        if before == 0 && strokes.down > 0 {
+            strokes.buttons(&mut ev, true);
         }
         if !ev.is_empty() {
             ev.push(Ev::SYN);
@@ -491,19 +432,13 @@ pub fn frames(
         // Fingers whose stroke ends now lift, in a frame of their own.
         let mut lift = Vec::new();
         for (i, s) in g.strokes.iter().enumerate() {
-            if s.0[s.0.len() - 1].at_ms != t {
-                continue;
-            }
-            if let Some(slot) = slot_of[i].take() {
-                select(&mut lift, &mut written_slot, slot);
-                lift.push(Ev::abs(ABS_MT_TRACKING_ID, -1));
-                in_use[slot] = false;
-                down -= 1;
+            if s.0[s.0.len() - 1].at_ms == t {
+                strokes.lift(&mut lift, i);
             }
         }
         if !lift.is_empty() {
-            if down == 0 {
-                buttons(&mut lift, false);
+            if strokes.down == 0 {
+                strokes.buttons(&mut lift, false);
             }
             lift.push(Ev::SYN);
             out.push(Frame {
@@ -513,4 +448,101 @@ pub fn frames(
         }
     }
     Ok(out)
+}
+
+/// The strokes of one gesture as [`frames`] writes them: which slot each stroke holds,
+/// where each slot was last put, the slot last selected, the tracking ids.
+struct Strokes<'t> {
+    ts: &'t Touchscreen,
+    slot_of: Vec<Option<usize>>,
+    last_pos: Vec<Option<(i32, i32)>>,
+    in_use: Vec<bool>,
+    written_slot: Option<usize>,
+    down: usize,
+    next_id: i32,
+}
+
+impl<'t> Strokes<'t> {
+    fn new(ts: &'t Touchscreen, strokes: usize, first_id: i32) -> Self {
+        let slots = ts.slot_count();
+        Self {
+            ts,
+            slot_of: vec![None; strokes],
+            last_pos: vec![None; slots],
+            in_use: vec![false; slots],
+            written_slot: None,
+            down: 0,
+            next_id: first_id,
+        }
+    }
+
+    /// `ABS_MT_SLOT` when `slot` is not the one last written.
+    fn select(&mut self, ev: &mut Vec<Ev>, slot: usize) {
+        if self.written_slot != Some(slot) {
+            ev.push(Ev::abs(ABS_MT_SLOT, slot as i32));
+            self.written_slot = Some(slot);
+        }
+    }
+
+    /// `BTN_TOUCH` (and `BTN_TOOL_FINGER`) where the device has them.
+    fn buttons(&self, ev: &mut Vec<Ev>, touching: bool) {
+        if self.ts.btn_touch {
+            ev.push(Ev::key(BTN_TOUCH, touching));
+        }
+        if self.ts.btn_tool_finger {
+            ev.push(Ev::key(BTN_TOOL_FINGER, touching));
+        }
+    }
+
+    /// Stroke `i` is at `raw` now: it lands (a free slot, a new tracking id, pressure and
+    /// size, the position), or moves (the coordinates that changed).
+    fn place(&mut self, ev: &mut Vec<Ev>, i: usize, (rx, ry): (i32, i32)) -> Result<(), String> {
+        let Some(slot) = self.slot_of[i] else {
+            let slots = self.in_use.len();
+            let slot = self.in_use.iter().position(|u| !u).ok_or_else(|| {
+                format!("the touchscreen has {slots} slots, too few for this gesture")
+            })?;
+            self.in_use[slot] = true;
+            self.slot_of[i] = Some(slot);
+            self.select(ev, slot);
+            ev.push(Ev::abs(ABS_MT_TRACKING_ID, self.next_id));
+            self.next_id = self.next_id.wrapping_add(1);
+            if self.next_id > self.ts.tracking.maximum || self.next_id < 0 {
+                self.next_id = self.ts.tracking.minimum.max(0);
+            }
+            if let Some(p) = self.ts.pressure {
+                ev.push(Ev::abs(ABS_MT_PRESSURE, middle(p, 2)));
+            }
+            if let Some(m) = self.ts.touch_major {
+                ev.push(Ev::abs(ABS_MT_TOUCH_MAJOR, middle(m, 8)));
+            }
+            ev.push(Ev::abs(ABS_MT_POSITION_X, rx));
+            ev.push(Ev::abs(ABS_MT_POSITION_Y, ry));
+            self.last_pos[slot] = Some((rx, ry));
+            self.down += 1;
+            return Ok(());
+        };
+        let was = self.last_pos[slot];
+        if was != Some((rx, ry)) {
+            self.select(ev, slot);
+            if was.map(|w| w.0) != Some(rx) {
+                ev.push(Ev::abs(ABS_MT_POSITION_X, rx));
+            }
+            if was.map(|w| w.1) != Some(ry) {
+                ev.push(Ev::abs(ABS_MT_POSITION_Y, ry));
+            }
+            self.last_pos[slot] = Some((rx, ry));
+        }
+        Ok(())
+    }
+
+    /// Stroke `i` lifts: its slot's tracking id -1, the slot free again.
+    fn lift(&mut self, ev: &mut Vec<Ev>, i: usize) {
+        if let Some(slot) = self.slot_of[i].take() {
+            self.select(ev, slot);
+            ev.push(Ev::abs(ABS_MT_TRACKING_ID, -1));
+            self.in_use[slot] = false;
+            self.down -= 1;
+        }
+    }
 }
