@@ -193,7 +193,9 @@ fn non_ascii_text_goes_through_the_unicode_ime_and_back() {
     assert_eq!(
         device.ran(),
         [
-            // Which app is in front (a UI action is judged by it), then the typing.
+            // Which app is in front (a UI action is judged by it, and checked again right
+            // before input), then the typing.
+            "dumpsys window",
             "dumpsys window",
             "pm path io.appium.settings",
             "settings get secure default_input_method",

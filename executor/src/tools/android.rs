@@ -95,6 +95,9 @@ impl Tool for AndroidTool {
         if nl2sh_proto::ui_grants::is_ui_action(self.def.name) && prepared.ui_app.is_none() {
             let (app, locked) = target::front_while_preparing(env).unwrap_or((None, false));
             target::judge_ui_target(&mut prepared, app, None, locked);
+            if let Some(app) = prepared.ui_app.clone() {
+                prepared.run = target::in_front_only(app, prepared.run);
+            }
         }
         Ok(prepared)
     }

@@ -21,8 +21,8 @@ use super::uixml::{UiDump, UiNode};
 use crate::device::DeviceEnv;
 use crate::exec::CommandSpec;
 use crate::sys::ChildSetup;
-use crate::tools::Prepared;
 use crate::tools::{Args, ExecContext, ToolError};
+use crate::tools::{Prepared, RunFn, ToolOutput};
 use nl2sh_proto::channels::RiskLevel;
 
 /// How long preparing may spend reading the screen (a first `uiautomator dump` takes one
@@ -419,6 +419,42 @@ pub async fn front(ctx: &ExecContext) -> Result<(Option<String>, bool), ToolErro
     Ok((app, keyguard_shows(&window)))
 }
 
+/// What changed in front since a UI action was prepared, if anything: another app (when
+/// both reads name one), or the lock screen came up.
+fn front_changed(
+    was: Option<&str>,
+    was_locked: bool,
+    now: Option<&str>,
+    locked: bool,
+) -> Option<Value> {
+    if locked && !was_locked {
+        return Some(json!({"change": "locked",
+            "message": "the lock screen came up since the action was prepared"}));
+    }
+    match (was, now) {
+        (Some(was), Some(is)) if was != is => Some(json!({"change": "app", "was": was, "now": is,
+            "message": format!("another app is in front: {} (was {})", label(is), label(was))})),
+        _ => None,
+    }
+}
+
+/// `run`, preceded right before input by one more look at the front: if another app
+/// came to the front (or the lock screen came up) since the action was judged for `app`
+/// (and approved, or let run by a timed UI grant for `app`), nothing is injected and
+/// the result says what changed. For UI actions that read no window dump; those aimed
+/// at an element or a point check the whole screen again ([`Aimed::recheck`]).
+pub fn in_front_only(app: String, run: RunFn) -> RunFn {
+    Box::new(move |ctx| {
+        Box::pin(async move {
+            let (now, locked) = front(&ctx).await?;
+            if let Some(change) = front_changed(Some(&app), false, now.as_deref(), locked) {
+                return Ok(ToolOutput::json(false, &change));
+            }
+            run(ctx).await
+        })
+    })
+}
+
 /// Apps where a touch changes the phone itself (settings, installs, permissions, the
 /// lock screen and the system's own panels): a UI action there is `high`, so it always
 /// asks and no timed UI grant covers it.
@@ -610,11 +646,13 @@ impl Aimed {
     /// must be there once, within [`MOVE_TOLERANCE_PX`] of where it was, with the same
     /// app in front.
     pub fn changed(&self, now: &Seen) -> Option<Value> {
-        if let (Some(was), Some(is)) = (&self.front, &now.front) {
-            if was != is {
-                return Some(json!({"change": "app", "was": was, "now": is,
-                    "message": format!("another app is in front: {} (was {})", label(is), label(was))}));
-            }
+        if let Some(change) = front_changed(
+            self.front.as_deref(),
+            self.locked,
+            now.front.as_deref(),
+            now.locked,
+        ) {
+            return Some(change);
         }
         match &self.aim {
             Aim::Element { selector, node } => match selector.find(&now.dump) {
@@ -695,5 +733,22 @@ impl Aimed {
 impl Selector {
     fn matches_none(&self, dump: &UiDump) -> bool {
         !dump.nodes.iter().any(|n| self.matches(n))
+    }
+}
+
+#[cfg(test)]
+mod front_tests {
+    use super::front_changed;
+
+    #[test]
+    fn another_app_or_the_lock_screen_is_a_change() {
+        assert!(front_changed(Some("a.b"), false, Some("a.b"), false).is_none());
+        assert!(front_changed(None, false, Some("a.b"), false).is_none());
+        let app = front_changed(Some("a.b"), false, Some("c.d"), false).unwrap();
+        assert_eq!(app["change"], "app");
+        let locked = front_changed(Some("a.b"), false, Some("a.b"), true).unwrap();
+        assert_eq!(locked["change"], "locked");
+        // Locked already when prepared (and so judged high): not a change.
+        assert!(front_changed(Some("a.b"), true, Some("a.b"), true).is_none());
     }
 }

@@ -1000,3 +1000,41 @@ async fn ui_actions_are_judged_by_the_app_in_front() {
     );
     assert_eq!(p.ui_app, None);
 }
+
+/// A UI action that reads no window dump is checked again right before input: judged
+/// (and perhaps covered by a timed UI grant) for one app, it never lands in another that
+/// came to the front meanwhile. Before, a key or text decided for a chat typed into
+/// whatever was in front when it ran.
+#[tokio::test]
+async fn a_ui_action_finds_another_app_in_front_and_injects_nothing() {
+    let rig = Rig::new(&[(
+        "NL2SH_STANDIN_FOCUS_SEQ",
+        "com.example.chat/.Main com.example.bank/.Main",
+    )]);
+    let out = rig
+        .run("android.key", json!({"key": "ENTER"}))
+        .await
+        .unwrap();
+    assert!(!out.success, "{out:?}");
+    let v: Value = serde_json::from_str(&out.output).unwrap();
+    assert_eq!(v["change"], "app", "{v}");
+    assert_eq!(v["was"], "com.example.chat");
+    assert_eq!(v["now"], "com.example.bank");
+    assert_eq!(
+        rig.ran(),
+        ["dumpsys window", "dumpsys window"],
+        "nothing injected"
+    );
+    // The same app still in front: it runs.
+    let same = Rig::new(&[("NL2SH_STANDIN_FOCUS", "com.example.chat/.Main")]);
+    let (_, out) = same.ok("android.key", json!({"key": "ENTER"})).await;
+    assert!(out.success);
+    assert_eq!(
+        same.ran(),
+        [
+            "dumpsys window",
+            "dumpsys window",
+            "input keyevent KEYCODE_ENTER"
+        ]
+    );
+}

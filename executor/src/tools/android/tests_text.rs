@@ -27,7 +27,9 @@ async fn non_ascii_text_switches_to_the_unicode_ime_types_and_switches_back() {
     assert_eq!(
         rig.ran(),
         [
-            // Which app is in front (prepare judges a UI action by it).
+            // Which app is in front: while preparing (it judges the action) and again right
+            // before input.
+            "dumpsys window",
             "dumpsys window",
             "pm path io.appium.settings",
             "settings get secure default_input_method",
@@ -49,10 +51,16 @@ async fn non_ascii_text_switches_to_the_unicode_ime_types_and_switches_back() {
 async fn ascii_text_keeps_the_plain_path_and_percent_s_is_typed() {
     let rig = Rig::new(&[HELPER]);
     let (v, _) = rig.ok("android.text", json!({"text": "50%s off"})).await;
-    // Which app is in front (prepare judges a UI action by it), then the text.
+    // Which app is in front: while preparing (it judges the action) and again right
+    // before input. then the text.
     assert_eq!(
         rig.ran(),
-        ["dumpsys window", "input text 50%", "input text s%soff"]
+        [
+            "dumpsys window",
+            "dumpsys window",
+            "input text 50%",
+            "input text s%soff"
+        ]
     );
     assert_eq!(v["via"], "input");
 }
@@ -120,8 +128,16 @@ async fn without_the_helper_non_ascii_text_fails_saying_how_to_enable_it() {
         msg.contains("io.appium.settings") && msg.contains("installs its APK"),
         "{msg}"
     );
-    // Which app is in front (prepare judges a UI action by it), then the helper.
-    assert_eq!(rig.ran(), ["dumpsys window", "pm path io.appium.settings"]);
+    // Which app is in front: while preparing (it judges the action) and again right
+    // before input. then the helper.
+    assert_eq!(
+        rig.ran(),
+        [
+            "dumpsys window",
+            "dumpsys window",
+            "pm path io.appium.settings"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -134,7 +150,9 @@ async fn already_on_the_unicode_ime_nothing_is_switched() {
     assert_eq!(
         rig.ran(),
         [
-            // Which app is in front (prepare judges a UI action by it).
+            // Which app is in front: while preparing (it judges the action) and again right
+            // before input.
+            "dumpsys window",
             "dumpsys window",
             "pm path io.appium.settings",
             "settings get secure default_input_method",

@@ -81,7 +81,9 @@ async fn each_verb_runs_one_argv() {
             &format!("pm install -r {}", apk.display()),
             "input keyevent KEYCODE_WAKEUP",
             "input keyevent KEYCODE_SLEEP",
-            // A key is a UI action: judged by the app in front, read while preparing.
+            // A key is a UI action: judged by the app in front, read while preparing, and
+            // checked again right before input.
+            "dumpsys window",
             "dumpsys window",
             "input keyevent KEYCODE_APP_SWITCH",
         ]
