@@ -738,14 +738,21 @@ ts_start() { # name xmax ymax: a touchscreen; TS_NODE is its node
   chgrp 1004 "$TS_NODE" && chmod 0660 "$TS_NODE"
 }
 ts_stop() { kill -TERM "$TS_PID" 2>/dev/null; wait "$TS_PID" 2>/dev/null; TS_PID=; }
+# Under TCG with two guests at a time a process can take seconds to start and a call many
+# more: the reader waits for its first event as long as the call may take (kt post's 60 s),
+# and once the call has answered (its last event written) is given 10 s to see one.
 reader() { # node|new:NAME: a reader of its events, ready before the call
-  kt events "$1" 8000 800 >$KT/events.out 2>$KT/events.err &
+  kt events "$1" 90000 2000 >$KT/events.out 2>$KT/events.err &
   READER=$!
-  wait_for 10 grep -q '^ready' $KT/events.out
+  wait_for 60 grep -q '^ready' $KT/events.out
 }
 events() { # what the reader saw: "type code value ..." on one line
+  wait_for 10 grep -q '^E ' $KT/events.out || kill "$READER" 2>/dev/null
   wait "$READER"
   echo $(grep '^E ' $KT/events.out | cut -d' ' -f3-)
+}
+answer() { # what a call answered, for a verdict: its error, or all of it when no events came
+  if [ -n "$got" ]; then field "$out" error; else printf 'answer: %.400s' "${out:-none}"; fi
 }
 syn_times() { grep -E '^E [0-9.]+ 0 0 0$' $KT/events.out | cut -d' ' -f2 | tr '\n' ' '; }
 touch_call() { # tool arguments: the call on a fresh phone touchscreen; sets out, got, t
@@ -769,11 +776,11 @@ if start_tree touch 8770 $conf $PREFIX env PATH=$AB:$PATH; then
   touch_call android.tap '{"x":100,"y":200}'
   [ "$(field "$out" path)" = "evdev:$TS_NODE" ] && [ "$got" = "$(down 0 100 200) $UP" ] &&
     at_least "$(echo $t | cut -d' ' -f2)" 9
-  verdict $? touch-tap "$(field "$out" path) $(field "$out" inject_ms) ms; syn at $t; $got"
+  verdict $? touch-tap "$(field "$out" path) $(field "$out" inject_ms) ms; syn at $t; $got $(answer)"
 
   touch_call android.long_press '{"x":300,"y":400,"duration_ms":600}'
   [ "$got" = "$(down 0 300 400) $UP" ] && at_least "$(echo $t | cut -d' ' -f2)" 595
-  verdict $? touch-long-press "syn at $t; $got $(field "$out" error)"
+  verdict $? touch-long-press "syn at $t; $got $(answer)"
 
   touch_call android.swipe '{"x1":540,"y1":2000,"x2":540,"y2":1000,"duration_ms":300}'
   ys=$(echo $got | grep -o '3 54 [0-9]*' | cut -d' ' -f3 | tr '\n' ' ')
@@ -790,14 +797,14 @@ if start_tree touch 8770 $conf $PREFIX env PATH=$AB:$PATH; then
   [ "$got" = "$(down 0 500 600) $UP 3 57 1 1 330 1 1 325 1 0 0 0 $UP" ] &&
     at_least "$(echo $t | cut -d' ' -f3)" 105 &&
     at_least "$(awk -v a="$(echo $t | cut -d' ' -f3)" -v b="$(echo $t | cut -d' ' -f2)" 'BEGIN {print a - b}')" 90
-  verdict $? touch-double-tap "syn at $t; $got $(field "$out" error)"
+  verdict $? touch-double-tap "syn at $t; $got $(answer)"
 
   touch_call android.pinch '{"x":540,"y":1200,"from":400,"to":100,"duration_ms":100}'
   first="3 57 0 3 58 127 3 48 31 3 53 340 3 54 1200 3 47 1 3 57 1 3 58 127 3 48 31 3 53 740 3 54 1200 1 330 1 1 325 1 0 0 0 3 47 0 3 53 355 3 47 1 3 53 725 0 0 0"
   last="3 47 0 3 53 490 3 47 1 3 53 590 0 0 0 3 47 0 3 57 -1 3 47 1 3 57 -1 1 330 0 1 325 0 0 0 0"
   case "$got" in "$first "*" $last") ok=0 ;; *) ok=1 ;; esac
   [ $ok = 0 ] && [ "$(echo $t | wc -w)" = 12 ] && at_least "$(echo $t | cut -d' ' -f12)" 95
-  verdict $? touch-pinch "syn at $t; $got $(field "$out" error)"
+  verdict $? touch-pinch "syn at $t; $got $(answer)"
 
   # Axes ten times the pixels, and the display turned a quarter: (100, 200) on the
   # 2400x1080 view is natural pixel (879, 100), raw (8795, 1005).
@@ -807,7 +814,7 @@ if start_tree touch 8770 $conf $PREFIX env PATH=$AB:$PATH; then
   out=$(invoke 8770 android.tap '{"x":100,"y":200}')
   got=$(events)
   [ "$got" = "$(down 0 8795 1005) $UP" ]
-  verdict $? touch-rotated-scaled "$got $(field "$out" error)"
+  verdict $? touch-rotated-scaled "$got $(answer)"
   display 1080x2400 0
 
   # A finger on the glass: nothing is written, and the error says why.
@@ -833,7 +840,7 @@ if start_tree touch 8770 $conf $PREFIX env PATH=$AB:$PATH; then
   got=$(events)
   [ "$(field "$out" path)" = uinput ] && [ "$(field "$out" copy_of)" = "$TS_NODE" ] &&
     [ "$got" = "$(down 0 100 200) $UP" ]
-  verdict $? touch-uinput "$(field "$out" path) copy of $(field "$out" copy_of) ($(field "$out" why)); $got $(field "$out" error)"
+  verdict $? touch-uinput "$(field "$out" path) copy of $(field "$out" copy_of) ($(field "$out" why)); $got $(answer)"
 
   # Neither: `input`, saying why.
   chmod 0600 "$TS_NODE" /dev/uinput
