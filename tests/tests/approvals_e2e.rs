@@ -674,7 +674,7 @@ fn a_high_request_is_approved_only_after_the_person_confirms() {
         let (code, out, err) =
             nl2sh_tests::run_on_terminal_typing(&fx, &["protocol", "approve", &id], typed);
         assert_eq!(code, Some(1), "{typed:?}: {out}{err}");
-        assert!(out.contains(&format!("runs: /bin/sh -c 'awk '")), "{out}");
+        assert!(out.contains("runs: /bin/sh -c 'awk '"), "{out}");
         assert!(
             out.contains("This request is high risk. Approve it?"),
             "{out}"
