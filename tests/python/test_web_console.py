@@ -343,7 +343,7 @@ def test_a_dangerous_request_needs_its_phrase_and_is_rejected(console: Console, 
     assert any(str(victim) in p["action"] for p in console.pending())
 
     card.find_element("css selector", "button.reject").click()
-    accept_confirm(b, "Reject this request?")
+    accept_confirm(b, "Reject request ")
     b.until(lambda: card_gone(b, card), 5, "the rejected card leaves the page")
     result = call.result()
     assert result.get("isError") is True, result
@@ -433,7 +433,7 @@ def test_a_write_shows_every_line_it_writes(console: Console, browsers: Browsers
     phone.screenshot("web-approvals-write-content-phone")
     assert phone.horizontal_overflow() == 0
     card.find_element("css selector", "button.reject").click()
-    accept_confirm(b, "Reject this request?")
+    accept_confirm(b, "Reject request ")
     b.until(lambda: card_gone(b, card), 5, "the rejected card leaves the page")
     assert call.result().get("isError") is True
     assert not target.exists()
@@ -724,7 +724,7 @@ def test_hostile_text_from_a_request_shows_as_text(console: Console, browsers: B
     assert b.js("return typeof window.__pwned;") == "undefined"
 
     card.find_element("css selector", "button.reject").click()
-    accept_confirm(b, "Reject this request?")
+    accept_confirm(b, "Reject request ")
     b.until(lambda: card_gone(b, card), 5, "the rejected card leaves the page")
     assert call.result().get("isError") is True
     assert not tag.exists()
@@ -1039,9 +1039,167 @@ def test_a_ui_action_approved_for_some_minutes_lets_the_next_ones_run_until_revo
             card = wait_card(b, "tap 140 340")
             assert not third.done()
             card.find_element("css selector", "button.reject").click()
-            accept_confirm(b, "Reject this request?")
+            accept_confirm(b, "Reject request ")
             assert third.result().get("isError") is True
             b.assert_clean_console()
             phone.assert_clean_console()
     finally:
         shutil.rmtree(standins.parent)
+
+
+# ---------------------------------------------------------------------------------------
+# 13. One approve flow, decisions said, state that is true (issue 40)
+# ---------------------------------------------------------------------------------------
+
+# The brief's sizes: a phone and a laptop screen.
+LAPTOP = (1280, 800)
+SIZES = (("phone", PHONE), ("desktop", LAPTOP))
+# A local time, the one form every time on the page takes.
+TIME_FORM = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
+
+
+def dark(b: Browser) -> None:
+    """The system asks for dark colours (the page follows prefers-color-scheme)."""
+    b.driver.execute_cdp_cmd(
+        "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}
+    )
+
+
+def pending_id(console: WebService, needle: str, timeout: float = APPEAR_TIMEOUT) -> str:
+    """The id of the request whose action shows `needle`, once it waits."""
+    deadline = time.monotonic() + timeout
+    while not (mine := [p for p in console.pending() if needle in p["action"]]):
+        assert time.monotonic() < deadline, f"no request for {needle!r} became pending"
+        time.sleep(0.05)
+    return mine[0]["id"]
+
+
+def decision_status(b: Browser) -> str:
+    return b.js("const e = document.getElementById('decision-status'); return e && !e.hidden ? e.textContent : '';")
+
+
+def test_a_high_request_is_approved_only_after_a_second_step_naming_it(
+    console: Console, browsers: Browsers, tmp_path: Path
+):
+    """A `high` request (a root command the risk rules cannot assess) does not run on one
+    tap: Approve opens a step in the card that names the request; Cancel decides nothing;
+    the step's button approves, and the page says "Approved ID". The buttons carry the
+    request's id for a screen reader, and the countdown is in no live region."""
+    for label, size in SIZES:
+        b = browsers.new(size=size, name=f"high-{label}")
+        log_in(b, console)
+        open_page(b, "approvals")
+        marker = tmp_path / f"high-{label}"
+        call = console.invoke_async(f"LD_PRELOAD=/nonexistent.so touch {marker}")
+        card = wait_card(b, str(marker))
+        assert card.get_attribute("data-risk") == "high", card.text
+        rid = card.get_attribute("data-id")
+        approve = card.find_element("css selector", "button.approve")
+        assert approve.get_attribute("aria-label") == f"Approve request {rid}"
+        assert card.find_element("css selector", "button.reject").get_attribute("aria-label") == f"Reject request {rid}"
+        live = """return arguments[0].querySelector('.time-left')
+                    .closest('[aria-live], [role=status], [role=alert], [role=log], [role=timer]');"""
+        assert b.js(live, card) is None, "the countdown sits in a live region"
+
+        approve.click()
+        step = b.wait_visible(f'article.request[data-id="{rid}"] .confirm-step')
+        assert f"Approve request {rid}?" in step.text and "high risk" in step.text, step.text
+        yes = step.find_element("css selector", "button.confirm-approve")
+        assert yes.text == f"Yes, approve {rid}"
+        assert not approve.is_enabled(), "Approve stays off while its step is open"
+        if label == "desktop":
+            dark(b)
+        b.screenshot(f"approvals-high-confirm-{label}")
+        assert b.horizontal_overflow() == 0
+        time.sleep(1.5)  # a tap that counted would have run by now
+        assert not marker.exists() and not call.done()
+
+        step.find_element("css selector", "button.confirm-cancel").click()
+        b.until(lambda: not step.is_displayed(), 5, "Cancel closes the step")
+        assert approve.is_enabled()
+        assert any(p["id"] == rid for p in console.pending())
+
+        approve.click()
+        b.wait_clickable(f'article.request[data-id="{rid}"] button.confirm-approve').click()
+        b.until(lambda: card_gone(b, card), 5, "the approved card leaves the page")
+        b.until(lambda: decision_status(b) == f"Approved {rid}.", 5, "the page says it approved the request")
+        assert b.find("#decision-status").get_attribute("role") == "status"
+        assert call.result().get("isError") is not True
+        assert marker.exists(), "the approved command did not run"
+        b.screenshot(f"approvals-approved-{label}")
+        b.assert_clean_console()
+
+
+def test_a_request_decided_elsewhere_stays_greyed_with_its_typed_phrase(
+    console: Console, browsers: Browsers, tmp_path: Path
+):
+    """While the owner types a dangerous request's phrase, the CLI rejects it: the card
+    stays, greyed, says it was decided elsewhere, keeps what was typed and approves
+    nothing, until the owner dismisses it. A rejection from the page is said too."""
+    for label, size in SIZES:
+        b = browsers.new(size=size, name=f"elsewhere-{label}")
+        log_in(b, console)
+        open_page(b, "approvals")
+        victim = tmp_path / f"elsewhere-{label}"
+        victim.mkdir()
+        call = console.invoke_async(f"rm -rf {victim}")
+        card = wait_card(b, str(victim))
+        rid = card.get_attribute("data-id")
+        typed = "approve dangerous " + rid[:2]
+        card.find_element("css selector", "input.phrase").send_keys(typed)
+
+        r = console.cli("protocol", "reject", rid)
+        assert r.returncode == 0, r.stdout + r.stderr
+        b.until(lambda: card.get_attribute("data-gone") == "elsewhere", APPEAR_TIMEOUT, "the card says it went")
+        assert "Decided elsewhere" in card.text, card.text
+        assert "gone" in card.get_attribute("class").split()
+        phrase = card.find_element("css selector", "input.phrase")
+        assert phrase.get_attribute("value") == typed, "the typed phrase was dropped"
+        assert not card.find_element("css selector", "button.approve").is_enabled()
+        assert not card.find_element("css selector", "button.reject").is_enabled()
+        if label == "desktop":
+            dark(b)
+        b.screenshot(f"approvals-decided-elsewhere-{label}")
+        assert b.horizontal_overflow() == 0
+        time.sleep(2.5)  # polls go on: the card stays
+        assert not card_gone(b, card)
+        card.find_element("css selector", "button.dismiss").click()
+        b.until(lambda: card_gone(b, card), 5, "Dismiss removes the card")
+        assert call.result().get("isError") is True and victim.is_dir()
+
+        # Rejected here: said in the status region.
+        marker = tmp_path / f"reject-{label}"
+        call = console.invoke_async(f"touch {marker}")
+        card = wait_card(b, str(marker))
+        rid = card.get_attribute("data-id")
+        card.find_element("css selector", "button.reject").click()
+        accept_confirm(b, f"Reject request {rid}?")
+        b.until(lambda: decision_status(b) == f"Rejected {rid}.", 5, "the page says it rejected the request")
+        assert call.result().get("isError") is True and not marker.exists()
+        b.assert_clean_console()
+
+
+def test_an_expired_request_stays_saying_so(tmp_path: Path, browsers: Browsers, monkeypatch):
+    """A request that times out while shown is kept, greyed, saying it expired."""
+    import web_service as ws
+
+    assert "approval_timeout_secs = 60\n" in ws.BASE_CONFIG
+    monkeypatch.setattr(ws, "BASE_CONFIG", ws.BASE_CONFIG.replace("approval_timeout_secs = 60", "approval_timeout_secs = 4"))
+    (tmp_path / "svc").mkdir()
+    with web_service(tmp_path / "svc", "console", cls=Console) as c:
+        pages = []
+        for label, size in SIZES:
+            b = browsers.new(size=size, name=f"expired-{label}")
+            log_in(b, c)
+            open_page(b, "approvals")
+            pages.append((label, b))
+        marker = tmp_path / "expires"
+        call = c.invoke_async(f"touch {marker}")
+        for label, b in pages:
+            card = wait_card(b, str(marker))
+            b.until(lambda: card.get_attribute("data-gone") == "expired", 10, "the card says it expired")
+            assert "Expired" in card.text and not card.find_element("css selector", "button.approve").is_enabled()
+            b.screenshot(f"approvals-expired-{label}")
+        assert call.result().get("isError") is True and not marker.exists()
+        for _, b in pages:
+            b.assert_clean_console()
