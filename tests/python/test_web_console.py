@@ -21,6 +21,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import socket
 import threading
 import time
 import tomllib
@@ -1203,3 +1205,186 @@ def test_an_expired_request_stays_saying_so(tmp_path: Path, browsers: Browsers, 
         assert call.result().get("isError") is True and not marker.exists()
         for _, b in pages:
             b.assert_clean_console()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_service_out_of_reach_is_said_not_hidden(tmp_path: Path, browsers: Browsers, monkeypatch):
+    """The service stops under an open console: no page goes on saying "Running … pid"
+    or "No requests are waiting"; the banner says the state is unknown. When a service
+    answers again on the same address, the page is truthful again: logged in and live, or
+    the login page saying the service stopped or restarted."""
+    import web_service as ws
+
+    port = free_port()
+    monkeypatch.setattr(ws, "BASE_CONFIG", ws.BASE_CONFIG.replace("web_port = 0", f"web_port = {port}"))
+    svc = tmp_path / "svc"
+    svc.mkdir()
+    pages: list[tuple[str, str, Browser]] = []
+    with web_service(svc, "console", cls=Console) as c:
+        for label, size in SIZES:
+            for page in ("mcp", "approvals"):
+                b = browsers.new(size=size, name=f"unreachable-{page}-{label}")
+                log_in(b, c)
+                open_page(b, page)
+                pages.append((label, page, b))
+        for label, page, b in pages:
+            if page == "mcp":
+                b.until(lambda: b.find("#connection-status").get_attribute("data-state") == "running", 5, "running")
+            else:
+                assert b.find("#approvals-empty").is_displayed()
+        c.proc.send_signal(signal.SIGTERM)
+        assert c.proc.wait(timeout=15) == 0
+    for label, page, b in pages:
+        b.wait_visible("#net-banner", timeout=10)
+        assert "unknown" in b.find("#net-banner").text
+        assert b.find("#approvals-badge").text == "?"
+        if page == "mcp":
+            status = b.find("#connection-status")
+            assert status.get_attribute("data-state") == "unknown", status.text
+            assert "Running" not in status.text, status.text
+            assert not b.find("#connection-details").is_displayed(), "the last pid and URLs still shown"
+            assert not [e for e in b.find_all("#connection-detail") if e.is_displayed()], "the last pid still shown"
+            assert "pid" not in b.find("#connection").text.lower()
+        else:
+            b.until(lambda: b.find("#approvals-status").is_displayed(), 5, "the approvals page says it cannot tell")
+            assert "unknown" in b.find("#approvals-status").text
+            assert not b.find("#approvals-empty").is_displayed(), "'No requests are waiting' while unknown"
+        if label == "desktop":
+            dark(b)
+        b.screenshot(f"unreachable-{page}-{label}")
+        assert b.horizontal_overflow() == 0
+
+    with web_service(svc, "console", cls=Console) as c:
+        for label, page, b in pages:
+            b.until(
+                lambda: b.find("#login-screen").is_displayed()
+                or (b.find("#app").is_displayed() and not b.find("#net-banner").is_displayed()),
+                15,
+                "the page after the service came back",
+            )
+            if b.find("#login-screen").is_displayed():
+                # Sessions end with the service: said so.
+                assert "the service stopped or restarted" in b.find("#login-error").text
+            else:
+                assert b.find("#approvals-badge").text != "?"
+            b.screenshot(f"after-restart-{page}-{label}")
+
+
+def login_reason(b: Browser) -> str:
+    b.wait_visible("#login-screen", timeout=10)
+    return b.wait_visible("#login-error").text
+
+
+def test_the_login_page_says_why_the_session_ended(console: Console, browsers: Browsers):
+    """Logged out here; ended by `nl2sh web logout --all` (shown as code); 12 hours
+    passed (the browser drops the cookie when its Max-Age ends: done here by hand)."""
+    for label, size in SIZES:
+        b = browsers.new(size=size, name=f"ended-{label}")
+        log_in(b, console)
+        b.wait_clickable("#logout").click()
+        assert login_reason(b) == "You logged out (here or in another tab of this browser)."
+
+        log_in(b, console)
+        open_page(b, "approvals")
+        r = console.cli("web", "logout", "--all")
+        assert r.returncode == 0, r.stdout + r.stderr
+        reason = login_reason(b)
+        assert "ended: by nl2sh web logout --all on the device" in reason, reason
+        assert "restart" in reason, reason
+        code = b.find("#login-error code")
+        assert code.text == "nl2sh web logout --all", "backticks shown literally"
+        assert "`" not in reason
+        if label == "desktop":
+            dark(b)
+        b.screenshot(f"login-ended-{label}")
+        assert b.horizontal_overflow() == 0
+
+        log_in(b, console)
+        b.js("localStorage.setItem('nl2sh.session', JSON.stringify({expires: Date.now() - 1000}));")
+        b.driver.delete_cookie("nl2sh_session")
+        b.driver.refresh()
+        assert login_reason(b) == "Your session ended: 12 hours passed since you logged in."
+        b.assert_clean_console()
+
+
+def test_tasks_show_their_goal_and_refresh_by_themselves(console: Console, browsers: Browsers):
+    """Each task line shows what it was asked (escaped by the server, on one line) beside
+    its state and time; a new task appears without a click; times in the one form."""
+    for label, size in SIZES:
+        b = browsers.new(size=size, name=f"tasks-{label}")
+        log_in(b, console)
+        open_page(b, "tasks")
+        task = console.a2a_send(f"Clear the downloads\n\u202efolder ({label})")
+        row = b.until(
+            lambda: next((r for r in b.find_all("#tasks-table tr.task-row") if r.get_attribute("data-id") == task["id"]), None),
+            10,
+            "the new task listed without a click",
+        )
+        goal = row.find_element("css selector", ".task-goal").text
+        assert goal == f"Clear the downloads\\n\\u{{202e}}folder ({label})", goal
+        assert row.find_element("css selector", ".state").text
+        times = [e.text for e in b.find_all("#tasks-table .time")]
+        assert times and all(TIME_FORM.match(t) for t in times), times
+        if label == "desktop":
+            dark(b)
+        b.screenshot(f"tasks-goals-{label}")
+        assert b.horizontal_overflow() == 0
+        b.assert_clean_console()
+
+
+# Arabic words and plain ones, for the audit table to wrap at spaces only.
+ARABIC = "احذف الملفات المؤقتة من مجلد التنزيلات القديمة"
+SPLIT_WORDS = """
+    const bad = [];
+    for (const td of document.querySelectorAll(arguments[0])) {
+      const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+      let n;
+      while ((n = walker.nextNode())) {
+        const re = /\\S+/g;
+        let m;
+        while ((m = re.exec(n.data))) {
+          if (m[0].length > 16) { continue; }  // longer than a narrow line: may break
+          const r = document.createRange();
+          r.setStart(n, m.index);
+          r.setEnd(n, m.index + m[0].length);
+          const tops = new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top)));
+          if (tops.size > 1) { bad.push(m[0]); }
+        }
+      }
+    }
+    return bad;"""
+
+
+def test_the_audit_table_never_splits_a_word(console: Console, browsers: Browsers, tmp_path: Path):
+    """Words (Arabic included) wrap whole at phone and desktop sizes; times in one form."""
+    b = browsers.new(size=LAPTOP, name="audit-words")
+    log_in(b, console)
+    session, csrf = session_of(b, console)
+    target = tmp_path / "arabic"
+    call = console.invoke_async(f"echo '{ARABIC}' and then some ordinary english words to wrap > {target}")
+    rid = pending_id(console, str(target))
+    assert console.api_post(f"/api/approvals/{rid}", {"decision": "reject"}, session, csrf).status == 200
+    call.result()
+    for label, size in SIZES:
+        b = browsers.new(size=size, name=f"audit-words-{label}")
+        log_in(b, console)
+        open_page(b, "audit")
+        assert ARABIC in b.find("#audit-table").text
+        assert b.js(SPLIT_WORDS, "#audit-table td") == [], "words split across lines"
+        times = [e.text for e in b.find_all("#audit-table .time")]
+        assert times and all(TIME_FORM.match(t) for t in times), times
+        # The check itself finds split words where the old rule split them.
+        b.js("document.querySelectorAll('#audit-table td, #audit-table pre').forEach(e => { e.style.wordBreak = 'break-all'; });")
+        assert b.js(SPLIT_WORDS, "#audit-table td"), "the check cannot see a split word"
+        b.driver.refresh()
+        b.wait_visible("#audit-table, #audit-empty", timeout=10)
+        if label == "desktop":
+            dark(b)
+        b.screenshot(f"audit-words-{label}")
+        assert b.horizontal_overflow() == 0
+        b.assert_clean_console()

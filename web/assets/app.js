@@ -1056,6 +1056,12 @@
           el('span', { class: 'status-word' }, 'Unknown'),
           el('span', { class: 'status-text' }, 'The service cannot be reached: whether it runs is unknown.'));
       }
+      // Its pid, URLs and start time were the last ones read: not shown as if current.
+      ['connection-details', 'connection-detail'].forEach(function (stale) {
+        if ($(stale)) {
+          $(stale).hidden = true;
+        }
+      });
     } else if (!was) {
       var refresh = $('refresh-connection');
       if (refresh && !refresh.disabled) {
