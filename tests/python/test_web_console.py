@@ -1388,3 +1388,35 @@ def test_the_audit_table_never_splits_a_word(console: Console, browsers: Browser
         b.screenshot(f"audit-words-{label}")
         assert b.horizontal_overflow() == 0
         b.assert_clean_console()
+
+
+def test_a_banner_on_every_page_while_every_request_is_approved_automatically(
+    console: Console, browsers: Browsers, tmp_path: Path
+):
+    """With `protocol_auto_approve = true` every page says so; without it, none does."""
+    b = browsers.new(size=LAPTOP, name="no-auto-banner")
+    log_in(b, console)
+    for page in ("mcp", "approvals", "tasks", "audit"):
+        open_page(b, page)
+        assert not b.find("#auto-banner").is_displayed(), page
+    (tmp_path / "svc").mkdir()
+    with web_service(tmp_path / "svc", "console", extra_config="protocol_auto_approve = true\n", cls=Console) as c:
+        probe = browsers.new(size=LAPTOP, name="auto-probe")
+        log_in(probe, c)
+        session, _ = session_of(probe, c)
+        connection = c.api_get("/api/connection", session).json()
+        if "auto_approve" not in connection:
+            pytest.skip("the connection API does not carry auto_approve yet (the settings change adds it)")
+        assert connection["auto_approve"] is True, connection
+        for label, size in SIZES:
+            b = browsers.new(size=size, name=f"auto-banner-{label}")
+            if label == "desktop":
+                dark(b)
+            log_in(b, c)
+            for page in ("mcp", "approvals", "tasks", "audit"):
+                open_page(b, page)
+                banner = b.wait_visible("#auto-banner", timeout=8)
+                assert banner.text.startswith("Every request is approved automatically (protocol_auto_approve)"), banner.text
+                b.screenshot(f"auto-approve-{page}-{label}")
+                assert b.horizontal_overflow() == 0
+            b.assert_clean_console()
