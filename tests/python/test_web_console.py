@@ -26,8 +26,9 @@ import socket
 import threading
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from selenium.common.exceptions import StaleElementReferenceException
@@ -40,6 +41,7 @@ from web_service import TOKEN, Response, WebService, android_standins_copy, web_
 # The Approvals page polls every second: a new request shows within a second or two.
 APPEAR_TIMEOUT = 5.0
 USED_LINK_MESSAGE = "already used or has expired"
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------------------------------
@@ -775,9 +777,11 @@ def test_the_tasks_and_audit_pages_render(console: Console, browsers: Browsers, 
     task = console.a2a_send("How full is /data? (from the browser test)")
 
     open_page(b, "tasks")
-    row = b.wait_visible(f'#tasks-table tr.task-row[data-id="{task["id"]}"]')
-    assert row.find_element("css selector", ".state").text
-    row.find_element("css selector", "button.task-link").click()
+    # The list redraws itself when a task changes: each look finds the row afresh.
+    row_css = f'#tasks-table tr.task-row[data-id="{task["id"]}"]'
+    b.wait_visible(row_css)
+    assert unstale(lambda: b.find(row_css + " .state").text)
+    unstale(lambda: b.find(row_css + " button.task-link").click())
     b.wait_visible("#task-detail #task-id")
     assert b.find("#task-id").text == task["id"]
     assert b.driver.current_url.endswith(f"#tasks/{task['id']}")
@@ -838,7 +842,7 @@ def test_screenshots_of_every_page(console: Console, browsers: Browsers, tmp_pat
                 shots.append(b.screenshot(f"{page}-{label}"))
                 overflow[f"{page}-{label}"] = b.horizontal_overflow()
                 if page == "tasks":
-                    b.wait_clickable("#tasks-table button.task-link").click()
+                    unstale(lambda: b.wait_clickable("#tasks-table button.task-link").click())
                     b.wait_visible("#task-history")
                     shots.append(b.screenshot(f"task-detail-{label}"))
                     overflow[f"task-detail-{label}"] = b.horizontal_overflow()
@@ -1074,6 +1078,17 @@ def pending_id(console: WebService, needle: str, timeout: float = APPEAR_TIMEOUT
         assert time.monotonic() < deadline, f"no request for {needle!r} became pending"
         time.sleep(0.05)
     return mine[0]["id"]
+
+
+def unstale(look: Callable[[], T]) -> T:
+    """`look()`, again when the element it found was redrawn meanwhile (a list that
+    refreshes by itself)."""
+    for _ in range(20):
+        try:
+            return look()
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    return look()
 
 
 def decision_status(b: Browser) -> str:
@@ -1320,15 +1335,12 @@ def test_tasks_show_their_goal_and_refresh_by_themselves(console: Console, brows
         log_in(b, console)
         open_page(b, "tasks")
         task = console.a2a_send(f"Clear the downloads\n\u202efolder ({label})")
-        row = b.until(
-            lambda: next((r for r in b.find_all("#tasks-table tr.task-row") if r.get_attribute("data-id") == task["id"]), None),
-            10,
-            "the new task listed without a click",
-        )
-        goal = row.find_element("css selector", ".task-goal").text
+        row_css = f'#tasks-table tr.task-row[data-id="{task["id"]}"]'
+        b.until(lambda: b.find_all(row_css), 10, "the new task listed without a click")
+        goal = unstale(lambda: b.find(row_css + " .task-goal").text)
         assert goal == f"Clear the downloads\\n\\u{{202e}}folder ({label})", goal
-        assert row.find_element("css selector", ".state").text
-        times = [e.text for e in b.find_all("#tasks-table .time")]
+        assert unstale(lambda: b.find(row_css + " .state").text)
+        times = b.js("return [...document.querySelectorAll('#tasks-table .time')].map(e => e.textContent);")
         assert times and all(TIME_FORM.match(t) for t in times), times
         if label == "desktop":
             dark(b)

@@ -1230,13 +1230,17 @@
     a.empty.hidden = a.cards.size > 0 || !a.status.hidden;
   }
 
-  function removeCard(id) {
-    var a = state.approvals;
-    var card = a.cards.get(id);
-    if (card && card.node.parentNode) {
-      card.node.parentNode.removeChild(card.node);
+  // Take the row (a card, a grant) under `key` off the page and out of `rows`.
+  function dropRow(rows, key) {
+    var row = rows.get(key);
+    if (row && row.node.parentNode) {
+      row.node.parentNode.removeChild(row.node);
     }
-    a.cards.delete(id);
+    rows.delete(key);
+  }
+
+  function removeCard(id) {
+    dropRow(state.approvals.cards, id);
     updateEmpty();
     updateOrigins();
   }
@@ -1290,11 +1294,7 @@
 
   function removeUiGrantRow(ref) {
     var a = state.approvals;
-    var row = a.uiRows.get(ref);
-    if (row && row.node.parentNode) {
-      row.node.parentNode.removeChild(row.node);
-    }
-    a.uiRows.delete(ref);
+    dropRow(a.uiRows, ref);
     a.uiEmpty.hidden = a.uiRows.size > 0;
   }
 
