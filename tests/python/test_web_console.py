@@ -720,9 +720,11 @@ def test_hostile_text_from_a_request_shows_as_text(console: Console, browsers: B
     assert HOSTILE in text, text
     assert "</pre><b>bold</b>" in text, text
     assert '"' in text and "'" in text, text
-    # Exactly what the server sent, as text.
-    sent = next(p["action"] for p in console.api_get("/api/approvals", session).json()["pending"] if str(tag) in p["action"])
-    assert text == sent
+    # Exactly what the server sent, as text: the command as the caller sent it, and the
+    # argv it runs.
+    listed = next(p for p in console.api_get("/api/approvals", session).json()["pending"] if str(tag) in p["action"])
+    assert text == listed["command"]
+    assert card.find_element("css selector", "pre.argv-action").get_attribute("textContent") == listed["action"]
     assert card.find_elements("css selector", "img, b, script") == []
     assert b.js("return document.querySelectorAll('img').length;") == 0
     assert b.js("return typeof window.__pwned;") == "undefined"
@@ -1432,3 +1434,66 @@ def test_a_banner_on_every_page_while_every_request_is_approved_automatically(
                 b.screenshot(f"auto-approve-{page}-{label}")
                 assert b.horizontal_overflow() == 0
             b.assert_clean_console()
+
+
+def mcp_call_named(console: Console, user_agent: str, command: str) -> threading.Thread:
+    """An MCP tools/call of shell.exec `command` from a client that names itself only by
+    its User-Agent, on a thread (it waits for the owner)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "tools/call",
+        "params": {"name": "nl2sh_invoke", "arguments": {"tool": "shell.exec", "arguments": {"command": command}}},
+    }
+    extra = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+        "User-Agent": user_agent,
+    }
+    t = threading.Thread(target=lambda: console.protocol_post("/mcp", body, extra, timeout=120), daemon=True)
+    t.start()
+    return t
+
+
+def test_a_card_says_who_asks_first_and_shows_the_command_as_sent(console: Console, browsers: Browsers, tmp_path: Path):
+    """Who is asking leads the card; "as you"; the command exactly as sent is the main
+    text, the argv it runs a tap away (a shell's '\\'' with one backslash); a command
+    that had to be escaped says so."""
+    marker = tmp_path / "as-sent"
+    command = f"printf '%s\\n' 'it'\"'\"'s here' > {marker}"
+    hidden = tmp_path / "rlo"
+    escaped_command = f"touch {hidden}/\u202eexe.txt"
+    calls = [mcp_call_named(console, "Codex/0.47.0", command), mcp_call_named(console, "Codex/0.47.0", escaped_command)]
+    for label, size in SIZES:
+        b = browsers.new(size=size, name=f"as-sent-{label}")
+        log_in(b, console)
+        open_page(b, "approvals")
+        card = wait_card(b, str(marker))
+        assert b.js("return arguments[0].firstElementChild.classList.contains('who');", card)
+        who = card.find_element("css selector", ".who").text
+        assert "Codex" in who and "over MCP (HTTP)" in who, who
+        assert card.find_element("css selector", ".as-tag").text == "as you"
+        sent = card.find_element("css selector", "pre.command-sent")
+        assert sent.get_attribute("textContent") == command
+        assert not card.find_elements("css selector", ".escaped-note")
+        argv = card.find_element("css selector", "pre.argv-action")
+        assert not argv.is_displayed(), "the argv is a tap away, not in the way"
+        card.find_element("css selector", "details.argv summary").click()
+        b.until(lambda: argv.is_displayed(), 5, "the argv shows when asked for")
+        text = argv.get_attribute("textContent")
+        assert text.startswith("/bin/sh -c ") and "'\\''" in text and "'\\\\''" not in text, text
+        other = wait_card(b, str(hidden))
+        note = other.find_element("css selector", ".escaped-note")
+        assert note.text == "Shown escaped: \\\\ is one backslash.", note.text
+        assert "\\u{202e}" in other.find_element("css selector", "pre.command-sent").text
+        if label == "desktop":
+            dark(b)
+        b.screenshot(f"approvals-who-and-command-{label}")
+        assert b.horizontal_overflow() == 0
+        b.assert_clean_console()
+    for needle in (str(marker), str(hidden)):
+        r = console.cli("protocol", "reject", pending_id(console, needle))
+        assert r.returncode == 0, r.stdout + r.stderr
+    for t in calls:
+        t.join(15)
+    assert not marker.exists()

@@ -1460,12 +1460,25 @@
     card.timeEl.setAttribute('data-seconds', String(left));
   }
 
-  // A pending request's words as nl2sh escaped them (`shown.who`: who is asking,
-  // `shown.as`: "as root", `shown.command`: the command as the caller sent it); null from
-  // a service that does not send them.
+  // A pending request's words as the server made them (`who`: who is asking, `as`: "as
+  // root", `command`: the command as the caller sent it); null from a service that does
+  // not send them. (`shown.NAME`, the CLI's JSON form, is read too.)
   function shownField(p, name) {
+    if (has(p[name])) {
+      return str(p[name]);
+    }
     var s = obj(p.shown);
     return has(s[name]) ? str(s[name]) : null;
+  }
+
+  function flag(p, name) {
+    return p[name] === true || obj(p.shown)[name] === true;
+  }
+
+  // Said under a text the server had to escape (a character a shell would not print as
+  // itself): its backslashes are doubled, so it cannot be pasted back as it stands.
+  function escapedNote(on) {
+    return on ? el('p', { class: 'muted small escaped-note' }, 'Shown escaped: \\\\ is one backslash.') : null;
   }
 
   // Approved on one tap: low and medium. Every other risk (high, dangerous, critical, or
@@ -1489,14 +1502,13 @@
   function requestWhat(p) {
     var command = shownField(p, 'command');
     if (command === null) {
-      return [actionBlock(p.action), dataBlock(p.data)];
+      return [actionBlock(p.action), escapedNote(flag(p, 'action_escaped')), dataBlock(p.data)];
     }
-    var escaped = p.command_escaped === true || obj(p.shown).command_escaped === true;
     return [
       el('pre', { class: 'action command-sent' }, command),
-      escaped ? el('p', { class: 'muted small escaped-note' }, 'Shown escaped: \\\\ is one backslash.') : null,
+      escapedNote(flag(p, 'command_escaped')),
       el('details', { class: 'argv' }, el('summary', null, 'The exact argv it runs'),
-        actionBlock(p.action, 'argv-action')),
+        actionBlock(p.action, 'argv-action'), escapedNote(flag(p, 'action_escaped'))),
       dataBlock(p.data)
     ];
   }
