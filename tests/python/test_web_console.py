@@ -1497,3 +1497,14 @@ def test_a_card_says_who_asks_first_and_shows_the_command_as_sent(console: Conso
     for t in calls:
         t.join(15)
     assert not marker.exists()
+    # The audit keeps who asked.
+    b = browsers.new(size=PHONE, name="as-sent-audit")
+    log_in(b, console)
+    open_page(b, "audit")
+    rows = [r for r in b.find_all("#audit-table tr.audit-row") if str(marker) in r.get_attribute("textContent")]
+    assert rows, "no audit row of the request"
+    assert all("Codex" in r.find_element("css selector", "td[data-label=From]").text for r in rows)
+    # Its argv as a shell prints it there too.
+    action = rows[0].find_element("css selector", "pre.action").get_attribute("textContent")
+    assert "'\\''" in action and "'\\\\''" not in action, action
+    b.screenshot("audit-who-phone")

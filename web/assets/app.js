@@ -2024,7 +2024,7 @@
         append(body, el('p', { class: 'muted small' }, 'Newest ' + rows.length + ' records.'),
           el('table', { class: 'table stack-wide audit-table', id: 'audit-table' },
             el('thead', null, el('tr', null,
-              ['Time', 'Kind', 'Decision', 'Tool', 'Risk', 'Origin', 'Action', 'Outcome'].map(function (h) {
+              ['Time', 'Kind', 'Decision', 'Tool', 'Risk', 'From', 'Action', 'Outcome'].map(function (h) {
                 return el('th', { scope: 'col' }, h);
               }))),
             tbody));
@@ -2062,9 +2062,12 @@
         has(r.reason) ? el('div', { class: 'reason muted small' }, str(r.reason)) : null),
       td('Tool', 'mono', str(r.tool)),
       td('Risk', null, has(r.risk) ? riskLabel(r.risk) : null),
-      td('Origin', null, str(r.origin)),
+      td('From', null,
+        has(r.client) ? el('div', { class: 'client' }, str(r.client)) : null,
+        el('div', { class: has(r.client) ? 'muted small' : null }, str(r.origin))),
       td('Action', 'action-cell',
         has(r.action) ? actionBlock(r.action, 'action-small') : null,
+        has(r.action) ? escapedNote(r.action_escaped === true) : null,
         has(r.task) ? el('div', { class: 'muted small' }, 'task ', el('span', { class: 'mono' }, str(r.task))) : null),
       td('Outcome', null, outcome));
   }

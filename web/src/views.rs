@@ -110,6 +110,22 @@ pub fn shown_json(value: Value) -> Value {
     }
 }
 
+/// One audit row as the Audit page shows it: every string through [`Shown`], but the
+/// action as a shell prints it where that is safe (`'\''` with one backslash), else
+/// escaped whole with `action_escaped` set, as the Approvals page shows it.
+pub fn audit_row(row: Value) -> Value {
+    let action = row
+        .get("action")
+        .and_then(Value::as_str)
+        .map(|a| nl2sh_proto::display::as_sent(a, nl2sh_proto::limits::MAX_ACTION_BYTES));
+    let mut shown = shown_json(row);
+    if let (Some(action), Some(fields)) = (action, shown.as_object_mut()) {
+        fields.insert("action".into(), Value::String(action.text));
+        fields.insert("action_escaped".into(), Value::Bool(action.escaped));
+    }
+    shown
+}
+
 /// Long text (tool output, an answer) is shown up to the task document's own bound, not
 /// cut at the one-line default.
 fn shown_long(text: &str) -> String {
@@ -256,6 +272,21 @@ mod tests {
         assert_eq!(task_line(&t)["state"], "TASK_STATE_COMPLETED");
         // No user message: no goal.
         assert!(task_line(&t)["goal"].is_null());
+    }
+
+    #[test]
+    fn an_audit_row_shows_its_action_as_a_shell_prints_it() {
+        let v = audit_row(json!({"action": r"/bin/sh -c 'echo '\''hi'\'''", "reason": "a\u{1b}b"}));
+        assert_eq!(v["action"], r"/bin/sh -c 'echo '\''hi'\'''");
+        assert_eq!(v["action_escaped"], false);
+        assert_eq!(v["reason"], r"a\x1bb");
+        let v = audit_row(json!({"action": "rm /tmp/\u{202e}x"}));
+        assert_eq!(v["action"], r"rm /tmp/\u{202e}x");
+        assert_eq!(v["action_escaped"], true);
+        // A row without an action gets none.
+        assert!(audit_row(json!({"kind": "decision"}))
+            .get("action")
+            .is_none());
     }
 
     #[test]
