@@ -235,7 +235,7 @@
         var err = new ApiError(res.status, str(d.kind) || 'http_' + res.status,
           str(d.error) || 'The server answered HTTP ' + res.status + '.');
         if (res.status === 401 && !opts.no401 && state.loggedIn) {
-          showLogin(endedReason());
+          showLogin(endedReason(), true);
         }
         throw err;
       });
@@ -278,7 +278,8 @@
     }
   }
 
-  function showLogin(message) {
+  // `notice`: the message says why a session ended (not an error of the page's).
+  function showLogin(message, notice) {
     state.loggedIn = false;
     state.csrf = null;
     state.session = null;
@@ -291,6 +292,7 @@
     $('loading').hidden = true;
     $('login-screen').hidden = false;
     var e = $('login-error');
+    e.className = notice ? 'notice' : 'error';
     clear(e);
     append(e, codeText(message || ''));
     e.hidden = !message;
@@ -333,10 +335,10 @@
       return 'Your session ended: 12 hours passed since you logged in.';
     }
     if (state.lostAt && Date.now() - state.lostAt < 120000) {
-      return 'Your session ended: the service stopped or restarted, which ends every console session.';
+      return 'Your session ended while the service was out of reach: the service stopped or restarted.';
     }
-    return 'Your session was ended: by `nl2sh web logout --all` on the device, or by a restart ' +
-      'of the service (which ends every session), or by 16 newer logins.';
+    return 'Your session was ended: by `nl2sh web logout --all` on the device, by a restart ' +
+      'of the service, or by 16 newer logins.';
   }
 
   function showApp() {
@@ -369,7 +371,7 @@
       showApp();
     }, function (err) {
       if (err.status === 401) {
-        showLogin(endedReason());
+        showLogin(endedReason(), true);
       } else {
         showLogin('The console could not load: ' + errorText(err));
       }
@@ -423,7 +425,7 @@
     api('POST', '/api/logout', {}).then(function () {
       b.disabled = false;
       saveSessionRecord({ out: true });
-      showLogin(endedReason());
+      showLogin(endedReason(), true);
     }, function (err) {
       b.disabled = false;
       if (err.status !== 401) {
