@@ -1119,6 +1119,8 @@ def test_a_high_request_is_approved_only_after_a_second_step_naming_it(
         live = """return arguments[0].querySelector('.time-left')
                     .closest('[aria-live], [role=status], [role=alert], [role=log], [role=timer]');"""
         assert b.js(live, card) is None, "the countdown sits in a live region"
+        left = card.find_element("css selector", ".time-left").text
+        assert re.fullmatch(r"\d+:\d\d left", left), left
 
         approve.click()
         step = b.wait_visible(f'article.request[data-id="{rid}"] .confirm-step')
@@ -1252,6 +1254,8 @@ def test_a_service_out_of_reach_is_said_not_hidden(tmp_path: Path, browsers: Bro
         for label, page, b in pages:
             if page == "mcp":
                 b.until(lambda: b.find("#connection-status").get_attribute("data-state") == "running", 5, "running")
+                since = b.find('#connection-details [data-key="since"] dd').text
+                assert TIME_FORM.match(since), since
             else:
                 assert b.find("#approvals-empty").is_displayed()
         c.proc.send_signal(signal.SIGTERM)
