@@ -1667,7 +1667,7 @@
         return;
       }
       sendDecision(card, 'approve', minutes, typed);
-    } else if (!ONE_TAP[card.risk]) {
+    } else if (!Object.prototype.hasOwnProperty.call(ONE_TAP, card.risk)) {
       openConfirm(card, minutes);
     } else {
       sendDecision(card, 'approve', minutes, null);
