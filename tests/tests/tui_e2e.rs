@@ -267,6 +267,85 @@ fn the_console_starts_the_service_when_configured_and_stops_only_that() {
     ended_cleanly(&tmux, &fx);
 }
 
+/// The managed service's pid, from `service status --json`.
+fn service_pid(fx: &Fixture) -> Option<u64> {
+    let (_, out, _) = nl2sh_tests::run_without_terminal(fx, &["service", "status", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&out).ok()?;
+    status["connections"]
+        .as_array()?
+        .iter()
+        .find_map(|c| c["pid"].as_u64())
+        .or_else(|| status["pid"].as_u64())
+}
+
+/// The case: the console starts the service, `service restart` runs from another
+/// shell while the quit question is open, `y`: the console stops nothing (the process now
+/// running is not the one it started, by pid and start time) and says so; the restarted
+/// service keeps running. Then S starts a stopped service from the console, and `l`
+/// leaves it running.
+#[test]
+fn the_console_stops_only_the_service_it_started_and_can_leave_it_running() {
+    let Some(tmux) = Tmux::start() else { return };
+    let fx = console_that_started_the_service(&tmux);
+    let first = service_pid(&fx).expect("the started service's pid");
+    tmux.send_keys("s", &["q"]);
+    tmux.wait_screen("s", "the quit question", |s| {
+        s.contains("l: leave it running and quit")
+    });
+    let (code, out, err) = nl2sh_tests::run_without_terminal(&fx, &["service", "restart"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let second = service_pid(&fx).expect("the restarted service's pid");
+    assert_ne!(first, second);
+    tmux.send_keys("s", &["y"]);
+    let screen = tmux.wait_screen("s", "the console's exit", exited);
+    assert!(screen.contains("[exit 0]"), "{screen}");
+    assert!(
+        screen.contains(&format!("Left the service running (pid {second})")),
+        "{screen}"
+    );
+    assert_eq!(
+        service_pid(&fx),
+        Some(second),
+        "the restarted service was stopped"
+    );
+
+    // Stopped from another shell: S starts it again from the console (at 60x20), and
+    // quitting can leave it running.
+    let (code, _, _) = nl2sh_tests::run_without_terminal(&fx, &["service", "stop"]);
+    assert_eq!(code, Some(0));
+    let line = Tmux::nl2sh_line(&fx, &[]) + "; echo \"[exit $?]\"; sleep 600";
+    tmux.open("t", 60, 20, &line);
+    tmux.wait_screen("t", "the started service", |s| {
+        s.contains("started by this TUI")
+    });
+    let (code, _, _) = nl2sh_tests::run_without_terminal(&fx, &["service", "stop"]);
+    assert_eq!(code, Some(0));
+    let screen = tmux.wait_screen("t", "the stopped page", |s| s.contains("S: start"));
+    assert!(
+        screen.contains("The service this TUI started has stopped"),
+        "{screen}"
+    );
+    assert!(screen.contains("q: quit"), "{screen}");
+    tmux.send_keys("t", &["S"]);
+    tmux.wait_screen("t", "the started service", |s| {
+        s.contains("started by this TUI")
+    });
+    let third = service_pid(&fx).expect("the service S started");
+    tmux.send_keys("t", &["q"]);
+    tmux.wait_screen("t", "the quit question", |s| {
+        s.contains("l: leave it running and quit")
+    });
+    tmux.send_keys("t", &["l"]);
+    let screen = tmux.wait_screen("t", "the console's exit", exited);
+    assert!(
+        screen.contains("Left the service this TUI started running."),
+        "{screen}"
+    );
+    assert_eq!(service_pid(&fx), Some(third), "l stopped the service");
+    let (code, out, err) = nl2sh_tests::run_without_terminal(&fx, &["service", "stop"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+}
+
 #[test]
 fn sigterm_ends_the_console_like_ctrl_c_and_restores_the_terminal() {
     let Some(tmux) = Tmux::start() else { return };

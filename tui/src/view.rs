@@ -263,7 +263,7 @@ impl App {
         let w = usize::from(area.width);
         let h = usize::from(area.height);
 
-        let help = pack(self.help(), w);
+        let help = self.footer(w, if h >= 8 { 2 } else { 1 });
         let header_rows = if h >= 8 { 2 } else { 1 };
         let footer_rows = help.len().min(if h >= 8 { 2 } else { usize::from(h >= 3) });
         let note_lines = self
@@ -320,7 +320,14 @@ impl App {
         }
 
         if let Some(modal) = &self.modal {
-            self.draw_modal(frame, area, modal);
+            self.modal_view.follow(modal);
+            let between = h.saturating_sub(header_rows + footer_rows);
+            let region = if between >= 3 {
+                rows(header_rows, between)
+            } else {
+                area
+            };
+            self.draw_modal(frame, region, modal);
         }
     }
 
@@ -428,12 +435,62 @@ impl App {
         }
         if let Some(position) = position {
             let used: usize = spans.iter().map(Span::width).sum();
-            if used + position.len() <= w {
-                spans.push(Span::raw(" ".repeat(w - used - position.len())));
-                spans.push(Span::styled(position.to_string(), theme.muted()));
+            // Without "PgUp/PgDn" where the whole does not fit (60 columns).
+            let short = position.split(" PgUp").next().unwrap_or(position);
+            if let Some(text) = [position, short].into_iter().find(|t| used + width(t) <= w) {
+                spans.push(Span::raw(" ".repeat(w - used - width(text))));
+                spans.push(Span::styled(text.to_string(), theme.muted()));
             }
         }
         Line::from(spans)
+    }
+
+    /// The footer's `rows` lines: the keys of what is shown, as many as fit, and on the
+    /// page itself always `?: help · q: quit` at the end (every key is in the help).
+    fn footer(&self, w: usize, rows: usize) -> Vec<String> {
+        let help = self.help();
+        let tail = match &self.modal {
+            None if !(self.page == Page::Ask && self.ask.typing) => "?: help · q: quit",
+            _ => "",
+        };
+        if tail.is_empty() {
+            return pack(help, w);
+        }
+        let rows = rows.max(1);
+        let mut out = vec![String::new()];
+        for item in help.split(" · ") {
+            loop {
+                let last_row = out.len() == rows;
+                let room = if last_row {
+                    w.saturating_sub(width(tail) + 3)
+                } else {
+                    w
+                };
+                let Some(line) = out.last_mut() else { break };
+                let need = match line.is_empty() {
+                    true => width(item),
+                    false => width(line) + 3 + width(item),
+                };
+                if need <= room {
+                    if !line.is_empty() {
+                        line.push_str(" · ");
+                    }
+                    line.push_str(item);
+                } else if !last_row && !line.is_empty() {
+                    out.push(String::new());
+                    continue;
+                }
+                // What does not fit is left out: `?` lists every key.
+                break;
+            }
+        }
+        if let Some(line) = out.last_mut() {
+            if !line.is_empty() {
+                line.push_str(" · ");
+            }
+            line.push_str(tail);
+        }
+        out
     }
 
     /// The keys of what is shown.
@@ -448,23 +505,33 @@ impl App {
             Some(Modal::UiGrant { .. }) => {
                 "←→/+-: minutes · y/Enter: approve · n/Esc: cancel · Ctrl-C: quit"
             }
+            Some(Modal::Quit) => "s/y/Enter: stop and quit · l: leave it running · n/Esc: cancel",
+            Some(Modal::Help) => "↑↓ PgUp/PgDn: scroll · Esc/?: close · Ctrl-C: quit",
+            Some(Modal::Gone { .. }) => "Enter/Esc: close · Ctrl-C: quit",
+            Some(Modal::Decide { approve: true, .. }) => {
+                "↑↓ PgUp/PgDn: read it all · y/Enter: approve · n/Esc: cancel · Ctrl-C: quit"
+            }
             Some(_) => "y/Enter: yes · n/Esc: no · Ctrl-C: quit",
             None => match self.page {
+                Page::Protocols if self.status.state == ProtocolState::Running => {
+                    "↑↓/jk: select · Enter: edit · R: restart · ←→: snippet · c: copy · \
+                     t: token · r: refresh · Tab/h/l/1-4: page · PgUp/PgDn: scroll"
+                }
                 Page::Protocols => {
-                    "Tab/1-4: page · ↑↓/jk: select · Enter: edit · ←→: snippet · c: copy · \
-                     t: token · r: refresh · PgUp/PgDn: scroll · q: quit"
+                    "S: start the service · ↑↓/jk: select · Enter: edit · r: refresh · \
+                     Tab/h/l/1-4: page · PgUp/PgDn: scroll"
                 }
                 Page::Approvals => {
-                    "Tab/1-4: page · ↑↓/jk: select · a: approve · u: approve + UI grant · \
-                     r: reject · R: reject its origin · g: next UI grant · x: revoke it · \
-                     PgUp/PgDn: scroll · q: quit"
+                    "a: approve · r: reject · ↑↓/jk: select · u: approve + UI grant · \
+                     R: reject its origin · g: next UI grant · x: revoke it · \
+                     Tab/h/l/1-4: page · PgUp/PgDn: scroll"
                 }
                 Page::Tasks if self.detail.is_some() => {
-                    "Esc: back · ↑↓/jk PgUp/PgDn: scroll · r: reload · Tab/1-4: page · q: quit"
+                    "Esc: back · ↑↓/jk PgUp/PgDn: scroll · r: reload · Tab/h/l/1-4: page"
                 }
                 Page::Tasks => {
-                    "Tab/1-4: page · ↑↓/jk: select · Enter: open · r: refresh · PgUp/PgDn: scroll · \
-                     q: quit"
+                    "Enter: open · ↑↓/jk: select · r: refresh · Tab/h/l/1-4: page · \
+                     PgUp/PgDn: scroll"
                 }
                 Page::Ask if self.ask.typing => {
                     "Type a goal · Enter: send · Backspace: erase · Esc: stop typing · \
@@ -472,18 +539,18 @@ impl App {
                 }
                 Page::Ask if self.ask_request().is_some() => {
                     "a: approve · r: reject · Esc: cancel the task · /,i: type · \
-                     ↑↓/jk PgUp/PgDn: scroll · Tab/1-4: page · q: quit"
+                     ↑↓/jk PgUp/PgDn: scroll · Tab/h/l/1-4: page"
                 }
                 Page::Ask if self.ask.running().is_some() => {
                     "Esc: cancel the task · /,i: type · ↑↓/jk PgUp/PgDn: scroll · \
-                     Tab/1-4: page · q: quit"
+                     Tab/h/l/1-4: page"
                 }
                 Page::Ask if self.ask.model_missing.is_some() => {
-                    "↑↓/jk PgUp/PgDn: scroll · Tab/1-4: page · q: quit"
+                    "↑↓/jk PgUp/PgDn: scroll · Tab/h/l/1-4: page"
                 }
                 Page::Ask => {
                     "/,i: type a goal · n: new conversation · ↑↓/jk PgUp/PgDn: scroll · \
-                     Tab/1-4: page · q: quit"
+                     Tab/h/l/1-4: page"
                 }
             },
         }
@@ -1084,32 +1151,82 @@ impl App {
         }
     }
 
+    /// A question over the page: everything between the header and the footer is
+    /// cleared first, so no page text shows beside, above or below it. Its question and
+    /// keys stay at the top; the request under them scrolls (↑↓ PgUp/PgDn), and whether
+    /// its end has been on the screen is kept: an approve counts only after that.
     fn draw_modal(&self, frame: &mut Frame, area: Rect, modal: &Modal) {
         let theme = self.theme();
-        let outer_w = usize::from(area.width).min(78);
+        frame.render_widget(Clear, area);
+        if area.width == 0 || area.height == 0 {
+            return;
+        }
+        let outer_w = usize::from(area.width);
         let bordered = outer_w >= 12 && area.height >= 5;
         let inner_w = if bordered { outer_w - 2 } else { outer_w };
-        let mut body = Body::new(inner_w);
-        let title = self.modal_body(modal, &mut body);
+        let mut head = Body::new(inner_w);
+        let mut rest = Body::new(inner_w);
+        let title = self.modal_body(modal, &mut head);
+        if let Some(r) = modal.request() {
+            rest.blank();
+            self.modal_request(&mut rest, r);
+        } else if matches!(modal, Modal::Help) {
+            help_lines(&mut rest, theme);
+        }
         let max_inner_h = usize::from(area.height) - if bordered { 2 } else { 0 };
-        let mut lines = body.lines;
-        if lines.len() > max_inner_h {
-            let more = lines.len() - max_inner_h + 1;
+        let mut lines = head.lines;
+        lines.truncate(max_inner_h);
+        let room = max_inner_h - lines.len();
+        let total = rest.lines.len();
+        let state = &self.modal_view;
+        if total <= room {
+            lines.extend(rest.lines);
+            state.seen.set(true);
+            state.page.set(room.max(1));
+        } else if room >= 2 {
+            let shown_rows = room - 1;
+            let top = state.scroll.get().min(total - shown_rows);
+            state.scroll.set(top);
+            state.page.set(shown_rows.saturating_sub(1).max(1));
+            let end = top + shown_rows;
+            if end >= total {
+                state.seen.set(true);
+            }
+            lines.extend(rest.lines.into_iter().skip(top).take(shown_rows));
+            let mut where_ = format!("lines {}-{end} of {total} · ↑↓ PgUp/PgDn: scroll", top + 1);
+            let refused = state.refused.get() && !state.seen.get();
+            if modal.needs_whole() && !state.seen.get() {
+                where_.push_str(&format!(" · {} more below", total - end));
+            }
+            let style = if refused { theme.error() } else { theme.warn() };
+            let text = if refused {
+                format!("Not approved: read to the end first (↓/PgDn) · {where_}")
+            } else {
+                where_
+            };
+            lines.push(Line::from(Span::styled(
+                crate::text::wrap(&text, inner_w, inner_w)
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default(),
+                style,
+            )));
+        } else if total > 0 {
+            // No room for the request at all: an approve cannot count.
+            state.seen.set(false);
             lines.truncate(max_inner_h.saturating_sub(1));
             lines.push(Line::from(Span::styled(
-                format!("… {more} more lines (Esc, then read the request on the page)"),
+                "… the request does not fit: make the terminal larger",
                 theme.warn(),
             )));
-            lines.truncate(max_inner_h);
         }
-        let outer_h = lines.len() + if bordered { 2 } else { 0 };
+        let outer_h = (lines.len() + if bordered { 2 } else { 0 }) as u16;
         let rect = Rect {
-            x: area.x + (area.width - outer_w as u16) / 2,
-            y: area.y + (area.height - outer_h as u16) / 2,
-            width: outer_w as u16,
-            height: outer_h as u16,
+            x: area.x,
+            y: area.y + (area.height - outer_h) / 2,
+            width: area.width,
+            height: outer_h,
         };
-        frame.render_widget(Clear, rect);
         let paragraph = Paragraph::new(lines);
         if bordered {
             let block = Block::bordered()
@@ -1121,7 +1238,8 @@ impl App {
         }
     }
 
-    /// The modal's lines (question first, so a long request is what gets cut) and title.
+    /// The modal's question and keys (the request it is about follows, scrolling), and
+    /// its title.
     fn modal_body(&self, modal: &Modal, body: &mut Body) -> &'static str {
         let theme = self.theme();
         match modal {
@@ -1138,8 +1256,6 @@ impl App {
                     &format!("y/Enter: {} · n/Esc: cancel", verb.to_lowercase()),
                     theme.muted(),
                 );
-                body.blank();
-                self.modal_request(body, r);
                 if *approve {
                     "Approve"
                 } else {
@@ -1210,11 +1326,39 @@ impl App {
                 body.text("y/Enter: rotate · n/Esc: cancel", theme.muted());
                 "Rotate the token"
             }
-            Modal::Quit => {
+            Modal::Help => {
+                body.text("Every key, page by page", theme.label());
+                "Help"
+            }
+            Modal::Gone { request, why } => {
                 body.text(
-                    "Quit and stop the service this TUI started? y/n",
+                    &format!(
+                        "Request {} {}: nothing was sent from here.",
+                        Shown::new(&request.id.0),
+                        why.words()
+                    ),
+                    theme.warn(),
+                );
+                body.text("Enter/Esc: close", theme.muted());
+                "No longer waiting"
+            }
+            Modal::Restart => {
+                body.text(
+                    "Restart the service now, as `service restart` does? It runs the saved \
+                     settings; requests waiting now are rejected and running tasks end.",
                     theme.label(),
                 );
+                body.text("y/Enter: restart · n/Esc: cancel", theme.muted());
+                "Restart the service"
+            }
+            Modal::Quit => {
+                body.text(
+                    "Quit: this TUI started the service. Stop it, or leave it running?",
+                    theme.label(),
+                );
+                body.text("s/y/Enter: stop it and quit", theme.plain());
+                body.text("l: leave it running and quit", theme.plain());
+                body.text("n/Esc: cancel (stay here)", theme.plain());
                 "Quit"
             }
         }
@@ -1268,8 +1412,6 @@ impl App {
             "←→/+-: minutes · y/Enter: approve · n/Esc: cancel",
             theme.muted(),
         );
-        body.blank();
-        self.modal_request(body, r);
     }
 
     /// A request in a modal, with its time left.
@@ -1335,8 +1477,6 @@ impl App {
             body.text(e, theme.error());
         }
         body.text("Enter: approve · Esc: cancel", theme.muted());
-        body.blank();
-        self.modal_request(body, r);
     }
 
     /// A setting's value being typed (a secret masked).
@@ -1372,5 +1512,91 @@ impl App {
             body.text(e, theme.error());
         }
         body.text("Enter: save · Esc: cancel", theme.muted());
+    }
+}
+
+/// Every key of the console, for `?`.
+const KEYS: &[(&str, &[(&str, &str)])] = &[
+    (
+        "Everywhere",
+        &[
+            ("Tab l / Shift-Tab h", "next / previous page"),
+            ("1 2 3 4", "MCP / A2A, Approvals, Tasks, Ask"),
+            ("PgUp PgDn Home End", "scroll the page"),
+            ("?", "this help"),
+            ("q", "quit (asks first when this TUI started the service)"),
+            (
+                "Ctrl-C",
+                "quit at once (stops the service this TUI started)",
+            ),
+        ],
+    ),
+    (
+        "1 MCP / A2A",
+        &[
+            ("↑↓ j k", "select a snippet or a setting"),
+            ("Enter", "edit the setting (or copy the snippet)"),
+            ("← → s", "another client snippet"),
+            ("c", "copy the snippet (OSC 52)"),
+            ("t", "show or hide the token"),
+            ("S", "start the service (when it is stopped)"),
+            ("R", "restart the service: it runs the saved settings"),
+            ("r", "read the status and settings again"),
+        ],
+    ),
+    (
+        "2 Approvals",
+        &[
+            ("↑↓ j k", "select a request"),
+            ("a", "approve (asks; the whole request is shown first)"),
+            ("r", "reject (asks)"),
+            ("u", "approve + timed UI grant"),
+            ("R", "reject every request of its origin"),
+            ("g / x", "select / revoke a timed UI grant"),
+        ],
+    ),
+    (
+        "3 Tasks",
+        &[
+            ("↑↓ j k", "select a task"),
+            ("Enter", "open it (Esc back)"),
+            ("r", "read the list (or the task) again"),
+        ],
+    ),
+    (
+        "4 Ask",
+        &[
+            ("/ i Enter", "type a goal (Enter sends, Esc stops typing)"),
+            ("a / r", "approve / reject what the Agent asks"),
+            ("Esc", "cancel the running task"),
+            ("n", "a new conversation"),
+        ],
+    ),
+    (
+        "In a question",
+        &[
+            (
+                "↑↓ PgUp PgDn",
+                "read the request to its end (an approve counts only then)",
+            ),
+            ("y Enter / n Esc", "yes / no"),
+            ("typing", "the phrase of a dangerous or critical request"),
+        ],
+    ),
+];
+
+fn help_lines(body: &mut Body, theme: Theme) {
+    for (title, keys) in KEYS {
+        body.blank();
+        body.text(title, theme.heading());
+        for (key, what) in *keys {
+            body.field(
+                &format!("  {key:<20} "),
+                theme.label(),
+                what,
+                theme.plain(),
+                23,
+            );
+        }
     }
 }

@@ -10,7 +10,9 @@ use nl2sh_proto::channels::{
     TaskState, UiGrant,
 };
 use nl2sh_proto::Secret;
-use nl2sh_tui::{App, Device, DeviceError, DeviceErrorKind, Options, Page, Saved};
+use nl2sh_tui::{
+    App, Device, DeviceError, DeviceErrorKind, Options, Page, Saved, ServiceState, Stopped,
+};
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -30,6 +32,12 @@ struct Fake {
     start_answer: Result<bool, DeviceError>,
     starts: Cell<u32>,
     stops: Cell<u32>,
+    restarts: Cell<u32>,
+    /// The service this console started still runs (by its start identity).
+    owned: Cell<bool>,
+    /// The pid of a service another command put in the place of the one started here.
+    replaced_by: Cell<Option<u32>>,
+    service_state: RefCell<ServiceState>,
     pending: RefCell<Result<Vec<PendingApproval>, DeviceError>>,
     decisions: RefCell<Vec<(String, bool, Option<String>)>>,
     decide_error: RefCell<Option<DeviceError>>,
@@ -68,6 +76,10 @@ impl Fake {
             start_answer: Ok(true),
             starts: Cell::new(0),
             stops: Cell::new(0),
+            restarts: Cell::new(0),
+            owned: Cell::new(false),
+            replaced_by: Cell::new(None),
+            service_state: RefCell::new(ServiceState::default()),
             pending: RefCell::new(Ok(Vec::new())),
             decisions: RefCell::new(Vec::new()),
             decide_error: RefCell::new(None),
@@ -224,13 +236,31 @@ impl Device for Fake {
         self.starts.set(self.starts.get() + 1);
         if let Ok(true) = self.start_answer {
             *self.status.borrow_mut() = running();
+            self.owned.set(true);
         }
         self.start_answer.clone()
     }
-    fn stop_protocols(&self) -> Result<(), DeviceError> {
+    fn stop_protocols(&self) -> Result<Stopped, DeviceError> {
         self.stops.set(self.stops.get() + 1);
+        if let Some(pid) = self.replaced_by.get() {
+            return Ok(Stopped::Replaced(pid));
+        }
+        if !self.owned.replace(false) {
+            return Ok(Stopped::Gone);
+        }
         *self.status.borrow_mut() = stopped("Stopped.");
+        Ok(Stopped::Stopped)
+    }
+    fn owns_service(&self) -> bool {
+        self.owned.get() && self.replaced_by.get().is_none()
+    }
+    fn restart_protocols(&self) -> Result<(), DeviceError> {
+        self.restarts.set(self.restarts.get() + 1);
+        self.service_state.borrow_mut().differs_from_saved.clear();
         Ok(())
+    }
+    fn service_state(&self) -> ServiceState {
+        self.service_state.borrow().clone()
     }
     fn model_missing(&self) -> Option<String> {
         self.model_missing.clone()
@@ -450,13 +480,16 @@ fn agent_task(
 
 const COLOR: Options = Options { color: true };
 
+/// A key, after a frame was drawn (as the console draws before each key it reads).
 fn press(app: &mut App, device: &Fake, code: KeyCode) {
+    buffer(app, 80, 24);
     app.handle_key(KeyEvent::new(code, KeyModifiers::NONE), device);
 }
 
+/// Keys typed into an entry (no frame between them).
 fn chars(app: &mut App, device: &Fake, text: &str) {
     for c in text.chars() {
-        press(app, device, KeyCode::Char(c));
+        app.handle_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE), device);
     }
 }
 
@@ -782,24 +815,28 @@ fn startup_starts_the_service_when_configured_and_quitting_asks_to_stop_it() {
     let mut app = App::new(&device, COLOR);
     assert_eq!(device.starts.get(), 1);
     assert!(app.started_protocols());
-    let text = screen(&app, 80, 24);
+    let text = flat(&app, 80, 24);
     assert!(
-        text.contains("Started the service (protocol_start_with_service = true)"),
+        text.contains("Started the service (protocol_start_with_service = true); quitting asks"),
         "{text}"
     );
     assert!(text.contains("Running (started by this TUI)"), "{text}");
 
     press(&mut app, &device, KeyCode::Char('q'));
     assert!(app.quit().is_none());
-    let text = screen(&app, 80, 24);
-    assert!(
-        text.contains("Quit and stop the service this TUI started? y/n"),
-        "{text}"
-    );
+    let text = flat(&app, 80, 24);
+    for want in [
+        "this TUI started the service. Stop it, or leave it running?",
+        "s/y/Enter: stop it and quit",
+        "l: leave it running and quit",
+        "n/Esc: cancel",
+    ] {
+        assert!(text.contains(want), "{want:?} not in {text}");
+    }
     press(&mut app, &device, KeyCode::Char('n'));
     assert!(app.quit().is_none());
     assert_eq!(device.stops.get(), 0);
-    assert!(!screen(&app, 80, 24).contains("Quit and stop"));
+    assert!(!flat(&app, 80, 24).contains("leave it running?"));
 
     press(&mut app, &device, KeyCode::Char('q'));
     press(&mut app, &device, KeyCode::Char('y'));
@@ -810,6 +847,98 @@ fn startup_starts_the_service_when_configured_and_quitting_asks_to_stop_it() {
         quit.message.as_deref(),
         Some("Stopped the service this TUI started.")
     );
+}
+
+#[test]
+fn quitting_can_leave_the_started_service_running() {
+    let mut device = Fake::new(stopped("Stopped."));
+    device.start_with_service = true;
+    let mut app = App::new(&device, COLOR);
+    press(&mut app, &device, KeyCode::Char('q'));
+    press(&mut app, &device, KeyCode::Char('l'));
+    assert_eq!(device.stops.get(), 0);
+    assert_eq!(
+        app.quit().and_then(|q| q.message.as_deref()),
+        Some("Left the service this TUI started running.")
+    );
+}
+
+/// `service restart` from another shell: the process running now is not the one this
+/// TUI started. Noticed before quitting: q quits at once and stops nothing; noticed only
+/// by the stop itself (the question was open): the device leaves it running and says so.
+#[test]
+fn a_service_restarted_elsewhere_is_not_stopped() {
+    let mut device = Fake::new(stopped("Stopped."));
+    device.start_with_service = true;
+    let mut app = App::new(&device, COLOR);
+    device.replaced_by.set(Some(4242));
+    app.tick_at(&device, Instant::now() + Duration::from_secs(6));
+    let text = flat(&app, 80, 24);
+    assert!(
+        text.contains("The service this TUI started was replaced"),
+        "{text}"
+    );
+    assert!(!text.contains("started by this TUI"), "{text}");
+    press(&mut app, &device, KeyCode::Char('q'));
+    assert_eq!(device.stops.get(), 0);
+    let quit = app.quit().expect("quit at once");
+    assert!(!quit.failed);
+    assert!(
+        quit.message
+            .as_deref()
+            .unwrap()
+            .contains("Left the service running: it is not the one"),
+        "{quit:?}"
+    );
+
+    // Replaced while the question was open: the stop finds another process.
+    let mut device = Fake::new(stopped("Stopped."));
+    device.start_with_service = true;
+    let mut app = App::new(&device, COLOR);
+    press(&mut app, &device, KeyCode::Char('q'));
+    device.replaced_by.set(Some(4242));
+    press(&mut app, &device, KeyCode::Char('y'));
+    let quit = app.quit().expect("quit");
+    assert_eq!(
+        quit.message.as_deref(),
+        Some(
+            "Left the service running (pid 4242): it is not the one this TUI started \
+             (restarted or started elsewhere since)."
+        )
+    );
+}
+
+#[test]
+fn s_starts_a_stopped_service_and_r_restarts_it_keeping_it_this_tuis() {
+    let device = Fake::new(stopped("Stopped."));
+    let mut app = App::new(&device, COLOR);
+    assert_eq!(device.starts.get(), 0);
+    let text = flat(&app, 80, 24);
+    assert!(text.contains("S: start"), "{text}");
+    press(&mut app, &device, KeyCode::Char('S'));
+    assert_eq!(device.starts.get(), 1);
+    assert!(app.started_protocols());
+    let text = flat(&app, 80, 24);
+    assert!(text.contains("Started the service (S pressed)"), "{text}");
+    assert!(text.contains("R: restart"), "{text}");
+    // Running: S says so and starts nothing.
+    press(&mut app, &device, KeyCode::Char('S'));
+    assert_eq!(device.starts.get(), 1);
+    press(&mut app, &device, KeyCode::Char('R'));
+    assert!(flat(&app, 80, 24).contains("Restart the service now"));
+    press(&mut app, &device, KeyCode::Esc);
+    assert_eq!(device.restarts.get(), 0);
+    press(&mut app, &device, KeyCode::Char('R'));
+    press(&mut app, &device, KeyCode::Char('y'));
+    assert_eq!(device.restarts.get(), 1);
+    assert!(flat(&app, 80, 24).contains("Restarted: the service runs the saved settings."));
+    assert!(
+        app.started_protocols(),
+        "the restarted service stays this TUI's"
+    );
+    press(&mut app, &device, KeyCode::Char('q'));
+    press(&mut app, &device, KeyCode::Char('s'));
+    assert_eq!(device.stops.get(), 1);
 }
 
 #[test]
@@ -1021,7 +1150,9 @@ fn a_port_out_of_range_is_refused_before_saving() {
     );
     let text = screen(&app, 80, 24);
     assert!(
-        text.contains("Saved protocol_service_port. restart needed: nl2sh service restart"),
+        text.contains(
+            "Saved protocol_service_port. It applies when the service starts (S starts it)."
+        ),
         "{text}"
     );
     assert!(text.contains("8080"));
@@ -1057,7 +1188,7 @@ fn the_token_entry_is_never_rendered() {
     let text = screen(&app, 80, 24);
     assert!(!text.contains("s3c"));
     assert!(text.contains("HTTP token"));
-    assert!(text.contains("restart needed: nl2sh service restart"));
+    assert!(text.contains("It applies when the service starts (S starts it)."));
 }
 
 #[test]
@@ -1125,7 +1256,7 @@ fn rotating_the_token_asks_first() {
     assert_eq!(device.rotations.get(), 1);
     let text = screen(&app, 80, 24);
     assert!(
-        text.contains("A new token is saved. restart needed: nl2sh service restart"),
+        text.contains("A new token is saved. It applies when the service starts"),
         "{text}"
     );
 }
@@ -1435,8 +1566,12 @@ fn seconds_left_count_down_between_reads() {
     *device.pending.borrow_mut() = Err(DeviceError::new(DeviceErrorKind::NotRunning, "stopped"));
     app.tick_at(&device, start + Duration::from_secs(63));
     let text = screen(&app, 100, 24);
-    assert!(!text.contains("req1"), "{text}");
+    assert!(!text.contains("s left"), "{text}");
     assert!(text.contains("Nothing is running"), "{text}");
+    assert!(
+        text.contains("Request req1 is gone: the service stopped."),
+        "{text}"
+    );
 }
 
 // ---- tasks ------------------------------------------------------------------------------------
@@ -1547,12 +1682,12 @@ fn without_a_model_ask_says_what_to_add_and_refuses_typing() {
     assert!(!text.contains("type a goal"), "{text}");
     for start in ['/', 'i'] {
         press(&mut app, &device, KeyCode::Char(start));
-        chars(&mut app, &device, "hello");
+        chars(&mut app, &device, "wxyz");
         press(&mut app, &device, KeyCode::Enter);
     }
     assert!(device.asks.borrow().is_empty());
     let text = screen(&app, 80, 24);
-    assert!(!text.contains("hello"), "{text}");
+    assert!(!text.contains("wxyz"), "{text}");
     assert!(
         text.contains("The Agent has no model: add one as shown"),
         "{text}"
