@@ -172,7 +172,11 @@ impl Body {
 
 /// The first line of a request as `nl2sh protocol approvals` prints it, with the time left
 /// counting down, and its further fields: action, reasons, phrase. Every value escaped.
-pub(crate) fn describe(r: &PendingApproval, left: u64) -> (String, Vec<(&'static str, String)>) {
+/// `left`: seconds left, `None` once it no longer waits.
+pub(crate) fn describe(
+    r: &PendingApproval,
+    left: Option<u64>,
+) -> (String, Vec<(&'static str, String)>) {
     let head = format!(
         "{id}  {tool}  risk {risk}{root}  as {identity}  from {origin}{task}  {left}",
         id = Shown::new(&r.id.0),
@@ -190,7 +194,7 @@ pub(crate) fn describe(r: &PendingApproval, left: u64) -> (String, Vec<(&'static
             .as_ref()
             .map(|t| format!(" (task {})", Shown::new(&t.0)))
             .unwrap_or_default(),
-        left = time_left(left),
+        left = left.map_or_else(|| "no longer waiting".to_string(), time_left),
     );
     let mut fields = vec![(
         "action: ",
@@ -801,7 +805,7 @@ impl App {
             self.request(
                 &mut body,
                 &waiting.request,
-                self.seconds_left(waiting),
+                Some(self.seconds_left(waiting)),
                 (if selected { "> " } else { "  " }, lead_style),
                 "    ",
             );
@@ -890,7 +894,7 @@ impl App {
         &self,
         body: &mut Body,
         r: &PendingApproval,
-        left: u64,
+        left: Option<u64>,
         (lead, lead_style): (&str, Style),
         pad: &str,
     ) {
@@ -988,7 +992,7 @@ impl App {
             self.request(
                 body,
                 &waiting.request,
-                self.seconds_left(waiting),
+                Some(self.seconds_left(waiting)),
                 ("  ", theme.plain()),
                 "    ",
             );
@@ -1193,17 +1197,19 @@ impl App {
                 state.seen.set(true);
             }
             lines.extend(rest.lines.into_iter().skip(top).take(shown_rows));
-            let mut where_ = format!("lines {}-{end} of {total} · ↑↓ PgUp/PgDn: scroll", top + 1);
             let refused = state.refused.get() && !state.seen.get();
-            if modal.needs_whole() && !state.seen.get() {
-                where_.push_str(&format!(" · {} more below", total - end));
-            }
-            let style = if refused { theme.error() } else { theme.warn() };
+            let below = total - end;
             let text = if refused {
-                format!("Not approved: read to the end first (↓/PgDn) · {where_}")
+                format!("Not approved: read to the end first · {below} more lines (↓/PgDn)")
+            } else if modal.needs_whole() && !state.seen.get() {
+                format!(
+                    "lines {}-{end} of {total} · {below} more below (↓/PgDn)",
+                    top + 1
+                )
             } else {
-                where_
+                format!("lines {}-{end} of {total} · ↑↓ PgUp/PgDn: scroll", top + 1)
             };
+            let style = if refused { theme.error() } else { theme.warn() };
             lines.push(Line::from(Span::styled(
                 crate::text::wrap(&text, inner_w, inner_w)
                     .into_iter()
@@ -1421,7 +1427,7 @@ impl App {
             .waiting
             .iter()
             .find(|w| w.request.id == r.id)
-            .map_or(0, |w| self.seconds_left(w));
+            .map(|w| self.seconds_left(w));
         self.request(body, r, left, ("", theme.plain()), "  ");
     }
 
