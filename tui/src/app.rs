@@ -403,6 +403,8 @@ pub struct App {
     pub(crate) now: Instant,
     last_poll: Option<Instant>,
     last_status: Instant,
+    /// When the task list was read last (the Tasks page reads it again every 5 s).
+    last_tasks: Instant,
     /// Top line of each view, as last drawn (draw keeps the selection visible).
     pub(crate) scroll: [Cell<usize>; 5],
     /// Whether drawing scrolls to the selection (off after PgUp/PgDn until it moves).
@@ -455,6 +457,7 @@ impl App {
             quit: None,
             now,
             last_poll: None,
+            last_tasks: now,
             last_status: now,
             scroll: Default::default(),
             follow: Cell::new(false),
@@ -540,6 +543,12 @@ impl App {
         }
         if now.saturating_duration_since(self.last_status) >= STATUS_EVERY {
             self.refresh_status(device);
+        }
+        if self.page == Page::Tasks
+            && self.detail.is_none()
+            && now.saturating_duration_since(self.last_tasks) >= STATUS_EVERY
+        {
+            self.load_tasks(device);
         }
     }
 
@@ -759,7 +768,12 @@ impl App {
         settings.iter().find(|s| s.key == key)?.warning.as_deref()
     }
 
+    /// Reads the task list again, the selection staying on the same task.
     fn load_tasks(&mut self, device: &dyn Device) {
+        let selected = match &self.tasks {
+            Some(Ok(list)) => list.get(self.task_sel).map(|t| t.id.clone()),
+            _ => None,
+        };
         self.tasks = Some(
             device
                 .tasks(TASK_LIMIT)
@@ -769,7 +783,13 @@ impl App {
             .tasks
             .as_ref()
             .map_or(0, |t| t.as_ref().map_or(0, Vec::len));
+        if let (Some(id), Some(Ok(list))) = (selected, &self.tasks) {
+            if let Some(at) = list.iter().position(|t| t.id == id) {
+                self.task_sel = at;
+            }
+        }
         self.task_sel = self.task_sel.min(len.saturating_sub(1));
+        self.last_tasks = self.now;
     }
 
     /// Whether the client configuration is shown: only while the protocols run.

@@ -1097,13 +1097,21 @@ impl App {
                         },
                         4,
                     );
-                    body.field(
-                        "    context ",
-                        theme.muted(),
-                        &shown(&task.context_id.0),
-                        theme.muted(),
-                        4,
-                    );
+                    // The goal on one line, cut to the width (Enter shows it whole).
+                    let goal = crate::task::goal(task)
+                        .map(|g| format!("\u{201c}{g}\u{201d}"))
+                        .unwrap_or_else(|| "(no goal in its history)".to_string());
+                    let room = w.saturating_sub(4).max(1);
+                    let mut parts = wrap(&goal, room, room);
+                    let mut line = parts.remove(0);
+                    if !parts.is_empty() {
+                        let keep = wrap(&line, room.saturating_sub(1).max(1), room)
+                            .into_iter()
+                            .next()
+                            .unwrap_or_default();
+                        line = format!("{keep}…");
+                    }
+                    body.field("    ", theme.plain(), &line, theme.plain(), 4);
                     if selected {
                         body.select_from(start);
                     }

@@ -50,7 +50,7 @@ struct Fake {
     ui_approvals: RefCell<Vec<(String, Option<String>, u32)>>,
     /// Each revoke_ui_grant asked for.
     ui_revokes: RefCell<Vec<String>>,
-    tasks: Vec<TaskRecord>,
+    tasks: RefCell<Vec<TaskRecord>>,
     task_limits: RefCell<Vec<u32>>,
     settings: RefCell<Vec<SettingView>>,
     saves: RefCell<Vec<(String, String)>>,
@@ -88,7 +88,7 @@ impl Fake {
             ui_grants: RefCell::new(Vec::new()),
             ui_approvals: RefCell::new(Vec::new()),
             ui_revokes: RefCell::new(Vec::new()),
-            tasks: vec![task("task-1"), task("task-2")],
+            tasks: RefCell::new(vec![task("task-1"), task("task-2")]),
             task_limits: RefCell::new(Vec::new()),
             settings: RefCell::new(settings()),
             saves: RefCell::new(Vec::new()),
@@ -189,13 +189,13 @@ impl Device for Fake {
     }
     fn tasks(&self, limit: u32) -> Result<Vec<TaskRecord>, DeviceError> {
         self.task_limits.borrow_mut().push(limit);
-        Ok(self.tasks.clone())
+        Ok(self.tasks.borrow().clone())
     }
     fn task(&self, id: &TaskId) -> Result<TaskRecord, DeviceError> {
         self.agent
             .borrow()
             .iter()
-            .chain(&self.tasks)
+            .chain(self.tasks.borrow().iter())
             .find(|t| t.id == *id)
             .cloned()
             .ok_or_else(|| DeviceError::new(DeviceErrorKind::Invalid, "no such task"))
@@ -607,7 +607,7 @@ fn each_page_renders_at_80x24() {
         "[3 Tasks]",
         "> task-1  completed  2026-05-01 10:00:00 UTC",
         "  task-2  completed",
-        "context ctx-1",
+        "    \u{201c}how full is /data?\u{201d}",
         "Enter: open",
     ] {
         assert!(page3.contains(want), "{want:?} not on\n{page3}");
@@ -1789,6 +1789,37 @@ fn a_task_opens_and_esc_goes_back() {
     }
     press(&mut app, &device, KeyCode::Esc);
     let text = screen(&app, 80, 24);
+    assert!(text.contains("> task-2  completed"), "{text}");
+}
+
+#[test]
+fn tasks_show_their_goal_escaped_and_refresh_by_themselves() {
+    let device = Fake::new(running());
+    let mut hostile = task("task-3");
+    hostile.document = hostile.document.replace(
+        "how full is /data?",
+        "clear the downloads\\n\\u001b[2J and then a great many more words than a line holds \
+         at sixty columns, so it is cut",
+    );
+    device.tasks.borrow_mut().push(hostile);
+    let mut app = App::new(&device, COLOR);
+    press(&mut app, &device, KeyCode::Char('3'));
+    let buf = buffer(&app, 60, 20);
+    assert_no_raw_controls(&buf);
+    let text = rows(&buf).join("\n");
+    assert!(
+        text.contains("\u{201c}clear the downloads\\n\\x1b[2J and then"),
+        "{text}"
+    );
+    assert!(text.contains('…'), "{text}");
+    assert!(!text.contains("so it is cut"), "{text}");
+    // A new task appears without a key; the selection stays on its task.
+    press(&mut app, &device, KeyCode::Down);
+    device.tasks.borrow_mut().insert(0, task("task-0"));
+    let start = Instant::now();
+    app.tick_at(&device, start + Duration::from_secs(6));
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("  task-0  completed"), "{text}");
     assert!(text.contains("> task-2  completed"), "{text}");
 }
 
