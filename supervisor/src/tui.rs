@@ -14,7 +14,7 @@ use nl2sh_proto::channels::{
     ApprovalId, CallOrigin, CliErrorKind, CliRequest, CliResponse, ContextId, PendingApproval,
     ProtocolStatus, SettingView, TaskId, TaskRecord, UiGrant,
 };
-use nl2sh_tui::{Device, DeviceError, DeviceErrorKind, Saved, ServiceState, Stopped};
+use nl2sh_tui::{Device, DeviceError, DeviceErrorKind, Saved, Stopped};
 
 use crate::config;
 use crate::discovery::Discovery;
@@ -124,7 +124,8 @@ impl LocalDevice {
     /// process it started, when it started one and that one runs now (the `PID` it
     /// printed is the one discovery finds).
     fn started_by(&self, out: &str) -> Option<StartIdentity> {
-        if !out.starts_with("Started the managed service.") {
+        // `restart` prints the stop first.
+        if !out.lines().any(|l| l == "Started the managed service.") {
             return None;
         }
         let pid: u32 = out
@@ -292,39 +293,6 @@ impl Device for LocalDevice {
             self.started.set(self.started_by(&out));
         }
         Ok(())
-    }
-
-    fn service_state(&self) -> ServiceState {
-        let exe = match std::env::current_exe() {
-            Ok(exe) => exe,
-            Err(_) => return ServiceState::default(),
-        };
-        // `service status --json` answers with its JSON whatever its exit code.
-        let out = Command::new(exe)
-            .arg("--config")
-            .arg(&self.config_path)
-            .args(["service", "status", "--json"])
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output();
-        let json: serde_json::Value = match out {
-            Ok(out) => serde_json::from_slice(&out.stdout).unwrap_or_default(),
-            Err(_) => return ServiceState::default(),
-        };
-        ServiceState {
-            auto_approve: json
-                .get("auto_approve")
-                .and_then(serde_json::Value::as_bool),
-            differs_from_saved: json
-                .get("differs_from_saved")
-                .and_then(serde_json::Value::as_array)
-                .map(|keys| {
-                    keys.iter()
-                        .filter_map(|k| k.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        }
     }
 
     fn model_missing(&self) -> Option<String> {

@@ -346,6 +346,59 @@ fn the_console_stops_only_the_service_it_started_and_can_leave_it_running() {
     assert_eq!(code, Some(0), "{out}{err}");
 }
 
+/// A port saved from another shell while the console's service runs: the console says
+/// the running service differs from the saved file, R restarts it (the service stays this
+/// console's, so quitting still offers to stop it), and the difference is gone. While
+/// `protocol_auto_approve` is on, a banner says so.
+#[test]
+fn restart_now_applies_the_saved_port_and_keeps_the_service_this_consoles() {
+    let Some(tmux) = Tmux::start() else { return };
+    let fx = Fixture::new(
+        "protocol_start_with_service = true\nprotocol_service_port = 0\nweb_port = 0\n\
+         protocol_auto_approve = true\n",
+    );
+    open(&tmux, &fx, "s");
+    let screen = tmux.wait_screen("s", "the started service", |s| {
+        s.contains("started by this TUI")
+    });
+    assert!(
+        screen.contains("! Every request is approved automatically (protocol_auto_approve)"),
+        "{screen}"
+    );
+    let first = service_pid(&fx).expect("the started service's pid");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let (code, out, err) =
+        nl2sh_tests::run_without_terminal(&fx, &["config", "set", "protocol_service_port", &port]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let screen = tmux.wait_screen("s", "the difference", |s| {
+        s.contains("Running differs from saved")
+    });
+    assert!(screen.contains(&format!("saved {port}")), "{screen}");
+    tmux.send_keys("s", &["R"]);
+    tmux.wait_screen("s", "the restart question", |s| {
+        s.contains("Restart the service now")
+    });
+    tmux.send_keys("s", &["y"]);
+    let screen = tmux.wait_screen("s", "the restarted service", |s| {
+        s.contains("Restarted: the service runs the saved settings.")
+    });
+    assert!(!screen.contains("Running differs"), "{screen}");
+    assert!(screen.contains(&format!(":{port}/mcp")), "{screen}");
+    assert!(screen.contains("started by this TUI"), "{screen}");
+    assert_ne!(service_pid(&fx), Some(first));
+    tmux.send_keys("s", &["q"]);
+    tmux.wait_screen("s", "the quit question", |s| {
+        s.contains("l: leave it running and quit")
+    });
+    tmux.send_keys("s", &["y"]);
+    ended_cleanly(&tmux, &fx);
+}
+
 #[test]
 fn sigterm_ends_the_console_like_ctrl_c_and_restores_the_terminal() {
     let Some(tmux) = Tmux::start() else { return };

@@ -15,7 +15,7 @@ use nl2sh_proto::limits::MAX_AGENT_TEXT_BYTES;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::text::Line;
 
-use crate::device::{Device, DeviceError, DeviceErrorKind, ServiceState, Stopped};
+use crate::device::{Device, DeviceError, DeviceErrorKind, Stopped};
 use crate::task::{Look, Row};
 use crate::Options;
 
@@ -374,8 +374,6 @@ pub struct App {
     pub(crate) started: bool,
     /// The service this TUI started was replaced by another process (or stopped) since.
     replaced: bool,
-    /// What `service status --json` adds: automatic approval, settings not applied yet.
-    pub(crate) service: ServiceState,
     /// What happened at startup, shown on the "MCP / A2A" page.
     pub(crate) startup: Option<Note>,
     pub(crate) token_shown: bool,
@@ -433,7 +431,6 @@ impl App {
             status: device.status(),
             started: false,
             replaced: false,
-            service: ServiceState::default(),
             startup: None,
             token_shown: false,
             snippet: 0,
@@ -466,7 +463,6 @@ impl App {
         if device.start_with_service() && app.status.state != ProtocolState::Running {
             app.start_protocols(device, "protocol_start_with_service = true");
         }
-        app.service = device.service_state();
         app.load_settings(device);
         app.mcp_sel = app
             .mcp_items()
@@ -561,7 +557,6 @@ impl App {
         if self.status.token.is_none() {
             self.token_shown = false;
         }
-        self.service = device.service_state();
         if self.started && !device.owns_service() {
             self.started = false;
             self.replaced = true;
@@ -1819,6 +1814,7 @@ impl App {
             } else {
                 " It applies when the service starts (S starts it)."
             });
+            self.refresh_status(device);
         }
         self.set_note(NoteKind::Ok, text);
         self.load_settings(device);

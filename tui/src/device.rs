@@ -53,8 +53,6 @@ pub trait Device {
     /// Restart the managed service as `nl2sh --config X service restart` does; a service
     /// this TUI started stays this TUI's (its new start identity is remembered).
     fn restart_protocols(&self) -> Result<(), DeviceError>;
-    /// What `service status --json` says of the running service beyond discovery.
-    fn service_state(&self) -> ServiceState;
     /// `None` when the built-in Agent has a model; otherwise what to add to the
     /// configuration (one or two lines, shown on the Ask page).
     fn model_missing(&self) -> Option<String>;
@@ -125,15 +123,4 @@ pub enum Stopped {
     Gone,
     /// Another process serves now (its pid): not this TUI's, left running.
     Replaced(u32),
-}
-
-/// What `nl2sh service status --json` adds about the running service; each part only
-/// when the status has it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ServiceState {
-    /// `auto_approve`: the running service approves every request by itself.
-    pub auto_approve: Option<bool>,
-    /// `differs_from_saved`: the settings whose saved value the running service does
-    /// not use yet (a restart applies them).
-    pub differs_from_saved: Vec<String>,
 }

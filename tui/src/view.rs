@@ -268,7 +268,9 @@ impl App {
         let h = usize::from(area.height);
 
         let help = self.footer(w, if h >= 8 { 2 } else { 1 });
-        let header_rows = if h >= 8 { 2 } else { 1 };
+        // While every request is approved automatically, a banner under the pages.
+        let banner = self.status.running.auto_approve && h >= 4;
+        let header_rows = if h >= 8 { 2 } else { 1 } + usize::from(banner);
         let footer_rows = help.len().min(if h >= 8 { 2 } else { usize::from(h >= 3) });
         let note_lines = self
             .note
@@ -305,8 +307,11 @@ impl App {
             )
         });
         let mut header = vec![self.title_line(w)];
-        if header_rows == 2 {
+        if h >= 8 {
             header.push(self.tabs_line(w, position.as_deref()));
+        }
+        if banner {
+            header.push(self.auto_approve_banner(w));
         }
         frame.render_widget(Paragraph::new(header), rows(0, header_rows));
 
@@ -447,6 +452,29 @@ impl App {
             }
         }
         Line::from(spans)
+    }
+
+    /// "Every request is approved automatically (protocol_auto_approve)", across the
+    /// whole width, shortened where it does not fit.
+    fn auto_approve_banner(&self, w: usize) -> Line<'static> {
+        let text = [
+            "Every request is approved automatically (protocol_auto_approve)",
+            "Every request is approved automatically",
+            "Auto-approving every request",
+        ]
+        .into_iter()
+        .find(|t| width(t) + 2 <= w)
+        .unwrap_or("AUTO-APPROVE ON");
+        let pad = w.saturating_sub(width(text) + 2);
+        Line::from(Span::styled(
+            format!("! {text}{}", " ".repeat(pad)),
+            self.theme().pick(
+                Style::new()
+                    .fg(Color::White)
+                    .bg(Color::Red)
+                    .add_modifier(Modifier::BOLD),
+            ),
+        ))
     }
 
     /// The footer's `rows` lines: the keys of what is shown, as many as fit, and on the
@@ -622,6 +650,7 @@ impl App {
         if !st.detail.is_empty() {
             body.field("  ", theme.plain(), &shown(&st.detail), theme.muted(), 2);
         }
+        self.not_applied(body);
         let kv = |body: &mut Body, label: &str, value: &str| {
             body.field(
                 &format!("  {label:<16}"),
@@ -658,6 +687,35 @@ impl App {
             Some(token) => format!("{}  (t hides it)", Shown::new(token.expose())),
         };
         kv(body, "Token", &token);
+    }
+
+    /// The saved settings the running service does not use yet, and how to apply them.
+    fn not_applied(&self, body: &mut Body) {
+        let theme = self.theme();
+        let differs = &self.status.running.differs;
+        if differs.is_empty() {
+            return;
+        }
+        body.text(
+            "Running differs from saved: a restart applies the saved settings.",
+            theme.warn(),
+        );
+        for d in differs {
+            body.field(
+                &format!("  {:<16} ", shown(&d.key)),
+                theme.label(),
+                &format!("saved {}, running {}", shown(&d.saved), shown(&d.running)),
+                theme.warn(),
+                18,
+            );
+        }
+        let command = &self.status.running.restart_command;
+        let how = if command.is_empty() {
+            "R restarts it now.".to_string()
+        } else {
+            format!("R restarts it now (as {} does).", shown(command))
+        };
+        body.field("  ", theme.plain(), &how, theme.warn(), 2);
     }
 
     /// One line: the protocols are not running, and why.

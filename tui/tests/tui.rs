@@ -6,13 +6,11 @@ use std::time::{Duration, Instant};
 
 use nl2sh_proto::channels::{
     ActionData, ApprovalId, CallId, CallOrigin, ClientSnippets, ContextId, Identity,
-    PendingApproval, ProtocolState, ProtocolStatus, RiskLevel, SettingKind, SettingView, TaskId,
-    TaskRecord, TaskState, UiGrant,
+    PendingApproval, ProtocolState, ProtocolStatus, RiskLevel, SettingDiffers, SettingKind,
+    SettingView, TaskId, TaskRecord, TaskState, UiGrant,
 };
 use nl2sh_proto::Secret;
-use nl2sh_tui::{
-    App, Device, DeviceError, DeviceErrorKind, Options, Page, Saved, ServiceState, Stopped,
-};
+use nl2sh_tui::{App, Device, DeviceError, DeviceErrorKind, Options, Page, Saved, Stopped};
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -37,7 +35,6 @@ struct Fake {
     owned: Cell<bool>,
     /// The pid of a service another command put in the place of the one started here.
     replaced_by: Cell<Option<u32>>,
-    service_state: RefCell<ServiceState>,
     pending: RefCell<Result<Vec<PendingApproval>, DeviceError>>,
     decisions: RefCell<Vec<(String, bool, Option<String>)>>,
     decide_error: RefCell<Option<DeviceError>>,
@@ -79,7 +76,6 @@ impl Fake {
             restarts: Cell::new(0),
             owned: Cell::new(false),
             replaced_by: Cell::new(None),
-            service_state: RefCell::new(ServiceState::default()),
             pending: RefCell::new(Ok(Vec::new())),
             decisions: RefCell::new(Vec::new()),
             decide_error: RefCell::new(None),
@@ -256,11 +252,8 @@ impl Device for Fake {
     }
     fn restart_protocols(&self) -> Result<(), DeviceError> {
         self.restarts.set(self.restarts.get() + 1);
-        self.service_state.borrow_mut().differs_from_saved.clear();
+        self.status.borrow_mut().running.differs.clear();
         Ok(())
-    }
-    fn service_state(&self) -> ServiceState {
-        self.service_state.borrow().clone()
     }
     fn model_missing(&self) -> Option<String> {
         self.model_missing.clone()
@@ -1010,6 +1003,66 @@ fn ctrl_c_quits_from_anywhere_and_stops_what_the_tui_started() {
     assert!(app.quit().is_some());
     assert_eq!(device.stops.get(), 1);
     assert!(device.saves.borrow().is_empty());
+}
+
+#[test]
+fn a_banner_says_so_on_every_page_while_every_request_is_approved_automatically() {
+    let mut status = running();
+    status.running.auto_approve = true;
+    let device = Fake::new(status);
+    let mut app = App::new(&device, COLOR);
+    for key in ['1', '2', '3', '4', '?'] {
+        press(&mut app, &device, KeyCode::Char(key));
+        for (w, h, want) in [
+            (
+                120,
+                40,
+                "Every request is approved automatically (protocol_auto_approve)",
+            ),
+            (60, 20, "Every request is approved automatically"),
+        ] {
+            let buf = buffer(&app, w, h);
+            let rows = rows(&buf);
+            assert!(rows[2].contains(want), "{key} {w}x{h}\n{}", rows.join("\n"));
+            assert_eq!(buf[(2, 2)].bg, Color::Red);
+        }
+    }
+    press(&mut app, &device, KeyCode::Esc);
+    device.status.borrow_mut().running.auto_approve = false;
+    app.tick_at(&device, Instant::now() + Duration::from_secs(6));
+    assert!(!screen(&app, 120, 40).contains("approved automatically"));
+}
+
+#[test]
+fn running_differs_from_saved_is_shown_and_r_restarts_to_apply_it() {
+    let mut status = running();
+    status.running.differs = vec![SettingDiffers {
+        key: "protocol_service_port".into(),
+        saved: "8770".into(),
+        running: "8765\u{1b}[2J".into(),
+    }];
+    status.running.restart_command = "nl2sh --config '/x y/c.toml' service restart".into();
+    let device = Fake::new(status);
+    let mut app = App::new(&device, COLOR);
+    let buf = buffer(&app, 100, 40);
+    assert_no_raw_controls(&buf);
+    let text = rows(&buf).join("\n");
+    for want in [
+        "Running differs from saved: a restart applies the saved settings.",
+        "protocol_service_port saved 8770, running 8765\\x1b[2J",
+        "R restarts it now (as nl2sh --config '/x y/c.toml' service restart does).",
+    ] {
+        assert!(text.contains(want), "{want:?} not on\n{text}");
+    }
+    press(&mut app, &device, KeyCode::Char('R'));
+    press(&mut app, &device, KeyCode::Enter);
+    assert_eq!(device.restarts.get(), 1);
+    let text = screen(&app, 100, 40);
+    assert!(!text.contains("Running differs"), "{text}");
+    assert!(
+        text.contains("Restarted: the service runs the saved settings."),
+        "{text}"
+    );
 }
 
 // ---- settings ---------------------------------------------------------------------------------
