@@ -394,6 +394,8 @@ pub struct App {
     pub(crate) detail: Option<Detail>,
     pub(crate) modal: Option<Modal>,
     pub(crate) modal_view: ModalView,
+    /// Requests show the exact argv that runs under the command as sent (`v`).
+    pub(crate) show_argv: bool,
     pub(crate) note: Option<Note>,
     pub(crate) ask: Ask,
     clipboard: Vec<String>,
@@ -448,6 +450,7 @@ impl App {
             detail: None,
             modal: None,
             modal_view: ModalView::default(),
+            show_argv: false,
             note: None,
             ask: Ask::default(),
             clipboard: Vec::new(),
@@ -900,6 +903,10 @@ impl App {
             }
             KeyCode::Char('?') if plain => {
                 self.modal = Some(Modal::Help);
+                return;
+            }
+            KeyCode::Char('v') if plain && matches!(self.page, Page::Approvals | Page::Ask) => {
+                self.show_argv = !self.show_argv;
                 return;
             }
             // h/l move between pages; on the "MCP / A2A" page ←→ (and s) pick a snippet.
@@ -1472,6 +1479,17 @@ impl App {
         };
         if let Some(letters) = scrolls {
             if plain && self.modal_view.scroll_key(key.code, letters) {
+                self.modal = Some(modal);
+                return;
+            }
+            // The exact argv under the command: v, or Tab while a phrase is typed.
+            let argv = match key.code {
+                KeyCode::Tab => true,
+                KeyCode::Char('v') => letters,
+                _ => false,
+            };
+            if plain && argv && modal.request().is_some() {
+                self.show_argv = !self.show_argv;
                 self.modal = Some(modal);
                 return;
             }

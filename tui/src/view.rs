@@ -8,6 +8,7 @@ use nl2sh_proto::channels::{CallOrigin, PendingApproval, ProtocolState, SettingK
 use nl2sh_proto::clock::readable_utc;
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_AGENT_TEXT_BYTES, MAX_PENDING_APPROVALS};
+use nl2sh_proto::requester;
 use nl2sh_proto::stored_text::StoredText;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -170,15 +171,49 @@ impl Body {
     }
 }
 
-/// The first line of a request as `nl2sh protocol approvals` prints it, with the time left
-/// counting down, and its further fields: action, reasons, phrase. Every value escaped.
-/// `left`: seconds left, `None` once it no longer waits.
-pub(crate) fn describe(
-    r: &PendingApproval,
-    left: Option<u64>,
-) -> (String, Vec<(&'static str, String)>) {
+/// A request as the owner reads it: who is asks (in words, first), then its id, tool,
+/// risk, whose rights it runs with and the time left counting down, then its fields: the
+/// command as sent (`shell.exec`; the exact argv under it when `argv`, else a hint) or the
+/// action, the reasons, the phrase. Every value escaped. `left`: seconds left, `None`
+/// once it no longer waits.
+pub(crate) struct Described {
+    pub who: String,
+    pub head: String,
+    pub fields: Vec<(String, String)>,
+}
+
+/// A text the caller sent, under `label`, as a shell prints it where every character can
+/// be shown (`'\''` with one backslash), else escaped whole and saying so; several lines
+/// each behind `| `.
+fn as_sent_fields(fields: &mut Vec<(String, String)>, label: &str, text: &str) {
+    let sent = nl2sh_proto::display::as_sent(text, MAX_ACTION_BYTES);
+    if sent.escaped {
+        fields.push((
+            format!("{label} (shown escaped: \\\\ is one backslash): "),
+            sent.text,
+        ));
+        return;
+    }
+    let lines: Vec<&str> = sent.text.split('\n').collect();
+    if lines.len() == 1 {
+        fields.push((format!("{label}: "), sent.text.clone()));
+        return;
+    }
+    fields.push((format!("{label} ({} lines):", lines.len()), String::new()));
+    for line in lines {
+        fields.push(("  | ".into(), line.to_string()));
+    }
+}
+
+pub(crate) fn describe(r: &PendingApproval, left: Option<u64>, argv: bool) -> Described {
+    let who = requester::who(
+        r.origin,
+        r.client.as_ref(),
+        r.task.as_ref(),
+        r.goal.as_deref(),
+    );
     let head = format!(
-        "{id}  {tool}  risk {risk}{root}  as {identity}  from {origin}{task}  {left}",
+        "{id}  {tool}  risk {risk}{root}  {as_words}  {left}",
         id = Shown::new(&r.id.0),
         tool = Shown::new(&r.tool),
         risk = r.risk.as_str(),
@@ -187,40 +222,40 @@ pub(crate) fn describe(
         } else {
             ""
         },
-        identity = r.identity.as_str(),
-        origin = r.origin.as_str(),
-        task = r
-            .task
-            .as_ref()
-            .map(|t| format!(" (task {})", Shown::new(&t.0)))
-            .unwrap_or_default(),
+        as_words = requester::as_words(r.identity),
         left = left.map_or_else(|| "no longer waiting".to_string(), time_left),
     );
-    let mut fields = vec![(
-        "action: ",
-        Shown::new(&r.action)
-            .max_bytes(MAX_ACTION_BYTES)
-            .to_string(),
-    )];
+    let mut fields = Vec::new();
+    match &r.sent {
+        Some(sent) => {
+            as_sent_fields(&mut fields, "command", sent);
+            if argv {
+                as_sent_fields(&mut fields, "runs", &r.action);
+            } else {
+                fields.push(("".into(), "v: the exact argv that runs".into()));
+            }
+        }
+        None => as_sent_fields(&mut fields, "action", &r.action),
+    }
     if let Some(words) = r.after_reading.words() {
-        fields.push(("note: ", format!("the Agent asks {}", shown(&words))));
+        fields.push(("note: ".into(), format!("the Agent asks {}", shown(&words))));
     }
     // What it carries, whole (an `fs.write`'s content): its size and hash, each line.
     if let Some(data) = &r.data {
-        fields.push(("", nl2sh_proto::carried::header(data)));
+        fields.push(("".into(), nl2sh_proto::carried::header(data)));
         for line in nl2sh_proto::carried::lines(data) {
-            fields.push(("  | ", line));
+            fields.push(("  | ".into(), line));
         }
     }
     for reason in &r.reasons {
-        fields.push(("why: ", shown(reason)));
+        fields.push(("why: ".into(), shown(reason)));
     }
     if let Some(phrase) = &r.phrase {
-        fields.push(("phrase: ", shown(phrase)));
+        fields.push(("phrase: ".into(), shown(phrase)));
     }
     if let Some(app) = &r.ui_app {
         fields.push((
-            "UI: ",
+            "UI: ".into(),
             format!(
                 "u approves it and lets UI actions from {} in {} run unasked for some minutes",
                 r.origin.as_str(),
@@ -228,7 +263,11 @@ pub(crate) fn describe(
             ),
         ));
     }
-    (head, fields)
+    Described {
+        who: shown(&who),
+        head,
+        fields,
+    }
 }
 
 /// The key help in lines of at most `columns`, broken between its " · " items.
@@ -529,7 +568,8 @@ impl App {
     fn help(&self) -> &'static str {
         match &self.modal {
             Some(Modal::Phrase { .. }) => {
-                "Type the phrase · Enter: approve · Backspace: erase · Esc: cancel · Ctrl-C: quit"
+                "Type the phrase · Enter: approve · ↓/PgDn: read it all · Tab: argv · \
+                 Esc: cancel · Ctrl-C: quit"
             }
             Some(Modal::Entry { .. }) => {
                 "Type the value · Enter: save · Backspace: erase · Esc: cancel · Ctrl-C: quit"
@@ -541,7 +581,8 @@ impl App {
             Some(Modal::Help) => "↑↓ PgUp/PgDn: scroll · Esc/?: close · Ctrl-C: quit",
             Some(Modal::Gone { .. }) => "Enter/Esc: close · Ctrl-C: quit",
             Some(Modal::Decide { approve: true, .. }) => {
-                "↑↓ PgUp/PgDn: read it all · y/Enter: approve · n/Esc: cancel · Ctrl-C: quit"
+                "↑↓ PgUp/PgDn: read it all · y/Enter: approve · n/Esc: cancel · v: argv · \
+                 Ctrl-C: quit"
             }
             Some(_) => "y/Enter: yes · n/Esc: no · Ctrl-C: quit",
             None => match self.page {
@@ -554,9 +595,9 @@ impl App {
                      Tab/h/l/1-4: page · PgUp/PgDn: scroll"
                 }
                 Page::Approvals => {
-                    "a: approve · r: reject · ↑↓/jk: select · u: approve + UI grant · \
-                     R: reject its origin · g: next UI grant · x: revoke it · \
-                     Tab/h/l/1-4: page · PgUp/PgDn: scroll"
+                    "a: approve · r: reject · ↑↓/jk: select · v: argv · \
+                     u: approve + UI grant · R: reject its origin · g: next UI grant · \
+                     x: revoke it · Tab/h/l/1-4: page · PgUp/PgDn: scroll"
                 }
                 Page::Tasks if self.detail.is_some() => {
                     "Esc: back · ↑↓/jk PgUp/PgDn: scroll · r: reload · Tab/h/l/1-4: page"
@@ -957,13 +998,26 @@ impl App {
         pad: &str,
     ) {
         let theme = self.theme();
-        let (head, fields) = describe(r, left);
+        let d = describe(r, left, self.show_argv);
         let indent = width(pad);
-        body.field(lead, lead_style, &head, theme.risk(r.risk.as_str()), indent);
-        for (label, value) in fields {
+        // Who is asking first, as a phone's prompt names the app.
+        body.field(lead, lead_style, &d.who, theme.label(), indent);
+        body.field(
+            pad,
+            theme.plain(),
+            &d.head,
+            theme.risk(r.risk.as_str()),
+            indent,
+        );
+        for (label, value) in d.fields {
             let lead = format!("{pad}{label}");
             let indent = width(&lead);
-            body.field(&lead, theme.label(), &value, theme.plain(), indent);
+            let style = if label.is_empty() && value.starts_with("v: ") {
+                theme.muted()
+            } else {
+                theme.plain()
+            };
+            body.field(&lead, theme.label(), &value, style, indent);
         }
     }
 
@@ -1625,6 +1679,7 @@ const KEYS: &[(&str, &[(&str, &str)])] = &[
             ("u", "approve + timed UI grant"),
             ("R", "reject every request of its origin"),
             ("g / x", "select / revoke a timed UI grant"),
+            ("v", "show or hide the exact argv under a command"),
         ],
     ),
     (
@@ -1652,6 +1707,10 @@ const KEYS: &[(&str, &[(&str, &str)])] = &[
                 "read the request to its end (an approve counts only then)",
             ),
             ("y Enter / n Esc", "yes / no"),
+            (
+                "v (Tab)",
+                "show or hide the exact argv (Tab while typing a phrase)",
+            ),
             ("typing", "the phrase of a dangerous or critical request"),
         ],
     ),

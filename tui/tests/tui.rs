@@ -586,7 +586,8 @@ fn each_page_renders_at_80x24() {
     let page2 = screen(&app, 80, 24);
     for want in [
         "[2 Approvals (1)]",
-        "> req1  shell.exec  risk high (requires root)  as root  from mcp_http (task",
+        "> a client that gave no name, over MCP (HTTP)",
+        "    req1  shell.exec  risk high (requires root)  as root  1 min 00 s left",
         "action: ls /tmp",
         "why: writes a file",
         "Grants (read-only)",
@@ -708,7 +709,7 @@ fn resizing_between_frames_keeps_drawing() {
     let mut app = App::new(&device, COLOR);
     press(&mut app, &device, KeyCode::Char('2'));
     let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
-    for (w, h) in [(80, 24), (30, 10), (120, 40), (20, 5), (80, 24)] {
+    for (w, h) in [(80, 24), (30, 10), (120, 40), (20, 5), (120, 24)] {
         terminal.backend_mut().resize(w, h);
         terminal.autoresize().unwrap();
         terminal.draw(|frame| app.draw(frame)).unwrap();
@@ -716,7 +717,10 @@ fn resizing_between_frames_keeps_drawing() {
     }
     let text = rows(terminal.backend().buffer()).join("\n");
     assert!(
-        text.contains("action: touch /tmp/x\\u{202e}txt.exe\\x1b[2J\\r\\n evil"),
+        text.contains(
+            "action (shown escaped: \\\\ is one backslash): \
+             touch /tmp/x\\u{202e}txt.exe\\x1b[2J\\r\\n evil"
+        ),
         "{text}"
     );
 }
@@ -1724,9 +1728,9 @@ fn a_spoofed_action_is_shown_escaped() {
     for (w, h) in [(80, 24), (300, 100), (20, 5)] {
         assert_no_raw_controls(&buffer(&app, w, h));
     }
-    let text = screen(&app, 80, 24);
+    let text = screen(&app, 120, 24);
     for want in [
-        r"action: touch /tmp/x\u{202e}txt.exe\x1b[2J\r\n evil",
+        r"action (shown escaped: \\ is one backslash): touch /tmp/x\u{202e}txt.exe\x1b[2J\r\n evil",
         r"req\x1b]0;x  shell.exec\u{200b}  risk high",
         r"why: why\u{2028}  action: ls",
     ] {
@@ -1734,13 +1738,78 @@ fn a_spoofed_action_is_shown_escaped() {
     }
     // The confirmation shows it the same way.
     press(&mut app, &device, KeyCode::Char('a'));
-    let buf = buffer(&app, 80, 24);
+    let buf = buffer(&app, 120, 24);
     assert_no_raw_controls(&buf);
     let text = rows(&buf).join("\n");
     assert!(
         text.contains(r"touch /tmp/x\u{202e}txt.exe\x1b[2J\r\n evil"),
         "{text}"
     );
+}
+
+/// A `shell.exec` as its caller sent it: who asks first, "as root", the command with the
+/// shell's own quoting (one backslash), the exact argv a key (v) away; a command with a
+/// character that cannot be shown is escaped whole and says so; a script line by line.
+#[test]
+fn who_asks_and_the_command_as_sent_come_first_the_argv_a_key_away() {
+    let mut r = request(
+        "c1",
+        r"/bin/sh -c 'rm -rf '\''/tmp/x y'\'''",
+        RiskLevel::High,
+    );
+    r.client = nl2sh_proto::requester::ClientName::from_client("Codex", "0.47.0");
+    r.sent = Some("rm -rf '/tmp/x y'".into());
+    let mut escaped = request("c2", "/bin/sh -c 'echo \u{1b}[2J'", RiskLevel::Low);
+    escaped.sent = Some("echo \u{1b}[2J".into());
+    let mut script = request("c3", "/bin/sh -c 'cd /tmp\nls'", RiskLevel::Low);
+    script.sent = Some("cd /tmp\nls -l".into());
+    let device = Fake::new(running()).with_pending(vec![r, escaped, script]);
+    let mut app = approvals_app(&device);
+    let buf = buffer(&app, 100, 40);
+    assert_no_raw_controls(&buf);
+    let rows = rows(&buf);
+    let at = rows
+        .iter()
+        .position(|l| l.starts_with("> "))
+        .expect("the selected request");
+    assert_eq!(rows[at], "> Codex 0.47.0 (by its own name) over MCP (HTTP)");
+    assert!(
+        rows[at + 1].starts_with("    c1  shell.exec  risk high (requires root)  as root  "),
+        "{}",
+        rows.join("\n")
+    );
+    assert_eq!(rows[at + 2], "    command: rm -rf '/tmp/x y'");
+    assert_eq!(rows[at + 3], "    v: the exact argv that runs");
+    let text = rows.join("\n");
+    assert!(!text.contains("runs:"), "{text}");
+    assert!(
+        text.contains(r"command (shown escaped: \\ is one backslash): echo \x1b[2J"),
+        "{text}"
+    );
+    assert!(
+        text.contains("    command (2 lines):\n      | cd /tmp\n      | ls -l"),
+        "{text}"
+    );
+    // v: the argv as a shell prints it, '\'' with one backslash.
+    press(&mut app, &device, KeyCode::Char('v'));
+    let text = screen(&app, 100, 40);
+    assert!(
+        text.contains(r"    runs: /bin/sh -c 'rm -rf '\''/tmp/x y'\'''"),
+        "{text}"
+    );
+    // The question shows the same, and v (Tab while typing a phrase) hides it again.
+    press(&mut app, &device, KeyCode::Char('a'));
+    let text = screen(&app, 100, 40);
+    assert!(
+        text.contains("Codex 0.47.0 (by its own name) over MCP (HTTP)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r"runs: /bin/sh -c 'rm -rf '\''/tmp/x y'\'''"),
+        "{text}"
+    );
+    press(&mut app, &device, KeyCode::Char('v'));
+    assert!(!screen(&app, 100, 40).contains("runs:"));
 }
 
 #[test]
@@ -2140,9 +2209,9 @@ fn a_request_of_the_running_task_is_confirmed_on_ask() {
     let text = flat(&app, 80, 24);
     for want in [
         "The Agent waits for your confirmation:",
-        "mine shell.exec risk high (requires root) as root from owner_tui (task ask-1) \
-         1 min 00 s left action: touch /data/local/tmp/x why: writes a file \
-         a: approve · r: reject",
+        "the Agent, task ask-1, asked by you in the terminal console mine shell.exec \
+         risk high (requires root) as root 1 min 00 s left action: touch /data/local/tmp/x \
+         why: writes a file a: approve · r: reject",
     ] {
         assert!(text.contains(want), "{want:?} not on\n{text}");
     }
@@ -2313,10 +2382,12 @@ fn agent_and_tool_text_is_shown_escaped_on_ask() {
         }
     };
     check(&app);
-    let text = screen(&app, 80, 24);
+    let text = screen(&app, 120, 24);
     assert!(text.contains(r"You    goal \u{202e}txt"), "{text}");
     assert!(
-        text.contains(r"action: touch /tmp/x\u{202e}txt.exe\x1b[2J\r\n evil"),
+        text.contains(
+            r"(shown escaped: \\ is one backslash): touch /tmp/x\u{202e}txt.exe\x1b[2J\r\n evil"
+        ),
         "{text}"
     );
     press(&mut app, &device, KeyCode::Char('a'));
