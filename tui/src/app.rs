@@ -1470,29 +1470,9 @@ impl App {
             .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
         let yes = matches!(key.code, KeyCode::Enter | KeyCode::Char('y' | 'Y')) && plain;
         let no = matches!(key.code, KeyCode::Esc | KeyCode::Char('n' | 'N')) && plain;
-        let scrolls = match modal {
-            Modal::Phrase { .. } => Some(false),
-            Modal::Decide { .. } | Modal::UiGrant { .. } | Modal::Gone { .. } | Modal::Help => {
-                Some(true)
-            }
-            _ => None,
-        };
-        if let Some(letters) = scrolls {
-            if plain && self.modal_view.scroll_key(key.code, letters) {
-                self.modal = Some(modal);
-                return;
-            }
-            // The exact argv under the command: v, or Tab while a phrase is typed.
-            let argv = match key.code {
-                KeyCode::Tab => true,
-                KeyCode::Char('v') => letters,
-                _ => false,
-            };
-            if plain && argv && modal.request().is_some() {
-                self.show_argv = !self.show_argv;
-                self.modal = Some(modal);
-                return;
-            }
+        if plain && self.view_key(&modal, key.code) {
+            self.modal = Some(modal);
+            return;
         }
         match modal {
             Modal::Decide { request, approve } => {
@@ -1524,22 +1504,8 @@ impl App {
                     self.modal = Some(Modal::RejectOrigin { origin, count });
                 }
             }
-            Modal::Toggle {
-                key: k,
-                label,
-                value,
-            } => {
-                if yes {
-                    self.save(device, &k, if value { "true" } else { "false" });
-                } else if no {
-                    self.set_note(NoteKind::Info, "Not saved.");
-                } else {
-                    self.modal = Some(Modal::Toggle {
-                        key: k,
-                        label,
-                        value,
-                    });
-                }
+            m @ (Modal::Toggle { .. } | Modal::Rotate | Modal::Restart) => {
+                self.settings_modal_key(m, (yes, no), device)
             }
             Modal::Entry {
                 key: k,
@@ -1548,18 +1514,6 @@ impl App {
                 typed,
                 error,
             } => self.entry_key((k, label, kind), typed, error, key, device),
-            Modal::Rotate => {
-                if yes {
-                    match device.rotate_token() {
-                        Ok(saved) => self.saved(device, &saved),
-                        Err(e) => self.set_note(NoteKind::Error, device_error("Not rotated: ", &e)),
-                    }
-                } else if no {
-                    self.set_note(NoteKind::Info, "Not rotated.");
-                } else {
-                    self.modal = Some(Modal::Rotate);
-                }
-            }
             Modal::Help => {
                 if !(no || key.code == KeyCode::Enter || key.code == KeyCode::Char('?')) {
                     self.modal = Some(Modal::Help);
@@ -1570,21 +1524,58 @@ impl App {
                     self.modal = Some(Modal::Gone { request, why });
                 }
             }
-            Modal::Restart => {
-                if yes {
-                    self.restart(device);
-                } else if no {
-                    self.set_note(NoteKind::Info, "Not restarted.");
-                } else {
-                    self.modal = Some(Modal::Restart);
-                }
-            }
             Modal::Quit => match key.code {
                 KeyCode::Char('s' | 'y') | KeyCode::Enter if plain => self.quit_now(device, true),
                 KeyCode::Char('l') if plain => self.quit_now(device, false),
                 _ if no => self.note = None,
                 _ => self.modal = Some(Modal::Quit),
             },
+        }
+    }
+
+    /// Keys that change how a question shows its request: ↑↓ PgUp/PgDn (j k Space where
+    /// nothing is typed) scroll it; v, or Tab while a phrase is typed, shows or hides the
+    /// exact argv. Whether `code` was one.
+    fn view_key(&mut self, modal: &Modal, code: KeyCode) -> bool {
+        let letters = match modal {
+            Modal::Phrase { .. } => false,
+            Modal::Decide { .. } | Modal::UiGrant { .. } | Modal::Gone { .. } | Modal::Help => true,
+            _ => return false,
+        };
+        if self.modal_view.scroll_key(code, letters) {
+            return true;
+        }
+        let argv = match code {
+            KeyCode::Tab => true,
+            KeyCode::Char('v') => letters,
+            _ => false,
+        };
+        if argv && modal.request().is_some() {
+            self.show_argv = !self.show_argv;
+            return true;
+        }
+        false
+    }
+
+    /// y or n to a setting's switch, a rotation or a restart.
+    fn settings_modal_key(&mut self, modal: Modal, (yes, no): (bool, bool), device: &dyn Device) {
+        if !yes && !no {
+            self.modal = Some(modal);
+            return;
+        }
+        match modal {
+            Modal::Toggle { key, value, .. } if yes => {
+                self.save(device, &key, if value { "true" } else { "false" })
+            }
+            Modal::Toggle { .. } => self.set_note(NoteKind::Info, "Not saved."),
+            Modal::Rotate if yes => match device.rotate_token() {
+                Ok(saved) => self.saved(device, &saved),
+                Err(e) => self.set_note(NoteKind::Error, device_error("Not rotated: ", &e)),
+            },
+            Modal::Rotate => self.set_note(NoteKind::Info, "Not rotated."),
+            Modal::Restart if yes => self.restart(device),
+            Modal::Restart => self.set_note(NoteKind::Info, "Not restarted."),
+            other => self.modal = Some(other),
         }
     }
 

@@ -1452,6 +1452,16 @@ impl App {
                 body.text("y/Enter: rotate · n/Esc: cancel", theme.muted());
                 "Rotate the token"
             }
+            Modal::Help | Modal::Gone { .. } | Modal::Restart | Modal::Quit => {
+                self.service_question(modal, body)
+            }
+        }
+    }
+
+    /// The help's head, a request no longer waiting, the restart and quit questions.
+    fn service_question(&self, modal: &Modal, body: &mut Body) -> &'static str {
+        let theme = self.theme();
+        match modal {
             Modal::Help => {
                 body.text("Every key, page by page", theme.label());
                 "Help"
@@ -1487,6 +1497,7 @@ impl App {
                 body.text("n/Esc: cancel (stay here)", theme.plain());
                 "Quit"
             }
+            _ => "",
         }
     }
 
