@@ -809,10 +809,16 @@ fn a_snippet_is_selected_shown_and_copied_with_osc52() {
     assert_eq!(app.take_clipboard(), ["nl2sh service start"]);
 }
 
-#[test]
-fn startup_starts_the_service_when_configured_and_quitting_asks_to_stop_it() {
+/// A stopped service with protocol_start_with_service = true: the console starts it.
+fn starting_device() -> Fake {
     let mut device = Fake::new(stopped("Stopped."));
     device.start_with_service = true;
+    device
+}
+
+#[test]
+fn startup_starts_the_service_when_configured_and_quitting_asks_to_stop_it() {
+    let device = starting_device();
     let mut app = App::new(&device, COLOR);
     assert_eq!(device.starts.get(), 1);
     assert!(app.started_protocols());
@@ -852,8 +858,7 @@ fn startup_starts_the_service_when_configured_and_quitting_asks_to_stop_it() {
 
 #[test]
 fn quitting_can_leave_the_started_service_running() {
-    let mut device = Fake::new(stopped("Stopped."));
-    device.start_with_service = true;
+    let device = starting_device();
     let mut app = App::new(&device, COLOR);
     press(&mut app, &device, KeyCode::Char('q'));
     press(&mut app, &device, KeyCode::Char('l'));
@@ -869,8 +874,7 @@ fn quitting_can_leave_the_started_service_running() {
 /// by the stop itself (the question was open): the device leaves it running and says so.
 #[test]
 fn a_service_restarted_elsewhere_is_not_stopped() {
-    let mut device = Fake::new(stopped("Stopped."));
-    device.start_with_service = true;
+    let device = starting_device();
     let mut app = App::new(&device, COLOR);
     device.replaced_by.set(Some(4242));
     app.tick_at(&device, Instant::now() + Duration::from_secs(6));
@@ -893,8 +897,7 @@ fn a_service_restarted_elsewhere_is_not_stopped() {
     );
 
     // Replaced while the question was open: the stop finds another process.
-    let mut device = Fake::new(stopped("Stopped."));
-    device.start_with_service = true;
+    let device = starting_device();
     let mut app = App::new(&device, COLOR);
     press(&mut app, &device, KeyCode::Char('q'));
     device.replaced_by.set(Some(4242));
@@ -954,8 +957,7 @@ fn a_service_already_running_is_reused_and_left_running() {
     assert_eq!(device.stops.get(), 0);
 
     // start_protocols answering "one already ran": reused, never stopped.
-    let mut device = Fake::new(stopped("Stopped."));
-    device.start_with_service = true;
+    let mut device = starting_device();
     device.start_answer = Ok(false);
     let mut app = App::new(&device, COLOR);
     assert_eq!(device.starts.get(), 1);
@@ -968,8 +970,7 @@ fn a_service_already_running_is_reused_and_left_running() {
 
 #[test]
 fn a_failed_start_is_shown() {
-    let mut device = Fake::new(stopped("Stopped."));
-    device.start_with_service = true;
+    let mut device = starting_device();
     device.start_answer = Err(DeviceError::new(
         DeviceErrorKind::Failed,
         "port taken\u{1b}[2J",
@@ -996,8 +997,7 @@ fn without_start_with_service_nothing_starts_and_q_quits_at_once() {
 
 #[test]
 fn ctrl_c_quits_from_anywhere_and_stops_what_the_tui_started() {
-    let mut device = Fake::new(stopped("Stopped."));
-    device.start_with_service = true;
+    let device = starting_device();
     let mut app = App::new(&device, COLOR);
     // In the middle of typing a value.
     press(&mut app, &device, KeyCode::Down);
