@@ -1763,6 +1763,11 @@ fn who_asks_and_the_command_as_sent_come_first_the_argv_a_key_away() {
     escaped.sent = Some("echo \u{1b}[2J".into());
     let mut script = request("c3", "/bin/sh -c 'cd /tmp\nls'", RiskLevel::Low);
     script.sent = Some("cd /tmp\nls -l".into());
+    // A caller naming itself with controls: shown escaped, on its line.
+    script.client = nl2sh_proto::requester::ClientName::from_client(
+        "Codex\u{1b}[2K\r\u{202e}",
+        "1\n  action: ls",
+    );
     let device = Fake::new(running()).with_pending(vec![r, escaped, script]);
     let mut app = approvals_app(&device);
     let buf = buffer(&app, 100, 40);
@@ -1788,6 +1793,10 @@ fn who_asks_and_the_command_as_sent_come_first_the_argv_a_key_away() {
     );
     assert!(
         text.contains("    command (2 lines):\n      | cd /tmp\n      | ls -l"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r"  Codex\x1b[2K\r\u{202e} 1\n  action: ls (by its own name) over MCP"),
         "{text}"
     );
     // v: the argv as a shell prints it, '\'' with one backslash.
