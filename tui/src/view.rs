@@ -171,7 +171,7 @@ impl Body {
     }
 }
 
-/// A request as the owner reads it: who is asks (in words, first), then its id, tool,
+/// A request as the owner reads it: who is asking (in words, first), then its id, tool,
 /// risk, whose rights it runs with and the time left counting down, then its fields: the
 /// command as sent (`shell.exec`; the exact argv under it when `argv`, else a hint) or the
 /// action, the reasons, the phrase. Every value escaped. `left`: seconds left, `None`

@@ -691,6 +691,24 @@ fn no_size_panics_on_any_page_or_question() {
     chars(&mut app, &device, "secret");
     check(&app);
     press(&mut app, &device, KeyCode::Esc);
+    // The help, the restart question, and a question whose request went away, scrolled
+    // past their ends.
+    for open in ['?', 'R'] {
+        press(&mut app, &device, KeyCode::Char(open));
+        check(&app);
+        press(&mut app, &device, KeyCode::End);
+        press(&mut app, &device, KeyCode::PageDown);
+        check(&app);
+        press(&mut app, &device, KeyCode::Esc);
+    }
+    press(&mut app, &device, KeyCode::Char('2'));
+    press(&mut app, &device, KeyCode::Char('a'));
+    *device.pending.borrow_mut() = Ok(Vec::new());
+    app.tick_at(&device, Instant::now() + Duration::from_secs(2));
+    check(&app);
+    press(&mut app, &device, KeyCode::End);
+    check(&app);
+    press(&mut app, &device, KeyCode::Esc);
     // Scrolling past either end.
     for code in [
         KeyCode::End,
