@@ -34,8 +34,8 @@ const UI_GRANT_DEFAULT: u32 = 10;
 /// Characters a text entry takes (a token is at most 256).
 const MAX_ENTRY_CHARS: usize = 1024;
 /// What asking says when no protocol service runs the Agent.
-pub(crate) const ASK_NOT_RUNNING: &str = "The protocol service is not running: start it \
-    (service start, or protocol_start_with_service = true) to ask the Agent.";
+pub(crate) const ASK_NOT_RUNNING: &str = "The protocol service is not running: S on page 1 \
+    starts it (with protocol_start_with_service = true) to ask the Agent.";
 
 /// Why a service running now is left alone when this TUI quits.
 const NOT_OURS: &str = "it is not the one this TUI started (restarted or started elsewhere since)";

@@ -2460,7 +2460,7 @@ fn asking_while_nothing_runs_says_how_to_start_it() {
     ask(&mut app, &device, "uptime");
     assert_eq!(device.asks.borrow().len(), 1);
     let text = flat(&app, 80, 24);
-    let want = "The protocol service is not running: start it (service start, or \
+    let want = "The protocol service is not running: S on page 1 starts it (with \
                 protocol_start_with_service = true) to ask the Agent.";
     assert!(text.contains(want), "{text}");
     assert!(!text.contains("You uptime"), "{text}");
