@@ -211,6 +211,57 @@ fn requests_are_approved_and_rejected_with_keys_and_shown_escaped() {
     tmux.wait_screen("s", "the console's exit", exited);
 }
 
+/// A 40-line write at 60x20: the question shows its start, `y` is refused (nothing is
+/// decided) until PgDn has shown its last line, then approves it; who is asking comes
+/// first, and the page says so after the decision.
+#[test]
+fn a_long_write_is_approved_only_once_its_end_was_on_the_screen() {
+    let Some(tmux) = Tmux::start() else { return };
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let server = Server::start(&fx, &[], &[]);
+    let line = Tmux::nl2sh_line(&fx, &[]) + "; echo \"[exit $?]\"; sleep 600";
+    tmux.open("s", 60, 20, &line);
+    tmux.wait_screen("s", "the console", |s| s.contains("MCP / A2A"));
+    tmux.send_keys("s", &["2"]);
+    tmux.wait_screen("s", "the approvals page", |s| s.contains("No requests"));
+    let target = fx.dir.path().join("long-write");
+    let content: String =
+        (1..40).map(|i| format!("line {i}\n")).collect::<String>() + "the last line\n";
+    let call = server.invoke_async(
+        "fs.write",
+        json!({ "path": target.display().to_string(), "content": content }),
+    );
+    wait_pending(&fx, 1);
+    let screen = tmux.wait_screen("s", "the request", |s| s.contains("long-write"));
+    assert!(screen.contains("over MCP (HTTP)"), "{screen}");
+    tmux.send_keys("s", &["a"]);
+    let screen = tmux.wait_screen("s", "the question", |s| s.contains("more below"));
+    assert!(!screen.contains("the last line"), "{screen}");
+    tmux.send_keys("s", &["y"]);
+    tmux.wait_screen("s", "the refusal", |s| {
+        s.contains("Not approved: read to the end first")
+    });
+    assert_eq!(
+        pending_approvals(&fx).len(),
+        1,
+        "y approved an unread request"
+    );
+    assert!(!target.exists());
+    for _ in 0..8 {
+        tmux.send_keys("s", &["PageDown"]);
+    }
+    tmux.wait_screen("s", "the end of the content", |s| {
+        s.contains("the last line")
+    });
+    tmux.send_keys("s", &["y"]);
+    let r = call.join().unwrap();
+    assert!(!r.is_error, "{r:?}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), content);
+    tmux.wait_screen("s", "the feedback", |s| s.contains("Approved "));
+    tmux.send_keys("s", &["q"]);
+    tmux.wait_screen("s", "the console's exit", exited);
+}
+
 /// A flood over HTTP fills its share; the page says who holds the queue, and R rejects
 /// all of that origin at once.
 #[test]
