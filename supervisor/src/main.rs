@@ -14,6 +14,7 @@ mod log_tail;
 mod logging;
 mod model;
 mod orphans;
+mod running;
 mod serve;
 mod service;
 mod service_log;

@@ -39,6 +39,7 @@ use nl2sh_proto::sys::pidfd;
 use crate::config::{self, Config, ConfigError};
 use crate::exit::Exit;
 use crate::log_tail;
+use crate::running;
 use crate::service_log;
 use crate::state::{self, ConnectionInfo, Discovered, StatePaths};
 
@@ -108,26 +109,11 @@ impl Target {
 
     /// `nl2sh --config <path>` for messages.
     fn command(&self, rest: &str) -> String {
-        format!(
-            "nl2sh --config {} {rest}",
-            shell_word(&self.config_path.to_string_lossy())
-        )
+        nl2sh_proto::hint::with_config(&self.config_path, rest)
     }
 
     fn discover(&self) -> Result<Discovered, state::StateError> {
         state::discover(&self.state, &self.identity)
-    }
-}
-
-/// `s` quoted for a POSIX shell when it needs it.
-fn shell_word(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:,@%=".contains(&b));
-    if plain {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
 
@@ -156,7 +142,7 @@ fn locate_for_start(config_arg: Option<PathBuf>) -> Result<(Target, Config), Fai
                     "configuration file {} does not exist; create it with the managed service \
                      switched on: nl2sh --config {} config set {SWITCH} true",
                     abs.display(),
-                    shell_word(&abs.to_string_lossy()),
+                    nl2sh_proto::hint::shell_word(&abs.to_string_lossy()),
                 ),
             ));
         }
@@ -276,6 +262,10 @@ fn status_json(
     };
     let managed =
         matches!(found, Ok(Discovered::Live(info)) if info.transport == SERVICE_TRANSPORT);
+    let comparison = match found {
+        Ok(Discovered::Live(info)) => running::compare(info, &target.config_path),
+        _ => running::Comparison::default(),
+    };
     json!({
         "running": matches!(found, Ok(Discovered::Live(_))),
         "stale": matches!(found, Ok(Discovered::Stale(_))),
@@ -294,6 +284,17 @@ fn status_json(
         "config_path": target.config_path,
         "state_dir": target.state.root,
         "log": target.log,
+        // What the consoles (TUI, module WebUI) need: the keys whose saved value the
+        // running process does not use yet, each in words, and the command that applies
+        // them; whether every request is approved automatically now.
+        "differs_from_saved": comparison.keys(),
+        "differences": comparison.differs.iter().map(|d| json!({
+            "key": d.key, "saved": d.saved, "running": d.running,
+        })).collect::<Vec<_>>(),
+        "saved_unreadable": comparison.unreadable,
+        "auto_approve": matches!(found, Ok(Discovered::Live(_)))
+            && running::auto_approve(&target.config_path),
+        "restart_command": target.command("service restart"),
     })
 }
 
@@ -315,7 +316,10 @@ fn status_text(
 ) -> String {
     let mut out = StatusLines(String::new());
     match found {
-        Ok(Discovered::Live(info)) => live_lines(&mut out, info),
+        Ok(Discovered::Live(info)) => {
+            live_lines(&mut out, info);
+            running_lines(&mut out, target, info);
+        }
         Ok(Discovered::Stale(info)) => {
             out.line(
                 "Status",
@@ -429,6 +433,39 @@ fn live_lines(out: &mut StatusLines, info: &ConnectionInfo) {
                 "not shown; clients need the configured protocol_token or \
                  NL2SH_PROTOCOL_TOKEN, or {generated}"
             ),
+        );
+    }
+}
+
+/// What differs between the running process and the saved file, and whether every
+/// request is approved automatically.
+fn running_lines(out: &mut StatusLines, target: &Target, info: &ConnectionInfo) {
+    let comparison = running::compare(info, &target.config_path);
+    for d in &comparison.differs {
+        out.line(
+            "Differs",
+            &format!(
+                "{}: saved {}, running {}: restart to apply: {}",
+                d.key,
+                d.saved,
+                d.running,
+                target.command("service restart")
+            ),
+        );
+    }
+    if let Some(why) = &comparison.unreadable {
+        out.line(
+            "Differs",
+            &format!(
+                "unknown: the saved file does not load ({})",
+                Shown::new(why)
+            ),
+        );
+    }
+    if running::auto_approve(&target.config_path) {
+        out.line(
+            "Approval",
+            "every request is approved automatically (protocol_auto_approve)",
         );
     }
 }
@@ -749,6 +786,69 @@ fn stop_locked(target: &Target) -> Result<(), Failure> {
     }
 }
 
+/// The managed service's start identity: its pid and its start time (field 22 of
+/// `/proc/<pid>/stat`), as discovery verifies a process. A pid alone can name a later
+/// process: one a `service restart` started in its place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartIdentity {
+    pub pid: u32,
+    pub start_time: u64,
+}
+
+/// The managed service running for `config_path` now, by its start identity.
+pub fn running_identity(config_path: &std::path::Path) -> Option<StartIdentity> {
+    let (cfg, _) = config::load_for_discovery(config_path);
+    match Target::new(config_path.to_owned(), &cfg).discover() {
+        Ok(Discovered::Live(info)) if info.transport == SERVICE_TRANSPORT => Some(StartIdentity {
+            pid: info.pid,
+            start_time: info.start_time,
+        }),
+        _ => None,
+    }
+}
+
+/// What [`stop_if_same`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopIfSame {
+    /// It was that process: it is stopped.
+    Stopped,
+    /// Nothing runs any more.
+    Gone,
+    /// Another process serves now (pid): it is left running.
+    Other(u32),
+}
+
+/// Stops the managed service for `config_path` only when it is still the process
+/// `started` (a console stops the service it started, never one a `service restart`
+/// elsewhere put in its place). Under the control lock, so no start or restart runs
+/// between the check and the signal. Prints nothing (the console owns the terminal).
+pub fn stop_if_same(
+    config_path: &std::path::Path,
+    started: StartIdentity,
+) -> Result<StopIfSame, String> {
+    let (cfg, _) = config::load_for_discovery(config_path);
+    let target = Target::new(config_path.to_owned(), &cfg);
+    if !target.service_dir.exists() {
+        return Ok(StopIfSame::Gone);
+    }
+    let _control = control_lock(&target).map_err(|f| f.message)?;
+    match settle(&target, STOP_WAIT).map_err(|f| f.message)? {
+        Discovered::Live(info)
+            if info.pid == started.pid
+                && info.start_time == started.start_time
+                && info.transport == SERVICE_TRANSPORT =>
+        {
+            signal_and_wait(&target, &info).map_err(|f| f.message)?;
+            Ok(StopIfSame::Stopped)
+        }
+        Discovered::Live(info) => Ok(StopIfSame::Other(info.pid)),
+        Discovered::Busy { holder } => {
+            Ok(holder.map_or(StopIfSame::Gone, |(pid, _)| StopIfSame::Other(pid)))
+        }
+        Discovered::Stale(_) | Discovered::Stopped => Ok(StopIfSame::Gone),
+    }
+}
+
 /// SIGTERM to the announced process (it cancels its tasks, drains and closes its
 /// listeners), then wait for it to exit and release the state directory.
 fn signal_and_wait(target: &Target, info: &ConnectionInfo) -> Result<(), Failure> {
@@ -806,17 +906,6 @@ fn signal_and_wait(target: &Target, info: &ConnectionInfo) -> Result<(), Failure
 mod tests {
     use super::*;
 
-    #[test]
-    fn shell_words() {
-        assert_eq!(
-            shell_word("/data/adb/nl2sh/config.toml"),
-            "/data/adb/nl2sh/config.toml"
-        );
-        assert_eq!(shell_word("/tmp/my config.toml"), "'/tmp/my config.toml'");
-        assert_eq!(shell_word("/tmp/it's"), r"'/tmp/it'\''s'");
-        assert_eq!(shell_word(""), "''");
-    }
-
     fn info(transport: &str) -> ConnectionInfo {
         ConnectionInfo {
             pid: 4242,
@@ -835,6 +924,8 @@ mod tests {
             last_restart_cause: Some("executor (pid 7) killed by signal 9".into()),
             web_url: None,
             web_listen: None,
+            token_source: Some("generated".into()),
+            requested_port: Some(8765),
         }
     }
 
