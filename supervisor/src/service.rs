@@ -730,6 +730,38 @@ fn spawn_service(target: &Target, cfg: &Config, log: File) -> Result<Child, Fail
     })
 }
 
+/// `nl2sh --config <config_path> service restart` in a session of its own, its output
+/// appended to the service log: what the owner's "Restart now" runs from inside the
+/// service it stops. The child's pid.
+pub fn restart_in_background(config_path: &std::path::Path) -> io::Result<u32> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let log_path = config::service_dir(config_path).join(service_log::LOG_NAME);
+    let log = fs::OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&log_path)?;
+    let err_log = log.try_clone()?;
+    let exe = std::env::current_exe()
+        .ok()
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
+    let mut cmd = Command::new(exe);
+    cmd.arg0("nl2sh")
+        .arg("--config")
+        .arg(config_path)
+        .args(["service", "restart"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(err_log))
+        .current_dir("/");
+    crate::sys::detach(&mut cmd);
+    let child = cmd.spawn()?;
+    let pid = child.id();
+    // Not waited for here: it outlives this process, which it stops.
+    drop(child);
+    Ok(pid)
+}
+
 /// End a child that did not come up: SIGTERM (it drains), then its whole group.
 fn terminate(child: &mut Child) {
     let Ok(pid) = i32::try_from(child.id()) else {

@@ -39,6 +39,10 @@ pub(super) async fn supervise(
             drain(running).await;
             return ExitCode::SUCCESS;
         };
+        if let Some((i, Ok(FromWorker::Event(WorkerEvent::RestartRequested)))) = &event {
+            restart_requested(running, restart, *i);
+            continue;
+        }
         // One death usually ends its peers' channels too; let them settle, then report
         // every worker that ended, the one killed by a signal first, so the message names
         // the cause rather than whoever noticed first.
@@ -72,6 +76,33 @@ pub(super) async fn supervise(
         if let Some(code) = restart_set(running, signals, restart, &cause).await {
             return code;
         }
+    }
+}
+
+/// approvald passed on the owner's "Restart now" (it checked the session and its CSRF
+/// token): `nl2sh --config X service restart` runs detached, stops this process as
+/// `service stop` does (SIGTERM, drain) and starts the saved configuration. Heeded from
+/// approvald alone, and only in the managed service.
+fn restart_requested(running: &Running, restart: &mut Restart, from: usize) {
+    let role = running.workers.get(from).map(|w| w.role);
+    if role != Some(Role::Approvald) {
+        tracing::warn!(
+            ?role,
+            "a restart request from a worker other than approvald; ignored"
+        );
+        return;
+    }
+    if restart.info.transport != crate::service::SERVICE_TRANSPORT {
+        tracing::warn!("a restart request outside the managed service; ignored");
+        return;
+    }
+    let config = std::path::Path::new(&restart.info.config_path);
+    match crate::service::restart_in_background(config) {
+        Ok(pid) => {
+            tracing::info!(pid, "restarting the service as its owner asked");
+            restart.spared.push(pid);
+        }
+        Err(e) => tracing::error!(error = %e, "cannot run `service restart`"),
     }
 }
 
