@@ -114,11 +114,11 @@ fn token_difference(info: &ConnectionInfo, saved: &Config) -> Option<Difference>
     differs.then(|| Difference {
         key: "protocol_token",
         saved: match saved_token {
-            Some(_) => "set".into(),
-            None => "not set (one is generated at each start)".into(),
+            Some(_) => "a new token".into(),
+            None => "no token (one is generated at each start)".into(),
         },
         running: match source {
-            Some("generated") => "generated, rotates on restart".into(),
+            Some("generated") => "a generated one (rotates on restart)".into(),
             _ => "the previous token".into(),
         },
     })
@@ -201,7 +201,7 @@ mod tests {
         assert_eq!(keys(&info(8765, "configuration"), on), ["protocol_token"]);
         assert!(keys(&info(8765, "environment"), &other).is_empty());
         let d = differences(&info(8765, "generated"), &saved(&with_token));
-        assert_eq!(d[0].running, "generated, rotates on restart");
+        assert_eq!(d[0].running, "a generated one (rotates on restart)");
         assert!(!format!("{d:?}").contains(TOKEN), "a token's text");
     }
 

@@ -964,7 +964,7 @@ fn status_says_which_saved_settings_the_running_service_does_not_use_yet() {
                "running": running_port.to_string()})
     );
     assert_eq!(
-        v["differences"][1]["running"], "generated, rotates on restart",
+        v["differences"][1]["running"], "a generated one (rotates on restart)",
         "{v}"
     );
     assert!(
