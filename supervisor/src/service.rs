@@ -703,6 +703,21 @@ fn spawn_service(target: &Target, cfg: &Config, log: File) -> Result<Child, Fail
             format!("cannot use {}: {e}", target.log.display()),
         )
     })?;
+    let mut cmd = detached_nl2sh(&target.config_path, log, err_log);
+    cmd.args(["protocol", "serve", "--host", "0.0.0.0", "--port"])
+        .arg(cfg.service_port().to_string())
+        .arg("--managed-service");
+    cmd.spawn().map_err(|e| {
+        failure(
+            Exit::Failure,
+            format!("cannot start the managed service: {e}"),
+        )
+    })
+}
+
+/// This binary as `nl2sh --config <config_path> …`, detached (a session of its own, stdin
+/// /dev/null, its output to `log`), to be given the rest of its arguments.
+fn detached_nl2sh(config_path: &std::path::Path, log: File, err_log: File) -> Command {
     // This binary by its path, so the process is named nl2sh; /proc/self/exe if that path
     // is gone (replaced on disk while this command ran).
     let exe = std::env::current_exe()
@@ -712,22 +727,14 @@ fn spawn_service(target: &Target, cfg: &Config, log: File) -> Result<Child, Fail
     let mut cmd = Command::new(exe);
     cmd.arg0("nl2sh")
         .arg("--config")
-        .arg(&target.config_path)
-        .args(["protocol", "serve", "--host", "0.0.0.0", "--port"])
-        .arg(cfg.service_port().to_string())
-        .arg("--managed-service")
+        .arg(config_path)
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(err_log))
         // Holds no mount busy; every path it uses is absolute.
         .current_dir("/");
     crate::sys::detach(&mut cmd);
-    cmd.spawn().map_err(|e| {
-        failure(
-            Exit::Failure,
-            format!("cannot start the managed service: {e}"),
-        )
-    })
+    cmd
 }
 
 /// `nl2sh --config <config_path> service restart` in a session of its own, its output
@@ -741,20 +748,8 @@ pub fn restart_in_background(config_path: &std::path::Path) -> io::Result<u32> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&log_path)?;
     let err_log = log.try_clone()?;
-    let exe = std::env::current_exe()
-        .ok()
-        .filter(|p| p.is_file())
-        .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
-    let mut cmd = Command::new(exe);
-    cmd.arg0("nl2sh")
-        .arg("--config")
-        .arg(config_path)
-        .args(["service", "restart"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(err_log))
-        .current_dir("/");
-    crate::sys::detach(&mut cmd);
+    let mut cmd = detached_nl2sh(config_path, log, err_log);
+    cmd.args(["service", "restart"]);
     let child = cmd.spawn()?;
     let pid = child.id();
     // Not waited for here: it outlives this process, which it stops.

@@ -922,38 +922,23 @@ fn restart_now_applies_the_saved_settings_and_keeps_the_owner_logged_in() {
     let fx = Fixture::new(&format!(
         "protocol_start_with_service = true\nprotocol_service_port = 0\nweb_port = {web_port}\n"
     ));
-    let run = |args: &[&str]| run_without_terminal(&fx, args);
-    let (code, out, err) = run(&["service", "start"]);
+    let (code, out, err) = run_without_terminal(&fx, &["service", "start"]);
     assert_eq!(code, Some(0), "{out}{err}");
-    let _stop = StopService(&fx);
+    let c = Console {
+        fx,
+        // The service is not a child of the test: `StopService` ends it.
+        child: std::process::Command::new("true").spawn().unwrap(),
+        web: SocketAddr::from(([127, 0, 0, 1], web_port)),
+        protocols: None,
+    };
+    let _stop = StopService(&c.fx);
+    let run = |args: &[&str]| run_without_terminal(&c.fx, args);
     let status = || -> Value {
         let (_, out, _) = run(&["service", "status", "--json"]);
         serde_json::from_str(&out).unwrap_or(Value::Null)
     };
     let first_pid = status()["connections"][0]["pid"].as_i64().unwrap();
-    let c = Console {
-        fx: Fixture::new(""),
-        // Not ours to wait for: `Drop` below ends the service by its configuration.
-        child: std::process::Command::new("true").spawn().unwrap(),
-        web: SocketAddr::from(([127, 0, 0, 1], web_port)),
-        protocols: None,
-    };
-    let login = |fx: &Fixture| {
-        let (code, out, err) = run_without_terminal(fx, &["web", "login"]);
-        assert_eq!(code, Some(0), "{out}{err}");
-        out.lines()
-            .find_map(|l| l.trim().split_once("#login=").map(|(_, c)| c.to_string()))
-            .unwrap()
-    };
-    let r = c.post("/api/login", &json!({ "code": login(&fx) }), &[]);
-    assert_eq!(r.status, 200, "{r:?}");
-    let session = r
-        .header("set-cookie")
-        .and_then(|c| c.strip_prefix("nl2sh_session="))
-        .and_then(|c| c.split(';').next())
-        .unwrap()
-        .to_string();
-    let csrf = r.json()["csrf"].as_str().unwrap().to_string();
+    let (session, csrf) = c.log_in();
     // A port saved: it differs until the restart.
     let port = free();
     let r = c.change(
@@ -966,7 +951,7 @@ fn restart_now_applies_the_saved_settings_and_keeps_the_owner_logged_in() {
     assert_eq!(r.json()["restart_needed"], true);
     assert_eq!(
         r.json()["restart_command"],
-        format!("nl2sh --config {} service restart", fx.config().display())
+        format!("nl2sh --config {} service restart", c.fx.config().display())
     );
     assert_eq!(
         status()["differs_from_saved"],
@@ -997,7 +982,7 @@ fn restart_now_applies_the_saved_settings_and_keeps_the_owner_logged_in() {
         assert!(
             Instant::now() < deadline,
             "the service did not come back: {v}\n{}",
-            std::fs::read_to_string(fx.config().with_file_name("config.service/service.log"))
+            std::fs::read_to_string(c.fx.config().with_file_name("config.service/service.log"))
                 .unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(100));
