@@ -19,7 +19,7 @@ use std::fs::{self, File};
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -403,7 +403,11 @@ fn live_lines(out: &mut StatusLines, info: &ConnectionInfo) {
         }
     }
     if let Some(url) = &info.web_url {
-        out.line("Web", &format!("{} (log in: nl2sh web login)", shown(url)));
+        let login = nl2sh_proto::hint::with_config(Path::new(&info.config_path), "web login");
+        out.line(
+            "Web",
+            &format!("{} (log in: {})", shown(url), shown(&login)),
+        );
     }
     out.line("PID", &info.pid.to_string());
     if info.restarts > 0 {

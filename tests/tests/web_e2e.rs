@@ -777,7 +777,8 @@ fn web_only_names_the_console_or_the_standalone_process_already_running() {
     let (code, out, err) = run_without_terminal(&fx, &["--web-only"]);
     assert_eq!(code, Some(1), "{out}{err}");
     assert!(err.contains("already serves the Web console"), "{err}");
-    assert!(err.contains("nl2sh web login"), "{err}");
+    let login = format!("nl2sh --config {} web login", fx.config().display());
+    assert!(err.contains(&login), "{err}");
     let (code, _, _) = run_without_terminal(&fx, &["service", "stop"]);
     assert_eq!(code, Some(0));
 
