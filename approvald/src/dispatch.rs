@@ -420,6 +420,8 @@ pub async fn answer_web(
         OwnerAction::RotateToken => {
             owner::rotate_token(config_path, authority.store().state_dir()).await
         }
-        OwnerAction::Restart => owner::restart(authority.store().state_dir(), sessions),
+        OwnerAction::Restart => {
+            owner::restart(config_path, authority.store().state_dir(), sessions)
+        }
     }
 }

@@ -337,9 +337,15 @@ pub async fn rotate_token(config_path: &Path, state_dir: &Path) -> OwnerResponse
 /// The owner's "Restart now": only the managed service restarts this way (`nl2sh
 /// --config X service restart`, which the supervisor runs when approvald asks); a
 /// `--web-only` or standalone process is restarted where it was started.
-pub fn restart(state_dir: &Path, sessions: &OwnerSessions) -> OwnerResponse {
+pub fn restart(config_path: &Path, state_dir: &Path, sessions: &OwnerSessions) -> OwnerResponse {
     match running_here(state_dir) {
         Some(info) if info.transport == "service" => {
+            // `service restart` refuses before it stops anything when the saved file would
+            // not start the service: say why here, rather than wait for a restart that
+            // never comes.
+            if let Err(why) = startable(config_path) {
+                return refused(OwnerErrorKind::Invalid, why);
+            }
             tracing::info!(
                 pid = info.pid,
                 "the owner asked for a restart from the Web console"
@@ -360,6 +366,23 @@ pub fn restart(state_dir: &Path, sessions: &OwnerSessions) -> OwnerResponse {
             OwnerErrorKind::Unavailable,
             "the service's announcement cannot be read; try again in a moment",
         ),
+    }
+}
+
+/// Whether `service restart` would start the service from the saved file: it loads as
+/// startup loads it, and the managed service is switched on.
+fn startable(config_path: &Path) -> Result<(), String> {
+    use nl2sh_proto::config::{self as schema, ParseMode};
+    match schema::load(config_path, ParseMode::Startup) {
+        Ok(cfg) if cfg.protocol_start_with_service => Ok(()),
+        Ok(_) => Err(
+            "protocol_start_with_service is off in the saved configuration: a restart \
+                      would stop the service and not start it again; turn it on first"
+                .into(),
+        ),
+        Err(e) => Err(format!(
+            "the saved configuration would not start, so nothing was restarted: {e}"
+        )),
     }
 }
 

@@ -623,7 +623,26 @@ async fn a_restart_is_asked_for_the_managed_service_only_with_the_csrf_token() {
         OwnerErrorKind::Invalid
     );
     assert!(!asked().await, "asked for a process started by hand");
+    // A saved file that would not start the service: said, and nothing restarts.
     announce("service");
+    std::fs::write(&web.rig.config, "protocol_start_with_service = false\n").unwrap();
+    assert!(matches!(
+        web.act(&proof, OwnerAction::Restart).await,
+        OwnerResponse::Refused { kind: OwnerErrorKind::Invalid, message }
+            if message.contains("protocol_start_with_service is off")
+    ));
+    std::fs::write(
+        &web.rig.config,
+        "protocol_start_with_service = true\nnetd_uid = 0\n",
+    )
+    .unwrap();
+    assert!(matches!(
+        web.act(&proof, OwnerAction::Restart).await,
+        OwnerResponse::Refused { kind: OwnerErrorKind::Invalid, message }
+            if message.contains("would not start")
+    ));
+    assert!(!asked().await, "asked for a restart that cannot start");
+    std::fs::write(&web.rig.config, "protocol_start_with_service = true\n").unwrap();
     assert!(matches!(
         web.act(&proof, OwnerAction::Restart).await,
         OwnerResponse::Done
