@@ -85,15 +85,8 @@ pub(super) async fn supervise(
 /// approvald alone, and only in the managed service.
 fn restart_requested(running: &Running, restart: &mut Restart, from: usize) {
     let role = running.workers.get(from).map(|w| w.role);
-    if role != Some(Role::Approvald) {
-        tracing::warn!(
-            ?role,
-            "a restart request from a worker other than approvald; ignored"
-        );
-        return;
-    }
-    if restart.info.transport != crate::service::SERVICE_TRANSPORT {
-        tracing::warn!("a restart request outside the managed service; ignored");
+    if let Err(why) = restart_heeded(role, &restart.info.transport) {
+        tracing::warn!(?role, "a restart request {why}; ignored");
         return;
     }
     let config = std::path::Path::new(&restart.info.config_path);
@@ -104,6 +97,19 @@ fn restart_requested(running: &Running, restart: &mut Restart, from: usize) {
         }
         Err(e) => tracing::error!(error = %e, "cannot run `service restart`"),
     }
+}
+
+/// Whether a restart request from a worker of `role` is heeded in a process of
+/// `transport`: from approvald (which checked the owner's session and CSRF token), in
+/// the managed service; never from netd, the executor or the Web console.
+fn restart_heeded(role: Option<Role>, transport: &str) -> Result<(), &'static str> {
+    if role != Some(Role::Approvald) {
+        return Err("from a worker other than approvald");
+    }
+    if transport != crate::service::SERVICE_TRANSPORT {
+        return Err("outside the managed service");
+    }
+    Ok(())
 }
 
 /// Start a new set in place of the one that ended (after `cause`), trying again after each
@@ -225,5 +231,22 @@ fn describe(status: std::process::ExitStatus) -> String {
         (Some(code), _) => format!("exit status {code}"),
         (None, Some(sig)) => format!("killed by signal {sig}"),
         _ => status.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_approvald_restarts_and_only_the_managed_service() {
+        assert!(restart_heeded(Some(Role::Approvald), "service").is_ok());
+        for role in [Role::Netd, Role::Executor, Role::Web] {
+            assert!(restart_heeded(Some(role), "service").is_err(), "{role:?}");
+        }
+        assert!(restart_heeded(None, "service").is_err());
+        for transport in ["http", "stdio", "console"] {
+            assert!(restart_heeded(Some(Role::Approvald), transport).is_err());
+        }
     }
 }
