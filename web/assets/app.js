@@ -939,11 +939,13 @@
   }
 
   // "Restart needed: `nl2sh --config … service restart`" with Copy and Restart now.
+  var restartHints = 0;
   function restartHint(command, mcp, cls) {
     var code = el('code', { class: 'restart-command' }, command || 'nl2sh service restart');
+    restartHints++;
     var line = el('div', { class: cls },
       el('span', null, 'Restart needed: '), code,
-      copyButton('copy-restart-' + cls, function () { return code.textContent; }));
+      copyButton('copy-restart-' + restartHints, function () { return code.textContent; }));
     if (mcp && mcp.connection && str(mcp.connection.transport) === 'service') {
       append(line, button('Restart now', { class: 'btn btn-small btn-primary restart-now' }, function (ev) {
         restartNow(mcp, ev.currentTarget);
