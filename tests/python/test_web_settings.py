@@ -149,6 +149,10 @@ def test_one_save_then_restart_now_applies_it_and_keeps_the_owner_logged_in(mana
     note = b.wait_visible("#running-protocol_service_port")
     assert f"Saved {saved_port}, running {running_port}: restart to apply." == note.text
     assert m.status()["differs_from_saved"] == ["protocol_service_port"]
+    # The command copies as it pastes into a shell (the path with its space quoted).
+    b.grant_clipboard(m.origin)
+    b.find("#running-differs .copy").click()
+    assert b.read_clipboard() == quoted
     b.js("document.getElementById('settings-msg').scrollIntoView({block: 'center'});")
     b.screenshot("settings-saved-desktop")
     phone = browsers.new(size=PHONE, name="settings-phone")
