@@ -405,12 +405,23 @@ pub async fn answer_web(
         OwnerAction::Task { id } => owner::task(tasks, id).await,
         OwnerAction::Audit { limit } => owner::audit(authority, limit).await,
         OwnerAction::VerifyAudit => owner::verify_audit(authority).await,
-        OwnerAction::Settings => owner::settings(config_path).await,
+        OwnerAction::Settings => owner::settings(config_path, authority.store().state_dir()).await,
         OwnerAction::SaveSetting { key, value } => {
-            owner::save_setting(config_path, authority.store().state_dir(), key, value).await
+            owner::save_settings(
+                config_path,
+                authority.store().state_dir(),
+                vec![(key, value)],
+            )
+            .await
+        }
+        OwnerAction::SaveSettings { values } => {
+            owner::save_settings(config_path, authority.store().state_dir(), values).await
         }
         OwnerAction::RotateToken => {
             owner::rotate_token(config_path, authority.store().state_dir()).await
+        }
+        OwnerAction::Restart => {
+            owner::restart(config_path, authority.store().state_dir(), sessions)
         }
     }
 }

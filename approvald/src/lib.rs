@@ -28,7 +28,7 @@ use nix::sys::stat::{umask, Mode};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use nl2sh_proto::channels::ApprovaldSettings;
+use nl2sh_proto::channels::{ApprovaldSettings, WorkerEvent};
 use nl2sh_proto::private_dir::{open_private_dir, Create, PrivateDirError, WideMode};
 use nl2sh_proto::topology::{
     Answerer, ApprovaldEnds, ExecutorApprovald, NetdApprovald, SupervisorApprovald, WebApprovald,
@@ -174,8 +174,10 @@ fn open(
         .map_err(NotStarted::because("cannot open the task store"))?;
     let authority = authority::Authority::new(store, &settings.config_path)
         .with_notifier(notify::Notifier::for_this_device());
-    // Web console sessions live as long as this process: a restart logs the owner out.
-    let sessions = Arc::new(owner::OwnerSessions::new());
+    // Web console sessions outlive a restart (their hashes, in a private file).
+    let sessions = Arc::new(owner::OwnerSessions::kept_in(
+        nl2sh_proto::state_layout::WEB_SESSIONS.in_dir(&state_dir),
+    ));
     let approvals_socket = socket::ApprovalsSocket::bind(&state_dir)
         .map_err(NotStarted::because("cannot listen for approvals"))?;
     tracing::debug!(path = %approvals_socket.path().display(), "approvals socket ready");
@@ -201,6 +203,8 @@ type Served<E> = JoinHandle<Result<(), E>>;
 /// of their own.
 struct Serving {
     authority: Arc<authority::Authority>,
+    /// The console's sessions, and the owner's request for a restart.
+    sessions: Arc<owner::OwnerSessions>,
     stop_socket: oneshot::Sender<()>,
     socket: Served<socket::SocketError>,
     executor: Served<FrameError>,
@@ -237,10 +241,11 @@ impl Serving {
             peers.web,
             authority.clone(),
             tasks,
-            sessions,
+            sessions.clone(),
         ));
         Serving {
             authority,
+            sessions,
             stop_socket,
             socket,
             executor,
@@ -260,8 +265,15 @@ impl Serving {
         // does the Web console's: it may exit (or never run) while the service goes on.
         let mut netd_open = true;
         let mut web_open = true;
+        let sessions = self.sessions.clone();
         loop {
             tokio::select! {
+                () = sessions.restart_requested() => {
+                    // The supervisor runs `service restart`, which drains this tree.
+                    if let Err(e) = control.event(WorkerEvent::RestartRequested).await {
+                        return (None, Err(ApprovaldError::Channel("supervisor", e)));
+                    }
+                }
                 event = control.next_event() => return match event {
                     ControlEvent::Drain { id, .. } => (Some(id), Ok(())),
                     ControlEvent::Closed => (None, Ok(())),

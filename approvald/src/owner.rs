@@ -26,7 +26,7 @@ use nl2sh_proto::secret::Secret;
 use nl2sh_proto::state_layout;
 
 use crate::authority::Authority;
-use crate::config_edit::{self, SavedSetting, SettingRefused};
+use crate::config_edit::{self, SavedSetting, SettingRefused, OWNER_SETTINGS};
 use crate::pending::Decider;
 use crate::policy::{self, Grant};
 use crate::store::tasks::TaskStore;
@@ -234,11 +234,28 @@ pub fn verified_line(report: &VerifyReport) -> String {
     format!("{}; {}", report.intact_line(), report.tail)
 }
 
-/// The settings as the configuration editor reads them.
-pub async fn settings(config_path: &Path) -> OwnerResponse {
+/// The settings as the configuration editor reads them. A token the file does not set
+/// is said as what the running process does instead: a generated one is new at every
+/// start ("not set" would read as "no token").
+pub async fn settings(config_path: &Path, state_dir: &Path) -> OwnerResponse {
     let path = config_path.to_owned();
-    match tokio::task::spawn_blocking(move || config_edit::settings(&path)).await {
-        Ok(Ok(list)) => OwnerResponse::Settings(list),
+    let state_dir = state_dir.to_owned();
+    let read = tokio::task::spawn_blocking(move || {
+        config_edit::settings(&path).map(|list| (list, running_here(&state_dir)))
+    })
+    .await;
+    match read {
+        Ok(Ok((mut list, running))) => {
+            let generated = running.as_ref().is_some_and(|i| {
+                i.token.is_some() && i.token_source.as_deref() == Some("generated")
+            });
+            for s in &mut list {
+                if s.credential && s.key == "protocol_token" && !s.set && generated {
+                    s.value = "generated, rotates on restart".into();
+                }
+            }
+            OwnerResponse::Settings(list)
+        }
         Ok(Err(message)) => refused(OwnerErrorKind::Unavailable, message),
         Err(_) => refused(
             OwnerErrorKind::Unavailable,
@@ -247,40 +264,56 @@ pub async fn settings(config_path: &Path) -> OwnerResponse {
     }
 }
 
-/// Save `key = value` with the configuration editor, as `nl2sh config set` does. The value
-/// may be a credential: it is never logged, and only the key is.
-pub async fn save_setting(
+/// Save the console's form with the configuration editor: every value validated as
+/// `nl2sh config set` does, then all saved in one write (or none). Values may be
+/// credentials: they are never logged, only the keys are.
+pub async fn save_settings(
     config_path: &Path,
     state_dir: &Path,
-    key: String,
-    value: Secret,
+    values: Vec<(String, Secret)>,
 ) -> OwnerResponse {
-    if key.is_empty() || key.len() > MAX_SETTING_KEY_BYTES {
+    if values.len() > OWNER_SETTINGS.len() {
         return refused(
             OwnerErrorKind::Invalid,
-            format!("a setting's key is 1 to {MAX_SETTING_KEY_BYTES} bytes"),
+            format!("at most {} settings at once", OWNER_SETTINGS.len()),
         );
     }
-    if value.expose().len() > MAX_WEB_BODY_BYTES {
-        return refused(
-            OwnerErrorKind::Invalid,
-            format!("a setting's value is at most {MAX_WEB_BODY_BYTES} bytes"),
-        );
+    for (key, value) in &values {
+        if key.is_empty() || key.len() > MAX_SETTING_KEY_BYTES {
+            return refused(
+                OwnerErrorKind::Invalid,
+                format!("a setting's key is 1 to {MAX_SETTING_KEY_BYTES} bytes"),
+            );
+        }
+        if value.expose().len() > MAX_WEB_BODY_BYTES {
+            return refused(
+                OwnerErrorKind::Invalid,
+                format!("a setting's value is at most {MAX_WEB_BODY_BYTES} bytes"),
+            );
+        }
     }
     let path = config_path.to_owned();
     let state_dir = state_dir.to_owned();
-    let shown_key = Shown::new(&key).to_string();
+    let keys: Vec<String> = values
+        .iter()
+        .map(|(k, _)| Shown::new(k).to_string())
+        .collect();
     let saved = tokio::task::spawn_blocking(move || {
-        config_edit::save_setting(&path, &key, value.expose(), &|| running_here(&state_dir))
+        let pairs: Vec<(&str, &str)> = values
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.expose()))
+            .collect();
+        config_edit::save_settings(&path, &pairs, &|| running_here(&state_dir))
     })
     .await;
     if matches!(saved, Ok(Ok(_))) {
-        tracing::info!(key = %shown_key, "setting saved from the Web console");
+        tracing::info!(keys = %keys.join(", "), "settings saved from the Web console");
     }
     saved_answer(saved)
 }
 
-/// A new random `protocol_token` (never shown back).
+/// A new random `protocol_token`, answered once for the owner to copy (the console
+/// shows it once; the file keeps it 0600).
 pub async fn rotate_token(config_path: &Path, state_dir: &Path) -> OwnerResponse {
     let path = config_path.to_owned();
     let state_dir = state_dir.to_owned();
@@ -288,10 +321,69 @@ pub async fn rotate_token(config_path: &Path, state_dir: &Path) -> OwnerResponse
         config_edit::rotate_token(&path, &|| running_here(&state_dir))
     })
     .await;
-    if matches!(saved, Ok(Ok(_))) {
-        tracing::info!("protocol token rotated from the Web console");
+    match saved {
+        Ok(Ok((token, saved))) => {
+            tracing::info!("protocol token rotated from the Web console");
+            OwnerResponse::TokenRotated {
+                token,
+                message: saved.message,
+            }
+        }
+        Ok(Err(e)) => saved_answer(Ok(Err(e))),
+        Err(e) => saved_answer(Err(e)),
     }
-    saved_answer(saved)
+}
+
+/// The owner's "Restart now": only the managed service restarts this way (`nl2sh
+/// --config X service restart`, which the supervisor runs when approvald asks); a
+/// `--web-only` or standalone process is restarted where it was started.
+pub fn restart(config_path: &Path, state_dir: &Path, sessions: &OwnerSessions) -> OwnerResponse {
+    match running_here(state_dir) {
+        Some(info) if info.transport == "service" => {
+            // `service restart` refuses before it stops anything when the saved file would
+            // not start the service: say why here, rather than wait for a restart that
+            // never comes.
+            if let Err(why) = startable(config_path) {
+                return refused(OwnerErrorKind::Invalid, why);
+            }
+            tracing::info!(
+                pid = info.pid,
+                "the owner asked for a restart from the Web console"
+            );
+            sessions.request_restart();
+            OwnerResponse::Done
+        }
+        Some(info) => refused(
+            OwnerErrorKind::Invalid,
+            format!(
+                "this console runs in a process started by hand (pid {}, transport {}), not \
+                 the managed service: stop it where it was started and start it again",
+                info.pid,
+                Shown::new(&info.transport)
+            ),
+        ),
+        None => refused(
+            OwnerErrorKind::Unavailable,
+            "the service's announcement cannot be read; try again in a moment",
+        ),
+    }
+}
+
+/// Whether `service restart` would start the service from the saved file: it loads as
+/// startup loads it, and the managed service is switched on.
+fn startable(config_path: &Path) -> Result<(), String> {
+    use nl2sh_proto::config::{self as schema, ParseMode};
+    match schema::load(config_path, ParseMode::Startup) {
+        Ok(cfg) if cfg.protocol_start_with_service => Ok(()),
+        Ok(_) => Err(
+            "protocol_start_with_service is off in the saved configuration: a restart \
+                      would stop the service and not start it again; turn it on first"
+                .into(),
+        ),
+        Err(e) => Err(format!(
+            "the saved configuration would not start, so nothing was restarted: {e}"
+        )),
+    }
 }
 
 /// The protocol process approvald runs in, as its announcement says: approvald lives only

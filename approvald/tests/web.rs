@@ -419,14 +419,24 @@ async fn settings_reach_the_editor_only_with_the_csrf_token() {
         web.act(&proof, save()).await,
         OwnerResponse::Saved { message, restart_needed: true }
             if message.starts_with(&format!("Saved protocol_service_port = 9000 in {}.", config.display()))
-                && message.ends_with("(a running service needs `nl2sh service restart`).")
+                && message.ends_with(&format!(
+                    "(a running service needs `{}`).",
+                    nl2sh_proto::hint::service_restart(&config)
+                ))
     ));
-    assert!(matches!(
-        web.act(&proof, OwnerAction::RotateToken).await,
-        OwnerResponse::Saved { message, restart_needed: true }
-            if message.starts_with("Saved protocol_token (value not shown) in ")
-    ));
+    // A rotated token is answered once, for the owner to copy; the file holds it.
+    let OwnerResponse::TokenRotated { token, message } =
+        web.act(&proof, OwnerAction::RotateToken).await
+    else {
+        panic!("the token was not rotated")
+    };
+    assert!(
+        message.starts_with("Saved protocol_token (value not shown) in "),
+        "{message}"
+    );
+    assert!(!message.contains(token.expose()), "{message}");
     let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains(token.expose()), "{text}");
     assert!(
         text.starts_with("protocol_service_port = 9000\nprotocol_token = \""),
         "{text}"
@@ -491,9 +501,8 @@ async fn a_saved_setting_names_the_process_approvald_runs_in() {
         web.act(&proof, save("protocol_service_port", "9000")).await,
         OwnerResponse::Saved { message, restart_needed: true }
             if message.ends_with(&format!(
-                "The running protocol process (pid 4242, transport service) keeps the old \
-                 value until it restarts: nl2sh --config {} service restart",
-                web.rig.config.display()
+                "The running service (pid 4242) keeps the old value until it restarts: {}",
+                nl2sh_proto::hint::service_restart(&web.rig.config)
             ))
     ));
     info.pid = 4343;
@@ -506,6 +515,154 @@ async fn a_saved_setting_names_the_process_approvald_runs_in() {
                  decision."
             )
     ));
+}
+
+/// The console's one form: every value checked, then all saved in one write, or none.
+#[tokio::test]
+async fn one_save_writes_every_setting_or_none() {
+    let web = Web::new().await;
+    let proof = web.login().await;
+    let values = |pairs: &[(&str, &str)]| OwnerAction::SaveSettings {
+        values: pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), Secret::new(v.to_string())))
+            .collect(),
+    };
+    // One bad value refuses the whole form; the file is not even created.
+    for bad in [
+        values(&[
+            ("protocol_service_port", "9000"),
+            ("protocol_auto_approve", "perhaps"),
+        ]),
+        values(&[("protocol_service_port", "9000"), ("netd_uid", "0")]),
+        values(&[
+            ("protocol_service_port", "9000"),
+            ("protocol_service_port", "9001"),
+        ]),
+        values(&[]),
+    ] {
+        assert_eq!(
+            refused_kind(web.act(&proof, bad).await),
+            OwnerErrorKind::Invalid
+        );
+    }
+    assert!(!web.rig.config.exists());
+    // Without the CSRF token: nothing.
+    assert_eq!(
+        refused_kind(
+            web.act(
+                &without_csrf(&proof),
+                values(&[("protocol_auto_approve", "true")])
+            )
+            .await
+        ),
+        OwnerErrorKind::BadCsrf
+    );
+    let answer = web
+        .act(
+            &proof,
+            values(&[
+                ("protocol_service_port", "9000"),
+                ("protocol_auto_approve", "true"),
+                ("approval_notifications", "false"),
+            ]),
+        )
+        .await;
+    assert!(
+        matches!(&answer, OwnerResponse::Saved { message, restart_needed: true }
+            if message.starts_with("Saved protocol_service_port = 9000, protocol_auto_approve = true, approval_notifications = false in ")),
+        "{answer:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&web.rig.config).unwrap(),
+        "protocol_service_port = 9000\nprotocol_auto_approve = true\napproval_notifications = false\n"
+    );
+    // Live settings alone need no restart.
+    assert!(matches!(
+        web.act(&proof, values(&[("protocol_auto_approve", "false")]))
+            .await,
+        OwnerResponse::Saved {
+            restart_needed: false,
+            ..
+        }
+    ));
+}
+
+/// "Restart now" reaches the supervisor only from a session with its CSRF token, and only
+/// for the managed service.
+#[tokio::test]
+async fn a_restart_is_asked_for_the_managed_service_only_with_the_csrf_token() {
+    let web = Web::new().await;
+    let proof = web.login().await;
+    let record = state_layout::CONNECTION_JSON.in_dir(web.rig.dir.path());
+    let announce = |transport: &str| {
+        let info = serde_json::json!({
+            "pid": 4242, "start_time": 1, "uid": 0, "config_path": "/c.toml",
+            "transport": transport, "mcp_url": null, "a2a_url": null,
+            "agent_card_url": null, "token": null,
+        });
+        std::fs::write(&record, serde_json::to_vec(&info).unwrap()).unwrap();
+    };
+    let asked = || {
+        let sessions = web.rig.sessions.clone();
+        async move {
+            tokio::time::timeout(Duration::from_millis(200), sessions.restart_requested())
+                .await
+                .is_ok()
+        }
+    };
+    announce("service");
+    assert_eq!(
+        refused_kind(web.act(&without_csrf(&proof), OwnerAction::Restart).await),
+        OwnerErrorKind::BadCsrf
+    );
+    assert!(!asked().await, "asked without the CSRF token");
+    announce("console");
+    assert_eq!(
+        refused_kind(web.act(&proof, OwnerAction::Restart).await),
+        OwnerErrorKind::Invalid
+    );
+    assert!(!asked().await, "asked for a process started by hand");
+    // A saved file that would not start the service: said, and nothing restarts.
+    announce("service");
+    std::fs::write(&web.rig.config, "protocol_start_with_service = false\n").unwrap();
+    assert!(matches!(
+        web.act(&proof, OwnerAction::Restart).await,
+        OwnerResponse::Refused { kind: OwnerErrorKind::Invalid, message }
+            if message.contains("protocol_start_with_service is off")
+    ));
+    std::fs::write(
+        &web.rig.config,
+        "protocol_start_with_service = true\nnetd_uid = 0\n",
+    )
+    .unwrap();
+    assert!(matches!(
+        web.act(&proof, OwnerAction::Restart).await,
+        OwnerResponse::Refused { kind: OwnerErrorKind::Invalid, message }
+            if message.contains("would not start")
+    ));
+    assert!(!asked().await, "asked for a restart that cannot start");
+    std::fs::write(&web.rig.config, "protocol_start_with_service = true\n").unwrap();
+    assert!(matches!(
+        web.act(&proof, OwnerAction::Restart).await,
+        OwnerResponse::Done
+    ));
+    assert!(asked().await, "the restart was not asked for");
+    // A token the file does not set is said as what runs: a generated one.
+    let info = serde_json::json!({
+        "pid": 4242, "start_time": 1, "uid": 0, "config_path": "/c.toml",
+        "transport": "service", "mcp_url": "http://127.0.0.1:1/mcp", "a2a_url": null,
+        "agent_card_url": null, "token": "t".repeat(64), "token_source": "generated",
+    });
+    std::fs::write(&record, serde_json::to_vec(&info).unwrap()).unwrap();
+    let OwnerResponse::Settings(list) = web.act(&proof, OwnerAction::Settings).await else {
+        panic!("no settings")
+    };
+    let token = list.iter().find(|s| s.key == "protocol_token").unwrap();
+    assert_eq!(
+        (token.value.as_str(), token.set),
+        ("generated, rotates on restart", false)
+    );
 }
 
 #[tokio::test]

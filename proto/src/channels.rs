@@ -120,6 +120,10 @@ pub enum WorkerEvent {
     /// netd's transport ended by itself (stdin closed in stdio mode): the session is
     /// over and the tree should stop cleanly.
     SessionEnded,
+    /// approvald: the owner asked, with a console session and its CSRF token, for the
+    /// managed service to restart with the saved configuration. Heeded from approvald
+    /// alone.
+    RestartRequested,
 }
 
 /// Everything a worker sends on its control channel: answers (with the id of the request
@@ -1207,6 +1211,14 @@ pub enum OwnerAction {
     RevokeUiGrant {
         id: String,
     },
+    /// Validate every setting and save them together, as one `nl2sh config set` each
+    /// would, under one lock and in one write: all of them or none.
+    SaveSettings {
+        values: Vec<(String, Secret)>,
+    },
+    /// Restart the managed service with the saved configuration (`nl2sh --config X
+    /// service restart`); the owner's console sessions outlive it.
+    Restart,
 }
 
 impl OwnerAction {
@@ -1220,6 +1232,8 @@ impl OwnerAction {
                 | OwnerAction::RevokeUiGrant { .. }
                 | OwnerAction::SaveSetting { .. }
                 | OwnerAction::RotateToken
+                | OwnerAction::SaveSettings { .. }
+                | OwnerAction::Restart
         )
     }
 }
@@ -1318,6 +1332,11 @@ pub enum OwnerResponse {
     Saved {
         message: String,
         restart_needed: bool,
+    },
+    /// A new `protocol_token` saved: shown to the owner once, here.
+    TokenRotated {
+        token: Secret,
+        message: String,
     },
     Refused {
         kind: OwnerErrorKind,

@@ -121,6 +121,8 @@ pub const AUDIT_JOURNAL_OLDER: Entry = Entry::file(older!(audit_journal!()));
 pub const AUDIT_TAIL: Entry = Entry::file(protocol!("audit-tail.json"));
 /// The executor's rows of answered calls approvald has not acknowledged.
 pub const AUDIT_OUTBOX: Entry = Entry::file(protocol!("audit-outbox"));
+/// approvald's Web console sessions kept across a restart: hashes and expiry times only.
+pub const WEB_SESSIONS: Entry = Entry::file(protocol!("web-sessions.json"));
 /// The local CLI's socket to approvald.
 pub const APPROVALS_SOCK: Entry = Entry {
     kind: Kind::Socket,
@@ -143,6 +145,7 @@ pub const STATE_TREE: &[Entry] = &[
     AUDIT_JOURNAL_OLDER,
     AUDIT_TAIL,
     AUDIT_OUTBOX,
+    WEB_SESSIONS,
     APPROVALS_SOCK,
     SESSIONS_DIR,
 ];

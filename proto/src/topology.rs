@@ -266,7 +266,9 @@ channel!(
                         | (O::Audit { .. }, A::Audit(_))
                         | (O::VerifyAudit, A::Verified { .. })
                         | (O::Settings, A::Settings(_))
-                        | (O::SaveSetting { .. } | O::RotateToken, A::Saved { .. })
+                        | (O::SaveSetting { .. } | O::SaveSettings { .. }, A::Saved { .. })
+                        | (O::RotateToken, A::TokenRotated { .. })
+                        | (O::Restart, A::Done)
                 )
             }
             _ => false,

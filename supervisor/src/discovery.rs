@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use nl2sh_proto::channels::{
     ClientSnippets, DiscoveryRequest, DiscoveryResponse, ProtocolState, ProtocolStatus,
-    RunningState, SettingDiffers,
+    RunningState,
 };
 use nl2sh_proto::topology::{Answerer, WebSupervisor};
 use nl2sh_proto::Secret;
@@ -82,15 +82,7 @@ impl Discovery {
         }
         status.transport = Some(info.transport.clone());
         let comparison = running::compare(&info, &self.config_path);
-        status.running.differs = comparison
-            .differs
-            .iter()
-            .map(|d| SettingDiffers {
-                key: d.key.to_owned(),
-                saved: d.saved.clone(),
-                running: d.running.clone(),
-            })
-            .collect();
+        status.running.differs = comparison.differs;
         status.running.auto_approve = running::auto_approve(&self.config_path);
         status.running.token_source = info.token_source.clone();
         match (&info.mcp_url, &info.a2a_url) {

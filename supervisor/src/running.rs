@@ -15,15 +15,9 @@ use crate::serve::WEB_ONLY_TRANSPORT;
 use crate::service::SERVICE_TRANSPORT;
 use crate::state::ConnectionInfo;
 
-/// One setting whose saved value the running process does not use yet.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Difference {
-    pub key: &'static str,
-    /// The saved value, in words (a token only as set or not).
-    pub saved: String,
-    /// The running value, in words.
-    pub running: String,
-}
+/// One setting whose saved value the running process does not use yet: its key, and
+/// both values in words (a token never as its text).
+pub use nl2sh_proto::channels::SettingDiffers as Difference;
 
 /// The running process against the saved file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,8 +28,8 @@ pub struct Comparison {
 }
 
 impl Comparison {
-    pub fn keys(&self) -> Vec<&'static str> {
-        self.differs.iter().map(|d| d.key).collect()
+    pub fn keys(&self) -> Vec<&str> {
+        self.differs.iter().map(|d| d.key.as_str()).collect()
     }
 }
 
@@ -71,7 +65,7 @@ fn differences(info: &ConnectionInfo, saved: &Config) -> Vec<Difference> {
     let serving = info.mcp_url.is_some();
     if serving != saved.protocol_start_with_service {
         out.push(Difference {
-            key: "protocol_start_with_service",
+            key: "protocol_start_with_service".into(),
             saved: saved.protocol_start_with_service.to_string(),
             running: serving.to_string(),
         });
@@ -85,7 +79,7 @@ fn differences(info: &ConnectionInfo, saved: &Config) -> Vec<Difference> {
     if let Some(asked) = info.requested_port.or(bound) {
         if asked != saved.service_port() {
             out.push(Difference {
-                key: "protocol_service_port",
+                key: "protocol_service_port".into(),
                 saved: saved.service_port().to_string(),
                 running: bound.unwrap_or(asked).to_string(),
             });
@@ -112,13 +106,13 @@ fn token_difference(info: &ConnectionInfo, saved: &Config) -> Option<Difference>
         (_, None) => false,
     };
     differs.then(|| Difference {
-        key: "protocol_token",
+        key: "protocol_token".into(),
         saved: match saved_token {
-            Some(_) => "set".into(),
-            None => "not set (one is generated at each start)".into(),
+            Some(_) => "a new token".into(),
+            None => "no token (one is generated at each start)".into(),
         },
         running: match source {
-            Some("generated") => "generated, rotates on restart".into(),
+            Some("generated") => "a generated one (rotates on restart)".into(),
             _ => "the previous token".into(),
         },
     })
@@ -165,7 +159,7 @@ mod tests {
         assert_eq!(
             differences(&running, &moved),
             vec![Difference {
-                key: "protocol_service_port",
+                key: "protocol_service_port".into(),
                 saved: "8770".into(),
                 running: "8765".into(),
             }]
@@ -185,7 +179,7 @@ mod tests {
         let keys = |i: &ConnectionInfo, t: &str| {
             differences(i, &saved(t))
                 .iter()
-                .map(|d| d.key)
+                .map(|d| d.key.clone())
                 .collect::<Vec<_>>()
         };
         assert!(keys(&info(8765, "generated"), on).is_empty());
@@ -201,7 +195,7 @@ mod tests {
         assert_eq!(keys(&info(8765, "configuration"), on), ["protocol_token"]);
         assert!(keys(&info(8765, "environment"), &other).is_empty());
         let d = differences(&info(8765, "generated"), &saved(&with_token));
-        assert_eq!(d[0].running, "generated, rotates on restart");
+        assert_eq!(d[0].running, "a generated one (rotates on restart)");
         assert!(!format!("{d:?}").contains(TOKEN), "a token's text");
     }
 
@@ -215,7 +209,7 @@ mod tests {
         assert_eq!(
             differences(&console, &saved("protocol_start_with_service = true\n")),
             vec![Difference {
-                key: "protocol_start_with_service",
+                key: "protocol_start_with_service".into(),
                 saved: "true".into(),
                 running: "false".into(),
             }]

@@ -19,7 +19,7 @@ use std::fs::{self, File};
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -403,7 +403,11 @@ fn live_lines(out: &mut StatusLines, info: &ConnectionInfo) {
         }
     }
     if let Some(url) = &info.web_url {
-        out.line("Web", &format!("{} (log in: nl2sh web login)", shown(url)));
+        let login = nl2sh_proto::hint::with_config(Path::new(&info.config_path), "web login");
+        out.line(
+            "Web",
+            &format!("{} (log in: {})", shown(url), shown(&login)),
+        );
     }
     out.line("PID", &info.pid.to_string());
     if info.restarts > 0 {
@@ -703,6 +707,21 @@ fn spawn_service(target: &Target, cfg: &Config, log: File) -> Result<Child, Fail
             format!("cannot use {}: {e}", target.log.display()),
         )
     })?;
+    let mut cmd = detached_nl2sh(&target.config_path, log, err_log);
+    cmd.args(["protocol", "serve", "--host", "0.0.0.0", "--port"])
+        .arg(cfg.service_port().to_string())
+        .arg("--managed-service");
+    cmd.spawn().map_err(|e| {
+        failure(
+            Exit::Failure,
+            format!("cannot start the managed service: {e}"),
+        )
+    })
+}
+
+/// This binary as `nl2sh --config <config_path> …`, detached (a session of its own, stdin
+/// /dev/null, its output to `log`), to be given the rest of its arguments.
+fn detached_nl2sh(config_path: &std::path::Path, log: File, err_log: File) -> Command {
     // This binary by its path, so the process is named nl2sh; /proc/self/exe if that path
     // is gone (replaced on disk while this command ran).
     let exe = std::env::current_exe()
@@ -712,22 +731,34 @@ fn spawn_service(target: &Target, cfg: &Config, log: File) -> Result<Child, Fail
     let mut cmd = Command::new(exe);
     cmd.arg0("nl2sh")
         .arg("--config")
-        .arg(&target.config_path)
-        .args(["protocol", "serve", "--host", "0.0.0.0", "--port"])
-        .arg(cfg.service_port().to_string())
-        .arg("--managed-service")
+        .arg(config_path)
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(err_log))
         // Holds no mount busy; every path it uses is absolute.
         .current_dir("/");
     crate::sys::detach(&mut cmd);
-    cmd.spawn().map_err(|e| {
-        failure(
-            Exit::Failure,
-            format!("cannot start the managed service: {e}"),
-        )
-    })
+    cmd
+}
+
+/// `nl2sh --config <config_path> service restart` in a session of its own, its output
+/// appended to the service log: what the owner's "Restart now" runs from inside the
+/// service it stops. The child's pid.
+pub fn restart_in_background(config_path: &std::path::Path) -> io::Result<u32> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let log_path = config::service_dir(config_path).join(service_log::LOG_NAME);
+    let log = fs::OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&log_path)?;
+    let err_log = log.try_clone()?;
+    let mut cmd = detached_nl2sh(config_path, log, err_log);
+    cmd.args(["service", "restart"]);
+    let child = cmd.spawn()?;
+    let pid = child.id();
+    // Not waited for here: it outlives this process, which it stops.
+    drop(child);
+    Ok(pid)
 }
 
 /// End a child that did not come up: SIGTERM (it drains), then its whole group.

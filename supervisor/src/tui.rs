@@ -244,7 +244,7 @@ impl Device for LocalDevice {
 
     fn rotate_token(&self) -> Result<Saved, DeviceError> {
         let running = || crate::config_edit::running(&self.config_path);
-        saved(config_edit::rotate_token(&self.config_path, &running))
+        saved(config_edit::rotate_token(&self.config_path, &running).map(|(_, saved)| saved))
     }
 
     fn start_with_service(&self) -> bool {

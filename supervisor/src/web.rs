@@ -10,6 +10,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use nl2sh_proto::channels::{CliRequest, CliResponse};
 use nl2sh_proto::display::Shown;
+use nl2sh_proto::hint;
 use nl2sh_proto::state_layout::{PRIVATE_DIR_MODE, PRIVATE_FILE_MODE};
 use nl2sh_proto::Secret;
 
@@ -31,9 +32,10 @@ fn console_urls(
             return Err((
                 Exit::NotRunning,
                 format!(
-                    "no nl2sh service is running for {}: start it with `nl2sh service start` \
-                     (or `nl2sh --web-only`)",
-                    config_path.display()
+                    "no nl2sh service is running for {}: start it with `{}` (or `{}`)",
+                    config_path.display(),
+                    hint::with_config(&config::absolute(config_path), "service start"),
+                    hint::with_config(&config::absolute(config_path), "--web-only"),
                 ),
             ))
         }
@@ -44,10 +46,12 @@ fn console_urls(
             Exit::NotRunning,
             format!(
                 "the nl2sh process for {} (pid {}, transport {}) has no Web console: the \
-                 console runs with `nl2sh service start` or `nl2sh --web-only`",
+                 console runs with `{}` or `{}`",
                 config_path.display(),
                 info.pid,
-                Shown::new(&info.transport)
+                Shown::new(&info.transport),
+                hint::with_config(&config::absolute(config_path), "service start"),
+                hint::with_config(&config::absolute(config_path), "--web-only"),
             ),
         ));
     };

@@ -654,21 +654,8 @@ fn config_set_and_get_drive_the_service_and_keep_credentials_off_the_command_lin
     assert!(err.contains("config set protocol_token -"), "{err}");
     assert_eq!(std::fs::read_to_string(m.fx.config()).unwrap(), before);
     // From stdin.
-    let mut child =
-        m.fx.command(&["config", "set", "protocol_token", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-    writeln!(child.stdin.take().unwrap(), "{token}").unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!String::from_utf8_lossy(&out.stdout).contains(token));
+    let out = set_from_stdin(&m, "protocol_token", token);
+    assert!(!out.contains(token));
     let (code, out, _) = m.run(&["config", "get", "protocol_token"]);
     assert_eq!((code, out.as_str()), (Some(0), "set\n"));
     let (code, _, _) = m.run(&["config", "set", "protocol_start_with_service", "true"]);
@@ -905,8 +892,8 @@ fn a_one_shot_command_whose_reader_is_gone_ends_quietly() {
     }
 }
 
-/// `config set` from stdin, as the consoles' users run it for a credential.
-fn set_from_stdin(m: &Managed, key: &str, value: &str) {
+/// `config set` from stdin, as the consoles' users run it for a credential; its stdout.
+fn set_from_stdin(m: &Managed, key: &str, value: &str) -> String {
     let mut child =
         m.fx.command(&["config", "set", key, "-"])
             .stdin(Stdio::piped())
@@ -921,6 +908,7 @@ fn set_from_stdin(m: &Managed, key: &str, value: &str) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
@@ -964,7 +952,7 @@ fn status_says_which_saved_settings_the_running_service_does_not_use_yet() {
                "running": running_port.to_string()})
     );
     assert_eq!(
-        v["differences"][1]["running"], "generated, rotates on restart",
+        v["differences"][1]["running"], "a generated one (rotates on restart)",
         "{v}"
     );
     assert!(

@@ -718,7 +718,7 @@ fn a_console_that_cannot_start_leaves_nothing_listening() {
 }
 
 #[test]
-fn a_killed_console_is_restarted_on_the_same_port_and_its_sessions_end() {
+fn a_killed_console_is_restarted_on_the_same_port_and_its_sessions_go_on() {
     let c = Console::start(false, "");
     let (session, _) = c.log_in();
     let web_worker = || {
@@ -751,8 +751,8 @@ fn a_killed_console_is_restarted_on_the_same_port_and_its_sessions_end() {
         assert!(Instant::now() < deadline, "the console did not come back");
         std::thread::sleep(Duration::from_millis(50));
     }
-    // The worker set restarted as a whole: approvald's sessions went with it.
-    c.get("/api/session", Some(&session)).assert_refusal(401);
+    // The worker set restarted as a whole; approvald read its sessions back.
+    assert_eq!(c.get("/api/session", Some(&session)).status, 200);
     let (session, _) = c.log_in();
     assert_eq!(c.get("/api/session", Some(&session)).status, 200);
     let (_, v) = c.status();
@@ -777,7 +777,8 @@ fn web_only_names_the_console_or_the_standalone_process_already_running() {
     let (code, out, err) = run_without_terminal(&fx, &["--web-only"]);
     assert_eq!(code, Some(1), "{out}{err}");
     assert!(err.contains("already serves the Web console"), "{err}");
-    assert!(err.contains("nl2sh web login"), "{err}");
+    let login = format!("nl2sh --config {} web login", fx.config().display());
+    assert!(err.contains(&login), "{err}");
     let (code, _, _) = run_without_terminal(&fx, &["service", "stop"]);
     assert_eq!(code, Some(0));
 
@@ -901,4 +902,98 @@ fn the_connection_says_what_runs_against_what_is_saved_and_automatic_approval() 
                "running": running.to_string()})
     );
     assert!(!v.to_string().contains(TOKEN), "{v}");
+}
+
+/// Stops the managed service of a configuration when the test ends, however it ends.
+struct StopService<'a>(&'a Fixture);
+
+impl Drop for StopService<'_> {
+    fn drop(&mut self) {
+        let _ = run_without_terminal(self.0, &["service", "stop"]);
+    }
+}
+
+#[test]
+fn restart_now_applies_the_saved_settings_and_keeps_the_owner_logged_in() {
+    let free = || {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let web_port = free();
+    let fx = Fixture::new(&format!(
+        "protocol_start_with_service = true\nprotocol_service_port = 0\nweb_port = {web_port}\n"
+    ));
+    let (code, out, err) = run_without_terminal(&fx, &["service", "start"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let c = Console {
+        fx,
+        // The service is not a child of the test: `StopService` ends it.
+        child: std::process::Command::new("true").spawn().unwrap(),
+        web: SocketAddr::from(([127, 0, 0, 1], web_port)),
+        protocols: None,
+    };
+    let _stop = StopService(&c.fx);
+    let run = |args: &[&str]| run_without_terminal(&c.fx, args);
+    let status = || -> Value {
+        let (_, out, _) = run(&["service", "status", "--json"]);
+        serde_json::from_str(&out).unwrap_or(Value::Null)
+    };
+    let first_pid = status()["connections"][0]["pid"].as_i64().unwrap();
+    let (session, csrf) = c.log_in();
+    // A port saved: it differs until the restart.
+    let port = free();
+    let r = c.change(
+        &session,
+        &csrf,
+        "/api/settings",
+        &json!({"settings": [{"key": "protocol_service_port", "value": port.to_string()}]}),
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["restart_needed"], true);
+    assert_eq!(
+        r.json()["restart_command"],
+        format!("nl2sh --config {} service restart", c.fx.config().display())
+    );
+    assert_eq!(
+        status()["differs_from_saved"],
+        json!(["protocol_service_port"])
+    );
+    // Without the CSRF token (a page of another origin cannot have it): refused, nothing
+    // restarts.
+    let cookie = format!("nl2sh_session={session}");
+    c.post("/api/restart", &json!({}), &[("Cookie", &cookie)])
+        .assert_refusal(403);
+    let r = c.change(&session, &csrf, "/api/restart", &json!({}));
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["restarting"], true);
+    // A new service, on the saved port, with the console on the same port; the same
+    // cookie is still the owner's.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let v = status();
+        let pid = v["connections"][0]["pid"].as_i64();
+        let listen = v["connections"][0]["listen"].as_str().unwrap_or_default();
+        if pid.is_some_and(|p| p != first_pid) && listen.ends_with(&format!(":{port}")) {
+            let r = c.get("/api/session", Some(&session));
+            if r.status == 200 {
+                break;
+            }
+            assert_ne!(r.status, 401, "the restart logged the owner out: {r:?}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the service did not come back: {v}\n{}",
+            std::fs::read_to_string(c.fx.config().with_file_name("config.service/service.log"))
+                .unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(status()["differs_from_saved"], json!([]));
+    assert_eq!(status()["managed"], true);
+    // `web logout --all` still ends it for good.
+    let (code, _, _) = run(&["web", "logout", "--all"]);
+    assert_eq!(code, Some(0));
+    c.get("/api/session", Some(&session)).assert_refusal(401);
+    let (code, out, err) = run(&["service", "stop"]);
+    assert_eq!(code, Some(0), "{out}{err}");
 }

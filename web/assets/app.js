@@ -613,28 +613,31 @@
     { key: 'a2a_request', id: 'copy-a2a', pre: 'snippet-a2a', title: 'A2A SendMessage (curl)' }
   ];
 
+  // The MCP / A2A page's parts, so a save, a rotation or a restart can refresh them.
   function renderMcp(page) {
-    var seq = state.renderSeq;
-    var body = el('div', { id: 'connection', class: 'section' }, el('p', { class: 'muted' }, 'Loading…'));
-    var refresh = button('Refresh', { id: 'refresh-connection' }, function () {
-      loadConnection(body, seq, refresh);
+    var mcp = { seq: state.renderSeq, connection: null, fields: null };
+    mcp.body = el('div', { id: 'connection', class: 'section' }, el('p', { class: 'muted' }, 'Loading…'));
+    mcp.refresh = button('Refresh', { id: 'refresh-connection' }, function () {
+      loadConnection(mcp);
     });
-    append(page, pageHeader('MCP / A2A', [refresh]));
-    append(page, body);
-    append(page, renderSettingsSection(seq));
-    loadConnection(body, seq, refresh);
+    append(page, pageHeader('MCP / A2A', [mcp.refresh]));
+    append(page, mcp.body);
+    append(page, renderSettingsSection(mcp));
+    loadConnection(mcp);
   }
 
-  function loadConnection(body, seq, refresh) {
-    refresh.disabled = true;
+  function loadConnection(mcp) {
+    mcp.refresh.disabled = true;
     api('GET', '/api/connection').then(function (c) {
-      if (!current(seq)) {
+      if (!current(mcp.seq)) {
         return;
       }
-      refresh.disabled = false;
-      clear(body);
-      append(body, connectionView(c, seq));
-    }, loadFailed(seq, body, refresh));
+      mcp.refresh.disabled = false;
+      mcp.connection = c;
+      clear(mcp.body);
+      append(mcp.body, connectionView(c, mcp));
+      showRunning(mcp);
+    }, loadFailed(mcp.seq, mcp.body, mcp.refresh));
   }
 
   // What a failed load shows in `box`, unless the page has moved on since (`seq`); its
@@ -678,8 +681,32 @@
     return out;
   }
 
-  function connectionView(c, seq) {
+  // The settings saved but not used by the running service yet, and how to apply them.
+  function runningDiffers(c, mcp) {
+    var diffs = arr(c.differences).map(obj);
+    if (!diffs.length) {
+      return null;
+    }
+    var labels = {};
+    (mcp.fields || []).forEach(function (f) { labels[f.key] = f.label; });
+    var list = el('ul', { class: 'differs-list' });
+    diffs.forEach(function (d) {
+      var key = str(d.key);
+      append(list, el('li', { 'data-key': key }, el('strong', null, labels[key] || key), ': saved ' +
+        str(d.saved) + ', running ' + str(d.running)));
+    });
+    return el('div', { id: 'running-differs', class: 'differs', role: 'status' },
+      el('p', { class: 'differs-title' }, 'The running service does not use these saved settings yet:'),
+      list, restartHint(str(c.restart_command), mcp, 'differs-restart'));
+  }
+
+  function connectionView(c, mcp) {
+    var seq = mcp.seq;
     var frag = connectionStatus(c);
+    var differs = runningDiffers(c, mcp);
+    if (differs) {
+      frag.push(differs);
+    }
     if (obj(c.web).insecure_remote === true) {
       setInsecure(true);
     }
@@ -704,7 +731,9 @@
 
     var tokenDd = el('dd', { id: 'token-cell' });
     append(dl, el('div', { class: 'kv-row', 'data-key': 'token' }, el('dt', null, 'Token'), tokenDd));
-    tokenHidden(tokenDd, c.token_available === true, seq);
+    var tokenDiffers = arr(c.differs_from_saved).indexOf('protocol_token') !== -1;
+    var token = { available: c.token_available === true, source: str(c.token_source), differs: tokenDiffers };
+    tokenHidden(tokenDd, token, seq);
     frag.push(dl);
 
     // Snippets
@@ -727,21 +756,34 @@
     return frag;
   }
 
-  function tokenHidden(dd, available, seq) {
+  // What the running token is, in words: where it came from, and whether the saved one
+  // differs (it applies at the next start).
+  function tokenWords(token) {
+    var words = token.source === 'generated' ? 'generated, rotates on restart'
+      : (token.source === 'configuration' ? 'from the configuration'
+        : (token.source === 'environment' ? 'from NL2SH_PROTOCOL_TOKEN' : ''));
+    if (token.differs) {
+      words += (words ? '; ' : '') + 'the saved token differs: it applies after a restart';
+    }
+    return words;
+  }
+
+  function tokenHidden(dd, token, seq) {
     clear(dd);
-    if (!available) {
+    if (!token.available) {
       append(dd, el('span', { class: 'muted', id: 'token-state' }, 'no HTTP token (not running over HTTP)'));
       return;
     }
-    var reveal = button('Reveal token', { id: 'reveal-token', class: 'btn btn-small' });
+    var reveal = button('Reveal running token', { id: 'reveal-token', class: 'btn btn-small' });
     var err = el('span', { class: 'error inline', hidden: true });
     reveal.addEventListener('click', function () {
       reveal.disabled = true;
+      // Read afresh each time: the token the running service accepts now.
       api('POST', '/api/connection/token', {}).then(function (r) {
         if (!current(seq)) {
           return;
         }
-        tokenShown(dd, str(r.token), seq);
+        tokenShown(dd, str(r.token), token, seq);
       }, function (e) {
         if (!current(seq)) {
           return;
@@ -752,236 +794,427 @@
       });
     });
     append(dd, el('div', { class: 'token-row' },
-      el('span', { class: 'muted', id: 'token-state' }, 'hidden'), reveal, err));
+      el('span', { class: 'muted', id: 'token-state' }, 'hidden' + (tokenWords(token) ? ' (' + tokenWords(token) + ')' : '')),
+      reveal, err));
   }
 
-  function tokenShown(dd, token, seq) {
+  function tokenShown(dd, value, token, seq) {
     clear(dd);
     var input = el('input', {
       id: 'token-value', class: 'mono token-input', type: 'text', readOnly: true,
       autocomplete: 'off', spellcheck: 'false', autocapitalize: 'off', 'aria-label': 'HTTP token'
     });
-    input.value = token;
+    input.value = value;
     input.addEventListener('focus', function () { input.select(); });
     append(dd, el('div', { class: 'token-row' },
       input,
       copyButton('copy-token', function () { return input.value; }),
       button('Hide', { id: 'hide-token', class: 'btn btn-small' }, function () {
-        tokenHidden(dd, true, seq);
-      })));
+        tokenHidden(dd, token, seq);
+      })),
+      el('p', { class: 'help', id: 'token-note' }, 'The token the running service accepts now' +
+        (tokenWords(token) ? ' (' + tokenWords(token) + ').' : '.')));
   }
 
   // ---------------------------------------------------------------------------------
-  // Settings (on the MCP / A2A page)
+  // Settings (on the MCP / A2A page): one form, one Save
   // ---------------------------------------------------------------------------------
 
   // The settings come in their order, each with how it is shown (label, kind, help,
   // warning): the page keeps no list of its own. A switch that carries a warning asks
-  // before it is turned on.
+  // before it is turned on. Every changed value goes in one Save, which the server
+  // validates and writes together (all or none), as `nl2sh config set` would.
   var TRUST = 'Only for callers you fully trust.';
 
-  function renderSettingsSection(seq) {
+  function renderSettingsSection(mcp) {
     var list = el('div', { id: 'settings-list' }, el('p', { class: 'muted' }, 'Loading…'));
     var sec = el('section', { class: 'section settings', id: 'settings' }, el('h2', null, 'Settings'), list);
+    mcp.settingsList = list;
+    loadSettings(mcp);
+    return sec;
+  }
+
+  function loadSettings(mcp) {
+    var seq = mcp.seq;
     api('GET', '/api/settings').then(function (r) {
       if (!current(seq)) {
         return;
       }
-      clear(list);
+      clear(mcp.settingsList);
       var items = arr(r.settings).map(obj).filter(function (s) { return has(s.key); });
       if (!items.length) {
-        append(list, el('p', { class: 'muted' }, 'No settings.'));
+        append(mcp.settingsList, el('p', { class: 'muted' }, 'No settings.'));
+        return;
       }
-      items.forEach(function (s) {
-        append(list, settingRow(s, seq));
-      });
-    }, loadFailed(seq, list, null));
-    return sec;
+      append(mcp.settingsList, settingsForm(items, mcp));
+      if (mcp.connection) {
+        // Again, now with the settings' labels.
+        clear(mcp.body);
+        append(mcp.body, connectionView(mcp.connection, mcp));
+      }
+      showRunning(mcp);
+    }, loadFailed(seq, mcp.settingsList, null));
   }
 
-  function showSettingResult(msgEl, ok, text, restart) {
-    clear(msgEl);
-    msgEl.className = 'setting-msg ' + (ok ? 'ok' : 'error');
-    if (text) {
-      append(msgEl, el('span', { class: 'setting-msg-text' }, codeText(text)));
-    }
-    if (restart) {
-      append(msgEl, el('span', { class: 'restart-needed' }, 'Restart needed: ',
-        el('code', null, 'nl2sh service restart')));
-    }
-    msgEl.hidden = false;
-  }
-
-  function settingRow(s, seq) {
+  // One setting's field in the form: its control, help, warning, the place for its own
+  // error and for "saved X, running Y". Returns how to read it back.
+  function settingField(s) {
     var key = str(s.key);
     var kind = str(s.kind);
     var label = str(s.label) || key;
-    var help = has(s.help) ? str(s.help) : '';
-    var warning = has(s.warning) ? str(s.warning) : '';
     var inputId = 'input-' + key;
-    var msg = el('div', { id: 'msg-' + key, class: 'setting-msg', role: 'status', 'aria-live': 'polite', hidden: true });
-    var form = el('form', { class: 'setting', id: 'form-' + key, 'data-key': key, autocomplete: 'off' });
-    // The page checks and reports values itself, next to the field (the browser's own
-    // validation would block the submit with a transient bubble and leave an old
-    // "Saved" message standing).
-    form.noValidate = true;
     var stored = str(s.value);
     var input;
-    var saveLabel = 'Save';
     var controls;
-    var stateEl = null;
-
-    // "default" while the configuration does not set this key.
     var defTag = el('span', { class: 'tag default-tag', hidden: s.set === true }, 'default');
-    function defaultTag() {
-      return defTag;
-    }
-
     if (kind === 'switch') {
       input = el('input', { type: 'checkbox', id: inputId, class: 'checkbox' });
       input.checked = stored === 'true';
-      controls = el('div', { class: 'setting-control' },
-        el('label', { class: 'check-label', for: inputId }, input, el('span', null, label)),
-        defaultTag());
+      controls = [el('label', { class: 'check-label', for: inputId }, input, el('span', null, label)), defTag];
     } else if (kind === 'port') {
       input = el('input', {
         type: 'number', id: inputId, class: 'mono port-input', min: '0', max: '65535', step: '1',
         inputmode: 'numeric', autocomplete: 'off'
       });
       input.value = stored;
-      controls = el('div', { class: 'setting-control' },
-        el('label', { for: inputId, class: 'field-label' }, label), input, defaultTag());
+      controls = [el('label', { for: inputId, class: 'field-label' }, label), input, defTag];
     } else if (kind === 'secret') {
-      saveLabel = 'Save token';
-      // A hidden username field keeps browsers from guessing one for this password form.
       input = el('input', {
         type: 'password', id: inputId, class: 'mono token-entry', autocomplete: 'off',
-        spellcheck: 'false', autocapitalize: 'off', placeholder: 'New token'
+        spellcheck: 'false', autocapitalize: 'off', placeholder: 'New token (empty: keep it)'
       });
-      stateEl = el('span', { id: 'state-' + key, class: 'tag token-state' }, stored || 'unknown');
-      controls = el('div', { class: 'setting-control' },
-        el('label', { for: inputId, class: 'field-label' }, label),
-        stateEl, input);
+      controls = [el('label', { for: inputId, class: 'field-label' }, label),
+        el('span', { id: 'state-' + key, class: 'tag token-state' }, stored || 'unknown'), input];
     } else {
       input = el('input', { type: 'text', id: inputId, class: 'mono', autocomplete: 'off', spellcheck: 'false' });
       input.value = stored;
-      controls = el('div', { class: 'setting-control' },
-        el('label', { for: inputId, class: 'field-label' }, label), input, defaultTag());
+      controls = [el('label', { for: inputId, class: 'field-label' }, label), input, defTag];
     }
-
-    // An edit makes the last save's message stale.
-    input.addEventListener('input', function () {
-      msg.hidden = true;
-      msg.textContent = '';
-    });
-    var save = el('button', { type: 'submit', id: 'save-' + key, class: 'btn btn-primary' }, saveLabel);
-    var buttons = el('div', { class: 'setting-buttons' }, save);
-    var rotate = null;
+    var err = el('p', { id: 'err-' + key, class: 'field-error', role: 'alert', hidden: true });
+    var running = el('p', { id: 'running-' + key, class: 'running-note', hidden: true });
+    var box = el('div', { class: 'setting', id: 'setting-' + key, 'data-key': key },
+      el('div', { class: 'setting-main' }, el('div', { class: 'setting-control' }, controls)));
     if (kind === 'secret') {
-      rotate = button('Rotate token', { id: 'rotate-token', class: 'btn' });
-      append(buttons, rotate);
+      box.setAttribute('data-secret', 'true');
     }
-
-    append(form, el('div', { class: 'setting-main' }, controls, buttons));
-    if (help) {
-      append(form, el('p', { class: 'help' }, codeText(help)));
+    if (has(s.help)) {
+      append(box, el('p', { class: 'help' }, codeText(str(s.help))));
     }
+    var warning = has(s.warning) ? str(s.warning) : '';
     if (warning) {
-      append(form, el('p', { class: 'warning', id: 'warn-' + key }, codeText(warning + ' ' + TRUST)));
+      append(box, el('p', { class: 'warning', id: 'warn-' + key }, codeText(warning + ' ' + TRUST)));
     }
-    if (s.live === false) {
-      form.setAttribute('data-live', 'false');
-    }
-    append(form, msg);
-
-    function busy(on) {
-      save.disabled = on;
-      if (rotate) {
-        rotate.disabled = on;
+    append(box, running, err);
+    input.addEventListener('input', function () { err.hidden = true; });
+    return {
+      key: key, kind: kind, label: label, warning: warning, input: input, box: box, err: err,
+      running: running,
+      setStored: function (v) { stored = v; },
+      // The value to save, or null when unchanged; a string starting with '!' is an error.
+      value: function () {
+        if (kind === 'switch') {
+          var v = input.checked ? 'true' : 'false';
+          return v === stored ? null : v;
+        }
+        if (kind === 'secret') {
+          return input.value ? input.value : null;
+        }
+        var t = input.value.trim();
+        if (kind === 'port' && (!/^\d{1,5}$/.test(t) || Number(t) > 65535)) {
+          return '!Enter a port number from 0 to 65535.';
+        }
+        return t === stored ? null : t;
       }
-    }
+    };
+  }
 
-    function afterSave(r) {
-      if (!current(seq)) {
-        return;
-      }
-      busy(false);
-      var rr = obj(r);
-      showSettingResult(msg, true, str(rr.message) || 'Saved.', rr.restart_needed === true);
-      if (kind === 'secret') {
-        input.value = '';
-        refreshSettingState(key, seq, function (fresh) {
-          stateEl.textContent = str(fresh.value) || 'unknown';
-        });
-      } else {
-        refreshSettingState(key, seq, function (fresh) {
-          stored = str(fresh.value);
-          defTag.hidden = fresh.set === true;
-        });
-      }
+  function settingsForm(items, mcp) {
+    var form = el('form', { id: 'settings-form', autocomplete: 'off' });
+    // The page checks values itself and says what is wrong next to the field.
+    form.noValidate = true;
+    var fields = items.map(settingField);
+    mcp.fields = fields;
+    fields.forEach(function (f) { append(form, f.box); });
+    var rotate = button('Rotate token…', { id: 'rotate-token', class: 'btn' }, function () {
+      rotateToken(mcp, rotate);
+    });
+    var tokenField = fields.filter(function (f) { return f.kind === 'secret'; })[0];
+    if (tokenField) {
+      append(tokenField.box.firstChild, el('div', { class: 'setting-buttons' }, rotate));
     }
-
-    function onError(err) {
-      if (!current(seq)) {
-        return;
-      }
-      busy(false);
-      showSettingResult(msg, false, errorText(err), false);
-    }
-
+    var save = el('button', { type: 'submit', id: 'save-settings', class: 'btn btn-primary' }, 'Save');
+    var msg = el('div', { id: 'settings-msg', class: 'setting-msg', role: 'status', 'aria-live': 'polite', hidden: true });
+    append(form, el('div', { class: 'form-buttons' }, save), msg);
+    form.addEventListener('input', function () { msg.hidden = true; });
     form.addEventListener('submit', function (ev) {
       ev.preventDefault();
-      var value;
-      if (kind === 'switch') {
-        value = input.checked ? 'true' : 'false';
-      } else if (kind === 'port') {
-        value = input.value.trim();
-        if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) {
-          showSettingResult(msg, false, 'Enter a port number from 0 to 65535.', false);
-          return;
-        }
-      } else if (kind === 'secret') {
-        value = input.value;
-        if (!value) {
-          showSettingResult(msg, false, 'Type the new token first (or use Rotate token for a random one).', false);
-          input.focus();
-          return;
-        }
-      } else {
-        value = input.value;
-      }
-      if (kind === 'switch' && warning && value === 'true') {
-        if (!window.confirm('Turn on "' + label + '"?\n\n' + warning + '\n\n' + TRUST)) {
-          input.checked = stored === 'true';
-          showSettingResult(msg, false, 'Not saved.', false);
-          return;
-        }
-      }
-      busy(true);
-      api('POST', '/api/settings', { key: key, value: value }).then(afterSave, onError);
+      saveSettings(mcp, fields, save, msg);
     });
-
-    if (rotate) {
-      rotate.addEventListener('click', function () {
-        busy(true);
-        api('POST', '/api/settings/rotate-token', {}).then(afterSave, onError);
-      });
-    }
     return form;
   }
 
-  // Read one setting afresh after a change (the stored state, e.g. "set" for the token).
-  function refreshSettingState(key, seq, fn) {
+  function saveSettings(mcp, fields, save, msg) {
+    var values = [];
+    var bad = null;
+    fields.forEach(function (f) {
+      f.err.hidden = true;
+      var v = f.value();
+      if (v !== null && v.charAt(0) === '!') {
+        f.err.textContent = v.slice(1);
+        f.err.hidden = false;
+        bad = bad || f;
+      } else if (v !== null) {
+        values.push({ key: f.key, value: v, field: f });
+      }
+    });
+    if (bad) {
+      showSaved(msg, false, 'Nothing was saved: correct the field marked above.');
+      bad.input.focus();
+      return;
+    }
+    if (!values.length) {
+      showSaved(msg, true, 'Nothing to save: no setting was changed.');
+      return;
+    }
+    for (var i = 0; i < values.length; i++) {
+      var f = values[i].field;
+      if (f.kind === 'switch' && f.warning && values[i].value === 'true' &&
+          !window.confirm('Turn on "' + f.label + '"?\n\n' + f.warning + '\n\n' + TRUST)) {
+        f.input.checked = false;
+        showSaved(msg, false, 'Nothing was saved.');
+        return;
+      }
+    }
+    save.disabled = true;
+    var body = values.map(function (v) { return { key: v.key, value: v.value }; });
+    api('POST', '/api/settings', { settings: body }).then(function (r) {
+      if (!current(mcp.seq)) {
+        return;
+      }
+      save.disabled = false;
+      var rr = obj(r);
+      showSaved(msg, true, str(rr.message) || 'Saved.', rr.restart_needed === true ? rr : null, mcp);
+      fields.forEach(function (f) {
+        if (f.kind === 'secret') {
+          f.input.value = '';
+        }
+      });
+      refreshAfterChange(mcp);
+    }, function (err) {
+      if (!current(mcp.seq)) {
+        return;
+      }
+      save.disabled = false;
+      var text = errorText(err);
+      // A refusal names its key: say it next to that field too.
+      fields.forEach(function (f) {
+        if (text.indexOf(f.key) !== -1) {
+          f.err.textContent = text;
+          f.err.hidden = false;
+        }
+      });
+      showSaved(msg, false, 'Nothing was saved: ' + text);
+    });
+  }
+
+  // The answer of a save in `msg`; with `restart` (an answer with restart_command), the
+  // command that applies it and a Restart now button.
+  function showSaved(msg, ok, text, restart, mcp) {
+    clear(msg);
+    msg.className = 'setting-msg ' + (ok ? 'ok' : 'error');
+    append(msg, el('span', { class: 'setting-msg-text' }, codeText(text)));
+    if (restart) {
+      append(msg, restartHint(str(restart.restart_command), mcp, 'restart-needed'));
+    }
+    msg.hidden = false;
+  }
+
+  // "Restart needed: `nl2sh --config … service restart`" with Copy and Restart now.
+  var restartHints = 0;
+  function restartHint(command, mcp, cls) {
+    var code = el('code', { class: 'restart-command' }, command || 'nl2sh service restart');
+    restartHints++;
+    var line = el('div', { class: cls },
+      el('span', null, 'Restart needed: '), code,
+      copyButton('copy-restart-' + restartHints, function () { return code.textContent; }));
+    if (mcp && mcp.connection && str(mcp.connection.transport) === 'service') {
+      append(line, button('Restart now', { class: 'btn btn-small btn-primary restart-now' }, function (ev) {
+        restartNow(mcp, ev.currentTarget);
+      }));
+    }
+    return line;
+  }
+
+  // Settings and the connection read again after a save, a rotation or a restart.
+  function refreshAfterChange(mcp) {
     api('GET', '/api/settings').then(function (r) {
-      if (!current(seq)) {
+      if (!current(mcp.seq) || !mcp.fields) {
         return;
       }
       arr(r.settings).map(obj).forEach(function (s) {
-        if (str(s.key) === key) {
-          fn(s);
-        }
+        mcp.fields.forEach(function (f) {
+          if (f.key !== str(s.key)) {
+            return;
+          }
+          var v = str(s.value);
+          if (f.kind === 'secret') {
+            var tag = $('state-' + f.key);
+            if (tag) {
+              tag.textContent = v || 'unknown';
+            }
+          } else {
+            f.setStored(v);
+            var def = f.box.querySelector('.default-tag');
+            if (def) {
+              def.hidden = s.set === true;
+            }
+          }
+        });
       });
     }, function () { /* the message already shown stands */ });
+    loadConnection(mcp);
+  }
+
+  // "saved X, running Y: restart to apply" under each setting the running service does
+  // not use yet, from the connection's `differences`.
+  function showRunning(mcp) {
+    if (!mcp.fields || !mcp.connection) {
+      return;
+    }
+    var diffs = arr(mcp.connection.differences).map(obj);
+    mcp.fields.forEach(function (f) {
+      var d = diffs.filter(function (x) { return str(x.key) === f.key; })[0];
+      clear(f.running);
+      f.running.hidden = !d;
+      if (d) {
+        append(f.running, 'Saved ' + str(d.saved) + ', running ' + str(d.running) + ': restart to apply.');
+      }
+    });
+  }
+
+  function rotateToken(mcp, btn) {
+    if (!window.confirm('Rotate the HTTP token?\n\nA new random token is saved now and shown once. ' +
+        'The running service keeps accepting the current token until it restarts; after that, ' +
+        'clients need the new one.')) {
+      return;
+    }
+    btn.disabled = true;
+    api('POST', '/api/settings/rotate-token', {}).then(function (r) {
+      if (!current(mcp.seq)) {
+        return;
+      }
+      btn.disabled = false;
+      showRotated(mcp, obj(r));
+      refreshAfterChange(mcp);
+    }, function (err) {
+      if (!current(mcp.seq)) {
+        return;
+      }
+      btn.disabled = false;
+      var msg = $('settings-msg');
+      if (msg) {
+        showSaved(msg, false, 'The token was not rotated: ' + errorText(err));
+      }
+    });
+  }
+
+  // The new token, once: with a copy button, what happens next, and Restart now.
+  function showRotated(mcp, r) {
+    var old = $('rotated-token');
+    if (old) {
+      old.parentNode.removeChild(old);
+    }
+    var input = el('input', {
+      id: 'new-token-value', class: 'mono token-input', type: 'text', readOnly: true,
+      autocomplete: 'off', spellcheck: 'false', autocapitalize: 'off', 'aria-label': 'New HTTP token'
+    });
+    input.value = str(r.token);
+    input.addEventListener('focus', function () { input.select(); });
+    var box = el('div', { id: 'rotated-token', class: 'rotated', role: 'status' },
+      el('p', { class: 'rotated-title' }, 'New token (shown once; copy it now):'),
+      el('div', { class: 'token-row' }, input, copyButton('copy-new-token', function () { return input.value; })),
+      el('p', { class: 'help' }, 'Saved. It takes effect when the service restarts; until then the ' +
+        'running service accepts the old token, and after it clients need this one.'),
+      restartHint(str(r.restart_command), mcp, 'restart-needed'),
+      button('Done', { id: 'hide-new-token', class: 'btn btn-small' }, function () {
+        input.value = '';
+        box.parentNode.removeChild(box);
+      }));
+    var field = $('setting-protocol_token');
+    if (field) {
+      field.appendChild(box);
+    }
+  }
+
+  // "Restart now": asks, restarts the service with the saved settings, then waits for the
+  // new one (a new pid) and reconnects with the same session.
+  function restartNow(mcp, btn) {
+    if (!window.confirm('Restart the service now?\n\nIt stops and starts again with the saved ' +
+        'settings. Requests in flight are answered with an error and pending approvals are ' +
+        'rejected; clients reconnect. This page reconnects by itself.')) {
+      return;
+    }
+    var before = mcp.connection ? mcp.connection.pid : null;
+    if (btn) {
+      btn.disabled = true;
+    }
+    api('POST', '/api/restart', {}).then(function () {
+      awaitRestart(before);
+    }, function (err) {
+      if (btn) {
+        btn.disabled = false;
+      }
+      flash('Not restarted: ' + errorText(err));
+    });
+  }
+
+  var RESTART_WAIT_MS = 90000;
+
+  function awaitRestart(beforePid) {
+    state.renderSeq++;
+    var seq = state.renderSeq;
+    var page = $('page');
+    clear(page);
+    var line = el('div', { id: 'restart-status', class: 'status status-unknown', role: 'status', 'data-state': 'restarting' },
+      el('span', { class: 'status-dot', 'aria-hidden': 'true' }),
+      el('span', { class: 'status-word' }, 'Restarting'),
+      el('span', { class: 'status-text' }, 'The service restarts with the saved settings; this page reconnects by itself.'));
+    append(page, pageHeader('MCP / A2A', []), line);
+    var deadline = Date.now() + RESTART_WAIT_MS;
+    function poll() {
+      if (seq !== state.renderSeq || !state.loggedIn) {
+        return;
+      }
+      api('GET', '/api/connection', undefined, { no401: true }).then(function (c) {
+        if (seq !== state.renderSeq) {
+          return;
+        }
+        if (str(c.state) === 'running' && c.pid !== beforePid) {
+          route();
+          var p = $('page');
+          p.insertBefore(el('p', { class: 'flash ok', id: 'restarted', role: 'status' },
+            'Restarted: the service runs with the saved settings (pid ' + str(c.pid) + ').'), p.firstChild);
+          return;
+        }
+        again();
+      }, function (err) {
+        if (err.status === 401) {
+          showLogin('Your console session ended during the restart. Run `nl2sh web login` on the device for a new link.');
+          return;
+        }
+        again();
+      });
+    }
+    function again() {
+      if (Date.now() > deadline) {
+        clear(line.lastChild);
+        append(line.lastChild, 'The service has not come back yet. Check `nl2sh service status` on the device.');
+        line.setAttribute('data-state', 'late');
+        return;
+      }
+      setTimeout(poll, 1000);
+    }
+    setTimeout(poll, 1000);
   }
 
   // ---------------------------------------------------------------------------------

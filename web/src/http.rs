@@ -113,6 +113,7 @@ pub fn router(
         .route("/api/connection/token", post(reveal_token))
         .route("/api/settings", get(settings_get).post(settings_save))
         .route("/api/settings/rotate-token", post(rotate_token))
+        .route("/api/restart", post(restart))
         .route("/api/approvals", get(approvals))
         .route("/api/approvals/reject-origin", post(reject_origin))
         .route("/api/approvals/{id}", post(decide))
@@ -561,7 +562,10 @@ async fn settings_get(State(console): State<Shared>, headers: HeaderMap) -> Resp
     )
 }
 
-fn saved(answer: OwnerResponse) -> Answer {
+/// A save's answer: what was saved, whether a restart is needed, and the command that
+/// restarts this configuration's service (with its `--config`, quoted for a shell).
+async fn saved(console: &Console, answer: OwnerResponse) -> Answer {
+    let restart_command = restart_command(console).await;
     match answer {
         OwnerResponse::Saved {
             message,
@@ -569,31 +573,86 @@ fn saved(answer: OwnerResponse) -> Answer {
         } => Ok(ok(json!({
             "message": Shown::new(&message).to_string(),
             "restart_needed": restart_needed,
+            "restart_command": restart_command,
+        }))),
+        OwnerResponse::TokenRotated { token, message } => Ok(ok(json!({
+            // Shown to the owner once, now: the file keeps it, nothing shows it back.
+            "token": token.expose(),
+            "message": Shown::new(&message).to_string(),
+            "restart_needed": true,
+            "restart_command": restart_command,
         }))),
         _ => Err(Failure::Unavailable),
+    }
+}
+
+/// The command that restarts this configuration's service, as discovery says it.
+async fn restart_command(console: &Console) -> Option<String> {
+    discover(console)
+        .await
+        .ok()
+        .map(|s| Shown::new(&s.running.restart_command).to_string())
+}
+
+/// The settings of one Save: `{"settings": [{"key": K, "value": V}, ...]}` (the page's
+/// one form), or one `{"key": K, "value": V}`.
+fn setting_values(map: &serde_json::Map<String, Value>) -> Result<Vec<(String, Secret)>, Failure> {
+    let pair = |m: &serde_json::Map<String, Value>| -> Result<(String, Secret), Failure> {
+        let key =
+            text_field(m, "key")?.ok_or_else(|| Failure::BadRequest("`key` is missing".into()))?;
+        let value = text_field(m, "value")?
+            .ok_or_else(|| Failure::BadRequest("`value` is missing".into()))?;
+        Ok((key, Secret::new(value)))
+    };
+    match map.get("settings") {
+        None => Ok(vec![pair(map)?]),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::Object(m) => pair(m),
+                _ => Err(Failure::BadRequest(
+                    "each of `settings` is {\"key\": …, \"value\": …}".into(),
+                )),
+            })
+            .collect(),
+        Some(_) => Err(Failure::BadRequest("`settings` must be a list".into())),
     }
 }
 
 async fn settings_save(State(console): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
     respond(
         async {
-            let map = body_json(&body)?;
-            let key = text_field(&map, "key")?
-                .ok_or_else(|| Failure::BadRequest("`key` is missing".into()))?;
-            let value = text_field(&map, "value")?
-                .ok_or_else(|| Failure::BadRequest("`value` is missing".into()))?;
-            let action = OwnerAction::SaveSetting {
-                key,
-                value: Secret::new(value),
-            };
-            saved(act(&console, &headers, true, action).await?)
+            let values = setting_values(&body_json(&body)?)?;
+            let action = OwnerAction::SaveSettings { values };
+            let answer = act(&console, &headers, true, action).await?;
+            saved(&console, answer).await
         }
         .await,
     )
 }
 
 async fn rotate_token(State(console): State<Shared>, headers: HeaderMap) -> Response {
-    respond(async { saved(act(&console, &headers, true, OwnerAction::RotateToken).await?) }.await)
+    respond(
+        async {
+            let answer = act(&console, &headers, true, OwnerAction::RotateToken).await?;
+            saved(&console, answer).await
+        }
+        .await,
+    )
+}
+
+/// "Restart now": approvald checks the session and its CSRF token, then the supervisor
+/// runs `service restart`; the answer comes before the console goes down with it.
+async fn restart(State(console): State<Shared>, headers: HeaderMap) -> Response {
+    respond(
+        async {
+            match act(&console, &headers, true, OwnerAction::Restart).await? {
+                OwnerResponse::Done => Ok(ok(json!({ "ok": true, "restarting": true }))),
+                _ => Err(Failure::Unavailable),
+            }
+        }
+        .await,
+    )
 }
 
 async fn approvals(State(console): State<Shared>, headers: HeaderMap) -> Response {

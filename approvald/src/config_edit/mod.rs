@@ -34,8 +34,8 @@ pub mod owner;
 
 pub use file::{lock_for_edit, read_text, save, write_target};
 pub use owner::{
-    restart_note, rotate_token, save_setting, settings, SavedSetting, SettingRefused,
-    OWNER_SETTINGS,
+    restart_note, rotate_token, save_setting, save_settings, settings, SavedSetting,
+    SettingRefused, OWNER_SETTINGS,
 };
 
 use defaults::default_of;
@@ -252,10 +252,19 @@ pub struct Applied {
 /// Validate `key = input` against the file at `path` and save it, under the edit lock:
 /// what `config set` and the owner's consoles both do.
 pub fn apply(path: &Path, key: &str, input: &str) -> Result<Applied, EditError> {
+    apply_all(path, &[(key, input)])
+}
+
+/// Every `key = input` of `edits` applied in order, each validated as [`edit`] does, and
+/// saved once under the edit lock: all of them, or (the first refusal) none.
+pub fn apply_all(path: &Path, edits: &[(&str, &str)]) -> Result<Applied, EditError> {
     let target = write_target(path);
     let lock = lock_for_edit(&target)?;
     let before = read_text(&target)?;
-    let after = edit(&target, &before, key, input)?;
+    let mut after = before.clone();
+    for (key, input) in edits {
+        after = edit(&target, &after, key, input)?;
+    }
     save(&target, &after)?;
     drop(lock);
     let removed_retired = before

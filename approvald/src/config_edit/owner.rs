@@ -9,7 +9,10 @@ use nl2sh_proto::announcement::ConnectionInfo;
 use nl2sh_proto::channels::{SettingKind, SettingView};
 use nl2sh_proto::config::KeyKind;
 
-use super::{apply, get, lookup, read_text, write_target, EditError, Got, RETIRED_KEY};
+use nl2sh_proto::display::Shown;
+use nl2sh_proto::Secret;
+
+use super::{apply_all, get, lookup, read_text, write_target, EditError, Got, RETIRED_KEY};
 
 /// One setting of the consoles' "MCP / A2A" category: its key, and how the consoles show
 /// and edit it (sent with its value, [`SettingView`]).
@@ -125,70 +128,100 @@ pub fn save_setting(
     value: &str,
     running: &dyn Fn() -> Option<ConnectionInfo>,
 ) -> Result<SavedSetting, SettingRefused> {
-    if owner_setting(key).is_none() {
-        let keys: Vec<&str> = OWNER_SETTINGS.iter().map(|s| s.key).collect();
-        return Err(SettingRefused::Invalid(format!(
-            "`{key}` is not one of the console's settings ({}); use `nl2sh config set`",
-            keys.join(", ")
-        )));
+    save_settings(config_path, &[(key, value)], running)
+}
+
+/// Validate every `key = value` of the console's one form, each as `nl2sh config set`
+/// would, and save them together (one lock, one write, 0600): all of them or none. One
+/// answer says what was saved and whether the running process needs a restart for it.
+pub fn save_settings(
+    config_path: &Path,
+    values: &[(&str, &str)],
+    running: &dyn Fn() -> Option<ConnectionInfo>,
+) -> Result<SavedSetting, SettingRefused> {
+    if values.is_empty() {
+        return Err(SettingRefused::Invalid("nothing to save".into()));
     }
-    let spec = lookup(key)
-        .map_err(|e| SettingRefused::Invalid(e.to_string()))?
-        .spec;
-    let applied = apply(config_path, key, value).map_err(|e| match e {
+    let mut said = Vec::with_capacity(values.len());
+    let mut live = true;
+    for (i, (key, value)) in values.iter().enumerate() {
+        if owner_setting(key).is_none() {
+            let keys: Vec<&str> = OWNER_SETTINGS.iter().map(|s| s.key).collect();
+            return Err(SettingRefused::Invalid(format!(
+                "`{key}` is not one of the console's settings ({}); use `nl2sh config set`",
+                keys.join(", ")
+            )));
+        }
+        if values[..i].iter().any(|(k, _)| k == key) {
+            return Err(SettingRefused::Invalid(format!("`{key}` is given twice")));
+        }
+        let spec = lookup(key)
+            .map_err(|e| SettingRefused::Invalid(e.to_string()))?
+            .spec;
+        live &= spec.live;
+        said.push(if spec.kind == KeyKind::Credential {
+            format!("{key} (value not shown)")
+        } else {
+            format!("{key} = {}", value.trim())
+        });
+    }
+    let applied = apply_all(config_path, values).map_err(|e| match e {
         EditError::Io { .. } | EditError::Locked { .. } | EditError::Read(_) => {
             SettingRefused::Failed(e.to_string())
         }
         e => SettingRefused::Invalid(e.to_string()),
     })?;
-    let shown = if spec.kind == KeyKind::Credential {
-        "(value not shown)".to_owned()
-    } else {
-        format!("= {}", value.trim())
-    };
-    let mut message = format!("Saved {key} {shown} in {}.", applied.target.display());
+    let mut message = format!("Saved {} in {}.", said.join(", "), applied.target.display());
     if applied.removed_retired {
         message.push_str(&format!(
             " Removed the retired {RETIRED_KEY} (it was ignored)."
         ));
     }
     message.push(' ');
-    message.push_str(&restart_note(config_path, spec.live, running().as_ref()));
+    message.push_str(&restart_note(config_path, live, running().as_ref()));
     Ok(SavedSetting {
         message,
-        restart_needed: !spec.live,
+        restart_needed: !live,
     })
 }
 
-/// Save a fresh random protocol_token.
+/// Save a fresh random protocol_token; the token, for the owner to see once.
 pub fn rotate_token(
     config_path: &Path,
     running: &dyn Fn() -> Option<ConnectionInfo>,
-) -> Result<SavedSetting, SettingRefused> {
+) -> Result<(Secret, SavedSetting), SettingRefused> {
     let token =
         nl2sh_proto::token::generate().map_err(|e| SettingRefused::Failed(e.to_string()))?;
-    save_setting(config_path, "protocol_token", token.expose(), running)
+    let saved = save_setting(config_path, "protocol_token", token.expose(), running)?;
+    Ok((token, saved))
 }
 
 /// What the protocol process `running` for the configuration at `path` does with a saved
 /// change (it is told nothing): a live key applies from its next decision, any other at
-/// its next start.
+/// its next start. The command carries the `--config` in use, quoted for a shell.
 pub fn restart_note(path: &Path, live: bool, running: Option<&ConnectionInfo>) -> String {
+    let restart = nl2sh_proto::hint::service_restart(&nl2sh_proto::config::absolute(path));
     match (running, live) {
         (Some(info), true) => format!(
             "The running protocol process (pid {}) applies it from its next approval decision.",
             info.pid
         ),
+        (Some(info), false) if info.transport == "service" => format!(
+            "The running service (pid {}) keeps the old value until it restarts: {restart}",
+            info.pid
+        ),
         (Some(info), false) => format!(
             "The running protocol process (pid {}, transport {}) keeps the old value until it \
-             restarts: nl2sh --config {} service restart",
+             restarts; it is not the managed service, so stop it where it was started and \
+             start it again.",
             info.pid,
-            info.transport,
-            path.display()
+            Shown::new(&info.transport)
         ),
-        (None, _) => "It applies when the service next starts (a running service needs \
-                      `nl2sh service restart`)."
-            .to_owned(),
+        (None, _) => {
+            format!(
+                "It applies when the service next starts (a running service needs `{restart}`)."
+            )
+        }
     }
 }
 

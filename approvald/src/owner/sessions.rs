@@ -1,5 +1,9 @@
-//! The Web console's login codes and sessions, in memory only: a restart of approvald ends
-//! every session, like every pending approval.
+//! The Web console's login codes and sessions. Codes live in memory only; the sessions'
+//! hashes and expiry times are also kept in a private file ([`WEB_SESSIONS`], 0600 in
+//! approvald's own directory) and read back at start, so a restart of the service
+//! (the console's "Restart now") keeps the owner logged in for the rest of the session's
+//! time. The file holds no secret: a hash does not log anyone in, and a session's secret
+//! is only ever in the owner's cookie.
 //!
 //! * `nl2sh web login` (over approvals.sock, whose peer checks refuse anything in the
 //!   nl2sh process tree, so a tool command can never get one) asks for a one-time code:
@@ -18,8 +22,11 @@
 //! uses [`OwnerSessions`], which reads tokio's clock (pausable in tests too).
 
 use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -32,6 +39,7 @@ use nl2sh_proto::limits::{
     WEB_LOGIN_FAILURE_WINDOW, WEB_SESSION_TTL,
 };
 use nl2sh_proto::secret::Secret;
+pub use nl2sh_proto::state_layout::WEB_SESSIONS;
 
 /// Random bytes in a login code and in a session secret.
 pub const SECRET_BYTES: usize = 32;
@@ -294,6 +302,27 @@ impl SessionTable {
         self.codes.len()
     }
 
+    /// The live sessions' hashes and the time each has left (for the file).
+    fn export(&mut self, now: Instant) -> Vec<(Hash, Duration)> {
+        self.sessions.forget_expired(now);
+        self.sessions
+            .entries
+            .iter()
+            .map(|e| (e.hash, e.expires.saturating_duration_since(now)))
+            .collect()
+    }
+
+    /// Sessions read back from the file, each for the time it has left and never longer
+    /// than a session lasts (a clock set back must not lengthen one).
+    fn import(&mut self, kept: &[(Hash, Duration)], now: Instant) {
+        for (hash, left) in kept {
+            let left = (*left).min(WEB_SESSION_TTL);
+            if !left.is_zero() {
+                self.sessions.add(*hash, left, now);
+            }
+        }
+    }
+
     fn session_index(
         &mut self,
         proof: &OwnerProof,
@@ -341,10 +370,14 @@ pub enum RedeemError {
     Random(RandomError),
 }
 
-/// The service's table, on tokio's clock.
+/// The service's table, on tokio's clock, its sessions kept in `file` when there is one.
 #[derive(Default)]
 pub struct OwnerSessions {
     table: Mutex<SessionTable>,
+    file: Option<PathBuf>,
+    /// The owner asked (with a session and its CSRF token) for the service to restart;
+    /// approvald's control loop tells the supervisor.
+    restart: tokio::sync::Notify,
 }
 
 impl OwnerSessions {
@@ -352,9 +385,49 @@ impl OwnerSessions {
         Self::default()
     }
 
+    /// The table with the sessions kept in `file` (approvald's [`WEB_SESSIONS`]) read
+    /// back: those not yet expired. A file that cannot be read, or is not approvald's
+    /// own private file, starts no session (and is replaced at the next login).
+    pub fn kept_in(file: PathBuf) -> Self {
+        let sessions = Self {
+            file: Some(file),
+            ..Self::default()
+        };
+        if let Some(path) = &sessions.file {
+            match kept::read(path) {
+                Ok(kept) => {
+                    let now = Instant::now();
+                    let mut table = sessions.table();
+                    table.import(&kept, now);
+                    let live = table.sessions(now);
+                    if live > 0 {
+                        tracing::info!(
+                            sessions = live,
+                            "Web console sessions kept across the restart"
+                        );
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "Web console sessions not read back"),
+            }
+        }
+        sessions
+    }
+
     fn table(&self) -> MutexGuard<'_, SessionTable> {
         // Every method leaves the table consistent; a panic elsewhere cannot tear it.
         self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Write the live sessions to the file (under the table's lock, so writes keep the
+    /// order of the changes). A failed write is logged: the sessions still work until
+    /// the next restart.
+    fn keep(&self, table: &mut SessionTable) {
+        let Some(path) = &self.file else {
+            return;
+        };
+        if let Err(e) = kept::write(path, &table.export(Instant::now())) {
+            tracing::warn!(error = %e, "Web console sessions could not be kept for a restart");
+        }
     }
 
     pub fn issue_code(&self) -> Result<Secret, RandomError> {
@@ -362,7 +435,10 @@ impl OwnerSessions {
     }
 
     pub fn redeem(&self, code: &Secret) -> Result<LoggedIn, RedeemError> {
-        self.table().redeem(code, Instant::now())
+        let mut table = self.table();
+        let login = table.redeem(code, Instant::now())?;
+        self.keep(&mut table);
+        Ok(login)
     }
 
     pub fn check(&self, proof: &OwnerProof, needs_csrf: bool) -> Result<Duration, Refused> {
@@ -370,15 +446,107 @@ impl OwnerSessions {
     }
 
     pub fn logout(&self, proof: &OwnerProof) -> Result<(), Refused> {
-        self.table().logout(proof, Instant::now())
+        let mut table = self.table();
+        table.logout(proof, Instant::now())?;
+        self.keep(&mut table);
+        Ok(())
     }
 
     pub fn logout_all(&self) -> u64 {
-        self.table().logout_all(Instant::now())
+        let mut table = self.table();
+        let ended = table.logout_all(Instant::now());
+        self.keep(&mut table);
+        ended
     }
 
     pub fn sessions(&self) -> usize {
         self.table().sessions(Instant::now())
+    }
+
+    /// The owner's console asked for a restart (its session checked).
+    pub fn request_restart(&self) {
+        self.restart.notify_one();
+    }
+
+    /// Resolves once the owner has asked for a restart.
+    pub async fn restart_requested(&self) {
+        self.restart.notified().await;
+    }
+}
+
+/// The file of kept sessions: `{"sessions": [{"sha256": HEX, "expires_at_ms": MS}]}`,
+/// wall-clock expiry (tokio's clock starts anew with each process).
+mod kept {
+    use super::*;
+    use std::io::Read as _;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+
+    /// Far more than [`MAX_WEB_SESSIONS`] entries take.
+    const MAX_FILE_BYTES: u64 = 64 * 1024;
+
+    #[derive(Serialize, Deserialize)]
+    struct File {
+        sessions: Vec<Entry>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    struct Entry {
+        sha256: String,
+        expires_at_ms: i64,
+    }
+
+    pub fn write(path: &Path, live: &[(Hash, Duration)]) -> std::io::Result<()> {
+        let now = nl2sh_proto::clock::now_unix_ms();
+        let file = File {
+            sessions: live
+                .iter()
+                .map(|(hash, left)| Entry {
+                    sha256: hex::encode(hash),
+                    expires_at_ms: now
+                        .saturating_add(i64::try_from(left.as_millis()).unwrap_or(i64::MAX)),
+                })
+                .collect(),
+        };
+        let text = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
+        nl2sh_proto::private_file::replace(path, &text, nl2sh_proto::private_file::Owner::Writer)
+    }
+
+    /// The sessions in the file with the time each has left; none when there is no file.
+    /// Only a plain file of this uid that no one else may read or write counts.
+    pub fn read(path: &Path) -> std::io::Result<Vec<(Hash, Duration)>> {
+        let mut file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+            .open(path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let meta = file.metadata()?;
+        if !meta.is_file()
+            || meta.uid() != nix::unistd::geteuid().as_raw()
+            || meta.mode() & 0o077 != 0
+        {
+            return Err(std::io::Error::other(format!(
+                "{} is not approvald's own private file",
+                path.display()
+            )));
+        }
+        let mut text = Vec::new();
+        (&mut file).take(MAX_FILE_BYTES).read_to_end(&mut text)?;
+        let parsed: File = serde_json::from_slice(&text).map_err(std::io::Error::other)?;
+        let now = nl2sh_proto::clock::now_unix_ms();
+        Ok(parsed
+            .sessions
+            .iter()
+            .take(MAX_WEB_SESSIONS)
+            .filter_map(|e| {
+                let hash: Hash = hex::decode(&e.sha256).ok()?.try_into().ok()?;
+                let left = u64::try_from(e.expires_at_ms.checked_sub(now)?).ok()?;
+                Some((hash, Duration::from_millis(left)))
+            })
+            .collect())
     }
 }
 
@@ -629,6 +797,76 @@ mod tests {
         }
         let code = t.issue_code(now).unwrap();
         assert!(t.redeem(&code, now).is_ok());
+    }
+
+    #[test]
+    fn sessions_outlive_a_restart_as_hashes_and_logouts_do_too() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("web-sessions.json");
+        let before = OwnerSessions::kept_in(file.clone());
+        let code = before.issue_code().unwrap();
+        let kept = before.redeem(&code).unwrap();
+        let code = before.issue_code().unwrap();
+        let ended = before.redeem(&code).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            !text.contains(kept.session.expose()),
+            "a session's secret: {text}"
+        );
+        assert!(text.contains(&hex::encode(hash(&kept.session))), "{text}");
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        before.logout(&with_csrf(&ended.session)).unwrap();
+        // The restarted approvald: the session goes on, for the time it had left; the one
+        // logged out stays out; a code does not survive.
+        let after = OwnerSessions::kept_in(file.clone());
+        let left = after.check(&with_csrf(&kept.session), true).unwrap();
+        assert!(left <= WEB_SESSION_TTL && left > WEB_SESSION_TTL - Duration::from_secs(60));
+        assert_eq!(
+            after.check(&with_csrf(&ended.session), false),
+            Err(Refused::NoSession)
+        );
+        assert_eq!(after.sessions(), 1);
+        // `web logout --all` ends them for good.
+        assert_eq!(after.logout_all(), 1);
+        let again = OwnerSessions::kept_in(file.clone());
+        assert_eq!(again.sessions(), 0);
+    }
+
+    #[test]
+    fn a_kept_file_that_is_not_approvalds_own_or_is_expired_starts_no_session() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("web-sessions.json");
+        let planted = Secret::new("ab".repeat(32));
+        let entry = |expires: i64| {
+            format!(
+                r#"{{"sessions":[{{"sha256":"{}","expires_at_ms":{expires}}}]}}"#,
+                hex::encode(hash(&planted))
+            )
+        };
+        let soon = nl2sh_proto::clock::now_unix_ms() + 60_000;
+        // Readable by others: not ours to trust.
+        std::fs::write(&file, entry(soon)).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(OwnerSessions::kept_in(file.clone()).sessions(), 0);
+        // Private, but expired, or malformed.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(&file, entry(soon - 120_000)).unwrap();
+        assert_eq!(OwnerSessions::kept_in(file.clone()).sessions(), 0);
+        std::fs::write(&file, "{not json").unwrap();
+        assert_eq!(OwnerSessions::kept_in(file.clone()).sessions(), 0);
+        // Far in the future (a clock set back): no longer than a session lasts.
+        std::fs::write(&file, entry(soon + 100 * 3_600_000)).unwrap();
+        let sessions = OwnerSessions::kept_in(file.clone());
+        assert!(sessions.check(&with_csrf(&planted), false).unwrap() <= WEB_SESSION_TTL);
+        // A symlink is not followed.
+        std::fs::remove_file(&file).unwrap();
+        let target = tmp.path().join("elsewhere");
+        std::fs::write(&target, entry(soon)).unwrap();
+        std::os::unix::fs::symlink(&target, &file).unwrap();
+        assert_eq!(OwnerSessions::kept_in(file).sessions(), 0);
     }
 
     #[test]

@@ -63,7 +63,8 @@ pub(super) fn announce(
         };
         // Printed for the person at the terminal (`--web-only`) and kept in the
         // service log; it holds no secret: the console needs `nl2sh web login`.
-        println!("Web console: {url}{note}\nLog in with: nl2sh web login");
+        let login = nl2sh_proto::hint::with_config(&config::absolute(config_path), "web login");
+        println!("Web console: {url}{note}\nLog in with: {login}");
         tracing::info!(url = %url, "Web console serving");
     }
     Ok((info, connection))

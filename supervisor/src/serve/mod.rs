@@ -254,10 +254,12 @@ fn run(config_arg: Option<PathBuf>, transport: Transport) -> Result<ExitCode, Se
             deaths: VecDeque::new(),
             console_deaths: VecDeque::new(),
             stdio,
+            spared: Vec::new(),
         };
         let outcome = supervise::supervise(&mut running, &mut signals, &mut restart).await;
         reaper.abort();
-        let pids = worker_pids.lock().map(|p| p.clone()).unwrap_or_default();
+        let mut pids = worker_pids.lock().map(|p| p.clone()).unwrap_or_default();
+        pids.extend(&restart.spared);
         let orphans = crate::orphans::kill_all(&pids);
         if orphans > 0 {
             tracing::info!(processes = orphans, "ended processes the tree left behind");

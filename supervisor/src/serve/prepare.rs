@@ -175,20 +175,25 @@ fn prepare_web(cfg: &config::Config) -> Result<(TcpListener, WebSettings), Serve
 fn console_elsewhere(state_dir: &Path, config_path: &Path, held: state::StateError) -> String {
     let paths = state::state_paths(state_dir);
     let identity = config::identity(&config::absolute(config_path));
+    let with_config =
+        |rest: &str| nl2sh_proto::hint::with_config(&config::absolute(config_path), rest);
     match state::discover(&paths, &identity) {
         Ok(state::Discovered::Live(info)) => match &info.web_url {
             Some(url) => format!(
                 "the nl2sh service (pid {}) already serves the Web console for this \
-                 configuration at {}: log in with `nl2sh web login`",
+                 configuration at {}: log in with `{}`",
                 info.pid,
-                nl2sh_proto::display::Shown::new(url)
+                nl2sh_proto::display::Shown::new(url),
+                with_config("web login"),
             ),
             None => format!(
                 "a standalone nl2sh protocol process (pid {}, transport {}) uses this \
-                 configuration, and it has no Web console: stop it and run `nl2sh service \
-                 start` (MCP/A2A and the console together) or `nl2sh --web-only` again",
+                 configuration, and it has no Web console: stop it and run `{}` (MCP/A2A \
+                 and the console together) or `{}` again",
                 info.pid,
-                nl2sh_proto::display::Shown::new(&info.transport)
+                nl2sh_proto::display::Shown::new(&info.transport),
+                with_config("service start"),
+                with_config("--web-only"),
             ),
         },
         _ => held.to_string(),

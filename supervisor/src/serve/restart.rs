@@ -50,6 +50,9 @@ pub(super) struct Restart {
     /// When the Web console was the worker that died, within the crash window.
     pub console_deaths: VecDeque<std::time::Instant>,
     pub stdio: bool,
+    /// Children that outlive the tree: the `service restart` the owner asked for, which
+    /// stops this process and starts the next (never ended with the tree's leftovers).
+    pub spared: Vec<u32>,
 }
 
 impl Restart {

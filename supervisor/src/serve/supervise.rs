@@ -39,6 +39,10 @@ pub(super) async fn supervise(
             drain(running).await;
             return ExitCode::SUCCESS;
         };
+        if let Some((i, Ok(FromWorker::Event(WorkerEvent::RestartRequested)))) = &event {
+            restart_requested(running, restart, *i);
+            continue;
+        }
         // One death usually ends its peers' channels too; let them settle, then report
         // every worker that ended, the one killed by a signal first, so the message names
         // the cause rather than whoever noticed first.
@@ -73,6 +77,39 @@ pub(super) async fn supervise(
             return code;
         }
     }
+}
+
+/// approvald passed on the owner's "Restart now" (it checked the session and its CSRF
+/// token): `nl2sh --config X service restart` runs detached, stops this process as
+/// `service stop` does (SIGTERM, drain) and starts the saved configuration. Heeded from
+/// approvald alone, and only in the managed service.
+fn restart_requested(running: &Running, restart: &mut Restart, from: usize) {
+    let role = running.workers.get(from).map(|w| w.role);
+    if let Err(why) = restart_heeded(role, &restart.info.transport) {
+        tracing::warn!(?role, "a restart request {why}; ignored");
+        return;
+    }
+    let config = std::path::Path::new(&restart.info.config_path);
+    match crate::service::restart_in_background(config) {
+        Ok(pid) => {
+            tracing::info!(pid, "restarting the service as its owner asked");
+            restart.spared.push(pid);
+        }
+        Err(e) => tracing::error!(error = %e, "cannot run `service restart`"),
+    }
+}
+
+/// Whether a restart request from a worker of `role` is heeded in a process of
+/// `transport`: from approvald (which checked the owner's session and CSRF token), in
+/// the managed service; never from netd, the executor or the Web console.
+fn restart_heeded(role: Option<Role>, transport: &str) -> Result<(), &'static str> {
+    if role != Some(Role::Approvald) {
+        return Err("from a worker other than approvald");
+    }
+    if transport != crate::service::SERVICE_TRANSPORT {
+        return Err("outside the managed service");
+    }
+    Ok(())
 }
 
 /// Start a new set in place of the one that ended (after `cause`), trying again after each
@@ -194,5 +231,22 @@ fn describe(status: std::process::ExitStatus) -> String {
         (Some(code), _) => format!("exit status {code}"),
         (None, Some(sig)) => format!("killed by signal {sig}"),
         _ => status.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_approvald_restarts_and_only_the_managed_service() {
+        assert!(restart_heeded(Some(Role::Approvald), "service").is_ok());
+        for role in [Role::Netd, Role::Executor, Role::Web] {
+            assert!(restart_heeded(Some(role), "service").is_err(), "{role:?}");
+        }
+        assert!(restart_heeded(None, "service").is_err());
+        for transport in ["http", "stdio", "console"] {
+            assert!(restart_heeded(Some(Role::Approvald), transport).is_err());
+        }
     }
 }
