@@ -265,7 +265,16 @@ pub fn approvals(config_arg: Option<PathBuf>, json: bool) -> ExitCode {
         Ok(setup) => setup,
         Err(code) => return code,
     };
-    match rt.block_on(pending(&config_path, &paths.approvals_sock)) {
+    let pending = rt.block_on(pending(&config_path, &paths.approvals_sock));
+    // The one banner every console shows while it is on (approvald reads the file for
+    // every decision, so the saved value is the one in force).
+    if !json && pending.is_ok() && crate::running::auto_approve(&config_path) {
+        println!(
+            "Every request is approved automatically (protocol_auto_approve = true in {}).",
+            Shown::new(&config_path.display().to_string())
+        );
+    }
+    match pending {
         Ok(list) if json => {
             let v: Vec<_> = list.iter().map(pending_json).collect();
             println!("{}", serde_json::Value::Array(v));
@@ -276,7 +285,7 @@ pub fn approvals(config_arg: Option<PathBuf>, json: bool) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(list) => {
-            print!("{}", per_origin(&list));
+            print!("{}", per_origin(&list, &config_path));
             for p in &list {
                 print!("{}", describe(p));
             }
@@ -343,8 +352,9 @@ pub fn decide(
             return Err((
                 Exit::NoSuchRequest,
                 format!(
-                    "no pending request {} (see `nl2sh protocol approvals`)",
-                    Shown::new(&id)
+                    "no pending request {} (see `{}`)",
+                    Shown::new(&id),
+                    hint(&config_path, "protocol approvals")
                 ),
             ));
         };
@@ -368,7 +378,7 @@ pub fn decide(
                     phrase,
                     minutes,
                 },
-                Some(ui_grant_words(p, minutes)),
+                Some(ui_grant_words(p, minutes, &config_path)),
             ),
             Decision::Approve {
                 phrase,
@@ -417,13 +427,20 @@ fn confirm_high(id: &str) -> Result<(), (Exit, String)> {
 }
 
 /// What `approve --ui-minutes` says it gave.
-fn ui_grant_words(p: &PendingApproval, minutes: u32) -> String {
+fn ui_grant_words(p: &PendingApproval, minutes: u32, config_path: &Path) -> String {
     format!(
         "UI actions of {} in {} now run unasked for {minutes} min, until another app comes \
-         to the front (`nl2sh protocol ui-grants` lists it, `--revoke ID` ends it).",
+         to the front (`{}` lists it, `--revoke ID` ends it).",
         p.origin.as_str(),
-        Shown::new(p.ui_app.as_deref().unwrap_or("?"))
+        Shown::new(p.ui_app.as_deref().unwrap_or("?")),
+        hint(config_path, "protocol ui-grants")
     )
+}
+
+/// `nl2sh --config PATH REST`, shown: the command a message suggests, for this
+/// configuration (its path may hold any character).
+fn hint(config_path: &Path, rest: &str) -> String {
+    Shown::new(&nl2sh_proto::hint::with_config(config_path, rest)).to_string()
 }
 
 /// `nl2sh protocol ui-grants [--json]`.
@@ -527,8 +544,9 @@ pub fn reject_origin(config_arg: Option<PathBuf>, origin: &str) -> ExitCode {
         return fail(
             Exit::NoSuchRequest,
             format!(
-                "no pending request from {} (see `nl2sh protocol approvals`)",
-                origin.as_str()
+                "no pending request from {} (see `{}`)",
+                origin.as_str(),
+                hint(&config_path, "protocol approvals")
             ),
         );
     }
@@ -547,7 +565,7 @@ fn rejected_origin(n: usize, origin: CallOrigin) -> String {
 
 /// The first line of `approvals` when requests wait: how many of the limit, and how many
 /// each origin holds, so the owner sees who fills the queue.
-fn per_origin(list: &[PendingApproval]) -> String {
+fn per_origin(list: &[PendingApproval], config_path: &Path) -> String {
     let counts: Vec<String> = CallOrigin::ALL
         .iter()
         .copied()
@@ -557,11 +575,11 @@ fn per_origin(list: &[PendingApproval]) -> String {
         })
         .collect();
     format!(
-        "{} of {} pending: {} (reject every request of one origin: `nl2sh protocol reject \
-         --origin ORIGIN`)\n",
+        "{} of {} pending: {} (reject every request of one origin: `{}`)\n",
         list.len(),
         nl2sh_proto::limits::MAX_PENDING_APPROVALS,
-        counts.join(", ")
+        counts.join(", "),
+        hint(config_path, "protocol reject --origin ORIGIN")
     )
 }
 

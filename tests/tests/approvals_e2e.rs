@@ -696,3 +696,35 @@ fn a_high_request_is_approved_only_after_the_person_confirms() {
     assert!(!answer.is_error, "{answer:?}");
     assert!(marker.exists());
 }
+
+/// While automatic approval is on, `protocol approvals` says so first, and hints carry
+/// the `--config` in use.
+#[test]
+fn approvals_say_when_every_request_is_approved_automatically() {
+    let fx = Fixture::new("protocol_auto_approve = true\n");
+    let _server = Server::start(&fx, &[], &[]);
+    let (code, out, err) = run_without_terminal(&fx, &["protocol", "approvals"]);
+    assert_eq!(code, Some(0), "{err}");
+    let first = out.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(
+            "Every request is approved automatically (protocol_auto_approve = true in "
+        ) && first.contains(&fx.config().display().to_string()),
+        "{out}"
+    );
+    assert!(out.ends_with("No pending approvals.\n"), "{out}");
+    let (code, _, err) = run_without_terminal(&fx, &["protocol", "reject", "nosuch"]);
+    assert_eq!(code, Some(4), "{err}");
+    assert!(
+        err.contains(&format!(
+            "(see `nl2sh --config {} protocol approvals`)",
+            fx.config().display()
+        )),
+        "{err}"
+    );
+    // Off: no such line.
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let _server = Server::start(&fx, &[], &[]);
+    let (_, out, _) = run_without_terminal(&fx, &["protocol", "approvals"]);
+    assert_eq!(out, "No pending approvals.\n");
+}
