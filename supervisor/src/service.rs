@@ -218,6 +218,10 @@ fn connection_json(info: &ConnectionInfo) -> serde_json::Value {
         "since": since(info),
         "restarts": info.restarts,
         "last_restart_cause": info.last_restart_cause,
+        // What a client is given (as the Web console's "Connect a client"); the token is
+        // read from the client's environment.
+        "codex_toml": info.mcp_url.as_deref().map(crate::startup::mcp_toml),
+        "mcp_servers_json": info.mcp_url.as_deref().map(crate::startup::mcp_json),
     })
 }
 

@@ -1,7 +1,8 @@
 // nl2sh's module WebUI: the owner's console inside the root manager (KernelSU's and
 // APatch's module WebUI, MMRL's WebUI X). It shows whether the service runs, its URLs,
 // and the requests waiting for approval, and approves or rejects them, by running the
-// nl2sh CLI as root through the manager's bridge. The access token is never read here.
+// nl2sh CLI as root through the manager's bridge. The access token is read only when the
+// person presses Reveal (`protocol token`), and forgotten on Hide.
 //
 // ---- How this page calls the host (what a test's fake must provide) -----------------
 //
@@ -33,7 +34,12 @@
 //   start      ( umask 077; N service start </dev/null >'/data/adb/nl2sh/.webui-start.out'
 //              2>&1; s=$?; sed -E ... '/data/adb/nl2sh/.webui-start.out'; rm -f ...; exit $s )
 //              (on one line; prints nl2sh's words with credentials redacted)
+//   restart    the same as start, with `service restart` and '/data/adb/nl2sh/.webui-restart.out'
 //   console    N web login --open </dev/null
+//   token      N protocol token </dev/null                  (only on Reveal)
+//   auto       N config get protocol_auto_approve </dev/null (while status lacks auto_approve)
+//   audit      N protocol audit --json --since 10m --limit 200 </dev/null
+//              (once a request this page did not decide is gone: how it ended)
 //   approve    N protocol approve ID --yes </dev/null
 //              N protocol approve ID --yes --phrase 'approve RISK ID' </dev/null
 //   approve-ui N protocol approve ID --yes --ui-minutes M </dev/null   (M: 5, 10, 15 or 30)
@@ -41,6 +47,7 @@
 //   ui-grants  N protocol ui-grants --json </dev/null
 //   ui-revoke  N protocol ui-grants --revoke ID </dev/null
 // The page polls status (and approvals and ui-grants while the service runs) every 2 s.
+// Every command hint the page shows is N itself: the binary and the --config in use.
 //
 // ---- Security rules of this file ---------------------------------------------------
 // * Text from a command (the CLI's JSON included) is hostile: it reaches the page only
@@ -69,21 +76,36 @@
   var BIN = '/data/adb/modules/nl2sh/system/bin/nl2sh';
   var CONFIG = '/data/adb/nl2sh/config.toml';
   var START_OUT = '/data/adb/nl2sh/.webui-start.out';
+  var RESTART_OUT = '/data/adb/nl2sh/.webui-restart.out';
   var N = "'" + BIN + "' --config '" + CONFIG + "'";
   // Credential-shaped text in command output replaced, as the module's scripts do.
   var SED_REDACT = "sed -E -e 's/#login=[^[:space:]]*/#login=[redacted]/g' " +
     "-e 's/[A-Za-z0-9_-]{32,}/[redacted]/g'";
 
+  // `service start` or `restart`: to a file, not a pipe, as a started service must not
+  // keep the bridge's pipes open; in a subshell, so that `exit` leaves only it.
+  function detached(verb, out) {
+    return '( umask 077; ' + N + ' service ' + verb + " </dev/null >'" + out + "' 2>&1; s=$?; " +
+      SED_REDACT + " '" + out + "'; rm -f '" + out + "'; exit $s )";
+  }
+
   var COMMANDS = {
     status: N + ' service status --json </dev/null',
     approvals: N + ' protocol approvals --json </dev/null',
-    // A file, not a pipe: a started service must not keep the bridge's pipes open. In a
-    // subshell, so that `exit` leaves only it.
-    start: '( umask 077; ' + N + " service start </dev/null >'" + START_OUT + "' 2>&1; s=$?; " +
-      SED_REDACT + " '" + START_OUT + "'; rm -f '" + START_OUT + "'; exit $s )",
+    start: detached('start', START_OUT),
+    restart: detached('restart', RESTART_OUT),
     console: N + ' web login --open </dev/null',
-    uiGrants: N + ' protocol ui-grants --json </dev/null'
+    uiGrants: N + ' protocol ui-grants --json </dev/null',
+    token: N + ' protocol token </dev/null',
+    autoApprove: N + ' config get protocol_auto_approve </dev/null',
+    audit: N + ' protocol audit --json --since 10m --limit 200 </dev/null'
   };
+
+  // A command for the person to run in a root shell: the binary and configuration this
+  // page uses, so it works as shown (KernelSU may not mount /system/bin/nl2sh).
+  function hint(args) {
+    return N + ' ' + args;
+  }
 
   // The CLI's exit codes, one table for every command, under the names of its Rust home
   // (supervisor/src/exit.rs; docs/CLI.md, "Exit codes"). A test there reads this object
@@ -157,6 +179,8 @@
   // How long a card this page decided stays, showing the outcome, once it is gone.
   var DECIDED_SHOWN_MS = 5000;
   var TIMEOUT_MS = { status: 20000, approvals: 20000, start: 120000, console: 30000, decide: 30000 };
+  // How long "Copied" stays by its button.
+  var COPIED_SHOWN_MS = 2000;
   // How long the page's note on a revoked grant stays.
   var UI_GRANT_NOTE_MS = 8000;
 
@@ -319,7 +343,8 @@
   FAILURE_TEXT[EXIT.Refused] =
     'nl2sh refused: the command ran inside the service\'s own process tree';
   FAILURE_TEXT[EXIT.NotConfigured] =
-    'the service is not configured to start: set protocol_start_with_service = true in ' + CONFIG;
+    'the service is not configured to start; in a root shell: ' +
+    hint('config set protocol_start_with_service true');
   FAILURE_TEXT[SHELL_NOT_EXECUTABLE] = 'nl2sh is not executable at ' + BIN + ': reinstall the module';
   FAILURE_TEXT[SHELL_NOT_FOUND] = 'nl2sh is missing at ' + BIN + ': reinstall the module';
 
@@ -339,7 +364,7 @@
   // Service status
   // ---------------------------------------------------------------------------------
 
-  var status = { running: null, web: false, signature: '' };
+  var status = { running: null, web: false, managed: false, autoApprove: null, signature: '' };
 
   function parseJson(text) {
     try {
@@ -349,69 +374,88 @@
     }
   }
 
-  function renderStatus(r) {
-    var pill = $('state');
-    var summary = $('service-summary');
-    var dl = $('endpoints');
-    var json = parseJson(r.stdout);
-    var obj = json !== null && typeof json === 'object' && !Array.isArray(json) ? json : {};
-    var conns = Array.isArray(obj.connections) ? obj.connections : [];
-    var running = r.errno === EXIT.Success && obj.running !== false;
-    var state;
-    var text;
-    if (r.errno === EXIT.Success) {
-      state = 'running';
-      text = 'Running.';
-    } else if (r.errno === EXIT.NotRunning || r.errno === EXIT.Stale) {
-      state = 'stopped';
-      text = r.errno === EXIT.Stale ?
-        'Stopped (a process of it died; its record is left). Start it again below.' :
-        'Stopped. Start it below, or reboot (the module starts it at boot).';
-    } else if (r.errno === EXIT.Unknown) {
-      state = 'unknown';
-      text = 'Cannot tell (' + (str(obj.state) ? plain(obj.state) : 'starting or stopping') + '); trying again.';
-    } else {
-      state = 'unknown';
-      text = failure('Reading the status', r);
+  // A time from nl2sh (RFC 3339) in the one format of the consoles: local
+  // "YYYY-MM-DD HH:MM:SS" (the Web console's too).
+  function fmtTime(v) {
+    var raw = str(v);
+    var d = new Date(raw);
+    if (!raw || isNaN(d.getTime())) {
+      return raw ? plain(raw) : '';
     }
-    var rows = [];
-    var web = '';
+    var two = function (n) {
+      return (n < 10 ? '0' : '') + n;
+    };
+    return d.getFullYear() + '-' + two(d.getMonth() + 1) + '-' + two(d.getDate()) + ' ' +
+      two(d.getHours()) + ':' + two(d.getMinutes()) + ':' + two(d.getSeconds());
+  }
+
+  // The service's state from `service status --json`'s exit status: [pill, summary].
+  function stateOf(r, obj) {
+    if (r.errno === EXIT.Success) {
+      return ['running', 'Running.'];
+    }
+    if (r.errno === EXIT.NotRunning || r.errno === EXIT.Stale) {
+      return ['stopped', r.errno === EXIT.Stale ?
+        'Stopped (a process of it died; its record is left). Start it again below.' :
+        'Stopped. Start it below, or reboot (the module starts it at boot).'];
+    }
+    if (r.errno === EXIT.Unknown) {
+      return ['unknown', 'Cannot tell (' + (str(obj.state) ? plain(obj.state) : 'starting or stopping') +
+        '); trying again.'];
+    }
+    return ['unknown', failure('Reading the status', r)];
+  }
+
+  // The rows of the Service card, the Web console's URL and the client settings, from
+  // the status's connections.
+  function connectionRows(conns) {
+    var out = { rows: [], web: '', snippets: null, id: '' };
     conns.forEach(function (c) {
       if (c === null || typeof c !== 'object') {
         return;
       }
       if (str(c.transport) === 'web') {
         if (str(c.url)) {
-          web = str(c.url);
-          rows.push(['Web console', web]);
+          out.web = str(c.url);
+          out.rows.push(['Web console', out.web]);
         }
         return;
       }
-      if (str(c.mcp_url)) {
-        rows.push(['MCP', str(c.mcp_url)]);
-      }
-      if (str(c.a2a_url)) {
-        rows.push(['A2A', str(c.a2a_url)]);
-      }
-      if (str(c.card_url)) {
-        rows.push(['Agent Card', str(c.card_url)]);
-      }
-      if (str(c.listen)) {
-        rows.push(['Listening', str(c.listen)]);
-      }
-      if (str(c.transport)) {
-        rows.push(['Transport', str(c.transport)]);
-      }
-      if (str(c.pid)) {
-        rows.push(['PID', str(c.pid)]);
-      }
-      if (str(c.version)) {
-        rows.push(['Version', str(c.version)]);
-      }
+      [['MCP', 'mcp_url'], ['A2A', 'a2a_url'], ['Agent Card', 'card_url'], ['Listening', 'listen'],
+        ['Transport', 'transport'], ['PID', 'pid'], ['Version', 'version']].forEach(function (f) {
+        if (str(c[f[1]])) {
+          out.rows.push([f[0], str(c[f[1]])]);
+        }
+      });
       if (str(c.since)) {
-        rows.push(['Since', str(c.since)]);
+        // Made by fmtTime from numbers: shown as it is.
+        out.rows.push(['Since', fmtTime(c.since), true]);
+      }
+      if (str(c.mcp_url)) {
+        out.snippets = { codex: snippetText(c.codex_toml), json: snippetText(c.mcp_servers_json) };
+        // Which running service a revealed token belongs to.
+        out.id = str(c.pid) + ' ' + str(c.since) + ' ' + str(c.mcp_url);
       }
     });
+    return out;
+  }
+
+  // A client setting from nl2sh: shown only if it is plain text (printable ASCII lines).
+  function snippetText(v) {
+    var t = str(v);
+    return /^[\x20-\x7e\n]{1,4000}$/.test(t) ? t : '';
+  }
+
+  function renderStatus(r) {
+    var json = parseJson(r.stdout);
+    var obj = json !== null && typeof json === 'object' && !Array.isArray(json) ? json : {};
+    var conns = Array.isArray(obj.connections) ? obj.connections : [];
+    var running = r.errno === EXIT.Success && obj.running !== false;
+    var st = stateOf(r, obj);
+    var state = st[0];
+    var text = st[1];
+    var found = connectionRows(conns);
+    var rows = found.rows;
     if (running && rows.length === 0) {
       text = 'Running, with no HTTP endpoint advertised (a local stdio session, or MCP/A2A is off).';
     }
@@ -419,20 +463,239 @@
     var signature = JSON.stringify([state, text, rows]);
     if (signature !== status.signature) {
       status.signature = signature;
-      pill.className = 'pill pill-' + state;
-      setText(pill, state);
-      setText(summary, text);
+      $('state').className = 'pill pill-' + state;
+      setText($('state'), state);
+      setText($('service-summary'), text);
+      var dl = $('endpoints');
       clear(dl);
       rows.forEach(function (row) {
         dl.appendChild(el('dt', null, row[0]));
-        dl.appendChild(el('dd', 'value', plain(row[1])));
+        dl.appendChild(el('dd', 'value', row[2] ? row[1] : plain(row[1])));
       });
       dl.hidden = rows.length === 0;
     }
     status.running = running;
-    status.web = running && web !== '';
+    status.web = running && found.web !== '';
+    status.managed = running && obj.managed === true;
+    // `auto_approve` of the running service when nl2sh says it; else the saved key (read
+    // by the poll), which applies at the next decision.
+    status.autoApprove = typeof obj.auto_approve === 'boolean' ? obj.auto_approve : null;
+    renderDiffers(running ? obj.differs_from_saved : null);
+    renderConnect(found, running);
     $('start').hidden = !(state === 'stopped');
+    $('restart').hidden = !status.managed && !restart.busy;
+    if ($('restart').hidden && !restart.busy) {
+      $('restart-confirm').hidden = true;
+    }
     $('console').hidden = !status.web;
+  }
+
+  // "Running differs from saved": the keys nl2sh names, when it names them.
+  function renderDiffers(keys) {
+    var node = $('differs');
+    var list = Array.isArray(keys) ? keys.map(str).filter(function (k) {
+      return /^[a-z0-9_.]{1,64}$/.test(k);
+    }) : [];
+    node.hidden = list.length === 0;
+    setText(node, list.length ? 'The running service differs from the saved configuration (' +
+      list.join(', ') + '): Restart now applies it.' : '');
+  }
+
+  // The banner while every request is approved without asking.
+  function renderAutoApprove(on) {
+    var node = $('auto-approve');
+    node.hidden = on !== true;
+    setText(node, on === true ? 'Every request is approved automatically (protocol_auto_approve). ' +
+      'To ask you again, in a root shell: ' + hint('config set protocol_auto_approve false') : '');
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Connect an agent: the token (on Reveal) and the client settings, with copy buttons
+  // ---------------------------------------------------------------------------------
+
+  // `service` says which running service the shown token belongs to; a restart hides it.
+  var token = { service: '', busy: false };
+  // What the token is: 32-256 printable ASCII characters without spaces (docs/CLI.md).
+  var TOKEN_RE = /^[\x21-\x7e]{32,256}$/;
+
+  function renderConnect(found, running) {
+    var box = $('snippets');
+    var snippets = found.snippets;
+    box.hidden = !(running && snippets && snippets.codex && snippets.json);
+    if (!box.hidden) {
+      if ($('snippet-codex').textContent !== snippets.codex) {
+        setText($('snippet-codex'), snippets.codex);
+      }
+      if ($('snippet-json').textContent !== snippets.json) {
+        setText($('snippet-json'), snippets.json);
+      }
+    }
+    var id = running && snippets ? found.id : '';
+    if (id !== token.service || (!id && !$('token-state'))) {
+      token.service = id;
+      tokenHidden(id !== '');
+    }
+  }
+
+  function tokenHidden(available) {
+    var dd = $('token-cell');
+    clear(dd);
+    if (!available) {
+      dd.appendChild(el('span', 'muted', 'none: nothing serves MCP/A2A over HTTP now'));
+      dd.firstChild.id = 'token-state';
+      return;
+    }
+    var reveal = el('button', 'btn btn-small', 'Reveal');
+    reveal.type = 'button';
+    reveal.id = 'reveal-token';
+    reveal.disabled = token.busy;
+    var hidden = el('span', 'muted', 'hidden');
+    hidden.id = 'token-state';
+    dd.appendChild(el('div', 'token-row', hidden, reveal));
+    reveal.addEventListener('click', revealToken);
+  }
+
+  function revealToken() {
+    var service = token.service;
+    var out = $('token-message');
+    token.busy = true;
+    $('reveal-token').disabled = true;
+    message(out, 'Reading the token…');
+    exec(COMMANDS.token, TIMEOUT_MS.status).then(function (r) {
+      var t = r.stdout.trim();
+      if (token.service !== service) {
+        message(out, 'The service changed meanwhile; press Reveal again.', 'error');
+      } else if (r.errno === EXIT.Success && TOKEN_RE.test(t)) {
+        message(out, '');
+        tokenShown(t);
+      } else if (r.errno === EXIT.Success) {
+        message(out, 'nl2sh answered something that is not a token.', 'error');
+      } else {
+        message(out, failure('Reading the token', r), 'error');
+      }
+    }, function (e) {
+      message(out, 'Reading the token failed: ' + e.message + '.', 'error');
+    }).then(function () {
+      token.busy = false;
+      var reveal = $('reveal-token');
+      if (reveal) {
+        reveal.disabled = false;
+      }
+    });
+  }
+
+  function tokenShown(value) {
+    var dd = $('token-cell');
+    clear(dd);
+    var input = el('input', 'token-value');
+    input.id = 'token-value';
+    input.type = 'text';
+    input.readOnly = true;
+    input.value = value;
+    input.setAttribute('autocomplete', 'off');
+    input.setAttribute('spellcheck', 'false');
+    input.setAttribute('aria-label', 'Access token');
+    input.addEventListener('focus', function () {
+      input.select();
+    });
+    var copy = el('button', 'btn btn-small copy', 'Copy');
+    copy.type = 'button';
+    copy.id = 'copy-token';
+    copy.addEventListener('click', function () {
+      copyText(input.value, copy);
+    });
+    var hide = el('button', 'btn btn-small', 'Hide');
+    hide.type = 'button';
+    hide.id = 'hide-token';
+    hide.addEventListener('click', function () {
+      tokenHidden(true);
+    });
+    dd.appendChild(el('div', 'token-row', input, copy, hide));
+  }
+
+  // Copy `text`, then say "Copied" (or how to copy by hand) next to the button.
+  function copyText(text, btn) {
+    function done(ok) {
+      var next = btn.nextSibling;
+      if (next && next.classList && (next.classList.contains('copied') || next.classList.contains('copy-failed'))) {
+        next.parentNode.removeChild(next);
+      }
+      var note = ok ? el('span', 'copied', 'Copied') :
+        el('span', 'copy-failed', 'Copy failed: select the text and copy it');
+      note.setAttribute('role', 'status');
+      btn.parentNode.insertBefore(note, btn.nextSibling);
+      setTimeout(function () {
+        if (note.parentNode) {
+          note.parentNode.removeChild(note);
+        }
+      }, ok ? COPIED_SHOWN_MS : 2 * COPIED_SHOWN_MS);
+    }
+    function fallback() {
+      var ta = el('textarea', 'offscreen');
+      ta.value = text;
+      ta.readOnly = true;
+      ta.setAttribute('aria-hidden', 'true');
+      document.body.appendChild(ta);
+      var ok = false;
+      try {
+        ta.select();
+        ta.setSelectionRange(0, text.length);
+        ok = document.execCommand('copy');
+      } catch (e) {
+        ok = false;
+      }
+      document.body.removeChild(ta);
+      btn.focus();
+      done(ok);
+    }
+    if (navigator.clipboard && typeof navigator.clipboard.writeText === 'function' && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(function () {
+        done(true);
+      }, fallback);
+    } else {
+      fallback();
+    }
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Restart now
+  // ---------------------------------------------------------------------------------
+
+  var restart = { busy: false };
+
+  function openRestart() {
+    if (restart.busy) {
+      return;
+    }
+    message($('service-message'), '');
+    $('restart-confirm').hidden = false;
+    $('restart').disabled = true;
+    $('restart-now').focus();
+  }
+
+  function closeRestart() {
+    $('restart-confirm').hidden = true;
+    $('restart').disabled = restart.busy;
+  }
+
+  function restartNow() {
+    if (restart.busy) {
+      return;
+    }
+    restart.busy = true;
+    closeRestart();
+    runButton($('restart'), 'Restarting the service', COMMANDS.restart, TIMEOUT_MS.start,
+      'Restarting the service…', function (r) {
+        // What it did ("Stopped … Started …"), not the status block after it (shown above).
+        var said = outputText(r.stdout).split('\n');
+        var end = said.findIndex(function (l) {
+          return /^Status:/.test(l);
+        });
+        said = said.slice(0, end < 0 ? 3 : Math.min(end, 3)).join('\n');
+        return 'Restarted with the saved configuration.' + (said ? '\n' + said : '');
+      }, function () {
+        restart.busy = false;
+      });
   }
 
   // ---------------------------------------------------------------------------------
@@ -669,7 +932,7 @@
 
     if (!ID_RE.test(req.id)) {
       box.appendChild(el('p', 'warn', 'This request\'s id is not in the form nl2sh uses; ' +
-        'it is not approved from here. Use a root shell: nl2sh protocol approvals.'));
+        'it is not approved from here. Use a root shell: ' + hint('protocol approvals') + '.'));
       box.appendChild(el('div', 'buttons', cancel));
       box.hidden = false;
       return;
@@ -702,7 +965,7 @@
       if (phrase === null) {
         box.appendChild(el('p', 'warn', 'This ' + plain(req.risk) + ' request has no valid ' +
           'confirmation phrase; it is not approved from here. Use a root shell: ' +
-          'nl2sh protocol approvals.'));
+          hint('protocol approvals') + '.'));
         box.appendChild(el('div', 'buttons', cancel));
         box.hidden = false;
         return;
@@ -800,9 +1063,9 @@
       seen[req.id] = true;
       count++;
       var c = cards[req.id];
-      if (c && requestSignature(c.req) !== requestSignature(req)) {
+      if (c && (c.gone || requestSignature(c.req) !== requestSignature(req))) {
         // The same id for another request: never keep a confirm step made for the old one.
-        box.removeChild(c.node);
+        removeCard(req.id);
         c = null;
       }
       if (!c) {
@@ -815,29 +1078,101 @@
       }
     });
     Object.keys(cards).forEach(function (id) {
-      if (!seen[id]) {
-        var c = cards[id];
-        // A request this page just decided stays a few seconds with its outcome, so the
-        // person sees that the decision was taken.
-        if (c.decidedAt && Date.now() - c.decidedAt < DECIDED_SHOWN_MS) {
-          return;
-        }
-        if (c.mode !== null && !c.decided) {
-          gone.push(id);
-        }
-        if (c.node.parentNode) {
-          c.node.parentNode.removeChild(c.node);
-        }
-        delete cards[id];
+      var c = cards[id];
+      if (seen[id] || c.gone || c.busy) {
+        return;
       }
+      // A request this page just decided stays a few seconds with its outcome, so the
+      // person sees that the decision was taken.
+      if (c.decidedAt) {
+        if (Date.now() - c.decidedAt >= DECIDED_SHOWN_MS) {
+          removeCard(id);
+        }
+        return;
+      }
+      // Decided elsewhere, expired or withdrawn: the card stays, saying so, until the
+      // person dismisses it (never vanishing under a finger or a half-typed phrase).
+      markGone(c);
+      gone.push(c);
     });
-    setText($('approvals-count'), count ? '(' + count + ')' : '');
-    var text = note || (count ? 'Each runs only once you approve it here, in the Web console, ' +
-      'or from a root shell.' : 'None. Requests from agents that need you appear here.');
     if (gone.length) {
-      text = 'Request ' + gone.map(show).join(', ') + ' is gone: decided elsewhere, or it expired. ' + text;
+      tellEndings(gone, 1);
     }
-    setText(summary, text);
+    setText($('approvals-count'), count ? '(' + count + ')' : '');
+    setText(summary, note || (count ? 'Each runs only once you approve it here, in the Web console, ' +
+      'or from a root shell.' : 'None. Requests from agents that need you appear here.'));
+  }
+
+  function removeCard(id) {
+    var c = cards[id];
+    if (c && c.node.parentNode) {
+      c.node.parentNode.removeChild(c.node);
+    }
+    delete cards[id];
+  }
+
+  function markGone(c) {
+    c.gone = true;
+    c.decided = true;
+    c.req.seconds_left = null;
+    setText(c.parts.meta, metaText(c.req));
+    c.node.classList.add('decided', 'gone');
+    Array.prototype.forEach.call(c.node.querySelectorAll('button, input, select'), function (n) {
+      n.disabled = true;
+    });
+    message(c.parts.message, 'No longer waiting: decided elsewhere (the Web console, the terminal ' +
+      'console or a root shell), expired, or withdrawn by its caller. Looking it up…');
+    var dismiss = el('button', 'btn btn-quiet dismiss', 'Dismiss');
+    dismiss.type = 'button';
+    dismiss.setAttribute('aria-label', 'Dismiss request ' + c.req.shown.id);
+    dismiss.addEventListener('click', function () {
+      removeCard(c.req.id);
+    });
+    c.node.appendChild(el('div', 'buttons', dismiss));
+  }
+
+  // How a gone request ended, from the audit trail (its call's decision row).
+  var ENDED = {
+    approved: ['Approved elsewhere (the Web console, the terminal console or a root shell): ' +
+      'its action runs.', 'ok'],
+    rejected: ['Rejected elsewhere (the Web console, the terminal console or a root shell): ' +
+      'its action did not run.', null],
+    expired: ['Expired: nobody decided in time; its action did not run.', null],
+    withdrawn: ['Withdrawn: its caller cancelled it; its action did not run.', null]
+  };
+
+  function tellEndings(list, triesLeft) {
+    exec(COMMANDS.audit, TIMEOUT_MS.approvals).then(function (r) {
+      var rows = r.errno === EXIT.Success ? parseJson(r.stdout) : null;
+      var decisions = {};
+      (Array.isArray(rows) ? rows : []).forEach(function (row) {
+        if (row !== null && typeof row === 'object' && ENDED[str(row.decision)]) {
+          decisions[str(row.call_id)] = str(row.decision);
+        }
+      });
+      var unknown = list.filter(function (c) {
+        var ended = ENDED[decisions[c.req.call_id]];
+        if (c.req.call_id && ended) {
+          message(c.parts.message, ended[0], ended[1]);
+          return false;
+        }
+        return true;
+      });
+      if (unknown.length && triesLeft > 0) {
+        setTimeout(function () {
+          tellEndings(unknown, triesLeft - 1);
+        }, POLL_MS);
+      } else {
+        unknown.forEach(function (c) {
+          message(c.parts.message, 'No longer waiting: decided elsewhere, expired, or withdrawn by ' +
+            'its caller (the audit trail does not say yet: ' + hint('protocol audit') + ').');
+        });
+      }
+    }, function () {
+      list.forEach(function (c) {
+        message(c.parts.message, 'No longer waiting: decided elsewhere, expired, or withdrawn by its caller.');
+      });
+    });
   }
 
   // ---------------------------------------------------------------------------------
@@ -930,7 +1265,7 @@
       el('p', 'ui-grant-state', p.time, ' · ', p.used),
       ID_RE.test(g.id) ? el('div', 'buttons', p.revoke) :
         el('p', 'warn', 'This grant\'s id is not in the form nl2sh uses; revoke it from a root ' +
-          'shell: nl2sh protocol ui-grants.'),
+          'shell: ' + hint('protocol ui-grants') + '.'),
       p.confirm,
       p.message);
     row.node.setAttribute('data-app', g.shown.app);
@@ -1060,17 +1395,25 @@
   // Buttons
   // ---------------------------------------------------------------------------------
 
-  function runButton(button, what, command, timeoutMs, busyText, okText) {
+  // Run `command` for `button`; `okText` is the words on success (or makes them from the
+  // answer); `after`, if given, runs once it ended, either way.
+  function runButton(button, what, command, timeoutMs, busyText, okText, after) {
     var out = $('service-message');
     button.disabled = true;
     message(out, busyText);
     exec(command, timeoutMs).then(function (r) {
+      if (after) {
+        after();
+      }
       if (r.errno === EXIT.Success) {
-        message(out, okText, 'ok');
+        message(out, typeof okText === 'function' ? okText(r) : okText, 'ok');
       } else {
         message(out, failure(what, r), 'error');
       }
     }, function (e) {
+      if (after) {
+        after();
+      }
       message(out, what + ' failed: ' + e.message + '.', 'error');
     }).then(function () {
       button.disabled = false;
@@ -1083,6 +1426,16 @@
       runButton($('start'), 'Starting the service', COMMANDS.start, TIMEOUT_MS.start,
         'Starting the service…', 'Started.');
     });
+    $('restart').addEventListener('click', openRestart);
+    $('restart-cancel').addEventListener('click', closeRestart);
+    $('restart-now').addEventListener('click', restartNow);
+    $('copy-codex').addEventListener('click', function () {
+      copyText($('snippet-codex').textContent, $('copy-codex'));
+    });
+    $('copy-json').addEventListener('click', function () {
+      copyText($('snippet-json').textContent, $('copy-json'));
+    });
+    setText($('hint-token-command'), hint('config set protocol_token -'));
     $('console').addEventListener('click', function () {
       runButton($('console'), 'Opening the Web console', COMMANDS.console, TIMEOUT_MS.console,
         'Opening the Web console in the browser…',
@@ -1107,6 +1460,21 @@
       clearTimeout(timer);
     }
     timer = setTimeout(poll, ms);
+  }
+
+  // The banner's state: the running service's `auto_approve`, else the saved key, which
+  // approvald reads at each decision (docs/CLI.md, "config"). Unreadable leaves it as it was.
+  function readAutoApprove() {
+    if (status.autoApprove !== null) {
+      renderAutoApprove(status.autoApprove);
+      return Promise.resolve();
+    }
+    return exec(COMMANDS.autoApprove, TIMEOUT_MS.status).then(function (r) {
+      var v = r.stdout.trim();
+      if (r.errno === EXIT.Success && (v === 'true' || v === 'false')) {
+        renderAutoApprove(v === 'true');
+      }
+    });
   }
 
   function hostMissing(text) {
@@ -1135,11 +1503,14 @@
       renderStatus(r);
       if (!status.running) {
         var stopped = status.running === false ? 'None while the service is not running.' : null;
+        renderAutoApprove(false);
         renderApprovals([], stopped);
         renderUiGrants([], stopped);
         return null;
       }
-      return exec(COMMANDS.approvals, TIMEOUT_MS.approvals).then(function (a) {
+      return readAutoApprove().then(function () {
+        return exec(COMMANDS.approvals, TIMEOUT_MS.approvals);
+      }).then(function (a) {
         var list = a.errno === EXIT.Success ? parseJson(a.stdout) : null;
         if (a.errno === EXIT.Success && Array.isArray(list)) {
           renderApprovals(list, null);
