@@ -735,6 +735,9 @@ ts_start() { # name xmax ymax: a touchscreen; TS_NODE is its node
   # Seen once taking over 10 s under TCG with two guests at a time.
   wait_for 60 grep -q '^/dev/input/' $KT/ts.out || log_tail $KT/ts.out
   TS_NODE=$(grep -m1 '^/dev/input/' $KT/ts.out)
+  # kt names the node from sysfs; devtmpfs may make it a little later (seen under TCG:
+  # the chgrp missed it, and the node stayed root's 0600).
+  wait_for 30 test -c "$TS_NODE"
   chgrp 1004 "$TS_NODE" && chmod 0660 "$TS_NODE"
 }
 ts_stop() { kill -TERM "$TS_PID" 2>/dev/null; wait "$TS_PID" 2>/dev/null; TS_PID=; }
