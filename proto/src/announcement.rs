@@ -53,6 +53,14 @@ pub struct ConnectionInfo {
     /// The Web console's bound listener.
     #[serde(default)]
     pub web_listen: Option<String>,
+    /// Where the HTTP token in use came from: "environment", "configuration" or
+    /// "generated" (a generated one is new at every start).
+    #[serde(default)]
+    pub token_source: Option<String>,
+    /// The protocol port the process was asked for (0: any free one); `listen` has the
+    /// one bound, which differs when that port was in use.
+    #[serde(default)]
+    pub requested_port: Option<u16>,
 }
 
 impl std::fmt::Debug for ConnectionInfo {
@@ -72,6 +80,8 @@ impl std::fmt::Debug for ConnectionInfo {
             .field("listen", &self.listen)
             .field("restarts", &self.restarts)
             .field("last_restart_cause", &self.last_restart_cause)
+            .field("token_source", &self.token_source)
+            .field("requested_port", &self.requested_port)
             .finish()
     }
 }

@@ -1353,6 +1353,32 @@ pub struct ProtocolStatus {
     /// for the default loopback origin, and `examples` says so.
     pub snippets: ClientSnippets,
     pub examples: bool,
+    /// What the running process uses against the saved file, and whether it approves
+    /// every request automatically.
+    pub running: RunningState,
+}
+
+/// What the running process uses that the saved file no longer says (issue 40: "saved
+/// 8770, running 8765: restart to apply"), never a token's text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningState {
+    /// The settings that apply at the next start, each with both values in words.
+    pub differs: Vec<SettingDiffers>,
+    /// `protocol_auto_approve` as approvald applies it now (false when nothing runs).
+    pub auto_approve: bool,
+    /// `nl2sh --config <path> service restart`, the path quoted for a shell.
+    pub restart_command: String,
+    /// Where the HTTP token in use came from: "environment", "configuration",
+    /// "generated" (new at every start); none when nothing serves HTTP.
+    pub token_source: Option<String>,
+}
+
+/// One setting whose saved value the running process does not use yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettingDiffers {
+    pub key: String,
+    pub saved: String,
+    pub running: String,
 }
 
 /// What the owner copies into a client. None of it holds the token: each names the

@@ -18,6 +18,7 @@ pub mod display;
 pub mod flock;
 pub mod frame;
 pub mod handshake;
+pub mod hint;
 pub mod ids;
 pub mod journal;
 pub mod limits;

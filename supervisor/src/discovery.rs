@@ -9,10 +9,12 @@ use std::sync::Arc;
 
 use nl2sh_proto::channels::{
     ClientSnippets, DiscoveryRequest, DiscoveryResponse, ProtocolState, ProtocolStatus,
+    RunningState, SettingDiffers,
 };
 use nl2sh_proto::topology::{Answerer, WebSupervisor};
 use nl2sh_proto::Secret;
 
+use crate::running;
 use crate::startup;
 use crate::state::{self, ConnectionInfo, Discovered, StatePaths};
 
@@ -51,6 +53,12 @@ impl Discovery {
                 &config_path,
             ),
             examples: true,
+            running: RunningState {
+                restart_command: nl2sh_proto::hint::service_restart(&crate::config::absolute(
+                    &self.config_path,
+                )),
+                ..RunningState::default()
+            },
         };
         match state::discover(&self.paths, &self.identity) {
             Ok(Discovered::Live(info)) => self.live(info, &mut status),
@@ -73,6 +81,18 @@ impl Discovery {
             status.version.clone_from(version);
         }
         status.transport = Some(info.transport.clone());
+        let comparison = running::compare(&info, &self.config_path);
+        status.running.differs = comparison
+            .differs
+            .iter()
+            .map(|d| SettingDiffers {
+                key: d.key.to_owned(),
+                saved: d.saved.clone(),
+                running: d.running.clone(),
+            })
+            .collect();
+        status.running.auto_approve = running::auto_approve(&self.config_path);
+        status.running.token_source = info.token_source.clone();
         match (&info.mcp_url, &info.a2a_url) {
             (Some(mcp), Some(a2a)) => {
                 status.state = ProtocolState::Running;

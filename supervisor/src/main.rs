@@ -15,6 +15,7 @@ mod logging;
 mod model;
 mod orphans;
 mod owner_token;
+mod running;
 mod serve;
 mod service;
 mod service_log;

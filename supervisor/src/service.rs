@@ -39,6 +39,7 @@ use nl2sh_proto::sys::pidfd;
 use crate::config::{self, Config, ConfigError};
 use crate::exit::Exit;
 use crate::log_tail;
+use crate::running;
 use crate::service_log;
 use crate::state::{self, ConnectionInfo, Discovered, StatePaths};
 
@@ -108,26 +109,11 @@ impl Target {
 
     /// `nl2sh --config <path>` for messages.
     fn command(&self, rest: &str) -> String {
-        format!(
-            "nl2sh --config {} {rest}",
-            shell_word(&self.config_path.to_string_lossy())
-        )
+        nl2sh_proto::hint::with_config(&self.config_path, rest)
     }
 
     fn discover(&self) -> Result<Discovered, state::StateError> {
         state::discover(&self.state, &self.identity)
-    }
-}
-
-/// `s` quoted for a POSIX shell when it needs it.
-fn shell_word(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:,@%=".contains(&b));
-    if plain {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
 
@@ -156,7 +142,7 @@ fn locate_for_start(config_arg: Option<PathBuf>) -> Result<(Target, Config), Fai
                     "configuration file {} does not exist; create it with the managed service \
                      switched on: nl2sh --config {} config set {SWITCH} true",
                     abs.display(),
-                    shell_word(&abs.to_string_lossy()),
+                    nl2sh_proto::hint::shell_word(&abs.to_string_lossy()),
                 ),
             ));
         }
@@ -280,6 +266,10 @@ fn status_json(
     };
     let managed =
         matches!(found, Ok(Discovered::Live(info)) if info.transport == SERVICE_TRANSPORT);
+    let comparison = match found {
+        Ok(Discovered::Live(info)) => running::compare(info, &target.config_path),
+        _ => running::Comparison::default(),
+    };
     json!({
         "running": matches!(found, Ok(Discovered::Live(_))),
         "stale": matches!(found, Ok(Discovered::Stale(_))),
@@ -298,6 +288,17 @@ fn status_json(
         "config_path": target.config_path,
         "state_dir": target.state.root,
         "log": target.log,
+        // What the consoles (TUI, module WebUI) need: the keys whose saved value the
+        // running process does not use yet, each in words, and the command that applies
+        // them; whether every request is approved automatically now.
+        "differs_from_saved": comparison.keys(),
+        "differences": comparison.differs.iter().map(|d| json!({
+            "key": d.key, "saved": d.saved, "running": d.running,
+        })).collect::<Vec<_>>(),
+        "saved_unreadable": comparison.unreadable,
+        "auto_approve": matches!(found, Ok(Discovered::Live(_)))
+            && running::auto_approve(&target.config_path),
+        "restart_command": target.command("service restart"),
     })
 }
 
@@ -319,7 +320,10 @@ fn status_text(
 ) -> String {
     let mut out = StatusLines(String::new());
     match found {
-        Ok(Discovered::Live(info)) => live_lines(&mut out, info),
+        Ok(Discovered::Live(info)) => {
+            live_lines(&mut out, info);
+            running_lines(&mut out, target, info);
+        }
         Ok(Discovered::Stale(info)) => {
             out.line(
                 "Status",
@@ -433,6 +437,39 @@ fn live_lines(out: &mut StatusLines, info: &ConnectionInfo) {
                 "not shown; clients need the configured protocol_token or \
                  NL2SH_PROTOCOL_TOKEN, or {generated}"
             ),
+        );
+    }
+}
+
+/// What differs between the running process and the saved file, and whether every
+/// request is approved automatically.
+fn running_lines(out: &mut StatusLines, target: &Target, info: &ConnectionInfo) {
+    let comparison = running::compare(info, &target.config_path);
+    for d in &comparison.differs {
+        out.line(
+            "Differs",
+            &format!(
+                "{}: saved {}, running {}: restart to apply: {}",
+                d.key,
+                d.saved,
+                d.running,
+                target.command("service restart")
+            ),
+        );
+    }
+    if let Some(why) = &comparison.unreadable {
+        out.line(
+            "Differs",
+            &format!(
+                "unknown: the saved file does not load ({})",
+                Shown::new(why)
+            ),
+        );
+    }
+    if running::auto_approve(&target.config_path) {
+        out.line(
+            "Approval",
+            "every request is approved automatically (protocol_auto_approve)",
         );
     }
 }
@@ -810,17 +847,6 @@ fn signal_and_wait(target: &Target, info: &ConnectionInfo) -> Result<(), Failure
 mod tests {
     use super::*;
 
-    #[test]
-    fn shell_words() {
-        assert_eq!(
-            shell_word("/data/adb/nl2sh/config.toml"),
-            "/data/adb/nl2sh/config.toml"
-        );
-        assert_eq!(shell_word("/tmp/my config.toml"), "'/tmp/my config.toml'");
-        assert_eq!(shell_word("/tmp/it's"), r"'/tmp/it'\''s'");
-        assert_eq!(shell_word(""), "''");
-    }
-
     fn info(transport: &str) -> ConnectionInfo {
         ConnectionInfo {
             pid: 4242,
@@ -839,6 +865,8 @@ mod tests {
             last_restart_cause: Some("executor (pid 7) killed by signal 9".into()),
             web_url: None,
             web_listen: None,
+            token_source: Some("generated".into()),
+            requested_port: Some(8765),
         }
     }
 

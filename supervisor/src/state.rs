@@ -267,6 +267,8 @@ pub fn this_process_info(
         last_restart_cause: None,
         web_url: None,
         web_listen: None,
+        token_source: None,
+        requested_port: None,
     })
 }
 

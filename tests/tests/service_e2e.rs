@@ -904,3 +904,104 @@ fn a_one_shot_command_whose_reader_is_gone_ends_quietly() {
         }
     }
 }
+
+/// `config set` from stdin, as the consoles' users run it for a credential.
+fn set_from_stdin(m: &Managed, key: &str, value: &str) {
+    let mut child =
+        m.fx.command(&["config", "set", key, "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{value}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn status_says_which_saved_settings_the_running_service_does_not_use_yet() {
+    let m = Managed::new(SWITCHED_ON);
+    m.start();
+    let (_, v) = m.status();
+    assert_eq!(v["differs_from_saved"], json!([]), "{v}");
+    assert_eq!(v["auto_approve"], false, "{v}");
+    let restart = v["restart_command"].as_str().expect("restart_command");
+    assert_eq!(
+        restart,
+        format!("nl2sh --config {} service restart", m.fx.config().display())
+    );
+    let running_port = m.addr().port();
+
+    // A port saved while it runs: the running one stays until a restart, and status says
+    // both, with the command that applies it.
+    let free = TcpListener::bind("127.0.0.1:0").unwrap();
+    let saved_port = free.local_addr().unwrap().port();
+    drop(free);
+    let (code, _, _) = m.run(&[
+        "config",
+        "set",
+        "protocol_service_port",
+        &saved_port.to_string(),
+    ]);
+    assert_eq!(code, Some(0));
+    // A token saved while a generated one is in use.
+    let token = "saved-token-0123456789-abcdefghijklmnopqrstuv";
+    set_from_stdin(&m, "protocol_token", token);
+    let (_, v) = m.status();
+    assert_eq!(
+        v["differs_from_saved"],
+        json!(["protocol_service_port", "protocol_token"]),
+        "{v}"
+    );
+    assert_eq!(
+        v["differences"][0],
+        json!({"key": "protocol_service_port", "saved": saved_port.to_string(),
+               "running": running_port.to_string()})
+    );
+    assert_eq!(
+        v["differences"][1]["running"], "generated, rotates on restart",
+        "{v}"
+    );
+    assert!(
+        !v.to_string().contains(token),
+        "status holds the token: {v}"
+    );
+    let (_, text, _) = m.run(&["service", "status"]);
+    assert!(
+        text.contains(&format!(
+            "Differs:    protocol_service_port: saved {saved_port}, running {running_port}: \
+             restart to apply: {restart}"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("Approval:"), "{text}");
+
+    // Automatic approval is live: status says so at once, in text and JSON.
+    let (code, _, _) = m.run(&["config", "set", "protocol_auto_approve", "true"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(m.status().1["auto_approve"], true);
+    let (_, text, _) = m.run(&["service", "status"]);
+    assert!(
+        text.contains(
+            "Approval:   every request is approved automatically (protocol_auto_approve)"
+        ),
+        "{text}"
+    );
+
+    // The restart applies them: nothing differs, the saved port and token are live.
+    let (code, out, err) = m.run(&["service", "restart"]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let (_, v) = m.status();
+    assert_eq!(v["differs_from_saved"], json!([]), "{v}");
+    assert_eq!(m.addr().port(), saved_port);
+    assert_eq!(initialize(m.addr(), token), 200);
+    // Stopped: nothing approves anything.
+    let (code, _, _) = m.run(&["service", "stop"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(m.status().1["auto_approve"], false);
+}

@@ -854,3 +854,51 @@ fn a_console_that_keeps_dying_is_dropped_and_mcp_goes_on() {
     );
     assert_eq!(r.status, 200, "{r:?}");
 }
+
+#[test]
+fn the_connection_says_what_runs_against_what_is_saved_and_automatic_approval() {
+    let c = Console::start(true, "");
+    let (session, csrf) = c.log_in();
+    let connection = || {
+        let r = c.get("/api/connection", Some(&session));
+        assert_eq!(r.status, 200, "{r:?}");
+        r.json()
+    };
+    let v = connection();
+    assert_eq!(v["auto_approve"], false, "{v}");
+    assert_eq!(v["differs_from_saved"], json!([]), "{v}");
+    assert_eq!(v["token_source"], "configuration", "{v}");
+    assert_eq!(
+        v["restart_command"],
+        format!("nl2sh --config {} service restart", c.fx.config().display())
+    );
+    let running = c.protocols.expect("MCP/A2A run").port();
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let saved = free.local_addr().unwrap().port();
+    drop(free);
+    for (key, value) in [
+        ("protocol_service_port", saved.to_string()),
+        ("protocol_auto_approve", "true".into()),
+    ] {
+        let r = c.change(
+            &session,
+            &csrf,
+            "/api/settings",
+            &json!({"key": key, "value": value}),
+        );
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    let v = connection();
+    assert_eq!(v["auto_approve"], true, "{v}");
+    assert_eq!(
+        v["differs_from_saved"],
+        json!(["protocol_service_port"]),
+        "{v}"
+    );
+    assert_eq!(
+        v["differences"][0],
+        json!({"key": "protocol_service_port", "saved": saved.to_string(),
+               "running": running.to_string()})
+    );
+    assert!(!v.to_string().contains(TOKEN), "{v}");
+}

@@ -300,6 +300,7 @@ fn running() -> ProtocolStatus {
             a2a_request: "curl -sS http://192.0.2.7:8765/a2a".into(),
         },
         examples: false,
+        running: Default::default(),
     }
 }
 

@@ -125,6 +125,15 @@ pub fn connection(status: &ProtocolStatus, web_origin: &str, insecure_remote: bo
             "a2a_request": status.snippets.a2a_request,
         },
         "web": { "origin": web_origin, "insecure_remote": insecure_remote },
+        // While true, every console shows that every request is approved automatically.
+        "auto_approve": status.running.auto_approve,
+        // The settings saved but not yet used by the running process, each in words.
+        "differs_from_saved": status.running.differs.iter().map(|d| shown(&d.key)).collect::<Vec<_>>(),
+        "differences": status.running.differs.iter().map(|d| json!({
+            "key": shown(&d.key), "saved": shown(&d.saved), "running": shown(&d.running),
+        })).collect::<Vec<_>>(),
+        "restart_command": shown(&status.running.restart_command),
+        "token_source": opt(&status.running.token_source),
     })
 }
 

@@ -28,6 +28,8 @@ pub(super) fn announce(
         info.a2a_url = Some(a.origin.a2a_url());
         info.agent_card_url = Some(a.origin.agent_card_url());
         info.token = Some(a.token.expose().to_string());
+        info.token_source = Some(a.token_source.describe().to_owned());
+        info.requested_port = Some(a.requested_port);
     }
     if let (Some(web), Some(io)) = (&fronts.web_settings, &fronts.web_io) {
         info.web_url = Some(web.origin.clone());

@@ -101,6 +101,8 @@ pub(super) struct Announcement {
     pub listening: SocketAddr,
     pub token: Secret,
     pub token_source: token::TokenSource,
+    /// The port asked for (`listening` has the one bound).
+    pub requested_port: u16,
 }
 
 /// Everything about the HTTP front door that can fail before a process exists.
@@ -140,6 +142,7 @@ fn prepare_http(
         listening,
         token,
         token_source,
+        requested_port: args.port,
     };
     Ok((listener, settings, announcement))
 }
