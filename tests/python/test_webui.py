@@ -31,6 +31,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -615,7 +616,8 @@ def shown_pid(b: Browser) -> str:
 def test_restart_now_asks_then_restarts_the_managed_service(xdg_open: XdgOpen, browsers: Browsers, tmp_path: Path):
     """"Restart now" (managed service only) asks first, Cancel sends nothing; then it runs
     `service restart` for the module's configuration and says so; the page shows the new
-    process, and a token revealed for the old one is hidden again."""
+    process, and a token revealed for the old one is hidden again. A saved setting the
+    running service does not use yet is named (saved and running value) until then."""
     runtime = tmp_path / "run"
     runtime.mkdir(mode=0o700)
     with managed_service(tmp_path / "svc") as svc:
@@ -629,6 +631,17 @@ def test_restart_now_asks_then_restarts_the_managed_service(xdg_open: XdgOpen, b
                 assert b.find("#restart").is_displayed()
             phone.wait_clickable("#reveal-token").click()
             phone.until(lambda: phone.find_all("#token-value"), 5, "the token is shown")
+            # A saved port the running service does not use yet: the page says so.
+            assert not phone.find("#differs").is_displayed()
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            assert svc.cli("config", "set", "protocol_service_port", str(port)).returncode == 0
+            for b in (phone, desk):
+                differs = b.wait_visible("#differs", APPEAR_TIMEOUT)
+                assert f"protocol_service_port: saved {port}, running " in differs.text, differs.text
+                assert "Restart now applies" in differs.text
+            shot(desk, "webui-differs-desktop")
 
             before = len(w.snapshot())
             phone.find("#restart").click()
@@ -655,6 +668,8 @@ def test_restart_now_asks_then_restarts_the_managed_service(xdg_open: XdgOpen, b
             for b in (phone, desk):
                 b.until(lambda b=b: shown_pid(b) == new_pid, APPEAR_TIMEOUT, "the new pid shown")
             assert not phone.find_all("#token-value"), "a token of the old service is still shown"
+            for b in (phone, desk):
+                b.until(lambda b=b: not b.find("#differs").is_displayed(), APPEAR_TIMEOUT, "differs no more")
             phone.wait_visible("#reveal-token")
             assert not phone.horizontal_overflow() and not desk.horizontal_overflow()
             shot(phone, "webui-restarted-phone")

@@ -480,7 +480,7 @@
     // `auto_approve` of the running service when nl2sh says it; else the saved key (read
     // by the poll), which applies at the next decision.
     status.autoApprove = typeof obj.auto_approve === 'boolean' ? obj.auto_approve : null;
-    renderDiffers(running ? obj.differs_from_saved : null);
+    renderDiffers(running ? obj : null);
     renderConnect(found, running);
     $('start').hidden = !(state === 'stopped');
     $('restart').hidden = !status.managed && !restart.busy;
@@ -490,15 +490,37 @@
     $('console').hidden = !status.web;
   }
 
-  // "Running differs from saved": the keys nl2sh names, when it names them.
-  function renderDiffers(keys) {
+  // "Running differs from saved": each setting nl2sh names (`differences`: key, saved,
+  // running, in nl2sh's words; else only the keys), or why the file cannot be compared.
+  var WORDS_RE = /^[\x20-\x7e]{1,200}$/;
+
+  function renderDiffers(obj) {
     var node = $('differs');
-    var list = Array.isArray(keys) ? keys.map(str).filter(function (k) {
-      return /^[a-z0-9_.]{1,64}$/.test(k);
-    }) : [];
-    node.hidden = list.length === 0;
-    setText(node, list.length ? 'The running service differs from the saved configuration (' +
-      list.join(', ') + '): Restart now applies it.' : '');
+    var o = obj || {};
+    var lines = [];
+    var detailed = Array.isArray(o.differences) ? o.differences : [];
+    detailed.forEach(function (d) {
+      if (d !== null && typeof d === 'object' && /^[a-z0-9_.]{1,64}$/.test(str(d.key)) &&
+        WORDS_RE.test(str(d.saved)) && WORDS_RE.test(str(d.running))) {
+        lines.push(str(d.key) + ': saved ' + str(d.saved) + ', running ' + str(d.running));
+      }
+    });
+    if (!lines.length && Array.isArray(o.differs_from_saved)) {
+      lines = o.differs_from_saved.map(str).filter(function (k) {
+        return /^[a-z0-9_.]{1,64}$/.test(k);
+      });
+    }
+    var text = '';
+    if (lines.length) {
+      text = 'The running service differs from the saved configuration:\n' + lines.join('\n') +
+        '\nRestart now applies the saved one.';
+    } else if (str(o.saved_unreadable)) {
+      text = 'The saved configuration does not load, so it cannot be compared with the running ' +
+        'service: ' + (WORDS_RE.test(str(o.saved_unreadable)) ? str(o.saved_unreadable) :
+        'see ' + hint('service status')) + '.';
+    }
+    node.hidden = text === '';
+    setText(node, text);
   }
 
   // The banner while every request is approved without asking.
