@@ -729,6 +729,7 @@
 
   function requestSignature(req) {
     return JSON.stringify([req.id, req.call_id, req.origin, req.task, req.tool, req.action,
+      req.shown.who, req.shown.as, req.shown.command, req.command_escaped,
       req.risk, req.requires_root, req.identity, req.reasons, req.phrase, req.shown.after_reading,
       req.data && req.data.header, req.ui_app]);
   }
@@ -754,6 +755,9 @@
       data: carried(raw.data),
       // The app a timed UI grant given with this request would cover, or '' (none offered).
       ui_app: typeof raw.ui_app === 'string' ? raw.ui_app : '',
+      // The command held characters that had to be escaped to be shown.
+      command_escaped: raw.command_escaped === true ||
+        (raw.shown !== null && typeof raw.shown === 'object' && raw.shown.command_escaped === true),
       // What the page shows of the caller's text: escaped by nl2sh (see plain()).
       shown: shownFields(raw.shown)
     };
@@ -768,7 +772,12 @@
       task: o.task === null || o.task === undefined ? '' : str(o.task),
       after_reading: o.after_reading === null || o.after_reading === undefined ? '' : str(o.after_reading),
       ui_app: o.ui_app === null || o.ui_app === undefined ? '' : str(o.ui_app),
-      reasons: Array.isArray(o.reasons) ? o.reasons.map(str) : []
+      reasons: Array.isArray(o.reasons) ? o.reasons.map(str) : [],
+      // Who asks, in words ("Codex 0.47.0 over MCP (HTTP)"); the identity in words ("as
+      // root"); for shell.exec the command as the caller sent it ('' for other tools).
+      who: str(o.who),
+      as: str(o.as),
+      command: o.command === null || o.command === undefined ? '' : str(o.command)
     };
   }
 
@@ -807,8 +816,13 @@
 
   function metaText(req) {
     var parts = [];
-    parts.push('runs as ' + (req.identity ? plain(req.identity) : '?') + (req.requires_root ? ' (requires root)' : ''));
-    if (req.origin) {
+    if (req.shown.as) {
+      // nl2sh's words ("as root"); who asks is the card's first line.
+      parts.push('runs ' + req.shown.as);
+    } else {
+      parts.push('runs as ' + (req.identity ? plain(req.identity) : '?') + (req.requires_root ? ' (requires root)' : ''));
+    }
+    if (req.origin && !req.shown.who) {
       parts.push('from ' + plain(req.origin));
     }
     if (req.task) {
@@ -820,6 +834,24 @@
     return parts.join(' · ');
   }
 
+  // The action: for shell.exec the command as the caller sent it, the exact argv a tap
+  // away; for other tools the action line as it will run.
+  function actionBlock(req) {
+    if (!req.shown.command) {
+      return el('div', 'action-block',
+        el('p', 'label', 'Action, exactly as it will run:'),
+        el('pre', 'action', req.shown.action));
+    }
+    var argv = el('details', 'argv',
+      el('summary', null, 'Exact argv it runs'),
+      el('pre', 'action', req.shown.action));
+    return el('div', 'action-block',
+      el('p', 'label', 'Command, as sent:'),
+      el('pre', 'command', req.shown.command),
+      req.command_escaped ? el('p', 'note escaped-note', 'Shown escaped: \\\\ is one backslash.') : null,
+      argv);
+  }
+
   function buildCard(req) {
     var c = { req: req, mode: null, busy: false, decided: false, minutes: null, parts: {} };
     var p = c.parts;
@@ -828,6 +860,8 @@
     p.reject = el('button', 'btn btn-reject', 'Reject…');
     p.approve.type = 'button';
     p.reject.type = 'button';
+    p.approve.setAttribute('aria-label', 'Approve request ' + req.shown.id + '…');
+    p.reject.setAttribute('aria-label', 'Reject request ' + req.shown.id + '…');
     p.confirm = el('div', 'confirm');
     p.confirm.hidden = true;
     p.message = el('p', 'message');
@@ -875,13 +909,13 @@
 
     var riskClass = /^[a-z_]{1,16}$/.test(req.risk) ? ' risk-' + req.risk : '';
     c.node = el('article', 'request' + riskClass,
+      req.shown.who ? el('p', 'who', req.shown.who) : null,
       el('header', 'request-head',
         el('span', 'risk', req.risk ? plain(req.risk) : 'unknown'),
         el('span', 'tool', req.shown.tool),
         el('span', 'rid', req.shown.id)),
       p.meta,
-      el('p', 'label', 'Action, exactly as it will run:'),
-      el('pre', 'action', req.shown.action),
+      actionBlock(req),
       req.shown.after_reading ? el('p', 'note', 'The Agent asks ' + req.shown.after_reading) : null,
       req.data ? el('p', 'label', req.data.header) : null,
       req.data ? el('pre', 'action data-lines', req.data.lines.join('\n')) : null,
