@@ -208,6 +208,8 @@ fn connection_json(info: &ConnectionInfo) -> serde_json::Value {
         // read from the client's environment.
         "codex_toml": info.mcp_url.as_deref().map(crate::startup::mcp_toml),
         "mcp_servers_json": info.mcp_url.as_deref().map(crate::startup::mcp_json),
+        // Where the token came from (never the token): "generated" is new at every start.
+        "token_source": info.token_source,
     })
 }
 

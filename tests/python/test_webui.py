@@ -543,6 +543,8 @@ def test_the_token_is_shown_on_reveal_and_the_client_settings_copy(
             b = open_webui(browsers, w, f"token-{name}", size=size)
             b.wait_visible("#snippets")
             assert TOKEN not in dom_text(b)
+            # Where the token in use came from (this configuration sets protocol_token).
+            assert b.find("#token-state").text == "hidden · set as protocol_token in the configuration"
             assert len([e for e in w.snapshot() if e.kind == "token"]) == reads, "the token was read before Reveal"
             b.grant_clipboard(w.origin)
             codex = copy_with(b, "copy-codex")

@@ -409,7 +409,7 @@
   // The rows of the Service card, the Web console's URL and the client settings, from
   // the status's connections.
   function connectionRows(conns) {
-    var out = { rows: [], web: '', snippets: null, id: '' };
+    var out = { rows: [], web: '', snippets: null, id: '', tokenSource: '' };
     conns.forEach(function (c) {
       if (c === null || typeof c !== 'object') {
         return;
@@ -433,6 +433,7 @@
       }
       if (str(c.mcp_url)) {
         out.snippets = { codex: snippetText(c.codex_toml), json: snippetText(c.mcp_servers_json) };
+        out.tokenSource = str(c.token_source);
         // Which running service a revealed token belongs to.
         out.id = str(c.pid) + ' ' + str(c.since) + ' ' + str(c.mcp_url);
       }
@@ -536,7 +537,7 @@
   // ---------------------------------------------------------------------------------
 
   // `service` says which running service the shown token belongs to; a restart hides it.
-  var token = { service: '', busy: false };
+  var token = { service: '', busy: false, source: '' };
   // What the token is: 32-256 printable ASCII characters without spaces (docs/CLI.md).
   var TOKEN_RE = /^[\x21-\x7e]{32,256}$/;
 
@@ -553,11 +554,19 @@
       }
     }
     var id = running && snippets ? found.id : '';
+    token.source = TOKEN_SOURCES[found.tokenSource] || '';
     if (id !== token.service || (!id && !$('token-state'))) {
       token.service = id;
       tokenHidden(id !== '');
     }
   }
+
+  // What the hidden token is, by where it came from (`token_source` of the status).
+  var TOKEN_SOURCES = {
+    generated: 'hidden · generated, a new one at every start',
+    configuration: 'hidden · set as protocol_token in the configuration',
+    environment: 'hidden · set in NL2SH_PROTOCOL_TOKEN'
+  };
 
   function tokenHidden(available) {
     var dd = $('token-cell');
@@ -571,7 +580,7 @@
     reveal.type = 'button';
     reveal.id = 'reveal-token';
     reveal.disabled = token.busy;
-    var hidden = el('span', 'muted', 'hidden');
+    var hidden = el('span', 'muted', token.source || 'hidden');
     hidden.id = 'token-state';
     dd.appendChild(el('div', 'token-row', hidden, reveal));
     reveal.addEventListener('click', revealToken);
