@@ -665,6 +665,8 @@ fn reads_run_unasked(policy: &Policy, origin: CallOrigin) -> bool {
                 call_id: CallId(0),
                 task: None,
                 after_reading: Default::default(),
+                client: None,
+                sent: None,
                 origin,
                 tool: String::new(),
                 action: String::new(),
@@ -693,6 +695,7 @@ fn describe_action(record: &mut AuditRecord, s: &ActionSummary) {
     record.identity = Some(s.identity);
     record.task = s.task.as_ref().map(|t| t.0.clone());
     record.after_reading = s.after_reading.to_stored();
+    record.client = s.client.as_ref().map(|c| c.to_stored());
 }
 
 fn check_call_id(call_id: CallId) -> Result<i64, String> {
@@ -777,6 +780,12 @@ fn check_action(s: &ActionSummary) -> Result<i64, String> {
         return Err("only the Agent's calls say what it had read".into());
     }
     check_len("action", &s.action, MAX_ACTION_BYTES)?;
+    if let Some(client) = &s.client {
+        client.check()?;
+    }
+    if let Some(sent) = &s.sent {
+        check_len("the action as sent", sent, MAX_ACTION_BYTES)?;
+    }
     if let Some(app) = &s.ui_app {
         if !nl2sh_proto::ui_grants::is_ui_action(&s.tool) {
             return Err(format!("`{}` is no UI action, yet names an app", s.tool));
@@ -845,6 +854,8 @@ mod tests {
             call_id: CallId(call_id),
             task: None,
             after_reading: Default::default(),
+            client: None,
+            sent: None,
             origin: CallOrigin::McpHttp,
             tool: "shell".into(),
             action: "true".into(),

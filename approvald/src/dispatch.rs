@@ -176,7 +176,9 @@ pub async fn answer_cli(authority: &Authority, local: &LocalOwner, req: CliReque
         Err((kind, message)) => CliResponse::Error { kind, message },
     };
     match req {
-        CliRequest::ListPending => CliResponse::Pending(authority.list_pending()),
+        CliRequest::ListPending => {
+            CliResponse::Pending(owner::pending(authority, &local.tasks).await)
+        }
         CliRequest::Approve { id, phrase } => done(authority.approve(&id, phrase.as_deref())),
         CliRequest::Reject { id } => done(authority.reject(&id)),
         CliRequest::ApproveForUi {
@@ -380,7 +382,7 @@ pub async fn answer_web(
     }
     let config_path = authority.config_path();
     match action {
-        OwnerAction::ListPending => OwnerResponse::Pending(authority.list_pending()),
+        OwnerAction::ListPending => OwnerResponse::Pending(owner::pending(authority, tasks).await),
         OwnerAction::Decide {
             id,
             approve,

@@ -269,6 +269,8 @@ mod tests {
             call_id: CallId(1),
             task: None,
             after_reading: Default::default(),
+            client: None,
+            sent: None,
             origin: CallOrigin::McpHttp,
             tool: "shell.exec".into(),
             action: action.into(),

@@ -17,8 +17,8 @@ use std::path::Path;
 
 use nl2sh_proto::announcement::{self, ConnectionInfo};
 use nl2sh_proto::channels::{
-    ApprovalId, CliErrorKind, OwnerErrorKind, OwnerResponse, StoreErrorKind, StoreFailure, TaskId,
-    TaskQuery, TaskRecord,
+    ApprovalId, CliErrorKind, OwnerErrorKind, OwnerResponse, PendingApproval, StoreErrorKind,
+    StoreFailure, TaskId, TaskQuery, TaskRecord,
 };
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::{MAX_JSON_TEXT_BYTES, MAX_PAGE_SIZE, MAX_WEB_BODY_BYTES};
@@ -154,6 +154,20 @@ pub async fn tasks(tasks: &TaskStore, limit: u32) -> OwnerResponse {
         })),
         Err(e) => store_refused(e),
     }
+}
+
+/// Pending requests, oldest first, each Agent step with its task's goal (read from the
+/// task store; a task it cannot read shows without one).
+pub async fn pending(authority: &Authority, tasks: &TaskStore) -> Vec<PendingApproval> {
+    let mut list = authority.list_pending();
+    for p in &mut list {
+        if let Some(id) = &p.task {
+            if let Ok(Some(task)) = tasks.get(id.clone()).await {
+                p.goal = nl2sh_proto::requester::goal_of(&task.document);
+            }
+        }
+    }
+    list
 }
 
 pub async fn task(tasks: &TaskStore, id: TaskId) -> OwnerResponse {

@@ -133,6 +133,10 @@ impl Entry {
             origin: self.summary.origin,
             task: self.summary.task.clone(),
             after_reading: self.summary.after_reading.clone(),
+            client: self.summary.client.clone(),
+            // Read from the task store when listed (`owner::pending`).
+            goal: None,
+            sent: self.summary.sent.clone(),
             tool: self.summary.tool.clone(),
             action: self.summary.action.clone(),
             risk: self.summary.risk,

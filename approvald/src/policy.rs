@@ -193,6 +193,8 @@ mod tests {
             call_id: nl2sh_proto::channels::CallId(1),
             task: None,
             after_reading: Default::default(),
+            client: None,
+            sent: None,
             origin: CallOrigin::McpStdio,
             tool: tool.into(),
             action: action.into(),

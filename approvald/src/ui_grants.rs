@@ -201,6 +201,8 @@ mod tests {
             origin: CallOrigin::McpHttp,
             task: None,
             after_reading: Default::default(),
+            client: None,
+            sent: None,
             tool: tool.into(),
             action: "input tap 10 20".into(),
             arguments_sha256: "0".repeat(64),

@@ -268,7 +268,7 @@ async fn an_edited_or_deleted_first_remaining_row_is_detected() {
             "DELETE FROM audit WHERE id = {middle}; \
              INSERT INTO audit SELECT {middle}, time, call_id, kind, origin, tool, action, \
              arguments_sha256, risk, requires_root, identity, decision, reason, success, \
-             exit_code, duration_ms, summary, prev_sha256, row_sha256, task, after_reading FROM audit \
+             exit_code, duration_ms, summary, prev_sha256, row_sha256, task, after_reading, client FROM audit \
              WHERE id = {}",
             middle - 1
         ),

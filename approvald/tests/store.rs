@@ -85,7 +85,8 @@ async fn creates_schema_with_private_modes() {
             "prev_sha256",
             "row_sha256",
             "task",
-            "after_reading"
+            "after_reading",
+            "client"
         ]
     );
     let rows = store.recent(10).await.unwrap();
@@ -289,12 +290,13 @@ async fn a_trail_from_before_tasks_verifies_and_migrates_with_its_hashes() {
     drop(store);
     stopped.wait().await;
     let db = dir.path().join(DB_FILE);
-    // What version 3 left: no task or after_reading column, no tasks table (version 4
-    // had the task column only: the same migration adds what is missing).
+    // What version 3 left: no task, after_reading or client column, no tasks table
+    // (versions 4 and 5 had some of them: the same migration adds what is missing).
     let conn = rusqlite::Connection::open(&db).unwrap();
     conn.execute_batch(
         "DROP TABLE tasks; ALTER TABLE audit DROP COLUMN task; \
-         ALTER TABLE audit DROP COLUMN after_reading; PRAGMA user_version = 3;",
+         ALTER TABLE audit DROP COLUMN after_reading; ALTER TABLE audit DROP COLUMN client; \
+         PRAGMA user_version = 3;",
     )
     .unwrap();
     drop(conn);
@@ -309,6 +311,7 @@ async fn a_trail_from_before_tasks_verifies_and_migrates_with_its_hashes() {
     let mut r = record(5);
     r.task = Some("task-1".into());
     r.after_reading = Some(r#"["com.example.chat"]"#.into());
+    r.client = Some("Codex 0.47.0".into());
     store.append(r.clone()).await.unwrap();
     let report = store.verify().await.unwrap();
     assert!(report.is_intact(), "{report:?}");
@@ -329,6 +332,16 @@ async fn a_trail_from_before_tasks_verifies_and_migrates_with_its_hashes() {
         .unwrap();
     let bad = store.verify().await.unwrap().first_bad.unwrap();
     assert_eq!((bad.id, bad.problem), (6, ChainProblem::HashMismatch));
+    // And so is the client's name: a row claiming another client no longer verifies.
+    conn.execute_batch(
+        r#"UPDATE audit SET after_reading = '["com.example.chat"]', client = 'Claude 1' WHERE id = 6"#,
+    )
+    .unwrap();
+    let bad = store.verify().await.unwrap().first_bad.unwrap();
+    assert_eq!((bad.id, bad.problem), (6, ChainProblem::HashMismatch));
+    conn.execute_batch("UPDATE audit SET client = 'Codex 0.47.0' WHERE id = 6")
+        .unwrap();
+    assert!(store.verify().await.unwrap().is_intact());
 }
 
 #[tokio::test]

@@ -78,6 +78,7 @@ async fn answer_read_screen(
         tool: crate::tools::android::SCREEN_READ_TOOL.into(),
         arguments: "{}".into(),
         after_reading: Default::default(),
+        client: None,
     };
     let mut outcome = runtime.pipeline.invoke(call).await;
     if outcome.success && outcome.attachments.len() != 1 {

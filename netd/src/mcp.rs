@@ -13,6 +13,7 @@
 use std::borrow::Cow;
 
 use nl2sh_proto::channels::CallOrigin;
+use nl2sh_proto::requester::ClientName;
 
 use crate::executor::ExecutorClient;
 use crate::tasks::TaskService;
@@ -103,6 +104,29 @@ fn is_modern(context: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|v| v == ProtocolVersion::V_2026_07_28)
 }
 
+/// The client's own name for itself: a 2026-07-28 request's `_meta` `clientInfo`; else,
+/// over HTTP, its `User-Agent` (HTTP is served statelessly, so the `initialize` of an
+/// older revision came in a request of its own, and rmcp stands its own name in for it);
+/// else, over stdio, the session's `initialize`. A `title` is preferred to a `name`: it
+/// is the one meant for a person.
+fn client_name(context: &RequestContext<RoleServer>) -> Option<ClientName> {
+    let named = |info: &rmcp::model::Implementation| {
+        let title = info.title.as_deref().filter(|t| !t.trim().is_empty());
+        ClientName::from_client(title.unwrap_or(&info.name), &info.version)
+    };
+    if let Some(info) = context.meta.client_info() {
+        return named(&info);
+    }
+    if let Some(parts) = context.extensions.get::<axum::http::request::Parts>() {
+        let agent = parts.headers.get(axum::http::header::USER_AGENT)?;
+        return ClientName::from_user_agent(agent.to_str().ok()?);
+    }
+    let info = context.peer.peer_info()?;
+    (info.client_info != Implementation::default())
+        .then(|| named(&info.client_info))
+        .flatten()
+}
+
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
@@ -179,7 +203,16 @@ impl ServerHandler for McpServer {
             tools::invoke::NAME => {
                 let args = request.arguments.as_ref();
                 let reporter = Reporter::for_request(&context);
-                tools::invoke::call(&self.executor, self.origin, args, &context.ct, reporter).await
+                let client = client_name(&context);
+                tools::invoke::call(
+                    &self.executor,
+                    self.origin,
+                    client,
+                    args,
+                    &context.ct,
+                    reporter,
+                )
+                .await
             }
             tools::read_screen::NAME => {
                 let args = request.arguments.as_ref();
@@ -190,7 +223,16 @@ impl ServerHandler for McpServer {
             tools::ask::NAME => {
                 let args = request.arguments.as_ref();
                 let progress = Reporter::for_request(&context).map(|r| (&self.executor, r));
-                tools::ask::call(&self.tasks, self.origin, args, &context.ct, progress).await
+                let client = client_name(&context);
+                tools::ask::call(
+                    &self.tasks,
+                    self.origin,
+                    client,
+                    args,
+                    &context.ct,
+                    progress,
+                )
+                .await
             }
             tools::get_task::NAME => {
                 tools::get_task::call(&self.tasks, request.arguments.as_ref()).await

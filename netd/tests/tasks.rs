@@ -25,6 +25,7 @@ fn new_task(text: &str, context: Option<&str>, origin: CallOrigin) -> NewTask {
             ("role".to_string(), json!("ROLE_USER")),
             ("parts".to_string(), json!([{ "text": text }])),
         ]),
+        client: None,
     }
 }
 
@@ -336,9 +337,15 @@ async fn mcp_ask_returns_a_task_still_working_after_its_wait() {
     let stop = tokio_util::sync::CancellationToken::new();
     stop.cancel();
     let args = json!({"message": "block:slow"});
-    let result =
-        nl2sh_netd::tools::ask::call(&tasks, CallOrigin::McpStdio, args.as_object(), &stop, None)
-            .await;
+    let result = nl2sh_netd::tools::ask::call(
+        &tasks,
+        CallOrigin::McpStdio,
+        None,
+        args.as_object(),
+        &stop,
+        None,
+    )
+    .await;
     let result = serde_json::to_value(&result).unwrap();
     let task = task_of(&result);
     assert!(

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::frame::Wire;
 use crate::read_sources::ReadSources;
+use crate::requester::ClientName;
 use crate::secret::Secret;
 pub use crate::snapshot::{ConfigVersion, PolicySnapshot};
 pub use crate::ui_grants::UiGrant;
@@ -469,6 +470,10 @@ pub struct InvokeRequest {
     /// The Agent's calls only: whose device text it had read before this call (shown
     /// to the approver, recorded in the audit). Empty for a direct call.
     pub after_reading: ReadSources,
+    /// The client's own name for itself (MCP `clientInfo`, an A2A caller's `User-Agent`;
+    /// for the Agent's calls, the client that delegated the task), shown to the approver
+    /// and recorded in the audit. It decides nothing.
+    pub client: Option<ClientName>,
 }
 
 // ---- netd → executor ------------------------------------------------------------------
@@ -748,9 +753,14 @@ pub struct ActionSummary {
     pub task: Option<TaskId>,
     /// Whose device text the Agent had read before this call (Agent calls only).
     pub after_reading: ReadSources,
+    /// The client's own name for itself ([`InvokeRequest::client`]).
+    pub client: Option<ClientName>,
     pub tool: String,
     /// The action as it will run (argv rendered, or an operation description).
     pub action: String,
+    /// The action as the caller sent it, where that differs from `action`: a
+    /// `shell.exec` command line, which `action` shows inside the shell's argv.
+    pub sent: Option<String>,
     /// SHA-256 (hex) of the arguments JSON text.
     pub arguments_sha256: String,
     pub risk: RiskLevel,
@@ -978,9 +988,16 @@ pub struct PendingApproval {
     pub task: Option<TaskId>,
     /// Whose device text the Agent had read before this call (Agent calls only).
     pub after_reading: ReadSources,
+    /// The client's own name for itself ([`InvokeRequest::client`]).
+    pub client: Option<ClientName>,
+    /// The goal of `task` (its first message from the user), cut to
+    /// [`crate::requester::GOAL_SHOWN_BYTES`] and more.
+    pub goal: Option<String>,
     pub tool: String,
     /// The action exactly as it will run.
     pub action: String,
+    /// The action as the caller sent it ([`ActionSummary::sent`]).
+    pub sent: Option<String>,
     pub risk: RiskLevel,
     pub requires_root: bool,
     pub identity: Identity,

@@ -182,6 +182,41 @@ impl<'a> Shown<'a> {
     }
 }
 
+/// Text shown so the owner can read it as its caller sent it and paste it back: a
+/// command line, an action's argv. [`as_sent`] makes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AsSent {
+    /// The text itself when every character of every line is shown as itself (a
+    /// backslash is then just a backslash: `'\''` reads as a shell prints it); else the
+    /// whole of it as [`Shown`] writes it, on one line.
+    pub text: String,
+    /// `true` when `text` is the escaped form: then `\\` is one backslash, and every
+    /// other escape names a character that could not be shown.
+    pub escaped: bool,
+}
+
+/// `text` as its caller sent it where that is safe to show: lines (split at line feeds)
+/// each of which [`Shown`] would write unchanged but for doubling its backslashes, and
+/// at most `max_bytes` in all. Anything else (a control or invisible character, a long
+/// run of spaces, a carriage return, a cut) shows the whole text escaped, and says so.
+pub fn as_sent(text: &str, max_bytes: usize) -> AsSent {
+    let plain = text.len() <= max_bytes
+        && text.split('\n').all(|line| {
+            Shown::new(line).max_bytes(usize::MAX).to_string() == line.replace('\\', "\\\\")
+        });
+    if plain {
+        AsSent {
+            text: text.to_string(),
+            escaped: false,
+        }
+    } else {
+        AsSent {
+            text: Shown::new(text).max_bytes(max_bytes).to_string(),
+            escaped: true,
+        }
+    }
+}
+
 impl Display for Shown<'_> {
     /// Width, fill and precision are not applied: padding would count escapes.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -322,6 +357,54 @@ impl Escaper<'_, '_> {
 impl fmt::Write for Escaper<'_, '_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         self.text(s)
+    }
+}
+
+#[cfg(test)]
+mod as_sent_tests {
+    use super::*;
+
+    #[test]
+    fn a_command_that_can_be_shown_is_shown_as_sent() {
+        let quoted = r"echo 'it'\''s' \x1b";
+        assert_eq!(
+            as_sent(quoted, 100),
+            AsSent {
+                text: quoted.into(),
+                escaped: false
+            }
+        );
+        let script = "cd /tmp\nls -l | grep 'a b'\n";
+        assert_eq!(as_sent(script, 100).text, script);
+        assert!(!as_sent("日本語 ❤️ e\u{301}", 100).escaped);
+    }
+
+    #[test]
+    fn anything_that_cannot_be_shown_escapes_the_whole_and_says_so() {
+        for (text, shown) in [
+            ("rm x\u{202e}y \\n", r"rm x\u{202e}y \\n"),
+            ("a\rb", r"a\rb"),
+            ("a\tb", r"a\tb"),
+            ("echo 1          2", r"echo 1\x20{10}2"),
+            ("\u{1b}[2J", r"\x1b[2J"),
+        ] {
+            assert_eq!(
+                as_sent(text, 100),
+                AsSent {
+                    text: shown.into(),
+                    escaped: true
+                },
+                "{text:?}"
+            );
+        }
+        // Too long to show whole: cut, escaped, and marked.
+        let long = as_sent(&"a".repeat(50), 10);
+        assert!(long.escaped);
+        assert!(
+            long.text.starts_with("aaaaaaaaaa … [cut: 50 bytes"),
+            "{}",
+            long.text
+        );
     }
 }
 

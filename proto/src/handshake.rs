@@ -10,7 +10,7 @@ use crate::frame::{read_frame, write_frame, FrameError, Wire};
 pub const MAGIC: [u8; 8] = *b"NL2SH\0ch";
 /// Bumped whenever any channel enum changes shape; both sides must match exactly (they
 /// are always the same executable, so a mismatch means something else is on the fd).
-pub const PROTOCOL_VERSION: u32 = 10;
+pub const PROTOCOL_VERSION: u32 = 11;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Role {

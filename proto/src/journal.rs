@@ -78,6 +78,10 @@ pub fn decode_entries<T: DeserializeOwned>(bytes: &[u8]) -> Entries<T> {
     read
 }
 
+/// Optional fields added at the end of a journalled record since journals were first
+/// written: an entry may lack up to this many.
+const TRAILING_FIELDS_ADDED: usize = 2;
+
 fn decode_one<T: DeserializeOwned>(bytes: &[u8]) -> Option<(T, usize)> {
     let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
     if len > MAX_ENTRY_BYTES {
@@ -90,18 +94,19 @@ fn decode_one<T: DeserializeOwned>(bytes: &[u8]) -> Option<(T, usize)> {
     }
     let entry = match bincode::serde::decode_from_slice::<T, _>(body, config()) {
         Ok((entry, used)) if used == len => entry,
-        // An entry of a build from before the record gained its last field, an `Option`
-        // (the audit record's `after_reading`): read with that field `None` (bincode's
-        // one byte 0), so a journal a crash left reads across the upgrade.
-        _ => {
-            let mut older = Vec::with_capacity(len + 1);
+        // An entry of a build from before the record gained its last fields, each an
+        // `Option` (the audit record's `after_reading`, then `client`): read with those
+        // fields `None` (bincode's one byte 0 each), so a journal a crash left reads
+        // across the upgrade.
+        _ => (1..=TRAILING_FIELDS_ADDED).find_map(|missing| {
+            let mut older = Vec::with_capacity(len + missing);
             older.extend_from_slice(body);
-            older.push(0);
+            older.resize(len + missing, 0);
             match bincode::serde::decode_from_slice::<T, _>(&older, config()) {
-                Ok((entry, used)) if used == len + 1 => entry,
-                _ => return None,
+                Ok((entry, used)) if used == len + missing => Some(entry),
+                _ => None,
             }
-        }
+        })?,
     };
     Some((entry, 4 + len + SUM_BYTES))
 }

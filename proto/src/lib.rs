@@ -27,6 +27,7 @@ pub mod private_dir;
 pub mod private_file;
 pub mod procfs;
 pub mod read_sources;
+pub mod requester;
 pub mod rpc;
 pub mod seccomp;
 pub mod secret;

@@ -67,6 +67,7 @@ fn every_decoder_survives_hostile_bytes() {
         origin: CallOrigin::McpHttp,
         task: None,
         after_reading: Default::default(),
+        client: None,
         tool: "shell.exec".into(),
         arguments: r#"{"command":"ls"}"#.into(),
     };

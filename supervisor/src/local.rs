@@ -123,7 +123,7 @@ async fn pending(config_path: &Path, sock: &Path) -> Result<Vec<PendingApproval>
 /// own.
 fn pending_json(p: &PendingApproval) -> serde_json::Value {
     let shown = |text: &str| Shown::new(text).to_string();
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "id": p.id, "call_id": p.call_id, "origin": p.origin.as_str(), "task": p.task,
         "tool": p.tool,
         "action": p.action, "risk": p.risk.as_str(), "requires_root": p.requires_root,
@@ -132,16 +132,21 @@ fn pending_json(p: &PendingApproval) -> serde_json::Value {
         "data": p.data.as_ref().map(nl2sh_proto::carried::json),
         "after_reading": p.after_reading.as_slice(),
         "ui_app": p.ui_app,
+        "client": p.client.as_ref().map(|c| serde_json::json!({"name": c.name, "version": c.version})),
+        "goal": p.goal, "sent": p.sent,
         "shown": {
             "id": shown(&p.id.0),
             "tool": shown(&p.tool),
-            "action": Shown::new(&p.action).max_bytes(ACTION_MAX_BYTES).to_string(),
             "task": p.task.as_ref().map(|t| shown(&t.0)),
             "after_reading": p.after_reading.words().map(|w| shown(&w)),
             "ui_app": p.ui_app.as_deref().map(shown),
             "reasons": p.reasons.iter().map(|r| shown(r)).collect::<Vec<_>>(),
         },
-    })
+    });
+    if let Some(shown) = v["shown"].as_object_mut() {
+        shown.extend(nl2sh_proto::requester::shown_request(p));
+    }
+    v
 }
 
 /// An action is shown whole: the executor refuses one longer than the approval channel
@@ -152,22 +157,33 @@ const ACTION_MAX_BYTES: usize = nl2sh_proto::limits::MAX_ACTION_BYTES;
 /// escaping function, so no control, bidi or invisible character in a caller's text can
 /// change what the terminal shows (the action is what runs, byte for byte otherwise).
 fn describe(p: &PendingApproval) -> String {
+    let who = nl2sh_proto::requester::who(
+        p.origin,
+        p.client.as_ref(),
+        p.task.as_ref(),
+        p.goal.as_deref(),
+    );
     let mut s = format!(
-        "{id}  {tool}  risk {risk}{root}  as {identity}  from {origin}{task}  {left}s left\n    action: {action}\n",
+        "{id}  {who}\n    {tool}  risk {risk}{root}  {as_words}  {left}s left\n",
         id = Shown::new(&p.id.0),
+        who = Shown::new(&who),
         tool = Shown::new(&p.tool),
         risk = p.risk.as_str(),
-        root = if p.requires_root { " (requires root)" } else { "" },
-        identity = p.identity.as_str(),
-        origin = p.origin.as_str(),
-        task = p
-            .task
-            .as_ref()
-            .map(|t| format!(" (task {})", Shown::new(&t.0)))
-            .unwrap_or_default(),
+        root = if p.requires_root {
+            " (requires root)"
+        } else {
+            ""
+        },
+        as_words = nl2sh_proto::requester::as_words(p.identity),
         left = p.seconds_left,
-        action = Shown::new(&p.action).max_bytes(ACTION_MAX_BYTES),
     );
+    match &p.sent {
+        Some(sent) => {
+            s.push_str(&as_sent_field("command", sent));
+            s.push_str(&as_sent_field("runs", &p.action));
+        }
+        None => s.push_str(&as_sent_field("action", &p.action)),
+    }
     if let Some(words) = p.after_reading.words() {
         s.push_str(&format!(
             "    note: the Agent asks {}\n",
@@ -204,6 +220,28 @@ fn describe(p: &PendingApproval) -> String {
             Shown::new(app),
             nl2sh_proto::ui_grants::MAX_UI_GRANT_MINUTES
         ));
+    }
+    s
+}
+
+/// One field of text the owner may paste back ([`nl2sh_proto::display::as_sent`]): on its
+/// line when it has one, else each line under it behind `| ` (so no line of it can look
+/// like a field of its own); an escaped one says so.
+fn as_sent_field(label: &str, text: &str) -> String {
+    let shown = nl2sh_proto::display::as_sent(text, ACTION_MAX_BYTES);
+    if shown.escaped {
+        return format!(
+            "    {label} (shown escaped: \\\\ is one backslash): {}\n",
+            shown.text
+        );
+    }
+    let lines: Vec<&str> = shown.text.split('\n').collect();
+    if lines.len() == 1 {
+        return format!("    {label}: {}\n", shown.text);
+    }
+    let mut s = format!("    {label} ({} lines):\n", lines.len());
+    for line in lines {
+        s.push_str(&format!("      | {line}\n"));
     }
     s
 }
@@ -716,6 +754,9 @@ mod tests {
             seconds_left: 100,
             phrase: None,
             after_reading: Default::default(),
+            client: None,
+            goal: None,
+            sent: None,
         }
     }
 

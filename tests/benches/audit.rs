@@ -71,6 +71,8 @@ fn screen_dump(call_id: u64) -> ActionSummary {
         call_id: CallId(call_id),
         task: None,
         after_reading: Default::default(),
+        client: None,
+        sent: None,
         origin: CallOrigin::McpHttp,
         tool: "android.screen_dump".into(),
         action: format!(

@@ -307,6 +307,8 @@ impl Server {
                 ("Authorization", &format!("Bearer {}", self.token())),
                 ("Content-Type", "application/json"),
                 ("A2A-Version", "1.0"),
+                // What an A2A client names itself by (A2A has no field for it).
+                ("User-Agent", A2A_USER_AGENT),
             ],
             body.to_string().as_bytes(),
         );
@@ -468,6 +470,9 @@ pub fn try_a2a(
 pub fn parse_response(raw: &[u8]) -> Option<HttpResponse> {
     nl2sh_test_http::parse(raw)
 }
+
+/// The `User-Agent` of [`Server::a2a`]'s requests.
+pub const A2A_USER_AGENT: &str = "nl2sh-tests-a2a/1.0 (e2e)";
 
 /// An MCP initialize request body.
 pub fn initialize_body(version: &str) -> String {

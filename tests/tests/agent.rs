@@ -114,6 +114,7 @@ fn job(task: &str, text: &str, history: Vec<Value>) -> AgentJob {
         task: TaskId(task.into()),
         context: ContextId(format!("ctx-{task}")),
         origin: CallOrigin::AgentHttp,
+        client: None,
         text: text.into(),
         history,
         step: Arc::new(tokio::sync::watch::channel(None).0),

@@ -132,6 +132,20 @@ fn hostile_screen_text_reaches_the_model_marked_and_moves_nothing_a_caller_could
     assert_eq!(p["origin"], "agent_http", "{p}");
     assert_eq!(p["tool"], "shell.exec", "{p}");
     assert_eq!(p["after_reading"], json!([APP]), "{p}");
+    // Who asks: the Agent, its task and goal, for the A2A client that delegated it.
+    assert_eq!(
+        p["shown"]["who"],
+        format!(
+            "the Agent, task {task}, goal \"Read my latest chat message and summarise it.\", \
+             for nl2sh-tests-a2a 1.0 (by its own name) over HTTP"
+        ),
+        "{p}"
+    );
+    assert_eq!(
+        p["client"],
+        json!({"name": "nl2sh-tests-a2a", "version": "1.0"}),
+        "{p}"
+    );
     assert_eq!(
         p["shown"]["after_reading"],
         format!("after reading text from {APP}"),

@@ -239,7 +239,9 @@ fn an_http_flood_gets_its_share_and_reject_origin_clears_it() {
     for p in &list {
         let id = p["id"].as_str().unwrap();
         assert!(
-            out.contains(&format!("Rejected: {id}  shell.exec")),
+            out.contains(&format!(
+                "Rejected: {id}  a client that gave no name, over MCP (HTTP)\n    shell.exec  "
+            )),
             "{out}"
         );
     }

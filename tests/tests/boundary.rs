@@ -34,6 +34,7 @@ fn stat(correlation: u64, path: &Path) -> ExecutorRequest {
         origin: CallOrigin::McpHttp,
         task: None,
         after_reading: Default::default(),
+        client: None,
         tool: "fs.stat".into(),
         arguments: serde_json::json!({ "path": path }).to_string(),
     })
@@ -167,6 +168,8 @@ fn read_only_summary(call_id: u64) -> ActionSummary {
         call_id: CallId(call_id),
         task: None,
         after_reading: Default::default(),
+        client: None,
+        sent: None,
         origin: CallOrigin::McpHttp,
         tool: "fs.stat".into(),
         action: "stat /".into(),
@@ -394,6 +397,7 @@ async fn an_action_over_the_channel_limit_is_refused_and_the_channel_stays_up() 
         origin: CallOrigin::McpHttp,
         task: None,
         after_reading: Default::default(),
+        client: None,
         tool: "shell.exec".into(),
         arguments: serde_json::json!({ "command": command }).to_string(),
     });
@@ -470,6 +474,8 @@ fn reported(call_id: u64, ran: bool) -> ReportedRow {
         call_id: CallId(call_id),
         task: None,
         after_reading: Default::default(),
+        client: None,
+        sent: None,
         origin: CallOrigin::McpHttp,
         tool: "shell.exec".into(),
         action: format!("/bin/sh -c 'echo recovered-{call_id}'"),
@@ -673,6 +679,7 @@ fn invoke(correlation: u64, tool: &str, arguments: serde_json::Value) -> Executo
         origin: CallOrigin::McpHttp,
         task: None,
         after_reading: Default::default(),
+        client: None,
         tool: tool.into(),
         arguments: arguments.to_string(),
     })

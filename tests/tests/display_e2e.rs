@@ -38,9 +38,15 @@ fn a_spoofing_action_is_shown_escaped_on_a_terminal_and_before_approve_acts() {
         "{p}"
     );
 
-    // Each escape where the control was, and the whole action on its one line.
+    // Each escape where the control was, the whole command on its one line, marked as
+    // escaped (so `\\` is one backslash: the argv's `'\''` shows as `'\\''`), and the
+    // argv it runs below it, escaped the same way.
     let action_line = format!(
-        r"    action: /bin/sh -c 'touch {} # \r\x1b[2K    action: /bin/sh -c '\\''\x1b[3D\x1b[Kls -la /tmp'\\''\x1b[3D\x1b[K\n    why: read_only: ls: lists files\x1b[8m'",
+        r"    command (shown escaped: \\ is one backslash): touch {} # \r\x1b[2K    action: /bin/sh -c '\x1b[3D\x1b[Kls -la /tmp'\x1b[3D\x1b[K\n    why: read_only: ls: lists files\x1b[8m",
+        marker.display()
+    );
+    let runs_line = format!(
+        r"    runs (shown escaped: \\ is one backslash): /bin/sh -c 'touch {} # \r\x1b[2K    action: /bin/sh -c '\\''\x1b[3D\x1b[Kls -la /tmp'\\''\x1b[3D\x1b[K\n    why: read_only: ls: lists files\x1b[8m'",
         marker.display()
     );
     let spoofed = |screen: &str| {
@@ -53,10 +59,12 @@ fn a_spoofing_action_is_shown_escaped_on_a_terminal_and_before_approve_acts() {
     let (code, screen) = tmux.run(&fx, "approvals", &["protocol", "approvals"]);
     assert_eq!(code, 0, "{screen}");
     assert!(!spoofed(&screen), "the terminal shows the spoof:\n{screen}");
-    assert!(
-        screen.lines().any(|l| l == action_line),
-        "no line\n{action_line}\non the screen:\n{screen}"
-    );
+    for line in [&action_line, &runs_line] {
+        assert!(
+            screen.lines().any(|l| l == line),
+            "no line\n{line}\non the screen:\n{screen}"
+        );
+    }
     // The real reasons are there, unconcealed.
     assert!(
         screen.lines().any(|l| l.starts_with("    why: ")),
@@ -75,7 +83,12 @@ fn a_spoofing_action_is_shown_escaped_on_a_terminal_and_before_approve_acts() {
             .position(|l| pred(l))
             .unwrap_or_else(|| panic!("missing line on the screen:\n{screen}"))
     };
-    let shown = at(&|l| l.starts_with(&format!("Approving: {id}  shell.exec  risk ")));
+    let shown =
+        at(&|l| l == format!("Approving: {id}  a client that gave no name, over MCP (HTTP)"));
+    assert!(
+        lines[shown + 1].starts_with("    shell.exec  risk "),
+        "{screen}"
+    );
     let action = at(&|l| l == action_line);
     let done = at(&|l| l == format!("Approved {id}."));
     assert!(shown < action && action < done, "{screen}");
@@ -140,7 +153,8 @@ fn blank_padding_cannot_line_up_a_fake_action_on_a_terminal() {
         );
         // The fake's own four leading spaces join the run.
         let real = format!(
-            "    action: /bin/sh -c '{start}\\x20{{{}}}action: /bin/sh -c ls",
+            "    command (shown escaped: \\\\ is one backslash): {start}\\x20{{{}}}action: \
+             /bin/sh -c ls",
             pad + 4
         );
         assert!(

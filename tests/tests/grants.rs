@@ -39,6 +39,8 @@ fn summary(line: &str, confinement: Confinement) -> ActionSummary {
         origin: CallOrigin::McpHttp,
         task: None,
         after_reading: Default::default(),
+        client: None,
+        sent: None,
         tool: "shell.exec".into(),
         action: format!("/bin/sh -c '{}'", line.replace('\'', "'\\''")),
         arguments_sha256: "0".repeat(64),

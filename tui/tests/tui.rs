@@ -391,6 +391,9 @@ fn request(id: &str, action: &str, risk: RiskLevel) -> PendingApproval {
         seconds_left: 60,
         phrase: dangerous.then(|| format!("approve dangerous {id}")),
         after_reading: Default::default(),
+        client: None,
+        goal: None,
+        sent: None,
     }
 }
 

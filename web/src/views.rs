@@ -7,7 +7,6 @@
 use nl2sh_proto::channels::{PendingApproval, ProtocolState, ProtocolStatus, TaskRecord, UiGrant};
 use nl2sh_proto::clock::rfc3339_seconds;
 use nl2sh_proto::display::Shown;
-use nl2sh_proto::limits::MAX_ACTION_BYTES;
 use serde_json::{json, Map, Value};
 
 fn shown(text: &str) -> String {
@@ -16,11 +15,9 @@ fn shown(text: &str) -> String {
 
 /// One pending request as the Approvals page shows it.
 pub fn pending(p: &PendingApproval) -> Value {
-    json!({
+    let mut v = json!({
         "id": shown(&p.id.0),
         "tool": shown(&p.tool),
-        // Shown whole, as the CLI shows it: the executor refuses a longer one.
-        "action": Shown::new(&p.action).max_bytes(MAX_ACTION_BYTES).to_string(),
         "risk": p.risk.as_str(),
         "requires_root": p.requires_root,
         "identity": p.identity.as_str(),
@@ -34,7 +31,13 @@ pub fn pending(p: &PendingApproval) -> Value {
         "data": p.data.as_ref().map(nl2sh_proto::carried::json),
         // Set when the request may be approved with a timed UI grant: the app it names.
         "ui_app": p.ui_app.as_deref().map(shown),
-    })
+    });
+    // Who asks, "as root", the command as sent and the argv as sent where it can be
+    // (`action` then keeps a backslash single: `'\''` reads as a shell prints it).
+    if let Some(fields) = v.as_object_mut() {
+        fields.extend(nl2sh_proto::requester::shown_request(p));
+    }
+    v
 }
 
 /// One timed UI grant in force as the Approvals page lists it.
@@ -154,6 +157,9 @@ mod tests {
             origin: CallOrigin::McpHttp,
             task: Some(TaskId("t\u{1b}[2J".into())),
             after_reading: Default::default(),
+            client: None,
+            goal: None,
+            sent: None,
             tool: "shell.exec".into(),
             action:
                 "rm -rf /tmp/x \u{202e}fdp.exe <img src=x onerror=alert(1)> /c\u{fe0f} /b\u{e0100}"

@@ -43,7 +43,7 @@ pub const HASHED_COLUMNS: [&str; 18] = [
 /// Columns hashed after [`HASHED_COLUMNS`], each only when it is not NULL: columns added
 /// after the chain's form was fixed, so that rows written before them (where they are
 /// NULL) hash exactly as they did.
-pub const OPTIONAL_HASHED_COLUMNS: [&str; 2] = ["task", "after_reading"];
+pub const OPTIONAL_HASHED_COLUMNS: [&str; 3] = ["task", "after_reading", "client"];
 
 /// Result of walking the chain and comparing its end with the tail file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,6 +195,7 @@ pub(crate) fn hashed_values(id: i64, time: &str, r: &AuditRecord, prev: &str) ->
         Value::Text(prev.to_owned()),
         text(&r.task),
         text(&r.after_reading),
+        text(&r.client),
     ]
 }
 

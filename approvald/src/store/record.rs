@@ -64,6 +64,9 @@ pub struct AuditRecord {
     /// Whose device text the Agent had read before the call
     /// (`ActionSummary.after_reading`, in [`ReadSources::to_stored`]'s form).
     pub after_reading: Option<String>,
+    /// The client's own name for itself (`ActionSummary.client`, in
+    /// [`ClientName::to_stored`](nl2sh_proto::requester::ClientName::to_stored)'s form).
+    pub client: Option<String>,
 }
 
 impl AuditRecord {
@@ -87,6 +90,7 @@ impl AuditRecord {
             summary: None,
             task: None,
             after_reading: None,
+            client: None,
         }
     }
 
@@ -103,6 +107,7 @@ impl AuditRecord {
             &mut self.summary,
             &mut self.task,
             &mut self.after_reading,
+            &mut self.client,
         ]
         .into_iter()
         .flatten()
@@ -120,6 +125,7 @@ impl AuditRecord {
             ("summary", &self.summary),
             ("task", &self.task),
             ("after_reading", &self.after_reading),
+            ("client", &self.client),
         ];
         for (field, text) in texts {
             if let Some(text) = text {
@@ -159,6 +165,7 @@ impl AuditRow {
             "exit_code": c.exit_code, "duration_ms": c.duration_ms, "summary": c.summary,
             "task": c.task,
             "after_reading": ReadSources::from_stored(c.after_reading.as_deref()).as_slice(),
+            "client": c.client,
         })
     }
 }
@@ -202,6 +209,7 @@ pub fn recent_path(path: &Path, limit: usize) -> Result<Vec<AuditRow>, StoreErro
                 summary: row.get(16)?,
                 task: row.get(19)?,
                 after_reading: row.get(20)?,
+                client: row.get(21)?,
             },
             prev_sha256: row.get(17)?,
             row_sha256: row.get(18)?,
@@ -254,6 +262,7 @@ mod tests {
         record.reason = Some("approved at the device (request abc234)".into());
         record.task = Some("t-1".into());
         record.after_reading = Some(r#"["com.example.chat"]"#.into());
+        record.client = Some("Codex 0.47.0".into());
         let row = AuditRow {
             id: 3,
             time: "2026-01-02T03:04:05.006Z".into(),
@@ -270,7 +279,7 @@ mod tests {
                 "identity": "launching_user", "decision": "approved",
                 "reason": "approved at the device (request abc234)", "success": null,
                 "exit_code": null, "duration_ms": null, "summary": null, "task": "t-1",
-                "after_reading": ["com.example.chat"],
+                "after_reading": ["com.example.chat"], "client": "Codex 0.47.0",
             })
         );
     }
@@ -306,10 +315,37 @@ mod tests {
         assert_eq!(record.identity, Some(Identity::Launching));
         assert_eq!(record.decision, Some(Decision::Allowed));
         assert_eq!(record.after_reading, None);
-        // And what this build writes is the same bytes, and one more: the newer field.
+        assert_eq!(record.client, None);
+        // And what this build writes is the same bytes, and two more: the newer fields.
         let written = nl2sh_proto::journal::encode_entry(record).unwrap();
-        assert_eq!(written.len(), bytes.len() + 1);
+        assert_eq!(written.len(), bytes.len() + 2);
         let read = nl2sh_proto::journal::decode_entries::<AuditRecord>(&written);
         assert_eq!(read.entries.as_slice(), std::slice::from_ref(record));
+    }
+
+    #[test]
+    fn a_journal_entry_from_before_the_client_column_reads_with_its_sources() {
+        let mut record = AuditRecord::new(AuditKind::Call, 8);
+        record.after_reading = Some(r#"["com.example.chat"]"#.into());
+        let mut entry = nl2sh_proto::journal::encode_entry(&record).unwrap();
+        // The same record as the build before `client` wrote it: one byte less, and the
+        // entry's length and checksum made again over what is left.
+        let body_len = u32::from_le_bytes(entry[..4].try_into().unwrap()) as usize;
+        let body = entry[4..4 + body_len - 1].to_vec();
+        entry.clear();
+        entry.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        entry.extend_from_slice(&body);
+        let sum = <sha2::Sha256 as sha2::Digest>::digest(&body);
+        entry.extend_from_slice(&sum[..entry_sum_bytes(&record)]);
+        let read = nl2sh_proto::journal::decode_entries::<AuditRecord>(&entry);
+        assert_eq!(read.garbage_bytes, 0);
+        assert_eq!(read.entries, vec![record]);
+    }
+
+    /// The checksum's length in an entry: what the encoder adds past the length and body.
+    fn entry_sum_bytes(record: &AuditRecord) -> usize {
+        let entry = nl2sh_proto::journal::encode_entry(record).unwrap();
+        let body_len = u32::from_le_bytes(entry[..4].try_into().unwrap()) as usize;
+        entry.len() - 4 - body_len
     }
 }

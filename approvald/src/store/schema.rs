@@ -10,7 +10,7 @@ use super::chain::OPTIONAL_HASHED_COLUMNS;
 use super::StoreError;
 
 /// `PRAGMA user_version` this build writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 /// The first schema version whose databases keep a tail file.
 pub(crate) const TAIL_SINCE_VERSION: i64 = 2;
 
@@ -174,7 +174,7 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
         tx.execute_batch(SCHEMA_V3)?;
     }
     // Each optional hashed column a database from before it lacks (`task` came with
-    // version 4, `after_reading` with 5).
+    // version 4, `after_reading` with 5, `client` with 6).
     for (column, selected) in OPTIONAL_HASHED_COLUMNS.iter().zip(optional_columns(&tx)?) {
         if selected == "NULL" {
             tx.execute_batch(&format!("ALTER TABLE audit ADD COLUMN {column} TEXT"))?;

@@ -205,6 +205,8 @@ pub fn summary(call_id: u64, risk: RiskLevel) -> ActionSummary {
         call_id: CallId(call_id),
         task: None,
         after_reading: Default::default(),
+        client: None,
+        sent: None,
         origin: CallOrigin::McpHttp,
         tool: "shell".into(),
         action: "touch /tmp/x".into(),

@@ -181,6 +181,8 @@ mod tests {
             call_id: CallId(id),
             task: None,
             after_reading: Default::default(),
+            client: None,
+            sent: None,
             origin: CallOrigin::McpHttp,
             tool: "shell.exec".into(),
             action: format!("/bin/sh -c 'ls {id}'"),

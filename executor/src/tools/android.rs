@@ -193,6 +193,7 @@ fn command_action(
     finish: impl FnOnce(CommandOutput) -> Result<ToolOutput, ToolError> + Send + 'static,
 ) -> Prepared {
     Prepared {
+        sent: None,
         data: None,
         ui_app: None,
         action: render(&spec.argv),

@@ -68,6 +68,9 @@ pub struct Prepared {
     /// For a UI action: the app in front while it was prepared (a timed UI grant names
     /// it). `None` for every other action.
     pub ui_app: Option<String>,
+    /// The action as the caller sent it where `action` shows it otherwise (a command
+    /// line inside the shell's argv): the owner reads this first.
+    pub sent: Option<String>,
     pub run: RunFn,
 }
 

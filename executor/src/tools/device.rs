@@ -20,6 +20,7 @@ pub(super) fn read_only(
     run: impl FnOnce() -> Result<ToolOutput, ToolError> + Send + 'static,
 ) -> Prepared {
     Prepared {
+        sent: None,
         data: None,
         ui_app: None,
         action: action.into(),

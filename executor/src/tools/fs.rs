@@ -57,6 +57,7 @@ fn read_prepared(
 ) -> Result<Prepared, ToolError> {
     let unconfined = args.opt_bool("unconfined")?.unwrap_or(false);
     Ok(Prepared {
+        sent: None,
         data: None,
         ui_app: None,
         action: if unconfined {
@@ -208,6 +209,7 @@ fn prepare_stat(args: &Map<String, Value>, _env: &Arc<DeviceEnv>) -> Result<Prep
     // Metadata is not content: reading it is read-only even for secret files, and the
     // tool's own fixed operation (no content of the caller's choosing is read).
     Ok(Prepared {
+        sent: None,
         data: None,
         ui_app: None,
         action,
@@ -329,6 +331,7 @@ fn prepare_write(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prep
         approved_dir,
     };
     Ok(Prepared {
+        sent: None,
         // The owner reads what is written, not only how much (docs/APPROVALS.md).
         data: Some(ActionData::new("content", bytes.clone())),
         ui_app: None,

@@ -73,8 +73,10 @@ fn prepare_exec(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepa
         Some(c) => format!("{shell} -c {} (in {})", quote(&command), c.display()),
         None => format!("{shell} -c {}", quote(&command)),
     };
+    let sent = Some(command.clone());
     let argv = vec![shell, "-c".into(), command];
     Ok(Prepared {
+        sent,
         data: None,
         ui_app: None,
         action,

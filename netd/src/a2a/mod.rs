@@ -29,6 +29,7 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
 use nl2sh_proto::channels::{CallOrigin, StoreErrorKind};
 use nl2sh_proto::display::Shown;
+use nl2sh_proto::requester::ClientName;
 use serde_json::{json, Value};
 
 pub use error::A2aError;
@@ -87,7 +88,7 @@ async fn answer(a2a: &A2a, headers: &HeaderMap, body: &[u8]) -> (Value, Result<V
     if let Err(e) = check_version(headers) {
         return (id, Err(e));
     }
-    let outcome = dispatch(a2a, method, params).await;
+    let outcome = dispatch(a2a, method, params, caller_name(headers)).await;
     if let Err(e) = &outcome {
         tracing::debug!(method = %Shown::new(method).max_bytes(64), code = e.code(), "A2A error");
     }
@@ -184,9 +185,21 @@ fn check_version(headers: &HeaderMap) -> Result<(), A2aError> {
     )))
 }
 
-async fn dispatch(a2a: &A2a, method: &str, params: Option<&Value>) -> Result<Value, A2aError> {
+/// The caller's own name for itself: A2A has no field for it, so its HTTP `User-Agent`
+/// (shown to the owner as what it is: a name it gave, deciding nothing).
+fn caller_name(headers: &HeaderMap) -> Option<ClientName> {
+    let agent = headers.get(header::USER_AGENT)?.to_str().ok()?;
+    ClientName::from_user_agent(agent)
+}
+
+async fn dispatch(
+    a2a: &A2a,
+    method: &str,
+    params: Option<&Value>,
+    client: Option<ClientName>,
+) -> Result<Value, A2aError> {
     match method {
-        "SendMessage" => send_message(a2a, params::object(params)?).await,
+        "SendMessage" => send_message(a2a, params::object(params)?, client).await,
         "GetTask" => {
             let (id, view) = params::get(params::object(params)?)?;
             Ok(present(&a2a.tasks.get(&id).await?, view))
@@ -215,6 +228,7 @@ async fn dispatch(a2a: &A2a, method: &str, params: Option<&Value>) -> Result<Val
 async fn send_message(
     a2a: &A2a,
     params: &serde_json::Map<String, Value>,
+    client: Option<ClientName>,
 ) -> Result<Value, A2aError> {
     let send = params::send(params)?;
     if let Some(task_id) = &send.continues {
@@ -235,6 +249,7 @@ async fn send_message(
             context: send.context,
             text: send.text,
             message: send.message,
+            client,
         })
         .await?;
     let task = if send.return_immediately {

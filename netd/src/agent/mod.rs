@@ -22,6 +22,7 @@ use nl2sh_proto::channels::{
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::MAX_ARGUMENT_JSON_BYTES;
 use nl2sh_proto::read_sources::ReadSources;
+use nl2sh_proto::requester::ClientName;
 use serde_json::{json, Map, Value};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -66,6 +67,8 @@ pub struct AgentJob {
     pub context: ContextId,
     /// `AgentHttp` or `AgentStdio` (from [`CallOrigin::agent`] of the front door).
     pub origin: CallOrigin,
+    /// The delegating client's own name for itself ([`InvokeRequest::client`]).
+    pub client: Option<ClientName>,
     /// The user's text (A2A text parts joined with newlines; 1–8192 bytes, checked by the
     /// caller).
     pub text: String,
@@ -280,6 +283,7 @@ impl Agent {
                 arguments,
                 // What it had read may have provoked this call: the owner is told.
                 after_reading: turn.read.clone(),
+                client: turn.client.clone(),
             },
             Err(error) => {
                 tracing::debug!(
@@ -503,6 +507,7 @@ struct Turn {
     task: TaskId,
     session: String,
     origin: CallOrigin,
+    client: Option<ClientName>,
     /// The system prompt first; everything after it is the context's history.
     messages: Vec<Value>,
     /// Where in `messages` the task's own text is (never shortened).
@@ -532,6 +537,7 @@ impl Turn {
             task: job.task.clone(),
             session: job.context.0.clone(),
             origin: job.origin,
+            client: job.client.clone(),
             messages,
             ledger: Ledger::default(),
             steps: 0,
@@ -655,6 +661,7 @@ mod tests {
             task: TaskId("t-1".into()),
             context: ContextId("c-1".into()),
             origin: CallOrigin::AgentHttp,
+            client: None,
             text: "read my chat".into(),
             history,
             step: Arc::new(watch::channel(None).0),

@@ -31,6 +31,7 @@ use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::{
     MAX_ACTIVE_TASKS, MAX_ID_BYTES, MAX_OWNER_TASKS, MAX_TASK_DOCUMENT_BYTES,
 };
+use nl2sh_proto::requester::ClientName;
 use serde_json::{Map, Value};
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -132,6 +133,9 @@ pub struct NewTask {
     /// The user's message in the 1.0 shape (`messageId`, `role`, `parts`, …); the
     /// service adds `contextId` and `taskId`.
     pub message: Map<String, Value>,
+    /// The delegating client's own name for itself: the Agent's calls carry it to the
+    /// owner's approval requests.
+    pub client: Option<ClientName>,
 }
 
 /// A task's current document and state.
@@ -309,6 +313,7 @@ impl TaskService {
             doc,
             text: new.text,
             origin: new.agent_origin,
+            client: new.client,
             cancel,
             snapshot: tx,
             step: Arc::new(step_tx),
@@ -415,6 +420,7 @@ impl TaskService {
             context: Some(context_id.clone()),
             text,
             message: message.clone(),
+            client: None,
         };
         let why = match self.submit(new).await {
             Ok(_) => return,
@@ -588,6 +594,7 @@ struct Task {
     doc: TaskDoc,
     text: String,
     origin: CallOrigin,
+    client: Option<ClientName>,
     cancel: CancellationToken,
     snapshot: watch::Sender<Snapshot>,
     step: StepSender,
@@ -684,6 +691,7 @@ impl Task {
             task: self.doc.id.clone(),
             context: self.doc.context.clone(),
             origin: self.origin,
+            client: self.client.clone(),
             text: std::mem::take(&mut self.text),
             history,
             step: self.step.clone(),

@@ -8,6 +8,7 @@ use std::time::Duration;
 use nl2sh_proto::channels::{CallOrigin, ContextId, TaskState};
 use nl2sh_proto::ids::new_uuid_v4;
 use nl2sh_proto::limits::{MAX_AGENT_TEXT_BYTES, MAX_ID_BYTES};
+use nl2sh_proto::requester::ClientName;
 use rmcp::model::{CallToolResult, JsonObject, Tool};
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -80,6 +81,7 @@ pub fn tool() -> Tool {
 pub async fn call(
     tasks: &TaskService,
     origin: CallOrigin,
+    client: Option<ClientName>,
     arguments: Option<&JsonObject>,
     cancel: &CancellationToken,
     progress: Option<(&ExecutorClient, Reporter)>,
@@ -130,6 +132,7 @@ pub async fn call(
             context,
             text: text.clone(),
             message,
+            client,
         })
         .await
     {

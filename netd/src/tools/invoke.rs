@@ -3,6 +3,7 @@
 
 use nl2sh_proto::channels::{CallOrigin, InvokeRequest};
 use nl2sh_proto::limits::{MAX_ARGUMENT_JSON_BYTES, MAX_TOOL_NAME_BYTES};
+use nl2sh_proto::requester::ClientName;
 use rmcp::model::{CallToolResult, JsonObject, Tool};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -57,6 +58,7 @@ pub fn tool() -> Tool {
 pub async fn call(
     executor: &ExecutorClient,
     origin: CallOrigin,
+    client: Option<ClientName>,
     arguments: Option<&JsonObject>,
     cancel: &CancellationToken,
     reporter: Option<Reporter>,
@@ -99,6 +101,7 @@ pub async fn call(
         tool: tool.clone(),
         arguments: args_text,
         after_reading: Default::default(),
+        client,
     };
     match call::run(
         executor,

@@ -120,6 +120,9 @@ pub(super) fn registered<'r>(
             "only the Agent's calls say what it had read".into(),
         ));
     }
+    if let Some(Err(e)) = req.client.as_ref().map(|c| c.check()) {
+        return Err(ToolError::InvalidArguments(e));
+    }
     if req.tool.len() > MAX_TOOL_NAME_BYTES {
         return Err(ToolError::InvalidArguments(format!(
             "tool name is over {MAX_TOOL_NAME_BYTES} bytes"
@@ -429,8 +432,10 @@ pub(super) fn summary(req: &InvokeRequest, call_id: CallId, assessed: &Assessed)
         origin: req.origin,
         task: req.task.clone(),
         after_reading: req.after_reading.clone(),
+        client: req.client.clone(),
         tool: req.tool.clone(),
         action: prepared.action.clone(),
+        sent: prepared.sent.clone(),
         arguments_sha256: hex::encode(Sha256::digest(req.arguments.as_bytes())),
         risk: prepared.assessment.level,
         requires_root: prepared.assessment.requires_root,

@@ -84,6 +84,7 @@ pub(super) fn clipboard_get() -> AndroidTool {
                  method for the read",
             );
             Ok(Prepared {
+                sent: None,
                 data: None,
                 ui_app: None,
                 action: format!(

@@ -441,6 +441,7 @@ fn prepare(env: &DeviceEnv, program: &str) -> Prepared {
     assessment
         .note_reason("reads the text of every notification (private: messages, sign-in codes)");
     Prepared {
+        sent: None,
         data: None,
         ui_app: None,
         action: render(&argv),

@@ -61,6 +61,7 @@ fn prepare_dump(_args: &Args<'_>, env: &DeviceEnv, program: &str) -> Result<Prep
     let dumpsys = env.program("dumpsys").map(|p| p.display().to_string());
     let identity = env.ui_identity();
     Ok(Prepared {
+        sent: None,
         data: None,
         ui_app: None,
         action: render(&argv),
@@ -334,6 +335,7 @@ fn prepare_screenshot(
     png.max_stdout = MAX_SCREENCAP_BYTES;
     let dumpsys = env.program("dumpsys").map(|p| p.display().to_string());
     Ok(Prepared {
+        sent: None,
         data: None,
         ui_app: None,
         action: render(&raw.argv),

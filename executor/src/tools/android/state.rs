@@ -58,6 +58,7 @@ fn prepare(env: &DeviceEnv, program: &str) -> Prepared {
         .map(|s| render(&[dumpsys.clone(), s.to_string()]))
         .collect();
     Prepared {
+        sent: None,
         data: None,
         ui_app: None,
         action: lines.join("; "),

@@ -96,6 +96,7 @@ pub(super) fn wait_for() -> AndroidTool {
             );
             let limit = Duration::from_millis(timeout_ms);
             Ok(Prepared {
+                sent: None,
                 data: None,
                 ui_app: None,
                 action,
