@@ -927,6 +927,62 @@ def test_a_dangerous_request_needs_its_phrase_and_is_rejected(
     finish(b, webui)
 
 
+def test_a_request_says_who_asks_as_whom_and_the_command_as_sent(
+    service: WebService, webui: WebUI, browsers: Browsers, tmp_path: Path
+):
+    """Who is asking is the card's first line (nl2sh's words, `shown.who`), then "runs as
+    root/shell/you" (`shown.as`), then the command exactly as the caller sent it (a single
+    quote inside quotes as a shell prints it, '\\'' with one backslash); the exact argv is a
+    tap away (closed <details>). A command holding a character that cannot be shown is
+    escaped whole and the card says so. Phone and desktop."""
+    phone = open_webui(browsers, webui, "who-phone")
+    desk = open_webui(browsers, webui, "who-desktop", size=DESKTOP)
+    target = tmp_path / "quoted"
+    command = f"printf '%s\\n' 'it'\\''s' > {target}"
+    call = service.invoke_async(command)
+    card = wait_card(phone, str(target))
+    rid = card_text(card, ".rid")
+    (p,) = [p for p in service.pending() if p["id"] == rid]
+    assert p["shown"]["command"] == command and p["shown"]["command_escaped"] is False, p["shown"]
+    for b in (phone, desk):
+        c = wait_card(b, str(target))
+        first = b.js("return arguments[0].firstElementChild;", c)
+        assert first.get_attribute("class") == "who", first.get_attribute("outerHTML")
+        assert first.get_attribute("textContent") == p["shown"]["who"]
+        assert "over MCP (HTTP)" in p["shown"]["who"], p["shown"]["who"]
+        assert card_text(c, ".meta").startswith("runs " + p["shown"]["as"]), card_text(c, ".meta")
+        assert p["shown"]["as"] in ("as root", "as shell", "as you"), p["shown"]["as"]
+        shown = card_text(c, "pre.command")
+        assert shown == command and "'\\''" in shown, shown
+        assert not c.find_elements("css selector", ".escaped-note")
+        # The argv: a tap away, then exactly nl2sh's.
+        argv = card_button(c, "details.argv pre.action")
+        assert not argv.is_displayed()
+        card_button(c, "details.argv summary").click()
+        b.until(lambda argv=argv: argv.is_displayed(), 2, "the argv opens")
+        assert argv.get_attribute("textContent") == p["shown"]["action"]
+        assert not b.horizontal_overflow()
+    shot(phone, "webui-who-phone")
+    shot(desk, "webui-who-desktop")
+
+    tag = f"bidi-{time.monotonic_ns()}"
+    hostile = service.invoke_async(f"echo '\u202e{tag}' > {tmp_path / 'bidi'}")
+    card2 = wait_card(phone, tag)
+    cmd = card_text(card2, "pre.command")
+    assert "\\u{202e}" + tag in cmd and "\u202e" not in cmd, cmd
+    note = card_button(card2, ".escaped-note")
+    assert note.is_displayed() and note.text == "Shown escaped: \\\\ is one backslash.", note.text
+    shot(phone, "webui-who-escaped")
+
+    for c, done in ((card, call), (card2, hostile)):
+        card_button(c, ":scope > .buttons > .btn-reject").click()
+        wait_shown(phone, c, ".confirm .btn-reject", "the reject confirm step").click()
+        assert done.result().get("isError") is True
+    assert not target.exists()
+    for b in (phone, desk):
+        finish(b, webui)
+
+
 # ---------------------------------------------------------------------------------------
 # 4. Hostile text
 # ---------------------------------------------------------------------------------------

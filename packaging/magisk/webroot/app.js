@@ -738,7 +738,7 @@
 
   function requestSignature(req) {
     return JSON.stringify([req.id, req.call_id, req.origin, req.task, req.tool, req.action,
-      req.shown.who, req.shown.as, req.shown.command, req.command_escaped,
+      req.shown.who, req.shown.as, req.shown.command, req.command_escaped, req.action_escaped,
       req.risk, req.requires_root, req.identity, req.reasons, req.phrase, req.shown.after_reading,
       req.data && req.data.header, req.ui_app]);
   }
@@ -765,11 +765,16 @@
       // The app a timed UI grant given with this request would cover, or '' (none offered).
       ui_app: typeof raw.ui_app === 'string' ? raw.ui_app : '',
       // The command held characters that had to be escaped to be shown.
-      command_escaped: raw.command_escaped === true ||
-        (raw.shown !== null && typeof raw.shown === 'object' && raw.shown.command_escaped === true),
+      command_escaped: shownFlag(raw, 'command_escaped'),
+      action_escaped: shownFlag(raw, 'action_escaped'),
       // What the page shows of the caller's text: escaped by nl2sh (see plain()).
       shown: shownFields(raw.shown)
     };
+  }
+
+  // A flag nl2sh sets under `shown` (or beside it).
+  function shownFlag(raw, name) {
+    return raw[name] === true || (raw.shown !== null && typeof raw.shown === 'object' && raw.shown[name] === true);
   }
 
   function shownFields(v) {
@@ -844,21 +849,24 @@
   }
 
   // The action: for shell.exec the command as the caller sent it, the exact argv a tap
-  // away; for other tools the action line as it will run.
+  // away; for other tools the action line as it will run. Each as a shell prints it,
+  // unless nl2sh had to escape it (then it says so).
   function actionBlock(req) {
+    var argv = el('pre', 'action', req.shown.action);
+    var argvNote = req.action_escaped ? escapedNote() : null;
     if (!req.shown.command) {
       return el('div', 'action-block',
-        el('p', 'label', 'Action, exactly as it will run:'),
-        el('pre', 'action', req.shown.action));
+        el('p', 'label', 'Action, exactly as it will run:'), argv, argvNote);
     }
-    var argv = el('details', 'argv',
-      el('summary', null, 'Exact argv it runs'),
-      el('pre', 'action', req.shown.action));
     return el('div', 'action-block',
       el('p', 'label', 'Command, as sent:'),
       el('pre', 'command', req.shown.command),
-      req.command_escaped ? el('p', 'note escaped-note', 'Shown escaped: \\\\ is one backslash.') : null,
-      argv);
+      req.command_escaped ? escapedNote() : null,
+      el('details', 'argv', el('summary', null, 'Exact argv it runs'), argv, argvNote));
+  }
+
+  function escapedNote() {
+    return el('p', 'note escaped-note', 'Shown escaped: \\\\ is one backslash.');
   }
 
   function buildCard(req) {
