@@ -794,6 +794,7 @@ def test_a_request_decided_elsewhere_or_expired_stays_saying_so(
     rid = card_text(card, ".rid")
     card_button(card, ":scope > .buttons > .btn-approve").click()
     wait_shown(phone, card, "input.phrase", "the phrase field").send_keys("approve dang")
+    wait_card(desk, str(victim))  # both pages show it waiting before it is decided
 
     r = service.cli("protocol", "reject", rid)
     assert r.returncode == 0, r.stderr
