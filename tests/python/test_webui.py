@@ -975,6 +975,13 @@ def test_a_request_says_who_asks_as_whom_and_the_command_as_sent(
     assert note.is_displayed() and note.text == "Shown escaped: \\\\ is one backslash.", note.text
     shot(phone, "webui-who-escaped")
 
+    # The approve step names who asks and as whom before anything is sent.
+    card_button(card, ":scope > .buttons > .btn-approve").click()
+    ask = wait_shown(phone, card, ".confirm", "the approve step")
+    assert f"Approve request {rid} from {p['shown']['who']}? Its action runs {p['shown']['as']} as soon" in ask.text, (
+        ask.text
+    )
+    card_button(card, ".confirm .btn-quiet").click()
     for c, done in ((card, call), (card2, hostile)):
         card_button(c, ":scope > .buttons > .btn-reject").click()
         wait_shown(phone, c, ".confirm .btn-reject", "the reject confirm step").click()

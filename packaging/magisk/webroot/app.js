@@ -967,6 +967,11 @@
     }
   }
 
+  // " from <who is asking>" for a confirm step's question, when nl2sh names the caller.
+  function asker(req) {
+    return req.shown.who ? ' from ' + req.shown.who : '';
+  }
+
   function closeConfirm(c) {
     c.mode = null;
     clear(c.parts.confirm);
@@ -993,7 +998,7 @@
     });
 
     if (mode === 'reject') {
-      box.appendChild(el('p', null, 'Reject request ' + req.shown.id + '? Its action does not run.'));
+      box.appendChild(el('p', null, 'Reject request ' + req.shown.id + asker(req) + '? Its action does not run.'));
       go.addEventListener('click', function () {
         decide(c, 'reject', null);
       });
@@ -1050,8 +1055,8 @@
       input.setAttribute('autocorrect', 'off');
       input.setAttribute('spellcheck', 'false');
       input.setAttribute('aria-label', 'Confirmation phrase');
-      box.appendChild(el('p', null, 'This is a ' + plain(req.risk) + ' action. It runs as soon ' +
-        'as you approve. To approve it, type:'));
+      box.appendChild(el('p', null, 'This is a ' + plain(req.risk) + ' action' + asker(req) + '. It runs ' +
+        (req.shown.as ? req.shown.as + ' ' : '') + 'as soon as you approve. To approve it, type:'));
       box.appendChild(el('p', 'phrase-shown', el('code', null, phrase)));
       box.appendChild(input);
       go.disabled = true;
@@ -1070,7 +1075,8 @@
       return;
     }
 
-    box.appendChild(el('p', null, 'Approve request ' + req.shown.id + '? Its action runs as soon ' +
+    box.appendChild(el('p', null, 'Approve request ' + req.shown.id + asker(req) + '? Its action runs ' +
+      (req.shown.as ? req.shown.as + ' ' : '') + 'as soon ' +
       'as you approve.'));
     go.addEventListener('click', function () {
       decide(c, 'approve', null);
