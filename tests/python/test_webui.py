@@ -982,7 +982,16 @@ def test_a_request_says_who_asks_as_whom_and_the_command_as_sent(
         ask.text
     )
     card_button(card, ".confirm .btn-quiet").click()
+    # An approve step opens the argv too: the whole action is on the page before it counts.
+    argv2 = card_button(card2, "details.argv pre.action")
+    assert not argv2.is_displayed()
+    card_button(card2, ":scope > .buttons > .btn-approve").click()
+    wait_shown(phone, card2, ".confirm", "the approve step")
+    assert argv2.is_displayed()
+    card_button(card2, ".confirm .btn-quiet").click()
     for c, done in ((card, call), (card2, hostile)):
+        # Back up to the card (selenium's own scroll would leave it under the sticky bar).
+        phone.js("arguments[0].scrollIntoView({block: 'center'});", c)
         card_button(c, ":scope > .buttons > .btn-reject").click()
         wait_shown(phone, c, ".confirm .btn-reject", "the reject confirm step").click()
         assert done.result().get("isError") is True

@@ -987,6 +987,12 @@
     closeConfirm(c);
     message(c.parts.message, '');
     c.mode = mode;
+    // Before any approve counts, the whole action is on the page: the argv behind the
+    // command opens too (it may say more, such as the directory it runs in).
+    var argv = c.node.querySelector('details.argv');
+    if (argv && mode !== 'reject') {
+      argv.open = true;
+    }
 
     var go = el('button', 'btn ' + (mode === 'approve' ? 'btn-approve' : 'btn-reject'),
       mode === 'approve' ? 'Approve now' : 'Reject now');
