@@ -433,11 +433,15 @@ fn live_lines(out: &mut StatusLines, info: &ConnectionInfo) {
         } else {
             "the generated token its startup printed"
         };
+        let print = nl2sh_proto::hint::with_config(
+            std::path::Path::new(&info.config_path),
+            "protocol token",
+        );
         out.line(
             "Token",
             &format!(
                 "not shown; clients need the configured protocol_token or \
-                 NL2SH_PROTOCOL_TOKEN, or {generated}"
+                 NL2SH_PROTOCOL_TOKEN, or {generated} (`{print}` prints the one in use)"
             ),
         );
     }

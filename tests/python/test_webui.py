@@ -587,9 +587,11 @@ def test_a_tool_command_is_refused_the_token(service: WebService, tmp_path: Path
     said = json.dumps(call.result())
     assert "rc=9" in said and "refused" in said, said
     assert TOKEN not in said
-    # The owner, outside the tree, gets it.
+    # The owner, outside the tree, gets it; `service status` says how, with the --config.
     r = service.cli("protocol", "token")
     assert r.returncode == 0 and r.stdout == TOKEN + "\n", r
+    status = service.cli("service", "status").stdout
+    assert f"`nl2sh --config {service.config} protocol token` prints the one in use" in status, status
 
 
 @contextmanager
