@@ -1213,7 +1213,7 @@
     dismiss.addEventListener('click', function () {
       removeCard(c.req.id);
     });
-    c.node.appendChild(el('div', 'buttons', dismiss));
+    c.node.appendChild(el('div', 'buttons gone-actions', dismiss));
   }
 
   // How a gone request ended, from the audit trail (its call's decision row).
