@@ -74,7 +74,7 @@ ALLOWED_TAILS = {
     "ui-revoke": re.compile(rf" protocol ui-grants --revoke (?P<id>{_ID}) </dev/null"),
     "token": re.compile(r" protocol token </dev/null"),
     "auto-approve": re.compile(r" config get protocol_auto_approve </dev/null"),
-    "audit": re.compile(r" protocol audit --json --since 10m --limit 200 </dev/null"),
+    "audit": re.compile(r" protocol audit --json --since 5m --limit 50 </dev/null"),
 }
 # `service start` and `restart` run detached in a subshell (app.js's detached()): the whole
 # command line is fixed but for the verb and its output file.

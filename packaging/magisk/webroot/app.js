@@ -38,7 +38,7 @@
 //   console    N web login --open </dev/null
 //   token      N protocol token </dev/null                  (only on Reveal)
 //   auto       N config get protocol_auto_approve </dev/null (while status lacks auto_approve)
-//   audit      N protocol audit --json --since 10m --limit 200 </dev/null
+//   audit      N protocol audit --json --since 5m --limit 50 </dev/null
 //              (once a request this page did not decide is gone: how it ended)
 //   approve    N protocol approve ID --yes </dev/null
 //              N protocol approve ID --yes --phrase 'approve RISK ID' </dev/null
@@ -98,7 +98,8 @@
     uiGrants: N + ' protocol ui-grants --json </dev/null',
     token: N + ' protocol token </dev/null',
     autoApprove: N + ' config get protocol_auto_approve </dev/null',
-    audit: N + ' protocol audit --json --since 10m --limit 200 </dev/null'
+    // The newest rows only: a gone request was decided within the last poll or two.
+    audit: N + ' protocol audit --json --since 5m --limit 50 </dev/null'
   };
 
   // A command for the person to run in a root shell: the binary and configuration this
@@ -483,7 +484,7 @@
     status.autoApprove = typeof obj.auto_approve === 'boolean' ? obj.auto_approve : null;
     renderDiffers(running ? obj : null);
     renderConnect(found, running);
-    $('start').hidden = !(state === 'stopped');
+    $('start').hidden = !(state === 'stopped') || restart.busy;
     $('restart').hidden = !status.managed && !restart.busy;
     if ($('restart').hidden && !restart.busy) {
       $('restart-confirm').hidden = true;
