@@ -397,6 +397,14 @@ def wait_shown(b: Browser, card, css: str, what: str, timeout: float = 3.0):
     return b.until(lambda: (lambda n: n if n.is_displayed() else None)(card_button(card, css)), timeout, what)
 
 
+def tap(b: Browser, element) -> None:
+    """Click `element` once it is in the middle of the screen, as a person taps what they
+    see (selenium's own scroll may leave it at an edge, under the sticky bar or past the
+    bottom, where its click may land on nothing)."""
+    b.js("arguments[0].scrollIntoView({block: 'center'});", element)
+    element.click()
+
+
 def card_text(card, css: str) -> str:
     """The text of the card's element as the DOM has it (the CSS upper-cases some labels)."""
     return card.find_element("css selector", css).get_attribute("textContent")
@@ -460,7 +468,10 @@ def assert_hints_carry_config(b: Browser) -> None:
 
 
 def finish(b: Browser, webui: WebUI) -> None:
-    """What every test ends with: no JS error or CSP violation, only app.js's commands."""
+    """What every test ends with: no JS error or CSP violation, only app.js's commands,
+    and a page as wide as the screen (a phone zooms out, rather than scrolling sideways,
+    to fit something too wide: horizontal_overflow() alone cannot see that)."""
+    assert b.js("return innerWidth;") == b.viewport[0], "the page is wider than the screen"
     b.assert_clean_console()
     webui.assert_only_page_commands()
 
@@ -1039,6 +1050,65 @@ def test_hostile_action_text_shows_as_text(service: WebService, webui: WebUI, br
     assert not (tmp_path / "out").exists()
     b.until(lambda: card_gone(b, tag), GONE_TIMEOUT, "the rejected card leaves the page")
     assert b.js("return typeof window.__pwned;") == "undefined"
+    finish(b, webui)
+
+
+def test_a_hostile_client_name_shows_as_text(service: WebService, webui: WebUI, browsers: Browsers, tmp_path: Path):
+    """Who is asking comes from the caller (a 2026-07-28 request's `_meta` clientInfo):
+    markup stays text, and a bidi override, an invisible character or a control character
+    is named as nl2sh names it, never drawn."""
+    b = open_webui(browsers, webui, "hostile-who")
+    name = "Codex <img src=x onerror=window.__pwned=1>\u202eexe.lmth\u200b\x1b[2J"
+    target = tmp_path / "who-hostile"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {
+            "name": "nl2sh_invoke",
+            "arguments": {"tool": "shell.exec", "arguments": {"command": f"touch {target}"}},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": name, "version": "1.0\u202e"},
+            },
+        },
+    }
+    extra = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "nl2sh_invoke",
+    }
+    answer: list = []
+    t = threading.Thread(target=lambda: answer.append(service.protocol_post("/mcp", body, extra, timeout=60)), daemon=True)
+    t.start()
+    t.join(3)
+    assert not answer, answer
+    card = wait_card(b, str(target))
+    rid = card_text(card, ".rid")
+    (p,) = [p for p in service.pending() if p["id"] == rid]
+    who = card_text(card, ".who")
+    assert who == p["shown"]["who"], (who, p["shown"])
+    assert "<img src=x onerror=window.__pwned=1>" in who and "\\u{202e}exe.lmth\\u{200b}\\x1b[2J" in who, who
+    assert not set(who) & {"\u202e", "\u200b", "\x1b"}, who
+    assert b.js("return document.querySelectorAll('#approvals img').length;") == 0
+    assert b.js("return typeof window.__pwned;") == "undefined"
+    assert not b.horizontal_overflow()
+    shot(b, "webui-hostile-who")
+    tap(b, card_button(card, ":scope > .buttons > .btn-reject"))
+    go = wait_shown(b, card, ".confirm .btn-reject", "the reject confirm step")
+    # The question names who asks: its long unbroken text wraps; the phone does not zoom out.
+    assert b.js("return [innerWidth, visualViewport.scale];") == [390, 1], "the confirm step widened the page"
+    assert "Codex <img src=x onerror" in card_text(card, ".confirm p")
+    shot(b, "webui-hostile-who-confirm")
+    tap(b, go)
+    entry = webui.wait_entry("reject", f" protocol reject {rid} ")
+    assert entry.errno == 0, entry
+    # (The answer's stream is not read to its end here: what matters is that it was refused.)
+    assert not [q for q in service.pending() if q["id"] == rid]
+    assert not target.exists()
+    b.until(lambda: card_gone(b, str(target)), GONE_TIMEOUT, "the rejected card leaves the page")
     finish(b, webui)
 
 

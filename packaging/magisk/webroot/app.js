@@ -968,6 +968,14 @@
     }
   }
 
+  // Show a confirm step whole (its question and buttons, not only the focused button at
+  // the screen's edge) and focus `first`.
+  function showStep(box, first) {
+    box.hidden = false;
+    first.focus({ preventScroll: true });
+    box.scrollIntoView({ block: 'nearest' });
+  }
+
   // " from <who is asking>" for a confirm step's question, when nl2sh names the caller.
   function asker(req) {
     return req.shown.who ? ' from ' + req.shown.who : '';
@@ -1010,8 +1018,7 @@
         decide(c, 'reject', null);
       });
       box.appendChild(el('div', 'buttons', go, cancel));
-      box.hidden = false;
-      go.focus();
+      showStep(box, go);
       return;
     }
 
@@ -1040,8 +1047,7 @@
         decide(c, 'approve-ui', null);
       });
       box.appendChild(el('div', 'buttons', go, cancel));
-      box.hidden = false;
-      go.focus();
+      showStep(box, go);
       return;
     }
 
@@ -1077,8 +1083,7 @@
         decide(c, 'approve', phrase);
       });
       box.appendChild(el('div', 'buttons', go, cancel));
-      box.hidden = false;
-      input.focus();
+      showStep(box, input);
       return;
     }
 
@@ -1089,8 +1094,7 @@
       decide(c, 'approve', null);
     });
     box.appendChild(el('div', 'buttons', go, cancel));
-    box.hidden = false;
-    go.focus();
+    showStep(box, go);
   }
 
   function decide(c, mode, phrase) {
@@ -1391,8 +1395,7 @@
     go.addEventListener('click', function () {
       revokeGrant(row);
     });
-    box.hidden = false;
-    go.focus();
+    showStep(box, go);
   }
 
   function revokeGrant(row) {
