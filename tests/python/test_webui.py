@@ -46,7 +46,7 @@ import pytest
 
 from browser import DESKTOP, PHONE, Browser, Browsers, browsers  # noqa: F401 - `browsers` is a fixture
 from test_web_console import chat_standins, copy_with
-from web_service import BASE_CONFIG, NL2SH_BIN, TOKEN, WebService, clean_env, require_nl2sh, web_service
+from web_service import BASE_CONFIG, NL2SH_BIN, TOKEN, McpCall, WebService, clean_env, require_nl2sh, web_service
 
 WEBROOT = Path(__file__).resolve().parents[2] / "packaging" / "magisk" / "webroot"
 EXEC_TIMEOUT = 30.0
@@ -1060,31 +1060,16 @@ def test_a_hostile_client_name_shows_as_text(service: WebService, webui: WebUI, 
     b = open_webui(browsers, webui, "hostile-who")
     name = "Codex <img src=x onerror=window.__pwned=1>\u202eexe.lmth\u200b\x1b[2J"
     target = tmp_path / "who-hostile"
-    body = {
-        "jsonrpc": "2.0",
-        "id": 3,
-        "method": "tools/call",
-        "params": {
-            "name": "nl2sh_invoke",
-            "arguments": {"tool": "shell.exec", "arguments": {"command": f"touch {target}"}},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": name, "version": "1.0\u202e"},
-            },
+    call = McpCall(
+        service,
+        f"touch {target}",
+        meta={
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": name, "version": "1.0\u202e"},
         },
-    }
-    extra = {
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": "nl2sh_invoke",
-    }
-    answer: list = []
-    t = threading.Thread(target=lambda: answer.append(service.protocol_post("/mcp", body, extra, timeout=60)), daemon=True)
-    t.start()
-    t.join(3)
-    assert not answer, answer
+        headers={"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "nl2sh_invoke"},
+    )
     card = wait_card(b, str(target))
     rid = card_text(card, ".rid")
     (p,) = [p for p in service.pending() if p["id"] == rid]
@@ -1105,7 +1090,7 @@ def test_a_hostile_client_name_shows_as_text(service: WebService, webui: WebUI, 
     tap(b, go)
     entry = webui.wait_entry("reject", f" protocol reject {rid} ")
     assert entry.errno == 0, entry
-    # (The answer's stream is not read to its end here: what matters is that it was refused.)
+    assert call.result().get("isError") is True
     assert not [q for q in service.pending() if q["id"] == rid]
     assert not target.exists()
     b.until(lambda: card_gone(b, str(target)), GONE_TIMEOUT, "the rejected card leaves the page")
