@@ -352,6 +352,11 @@ pub fn decide(
         // sees it even when the decision then fails or runs something at once.
         print!("{}", deciding(p, approve));
         let _ = std::io::Write::flush(&mut std::io::stdout());
+        // One approve flow in every console: a `high` request is confirmed once more after
+        // the whole of it is on the screen (a `dangerous` or `critical` one by its phrase).
+        if approve && !confirmed && p.risk == nl2sh_proto::channels::RiskLevel::High {
+            confirm_high(&id)?;
+        }
         let id = ApprovalId(id.clone());
         let (req, granted) = match decision {
             Decision::Approve {
@@ -386,6 +391,28 @@ pub fn decide(
             ExitCode::SUCCESS
         }
         Err((code, msg)) => fail(code, msg),
+    }
+}
+
+/// Ask the person at the terminal to confirm a `high` request shown above; anything but
+/// `y` or `yes` (or the end of input) sends nothing.
+fn confirm_high(id: &str) -> Result<(), (Exit, String)> {
+    print!("This request is high risk. Approve it? Type y and Enter (anything else: no): ");
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    let mut answer = String::new();
+    let _ = std::io::stdin().read_line(&mut answer);
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Ok(()),
+        _ => {
+            println!();
+            Err((
+                Exit::Failure,
+                format!(
+                    "not approved: you did not confirm; nothing was sent and request {} still waits",
+                    Shown::new(id)
+                ),
+            ))
+        }
     }
 }
 

@@ -796,6 +796,69 @@ fn stop_locked(target: &Target) -> Result<(), Failure> {
     }
 }
 
+/// The managed service's start identity: its pid and its start time (field 22 of
+/// `/proc/<pid>/stat`), as discovery verifies a process. A pid alone can name a later
+/// process: one a `service restart` started in its place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartIdentity {
+    pub pid: u32,
+    pub start_time: u64,
+}
+
+/// The managed service running for `config_path` now, by its start identity.
+pub fn running_identity(config_path: &std::path::Path) -> Option<StartIdentity> {
+    let (cfg, _) = config::load_for_discovery(config_path);
+    match Target::new(config_path.to_owned(), &cfg).discover() {
+        Ok(Discovered::Live(info)) if info.transport == SERVICE_TRANSPORT => Some(StartIdentity {
+            pid: info.pid,
+            start_time: info.start_time,
+        }),
+        _ => None,
+    }
+}
+
+/// What [`stop_if_same`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopIfSame {
+    /// It was that process: it is stopped.
+    Stopped,
+    /// Nothing runs any more.
+    Gone,
+    /// Another process serves now (pid): it is left running.
+    Other(u32),
+}
+
+/// Stops the managed service for `config_path` only when it is still the process
+/// `started` (a console stops the service it started, never one a `service restart`
+/// elsewhere put in its place). Under the control lock, so no start or restart runs
+/// between the check and the signal. Prints nothing (the console owns the terminal).
+pub fn stop_if_same(
+    config_path: &std::path::Path,
+    started: StartIdentity,
+) -> Result<StopIfSame, String> {
+    let (cfg, _) = config::load_for_discovery(config_path);
+    let target = Target::new(config_path.to_owned(), &cfg);
+    if !target.service_dir.exists() {
+        return Ok(StopIfSame::Gone);
+    }
+    let _control = control_lock(&target).map_err(|f| f.message)?;
+    match settle(&target, STOP_WAIT).map_err(|f| f.message)? {
+        Discovered::Live(info)
+            if info.pid == started.pid
+                && info.start_time == started.start_time
+                && info.transport == SERVICE_TRANSPORT =>
+        {
+            signal_and_wait(&target, &info).map_err(|f| f.message)?;
+            Ok(StopIfSame::Stopped)
+        }
+        Discovered::Live(info) => Ok(StopIfSame::Other(info.pid)),
+        Discovered::Busy { holder } => {
+            Ok(holder.map_or(StopIfSame::Gone, |(pid, _)| StopIfSame::Other(pid)))
+        }
+        Discovered::Stale(_) | Discovered::Stopped => Ok(StopIfSame::Gone),
+    }
+}
+
 /// SIGTERM to the announced process (it cancels its tasks, drains and closes its
 /// listeners), then wait for it to exit and release the state directory.
 fn signal_and_wait(target: &Target, info: &ConnectionInfo) -> Result<(), Failure> {

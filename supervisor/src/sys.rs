@@ -237,6 +237,19 @@ fn detach_setup() -> io::Result<()> {
     // SAFETY: setsid has no arguments; a forked child is never a group leader, so it
     // succeeds.
     check(unsafe { libc::setsid() } as libc::c_long)?;
+    // No signal blocked: std leaves the parent's mask to the child, and a caller that
+    // reads SIGTERM from a signalfd (the terminal console) blocks it, which would leave
+    // the service deaf to `service stop`.
+    let mut none = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initialises the set on this stack; sigprocmask then reads it.
+    // Both are async-signal-safe.
+    unsafe {
+        check(libc::sigemptyset(none.as_mut_ptr()) as libc::c_long)?;
+        check(
+            libc::sigprocmask(libc::SIG_SETMASK, none.as_ptr(), std::ptr::null_mut())
+                as libc::c_long,
+        )?;
+    }
     // Marked close-on-exec rather than closed: std's exec-error pipe must stay usable.
     // SAFETY: close_range with integer arguments, on this child's descriptor table.
     let rc = unsafe {

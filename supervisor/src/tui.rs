@@ -14,12 +14,13 @@ use nl2sh_proto::channels::{
     ApprovalId, CallOrigin, CliErrorKind, CliRequest, CliResponse, ContextId, PendingApproval,
     ProtocolStatus, SettingView, TaskId, TaskRecord, UiGrant,
 };
-use nl2sh_tui::{Device, DeviceError, DeviceErrorKind, Saved};
+use nl2sh_tui::{Device, DeviceError, DeviceErrorKind, Saved, Stopped};
 
 use crate::config;
 use crate::discovery::Discovery;
 use crate::exit::Exit;
 use crate::local::{ask, runtime, state_paths};
+use crate::service::{self, StartIdentity, StopIfSame};
 use crate::state::{self, Discovered, StatePaths};
 use nl2sh_approvald::config_edit::{self, SavedSetting, SettingRefused};
 
@@ -29,6 +30,8 @@ pub struct LocalDevice {
     paths: StatePaths,
     discovery: Discovery,
     rt: tokio::runtime::Runtime,
+    /// The start identity of the service this console started (and may stop).
+    started: std::cell::Cell<Option<StartIdentity>>,
 }
 
 fn failed(message: impl std::fmt::Display) -> DeviceError {
@@ -78,6 +81,7 @@ impl LocalDevice {
             paths,
             discovery,
             rt,
+            started: std::cell::Cell::new(None),
         })
     }
 
@@ -92,13 +96,15 @@ impl LocalDevice {
         }
     }
 
-    /// `nl2sh --config P service ARGS`, its output kept for the message.
-    fn service(&self, verb: &str) -> Result<String, DeviceError> {
+    /// `nl2sh --config P service ARGS` (its own process: what it prints must not reach
+    /// the console's screen), its output kept for the message.
+    fn service(&self, args: &[&str]) -> Result<String, DeviceError> {
         let exe = std::env::current_exe().map_err(failed)?;
         let out = Command::new(exe)
             .arg("--config")
             .arg(&self.config_path)
-            .args(["service", verb])
+            .arg("service")
+            .args(args)
             .stdin(Stdio::null())
             .output()
             .map_err(failed)?;
@@ -112,6 +118,20 @@ impl LocalDevice {
         } else {
             Err(failed(text.trim()))
         }
+    }
+
+    /// After `service start` or `restart` printed `out`: the start identity of the
+    /// process it started, when it started one and that one runs now (the `PID` it
+    /// printed is the one discovery finds).
+    fn started_by(&self, out: &str) -> Option<StartIdentity> {
+        // `restart` prints the stop first.
+        if !out.lines().any(|l| l == "Started the managed service.") {
+            return None;
+        }
+        let pid: u32 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("PID:")?.trim().parse().ok())?;
+        service::running_identity(&self.config_path).filter(|id| id.pid == pid)
     }
 }
 
@@ -241,11 +261,38 @@ impl Device for LocalDevice {
         ) {
             return Ok(false); // reused, never stopped by the console
         }
-        self.service("start").map(|_| true)
+        let out = self.service(&["start"])?;
+        let started = self.started_by(&out);
+        self.started.set(started);
+        Ok(started.is_some())
     }
 
-    fn stop_protocols(&self) -> Result<(), DeviceError> {
-        self.service("stop").map(|_| ())
+    fn stop_protocols(&self) -> Result<Stopped, DeviceError> {
+        let Some(started) = self.started.get() else {
+            return Ok(Stopped::Gone);
+        };
+        let stopped = service::stop_if_same(&self.config_path, started).map_err(failed)?;
+        self.started.set(None);
+        Ok(match stopped {
+            StopIfSame::Stopped => Stopped::Stopped,
+            StopIfSame::Gone => Stopped::Gone,
+            StopIfSame::Other(pid) => Stopped::Replaced(pid),
+        })
+    }
+
+    fn owns_service(&self) -> bool {
+        self.started
+            .get()
+            .is_some_and(|id| service::running_identity(&self.config_path) == Some(id))
+    }
+
+    fn restart_protocols(&self) -> Result<(), DeviceError> {
+        let owned = self.owns_service();
+        let out = self.service(&["restart"])?;
+        if owned {
+            self.started.set(self.started_by(&out));
+        }
+        Ok(())
     }
 
     fn model_missing(&self) -> Option<String> {

@@ -740,7 +740,15 @@ ts_start() { # name xmax ymax: a touchscreen; TS_NODE is its node
   wait_for 30 test -c "$TS_NODE"
   chgrp 1004 "$TS_NODE" && chmod 0660 "$TS_NODE"
 }
-ts_stop() { kill -TERM "$TS_PID" 2>/dev/null; wait "$TS_PID" 2>/dev/null; TS_PID=; }
+# The next touchscreen may get the same event number: its node is waited for only once
+# the old one is gone (devtmpfs removes it a little after the device), or the chgrp above
+# lands on the old node and the new one stays root's 0600 (seen under TCG).
+ts_stop() {
+  kill -TERM "$TS_PID" 2>/dev/null
+  wait "$TS_PID" 2>/dev/null
+  TS_PID=
+  wait_for 30 sh -c "! test -e '$TS_NODE'"
+}
 # Under TCG with two guests at a time a process can take seconds to start and a call many
 # more: the reader waits for its first event as long as the call may take (kt post's 60 s),
 # and once the call has answered (its last event written) is given 10 s to see one.

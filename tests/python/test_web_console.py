@@ -21,11 +21,14 @@ import json
 import os
 import re
 import shutil
+import signal
+import socket
 import threading
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from selenium.common.exceptions import StaleElementReferenceException
@@ -38,6 +41,7 @@ from web_service import TOKEN, Response, WebService, android_standins_copy, web_
 # The Approvals page polls every second: a new request shows within a second or two.
 APPEAR_TIMEOUT = 5.0
 USED_LINK_MESSAGE = "already used or has expired"
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------------------------------
@@ -343,7 +347,7 @@ def test_a_dangerous_request_needs_its_phrase_and_is_rejected(console: Console, 
     assert any(str(victim) in p["action"] for p in console.pending())
 
     card.find_element("css selector", "button.reject").click()
-    accept_confirm(b, "Reject this request?")
+    accept_confirm(b, "Reject request ")
     b.until(lambda: card_gone(b, card), 5, "the rejected card leaves the page")
     result = call.result()
     assert result.get("isError") is True, result
@@ -433,7 +437,7 @@ def test_a_write_shows_every_line_it_writes(console: Console, browsers: Browsers
     phone.screenshot("web-approvals-write-content-phone")
     assert phone.horizontal_overflow() == 0
     card.find_element("css selector", "button.reject").click()
-    accept_confirm(b, "Reject this request?")
+    accept_confirm(b, "Reject request ")
     b.until(lambda: card_gone(b, card), 5, "the rejected card leaves the page")
     assert call.result().get("isError") is True
     assert not target.exists()
@@ -716,15 +720,17 @@ def test_hostile_text_from_a_request_shows_as_text(console: Console, browsers: B
     assert HOSTILE in text, text
     assert "</pre><b>bold</b>" in text, text
     assert '"' in text and "'" in text, text
-    # Exactly what the server sent, as text.
-    sent = next(p["action"] for p in console.api_get("/api/approvals", session).json()["pending"] if str(tag) in p["action"])
-    assert text == sent
+    # Exactly what the server sent, as text: the command as the caller sent it, and the
+    # argv it runs.
+    listed = next(p for p in console.api_get("/api/approvals", session).json()["pending"] if str(tag) in p["action"])
+    assert text == listed["command"]
+    assert card.find_element("css selector", "pre.argv-action").get_attribute("textContent") == listed["action"]
     assert card.find_elements("css selector", "img, b, script") == []
     assert b.js("return document.querySelectorAll('img').length;") == 0
     assert b.js("return typeof window.__pwned;") == "undefined"
 
     card.find_element("css selector", "button.reject").click()
-    accept_confirm(b, "Reject this request?")
+    accept_confirm(b, "Reject request ")
     b.until(lambda: card_gone(b, card), 5, "the rejected card leaves the page")
     assert call.result().get("isError") is True
     assert not tag.exists()
@@ -773,9 +779,11 @@ def test_the_tasks_and_audit_pages_render(console: Console, browsers: Browsers, 
     task = console.a2a_send("How full is /data? (from the browser test)")
 
     open_page(b, "tasks")
-    row = b.wait_visible(f'#tasks-table tr.task-row[data-id="{task["id"]}"]')
-    assert row.find_element("css selector", ".state").text
-    row.find_element("css selector", "button.task-link").click()
+    # The list redraws itself when a task changes: each look finds the row afresh.
+    row_css = f'#tasks-table tr.task-row[data-id="{task["id"]}"]'
+    b.wait_visible(row_css)
+    assert unstale(lambda: b.find(row_css + " .state").text)
+    unstale(lambda: b.find(row_css + " button.task-link").click())
     b.wait_visible("#task-detail #task-id")
     assert b.find("#task-id").text == task["id"]
     assert b.driver.current_url.endswith(f"#tasks/{task['id']}")
@@ -836,7 +844,7 @@ def test_screenshots_of_every_page(console: Console, browsers: Browsers, tmp_pat
                 shots.append(b.screenshot(f"{page}-{label}"))
                 overflow[f"{page}-{label}"] = b.horizontal_overflow()
                 if page == "tasks":
-                    b.wait_clickable("#tasks-table button.task-link").click()
+                    unstale(lambda: b.wait_clickable("#tasks-table button.task-link").click())
                     b.wait_visible("#task-history")
                     shots.append(b.screenshot(f"task-detail-{label}"))
                     overflow[f"task-detail-{label}"] = b.horizontal_overflow()
@@ -1039,9 +1047,468 @@ def test_a_ui_action_approved_for_some_minutes_lets_the_next_ones_run_until_revo
             card = wait_card(b, "tap 140 340")
             assert not third.done()
             card.find_element("css selector", "button.reject").click()
-            accept_confirm(b, "Reject this request?")
+            accept_confirm(b, "Reject request ")
             assert third.result().get("isError") is True
             b.assert_clean_console()
             phone.assert_clean_console()
     finally:
         shutil.rmtree(standins.parent)
+
+
+# ---------------------------------------------------------------------------------------
+# 13. One approve flow, decisions said, state that is true (issue 40)
+# ---------------------------------------------------------------------------------------
+
+# The brief's sizes: a phone and a laptop screen.
+LAPTOP = (1280, 800)
+SIZES = (("phone", PHONE), ("desktop", LAPTOP))
+# A local time, the one form every time on the page takes.
+TIME_FORM = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
+
+
+def dark(b: Browser) -> None:
+    """The system asks for dark colours (the page follows prefers-color-scheme)."""
+    b.driver.execute_cdp_cmd(
+        "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}
+    )
+
+
+def pending_id(console: WebService, needle: str, timeout: float = APPEAR_TIMEOUT) -> str:
+    """The id of the request whose action shows `needle`, once it waits."""
+    deadline = time.monotonic() + timeout
+    while not (mine := [p for p in console.pending() if needle in p["action"]]):
+        assert time.monotonic() < deadline, f"no request for {needle!r} became pending"
+        time.sleep(0.05)
+    return mine[0]["id"]
+
+
+def unstale(look: Callable[[], T]) -> T:
+    """`look()`, again when the element it found was redrawn meanwhile (a list that
+    refreshes by itself)."""
+    for _ in range(20):
+        try:
+            return look()
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    return look()
+
+
+def decision_status(b: Browser) -> str:
+    return b.js("const e = document.getElementById('decision-status'); return e && !e.hidden ? e.textContent : '';")
+
+
+def test_a_high_request_is_approved_only_after_a_second_step_naming_it(
+    console: Console, browsers: Browsers, tmp_path: Path
+):
+    """A `high` request (a root command the risk rules cannot assess) does not run on one
+    tap: Approve opens a step in the card that names the request; Cancel decides nothing;
+    the step's button approves, and the page says "Approved ID". The buttons carry the
+    request's id for a screen reader, and the countdown is in no live region."""
+    for label, size in SIZES:
+        b = browsers.new(size=size, name=f"high-{label}")
+        log_in(b, console)
+        open_page(b, "approvals")
+        marker = tmp_path / f"high-{label}"
+        call = console.invoke_async(f"LD_PRELOAD=/nonexistent.so touch {marker}")
+        card = wait_card(b, str(marker))
+        assert card.get_attribute("data-risk") == "high", card.text
+        rid = card.get_attribute("data-id")
+        approve = card.find_element("css selector", "button.approve")
+        assert approve.get_attribute("aria-label") == f"Approve request {rid}"
+        assert card.find_element("css selector", "button.reject").get_attribute("aria-label") == f"Reject request {rid}"
+        live = """return arguments[0].querySelector('.time-left')
+                    .closest('[aria-live], [role=status], [role=alert], [role=log], [role=timer]');"""
+        assert b.js(live, card) is None, "the countdown sits in a live region"
+        left = card.find_element("css selector", ".time-left").text
+        assert re.fullmatch(r"\d+:\d\d left", left), left
+
+        approve.click()
+        step = b.wait_visible(f'article.request[data-id="{rid}"] .confirm-step')
+        assert f"Approve request {rid}?" in step.text and "high risk" in step.text, step.text
+        yes = step.find_element("css selector", "button.confirm-approve")
+        assert yes.text == f"Yes, approve {rid}"
+        assert not approve.is_enabled(), "Approve stays off while its step is open"
+        if label == "desktop":
+            dark(b)
+        b.screenshot(f"approvals-high-confirm-{label}")
+        assert b.horizontal_overflow() == 0
+        time.sleep(1.5)  # a tap that counted would have run by now
+        assert not marker.exists() and not call.done()
+
+        step.find_element("css selector", "button.confirm-cancel").click()
+        b.until(lambda: not step.is_displayed(), 5, "Cancel closes the step")
+        assert approve.is_enabled()
+        assert any(p["id"] == rid for p in console.pending())
+
+        approve.click()
+        b.wait_clickable(f'article.request[data-id="{rid}"] button.confirm-approve').click()
+        b.until(lambda: card_gone(b, card), 5, "the approved card leaves the page")
+        b.until(lambda: decision_status(b) == f"Approved {rid}.", 5, "the page says it approved the request")
+        assert b.find("#decision-status").get_attribute("role") == "status"
+        assert call.result().get("isError") is not True
+        assert marker.exists(), "the approved command did not run"
+        b.screenshot(f"approvals-approved-{label}")
+        b.assert_clean_console()
+
+
+def test_a_request_decided_elsewhere_stays_greyed_with_its_typed_phrase(
+    console: Console, browsers: Browsers, tmp_path: Path
+):
+    """While the owner types a dangerous request's phrase, the CLI rejects it: the card
+    stays, greyed, says it was decided elsewhere, keeps what was typed and approves
+    nothing, until the owner dismisses it. A rejection from the page is said too."""
+    for label, size in SIZES:
+        b = browsers.new(size=size, name=f"elsewhere-{label}")
+        log_in(b, console)
+        open_page(b, "approvals")
+        victim = tmp_path / f"elsewhere-{label}"
+        victim.mkdir()
+        call = console.invoke_async(f"rm -rf {victim}")
+        card = wait_card(b, str(victim))
+        rid = card.get_attribute("data-id")
+        typed = "approve dangerous " + rid[:2]
+        card.find_element("css selector", "input.phrase").send_keys(typed)
+
+        r = console.cli("protocol", "reject", rid)
+        assert r.returncode == 0, r.stdout + r.stderr
+        b.until(lambda: card.get_attribute("data-gone") == "elsewhere", APPEAR_TIMEOUT, "the card says it went")
+        assert "Decided elsewhere" in card.text, card.text
+        assert "gone" in card.get_attribute("class").split()
+        phrase = card.find_element("css selector", "input.phrase")
+        assert phrase.get_attribute("value") == typed, "the typed phrase was dropped"
+        assert not card.find_element("css selector", "button.approve").is_enabled()
+        assert not card.find_element("css selector", "button.reject").is_enabled()
+        if label == "desktop":
+            dark(b)
+        b.screenshot(f"approvals-decided-elsewhere-{label}")
+        assert b.horizontal_overflow() == 0
+        time.sleep(2.5)  # polls go on: the card stays
+        assert not card_gone(b, card)
+        card.find_element("css selector", "button.dismiss").click()
+        b.until(lambda: card_gone(b, card), 5, "Dismiss removes the card")
+        assert call.result().get("isError") is True and victim.is_dir()
+
+        # Rejected here: said in the status region.
+        marker = tmp_path / f"reject-{label}"
+        call = console.invoke_async(f"touch {marker}")
+        card = wait_card(b, str(marker))
+        rid = card.get_attribute("data-id")
+        card.find_element("css selector", "button.reject").click()
+        accept_confirm(b, f"Reject request {rid}?")
+        b.until(lambda: decision_status(b) == f"Rejected {rid}.", 5, "the page says it rejected the request")
+        assert call.result().get("isError") is True and not marker.exists()
+        b.assert_clean_console()
+
+
+def test_an_expired_request_stays_saying_so(tmp_path: Path, browsers: Browsers, monkeypatch):
+    """A request that times out while shown is kept, greyed, saying it expired."""
+    import web_service as ws
+
+    assert "approval_timeout_secs = 60\n" in ws.BASE_CONFIG
+    monkeypatch.setattr(ws, "BASE_CONFIG", ws.BASE_CONFIG.replace("approval_timeout_secs = 60", "approval_timeout_secs = 4"))
+    (tmp_path / "svc").mkdir()
+    with web_service(tmp_path / "svc", "console", cls=Console) as c:
+        pages = []
+        for label, size in SIZES:
+            b = browsers.new(size=size, name=f"expired-{label}")
+            log_in(b, c)
+            open_page(b, "approvals")
+            pages.append((label, b))
+        marker = tmp_path / "expires"
+        call = c.invoke_async(f"touch {marker}")
+        for label, b in pages:
+            card = wait_card(b, str(marker))
+            b.until(lambda: card.get_attribute("data-gone") == "expired", 10, "the card says it expired")
+            assert "Expired" in card.text and not card.find_element("css selector", "button.approve").is_enabled()
+            b.screenshot(f"approvals-expired-{label}")
+        assert call.result().get("isError") is True and not marker.exists()
+        for _, b in pages:
+            b.assert_clean_console()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_service_out_of_reach_is_said_not_hidden(tmp_path: Path, browsers: Browsers, monkeypatch):
+    """The service stops under an open console: no page goes on saying "Running … pid"
+    or "No requests are waiting"; the banner says the state is unknown. When a service
+    answers again on the same address, the page is truthful again: logged in and live, or
+    the login page saying the service stopped or restarted."""
+    import web_service as ws
+
+    port = free_port()
+    monkeypatch.setattr(ws, "BASE_CONFIG", ws.BASE_CONFIG.replace("web_port = 0", f"web_port = {port}"))
+    svc = tmp_path / "svc"
+    svc.mkdir()
+    pages: list[tuple[str, str, Browser]] = []
+    with web_service(svc, "console", cls=Console) as c:
+        for label, size in SIZES:
+            for page in ("mcp", "approvals"):
+                b = browsers.new(size=size, name=f"unreachable-{page}-{label}")
+                log_in(b, c)
+                open_page(b, page)
+                pages.append((label, page, b))
+        for label, page, b in pages:
+            if page == "mcp":
+                b.until(lambda: b.find("#connection-status").get_attribute("data-state") == "running", 5, "running")
+                since = b.find('#connection-details [data-key="since"] dd').text
+                assert TIME_FORM.match(since), since
+            else:
+                assert b.find("#approvals-empty").is_displayed()
+        c.proc.send_signal(signal.SIGTERM)
+        assert c.proc.wait(timeout=15) == 0
+    for label, page, b in pages:
+        b.wait_visible("#net-banner", timeout=10)
+        assert "unknown" in b.find("#net-banner").text
+        assert b.find("#approvals-badge").text == "?"
+        if page == "mcp":
+            status = b.find("#connection-status")
+            assert status.get_attribute("data-state") == "unknown", status.text
+            assert "Running" not in status.text, status.text
+            assert not b.find("#connection-details").is_displayed(), "the last pid and URLs still shown"
+            assert not [e for e in b.find_all("#connection-detail") if e.is_displayed()], "the last pid still shown"
+            assert "pid" not in b.find("#connection").text.lower()
+        else:
+            b.until(lambda: b.find("#approvals-status").is_displayed(), 5, "the approvals page says it cannot tell")
+            assert "unknown" in b.find("#approvals-status").text
+            assert not b.find("#approvals-empty").is_displayed(), "'No requests are waiting' while unknown"
+        if label == "desktop":
+            dark(b)
+        b.screenshot(f"unreachable-{page}-{label}")
+        assert b.horizontal_overflow() == 0
+
+    with web_service(svc, "console", cls=Console) as c:
+        for label, page, b in pages:
+            b.until(
+                lambda: b.find("#login-screen").is_displayed()
+                or (b.find("#app").is_displayed() and not b.find("#net-banner").is_displayed()),
+                15,
+                "the page after the service came back",
+            )
+            if b.find("#login-screen").is_displayed():
+                # Sessions end with the service: said so.
+                assert "the service stopped or restarted" in b.find("#login-error").text
+            else:
+                assert b.find("#approvals-badge").text != "?"
+            b.screenshot(f"after-restart-{page}-{label}")
+
+
+def login_reason(b: Browser) -> str:
+    b.wait_visible("#login-screen", timeout=10)
+    return b.wait_visible("#login-error").text
+
+
+def test_the_login_page_says_why_the_session_ended(console: Console, browsers: Browsers):
+    """Logged out here; ended by `nl2sh web logout --all` (shown as code); 12 hours
+    passed (the browser drops the cookie when its Max-Age ends: done here by hand)."""
+    for label, size in SIZES:
+        b = browsers.new(size=size, name=f"ended-{label}")
+        log_in(b, console)
+        b.wait_clickable("#logout").click()
+        assert login_reason(b) == "You logged out (here or in another tab of this browser)."
+
+        log_in(b, console)
+        open_page(b, "approvals")
+        r = console.cli("web", "logout", "--all")
+        assert r.returncode == 0, r.stdout + r.stderr
+        reason = login_reason(b)
+        assert "ended: by nl2sh web logout --all on the device" in reason, reason
+        assert "restart" in reason, reason
+        code = b.find("#login-error code")
+        assert code.text == "nl2sh web logout --all", "backticks shown literally"
+        assert "`" not in reason
+        if label == "desktop":
+            dark(b)
+        b.screenshot(f"login-ended-{label}")
+        assert b.horizontal_overflow() == 0
+
+        log_in(b, console)
+        b.js("localStorage.setItem('nl2sh.session', JSON.stringify({expires: Date.now() - 1000}));")
+        b.driver.delete_cookie("nl2sh_session")
+        b.driver.refresh()
+        assert login_reason(b) == "Your session ended: 12 hours passed since you logged in."
+        b.assert_clean_console()
+
+
+def test_tasks_show_their_goal_and_refresh_by_themselves(console: Console, browsers: Browsers):
+    """Each task line shows what it was asked (escaped by the server, on one line) beside
+    its state and time; a new task appears without a click; times in the one form."""
+    for label, size in SIZES:
+        b = browsers.new(size=size, name=f"tasks-{label}")
+        log_in(b, console)
+        open_page(b, "tasks")
+        task = console.a2a_send(f"Clear the downloads\n\u202efolder ({label})")
+        row_css = f'#tasks-table tr.task-row[data-id="{task["id"]}"]'
+        b.until(lambda: b.find_all(row_css), 10, "the new task listed without a click")
+        goal = unstale(lambda: b.find(row_css + " .task-goal").text)
+        assert goal == f"Clear the downloads\\n\\u{{202e}}folder ({label})", goal
+        assert unstale(lambda: b.find(row_css + " .state").text)
+        times = b.js("return [...document.querySelectorAll('#tasks-table .time')].map(e => e.textContent);")
+        assert times and all(TIME_FORM.match(t) for t in times), times
+        if label == "desktop":
+            dark(b)
+        b.screenshot(f"tasks-goals-{label}")
+        assert b.horizontal_overflow() == 0
+        b.assert_clean_console()
+
+
+# Arabic words and plain ones, for the audit table to wrap at spaces only.
+ARABIC = "احذف الملفات المؤقتة من مجلد التنزيلات القديمة"
+SPLIT_WORDS = """
+    const bad = [];
+    for (const td of document.querySelectorAll(arguments[0])) {
+      const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+      let n;
+      while ((n = walker.nextNode())) {
+        const re = /\\S+/g;
+        let m;
+        while ((m = re.exec(n.data))) {
+          if (m[0].length > 16) { continue; }  // longer than a narrow line: may break
+          const r = document.createRange();
+          r.setStart(n, m.index);
+          r.setEnd(n, m.index + m[0].length);
+          const tops = new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top)));
+          if (tops.size > 1) { bad.push(m[0]); }
+        }
+      }
+    }
+    return bad;"""
+
+
+def test_the_audit_table_never_splits_a_word(console: Console, browsers: Browsers, tmp_path: Path):
+    """Words (Arabic included) wrap whole at phone and desktop sizes; times in one form."""
+    b = browsers.new(size=LAPTOP, name="audit-words")
+    log_in(b, console)
+    session, csrf = session_of(b, console)
+    target = tmp_path / "arabic"
+    call = console.invoke_async(f"echo '{ARABIC}' and then some ordinary english words to wrap > {target}")
+    rid = pending_id(console, str(target))
+    assert console.api_post(f"/api/approvals/{rid}", {"decision": "reject"}, session, csrf).status == 200
+    call.result()
+    for label, size in SIZES:
+        b = browsers.new(size=size, name=f"audit-words-{label}")
+        log_in(b, console)
+        open_page(b, "audit")
+        assert ARABIC in b.find("#audit-table").text
+        assert b.js(SPLIT_WORDS, "#audit-table td") == [], "words split across lines"
+        times = [e.text for e in b.find_all("#audit-table .time")]
+        assert times and all(TIME_FORM.match(t) for t in times), times
+        # The check itself finds split words where the old rule split them.
+        b.js("document.querySelectorAll('#audit-table td, #audit-table pre').forEach(e => { e.style.wordBreak = 'break-all'; });")
+        assert b.js(SPLIT_WORDS, "#audit-table td"), "the check cannot see a split word"
+        b.driver.refresh()
+        b.wait_visible("#audit-table, #audit-empty", timeout=10)
+        if label == "desktop":
+            dark(b)
+        b.screenshot(f"audit-words-{label}")
+        assert b.horizontal_overflow() == 0
+        b.assert_clean_console()
+
+
+def test_a_banner_on_every_page_while_every_request_is_approved_automatically(
+    console: Console, browsers: Browsers, tmp_path: Path
+):
+    """With `protocol_auto_approve = true` every page says so; without it, none does."""
+    b = browsers.new(size=LAPTOP, name="no-auto-banner")
+    log_in(b, console)
+    for page in ("mcp", "approvals", "tasks", "audit"):
+        open_page(b, page)
+        assert not b.find("#auto-banner").is_displayed(), page
+    (tmp_path / "svc").mkdir()
+    with web_service(tmp_path / "svc", "console", extra_config="protocol_auto_approve = true\n", cls=Console) as c:
+        probe = browsers.new(size=LAPTOP, name="auto-probe")
+        log_in(probe, c)
+        session, _ = session_of(probe, c)
+        connection = c.api_get("/api/connection", session).json()
+        if "auto_approve" not in connection:
+            pytest.skip("the connection API does not carry auto_approve yet (the settings change adds it)")
+        assert connection["auto_approve"] is True, connection
+        for label, size in SIZES:
+            b = browsers.new(size=size, name=f"auto-banner-{label}")
+            if label == "desktop":
+                dark(b)
+            log_in(b, c)
+            for page in ("mcp", "approvals", "tasks", "audit"):
+                open_page(b, page)
+                banner = b.wait_visible("#auto-banner", timeout=8)
+                assert banner.text.startswith("Every request is approved automatically (protocol_auto_approve)"), banner.text
+                b.screenshot(f"auto-approve-{page}-{label}")
+                assert b.horizontal_overflow() == 0
+            b.assert_clean_console()
+
+
+def mcp_call_named(console: Console, user_agent: str, command: str) -> threading.Thread:
+    """An MCP tools/call of shell.exec `command` from a client that names itself only by
+    its User-Agent, on a thread (it waits for the owner)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "tools/call",
+        "params": {"name": "nl2sh_invoke", "arguments": {"tool": "shell.exec", "arguments": {"command": command}}},
+    }
+    extra = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+        "User-Agent": user_agent,
+    }
+    t = threading.Thread(target=lambda: console.protocol_post("/mcp", body, extra, timeout=120), daemon=True)
+    t.start()
+    return t
+
+
+def test_a_card_says_who_asks_first_and_shows_the_command_as_sent(console: Console, browsers: Browsers, tmp_path: Path):
+    """Who is asking leads the card; "as you"; the command exactly as sent is the main
+    text, the argv it runs a tap away (a shell's '\\'' with one backslash); a command
+    that had to be escaped says so."""
+    marker = tmp_path / "as-sent"
+    command = f"printf '%s\\n' 'it'\"'\"'s here' > {marker}"
+    hidden = tmp_path / "rlo"
+    escaped_command = f"touch {hidden}/\u202eexe.txt"
+    calls = [mcp_call_named(console, "Codex/0.47.0", command), mcp_call_named(console, "Codex/0.47.0", escaped_command)]
+    for label, size in SIZES:
+        b = browsers.new(size=size, name=f"as-sent-{label}")
+        log_in(b, console)
+        open_page(b, "approvals")
+        card = wait_card(b, str(marker))
+        assert b.js("return arguments[0].firstElementChild.classList.contains('who');", card)
+        who = card.find_element("css selector", ".who").text
+        assert "Codex" in who and "over MCP (HTTP)" in who, who
+        assert card.find_element("css selector", ".as-tag").text == "as you"
+        sent = card.find_element("css selector", "pre.command-sent")
+        assert sent.get_attribute("textContent") == command
+        assert not card.find_elements("css selector", ".escaped-note")
+        argv = card.find_element("css selector", "pre.argv-action")
+        assert not argv.is_displayed(), "the argv is a tap away, not in the way"
+        card.find_element("css selector", "details.argv summary").click()
+        b.until(lambda: argv.is_displayed(), 5, "the argv shows when asked for")
+        text = argv.get_attribute("textContent")
+        assert text.startswith("/bin/sh -c ") and "'\\''" in text and "'\\\\''" not in text, text
+        other = wait_card(b, str(hidden))
+        note = other.find_element("css selector", ".escaped-note")
+        assert note.text == "Shown escaped: \\\\ is one backslash.", note.text
+        assert "\\u{202e}" in other.find_element("css selector", "pre.command-sent").text
+        if label == "desktop":
+            dark(b)
+        b.screenshot(f"approvals-who-and-command-{label}")
+        assert b.horizontal_overflow() == 0
+        b.assert_clean_console()
+    for needle in (str(marker), str(hidden)):
+        r = console.cli("protocol", "reject", pending_id(console, needle))
+        assert r.returncode == 0, r.stdout + r.stderr
+    for t in calls:
+        t.join(15)
+    assert not marker.exists()
+    # The audit keeps who asked.
+    b = browsers.new(size=PHONE, name="as-sent-audit")
+    log_in(b, console)
+    open_page(b, "audit")
+    rows = [r for r in b.find_all("#audit-table tr.audit-row") if str(marker) in r.get_attribute("textContent")]
+    assert rows, "no audit row of the request"
+    assert all("Codex" in r.find_element("css selector", "td[data-label=From]").text for r in rows)
+    # Its argv as a shell prints it there too.
+    action = rows[0].find_element("css selector", "pre.action").get_attribute("textContent")
+    assert "'\\''" in action and "'\\\\''" not in action, action
+    b.screenshot("audit-who-phone")

@@ -621,13 +621,25 @@ pub fn path_with(dir: &Path) -> String {
 /// Run an `nl2sh` command for `fx`'s configuration with stdin on a fresh pseudo-terminal
 /// (what a person at the device has); returns (exit code, stdout, stderr).
 pub fn run_on_terminal(fx: &Fixture, args: &[&str]) -> (Option<i32>, String, String) {
+    run_on_terminal_typing(fx, args, "y\n")
+}
+
+/// [`run_on_terminal`], the person typing `typed` into the terminal (read only by a
+/// command that asks: `approve` of a `high` request).
+pub fn run_on_terminal_typing(
+    fx: &Fixture,
+    args: &[&str],
+    typed: &str,
+) -> (Option<i32>, String, String) {
     let pty = nix::pty::openpty(None, None).expect("openpty");
+    let mut master = std::fs::File::from(pty.master);
+    std::io::Write::write_all(&mut master, typed.as_bytes()).expect("type into the terminal");
     let out = fx
         .command(args)
         .stdin(Stdio::from(pty.slave))
         .output()
         .expect("run nl2sh");
-    drop(pty.master);
+    drop(master);
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -655,3 +655,44 @@ fn verify_reports_rows_cut_from_the_end_even_after_a_restart() {
         "{err}"
     );
 }
+
+/// One approve flow: a `high` request is confirmed once more at the terminal after the
+/// whole of it is shown; without that `y`, nothing is sent and it still waits.
+#[test]
+fn a_high_request_is_approved_only_after_the_person_confirms() {
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let server = Server::start(&fx, &[], &[]);
+    let marker = fx.dir.path().join("high-marker");
+    let command = format!("awk 'BEGIN {{ system(\"touch {}\") }}'", marker.display());
+    let call = server.invoke_async("shell.exec", json!({"command": command}));
+    let p = wait_pending(&fx, 1).remove(0);
+    assert_eq!(p["risk"], "high", "{p}");
+    let id = p["id"].as_str().unwrap().to_string();
+
+    // n, the end of input (Ctrl-D), a near miss.
+    for typed in ["n\n", "\u{4}", "yess\n"] {
+        let (code, out, err) =
+            nl2sh_tests::run_on_terminal_typing(&fx, &["protocol", "approve", &id], typed);
+        assert_eq!(code, Some(1), "{typed:?}: {out}{err}");
+        assert!(out.contains("runs: /bin/sh -c 'awk '"), "{out}");
+        assert!(
+            out.contains("This request is high risk. Approve it?"),
+            "{out}"
+        );
+        assert!(
+            err.contains(&format!(
+                "not approved: you did not confirm; nothing was sent and request {id} still waits"
+            )),
+            "{err}"
+        );
+        assert_eq!(pending_approvals(&fx).len(), 1, "{typed:?}");
+        assert!(!marker.exists());
+    }
+    let (code, out, err) =
+        nl2sh_tests::run_on_terminal_typing(&fx, &["protocol", "approve", &id], "y\n");
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.ends_with(&format!("Approved {id}.\n")), "{out}");
+    let answer = call.join().unwrap();
+    assert!(!answer.is_error, "{answer:?}");
+    assert!(marker.exists());
+}

@@ -211,6 +211,57 @@ fn requests_are_approved_and_rejected_with_keys_and_shown_escaped() {
     tmux.wait_screen("s", "the console's exit", exited);
 }
 
+/// A 40-line write at 60x20: the question shows its start, `y` is refused (nothing is
+/// decided) until PgDn has shown its last line, then approves it; who is asking comes
+/// first, and the page says so after the decision.
+#[test]
+fn a_long_write_is_approved_only_once_its_end_was_on_the_screen() {
+    let Some(tmux) = Tmux::start() else { return };
+    let fx = Fixture::new("approval_timeout_secs = 60\n");
+    let server = Server::start(&fx, &[], &[]);
+    let line = Tmux::nl2sh_line(&fx, &[]) + "; echo \"[exit $?]\"; sleep 600";
+    tmux.open("s", 60, 20, &line);
+    tmux.wait_screen("s", "the console", |s| s.contains("MCP / A2A"));
+    tmux.send_keys("s", &["2"]);
+    tmux.wait_screen("s", "the approvals page", |s| s.contains("No requests"));
+    let target = fx.dir.path().join("long-write");
+    let content: String =
+        (1..40).map(|i| format!("line {i}\n")).collect::<String>() + "the last line\n";
+    let call = server.invoke_async(
+        "fs.write",
+        json!({ "path": target.display().to_string(), "content": content }),
+    );
+    wait_pending(&fx, 1);
+    let screen = tmux.wait_screen("s", "the request", |s| s.contains("long-write"));
+    assert!(screen.contains("over MCP (HTTP)"), "{screen}");
+    tmux.send_keys("s", &["a"]);
+    let screen = tmux.wait_screen("s", "the question", |s| s.contains("more below"));
+    assert!(!screen.contains("the last line"), "{screen}");
+    tmux.send_keys("s", &["y"]);
+    tmux.wait_screen("s", "the refusal", |s| {
+        s.contains("Not approved: read to the end first")
+    });
+    assert_eq!(
+        pending_approvals(&fx).len(),
+        1,
+        "y approved an unread request"
+    );
+    assert!(!target.exists());
+    for _ in 0..8 {
+        tmux.send_keys("s", &["PageDown"]);
+    }
+    tmux.wait_screen("s", "the end of the content", |s| {
+        s.contains("the last line")
+    });
+    tmux.send_keys("s", &["y"]);
+    let r = call.join().unwrap();
+    assert!(!r.is_error, "{r:?}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), content);
+    tmux.wait_screen("s", "the feedback", |s| s.contains("Approved "));
+    tmux.send_keys("s", &["q"]);
+    tmux.wait_screen("s", "the console's exit", exited);
+}
+
 /// A flood over HTTP fills its share; the page says who holds the queue, and R rejects
 /// all of that origin at once.
 #[test]
@@ -263,6 +314,138 @@ fn the_console_starts_the_service_when_configured_and_stops_only_that() {
     // Quitting asks first, then stops what it started.
     tmux.send_keys("s", &["q"]);
     tmux.wait_screen("s", "the quit question", |s| s.contains("y/Enter"));
+    tmux.send_keys("s", &["y"]);
+    ended_cleanly(&tmux, &fx);
+}
+
+/// The managed service's pid, from `service status --json`.
+fn service_pid(fx: &Fixture) -> Option<u64> {
+    let (_, out, _) = nl2sh_tests::run_without_terminal(fx, &["service", "status", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&out).ok()?;
+    status["connections"]
+        .as_array()?
+        .iter()
+        .find_map(|c| c["pid"].as_u64())
+        .or_else(|| status["pid"].as_u64())
+}
+
+/// The issue's case: the console starts the service, `service restart` runs from another
+/// shell while the quit question is open, `y`: the console stops nothing (the process now
+/// running is not the one it started, by pid and start time) and says so; the restarted
+/// service keeps running. Then S starts a stopped service from the console, and `l`
+/// leaves it running.
+#[test]
+fn the_console_stops_only_the_service_it_started_and_can_leave_it_running() {
+    let Some(tmux) = Tmux::start() else { return };
+    let fx = console_that_started_the_service(&tmux);
+    let first = service_pid(&fx).expect("the started service's pid");
+    tmux.send_keys("s", &["q"]);
+    tmux.wait_screen("s", "the quit question", |s| {
+        s.contains("l: leave it running and quit")
+    });
+    let (code, out, err) = nl2sh_tests::run_without_terminal(&fx, &["service", "restart"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let second = service_pid(&fx).expect("the restarted service's pid");
+    assert_ne!(first, second);
+    tmux.send_keys("s", &["y"]);
+    let screen = tmux.wait_screen("s", "the console's exit", exited);
+    assert!(screen.contains("[exit 0]"), "{screen}");
+    assert!(
+        screen.contains(&format!("Left the service running (pid {second})")),
+        "{screen}"
+    );
+    assert_eq!(
+        service_pid(&fx),
+        Some(second),
+        "the restarted service was stopped"
+    );
+
+    // Stopped from another shell: S starts it again from the console (at 60x20), and
+    // quitting can leave it running.
+    let (code, _, _) = nl2sh_tests::run_without_terminal(&fx, &["service", "stop"]);
+    assert_eq!(code, Some(0));
+    let line = Tmux::nl2sh_line(&fx, &[]) + "; echo \"[exit $?]\"; sleep 600";
+    tmux.open("t", 60, 20, &line);
+    tmux.wait_screen("t", "the started service", |s| {
+        s.contains("started by this TUI")
+    });
+    let (code, _, _) = nl2sh_tests::run_without_terminal(&fx, &["service", "stop"]);
+    assert_eq!(code, Some(0));
+    let screen = tmux.wait_screen("t", "the stopped page", |s| s.contains("S: start"));
+    assert!(
+        screen.contains("The service this TUI started has stopped"),
+        "{screen}"
+    );
+    assert!(screen.contains("q: quit"), "{screen}");
+    tmux.send_keys("t", &["S"]);
+    tmux.wait_screen("t", "the started service", |s| {
+        s.contains("started by this TUI")
+    });
+    let third = service_pid(&fx).expect("the service S started");
+    tmux.send_keys("t", &["q"]);
+    tmux.wait_screen("t", "the quit question", |s| {
+        s.contains("l: leave it running and quit")
+    });
+    tmux.send_keys("t", &["l"]);
+    let screen = tmux.wait_screen("t", "the console's exit", exited);
+    assert!(
+        screen.contains("Left the service this TUI started running."),
+        "{screen}"
+    );
+    assert_eq!(service_pid(&fx), Some(third), "l stopped the service");
+    let (code, out, err) = nl2sh_tests::run_without_terminal(&fx, &["service", "stop"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+}
+
+/// A port saved from another shell while the console's service runs: the console says
+/// the running service differs from the saved file, R restarts it (the service stays this
+/// console's, so quitting still offers to stop it), and the difference is gone. While
+/// `protocol_auto_approve` is on, a banner says so.
+#[test]
+fn restart_now_applies_the_saved_port_and_keeps_the_service_this_consoles() {
+    let Some(tmux) = Tmux::start() else { return };
+    let fx = Fixture::new(
+        "protocol_start_with_service = true\nprotocol_service_port = 0\nweb_port = 0\n\
+         protocol_auto_approve = true\n",
+    );
+    open(&tmux, &fx, "s");
+    let screen = tmux.wait_screen("s", "the started service", |s| {
+        s.contains("started by this TUI")
+    });
+    assert!(
+        screen.contains("! Every request is approved automatically (protocol_auto_approve)"),
+        "{screen}"
+    );
+    let first = service_pid(&fx).expect("the started service's pid");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let (code, out, err) =
+        nl2sh_tests::run_without_terminal(&fx, &["config", "set", "protocol_service_port", &port]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let screen = tmux.wait_screen("s", "the difference", |s| {
+        s.contains("Running differs from saved")
+    });
+    assert!(screen.contains(&format!("saved {port}")), "{screen}");
+    tmux.send_keys("s", &["R"]);
+    tmux.wait_screen("s", "the restart question", |s| {
+        s.contains("Restart the service now")
+    });
+    tmux.send_keys("s", &["y"]);
+    let screen = tmux.wait_screen("s", "the restarted service", |s| {
+        s.contains("Restarted: the service runs the saved settings.")
+    });
+    assert!(!screen.contains("Running differs"), "{screen}");
+    assert!(screen.contains(&format!(":{port}/mcp")), "{screen}");
+    assert!(screen.contains("started by this TUI"), "{screen}");
+    assert_ne!(service_pid(&fx), Some(first));
+    tmux.send_keys("s", &["q"]);
+    tmux.wait_screen("s", "the quit question", |s| {
+        s.contains("l: leave it running and quit")
+    });
     tmux.send_keys("s", &["y"]);
     ended_cleanly(&tmux, &fx);
 }

@@ -15,7 +15,7 @@ use nl2sh_proto::limits::MAX_AGENT_TEXT_BYTES;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::text::Line;
 
-use crate::device::{Device, DeviceError, DeviceErrorKind};
+use crate::device::{Device, DeviceError, DeviceErrorKind, Stopped};
 use crate::task::{Look, Row};
 use crate::Options;
 
@@ -34,8 +34,11 @@ const UI_GRANT_DEFAULT: u32 = 10;
 /// Characters a text entry takes (a token is at most 256).
 const MAX_ENTRY_CHARS: usize = 1024;
 /// What asking says when no protocol service runs the Agent.
-pub(crate) const ASK_NOT_RUNNING: &str = "The protocol service is not running: start it \
-    (service start, or protocol_start_with_service = true) to ask the Agent.";
+pub(crate) const ASK_NOT_RUNNING: &str = "The protocol service is not running: S on page 1 \
+    starts it (with protocol_start_with_service = true) to ask the Agent.";
+
+/// Why a service running now is left alone when this TUI quits.
+const NOT_OURS: &str = "it is not the one this TUI started (restarted or started elsewhere since)";
 
 /// The pages, in the order of their numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,8 +165,127 @@ pub(crate) enum Modal {
     },
     /// Save a new random token.
     Rotate,
-    /// Quit and stop the service this TUI started.
+    /// Restart the service (`service restart`) so it runs the saved settings.
+    Restart,
+    /// Every key, page by page (`?`).
+    Help,
+    /// The request a question was about is no longer waiting: decided elsewhere (another
+    /// console, the CLI), withdrawn, or expired. Nothing was sent; any key closes it.
+    Gone { request: PendingApproval, why: Gone },
+    /// Quit, stopping the service this TUI started or leaving it running.
     Quit,
+}
+
+/// Why a request left the pending list without a decision from this TUI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gone {
+    Expired,
+    Elsewhere,
+    /// The service stopped (nothing can wait).
+    Stopped,
+}
+
+impl Gone {
+    pub(crate) fn words(self) -> &'static str {
+        match self {
+            Gone::Expired => "expired before a decision",
+            Gone::Elsewhere => {
+                "was decided elsewhere (another console or the CLI) or withdrawn by its caller"
+            }
+            Gone::Stopped => "is gone: the service stopped",
+        }
+    }
+}
+
+impl Modal {
+    /// The request the question is about, shown under it.
+    pub(crate) fn request(&self) -> Option<&PendingApproval> {
+        match self {
+            Modal::Decide { request, .. }
+            | Modal::Phrase { request, .. }
+            | Modal::UiGrant { request, .. }
+            | Modal::Gone { request, .. } => Some(request),
+            _ => None,
+        }
+    }
+
+    /// Whether the answer approves the request: it counts only once the whole request
+    /// (its end included) has been on the screen.
+    pub(crate) fn needs_whole(&self) -> bool {
+        matches!(
+            self,
+            Modal::Decide { approve: true, .. } | Modal::Phrase { .. } | Modal::UiGrant { .. }
+        )
+    }
+
+    /// Which question this is, so a new one starts scrolled to its top.
+    fn key(&self) -> String {
+        let kind = match self {
+            Modal::Decide { approve, .. } => format!("decide {approve}"),
+            Modal::Phrase { .. } => "phrase".into(),
+            Modal::UiGrant { .. } => "ui".into(),
+            Modal::Gone { .. } => "gone".into(),
+            Modal::Help => "help".into(),
+            _ => "other".into(),
+        };
+        let id = self.request().map(|r| r.id.0.as_str()).unwrap_or_default();
+        format!("{kind} {id}")
+    }
+}
+
+/// How far the open question's request is scrolled, and whether its end has been drawn.
+/// Kept from frame to frame (drawing sets it), for the question it was drawn for.
+#[derive(Default)]
+pub(crate) struct ModalView {
+    which: RefCell<String>,
+    pub scroll: Cell<usize>,
+    /// Rows one PgUp/PgDn moves.
+    pub page: Cell<usize>,
+    /// The request's last line has been on the screen.
+    pub seen: Cell<bool>,
+    /// An approve was refused because it had not.
+    pub refused: Cell<bool>,
+}
+
+impl ModalView {
+    /// Starts over when `modal` is another question than the one drawn last.
+    pub(crate) fn follow(&self, modal: &Modal) {
+        let key = modal.key();
+        if *self.which.borrow() != key {
+            *self.which.borrow_mut() = key;
+            self.scroll.set(0);
+            self.seen.set(false);
+            self.refused.set(false);
+        }
+    }
+
+    /// Whether the request's end was shown; if not, the refusal is shown.
+    fn whole_seen(&self) -> bool {
+        let seen = self.seen.get();
+        self.refused.set(!seen);
+        seen
+    }
+
+    /// ↑↓ PgUp/PgDn Home/End on the question's request. Whether `code` scrolled.
+    fn scroll_key(&self, code: KeyCode, letters: bool) -> bool {
+        let top = self.scroll.get();
+        let page = self.page.get().max(1);
+        let to = match code {
+            KeyCode::Down => top.saturating_add(1),
+            KeyCode::Char('j') if letters => top.saturating_add(1),
+            KeyCode::Up => top.saturating_sub(1),
+            KeyCode::Char('k') if letters => top.saturating_sub(1),
+            KeyCode::PageDown | KeyCode::Char(' ') if letters || code == KeyCode::PageDown => {
+                top.saturating_add(page)
+            }
+            KeyCode::PageUp => top.saturating_sub(page),
+            KeyCode::Home => 0,
+            KeyCode::End => usize::MAX / 2,
+            _ => return false,
+        };
+        self.scroll.set(to);
+        true
+    }
 }
 
 /// What the arrows select on the "MCP / A2A" page.
@@ -247,8 +369,11 @@ pub struct App {
     pub(crate) color: bool,
     pub(crate) page: Page,
     pub(crate) status: ProtocolStatus,
-    /// This TUI started the service (and stops it when it quits).
+    /// This TUI started the service, and that very process (by its start identity) still
+    /// runs it: quitting asks whether to stop it.
     pub(crate) started: bool,
+    /// The service this TUI started was replaced by another process (or stopped) since.
+    replaced: bool,
     /// What happened at startup, shown on the "MCP / A2A" page.
     pub(crate) startup: Option<Note>,
     pub(crate) token_shown: bool,
@@ -268,6 +393,9 @@ pub struct App {
     pub(crate) task_sel: usize,
     pub(crate) detail: Option<Detail>,
     pub(crate) modal: Option<Modal>,
+    pub(crate) modal_view: ModalView,
+    /// Requests show the exact argv that runs under the command as sent (`v`).
+    pub(crate) show_argv: bool,
     pub(crate) note: Option<Note>,
     pub(crate) ask: Ask,
     clipboard: Vec<String>,
@@ -275,6 +403,8 @@ pub struct App {
     pub(crate) now: Instant,
     last_poll: Option<Instant>,
     last_status: Instant,
+    /// When the task list was read last (the Tasks page reads it again every 5 s).
+    last_tasks: Instant,
     /// Top line of each view, as last drawn (draw keeps the selection visible).
     pub(crate) scroll: [Cell<usize>; 5],
     /// Whether drawing scrolls to the selection (off after PgUp/PgDn until it moves).
@@ -302,6 +432,7 @@ impl App {
             page: Page::Protocols,
             status: device.status(),
             started: false,
+            replaced: false,
             startup: None,
             token_shown: false,
             snippet: 0,
@@ -318,18 +449,23 @@ impl App {
             task_sel: 0,
             detail: None,
             modal: None,
+            modal_view: ModalView::default(),
+            show_argv: false,
             note: None,
             ask: Ask::default(),
             clipboard: Vec::new(),
             quit: None,
             now,
             last_poll: None,
+            last_tasks: now,
             last_status: now,
             scroll: Default::default(),
             follow: Cell::new(false),
             body_rows: Cell::new(10),
         };
-        app.start_protocols(device);
+        if device.start_with_service() && app.status.state != ProtocolState::Running {
+            app.start_protocols(device, "protocol_start_with_service = true");
+        }
         app.load_settings(device);
         app.mcp_sel = app
             .mcp_items()
@@ -340,17 +476,18 @@ impl App {
         app
     }
 
-    fn start_protocols(&mut self, device: &dyn Device) {
-        if !device.start_with_service() || self.status.state == ProtocolState::Running {
-            return;
-        }
+    /// Starts the managed service (at startup, `why` the switch; later the owner's key).
+    fn start_protocols(&mut self, device: &dyn Device, why: &str) {
         self.startup = Some(match device.start_protocols() {
             Ok(true) => {
                 tracing::debug!("the TUI started the protocol service");
                 self.started = true;
                 Note::new(
                     NoteKind::Ok,
-                    "Started the service (protocol_start_with_service = true); quitting stops it.",
+                    format!(
+                        "Started the service ({why}); quitting asks whether to stop it or \
+                         leave it running."
+                    ),
                 )
             }
             Ok(false) => Note::new(
@@ -404,13 +541,37 @@ impl App {
             self.poll(device);
         }
         if now.saturating_duration_since(self.last_status) >= STATUS_EVERY {
-            self.status = device.status();
-            self.last_status = now;
-            if self.status.token.is_none() {
-                self.token_shown = false;
-            }
-            self.fix_mcp_sel();
+            self.refresh_status(device);
         }
+        if self.page == Page::Tasks
+            && self.detail.is_none()
+            && now.saturating_duration_since(self.last_tasks) >= STATUS_EVERY
+        {
+            self.load_tasks(device);
+        }
+    }
+
+    /// Discovery again, what `service status --json` adds, and whether the service this
+    /// TUI started still runs (a `service restart` elsewhere puts another in its place,
+    /// which this TUI then never stops).
+    fn refresh_status(&mut self, device: &dyn Device) {
+        self.status = device.status();
+        self.last_status = self.now;
+        if self.status.token.is_none() {
+            self.token_shown = false;
+        }
+        if self.started && !device.owns_service() {
+            self.started = false;
+            self.replaced = true;
+            let text = if self.status.state == ProtocolState::Running {
+                "The service this TUI started was replaced (restarted or started elsewhere): \
+                 the one running now is not this TUI's, and quitting leaves it running."
+            } else {
+                "The service this TUI started has stopped (stopped elsewhere)."
+            };
+            self.startup = Some(Note::new(NoteKind::Info, text));
+        }
+        self.fix_mcp_sel();
     }
 
     /// Reads the pending requests (and, on the Approvals page, the grants).
@@ -426,6 +587,21 @@ impl App {
         match device.pending() {
             Ok(list) => {
                 self.pending_error = None;
+                let vanished: Vec<(PendingApproval, Gone)> = self
+                    .waiting
+                    .iter()
+                    .filter(|w| !list.iter().any(|p| p.id == w.request.id))
+                    .filter(|w| !self.decided.iter().any(|(id, _)| *id == w.request.id.0))
+                    .map(|w| {
+                        let why = if w.deadline <= now {
+                            Gone::Expired
+                        } else {
+                            Gone::Elsewhere
+                        };
+                        (w.request.clone(), why)
+                    })
+                    .collect();
+                self.vanished(vanished);
                 self.waiting = list
                     .into_iter()
                     .filter(|p| !self.decided.iter().any(|(id, _)| *id == p.id.0))
@@ -443,7 +619,11 @@ impl App {
                     _ => device_error("Cannot read the pending requests: ", &e),
                 });
                 if e.kind == DeviceErrorKind::NotRunning {
-                    self.waiting.clear();
+                    let gone = std::mem::take(&mut self.waiting)
+                        .into_iter()
+                        .map(|w| (w.request, Gone::Stopped))
+                        .collect();
+                    self.vanished(gone);
                 }
             }
         }
@@ -479,6 +659,26 @@ impl App {
         }
         // On every page: the answer is in the conversation when the owner comes back.
         self.read_task(device);
+    }
+
+    /// Requests that left the list without a decision from here: the open question about
+    /// one says so (instead of vanishing, whatever was typed with it); others get a note.
+    fn vanished(&mut self, gone: Vec<(PendingApproval, Gone)>) {
+        for (request, why) in gone {
+            let asked = self
+                .modal
+                .as_ref()
+                .and_then(Modal::request)
+                .is_some_and(|r| r.id == request.id);
+            if asked && !matches!(self.modal, Some(Modal::Gone { .. })) {
+                self.modal = Some(Modal::Gone { request, why });
+            } else {
+                self.set_note(
+                    NoteKind::Info,
+                    format!("Request {} {}.", shown(&request.id.0), why.words()),
+                );
+            }
+        }
     }
 
     /// The timed UI grants listed now (none when they could not be read).
@@ -566,7 +766,12 @@ impl App {
         settings.iter().find(|s| s.key == key)?.warning.as_deref()
     }
 
+    /// Reads the task list again, the selection staying on the same task.
     fn load_tasks(&mut self, device: &dyn Device) {
+        let selected = match &self.tasks {
+            Some(Ok(list)) => list.get(self.task_sel).map(|t| t.id.clone()),
+            _ => None,
+        };
         self.tasks = Some(
             device
                 .tasks(TASK_LIMIT)
@@ -576,7 +781,13 @@ impl App {
             .tasks
             .as_ref()
             .map_or(0, |t| t.as_ref().map_or(0, Vec::len));
+        if let (Some(id), Some(Ok(list))) = (selected, &self.tasks) {
+            if let Some(at) = list.iter().position(|t| t.id == id) {
+                self.task_sel = at;
+            }
+        }
         self.task_sel = self.task_sel.min(len.saturating_sub(1));
+        self.last_tasks = self.now;
     }
 
     /// Whether the client configuration is shown: only while the protocols run.
@@ -643,7 +854,7 @@ impl App {
         if key.modifiers.contains(KeyModifiers::CONTROL)
             && matches!(key.code, KeyCode::Char('c' | 'C'))
         {
-            self.quit_now(device);
+            self.quit_now(device, true);
             return;
         }
         if let Some(modal) = self.modal.take() {
@@ -659,19 +870,23 @@ impl App {
             .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
         match key.code {
             KeyCode::Char('q') if plain => {
-                if self.started {
+                if self.started && device.owns_service() {
                     self.modal = Some(Modal::Quit);
                 } else {
-                    self.quit_now(device);
+                    // Another process may run the service now: not this TUI's to stop.
+                    self.replaced |= self.started;
+                    self.started = false;
+                    self.quit_now(device, false);
                 }
                 return;
             }
-            KeyCode::Tab => {
+            // h/l too (on the "MCP / A2A" page ←→ and s pick a snippet).
+            KeyCode::Tab | KeyCode::Char('l') if plain => {
                 let next = Page::ALL[self.page.number() % Page::ALL.len()];
                 self.set_page(next, device);
                 return;
             }
-            KeyCode::BackTab => {
+            KeyCode::BackTab | KeyCode::Char('h') if plain => {
                 let prev = Page::ALL[(self.page.number() + Page::ALL.len() - 2) % Page::ALL.len()];
                 self.set_page(prev, device);
                 return;
@@ -686,6 +901,15 @@ impl App {
                 self.scroll_key(key.code);
                 return;
             }
+            KeyCode::Char('?') if plain => {
+                self.modal = Some(Modal::Help);
+                return;
+            }
+            KeyCode::Char('v') if plain && matches!(self.page, Page::Approvals | Page::Ask) => {
+                self.show_argv = !self.show_argv;
+                return;
+            }
+            // h/l move between pages; on the "MCP / A2A" page ←→ (and s) pick a snippet.
             _ => {}
         }
         if !plain {
@@ -744,22 +968,37 @@ impl App {
                 }
             }
             KeyCode::Char('r') => {
-                self.status = device.status();
-                self.last_status = self.now;
-                if self.status.token.is_none() {
-                    self.token_shown = false;
-                }
+                self.refresh_status(device);
                 self.load_settings(device);
                 self.set_note(NoteKind::Info, "Refreshed.");
             }
+            KeyCode::Char('S') => {
+                if self.status.state == ProtocolState::Running {
+                    self.set_note(
+                        NoteKind::Info,
+                        "The service is running already (R restarts it).",
+                    );
+                } else {
+                    self.start_protocols(device, "S pressed");
+                    self.refresh_status(device);
+                    self.note = None;
+                }
+            }
+            KeyCode::Char('R') => {
+                if self.status.state == ProtocolState::Running {
+                    self.modal = Some(Modal::Restart);
+                } else {
+                    self.set_note(NoteKind::Info, "The service is not running: S starts it.");
+                }
+            }
             KeyCode::Up | KeyCode::Char('k') => self.move_mcp(-1),
             KeyCode::Down | KeyCode::Char('j') => self.move_mcp(1),
-            KeyCode::Left | KeyCode::Char('h') if self.shows_snippets() => {
+            KeyCode::Left if self.shows_snippets() => {
                 self.snippet = (self.snippet + SNIPPETS.len() - 1) % SNIPPETS.len();
                 self.mcp_sel = McpItem::Snippets;
                 self.follow.set(true);
             }
-            KeyCode::Right | KeyCode::Char('l' | 's') if self.shows_snippets() => {
+            KeyCode::Right | KeyCode::Char('s') if self.shows_snippets() => {
                 self.snippet = (self.snippet + 1) % SNIPPETS.len();
                 self.mcp_sel = McpItem::Snippets;
                 self.follow.set(true);
@@ -1177,6 +1416,9 @@ impl App {
             .unwrap_or(1);
         let last = UI_GRANT_MINUTES.len() - 1;
         match key.code {
+            _ if yes && !self.modal_view.whole_seen() => {
+                self.modal = Some(Modal::UiGrant { request, minutes });
+            }
             _ if yes => self.approve_for_ui(device, &request, minutes),
             _ if no => self.set_note(NoteKind::Info, "Cancelled: nothing was sent."),
             KeyCode::Right | KeyCode::Char('+' | 'l') if plain => {
@@ -1228,9 +1470,15 @@ impl App {
             .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
         let yes = matches!(key.code, KeyCode::Enter | KeyCode::Char('y' | 'Y')) && plain;
         let no = matches!(key.code, KeyCode::Esc | KeyCode::Char('n' | 'N')) && plain;
+        if plain && self.view_key(&modal, key.code) {
+            self.modal = Some(modal);
+            return;
+        }
         match modal {
             Modal::Decide { request, approve } => {
-                if yes {
+                if yes && approve && !self.modal_view.whole_seen() {
+                    self.modal = Some(Modal::Decide { request, approve });
+                } else if yes {
                     self.decide(device, &request, approve, None);
                 } else if no {
                     self.set_note(NoteKind::Info, "Cancelled: nothing was sent.");
@@ -1256,22 +1504,8 @@ impl App {
                     self.modal = Some(Modal::RejectOrigin { origin, count });
                 }
             }
-            Modal::Toggle {
-                key: k,
-                label,
-                value,
-            } => {
-                if yes {
-                    self.save(device, &k, if value { "true" } else { "false" });
-                } else if no {
-                    self.set_note(NoteKind::Info, "Not saved.");
-                } else {
-                    self.modal = Some(Modal::Toggle {
-                        key: k,
-                        label,
-                        value,
-                    });
-                }
+            m @ (Modal::Toggle { .. } | Modal::Rotate | Modal::Restart) => {
+                self.settings_modal_key(m, (yes, no), device)
             }
             Modal::Entry {
                 key: k,
@@ -1280,27 +1514,68 @@ impl App {
                 typed,
                 error,
             } => self.entry_key((k, label, kind), typed, error, key, device),
-            Modal::Rotate => {
-                if yes {
-                    match device.rotate_token() {
-                        Ok(saved) => self.saved(device, &saved),
-                        Err(e) => self.set_note(NoteKind::Error, device_error("Not rotated: ", &e)),
-                    }
-                } else if no {
-                    self.set_note(NoteKind::Info, "Not rotated.");
-                } else {
-                    self.modal = Some(Modal::Rotate);
+            Modal::Help => {
+                if !(no || key.code == KeyCode::Enter || key.code == KeyCode::Char('?')) {
+                    self.modal = Some(Modal::Help);
                 }
             }
-            Modal::Quit => {
-                if yes {
-                    self.quit_now(device);
-                } else if no {
-                    self.note = None;
-                } else {
-                    self.modal = Some(Modal::Quit);
+            Modal::Gone { request, why } => {
+                if !(no || yes || key.code == KeyCode::Char('q')) {
+                    self.modal = Some(Modal::Gone { request, why });
                 }
             }
+            Modal::Quit => match key.code {
+                KeyCode::Char('s' | 'y') | KeyCode::Enter if plain => self.quit_now(device, true),
+                KeyCode::Char('l') if plain => self.quit_now(device, false),
+                _ if no => self.note = None,
+                _ => self.modal = Some(Modal::Quit),
+            },
+        }
+    }
+
+    /// Keys that change how a question shows its request: ↑↓ PgUp/PgDn (j k Space where
+    /// nothing is typed) scroll it; v, or Tab while a phrase is typed, shows or hides the
+    /// exact argv. Whether `code` was one.
+    fn view_key(&mut self, modal: &Modal, code: KeyCode) -> bool {
+        let letters = match modal {
+            Modal::Phrase { .. } => false,
+            Modal::Decide { .. } | Modal::UiGrant { .. } | Modal::Gone { .. } | Modal::Help => true,
+            _ => return false,
+        };
+        if self.modal_view.scroll_key(code, letters) {
+            return true;
+        }
+        let argv = match code {
+            KeyCode::Tab => true,
+            KeyCode::Char('v') => letters,
+            _ => false,
+        };
+        if argv && modal.request().is_some() {
+            self.show_argv = !self.show_argv;
+            return true;
+        }
+        false
+    }
+
+    /// y or n to a setting's switch, a rotation or a restart.
+    fn settings_modal_key(&mut self, modal: Modal, (yes, no): (bool, bool), device: &dyn Device) {
+        if !yes && !no {
+            self.modal = Some(modal);
+            return;
+        }
+        match modal {
+            Modal::Toggle { key, value, .. } if yes => {
+                self.save(device, &key, if value { "true" } else { "false" })
+            }
+            Modal::Toggle { .. } => self.set_note(NoteKind::Info, "Not saved."),
+            Modal::Rotate if yes => match device.rotate_token() {
+                Ok(saved) => self.saved(device, &saved),
+                Err(e) => self.set_note(NoteKind::Error, device_error("Not rotated: ", &e)),
+            },
+            Modal::Rotate => self.set_note(NoteKind::Info, "Not rotated."),
+            Modal::Restart if yes => self.restart(device),
+            Modal::Restart => self.set_note(NoteKind::Info, "Not restarted."),
+            other => self.modal = Some(other),
         }
     }
 
@@ -1326,6 +1601,11 @@ impl App {
                 } else if typed != phrase {
                     error = Some(
                         "That is not the phrase (nothing was sent): type it exactly as shown."
+                            .into(),
+                    );
+                } else if !self.modal_view.whole_seen() {
+                    error = Some(
+                        "Not approved yet: read the whole request first (↓/PgDn to its end)."
                             .into(),
                     );
                 } else {
@@ -1538,21 +1818,61 @@ impl App {
             shown(&saved.message)
         };
         if saved.restart_needed {
-            text.push_str(" restart needed: nl2sh service restart");
+            text.push_str(if self.status.state == ProtocolState::Running {
+                " Restart needed: R restarts the service now."
+            } else {
+                " It applies when the service starts (S starts it)."
+            });
+            self.refresh_status(device);
         }
         self.set_note(NoteKind::Ok, text);
         self.load_settings(device);
     }
 
-    /// Quit now; stop the service first if this TUI started it.
-    fn quit_now(&mut self, device: &dyn Device) {
+    /// `service restart`, as the owner asked: the service runs the saved settings. A
+    /// service this TUI started stays its own.
+    fn restart(&mut self, device: &dyn Device) {
+        match device.restart_protocols() {
+            Ok(()) => self.set_note(
+                NoteKind::Ok,
+                "Restarted: the service runs the saved settings.",
+            ),
+            Err(e) => self.set_note(NoteKind::Error, device_error("Not restarted: ", &e)),
+        }
+        self.refresh_status(device);
+        self.load_settings(device);
+    }
+
+    /// Quit now; with `stop`, stop the service this TUI started first (only that very
+    /// process: another one running now is left alone, and the message says so).
+    fn quit_now(&mut self, device: &dyn Device, stop: bool) {
         self.modal = None;
-        let quit = if self.started {
+        let quit = if self.replaced && !self.started {
+            let running = device.status().state == ProtocolState::Running;
+            Quit {
+                message: running.then(|| format!("Left the service running: {NOT_OURS}.")),
+                failed: false,
+            }
+        } else if self.started && !stop {
+            Quit {
+                message: Some("Left the service this TUI started running.".into()),
+                failed: false,
+            }
+        } else if self.started {
             match device.stop_protocols() {
-                Ok(()) => {
+                Ok(stopped) => {
                     self.started = false;
+                    let message = match stopped {
+                        Stopped::Stopped => "Stopped the service this TUI started.".to_string(),
+                        Stopped::Gone => {
+                            "The service this TUI started had stopped already.".to_string()
+                        }
+                        Stopped::Replaced(pid) => {
+                            format!("Left the service running (pid {pid}): {NOT_OURS}.")
+                        }
+                    };
                     Quit {
-                        message: Some("Stopped the service this TUI started.".into()),
+                        message: Some(message),
                         failed: false,
                     }
                 }

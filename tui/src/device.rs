@@ -41,9 +41,18 @@ pub trait Device {
     /// protocol_start_with_service from the configuration.
     fn start_with_service(&self) -> bool;
     /// Start the managed service for this configuration; Ok(true) when this call started it, Ok(false) when one already ran (reused, never stopped by the TUI).
+    /// The device remembers the start identity (pid and start time) of a service it started.
     fn start_protocols(&self) -> Result<bool, DeviceError>;
-    /// Stop the managed service this TUI started.
-    fn stop_protocols(&self) -> Result<(), DeviceError>;
+    /// Stop the managed service this TUI started: only when the process running is still
+    /// that one by its start identity (pid and start time); another (a `service restart`
+    /// elsewhere) is left running.
+    fn stop_protocols(&self) -> Result<Stopped, DeviceError>;
+    /// Whether the service this TUI started still runs: the same process, by its start
+    /// identity. False once it ended or another process took its place.
+    fn owns_service(&self) -> bool;
+    /// Restart the managed service as `nl2sh --config X service restart` does; a service
+    /// this TUI started stays this TUI's (its new start identity is remembered).
+    fn restart_protocols(&self) -> Result<(), DeviceError>;
     /// `None` when the built-in Agent has a model; otherwise what to add to the
     /// configuration (one or two lines, shown on the Ask page).
     fn model_missing(&self) -> Option<String>;
@@ -103,4 +112,15 @@ impl DeviceError {
 pub struct Saved {
     pub message: String,
     pub restart_needed: bool,
+}
+
+/// How quitting left the service this TUI started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    /// It was still the one this TUI started: stopped.
+    Stopped,
+    /// It had ended already.
+    Gone,
+    /// Another process serves now (its pid): not this TUI's, left running.
+    Replaced(u32),
 }

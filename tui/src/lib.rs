@@ -18,7 +18,7 @@ mod text;
 mod view;
 
 pub use app::{App, Page, Quit, POLL_EVERY, TASK_LIMIT};
-pub use device::{Device, DeviceError, DeviceErrorKind, Saved};
+pub use device::{Device, DeviceError, DeviceErrorKind, Saved, Stopped};
 pub use terminal::run;
 
 /// How the interface looks; the caller decides (`NO_COLOR`, `TERM=dumb`).

@@ -92,13 +92,17 @@ pub fn run(device: &dyn Device, options: Options) -> ExitCode {
         Err(e) => {
             eprintln!("nl2sh: the terminal failed: {}", Shown::display(&e));
             if app.quit().is_none() && app.started_protocols() {
-                if let Err(e) = device.stop_protocols() {
-                    eprintln!(
+                match device.stop_protocols() {
+                    Err(e) => eprintln!(
                         "nl2sh: could not stop the service this TUI started: {}",
                         Shown::new(&e.message)
-                    );
-                } else {
-                    eprintln!("nl2sh: stopped the service this TUI started.");
+                    ),
+                    Ok(crate::Stopped::Stopped) => {
+                        eprintln!("nl2sh: stopped the service this TUI started.")
+                    }
+                    Ok(_) => eprintln!(
+                        "nl2sh: left the service running: it is not the one this TUI started."
+                    ),
                 }
             }
             return ExitCode::FAILURE;
@@ -123,7 +127,7 @@ pub fn run(device: &dyn Device, options: Options) -> ExitCode {
 
 /// SIGTERM and SIGHUP (a closed terminal, `kill`), blocked and read from a signalfd: each
 /// ends the console as Ctrl-C does, terminal restored and what it started stopped.
-/// Children get a clean signal mask (std resets it at spawn).
+/// Children inherit the mask: the managed service clears it when it detaches.
 fn stop_signals() -> Option<nix::sys::signalfd::SignalFd> {
     use nix::sys::signal::{SigSet, SigmaskHow, Signal};
     use nix::sys::signalfd::{SfdFlags, SignalFd};

@@ -8,6 +8,7 @@ use nl2sh_proto::channels::{CallOrigin, PendingApproval, ProtocolState, SettingK
 use nl2sh_proto::clock::readable_utc;
 use nl2sh_proto::display::Shown;
 use nl2sh_proto::limits::{MAX_ACTION_BYTES, MAX_AGENT_TEXT_BYTES, MAX_PENDING_APPROVALS};
+use nl2sh_proto::requester;
 use nl2sh_proto::stored_text::StoredText;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -170,11 +171,49 @@ impl Body {
     }
 }
 
-/// The first line of a request as `nl2sh protocol approvals` prints it, with the time left
-/// counting down, and its further fields: action, reasons, phrase. Every value escaped.
-pub(crate) fn describe(r: &PendingApproval, left: u64) -> (String, Vec<(&'static str, String)>) {
+/// A request as the owner reads it: who is asking (in words, first), then its id, tool,
+/// risk, whose rights it runs with and the time left counting down, then its fields: the
+/// command as sent (`shell.exec`; the exact argv under it when `argv`, else a hint) or the
+/// action, the reasons, the phrase. Every value escaped. `left`: seconds left, `None`
+/// once it no longer waits.
+pub(crate) struct Described {
+    pub who: String,
+    pub head: String,
+    pub fields: Vec<(String, String)>,
+}
+
+/// A text the caller sent, under `label`, as a shell prints it where every character can
+/// be shown (`'\''` with one backslash), else escaped whole and saying so; several lines
+/// each behind `| `.
+fn as_sent_fields(fields: &mut Vec<(String, String)>, label: &str, text: &str) {
+    let sent = nl2sh_proto::display::as_sent(text, MAX_ACTION_BYTES);
+    if sent.escaped {
+        fields.push((
+            format!("{label} (shown escaped: \\\\ is one backslash): "),
+            sent.text,
+        ));
+        return;
+    }
+    let lines: Vec<&str> = sent.text.split('\n').collect();
+    if lines.len() == 1 {
+        fields.push((format!("{label}: "), sent.text.clone()));
+        return;
+    }
+    fields.push((format!("{label} ({} lines):", lines.len()), String::new()));
+    for line in lines {
+        fields.push(("  | ".into(), line.to_string()));
+    }
+}
+
+pub(crate) fn describe(r: &PendingApproval, left: Option<u64>, argv: bool) -> Described {
+    let who = requester::who(
+        r.origin,
+        r.client.as_ref(),
+        r.task.as_ref(),
+        r.goal.as_deref(),
+    );
     let head = format!(
-        "{id}  {tool}  risk {risk}{root}  as {identity}  from {origin}{task}  {left}",
+        "{id}  {tool}  risk {risk}{root}  {as_words}  {left}",
         id = Shown::new(&r.id.0),
         tool = Shown::new(&r.tool),
         risk = r.risk.as_str(),
@@ -183,40 +222,40 @@ pub(crate) fn describe(r: &PendingApproval, left: u64) -> (String, Vec<(&'static
         } else {
             ""
         },
-        identity = r.identity.as_str(),
-        origin = r.origin.as_str(),
-        task = r
-            .task
-            .as_ref()
-            .map(|t| format!(" (task {})", Shown::new(&t.0)))
-            .unwrap_or_default(),
-        left = time_left(left),
+        as_words = requester::as_words(r.identity),
+        left = left.map_or_else(|| "no longer waiting".to_string(), time_left),
     );
-    let mut fields = vec![(
-        "action: ",
-        Shown::new(&r.action)
-            .max_bytes(MAX_ACTION_BYTES)
-            .to_string(),
-    )];
+    let mut fields = Vec::new();
+    match &r.sent {
+        Some(sent) => {
+            as_sent_fields(&mut fields, "command", sent);
+            if argv {
+                as_sent_fields(&mut fields, "runs", &r.action);
+            } else {
+                fields.push(("".into(), "v: the exact argv that runs".into()));
+            }
+        }
+        None => as_sent_fields(&mut fields, "action", &r.action),
+    }
     if let Some(words) = r.after_reading.words() {
-        fields.push(("note: ", format!("the Agent asks {}", shown(&words))));
+        fields.push(("note: ".into(), format!("the Agent asks {}", shown(&words))));
     }
     // What it carries, whole (an `fs.write`'s content): its size and hash, each line.
     if let Some(data) = &r.data {
-        fields.push(("", nl2sh_proto::carried::header(data)));
+        fields.push(("".into(), nl2sh_proto::carried::header(data)));
         for line in nl2sh_proto::carried::lines(data) {
-            fields.push(("  | ", line));
+            fields.push(("  | ".into(), line));
         }
     }
     for reason in &r.reasons {
-        fields.push(("why: ", shown(reason)));
+        fields.push(("why: ".into(), shown(reason)));
     }
     if let Some(phrase) = &r.phrase {
-        fields.push(("phrase: ", shown(phrase)));
+        fields.push(("phrase: ".into(), shown(phrase)));
     }
     if let Some(app) = &r.ui_app {
         fields.push((
-            "UI: ",
+            "UI: ".into(),
             format!(
                 "u approves it and lets UI actions from {} in {} run unasked for some minutes",
                 r.origin.as_str(),
@@ -224,7 +263,11 @@ pub(crate) fn describe(r: &PendingApproval, left: u64) -> (String, Vec<(&'static
             ),
         ));
     }
-    (head, fields)
+    Described {
+        who: shown(&who),
+        head,
+        fields,
+    }
 }
 
 /// The key help in lines of at most `columns`, broken between its " · " items.
@@ -263,8 +306,10 @@ impl App {
         let w = usize::from(area.width);
         let h = usize::from(area.height);
 
-        let help = pack(self.help(), w);
-        let header_rows = if h >= 8 { 2 } else { 1 };
+        let help = self.footer(w, if h >= 8 { 2 } else { 1 });
+        // While every request is approved automatically, a banner under the pages.
+        let banner = self.status.running.auto_approve && h >= 4;
+        let header_rows = if h >= 8 { 2 } else { 1 } + usize::from(banner);
         let footer_rows = help.len().min(if h >= 8 { 2 } else { usize::from(h >= 3) });
         let note_lines = self
             .note
@@ -301,8 +346,11 @@ impl App {
             )
         });
         let mut header = vec![self.title_line(w)];
-        if header_rows == 2 {
+        if h >= 8 {
             header.push(self.tabs_line(w, position.as_deref()));
+        }
+        if banner {
+            header.push(self.auto_approve_banner(w));
         }
         frame.render_widget(Paragraph::new(header), rows(0, header_rows));
 
@@ -320,7 +368,14 @@ impl App {
         }
 
         if let Some(modal) = &self.modal {
-            self.draw_modal(frame, area, modal);
+            self.modal_view.follow(modal);
+            let between = h.saturating_sub(header_rows + footer_rows);
+            let region = if between >= 3 {
+                rows(header_rows, between)
+            } else {
+                area
+            };
+            self.draw_modal(frame, region, modal);
         }
     }
 
@@ -428,19 +483,93 @@ impl App {
         }
         if let Some(position) = position {
             let used: usize = spans.iter().map(Span::width).sum();
-            if used + position.len() <= w {
-                spans.push(Span::raw(" ".repeat(w - used - position.len())));
-                spans.push(Span::styled(position.to_string(), theme.muted()));
+            // Without "PgUp/PgDn" where the whole does not fit (60 columns).
+            let short = position.split(" PgUp").next().unwrap_or(position);
+            if let Some(text) = [position, short].into_iter().find(|t| used + width(t) <= w) {
+                spans.push(Span::raw(" ".repeat(w - used - width(text))));
+                spans.push(Span::styled(text.to_string(), theme.muted()));
             }
         }
         Line::from(spans)
+    }
+
+    /// "Every request is approved automatically (protocol_auto_approve)", across the
+    /// whole width, shortened where it does not fit.
+    fn auto_approve_banner(&self, w: usize) -> Line<'static> {
+        let text = [
+            "Every request is approved automatically (protocol_auto_approve)",
+            "Every request is approved automatically",
+            "Auto-approving every request",
+        ]
+        .into_iter()
+        .find(|t| width(t) + 2 <= w)
+        .unwrap_or("AUTO-APPROVE ON");
+        let pad = w.saturating_sub(width(text) + 2);
+        Line::from(Span::styled(
+            format!("! {text}{}", " ".repeat(pad)),
+            self.theme().pick(
+                Style::new()
+                    .fg(Color::White)
+                    .bg(Color::Red)
+                    .add_modifier(Modifier::BOLD),
+            ),
+        ))
+    }
+
+    /// The footer's `rows` lines: the keys of what is shown, as many as fit, and on the
+    /// page itself always `?: help · q: quit` at the end (every key is in the help).
+    fn footer(&self, w: usize, rows: usize) -> Vec<String> {
+        let help = self.help();
+        let tail = match &self.modal {
+            None if !(self.page == Page::Ask && self.ask.typing) => "?: help · q: quit",
+            _ => "",
+        };
+        if tail.is_empty() {
+            return pack(help, w);
+        }
+        let rows = rows.max(1);
+        let mut out = vec![String::new()];
+        for item in help.split(" · ") {
+            loop {
+                let last_row = out.len() == rows;
+                let room = if last_row {
+                    w.saturating_sub(width(tail) + 3)
+                } else {
+                    w
+                };
+                let Some(line) = out.last_mut() else { break };
+                let need = match line.is_empty() {
+                    true => width(item),
+                    false => width(line) + 3 + width(item),
+                };
+                if need <= room {
+                    if !line.is_empty() {
+                        line.push_str(" · ");
+                    }
+                    line.push_str(item);
+                } else if !last_row && !line.is_empty() {
+                    out.push(String::new());
+                    continue;
+                }
+                // What does not fit is left out: `?` lists every key.
+                break;
+            }
+        }
+        if let Some(line) = out.last_mut() {
+            if !line.is_empty() {
+                line.push_str(" · ");
+            }
+            line.push_str(tail);
+        }
+        out
     }
 
     /// The keys of what is shown.
     fn help(&self) -> &'static str {
         match &self.modal {
             Some(Modal::Phrase { .. }) => {
-                "Type the phrase · Enter: approve · Backspace: erase · Esc: cancel · Ctrl-C: quit"
+                "Type the phrase · Enter: approve · ↓/PgDn: read it all · Tab: argv · \
+                 Esc: cancel · Ctrl-C: quit"
             }
             Some(Modal::Entry { .. }) => {
                 "Type the value · Enter: save · Backspace: erase · Esc: cancel · Ctrl-C: quit"
@@ -448,23 +577,34 @@ impl App {
             Some(Modal::UiGrant { .. }) => {
                 "←→/+-: minutes · y/Enter: approve · n/Esc: cancel · Ctrl-C: quit"
             }
+            Some(Modal::Quit) => "s/y/Enter: stop and quit · l: leave it running · n/Esc: cancel",
+            Some(Modal::Help) => "↑↓ PgUp/PgDn: scroll · Esc/?: close · Ctrl-C: quit",
+            Some(Modal::Gone { .. }) => "Enter/Esc: close · Ctrl-C: quit",
+            Some(Modal::Decide { approve: true, .. }) => {
+                "↑↓ PgUp/PgDn: read it all · y/Enter: approve · n/Esc: cancel · v: argv · \
+                 Ctrl-C: quit"
+            }
             Some(_) => "y/Enter: yes · n/Esc: no · Ctrl-C: quit",
             None => match self.page {
+                Page::Protocols if self.status.state == ProtocolState::Running => {
+                    "↑↓/jk: select · Enter: edit · R: restart · ←→: snippet · c: copy · \
+                     t: token · r: refresh · Tab/h/l/1-4: page · PgUp/PgDn: scroll"
+                }
                 Page::Protocols => {
-                    "Tab/1-4: page · ↑↓/jk: select · Enter: edit · ←→: snippet · c: copy · \
-                     t: token · r: refresh · PgUp/PgDn: scroll · q: quit"
+                    "S: start the service · ↑↓/jk: select · Enter: edit · r: refresh · \
+                     Tab/h/l/1-4: page · PgUp/PgDn: scroll"
                 }
                 Page::Approvals => {
-                    "Tab/1-4: page · ↑↓/jk: select · a: approve · u: approve + UI grant · \
-                     r: reject · R: reject its origin · g: next UI grant · x: revoke it · \
-                     PgUp/PgDn: scroll · q: quit"
+                    "a: approve · r: reject · ↑↓/jk: select · v: argv · \
+                     u: approve + UI grant · R: reject its origin · g: next UI grant · \
+                     x: revoke it · Tab/h/l/1-4: page · PgUp/PgDn: scroll"
                 }
                 Page::Tasks if self.detail.is_some() => {
-                    "Esc: back · ↑↓/jk PgUp/PgDn: scroll · r: reload · Tab/1-4: page · q: quit"
+                    "Esc: back · ↑↓/jk PgUp/PgDn: scroll · r: reload · Tab/h/l/1-4: page"
                 }
                 Page::Tasks => {
-                    "Tab/1-4: page · ↑↓/jk: select · Enter: open · r: refresh · PgUp/PgDn: scroll · \
-                     q: quit"
+                    "Enter: open · ↑↓/jk: select · r: refresh · Tab/h/l/1-4: page · \
+                     PgUp/PgDn: scroll"
                 }
                 Page::Ask if self.ask.typing => {
                     "Type a goal · Enter: send · Backspace: erase · Esc: stop typing · \
@@ -472,18 +612,18 @@ impl App {
                 }
                 Page::Ask if self.ask_request().is_some() => {
                     "a: approve · r: reject · Esc: cancel the task · /,i: type · \
-                     ↑↓/jk PgUp/PgDn: scroll · Tab/1-4: page · q: quit"
+                     ↑↓/jk PgUp/PgDn: scroll · Tab/h/l/1-4: page"
                 }
                 Page::Ask if self.ask.running().is_some() => {
                     "Esc: cancel the task · /,i: type · ↑↓/jk PgUp/PgDn: scroll · \
-                     Tab/1-4: page · q: quit"
+                     Tab/h/l/1-4: page"
                 }
                 Page::Ask if self.ask.model_missing.is_some() => {
-                    "↑↓/jk PgUp/PgDn: scroll · Tab/1-4: page · q: quit"
+                    "↑↓/jk PgUp/PgDn: scroll · Tab/h/l/1-4: page"
                 }
                 Page::Ask => {
                     "/,i: type a goal · n: new conversation · ↑↓/jk PgUp/PgDn: scroll · \
-                     Tab/1-4: page · q: quit"
+                     Tab/h/l/1-4: page"
                 }
             },
         }
@@ -551,6 +691,7 @@ impl App {
         if !st.detail.is_empty() {
             body.field("  ", theme.plain(), &shown(&st.detail), theme.muted(), 2);
         }
+        self.not_applied(body);
         let kv = |body: &mut Body, label: &str, value: &str| {
             body.field(
                 &format!("  {label:<16}"),
@@ -587,6 +728,35 @@ impl App {
             Some(token) => format!("{}  (t hides it)", Shown::new(token.expose())),
         };
         kv(body, "Token", &token);
+    }
+
+    /// The saved settings the running service does not use yet, and how to apply them.
+    fn not_applied(&self, body: &mut Body) {
+        let theme = self.theme();
+        let differs = &self.status.running.differs;
+        if differs.is_empty() {
+            return;
+        }
+        body.text(
+            "Running differs from saved: a restart applies the saved settings.",
+            theme.warn(),
+        );
+        for d in differs {
+            body.field(
+                &format!("  {:<16} ", shown(&d.key)),
+                theme.label(),
+                &format!("saved {}, running {}", shown(&d.saved), shown(&d.running)),
+                theme.warn(),
+                18,
+            );
+        }
+        let command = &self.status.running.restart_command;
+        let how = if command.is_empty() {
+            "R restarts it now.".to_string()
+        } else {
+            format!("R restarts it now (as {} does).", shown(command))
+        };
+        body.field("  ", theme.plain(), &how, theme.warn(), 2);
     }
 
     /// One line: the protocols are not running, and why.
@@ -734,7 +904,7 @@ impl App {
             self.request(
                 &mut body,
                 &waiting.request,
-                self.seconds_left(waiting),
+                Some(self.seconds_left(waiting)),
                 (if selected { "> " } else { "  " }, lead_style),
                 "    ",
             );
@@ -823,18 +993,31 @@ impl App {
         &self,
         body: &mut Body,
         r: &PendingApproval,
-        left: u64,
+        left: Option<u64>,
         (lead, lead_style): (&str, Style),
         pad: &str,
     ) {
         let theme = self.theme();
-        let (head, fields) = describe(r, left);
+        let d = describe(r, left, self.show_argv);
         let indent = width(pad);
-        body.field(lead, lead_style, &head, theme.risk(r.risk.as_str()), indent);
-        for (label, value) in fields {
+        // Who is asking first, as a phone's prompt names the app.
+        body.field(lead, lead_style, &d.who, theme.label(), indent);
+        body.field(
+            pad,
+            theme.plain(),
+            &d.head,
+            theme.risk(r.risk.as_str()),
+            indent,
+        );
+        for (label, value) in d.fields {
             let lead = format!("{pad}{label}");
             let indent = width(&lead);
-            body.field(&lead, theme.label(), &value, theme.plain(), indent);
+            let style = if label.is_empty() && value.starts_with("v: ") {
+                theme.muted()
+            } else {
+                theme.plain()
+            };
+            body.field(&lead, theme.label(), &value, style, indent);
         }
     }
 
@@ -921,7 +1104,7 @@ impl App {
             self.request(
                 body,
                 &waiting.request,
-                self.seconds_left(waiting),
+                Some(self.seconds_left(waiting)),
                 ("  ", theme.plain()),
                 "    ",
             );
@@ -1026,13 +1209,21 @@ impl App {
                         },
                         4,
                     );
-                    body.field(
-                        "    context ",
-                        theme.muted(),
-                        &shown(&task.context_id.0),
-                        theme.muted(),
-                        4,
-                    );
+                    // The goal on one line, cut to the width (Enter shows it whole).
+                    let goal = crate::task::goal(task)
+                        .map(|g| format!("\u{201c}{g}\u{201d}"))
+                        .unwrap_or_else(|| "(no goal in its history)".to_string());
+                    let room = w.saturating_sub(4).max(1);
+                    let mut parts = wrap(&goal, room, room);
+                    let mut line = parts.remove(0);
+                    if !parts.is_empty() {
+                        let keep = wrap(&line, room.saturating_sub(1).max(1), room)
+                            .into_iter()
+                            .next()
+                            .unwrap_or_default();
+                        line = format!("{keep}…");
+                    }
+                    body.field("    ", theme.plain(), &line, theme.plain(), 4);
                     if selected {
                         body.select_from(start);
                     }
@@ -1084,32 +1275,84 @@ impl App {
         }
     }
 
+    /// A question over the page: everything between the header and the footer is
+    /// cleared first, so no page text shows beside, above or below it. Its question and
+    /// keys stay at the top; the request under them scrolls (↑↓ PgUp/PgDn), and whether
+    /// its end has been on the screen is kept: an approve counts only after that.
     fn draw_modal(&self, frame: &mut Frame, area: Rect, modal: &Modal) {
         let theme = self.theme();
-        let outer_w = usize::from(area.width).min(78);
+        frame.render_widget(Clear, area);
+        if area.width == 0 || area.height == 0 {
+            return;
+        }
+        let outer_w = usize::from(area.width);
         let bordered = outer_w >= 12 && area.height >= 5;
         let inner_w = if bordered { outer_w - 2 } else { outer_w };
-        let mut body = Body::new(inner_w);
-        let title = self.modal_body(modal, &mut body);
+        let mut head = Body::new(inner_w);
+        let mut rest = Body::new(inner_w);
+        let title = self.modal_body(modal, &mut head);
+        if let Some(r) = modal.request() {
+            rest.blank();
+            self.modal_request(&mut rest, r);
+        } else if matches!(modal, Modal::Help) {
+            help_lines(&mut rest, theme);
+        }
         let max_inner_h = usize::from(area.height) - if bordered { 2 } else { 0 };
-        let mut lines = body.lines;
-        if lines.len() > max_inner_h {
-            let more = lines.len() - max_inner_h + 1;
+        let mut lines = head.lines;
+        lines.truncate(max_inner_h);
+        let room = max_inner_h - lines.len();
+        let total = rest.lines.len();
+        let state = &self.modal_view;
+        if total <= room {
+            lines.extend(rest.lines);
+            state.seen.set(true);
+            state.page.set(room.max(1));
+        } else if room >= 2 {
+            let shown_rows = room - 1;
+            let top = state.scroll.get().min(total - shown_rows);
+            state.scroll.set(top);
+            state.page.set(shown_rows.saturating_sub(1).max(1));
+            let end = top + shown_rows;
+            if end >= total {
+                state.seen.set(true);
+            }
+            lines.extend(rest.lines.into_iter().skip(top).take(shown_rows));
+            let refused = state.refused.get() && !state.seen.get();
+            let below = total - end;
+            let text = if refused {
+                format!("Not approved: read to the end first · {below} more lines (↓/PgDn)")
+            } else if modal.needs_whole() && !state.seen.get() {
+                format!(
+                    "lines {}-{end} of {total} · {below} more below (↓/PgDn)",
+                    top + 1
+                )
+            } else {
+                format!("lines {}-{end} of {total} · ↑↓ PgUp/PgDn: scroll", top + 1)
+            };
+            let style = if refused { theme.error() } else { theme.warn() };
+            lines.push(Line::from(Span::styled(
+                crate::text::wrap(&text, inner_w, inner_w)
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default(),
+                style,
+            )));
+        } else if total > 0 {
+            // No room for the request at all: an approve cannot count.
+            state.seen.set(false);
             lines.truncate(max_inner_h.saturating_sub(1));
             lines.push(Line::from(Span::styled(
-                format!("… {more} more lines (Esc, then read the request on the page)"),
+                "… the request does not fit: make the terminal larger",
                 theme.warn(),
             )));
-            lines.truncate(max_inner_h);
         }
-        let outer_h = lines.len() + if bordered { 2 } else { 0 };
+        let outer_h = (lines.len() + if bordered { 2 } else { 0 }) as u16;
         let rect = Rect {
-            x: area.x + (area.width - outer_w as u16) / 2,
-            y: area.y + (area.height - outer_h as u16) / 2,
-            width: outer_w as u16,
-            height: outer_h as u16,
+            x: area.x,
+            y: area.y + (area.height - outer_h) / 2,
+            width: area.width,
+            height: outer_h,
         };
-        frame.render_widget(Clear, rect);
         let paragraph = Paragraph::new(lines);
         if bordered {
             let block = Block::bordered()
@@ -1121,7 +1364,8 @@ impl App {
         }
     }
 
-    /// The modal's lines (question first, so a long request is what gets cut) and title.
+    /// The modal's question and keys (the request it is about follows, scrolling), and
+    /// its title.
     fn modal_body(&self, modal: &Modal, body: &mut Body) -> &'static str {
         let theme = self.theme();
         match modal {
@@ -1138,8 +1382,6 @@ impl App {
                     &format!("y/Enter: {} · n/Esc: cancel", verb.to_lowercase()),
                     theme.muted(),
                 );
-                body.blank();
-                self.modal_request(body, r);
                 if *approve {
                     "Approve"
                 } else {
@@ -1210,13 +1452,52 @@ impl App {
                 body.text("y/Enter: rotate · n/Esc: cancel", theme.muted());
                 "Rotate the token"
             }
-            Modal::Quit => {
+            Modal::Help | Modal::Gone { .. } | Modal::Restart | Modal::Quit => {
+                self.service_question(modal, body)
+            }
+        }
+    }
+
+    /// The help's head, a request no longer waiting, the restart and quit questions.
+    fn service_question(&self, modal: &Modal, body: &mut Body) -> &'static str {
+        let theme = self.theme();
+        match modal {
+            Modal::Help => {
+                body.text("Every key, page by page", theme.label());
+                "Help"
+            }
+            Modal::Gone { request, why } => {
                 body.text(
-                    "Quit and stop the service this TUI started? y/n",
+                    &format!(
+                        "Request {} {}: nothing was sent from here.",
+                        Shown::new(&request.id.0),
+                        why.words()
+                    ),
+                    theme.warn(),
+                );
+                body.text("Enter/Esc: close", theme.muted());
+                "No longer waiting"
+            }
+            Modal::Restart => {
+                body.text(
+                    "Restart the service now, as `service restart` does? It runs the saved \
+                     settings; requests waiting now are rejected and running tasks end.",
                     theme.label(),
                 );
+                body.text("y/Enter: restart · n/Esc: cancel", theme.muted());
+                "Restart the service"
+            }
+            Modal::Quit => {
+                body.text(
+                    "Quit: this TUI started the service. Stop it, or leave it running?",
+                    theme.label(),
+                );
+                body.text("s/y/Enter: stop it and quit", theme.plain());
+                body.text("l: leave it running and quit", theme.plain());
+                body.text("n/Esc: cancel (stay here)", theme.plain());
                 "Quit"
             }
+            _ => "",
         }
     }
 
@@ -1268,8 +1549,6 @@ impl App {
             "←→/+-: minutes · y/Enter: approve · n/Esc: cancel",
             theme.muted(),
         );
-        body.blank();
-        self.modal_request(body, r);
     }
 
     /// A request in a modal, with its time left.
@@ -1279,7 +1558,7 @@ impl App {
             .waiting
             .iter()
             .find(|w| w.request.id == r.id)
-            .map_or(0, |w| self.seconds_left(w));
+            .map(|w| self.seconds_left(w));
         self.request(body, r, left, ("", theme.plain()), "  ");
     }
 
@@ -1335,8 +1614,6 @@ impl App {
             body.text(e, theme.error());
         }
         body.text("Enter: approve · Esc: cancel", theme.muted());
-        body.blank();
-        self.modal_request(body, r);
     }
 
     /// A setting's value being typed (a secret masked).
@@ -1372,5 +1649,96 @@ impl App {
             body.text(e, theme.error());
         }
         body.text("Enter: save · Esc: cancel", theme.muted());
+    }
+}
+
+/// Every key of the console, for `?`.
+const KEYS: &[(&str, &[(&str, &str)])] = &[
+    (
+        "Everywhere",
+        &[
+            ("Tab l / Shift-Tab h", "next / previous page"),
+            ("1 2 3 4", "MCP / A2A, Approvals, Tasks, Ask"),
+            ("PgUp PgDn Home End", "scroll the page"),
+            ("?", "this help"),
+            ("q", "quit (asks first when this TUI started the service)"),
+            (
+                "Ctrl-C",
+                "quit at once (stops the service this TUI started)",
+            ),
+        ],
+    ),
+    (
+        "1 MCP / A2A",
+        &[
+            ("↑↓ j k", "select a snippet or a setting"),
+            ("Enter", "edit the setting (or copy the snippet)"),
+            ("← → s", "another client snippet"),
+            ("c", "copy the snippet (OSC 52)"),
+            ("t", "show or hide the token"),
+            ("S", "start the service (when it is stopped)"),
+            ("R", "restart the service: it runs the saved settings"),
+            ("r", "read the status and settings again"),
+        ],
+    ),
+    (
+        "2 Approvals",
+        &[
+            ("↑↓ j k", "select a request"),
+            ("a", "approve (asks; the whole request is shown first)"),
+            ("r", "reject (asks)"),
+            ("u", "approve + timed UI grant"),
+            ("R", "reject every request of its origin"),
+            ("g / x", "select / revoke a timed UI grant"),
+            ("v", "show or hide the exact argv under a command"),
+        ],
+    ),
+    (
+        "3 Tasks",
+        &[
+            ("↑↓ j k", "select a task"),
+            ("Enter", "open it (Esc back)"),
+            ("r", "read the list (or the task) again"),
+        ],
+    ),
+    (
+        "4 Ask",
+        &[
+            ("/ i Enter", "type a goal (Enter sends, Esc stops typing)"),
+            ("a / r", "approve / reject what the Agent asks"),
+            ("Esc", "cancel the running task"),
+            ("n", "a new conversation"),
+        ],
+    ),
+    (
+        "In a question",
+        &[
+            (
+                "↑↓ PgUp PgDn",
+                "read the request to its end (an approve counts only then)",
+            ),
+            ("y Enter / n Esc", "yes / no"),
+            (
+                "v (Tab)",
+                "show or hide the exact argv (Tab while typing a phrase)",
+            ),
+            ("typing", "the phrase of a dangerous or critical request"),
+        ],
+    ),
+];
+
+fn help_lines(body: &mut Body, theme: Theme) {
+    for (title, keys) in KEYS {
+        body.blank();
+        body.text(title, theme.heading());
+        for (key, what) in *keys {
+            body.field(
+                &format!("  {key:<20} "),
+                theme.label(),
+                what,
+                theme.plain(),
+                23,
+            );
+        }
     }
 }

@@ -127,6 +127,12 @@
       el('pre', { class: 'action data-lines' }, d.lines.map(str).join('\n')));
   }
 
+  function pad2(n) {
+    return (n < 10 ? '0' : '') + n;
+  }
+
+  // Every time on the page in one form, the device's local time: "2026-12-05 09:31:02"
+  // (the raw value stays in the element's title).
   function fmtTime(s) {
     var raw = str(s);
     if (!raw) {
@@ -136,10 +142,31 @@
     if (isNaN(d.getTime())) {
       return raw;
     }
-    return d.toLocaleString(undefined, {
-      year: 'numeric', month: 'short', day: 'numeric',
-      hour: '2-digit', minute: '2-digit', second: '2-digit'
-    });
+    return d.getFullYear() + '-' + pad2(d.getMonth() + 1) + '-' + pad2(d.getDate()) + ' ' +
+      pad2(d.getHours()) + ':' + pad2(d.getMinutes()) + ':' + pad2(d.getSeconds());
+  }
+
+  // A time left, in one form everywhere: "1:05 left", "0:09 left".
+  function fmtLeft(seconds) {
+    return Math.floor(seconds / 60) + ':' + pad2(seconds % 60) + ' left';
+  }
+
+  // Text whose `backticked` words are commands or names (help and warnings from the
+  // server, the page's own hints): those words become <code>, the rest stays text. An
+  // unpaired backtick stays as it is.
+  function codeText(text) {
+    var parts = str(text).split('`');
+    var out = [];
+    for (var i = 0; i < parts.length; i++) {
+      if (i % 2 === 1 && i < parts.length - 1) {
+        out.push(el('code', null, parts[i]));
+      } else if (i % 2 === 1) {
+        out.push('`' + parts[i]);
+      } else if (parts[i]) {
+        out.push(parts[i]);
+      }
+    }
+    return out;
   }
 
   function timeEl(s) {
@@ -160,6 +187,9 @@
     pollTimer: null,
     pollBusy: false,
     tickTimer: null,
+    statusTimer: null,   // the service's state (automatic approval), every 5 s
+    pageTimer: null,     // a list page's own refresh (tasks)
+    lostAt: 0,           // when the service stopped answering; 0 while it answers
     approvals: null      // the approvals page's live state, when it is shown
   };
 
@@ -204,8 +234,8 @@
         var d = obj(data);
         var err = new ApiError(res.status, str(d.kind) || 'http_' + res.status,
           str(d.error) || 'The server answered HTTP ' + res.status + '.');
-        if (res.status === 401 && !opts.no401) {
-          showLogin(null);
+        if (res.status === 401 && !opts.no401 && state.loggedIn) {
+          showLogin(endedReason(), true);
         }
         throw err;
       });
@@ -234,9 +264,22 @@
       clearInterval(state.tickTimer);
       state.tickTimer = null;
     }
+    if (state.statusTimer) {
+      clearTimeout(state.statusTimer);
+      state.statusTimer = null;
+    }
+    stopPageTimer();
   }
 
-  function showLogin(message) {
+  function stopPageTimer() {
+    if (state.pageTimer) {
+      clearTimeout(state.pageTimer);
+      state.pageTimer = null;
+    }
+  }
+
+  // `notice`: the message says why a session ended (not an error of the page's).
+  function showLogin(message, notice) {
     state.loggedIn = false;
     state.csrf = null;
     state.session = null;
@@ -249,9 +292,53 @@
     $('loading').hidden = true;
     $('login-screen').hidden = false;
     var e = $('login-error');
-    e.textContent = message || '';
+    e.className = notice ? 'notice' : 'error';
+    clear(e);
+    append(e, codeText(message || ''));
     e.hidden = !message;
+    setAutoApprove(false);
+    setReach(true);
     document.title = 'nl2sh';
+  }
+
+  // Why the session ended, as far as this page can know (approvald keeps sessions in
+  // memory and says only "not logged in"): this browser's own record of its session
+  // (localStorage: when it expires, whether the owner logged out here; no secret), and
+  // whether the service was out of reach just before.
+  var SESSION_RECORD = 'nl2sh.session';
+
+  function sessionRecord() {
+    try {
+      return obj(JSON.parse(window.localStorage.getItem(SESSION_RECORD) || 'null'));
+    } catch (e) {
+      return {};
+    }
+  }
+
+  function saveSessionRecord(record) {
+    try {
+      window.localStorage.setItem(SESSION_RECORD, JSON.stringify(record));
+    } catch (e) {
+      // no storage (a private window): the login page says less
+    }
+  }
+
+  function endedReason() {
+    var r = sessionRecord();
+    if (r.expires === undefined && r.out === undefined) {
+      return null; // this browser never held a session: nothing ended
+    }
+    if (r.out === true) {
+      return 'You logged out (here or in another tab of this browser).';
+    }
+    if (typeof r.expires === 'number' && Date.now() >= r.expires - 5000) {
+      return 'Your session ended: 12 hours passed since you logged in.';
+    }
+    if (state.lostAt && Date.now() - state.lostAt < 120000) {
+      return 'Your session ended while the service was out of reach: the service stopped or restarted.';
+    }
+    return 'Your session was ended: by `nl2sh web logout --all` on the device, by a restart ' +
+      'of the service, or by 16 newer logins.';
   }
 
   function showApp() {
@@ -279,10 +366,12 @@
     return api('GET', '/api/session', undefined, { no401: true }).then(function (s) {
       state.session = s;
       state.csrf = str(s.csrf);
+      var left = Number(s.expires_in_secs);
+      saveSessionRecord({ expires: Date.now() + (left > 0 ? left : 0) * 1000 });
       showApp();
     }, function (err) {
       if (err.status === 401) {
-        showLogin(null);
+        showLogin(endedReason(), true);
       } else {
         showLogin('The console could not load: ' + errorText(err));
       }
@@ -326,7 +415,7 @@
   // A short-lived notice at the top of the page area.
   function flash(message) {
     var page = $('page');
-    var n = el('p', { class: 'flash error', role: 'alert' }, message);
+    var n = el('p', { class: 'flash error', role: 'alert' }, codeText(message));
     page.insertBefore(n, page.firstChild);
   }
 
@@ -335,7 +424,8 @@
     b.disabled = true;
     api('POST', '/api/logout', {}).then(function () {
       b.disabled = false;
-      showLogin(null);
+      saveSessionRecord({ out: true });
+      showLogin(endedReason(), true);
     }, function (err) {
       b.disabled = false;
       if (err.status !== 401) {
@@ -383,6 +473,7 @@
       clearInterval(state.tickTimer);
       state.tickTimer = null;
     }
+    stopPageTimer();
     var buttons = document.querySelectorAll('#menu .menu-item');
     for (var i = 0; i < buttons.length; i++) {
       var active = buttons[i].getAttribute('data-page') === r.page;
@@ -443,7 +534,7 @@
   }
 
   function statusMsg(text, cls) {
-    return el('p', { class: 'msg ' + (cls || '') }, text);
+    return el('p', { class: 'msg ' + (cls || '') }, codeText(text));
   }
 
   // Is this render still the one on screen?
@@ -712,7 +803,7 @@
     clear(msgEl);
     msgEl.className = 'setting-msg ' + (ok ? 'ok' : 'error');
     if (text) {
-      append(msgEl, el('span', { class: 'setting-msg-text' }, text));
+      append(msgEl, el('span', { class: 'setting-msg-text' }, codeText(text)));
     }
     if (restart) {
       append(msgEl, el('span', { class: 'restart-needed' }, 'Restart needed: ',
@@ -793,10 +884,10 @@
 
     append(form, el('div', { class: 'setting-main' }, controls, buttons));
     if (help) {
-      append(form, el('p', { class: 'help' }, help));
+      append(form, el('p', { class: 'help' }, codeText(help)));
     }
     if (warning) {
-      append(form, el('p', { class: 'warning', id: 'warn-' + key }, warning + ' ' + TRUST));
+      append(form, el('p', { class: 'warning', id: 'warn-' + key }, codeText(warning + ' ' + TRUST)));
     }
     if (s.live === false) {
       form.setAttribute('data-live', 'false');
@@ -900,6 +991,7 @@
   function startPolling() {
     stopTimers();
     pollApprovals();
+    pollStatus();
   }
 
   function schedulePoll() {
@@ -914,6 +1006,70 @@
       clearTimeout(state.pollTimer);
     }
     pollApprovals();
+  }
+
+  // The service's own state, every 5 s on every page: whether every request is approved
+  // automatically (`auto_approve` of the connection data).
+  function pollStatus() {
+    state.statusTimer = null;
+    if (!state.loggedIn) {
+      return;
+    }
+    api('GET', '/api/connection').then(function (c) {
+      if (state.loggedIn) {
+        setAutoApprove(c.auto_approve === true);
+      }
+    }, function () { /* the approvals poll says when the service is out of reach */ }).then(function () {
+      if (state.loggedIn) {
+        state.statusTimer = setTimeout(pollStatus, 5000);
+      }
+    });
+  }
+
+  function setAutoApprove(on) {
+    $('auto-banner').hidden = !on;
+  }
+
+  // Whether the service answers. While it does not, nothing the page showed of it is
+  // known to be true: the banner says so, the status reads "Unknown" and the approvals
+  // page does not claim that nothing waits. When it answers again, the MCP / A2A page
+  // reads its state afresh.
+  function setReach(ok) {
+    var was = !state.lostAt;
+    if (ok) {
+      state.lostAt = 0;
+    } else if (was) {
+      state.lostAt = Date.now();
+    }
+    $('net-banner').hidden = ok;
+    document.body.classList.toggle('unreachable', !ok);
+    if (!ok) {
+      var b = $('approvals-badge');
+      b.textContent = '?';
+      b.hidden = false;
+      b.setAttribute('aria-label', 'pending requests unknown');
+      document.title = 'nl2sh (service unreachable)';
+      var st = $('connection-status');
+      if (st) {
+        st.className = 'status status-unknown';
+        st.setAttribute('data-state', 'unknown');
+        clear(st);
+        append(st, el('span', { class: 'status-dot', 'aria-hidden': 'true' }),
+          el('span', { class: 'status-word' }, 'Unknown'),
+          el('span', { class: 'status-text' }, 'The service cannot be reached: whether it runs is unknown.'));
+      }
+      // Its pid, URLs and start time were the last ones read: not shown as if current.
+      ['connection-details', 'connection-detail'].forEach(function (stale) {
+        if ($(stale)) {
+          $(stale).hidden = true;
+        }
+      });
+    } else if (!was) {
+      var refresh = $('refresh-connection');
+      if (refresh && !refresh.disabled) {
+        refresh.click();
+      }
+    }
   }
 
   function pollApprovals() {
@@ -931,7 +1087,10 @@
       if (!state.loggedIn) {
         return;
       }
-      $('net-banner').hidden = true;
+      setReach(true);
+      if (typeof r.auto_approve === 'boolean') {
+        setAutoApprove(r.auto_approve);
+      }
       var pending = arr(r.pending).map(obj).filter(function (p) { return has(p.id); });
       setBadge(pending.length);
       if (state.approvals) {
@@ -944,16 +1103,25 @@
       if (!state.loggedIn) {
         return;
       }
-      if (err.status === 0) {
-        $('net-banner').hidden = false;
+      var unreachable = err.status === 0 || err.status === 503;
+      if (unreachable) {
+        setReach(false);
       }
       if (state.approvals) {
-        var st = state.approvals.status;
-        st.textContent = errorText(err);
-        st.hidden = false;
+        approvalsUnknown(unreachable ? 'The service cannot be reached: whether requests are waiting is unknown.' : errorText(err));
       }
       schedulePoll();
     });
+  }
+
+  // The approvals page when the list could not be read: it says so, and claims nothing.
+  function approvalsUnknown(message) {
+    var a = state.approvals;
+    a.loading.hidden = true;
+    a.empty.hidden = true;
+    a.status.textContent = message;
+    a.status.hidden = false;
+    a.list.classList.add('unknown');
   }
 
   function setBadge(n) {
@@ -964,20 +1132,35 @@
     document.title = n ? '(' + n + ') nl2sh' : 'nl2sh';
   }
 
+  // Said politely to a screen reader and shown at the top of the page: "Approved ab12".
+  function announce(text, ok) {
+    var a = state.approvals;
+    if (!a) {
+      return;
+    }
+    clear(a.announce);
+    append(a.announce, codeText(text));
+    a.announce.className = 'msg announce ' + (ok ? 'ok' : 'error');
+    a.announce.hidden = false;
+  }
+
   function renderApprovals(page) {
-    var list = el('div', { id: 'approval-list', class: 'approval-list', 'aria-live': 'polite' });
+    var list = el('div', { id: 'approval-list', class: 'approval-list' });
     var empty = el('p', { id: 'approvals-empty', class: 'empty', hidden: true }, 'No requests are waiting.');
     var loading = el('p', { class: 'muted', id: 'approvals-loading' }, 'Loading…');
     var status = el('p', { id: 'approvals-status', class: 'msg error', hidden: true });
+    // Decisions and their errors, announced politely (the countdowns are not in a live
+    // region: they would be read out every second).
+    var announceEl = el('p', { id: 'decision-status', class: 'msg announce', role: 'status', 'aria-live': 'polite', hidden: true });
     // Who holds the queue: a count per origin, each with a button that rejects all of it.
     var origins = el('div', { id: 'approval-origins', class: 'approval-origins', hidden: true });
     var originsMsg = el('p', { id: 'approval-origins-msg', class: 'msg', role: 'status', hidden: true });
     var grants = el('div', { id: 'grants' }, el('p', { class: 'muted' }, 'Loading…'));
-    var uiGrants = el('ul', { id: 'ui-grants-list', class: 'ui-grants', 'aria-live': 'polite' });
+    var uiGrants = el('ul', { id: 'ui-grants-list', class: 'ui-grants' });
     var uiEmpty = el('p', { id: 'ui-grants-empty', class: 'empty' }, 'No timed UI grants are in force.');
     var uiMsg = el('p', { id: 'ui-grants-msg', class: 'msg', role: 'status', hidden: true });
     append(page, pageHeader('Approvals'));
-    append(page, status, loading, originsMsg, empty, origins, list);
+    append(page, announceEl, status, loading, originsMsg, empty, origins, list);
     append(page, el('section', { class: 'section', id: 'ui-grants-section' },
       el('h3', null, 'Timed UI grants'),
       el('p', { class: 'muted' }, 'UI actions (taps, gestures, text, keys) that run unasked in one app, ' +
@@ -986,6 +1169,7 @@
     append(page, el('section', { class: 'section', id: 'grants-section' }, el('h3', null, 'Grants'), grants));
     state.approvals = {
       list: list, empty: empty, loading: loading, status: status, grants: grants,
+      announce: announceEl,
       uiGrants: uiGrants, uiEmpty: uiEmpty, uiMsg: uiMsg, uiRows: new Map(),
       origins: origins, originsMsg: originsMsg, originsKey: null, limit: 0,
       cards: new Map(), grantsKey: null, decided: new Map(), seq: state.renderSeq
@@ -1005,6 +1189,7 @@
     var now = Date.now();
     a.loading.hidden = true;
     a.status.hidden = true;
+    a.list.classList.remove('unknown');
     var seen = new Set();
     pending.forEach(function (p) {
       var id = str(p.id);
@@ -1019,15 +1204,16 @@
         a.cards.set(id, card);
         a.list.appendChild(card.node);
       }
-      card.deadline = now + Math.max(0, Number(p.seconds_left) || 0) * 1000;
-      updateTimeLeft(card);
+      if (!card.gone) {
+        card.deadline = now + Math.max(0, Number(p.seconds_left) || 0) * 1000;
+        updateTimeLeft(card);
+      }
     });
+    // A card no longer waiting that was not decided here stays, greyed, saying why,
+    // until the owner dismisses it (a phrase being typed is never dropped silently).
     a.cards.forEach(function (card, id) {
-      if (!seen.has(id) && !(card.keepUntil && card.keepUntil > now)) {
-        if (card.node.parentNode) {
-          card.node.parentNode.removeChild(card.node);
-        }
-        a.cards.delete(id);
+      if (!seen.has(id) && !card.gone) {
+        card.markGone(card.deadline - now <= 1500 ? 'expired' : 'elsewhere');
       }
     });
     a.decided.forEach(function (t, id) {
@@ -1035,22 +1221,48 @@
         a.decided.delete(id);
       }
     });
-    a.empty.hidden = a.cards.size > 0;
+    updateEmpty();
     updateOrigins();
     updateUiGrants(uiGrants);
+    updateGrants(grants);
+  }
 
+  function updateEmpty() {
+    var a = state.approvals;
+    a.empty.hidden = a.cards.size > 0 || !a.status.hidden;
+  }
+
+  // Take the row (a card, a grant) under `key` off the page and out of `rows`.
+  function dropRow(rows, key) {
+    var row = rows.get(key);
+    if (row && row.node.parentNode) {
+      row.node.parentNode.removeChild(row.node);
+    }
+    rows.delete(key);
+  }
+
+  function removeCard(id) {
+    dropRow(state.approvals.cards, id);
+    updateEmpty();
+    updateOrigins();
+  }
+
+  // The configured grants, read-only.
+  function updateGrants(grants) {
+    var a = state.approvals;
     var gk = JSON.stringify(grants);
-    if (gk !== a.grantsKey) {
-      a.grantsKey = gk;
-      clear(a.grants);
-      if (!grants.length) {
-        append(a.grants, el('p', { id: 'grants-empty', class: 'empty' }, 'No grants.'));
-      } else {
-        append(a.grants, el('ul', { id: 'grants-list', class: 'grants' },
-          grants.map(function (g) {
-            return el('li', { class: 'grant mono' }, typeof g === 'string' ? g : JSON.stringify(g));
-          })));
-      }
+    if (gk === a.grantsKey) {
+      return;
+    }
+    a.grantsKey = gk;
+    clear(a.grants);
+    if (!grants.length) {
+      append(a.grants, el('p', { id: 'grants-empty', class: 'empty' }, 'No grants.'));
+    } else {
+      append(a.grants, el('ul', { id: 'grants-list', class: 'grants' },
+        grants.map(function (g) {
+          return el('li', { class: 'grant mono' }, typeof g === 'string' ? g : JSON.stringify(g));
+        })));
     }
   }
 
@@ -1084,11 +1296,7 @@
 
   function removeUiGrantRow(ref) {
     var a = state.approvals;
-    var row = a.uiRows.get(ref);
-    if (row && row.node.parentNode) {
-      row.node.parentNode.removeChild(row.node);
-    }
-    a.uiRows.delete(ref);
+    dropRow(a.uiRows, ref);
     a.uiEmpty.hidden = a.uiRows.size > 0;
   }
 
@@ -1137,9 +1345,7 @@
 
   function updateUiGrantTime(row) {
     var left = Math.max(0, Math.round((row.deadline - Date.now()) / 1000));
-    var m = Math.floor(left / 60);
-    var sec = left % 60;
-    var text = left <= 0 ? 'Ending' : m + ':' + (sec < 10 ? '0' : '') + sec + ' left';
+    var text = left <= 0 ? 'Ending' : fmtLeft(left);
     if (row.timeEl.textContent !== text) {
       row.timeEl.textContent = text;
     }
@@ -1150,7 +1356,7 @@
   function originCounts() {
     var counts = new Map();
     state.approvals.cards.forEach(function (card) {
-      if (!card.node.classList.contains('gone')) {
+      if (!card.gone) {
         counts.set(card.origin, (counts.get(card.origin) || 0) + 1);
       }
     });
@@ -1210,14 +1416,11 @@
       var now = Date.now();
       ids.forEach(function (id) {
         a.decided.set(id, now);
-        var card = a.cards.get(id);
-        if (card && card.node.parentNode) {
-          card.node.parentNode.removeChild(card.node);
-        }
-        a.cards.delete(id);
+        removeCard(id);
       });
-      a.empty.hidden = a.cards.size > 0;
-      setBadge(a.cards.size);
+      var waiting = 0;
+      originCounts().forEach(function (n) { waiting += n; });
+      setBadge(waiting);
       var count = Number(r.rejected) || 0;
       a.originsMsg.textContent = count ?
         'Rejected ' + count + (count === 1 ? ' request' : ' requests') + ' from ' + origin + '.' :
@@ -1247,15 +1450,11 @@
   }
 
   function updateTimeLeft(card) {
-    var left = Math.max(0, Math.round((card.deadline - Date.now()) / 1000));
-    var text;
-    if (left <= 0) {
-      text = 'Expired';
-    } else {
-      var m = Math.floor(left / 60);
-      var sec = left % 60;
-      text = 'Time left: ' + (m ? m + ' min ' + (sec < 10 ? '0' : '') + sec + ' s' : sec + ' s');
+    if (card.gone) {
+      return;
     }
+    var left = Math.max(0, Math.round((card.deadline - Date.now()) / 1000));
+    var text = left <= 0 ? 'Expired' : fmtLeft(left);
     if (card.timeEl.textContent !== text) {
       card.timeEl.textContent = text;
     }
@@ -1263,14 +1462,60 @@
     card.timeEl.setAttribute('data-seconds', String(left));
   }
 
-  function makeCard(p) {
-    var id = str(p.id);
-    var risk = str(p.risk);
-    var phrase = p.phrase === null || p.phrase === undefined ? null : str(p.phrase);
-    var timeEl = el('span', { class: 'time-left' });
-    var errEl = el('p', { class: 'error', role: 'alert', hidden: true });
-    var phraseInput = null;
+  // A pending request's words as the server made them (`who`: who is asking, `as`: "as
+  // root", `command`: the command as the caller sent it); null from a service that does
+  // not send them. (`shown.NAME`, the CLI's JSON form, is read too.)
+  function shownField(p, name) {
+    if (has(p[name])) {
+      return str(p[name]);
+    }
+    var s = obj(p.shown);
+    return has(s[name]) ? str(s[name]) : null;
+  }
 
+  function flag(p, name) {
+    return p[name] === true || obj(p.shown)[name] === true;
+  }
+
+  // Said under a text the server had to escape (a character a shell would not print as
+  // itself): its backslashes are doubled, so it cannot be pasted back as it stands.
+  function escapedNote(on) {
+    return on ? el('p', { class: 'muted small escaped-note' }, 'Shown escaped: \\\\ is one backslash.') : null;
+  }
+
+  // Approved on one tap: low and medium. Every other risk (high, dangerous, critical, or
+  // one this page does not know) asks a second, explicit step in the card, the same rule
+  // as the terminal console and the module WebUI; dangerous and critical ones take their
+  // phrase instead, typed.
+  var ONE_TAP = { low: true, medium: true };
+  // The end of a value the server cut (proto/src/display.rs): an approve never counts on
+  // an action the owner could not read whole.
+  var CUT = /\u2026 \[cut: \d+ bytes in all\]$/;
+
+  function riskBorder(risk) {
+    if (risk === 'dangerous' || risk === 'critical') {
+      return 'red';
+    }
+    return risk === 'medium' || risk === 'high' ? 'amber' : 'neutral';
+  }
+
+  // The command as the caller sent it, with the exact argv a tap away; or the action;
+  // then what it carries. Both always whole.
+  function requestWhat(p) {
+    var command = shownField(p, 'command');
+    if (command === null) {
+      return [actionBlock(p.action), escapedNote(flag(p, 'action_escaped')), dataBlock(p.data)];
+    }
+    return [
+      el('pre', { class: 'action command-sent' }, command),
+      escapedNote(flag(p, 'command_escaped')),
+      el('details', { class: 'argv' }, el('summary', null, 'The exact argv it runs'),
+        actionBlock(p.action, 'argv-action'), escapedNote(flag(p, 'action_escaped'))),
+      dataBlock(p.data)
+    ];
+  }
+
+  function requestMeta(p, id) {
     var meta = el('dl', { class: 'kv kv-compact' });
     function row(label, value, mono) {
       if (!has(value)) {
@@ -1279,158 +1524,249 @@
       append(meta, el('div', { class: 'kv-row' }, el('dt', null, label),
         el('dd', { class: mono ? 'mono' : null }, str(value))));
     }
-    row('Identity', p.identity, false);
     row('Origin', p.origin, false);
     row('Task', p.task, true);
     row('Note', has(p.after_reading) ? 'The Agent asks ' + str(p.after_reading) : null, false);
     row('Request', id, true);
+    return meta;
+  }
 
-    var reasons = arr(p.reasons);
-    var approve = el('button', { type: 'button', class: 'btn btn-approve approve' }, 'Approve');
-    var reject = el('button', { type: 'button', class: 'btn btn-reject reject' }, 'Reject');
+  function reasonsBlock(reasons) {
+    var list = arr(reasons);
+    if (!list.length) {
+      return null;
+    }
+    return el('div', { class: 'reasons-block' },
+      el('h4', null, 'Why it needs approval'),
+      el('ul', { class: 'reasons' }, list.map(function (r) { return el('li', null, str(r)); })));
+  }
 
-    var node = el('article', { class: 'request risk-border-' + (risk === 'dangerous' || risk === 'critical' ? 'red' : risk === 'medium' || risk === 'high' ? 'amber' : 'neutral'), 'data-id': id, 'data-risk': risk },
+  // The phrase a dangerous or critical request needs typed; Enter approves.
+  function phraseBlock(node, phrase, id, approve) {
+    var input = el('input', {
+      type: 'text', class: 'phrase mono', autocomplete: 'off', spellcheck: 'false',
+      autocapitalize: 'off', 'aria-label': 'Approval phrase for request ' + id, enterkeyhint: 'done'
+    });
+    append(node, el('div', { class: 'phrase-block' },
+      el('p', null, 'Type this phrase to approve:'),
+      el('code', { class: 'phrase-text' }, phrase),
+      input));
+    input.addEventListener('keydown', function (ev) {
+      if (ev.key === 'Enter') {
+        ev.preventDefault();
+        approve.click();
+      }
+    });
+    return input;
+  }
+
+  // A UI action in an app (medium or below, no root): the owner may approve it and let
+  // the same caller's UI actions in that app run unasked for some minutes.
+  function uiGrantOffer(node, p, id) {
+    if (!has(p.ui_app)) {
+      return null;
+    }
+    var uiApp = str(p.ui_app);
+    var selectId = 'ui-minutes-' + id;
+    var select = el('select', { id: selectId, class: 'ui-minutes' },
+      [5, 10, 15, 30].map(function (m) {
+        return el('option', { value: String(m) }, m + ' min');
+      }));
+    select.value = '10';
+    var button = el('button', { type: 'button', class: 'btn btn-approve approve-ui' });
+    var label = function () {
+      button.textContent = 'Approve + UI in ' + uiApp + ' for ' + select.value + ' min';
+      button.setAttribute('aria-label', 'Approve request ' + id + ' and allow UI in ' + uiApp +
+        ' for ' + select.value + ' min');
+    };
+    label();
+    select.addEventListener('change', label);
+    append(node, el('div', { class: 'ui-grant-offer' },
+      el('label', { for: selectId },
+        'Or approve and allow UI actions (taps, gestures, text, keys) from ' + str(p.origin) +
+        ' in ', el('span', { class: 'mono' }, uiApp), ' for'),
+      select, button));
+    return { button: button, select: select, app: uiApp };
+  }
+
+  function makeCard(p) {
+    var id = str(p.id);
+    var risk = str(p.risk);
+    var who = shownField(p, 'who');
+    var as = shownField(p, 'as') || (has(p.identity) ? 'as ' + str(p.identity) : null);
+    var timeEl = el('span', { class: 'time-left' });
+    var approve = el('button', { type: 'button', class: 'btn btn-approve approve', 'aria-label': 'Approve request ' + id }, 'Approve');
+    var reject = el('button', { type: 'button', class: 'btn btn-reject reject', 'aria-label': 'Reject request ' + id }, 'Reject');
+    var what = requestWhat(p);
+    var node = el('article', { class: 'request risk-border-' + riskBorder(risk), 'data-id': id, 'data-risk': risk },
+      el('p', { class: 'who' }, who !== null ? who : 'From ' + str(p.origin)),
       el('div', { class: 'request-head' },
         riskLabel(risk),
         el('span', { class: 'tool mono' }, str(p.tool)),
-        p.requires_root === true ? el('span', { class: 'root-tag' }, 'runs as root') : null,
+        as ? el('span', { class: 'as-tag' + (p.requires_root === true ? ' as-root' : '') }, as) : null,
         el('span', { class: 'spacer' }),
         timeEl),
-      actionBlock(p.action),
-      dataBlock(p.data),
-      meta,
-      reasons.length ? el('div', { class: 'reasons-block' },
-        el('h4', null, 'Why it needs approval'),
-        el('ul', { class: 'reasons' }, reasons.map(function (r) { return el('li', null, str(r)); }))) : null);
-
-    if (phrase !== null) {
-      phraseInput = el('input', {
-        type: 'text', class: 'phrase mono', autocomplete: 'off', spellcheck: 'false',
-        autocapitalize: 'off', 'aria-label': 'Approval phrase', enterkeyhint: 'done'
-      });
-      append(node, el('div', { class: 'phrase-block' },
-        el('p', null, 'Type this phrase to approve:'),
-        el('code', { class: 'phrase-text' }, phrase),
-        phraseInput));
-      phraseInput.addEventListener('keydown', function (ev) {
-        if (ev.key === 'Enter') {
-          ev.preventDefault();
-          approve.click();
-        }
-      });
+      what, requestMeta(p, id), reasonsBlock(p.reasons));
+    var card = {
+      id: id, origin: str(p.origin), node: node, timeEl: timeEl, deadline: Date.now(), gone: null,
+      risk: risk, as: as, approve: approve, reject: reject,
+      phraseInput: p.phrase === null || p.phrase === undefined ? null : phraseBlock(node, str(p.phrase), id, approve),
+      offer: uiGrantOffer(node, p, id),
+      cut: CUT.test(str(p.action)) || CUT.test(shownField(p, 'command') || ''),
+      confirmBox: el('div', { class: 'confirm-step', hidden: true }),
+      errEl: el('p', { class: 'error', hidden: true }),
+      goneEl: el('div', { class: 'gone-note', hidden: true })
+    };
+    append(node, card.confirmBox, card.errEl, card.goneEl, el('div', { class: 'request-buttons' }, approve, reject));
+    card.markGone = function (why) { markGone(card, why); };
+    approve.addEventListener('click', function () { onApprove(card, null); });
+    if (card.offer) {
+      card.offer.button.addEventListener('click', function () { onApprove(card, Number(card.offer.select.value)); });
     }
-    // A UI action in an app (medium or below, no root): the owner may approve it and
-    // let the same caller's UI actions in that app run unasked for some minutes.
-    var uiApp = has(p.ui_app) ? str(p.ui_app) : null;
-    var approveUi = null;
-    var uiMinutes = null;
-    if (uiApp !== null) {
-      var selectId = 'ui-minutes-' + id;
-      uiMinutes = el('select', { id: selectId, class: 'ui-minutes' },
-        [5, 10, 15, 30].map(function (m) {
-          return el('option', { value: String(m) }, m + ' min');
-        }));
-      uiMinutes.value = '10';
-      approveUi = el('button', { type: 'button', class: 'btn btn-approve approve-ui' });
-      var label = function () {
-        approveUi.textContent = 'Approve + UI in ' + uiApp + ' for ' + uiMinutes.value + ' min';
-      };
-      label();
-      uiMinutes.addEventListener('change', label);
-      append(node, el('div', { class: 'ui-grant-offer' },
-        el('label', { for: selectId },
-          'Or approve and allow UI actions (taps, gestures, text, keys) from ' + str(p.origin) +
-          ' in ', el('span', { class: 'mono' }, uiApp), ' for'),
-        uiMinutes, approveUi));
-    }
-    append(node, errEl, el('div', { class: 'request-buttons' }, approve, reject));
-
-    var card = { id: id, origin: str(p.origin), node: node, timeEl: timeEl, deadline: Date.now(), keepUntil: 0 };
-
-    function fail(message, gone) {
-      errEl.textContent = message;
-      errEl.hidden = false;
-      if (gone) {
-        node.classList.add('gone');
-        card.keepUntil = Date.now() + 6000;
-        approve.disabled = true;
-        reject.disabled = true;
-        setUi(true);
-        if (phraseInput) {
-          phraseInput.disabled = true;
-        }
-      } else {
-        approve.disabled = false;
-        reject.disabled = false;
-        setUi(false);
+    reject.addEventListener('click', function () {
+      if (!card.gone && window.confirm('Reject request ' + id + '? Its action does not run.')) {
+        sendDecision(card, 'reject', null, null);
       }
-    }
+    });
+    return card;
+  }
 
-    function setUi(disabled) {
-      if (approveUi) {
-        approveUi.disabled = disabled;
-        uiMinutes.disabled = disabled;
-      }
+  function setCardButtons(card, disabled) {
+    card.approve.disabled = disabled;
+    card.reject.disabled = disabled;
+    if (card.offer) {
+      card.offer.button.disabled = disabled;
+      card.offer.select.disabled = disabled;
     }
+  }
 
-    // decision 'approve' | 'reject'; minutes: of a timed UI grant to give with the approval.
-    function decide(decision, minutes) {
-      var typed = null;
-      if (decision === 'approve' && phraseInput) {
-        typed = phraseInput.value;
-        if (!typed.trim()) {
-          fail('Type the phrase shown above to approve.', false);
-          phraseInput.focus();
-          return;
-        }
-      }
-      if (decision === 'reject' && !window.confirm('Reject this request?')) {
+  function cardError(card, message) {
+    clear(card.errEl);
+    append(card.errEl, codeText(message));
+    card.errEl.hidden = !message;
+  }
+
+  function closeConfirm(card) {
+    clear(card.confirmBox);
+    card.confirmBox.hidden = true;
+  }
+
+  function onApprove(card, minutes) {
+    if (card.gone) {
+      return;
+    }
+    if (card.cut) {
+      cardError(card, 'This action is shown cut, so it is not approved here: read it whole with `nl2sh protocol approvals --json`.');
+      return;
+    }
+    if (card.phraseInput) {
+      var typed = card.phraseInput.value;
+      if (!typed.trim()) {
+        cardError(card, 'Type the phrase shown above to approve.');
+        card.phraseInput.focus();
         return;
       }
-      approve.disabled = true;
-      reject.disabled = true;
-      setUi(true);
-      errEl.hidden = true;
-      var body = { decision: decision, phrase: typed };
-      if (minutes) {
-        body.ui_minutes = minutes;
-      }
-      api('POST', '/api/approvals/' + encodeURIComponent(id), body).then(function () {
-        var a = state.approvals;
-        if (!a) {
-          return;
-        }
-        a.decided.set(id, Date.now());
-        a.cards.delete(id);
-        if (node.parentNode) {
-          node.parentNode.removeChild(node);
-        }
-        a.empty.hidden = a.cards.size > 0;
-        updateOrigins();
-        if (minutes && !state.pollBusy) {
-          schedulePollNow(); // show the new grant at once
-        }
-      }, function (err) {
-        if (err.kind === 'no_such_request' || err.status === 404) {
-          fail('This request is no longer waiting (decided elsewhere, or gone).', true);
-        } else if (err.kind === 'expired' || err.status === 410) {
-          fail('This request expired before the decision reached it.', true);
-        } else {
-          fail(errorText(err), false);
-          if (phraseInput && (err.kind === 'wrong_phrase' || err.kind === 'phrase_required')) {
-            phraseInput.focus();
-            phraseInput.select();
-          }
-        }
-      });
+      sendDecision(card, 'approve', minutes, typed);
+    } else if (!Object.prototype.hasOwnProperty.call(ONE_TAP, card.risk)) {
+      openConfirm(card, minutes);
+    } else {
+      sendDecision(card, 'approve', minutes, null);
     }
+  }
 
-    approve.addEventListener('click', function () { decide('approve'); });
-    if (approveUi) {
-      approveUi.addEventListener('click', function () { decide('approve', Number(uiMinutes.value)); });
+  // The second step of an approve of a high (or unknown) risk request, in the card,
+  // naming it; Approve waits meanwhile, Reject does not.
+  function openConfirm(card, minutes) {
+    closeConfirm(card);
+    cardError(card, '');
+    var id = card.id;
+    var go = el('button', { type: 'button', class: 'btn btn-approve confirm-approve' }, 'Yes, approve ' + id);
+    var cancel = el('button', { type: 'button', class: 'btn confirm-cancel', 'aria-label': 'Do not approve request ' + id }, 'Cancel');
+    append(card.confirmBox,
+      el('p', null, 'Approve request ' + id + '? It is ' + (card.risk || 'unknown') + ' risk' +
+        (card.as ? ' and runs ' + card.as : '') + '. It runs as soon as you confirm.'),
+      el('div', { class: 'confirm-buttons' }, go, cancel));
+    go.addEventListener('click', function () { sendDecision(card, 'approve', minutes, null); });
+    cancel.addEventListener('click', function () {
+      closeConfirm(card);
+      card.approve.disabled = false;
+      card.approve.focus();
+    });
+    card.approve.disabled = true;
+    card.confirmBox.hidden = false;
+    go.focus();
+  }
+
+  // A request no longer waiting that was not decided here: greyed, saying why, its typed
+  // phrase kept, until the owner dismisses it.
+  function markGone(card, why) {
+    if (card.gone) {
+      return;
     }
-    reject.addEventListener('click', function () { decide('reject'); });
-    return card;
+    card.gone = why;
+    card.node.classList.add('gone');
+    card.node.setAttribute('data-gone', why);
+    setCardButtons(card, true);
+    closeConfirm(card);
+    if (card.phraseInput) {
+      card.phraseInput.readOnly = true;
+    }
+    card.timeEl.classList.remove('urgent');
+    card.timeEl.textContent = why === 'expired' ? 'Expired' : 'No longer waiting';
+    var dismiss = el('button', { type: 'button', class: 'btn btn-small dismiss', 'aria-label': 'Dismiss request ' + card.id }, 'Dismiss');
+    dismiss.addEventListener('click', function () { removeCard(card.id); });
+    clear(card.goneEl);
+    append(card.goneEl, el('p', null, why === 'expired' ?
+      'Expired: this request is no longer waiting, and its action did not run.' :
+      'Decided elsewhere (another console or the CLI): this request is no longer waiting.'), dismiss);
+    card.goneEl.hidden = false;
+    updateOrigins();
+    updateEmpty();
+  }
+
+  // decision 'approve' | 'reject'; minutes: of a timed UI grant to give with the approval.
+  function sendDecision(card, decision, minutes, typed) {
+    var id = card.id;
+    var verb = decision === 'approve' ? 'approved' : 'rejected';
+    setCardButtons(card, true);
+    closeConfirm(card);
+    cardError(card, '');
+    var body = { decision: decision, phrase: typed };
+    if (minutes) {
+      body.ui_minutes = minutes;
+    }
+    var a = state.approvals;
+    api('POST', '/api/approvals/' + encodeURIComponent(id), body).then(function () {
+      if (state.approvals !== a) {
+        return;
+      }
+      a.decided.set(id, Date.now());
+      removeCard(id);
+      announce((decision === 'approve' ? 'Approved ' : 'Rejected ') + id +
+        (minutes && card.offer ? ', with UI in ' + card.offer.app + ' for ' + minutes + ' min' : '') + '.', true);
+      if (minutes && !state.pollBusy) {
+        schedulePollNow(); // show the new grant at once
+      }
+    }, function (err) {
+      if (state.approvals !== a) {
+        return;
+      }
+      if (err.kind === 'no_such_request' || err.status === 404) {
+        markGone(card, 'elsewhere');
+        announce('Not ' + verb + ': request ' + id + ' was decided elsewhere.', false);
+      } else if (err.kind === 'expired' || err.status === 410) {
+        markGone(card, 'expired');
+        announce('Not ' + verb + ': request ' + id + ' had expired.', false);
+      } else {
+        setCardButtons(card, false);
+        cardError(card, errorText(err));
+        announce('Not ' + verb + ': request ' + id + ': ' + errorText(err), false);
+        if (card.phraseInput && (err.kind === 'wrong_phrase' || err.kind === 'phrase_required')) {
+          card.phraseInput.focus();
+          card.phraseInput.select();
+        }
+      }
+    });
   }
 
   // ---------------------------------------------------------------------------------
@@ -1473,54 +1809,83 @@
   }
 
   // A list page's load: GET `path`, then `render(items)` into `body` (or the empty text,
-  // or the error), unless the owner has moved to another page meanwhile.
-  function loadList(seq, refresh, body, path, field, emptyId, emptyText, render) {
+  // or the error), unless the owner has moved to another page meanwhile. With `opts.key`
+  // the body is redrawn only when the items differ from the last ones drawn (a list that
+  // refreshes by itself must not flicker or lose the owner's place).
+  function loadList(seq, refresh, body, path, field, emptyId, emptyText, render, opts) {
+    opts = opts || {};
     refresh.disabled = true;
-    api('GET', path).then(function (r) {
+    return api('GET', path).then(function (r) {
       if (!current(seq)) {
         return;
       }
       refresh.disabled = false;
-      clear(body);
       var items = arr(r[field]).map(obj);
+      var key = JSON.stringify(items);
+      if (opts.key && opts.key.last === key) {
+        return;
+      }
+      if (opts.key) {
+        opts.key.last = key;
+      }
+      clear(body);
       if (!items.length) {
         append(body, el('p', { class: 'empty', id: emptyId }, emptyText));
         return;
       }
       render(items);
-    }, loadFailed(seq, body, refresh));
+    }, function (err) {
+      if (opts.key) {
+        opts.key.last = null;
+      }
+      loadFailed(seq, body, refresh)(err);
+    });
   }
+
+  // How often the task list reads itself again while it is shown.
+  var TASKS_REFRESH_MS = 3000;
 
   function renderTasks(page) {
     var seq = state.renderSeq;
     var body = el('div', { id: 'tasks', class: 'section' }, el('p', { class: 'muted' }, 'Loading…'));
     var refresh = button('Refresh', { id: 'refresh-tasks' }, load);
-    append(page, pageHeader('Tasks', [refresh]), body);
+    var drawn = { last: null };
+    append(page, pageHeader('Tasks', [refresh]),
+      el('p', { class: 'muted small' }, 'The newest 50 tasks; the list refreshes by itself.'), body);
 
     function load() {
+      stopPageTimer();
       loadList(seq, refresh, body, '/api/tasks', 'tasks', 'tasks-empty', 'No tasks yet.', function (tasks) {
-        var tbody = el('tbody');
-        tasks.forEach(function (t) {
-          var id = str(t.id);
-          // `id` is shown (escaped); `ref` is the id as stored, sent back to ask for it.
-          var ref = typeof t.ref === 'string' ? t.ref : id;
-          var link = button(id, { class: 'task-link linklike mono', 'data-id': id }, function () {
-            go('#tasks/' + encodeURIComponent(ref));
-          });
-          append(tbody, el('tr', { class: 'task-row', 'data-id': id },
-            td('Task', 'cell-link', link),
-            td('State', null, stateLabel(t.state)),
-            td('Updated', null, timeEl(t.updated)),
-            td('Context', 'mono small', str(t.context_id))));
-        });
-        append(body, el('table', { class: 'table stack', id: 'tasks-table' },
-          el('thead', null, el('tr', null,
-            el('th', { scope: 'col' }, 'Task'), el('th', { scope: 'col' }, 'State'),
-            el('th', { scope: 'col' }, 'Updated'), el('th', { scope: 'col' }, 'Context'))),
-          tbody));
+        append(body, tasksTable(tasks));
+      }, { key: drawn }).then(function () {
+        if (current(seq)) {
+          state.pageTimer = setTimeout(load, TASKS_REFRESH_MS);
+        }
       });
     }
     load();
+  }
+
+  function tasksTable(tasks) {
+    var tbody = el('tbody');
+    tasks.forEach(function (t) {
+      var id = str(t.id);
+      // `id` is shown (escaped); `ref` is the id as stored, sent back to ask for it.
+      var ref = typeof t.ref === 'string' ? t.ref : id;
+      var link = button(id, { class: 'task-link linklike mono', 'data-id': id }, function () {
+        go('#tasks/' + encodeURIComponent(ref));
+      });
+      append(tbody, el('tr', { class: 'task-row', 'data-id': id },
+        td('Goal', 'task-goal', has(t.goal) ? str(t.goal) : el('span', { class: 'muted' }, '(no text)')),
+        td('State', null, stateLabel(t.state)),
+        td('Updated', null, timeEl(t.updated)),
+        td('Task', 'cell-link', link)));
+    });
+    return el('table', { class: 'table stack tasks-table', id: 'tasks-table' },
+      el('thead', null, el('tr', null,
+        el('th', { scope: 'col' }, 'Goal'), el('th', { scope: 'col' }, 'State'),
+        el('th', { scope: 'col' }, 'Updated'), el('th', { scope: 'col' }, 'Task'))),
+      tbody);
   }
 
   function partView(part) {
@@ -1661,7 +2026,7 @@
         append(body, el('p', { class: 'muted small' }, 'Newest ' + rows.length + ' records.'),
           el('table', { class: 'table stack-wide audit-table', id: 'audit-table' },
             el('thead', null, el('tr', null,
-              ['Time', 'Kind', 'Decision', 'Tool', 'Risk', 'Origin', 'Action', 'Outcome'].map(function (h) {
+              ['Time', 'Kind', 'Decision', 'Tool', 'Risk', 'From', 'Action', 'Outcome'].map(function (h) {
                 return el('th', { scope: 'col' }, h);
               }))),
             tbody));
@@ -1699,9 +2064,12 @@
         has(r.reason) ? el('div', { class: 'reason muted small' }, str(r.reason)) : null),
       td('Tool', 'mono', str(r.tool)),
       td('Risk', null, has(r.risk) ? riskLabel(r.risk) : null),
-      td('Origin', null, str(r.origin)),
+      td('From', null,
+        has(r.client) ? el('div', { class: 'client' }, str(r.client)) : null,
+        el('div', { class: has(r.client) ? 'muted small' : null }, str(r.origin))),
       td('Action', 'action-cell',
         has(r.action) ? actionBlock(r.action, 'action-small') : null,
+        has(r.action) ? escapedNote(r.action_escaped === true) : null,
         has(r.task) ? el('div', { class: 'muted small' }, 'task ', el('span', { class: 'mono' }, str(r.task))) : null),
       td('Outcome', null, outcome));
   }

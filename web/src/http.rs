@@ -808,7 +808,7 @@ async fn audit(State(console): State<Shared>, request: Parts) -> Response {
                     let rows: Vec<Value> = rows
                         .iter()
                         .filter_map(|r| serde_json::from_str::<Value>(r).ok())
-                        .map(views::shown_json)
+                        .map(views::audit_row)
                         .collect();
                     Ok(ok(json!({ "rows": rows })))
                 }

@@ -64,7 +64,35 @@ pub fn task_line(t: &TaskRecord) -> Value {
         "state": t.state.as_a2a(),
         // Seconds are enough for a list; the document has the exact timestamp.
         "updated": rfc3339_seconds(t.updated_ms),
+        "goal": goal(&t.document).map(|g| Shown::new(&g).max_bytes(GOAL_BYTES).to_string()),
     })
+}
+
+/// How much of a task's goal its line shows: about a line of the list.
+const GOAL_BYTES: usize = 160;
+
+/// What a task was asked: the text of the first user message of its history (the first
+/// text part, or those of the first message that has one), as the caller wrote it.
+fn goal(document: &str) -> Option<String> {
+    let doc: Value = serde_json::from_str(document).ok()?;
+    doc.get("history")?
+        .as_array()?
+        .iter()
+        .filter(|m| {
+            matches!(
+                m.get("role").and_then(Value::as_str),
+                Some("ROLE_USER" | "user")
+            )
+        })
+        .find_map(|m| {
+            let texts: Vec<&str> = m
+                .get("parts")?
+                .as_array()?
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect();
+            (!texts.is_empty()).then(|| texts.join(" "))
+        })
 }
 
 /// Every string inside `value` through [`Shown`] (keys too): a task document or an audit
@@ -80,6 +108,22 @@ pub fn shown_json(value: Value) -> Value {
         ),
         other => other,
     }
+}
+
+/// One audit row as the Audit page shows it: every string through [`Shown`], but the
+/// action as a shell prints it where that is safe (`'\''` with one backslash), else
+/// escaped whole with `action_escaped` set, as the Approvals page shows it.
+pub fn audit_row(row: Value) -> Value {
+    let action = row
+        .get("action")
+        .and_then(Value::as_str)
+        .map(|a| nl2sh_proto::display::as_sent(a, nl2sh_proto::limits::MAX_ACTION_BYTES));
+    let mut shown = shown_json(row);
+    if let (Some(action), Some(fields)) = (action, shown.as_object_mut()) {
+        fields.insert("action".into(), Value::String(action.text));
+        fields.insert("action_escaped".into(), Value::Bool(action.escaped));
+    }
+    shown
 }
 
 /// Long text (tool output, an answer) is shown up to the task document's own bound, not
@@ -235,5 +279,52 @@ mod tests {
         assert_eq!(task(&t)["history"][0]["parts"][0]["text"], "a\\x07b");
         assert_eq!(task_line(&t)["updated"], "2025-12-01T00:00:00Z");
         assert_eq!(task_line(&t)["state"], "TASK_STATE_COMPLETED");
+        // No user message: no goal.
+        assert!(task_line(&t)["goal"].is_null());
+    }
+
+    #[test]
+    fn an_audit_row_shows_its_action_as_a_shell_prints_it() {
+        let v = audit_row(json!({"action": r"/bin/sh -c 'echo '\''hi'\'''", "reason": "a\u{1b}b"}));
+        assert_eq!(v["action"], r"/bin/sh -c 'echo '\''hi'\'''");
+        assert_eq!(v["action_escaped"], false);
+        assert_eq!(v["reason"], r"a\x1bb");
+        let v = audit_row(json!({"action": "rm /tmp/\u{202e}x"}));
+        assert_eq!(v["action"], r"rm /tmp/\u{202e}x");
+        assert_eq!(v["action_escaped"], true);
+        // A row without an action gets none.
+        assert!(audit_row(json!({"kind": "decision"}))
+            .get("action")
+            .is_none());
+    }
+
+    #[test]
+    fn a_task_line_shows_its_goal_escaped_and_cut_to_a_line() {
+        let doc = json!({"id": "t2", "history": [
+            {"role": "ROLE_AGENT", "parts": [{"text": "not this"}]},
+            {"role": "ROLE_USER", "parts": [{"data": {}}, {"text": "clear the\ndownloads \u{202e}"}]},
+            {"role": "ROLE_USER", "parts": [{"text": "nor this"}]},
+        ]});
+        let t = TaskRecord {
+            id: TaskId("t2".into()),
+            context_id: ContextId("c2".into()),
+            state: TaskState::Working,
+            updated_ms: 0,
+            document: doc.to_string(),
+        };
+        assert_eq!(task_line(&t)["goal"], "clear the\\ndownloads \\u{202e}");
+        let long = TaskRecord {
+            document:
+                json!({"history": [{"role": "ROLE_USER", "parts": [{"text": "x".repeat(500)}]}]})
+                    .to_string(),
+            ..t
+        };
+        let goal = task_line(&long)["goal"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(goal.starts_with(&"x".repeat(100)), "{goal}");
+        assert!(goal.ends_with("[cut: 500 bytes in all]"), "{goal}");
+        assert!(goal.len() < 200, "{goal}");
     }
 }
