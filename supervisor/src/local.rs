@@ -792,7 +792,9 @@ mod tests {
         let mut p = request();
         let shown = describe(&p);
         assert!(
-            shown.contains(r"from agent_http (task t-1\x1b[2J)  100s left"),
+            shown.starts_with(
+                r"abc123  the Agent, task t-1\x1b[2J, for a client that gave no name, over HTTP"
+            ),
             "{shown}"
         );
         assert!(!shown.contains('\u{1b}'));
@@ -800,7 +802,8 @@ mod tests {
         assert_eq!(pending_json(&p)["task"], "t-1\u{1b}[2J");
         assert_eq!(pending_json(&p)["shown"]["task"], r"t-1\x1b[2J");
         p.task = None;
-        assert!(describe(&p).contains("from agent_http  100s left"));
+        assert!(describe(&p)
+            .starts_with("abc123  the Agent, for a client that gave no name, over HTTP\n"));
         assert!(pending_json(&p)["task"].is_null());
         assert!(pending_json(&p)["shown"]["task"].is_null());
     }
@@ -872,9 +875,11 @@ mod tests {
         assert_eq!(
             shown,
             concat!(
-                r"abc\x07123  shell\u{202e}exec  risk medium  as launching_user  from agent_http (task t-1\x1b[2J)  100s left",
+                r"abc\x07123  the Agent, task t-1\x1b[2J, for a client that gave no name, over HTTP",
                 "\n",
-                r"    action: /bin/sh -c 'touch F # \r\x1b[2K    action: /bin/sh -c ls\n    why: read_only: ls\x1b[8m'",
+                r"    shell\u{202e}exec  risk medium  as you  100s left",
+                "\n",
+                r"    action (shown escaped: \\ is one backslash): /bin/sh -c 'touch F # \r\x1b[2K    action: /bin/sh -c ls\n    why: read_only: ls\x1b[8m'",
                 "\n",
                 r"    why: low: touch\u{85}writes F",
                 "\n",
@@ -910,7 +915,7 @@ mod tests {
         p.action = SPOOF.into();
         let before = deciding(&p, true);
         assert!(
-            before.starts_with("Approving: abc123  shell  risk medium  "),
+            before.starts_with("Approving: abc123  the Agent, task t-1\\x1b[2J, for a client that gave no name, over HTTP\n    shell  risk medium  "),
             "{before}"
         );
         assert!(before.ends_with(&describe(&p)), "{before}");
