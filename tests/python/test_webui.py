@@ -884,6 +884,37 @@ def test_a_long_action_is_shown_whole_before_it_is_approved(
 # ---------------------------------------------------------------------------------------
 
 
+def test_a_high_request_is_approved_only_after_a_step_naming_it(
+    service: WebService, webui: WebUI, browsers: Browsers, tmp_path: Path
+):
+    """One approve flow: a `high` request (a root-free `rm`) is approved only from a
+    second step that names it, with its whole action on the page; the first tap sends
+    nothing."""
+    b = open_webui(browsers, webui, "high")
+    victim = tmp_path / "high-victim"
+    victim.write_text("x")
+    call = service.invoke_async(f"rm {victim}")
+    card = wait_card(b, str(victim))
+    rid = card_text(card, ".rid")
+    assert card_text(card, ".risk") == "high"
+    before = len(webui.snapshot())
+    tap(b, card_button(card, ":scope > .buttons > .btn-approve"))
+    go = wait_shown(b, card, ".confirm .btn-approve", "the approve step")
+    step = card_text(card, ".confirm p")
+    assert step.startswith(f"Approve request {rid} from ") and "Its action runs as you" in step, step
+    assert card_button(card, "details.argv pre.action").is_displayed(), "the argv is not on the page"
+    time.sleep(0.5)
+    assert not [e for e in webui.snapshot()[before:] if e.kind and e.kind.startswith("approve")]
+    assert victim.exists()
+    shot(b, "webui-high-confirm")
+    tap(b, go)
+    entry = webui.wait_entry("approve", f" protocol approve {rid} --yes ", since=before)
+    assert entry.errno == 0, entry
+    assert call.result().get("isError") is not True
+    assert not victim.exists()
+    finish(b, webui)
+
+
 def test_a_dangerous_request_needs_its_phrase_and_is_rejected(
     service: WebService, webui: WebUI, browsers: Browsers, tmp_path: Path
 ):
