@@ -189,6 +189,9 @@ pub enum ProtocolCommand {
         #[arg(long, value_name = "ID")]
         revoke: Option<String>,
     },
+    /// Print the token the running service accepts (owner-only, like `approve`: refused
+    /// to every process of the service's own tree).
+    Token,
     /// Reject a pending request, or with --origin every request of one origin; what is
     /// rejected does not run.
     Reject {

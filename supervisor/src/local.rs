@@ -32,7 +32,7 @@ pub(crate) fn state_paths(
     Ok((config_path, state::state_paths(&dir)))
 }
 
-async fn connect(
+pub(crate) async fn connect(
     config_path: &Path,
     sock: &Path,
 ) -> Result<RpcClient<CliApprovald>, (Exit, String)> {

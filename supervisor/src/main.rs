@@ -14,6 +14,7 @@ mod log_tail;
 mod logging;
 mod model;
 mod orphans;
+mod owner_token;
 mod running;
 mod serve;
 mod service;
@@ -146,6 +147,7 @@ fn main() -> ExitCode {
             Some(id) => local::revoke_ui_grant(cli.config, &id),
             None => local::ui_grants(cli.config, json),
         },
+        cli::Command::Protocol(cli::ProtocolCommand::Token) => owner_token::print(cli.config),
         cli::Command::Protocol(cli::ProtocolCommand::Reject { id, origin }) => match (id, origin) {
             (_, Some(origin)) => local::reject_origin(cli.config, &origin),
             (Some(id), None) => local::decide(cli.config, id, local::Decision::Reject, false),

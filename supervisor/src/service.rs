@@ -204,6 +204,12 @@ fn connection_json(info: &ConnectionInfo) -> serde_json::Value {
         "since": since(info),
         "restarts": info.restarts,
         "last_restart_cause": info.last_restart_cause,
+        // What a client is given (as the Web console's "Connect a client"); the token is
+        // read from the client's environment.
+        "codex_toml": info.mcp_url.as_deref().map(crate::startup::mcp_toml),
+        "mcp_servers_json": info.mcp_url.as_deref().map(crate::startup::mcp_json),
+        // Where the token came from (never the token): "generated" is new at every start.
+        "token_source": info.token_source,
     })
 }
 
@@ -431,11 +437,15 @@ fn live_lines(out: &mut StatusLines, info: &ConnectionInfo) {
         } else {
             "the generated token its startup printed"
         };
+        let print = nl2sh_proto::hint::with_config(
+            std::path::Path::new(&info.config_path),
+            "protocol token",
+        );
         out.line(
             "Token",
             &format!(
                 "not shown; clients need the configured protocol_token or \
-                 NL2SH_PROTOCOL_TOKEN, or {generated}"
+                 NL2SH_PROTOCOL_TOKEN, or {generated} (`{print}` prints the one in use)"
             ),
         );
     }

@@ -31,19 +31,22 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import threading
 import time
+import tomllib
 import urllib.parse
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from browser import DESKTOP, PHONE, Browser, Browsers, browsers  # noqa: F401 - `browsers` is a fixture
-from test_web_console import chat_standins
-from web_service import NL2SH_BIN, TOKEN, WebService, clean_env, web_service
+from test_web_console import chat_standins, copy_with
+from web_service import BASE_CONFIG, NL2SH_BIN, TOKEN, McpCall, WebService, clean_env, require_nl2sh, web_service
 
 WEBROOT = Path(__file__).resolve().parents[2] / "packaging" / "magisk" / "webroot"
 EXEC_TIMEOUT = 30.0
@@ -69,7 +72,18 @@ ALLOWED_TAILS = {
     "reject": re.compile(rf" protocol reject (?P<id>{_ID}) </dev/null"),
     "ui-grants": re.compile(r" protocol ui-grants --json </dev/null"),
     "ui-revoke": re.compile(rf" protocol ui-grants --revoke (?P<id>{_ID}) </dev/null"),
+    "token": re.compile(r" protocol token </dev/null"),
+    "auto-approve": re.compile(r" config get protocol_auto_approve </dev/null"),
+    "audit": re.compile(r" protocol audit --json --since 5m --limit 50 </dev/null"),
 }
+# `service start` and `restart` run detached in a subshell (app.js's detached()): the whole
+# command line is fixed but for the verb and its output file.
+DETACHED_RE = re.compile(
+    r"\( umask 077; (?P<prefix>'[^']+' --config '[^']+') service (?P<verb>start|restart) </dev/null "
+    r">'/data/adb/nl2sh/\.webui-(?P=verb)\.out' 2>&1; s=\$\?; sed -E -e 's/#login=\[\^\[:space:\]\]\*/#login=\[redacted\]/g' "
+    r"-e 's/\[A-Za-z0-9_-\]\{32,\}/\[redacted\]/g' '/data/adb/nl2sh/\.webui-(?P=verb)\.out'; "
+    r"rm -f '/data/adb/nl2sh/\.webui-(?P=verb)\.out'; exit \$s \)"
+)
 CALLBACK_RE = re.compile(r"exec_callback_\d+_\d+")
 
 # The stand-in bridge. Deliberately small: what KernelSU/APatch/WebUI X expose to the page
@@ -223,6 +237,9 @@ class WebUI:
     # -- the bridge -----------------------------------------------------------------------
 
     def classify(self, command: str) -> str | None:
+        detached = DETACHED_RE.fullmatch(command)
+        if detached:
+            return detached["verb"] if detached["prefix"] == PAGE_PREFIX else None
         if not command.startswith(PAGE_PREFIX):
             return None
         tail = command[len(PAGE_PREFIX) :]
@@ -241,7 +258,14 @@ class WebUI:
         elif via == "script" and not CALLBACK_RE.fullmatch(callback):
             entry.errno, entry.refused = 1, f"callback name {callback!r} not exec_callback_<ms>_<n>"
         else:
-            real = self.real_prefix + command[len(PAGE_PREFIX) :]
+            if kind in ("start", "restart"):
+                # The same line with this test's binary, configuration and output file.
+                out = str(self.log_path.parent / f".webui-{kind}.out")
+                real = command.replace(PAGE_PREFIX, self.real_prefix, 1).replace(
+                    f"/data/adb/nl2sh/.webui-{kind}.out", out
+                )
+            else:
+                real = self.real_prefix + command[len(PAGE_PREFIX) :]
             try:
                 p = subprocess.run(
                     ["/bin/sh", "-c", real],
@@ -373,6 +397,14 @@ def wait_shown(b: Browser, card, css: str, what: str, timeout: float = 3.0):
     return b.until(lambda: (lambda n: n if n.is_displayed() else None)(card_button(card, css)), timeout, what)
 
 
+def tap(b: Browser, element) -> None:
+    """Click `element` once it is in the middle of the screen, as a person taps what they
+    see (selenium's own scroll may leave it at an edge, under the sticky bar or past the
+    bottom, where its click may land on nothing)."""
+    b.js("arguments[0].scrollIntoView({block: 'center'});", element)
+    element.click()
+
+
 def card_text(card, css: str) -> str:
     """The text of the card's element as the DOM has it (the CSS upper-cases some labels)."""
     return card.find_element("css selector", css).get_attribute("textContent")
@@ -426,8 +458,20 @@ new MutationObserver(() => {
 """
 
 
+def assert_hints_carry_config(b: Browser) -> None:
+    """Every `nl2sh ...` command the page shows names the binary and the --config in use."""
+    text = b.js("return document.body.textContent;")
+    bare = re.findall(r"(?<!/bin/)nl2sh(?:'| --config)? (?:protocol|service|config|web) ", text)
+    assert not bare, f"a command hint without the --config in use: {bare}"
+    hint = b.find("#hint-token-command").get_attribute("textContent")
+    assert hint == PAGE_PREFIX + " config set protocol_token -", hint
+
+
 def finish(b: Browser, webui: WebUI) -> None:
-    """What every test ends with: no JS error or CSP violation, only app.js's commands."""
+    """What every test ends with: no JS error or CSP violation, only app.js's commands,
+    and a page as wide as the screen (a phone zooms out, rather than scrolling sideways,
+    to fit something too wide: horizontal_overflow() alone cannot see that)."""
+    assert b.js("return innerWidth;") == b.viewport[0], "the page is wider than the screen"
     b.assert_clean_console()
     webui.assert_only_page_commands()
 
@@ -453,6 +497,8 @@ def test_the_page_shows_the_running_service_and_its_urls_but_no_token(
     assert "pill-running" in b.find("#state").get_attribute("class")
     assert b.find("#console").is_displayed(), "no Open Web console button while the web console runs"
     assert not b.find("#start").is_displayed(), "a Start button while the service runs"
+    assert not b.find("#restart").is_displayed(), "Restart now for a service `service restart` cannot restart"
+    assert not b.find("#auto-approve").is_displayed(), "the automatic approval banner while it is off"
     b.until(lambda: b.find("#approvals-summary").text.startswith("None."), APPEAR_TIMEOUT, "no requests yet")
 
     # The token: not in the page, nor in anything the page sent or received.
@@ -462,7 +508,26 @@ def test_the_page_shows_the_running_service_and_its_urls_but_no_token(
     sent = {e.kind for e in webui.snapshot()}
     assert {"status", "approvals"} <= sent, sent
     assert not b.horizontal_overflow(), "the page scrolls sideways on a phone"
+    # Approvals first: the first card on the page, its heading the page's h1.
+    first = b.js("return document.querySelector('main section.card').querySelector('h1, h2').id;")
+    assert first == "approvals-title", first
+    # One time format, local "YYYY-MM-DD HH:MM:SS", as the Web console's.
+    since = b.js(
+        """const d = new Date(arguments[0]); const two = n => String(n).padStart(2, '0');
+           return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ` +
+                  `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;""",
+        proto["since"],
+    )
+    assert rows.get("Since") == since, (rows.get("Since"), proto["since"])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", since), since
+    # Every command the page shows carries the binary and the --config it runs.
+    assert_hints_carry_config(b)
     shot(b, "webui-status")
+    desk = open_webui(browsers, webui, "status-desktop", size=DESKTOP)
+    desk.wait_visible("#endpoints")
+    assert desk.js("return document.querySelector('main section.card h1').id;") == "approvals-title"
+    assert not desk.horizontal_overflow()
+    shot(desk, "webui-status-desktop")
     # The same in the dark (the page follows prefers-color-scheme).
     b.driver.execute_cdp_cmd(
         "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}
@@ -470,6 +535,204 @@ def test_the_page_shows_the_running_service_and_its_urls_but_no_token(
     assert b.js("return matchMedia('(prefers-color-scheme: dark)').matches;")
     shot(b, "webui-status-dark")
     finish(b, webui)
+
+
+def test_the_token_is_shown_on_reveal_and_the_client_settings_copy(
+    service: WebService, xdg_open: XdgOpen, browsers: Browsers, tmp_path: Path
+):
+    """Connect an agent: the Codex TOML and `mcpServers` JSON nl2sh gives (the Web
+    console's content) each with a Copy button; the token hidden until Reveal, which runs
+    `protocol token` and shows the token the service accepts, with Copy and Hide; Hide
+    forgets it. At phone and desktop sizes."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    w = WebUI(service, xdg_open.args.parent, runtime, tmp_path / "commands.jsonl")
+    try:
+        (proto,) = [c for c in service.status()["connections"] if c.get("mcp_url")]
+        reads = 0
+        for name, size in (("phone", PHONE), ("desktop", DESKTOP)):
+            b = open_webui(browsers, w, f"token-{name}", size=size)
+            b.wait_visible("#snippets")
+            assert TOKEN not in dom_text(b)
+            # Where the token in use came from (this configuration sets protocol_token).
+            assert b.find("#token-state").text == "hidden · set as protocol_token in the configuration"
+            assert len([e for e in w.snapshot() if e.kind == "token"]) == reads, "the token was read before Reveal"
+            b.grant_clipboard(w.origin)
+            codex = copy_with(b, "copy-codex")
+            assert codex == proto["codex_toml"], codex
+            server = tomllib.loads(codex)["mcp_servers"]["nl2sh"]
+            assert server["url"] == service.mcp_url and server["bearer_token_env_var"] == "NL2SH_PROTOCOL_TOKEN", server
+            servers = json.loads(copy_with(b, "copy-json"))
+            assert servers["mcpServers"]["nl2sh"]["url"] == service.mcp_url, servers
+            assert servers["mcpServers"]["nl2sh"]["headers"]["Authorization"] == "Bearer ${NL2SH_PROTOCOL_TOKEN}"
+
+            b.wait_clickable("#reveal-token").click()
+            shown = b.until(lambda b=b: b.find_all("#token-value"), 5, "the token is shown")[0]
+            assert shown.get_attribute("value") == TOKEN
+            reads += 1
+            assert len([e for e in w.snapshot() if e.kind == "token"]) == reads
+            assert copy_with(b, "copy-token") == TOKEN
+            assert not b.horizontal_overflow()
+            shot(b, f"webui-token-{name}")
+            b.wait_clickable("#hide-token").click()
+            b.wait_visible("#reveal-token")
+            assert TOKEN not in dom_text(b), "Hide left the token in the page"
+            finish(b, w)
+    finally:
+        w.close()
+
+
+def test_a_tool_command_is_refused_the_token(service: WebService, tmp_path: Path):
+    """`protocol token` is the owner's, as `protocol approve` is: a command the service
+    runs (an approved shell.exec) is refused by approvald's peer check (exit 9) and never
+    prints the token."""
+    command = f"{shlex.quote(NL2SH_BIN)} --config {shlex.quote(str(service.config))} protocol token; echo rc=$?"
+    call = service.invoke_async(command)
+    deadline = time.monotonic() + APPEAR_TIMEOUT
+    while not (pending := [p for p in service.pending() if "protocol token" in p["action"]]):
+        assert time.monotonic() < deadline, "the tool call never asked"
+        time.sleep(0.1)
+    phrase = ["--phrase", pending[0]["phrase"]] if pending[0]["phrase"] else []
+    r = service.cli("protocol", "approve", pending[0]["id"], "--yes", *phrase)
+    assert r.returncode == 0, r.stderr
+    said = json.dumps(call.result())
+    assert "rc=9" in said and "refused" in said, said
+    assert TOKEN not in said
+    # The owner, outside the tree, gets it; `service status` says how, with the --config.
+    r = service.cli("protocol", "token")
+    assert r.returncode == 0 and r.stdout == TOKEN + "\n", r
+    status = service.cli("service", "status").stdout
+    assert f"`nl2sh --config {service.config} protocol token` prints the one in use" in status, status
+
+
+@contextmanager
+def managed_service(directory: Path) -> Iterator[WebService]:
+    """The managed service (`service start`, as the module's boot script starts it) for a
+    configuration in `directory`, stopped afterwards."""
+    require_nl2sh()
+    directory.mkdir(exist_ok=True)
+    config = directory / "config.toml"
+    config.write_text(BASE_CONFIG)
+    config.chmod(0o600)
+    s = WebService(config=config, dir=directory, proc=None, stderr_path=directory / "none", env=clean_env())
+    r = s.cli("service", "start", timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    try:
+        yield s
+    finally:
+        r = s.cli("service", "stop", timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+
+def shown_pid(b: Browser) -> str:
+    return endpoints(b).get("PID") or ""
+
+
+def test_restart_now_asks_then_restarts_the_managed_service(xdg_open: XdgOpen, browsers: Browsers, tmp_path: Path):
+    """"Restart now" (managed service only) asks first, Cancel sends nothing; then it runs
+    `service restart` for the module's configuration and says so; the page shows the new
+    process, and a token revealed for the old one is hidden again. A saved setting the
+    running service does not use yet is named (saved and running value) until then."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    with managed_service(tmp_path / "svc") as svc:
+        w = WebUI(svc, xdg_open.args.parent, runtime, tmp_path / "commands.jsonl")
+        try:
+            pid = str(svc.status()["connections"][0]["pid"])
+            phone = open_webui(browsers, w, "restart-phone")
+            desk = open_webui(browsers, w, "restart-desktop", size=DESKTOP)
+            for b in (phone, desk):
+                b.until(lambda b=b: shown_pid(b) == pid, APPEAR_TIMEOUT, "the pid shown")
+                assert b.find("#restart").is_displayed()
+            phone.wait_clickable("#reveal-token").click()
+            phone.until(lambda: phone.find_all("#token-value"), 5, "the token is shown")
+            # A saved port the running service does not use yet: the page says so.
+            assert not phone.find("#differs").is_displayed()
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            assert svc.cli("config", "set", "protocol_service_port", str(port)).returncode == 0
+            for b in (phone, desk):
+                differs = b.wait_visible("#differs", APPEAR_TIMEOUT)
+                assert f"protocol_service_port: saved {port}, running " in differs.text, differs.text
+                assert "Restart now applies" in differs.text
+            shot(desk, "webui-differs-desktop")
+
+            before = len(w.snapshot())
+            phone.find("#restart").click()
+            ask = phone.wait_visible("#restart-confirm")
+            assert "Restart the service now" in ask.text, ask.text
+            shot(phone, "webui-restart-confirm")
+            phone.find("#restart-cancel").click()
+            phone.until(lambda: not phone.find("#restart-confirm").is_displayed(), 2, "the step closed")
+            time.sleep(0.3)
+            assert not [e for e in w.snapshot()[before:] if e.kind == "restart"]
+
+            phone.find("#restart").click()
+            phone.wait_clickable("#restart-now").click()
+            entry = w.wait_entry("restart", " service restart ", timeout=60, since=before)
+            assert entry.errno == 0, entry
+            new_pid = str(svc.status()["connections"][0]["pid"])
+            assert new_pid != pid
+            msg = phone.until(
+                lambda: (lambda n: n if "message-ok" in n.get_attribute("class") else None)(phone.find("#service-message")),
+                5,
+                "the page says it restarted",
+            )
+            assert msg.text.startswith("Restarted"), msg.text
+            for b in (phone, desk):
+                b.until(lambda b=b: shown_pid(b) == new_pid, APPEAR_TIMEOUT, "the new pid shown")
+            assert not phone.find_all("#token-value"), "a token of the old service is still shown"
+            for b in (phone, desk):
+                b.until(lambda b=b: not b.find("#differs").is_displayed(), APPEAR_TIMEOUT, "differs no more")
+            phone.wait_visible("#reveal-token")
+            assert not phone.horizontal_overflow() and not desk.horizontal_overflow()
+            shot(phone, "webui-restarted-phone")
+            shot(desk, "webui-restarted-desktop")
+            for b in (phone, desk):
+                finish(b, w)
+            # Only reads made while the old service was going may have found nothing running.
+            failed = [
+                e for e in w.snapshot() if e.errno != 0 and not (e.errno == 3 and e.kind in ("approvals", "ui-grants"))
+            ]
+            assert not failed, "\n".join(f"{e.errno} {e.command!r}: {e.stderr}" for e in failed)
+        finally:
+            w.close()
+
+
+def test_a_banner_says_while_every_request_is_approved_automatically(
+    xdg_open: XdgOpen, browsers: Browsers, tmp_path: Path
+):
+    """With protocol_auto_approve on, a banner at the top at both sizes, light and dark,
+    with the command (binary and --config) that turns it off; it goes once it is off."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    (tmp_path / "svc").mkdir()
+    with web_service(tmp_path / "svc", "service", extra_config="protocol_auto_approve = true\n") as svc:
+        w = WebUI(svc, xdg_open.args.parent, runtime, tmp_path / "commands.jsonl")
+        try:
+            pages = [open_webui(browsers, w, "auto-phone"), open_webui(browsers, w, "auto-desktop", size=DESKTOP)]
+            for b in pages:
+                banner = b.wait_visible("#auto-approve", APPEAR_TIMEOUT)
+                assert banner.text.startswith(
+                    "Every request is approved automatically (protocol_auto_approve)."
+                ), banner.text
+                assert PAGE_PREFIX + " config set protocol_auto_approve false" in banner.text
+                top = b.js("return arguments[0].getBoundingClientRect().top;", banner)
+                assert top < b.js("return document.getElementById('approvals-title').getBoundingClientRect().top;")
+                assert not b.horizontal_overflow()
+            shot(pages[0], "webui-auto-approve-phone")
+            shot(pages[1], "webui-auto-approve-desktop")
+            pages[0].driver.execute_cdp_cmd(
+                "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}
+            )
+            shot(pages[0], "webui-auto-approve-dark")
+            assert svc.cli("config", "set", "protocol_auto_approve", "false").returncode == 0
+            for b in pages:
+                b.until(lambda b=b: not b.find("#auto-approve").is_displayed(), APPEAR_TIMEOUT, "the banner goes")
+                finish(b, w)
+        finally:
+            w.close()
 
 
 # ---------------------------------------------------------------------------------------
@@ -525,9 +788,131 @@ def test_a_request_from_mcp_is_approved_in_the_page(
     finish(b, webui)
 
 
+def card_message(card) -> str:
+    return card.find_element("css selector", "p.message").get_attribute("textContent")
+
+
+def test_a_request_decided_elsewhere_or_expired_stays_saying_so(
+    service: WebService, webui: WebUI, browsers: Browsers, tmp_path: Path
+):
+    """A card whose request stops waiting without a decision on this page stays, greyed,
+    saying how it ended (from the audit trail): rejected or approved elsewhere (here: the
+    CLI), or expired; a half-typed phrase stays where it was; Dismiss removes the card."""
+    phone = open_webui(browsers, webui, "gone-phone")
+    desk = open_webui(browsers, webui, "gone-desktop", size=DESKTOP)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    rejected = service.invoke_async(f"rm -rf {victim}")
+    card = wait_card(phone, str(victim))
+    rid = card_text(card, ".rid")
+    card_button(card, ":scope > .buttons > .btn-approve").click()
+    wait_shown(phone, card, "input.phrase", "the phrase field").send_keys("approve dang")
+    wait_card(desk, str(victim))  # both pages show it waiting before it is decided
+
+    r = service.cli("protocol", "reject", rid)
+    assert r.returncode == 0, r.stderr
+    assert rejected.result().get("isError") is True
+    for b in (phone, desk):
+        c = wait_card(b, str(victim))
+        b.until(lambda c=c: card_message(c).startswith("Rejected elsewhere"), APPEAR_TIMEOUT, "the card says so")
+    time.sleep(2 * 2.0 + 0.5)  # two more polls: the card is still there, still saying so
+    assert not card_gone(phone, str(victim))
+    assert "gone" in card.get_attribute("class") and card_message(card).startswith("Rejected elsewhere")
+    assert card_button(card, "input.phrase").get_attribute("value") == "approve dang"
+    assert not card_button(card, "input.phrase").is_enabled()
+    assert phone.find("#approvals-count").text == ""
+    shot(phone, "webui-gone-rejected-phone")
+    shot(desk, "webui-gone-rejected-desktop")
+
+    marker = tmp_path / "approved-elsewhere"
+    approved = service.invoke_async(f"touch {marker}")
+    card2 = wait_card(phone, str(marker))
+    r = service.cli("protocol", "approve", card_text(card2, ".rid"), "--yes")
+    assert r.returncode == 0, r.stderr
+    assert approved.result().get("isError") is not True and marker.exists()
+    phone.until(lambda: card_message(card2).startswith("Approved elsewhere"), APPEAR_TIMEOUT, "approved elsewhere")
+
+    # Expired: a request nobody decides within approval_timeout_secs (applies at once).
+    assert service.cli("config", "set", "approval_timeout_secs", "3").returncode == 0
+    try:
+        late = tmp_path / "late"
+        expired = service.invoke_async(f"touch {late}")
+        card3 = wait_card(phone, str(late))
+        assert expired.result(timeout=20).get("isError") is True
+        phone.until(lambda: card_message(card3).startswith("Expired"), APPEAR_TIMEOUT, "expired")
+        assert not late.exists()
+    finally:
+        assert service.cli("config", "set", "approval_timeout_secs", "60").returncode == 0
+    assert not phone.horizontal_overflow() and not desk.horizontal_overflow()
+    shot(phone, "webui-gone-phone")
+
+    # Dismiss removes it; nothing was sent for any of them.
+    dismiss = card_button(card, ".dismiss")
+    assert dismiss.get_attribute("aria-label") == f"Dismiss request {rid}"
+    dismiss.click()
+    phone.until(lambda: card_gone(phone, str(victim)), 2, "the dismissed card leaves")
+    assert not card_gone(phone, str(marker))
+    assert not [e for e in webui.snapshot() if e.kind in ("approve", "approve-phrase", "reject") and rid in e.command]
+    for b in (phone, desk):
+        finish(b, webui)
+
+
+def test_a_long_action_is_shown_whole_before_it_is_approved(
+    service: WebService, webui: WebUI, browsers: Browsers, tmp_path: Path
+):
+    """What is approved is on the page: a 60-line action is not cut or boxed (its end
+    visible in the card without scrolling a box), and the approve step opens under it."""
+    b = open_webui(browsers, webui, "long-action")
+    tag = f"end-of-long-{time.monotonic_ns()}"
+    lines = "\n".join(f"echo line {i}" for i in range(60))
+    call = service.invoke_async(f"{lines}\necho {tag} > {tmp_path / 'x'}")
+    card = wait_card(b, tag)
+    box = b.js(
+        "const p = arguments[0].querySelector('pre.action'); return [p.scrollHeight, p.clientHeight];", card
+    )
+    assert box[0] <= box[1] + 1, f"the action scrolls inside its box: {box}"
+    assert "line 59" in card_text(card, "pre.action")
+    card_button(card, ":scope > .buttons > .btn-reject").click()
+    wait_shown(b, card, ".confirm .btn-reject", "the reject confirm step").click()
+    assert call.result().get("isError") is True
+    b.until(lambda: card_gone(b, tag), GONE_TIMEOUT, "the rejected card leaves the page")
+    finish(b, webui)
+
+
 # ---------------------------------------------------------------------------------------
 # 3. A dangerous request: its phrase, then rejected
 # ---------------------------------------------------------------------------------------
+
+
+def test_a_high_request_is_approved_only_after_a_step_naming_it(
+    service: WebService, webui: WebUI, browsers: Browsers, tmp_path: Path
+):
+    """One approve flow: a `high` request (a root-free `rm`) is approved only from a
+    second step that names it, with its whole action on the page; the first tap sends
+    nothing."""
+    b = open_webui(browsers, webui, "high")
+    victim = tmp_path / "high-victim"
+    victim.write_text("x")
+    call = service.invoke_async(f"rm {victim}")
+    card = wait_card(b, str(victim))
+    rid = card_text(card, ".rid")
+    assert card_text(card, ".risk") == "high"
+    before = len(webui.snapshot())
+    tap(b, card_button(card, ":scope > .buttons > .btn-approve"))
+    go = wait_shown(b, card, ".confirm .btn-approve", "the approve step")
+    step = card_text(card, ".confirm p")
+    assert step.startswith(f"Approve request {rid} from ") and "Its action runs as you" in step, step
+    assert card_button(card, "details.argv pre.action").is_displayed(), "the argv is not on the page"
+    time.sleep(0.5)
+    assert not [e for e in webui.snapshot()[before:] if e.kind and e.kind.startswith("approve")]
+    assert victim.exists()
+    shot(b, "webui-high-confirm")
+    tap(b, go)
+    entry = webui.wait_entry("approve", f" protocol approve {rid} --yes ", since=before)
+    assert entry.errno == 0, entry
+    assert call.result().get("isError") is not True
+    assert not victim.exists()
+    finish(b, webui)
 
 
 def test_a_dangerous_request_needs_its_phrase_and_is_rejected(
@@ -587,6 +972,78 @@ def test_a_dangerous_request_needs_its_phrase_and_is_rejected(
     finish(b, webui)
 
 
+def test_a_request_says_who_asks_as_whom_and_the_command_as_sent(
+    service: WebService, webui: WebUI, browsers: Browsers, tmp_path: Path
+):
+    """Who is asking is the card's first line (nl2sh's words, `shown.who`), then "runs as
+    root/shell/you" (`shown.as`), then the command exactly as the caller sent it (a single
+    quote inside quotes as a shell prints it, '\\'' with one backslash); the exact argv is a
+    tap away (closed <details>). A command holding a character that cannot be shown is
+    escaped whole and the card says so. Phone and desktop."""
+    phone = open_webui(browsers, webui, "who-phone")
+    desk = open_webui(browsers, webui, "who-desktop", size=DESKTOP)
+    target = tmp_path / "quoted"
+    command = f"printf '%s\\n' 'it'\\''s' > {target}"
+    call = service.invoke_async(command)
+    card = wait_card(phone, str(target))
+    rid = card_text(card, ".rid")
+    (p,) = [p for p in service.pending() if p["id"] == rid]
+    assert p["shown"]["command"] == command and p["shown"]["command_escaped"] is False, p["shown"]
+    for b in (phone, desk):
+        c = wait_card(b, str(target))
+        first = b.js("return arguments[0].firstElementChild;", c)
+        assert first.get_attribute("class") == "who", first.get_attribute("outerHTML")
+        assert first.get_attribute("textContent") == p["shown"]["who"]
+        assert "over MCP (HTTP)" in p["shown"]["who"], p["shown"]["who"]
+        assert card_text(c, ".meta").startswith("runs " + p["shown"]["as"]), card_text(c, ".meta")
+        assert p["shown"]["as"] in ("as root", "as shell", "as you"), p["shown"]["as"]
+        shown = card_text(c, "pre.command")
+        assert shown == command and "'\\''" in shown, shown
+        assert not c.find_elements("css selector", ".escaped-note")
+        # The argv: a tap away, then exactly nl2sh's.
+        argv = card_button(c, "details.argv pre.action")
+        assert not argv.is_displayed()
+        card_button(c, "details.argv summary").click()
+        b.until(lambda argv=argv: argv.is_displayed(), 2, "the argv opens")
+        assert argv.get_attribute("textContent") == p["shown"]["action"]
+        assert not b.horizontal_overflow()
+    shot(phone, "webui-who-phone")
+    shot(desk, "webui-who-desktop")
+
+    tag = f"bidi-{time.monotonic_ns()}"
+    hostile = service.invoke_async(f"echo '\u202e{tag}' > {tmp_path / 'bidi'}")
+    card2 = wait_card(phone, tag)
+    cmd = card_text(card2, "pre.command")
+    assert "\\u{202e}" + tag in cmd and "\u202e" not in cmd, cmd
+    note = card_button(card2, ".escaped-note")
+    assert note.is_displayed() and note.text == "Shown escaped: \\\\ is one backslash.", note.text
+    shot(phone, "webui-who-escaped")
+
+    # The approve step names who asks and as whom before anything is sent.
+    card_button(card, ":scope > .buttons > .btn-approve").click()
+    ask = wait_shown(phone, card, ".confirm", "the approve step")
+    assert f"Approve request {rid} from {p['shown']['who']}? Its action runs {p['shown']['as']} as soon" in ask.text, (
+        ask.text
+    )
+    card_button(card, ".confirm .btn-quiet").click()
+    # An approve step opens the argv too: the whole action is on the page before it counts.
+    argv2 = card_button(card2, "details.argv pre.action")
+    assert not argv2.is_displayed()
+    card_button(card2, ":scope > .buttons > .btn-approve").click()
+    wait_shown(phone, card2, ".confirm", "the approve step")
+    assert argv2.is_displayed()
+    card_button(card2, ".confirm .btn-quiet").click()
+    for c, done in ((card, call), (card2, hostile)):
+        # Back up to the card (selenium's own scroll would leave it under the sticky bar).
+        phone.js("arguments[0].scrollIntoView({block: 'center'});", c)
+        card_button(c, ":scope > .buttons > .btn-reject").click()
+        wait_shown(phone, c, ".confirm .btn-reject", "the reject confirm step").click()
+        assert done.result().get("isError") is True
+    assert not target.exists()
+    for b in (phone, desk):
+        finish(b, webui)
+
+
 # ---------------------------------------------------------------------------------------
 # 4. Hostile text
 # ---------------------------------------------------------------------------------------
@@ -624,6 +1081,50 @@ def test_hostile_action_text_shows_as_text(service: WebService, webui: WebUI, br
     assert not (tmp_path / "out").exists()
     b.until(lambda: card_gone(b, tag), GONE_TIMEOUT, "the rejected card leaves the page")
     assert b.js("return typeof window.__pwned;") == "undefined"
+    finish(b, webui)
+
+
+def test_a_hostile_client_name_shows_as_text(service: WebService, webui: WebUI, browsers: Browsers, tmp_path: Path):
+    """Who is asking comes from the caller (a 2026-07-28 request's `_meta` clientInfo):
+    markup stays text, and a bidi override, an invisible character or a control character
+    is named as nl2sh names it, never drawn."""
+    b = open_webui(browsers, webui, "hostile-who")
+    name = "Codex <img src=x onerror=window.__pwned=1>\u202eexe.lmth\u200b\x1b[2J"
+    target = tmp_path / "who-hostile"
+    call = McpCall(
+        service,
+        f"touch {target}",
+        meta={
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": name, "version": "1.0\u202e"},
+        },
+        headers={"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "nl2sh_invoke"},
+    )
+    card = wait_card(b, str(target))
+    rid = card_text(card, ".rid")
+    (p,) = [p for p in service.pending() if p["id"] == rid]
+    who = card_text(card, ".who")
+    assert who == p["shown"]["who"], (who, p["shown"])
+    assert "<img src=x onerror=window.__pwned=1>" in who and "\\u{202e}exe.lmth\\u{200b}\\x1b[2J" in who, who
+    assert not set(who) & {"\u202e", "\u200b", "\x1b"}, who
+    assert b.js("return document.querySelectorAll('#approvals img').length;") == 0
+    assert b.js("return typeof window.__pwned;") == "undefined"
+    assert not b.horizontal_overflow()
+    shot(b, "webui-hostile-who")
+    tap(b, card_button(card, ":scope > .buttons > .btn-reject"))
+    go = wait_shown(b, card, ".confirm .btn-reject", "the reject confirm step")
+    # The question names who asks: its long unbroken text wraps; the phone does not zoom out.
+    assert b.js("return [innerWidth, visualViewport.scale];") == [390, 1], "the confirm step widened the page"
+    assert "Codex <img src=x onerror" in card_text(card, ".confirm p")
+    shot(b, "webui-hostile-who-confirm")
+    tap(b, go)
+    entry = webui.wait_entry("reject", f" protocol reject {rid} ")
+    assert entry.errno == 0, entry
+    assert call.result().get("isError") is True
+    assert not [q for q in service.pending() if q["id"] == rid]
+    assert not target.exists()
+    b.until(lambda: card_gone(b, str(target)), GONE_TIMEOUT, "the rejected card leaves the page")
     finish(b, webui)
 
 
@@ -848,6 +1349,9 @@ def test_a_tap_approved_with_ui_minutes_lets_the_next_run_until_revoked(
                 third = svc.invoke_tool_async("android.tap", {"x": 140, "y": 340})
                 card = wait_card(phone, "tap 140 340")
                 assert not third.done()
+                # Scrolled down at the grants, the person goes back up to the approvals (at
+                # the top: selenium's own scroll would leave the button under the sticky bar).
+                phone.js("window.scrollTo(0, 0);")
                 card_button(card, ":scope > .buttons > .btn-reject").click()
                 wait_shown(phone, card, ".confirm .btn-reject", "the reject confirm step").click()
                 assert third.result().get("isError") is True

@@ -156,7 +156,16 @@ class WebService:
 class McpCall:
     """One MCP tools/call (nl2sh_invoke, shell.exec unless told) in flight on a thread."""
 
-    def __init__(self, service: WebService, command: str, tool: str = "shell.exec", arguments: dict | None = None):
+    def __init__(
+        self,
+        service: WebService,
+        command: str,
+        tool: str = "shell.exec",
+        arguments: dict | None = None,
+        meta: dict | None = None,
+        headers: dict[str, str] | None = None,
+    ):
+        """`meta`: the params' `_meta` (a 2026-07-28 request's); `headers`: more headers."""
         self.command = command
         self._answer: dict | None = None
         self._error: BaseException | None = None
@@ -167,9 +176,14 @@ class McpCall:
             "params": {
                 "name": "nl2sh_invoke",
                 "arguments": {"tool": tool, "arguments": arguments if arguments is not None else {"command": command}},
+                **({"_meta": meta} if meta is not None else {}),
             },
         }
-        extra = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": MCP_PROTOCOL_VERSION}
+        extra = {
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": MCP_PROTOCOL_VERSION,
+            **(headers or {}),
+        }
 
         def run() -> None:
             try:

@@ -1277,8 +1277,11 @@ fn the_webui_is_local_files_with_a_strict_csp_and_no_inline_code() {
     let at = lower.find(meta).expect("index.html declares its CSP") + meta.len();
     let page_csp = &html[at..at + html[at..].find('"').unwrap()];
     assert_strict_csp(page_csp, "index.html");
-    // The token is never on the page; where it is, is.
-    assert!(html.contains("/data/adb/nl2sh/config.service/service.log"));
+    // The token is on the page only once the person asks (Reveal runs `protocol token`),
+    // never in the markup, and the page no longer sends anyone to read the log as root.
+    assert!(!html.contains("service.log"));
+    let script = fs::read_to_string(root.join("app.js")).unwrap();
+    assert!(script.contains("token: N + ' protocol token </dev/null',"));
 
     // config.json (read by WebUI X): valid JSON with the same strict policy, the shell
     // permission, and no caching that would outlive a module upgrade.

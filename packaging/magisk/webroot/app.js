@@ -1,7 +1,8 @@
 // nl2sh's module WebUI: the owner's console inside the root manager (KernelSU's and
 // APatch's module WebUI, MMRL's WebUI X). It shows whether the service runs, its URLs,
 // and the requests waiting for approval, and approves or rejects them, by running the
-// nl2sh CLI as root through the manager's bridge. The access token is never read here.
+// nl2sh CLI as root through the manager's bridge. The access token is read only when the
+// person presses Reveal (`protocol token`), and forgotten on Hide.
 //
 // ---- How this page calls the host (what a test's fake must provide) -----------------
 //
@@ -33,7 +34,12 @@
 //   start      ( umask 077; N service start </dev/null >'/data/adb/nl2sh/.webui-start.out'
 //              2>&1; s=$?; sed -E ... '/data/adb/nl2sh/.webui-start.out'; rm -f ...; exit $s )
 //              (on one line; prints nl2sh's words with credentials redacted)
+//   restart    the same as start, with `service restart` and '/data/adb/nl2sh/.webui-restart.out'
 //   console    N web login --open </dev/null
+//   token      N protocol token </dev/null                  (only on Reveal)
+//   auto       N config get protocol_auto_approve </dev/null (while status lacks auto_approve)
+//   audit      N protocol audit --json --since 5m --limit 50 </dev/null
+//              (once a request this page did not decide is gone: how it ended)
 //   approve    N protocol approve ID --yes </dev/null
 //              N protocol approve ID --yes --phrase 'approve RISK ID' </dev/null
 //   approve-ui N protocol approve ID --yes --ui-minutes M </dev/null   (M: 5, 10, 15 or 30)
@@ -41,6 +47,7 @@
 //   ui-grants  N protocol ui-grants --json </dev/null
 //   ui-revoke  N protocol ui-grants --revoke ID </dev/null
 // The page polls status (and approvals and ui-grants while the service runs) every 2 s.
+// Every command hint the page shows is N itself: the binary and the --config in use.
 //
 // ---- Security rules of this file ---------------------------------------------------
 // * Text from a command (the CLI's JSON included) is hostile: it reaches the page only
@@ -69,21 +76,37 @@
   var BIN = '/data/adb/modules/nl2sh/system/bin/nl2sh';
   var CONFIG = '/data/adb/nl2sh/config.toml';
   var START_OUT = '/data/adb/nl2sh/.webui-start.out';
+  var RESTART_OUT = '/data/adb/nl2sh/.webui-restart.out';
   var N = "'" + BIN + "' --config '" + CONFIG + "'";
   // Credential-shaped text in command output replaced, as the module's scripts do.
   var SED_REDACT = "sed -E -e 's/#login=[^[:space:]]*/#login=[redacted]/g' " +
     "-e 's/[A-Za-z0-9_-]{32,}/[redacted]/g'";
 
+  // `service start` or `restart`: to a file, not a pipe, as a started service must not
+  // keep the bridge's pipes open; in a subshell, so that `exit` leaves only it.
+  function detached(verb, out) {
+    return '( umask 077; ' + N + ' service ' + verb + " </dev/null >'" + out + "' 2>&1; s=$?; " +
+      SED_REDACT + " '" + out + "'; rm -f '" + out + "'; exit $s )";
+  }
+
   var COMMANDS = {
     status: N + ' service status --json </dev/null',
     approvals: N + ' protocol approvals --json </dev/null',
-    // A file, not a pipe: a started service must not keep the bridge's pipes open. In a
-    // subshell, so that `exit` leaves only it.
-    start: '( umask 077; ' + N + " service start </dev/null >'" + START_OUT + "' 2>&1; s=$?; " +
-      SED_REDACT + " '" + START_OUT + "'; rm -f '" + START_OUT + "'; exit $s )",
+    start: detached('start', START_OUT),
+    restart: detached('restart', RESTART_OUT),
     console: N + ' web login --open </dev/null',
-    uiGrants: N + ' protocol ui-grants --json </dev/null'
+    uiGrants: N + ' protocol ui-grants --json </dev/null',
+    token: N + ' protocol token </dev/null',
+    autoApprove: N + ' config get protocol_auto_approve </dev/null',
+    // The newest rows only: a gone request was decided within the last poll or two.
+    audit: N + ' protocol audit --json --since 5m --limit 50 </dev/null'
   };
+
+  // A command for the person to run in a root shell: the binary and configuration this
+  // page uses, so it works as shown (KernelSU may not mount /system/bin/nl2sh).
+  function hint(args) {
+    return N + ' ' + args;
+  }
 
   // The CLI's exit codes, one table for every command, under the names of its Rust home
   // (supervisor/src/exit.rs; docs/CLI.md, "Exit codes"). A test there reads this object
@@ -157,6 +180,8 @@
   // How long a card this page decided stays, showing the outcome, once it is gone.
   var DECIDED_SHOWN_MS = 5000;
   var TIMEOUT_MS = { status: 20000, approvals: 20000, start: 120000, console: 30000, decide: 30000 };
+  // How long "Copied" stays by its button.
+  var COPIED_SHOWN_MS = 2000;
   // How long the page's note on a revoked grant stays.
   var UI_GRANT_NOTE_MS = 8000;
 
@@ -319,7 +344,8 @@
   FAILURE_TEXT[EXIT.Refused] =
     'nl2sh refused: the command ran inside the service\'s own process tree';
   FAILURE_TEXT[EXIT.NotConfigured] =
-    'the service is not configured to start: set protocol_start_with_service = true in ' + CONFIG;
+    'the service is not configured to start; in a root shell: ' +
+    hint('config set protocol_start_with_service true');
   FAILURE_TEXT[SHELL_NOT_EXECUTABLE] = 'nl2sh is not executable at ' + BIN + ': reinstall the module';
   FAILURE_TEXT[SHELL_NOT_FOUND] = 'nl2sh is missing at ' + BIN + ': reinstall the module';
 
@@ -339,7 +365,7 @@
   // Service status
   // ---------------------------------------------------------------------------------
 
-  var status = { running: null, web: false, signature: '' };
+  var status = { running: null, web: false, managed: false, autoApprove: null, signature: '' };
 
   function parseJson(text) {
     try {
@@ -349,69 +375,89 @@
     }
   }
 
-  function renderStatus(r) {
-    var pill = $('state');
-    var summary = $('service-summary');
-    var dl = $('endpoints');
-    var json = parseJson(r.stdout);
-    var obj = json !== null && typeof json === 'object' && !Array.isArray(json) ? json : {};
-    var conns = Array.isArray(obj.connections) ? obj.connections : [];
-    var running = r.errno === EXIT.Success && obj.running !== false;
-    var state;
-    var text;
-    if (r.errno === EXIT.Success) {
-      state = 'running';
-      text = 'Running.';
-    } else if (r.errno === EXIT.NotRunning || r.errno === EXIT.Stale) {
-      state = 'stopped';
-      text = r.errno === EXIT.Stale ?
-        'Stopped (a process of it died; its record is left). Start it again below.' :
-        'Stopped. Start it below, or reboot (the module starts it at boot).';
-    } else if (r.errno === EXIT.Unknown) {
-      state = 'unknown';
-      text = 'Cannot tell (' + (str(obj.state) ? plain(obj.state) : 'starting or stopping') + '); trying again.';
-    } else {
-      state = 'unknown';
-      text = failure('Reading the status', r);
+  // A time from nl2sh (RFC 3339) in the one format of the consoles: local
+  // "YYYY-MM-DD HH:MM:SS" (the Web console's too).
+  function fmtTime(v) {
+    var raw = str(v);
+    var d = new Date(raw);
+    if (!raw || isNaN(d.getTime())) {
+      return raw ? plain(raw) : '';
     }
-    var rows = [];
-    var web = '';
+    var two = function (n) {
+      return (n < 10 ? '0' : '') + n;
+    };
+    return d.getFullYear() + '-' + two(d.getMonth() + 1) + '-' + two(d.getDate()) + ' ' +
+      two(d.getHours()) + ':' + two(d.getMinutes()) + ':' + two(d.getSeconds());
+  }
+
+  // The service's state from `service status --json`'s exit status: [pill, summary].
+  function stateOf(r, obj) {
+    if (r.errno === EXIT.Success) {
+      return ['running', 'Running.'];
+    }
+    if (r.errno === EXIT.NotRunning || r.errno === EXIT.Stale) {
+      return ['stopped', r.errno === EXIT.Stale ?
+        'Stopped (a process of it died; its record is left). Start it again below.' :
+        'Stopped. Start it below, or reboot (the module starts it at boot).'];
+    }
+    if (r.errno === EXIT.Unknown) {
+      return ['unknown', 'Cannot tell (' + (str(obj.state) ? plain(obj.state) : 'starting or stopping') +
+        '); trying again.'];
+    }
+    return ['unknown', failure('Reading the status', r)];
+  }
+
+  // The rows of the Service card, the Web console's URL and the client settings, from
+  // the status's connections.
+  function connectionRows(conns) {
+    var out = { rows: [], web: '', snippets: null, id: '', tokenSource: '' };
     conns.forEach(function (c) {
       if (c === null || typeof c !== 'object') {
         return;
       }
       if (str(c.transport) === 'web') {
         if (str(c.url)) {
-          web = str(c.url);
-          rows.push(['Web console', web]);
+          out.web = str(c.url);
+          out.rows.push(['Web console', out.web]);
         }
         return;
       }
-      if (str(c.mcp_url)) {
-        rows.push(['MCP', str(c.mcp_url)]);
-      }
-      if (str(c.a2a_url)) {
-        rows.push(['A2A', str(c.a2a_url)]);
-      }
-      if (str(c.card_url)) {
-        rows.push(['Agent Card', str(c.card_url)]);
-      }
-      if (str(c.listen)) {
-        rows.push(['Listening', str(c.listen)]);
-      }
-      if (str(c.transport)) {
-        rows.push(['Transport', str(c.transport)]);
-      }
-      if (str(c.pid)) {
-        rows.push(['PID', str(c.pid)]);
-      }
-      if (str(c.version)) {
-        rows.push(['Version', str(c.version)]);
-      }
+      [['MCP', 'mcp_url'], ['A2A', 'a2a_url'], ['Agent Card', 'card_url'], ['Listening', 'listen'],
+        ['Transport', 'transport'], ['PID', 'pid'], ['Version', 'version']].forEach(function (f) {
+        if (str(c[f[1]])) {
+          out.rows.push([f[0], str(c[f[1]])]);
+        }
+      });
       if (str(c.since)) {
-        rows.push(['Since', str(c.since)]);
+        // Made by fmtTime from numbers: shown as it is.
+        out.rows.push(['Since', fmtTime(c.since), true]);
+      }
+      if (str(c.mcp_url)) {
+        out.snippets = { codex: snippetText(c.codex_toml), json: snippetText(c.mcp_servers_json) };
+        out.tokenSource = str(c.token_source);
+        // Which running service a revealed token belongs to.
+        out.id = str(c.pid) + ' ' + str(c.since) + ' ' + str(c.mcp_url);
       }
     });
+    return out;
+  }
+
+  // A client setting from nl2sh: shown only if it is plain text (printable ASCII lines).
+  function snippetText(v) {
+    var t = str(v);
+    return /^[\x20-\x7e\n]{1,4000}$/.test(t) ? t : '';
+  }
+
+  function renderStatus(r) {
+    var json = parseJson(r.stdout);
+    var obj = json !== null && typeof json === 'object' && !Array.isArray(json) ? json : {};
+    var conns = Array.isArray(obj.connections) ? obj.connections : [];
+    var running = r.errno === EXIT.Success && obj.running !== false;
+    var st = stateOf(r, obj);
+    var state = st[0];
+    var text = st[1];
+    var found = connectionRows(conns);
+    var rows = found.rows;
     if (running && rows.length === 0) {
       text = 'Running, with no HTTP endpoint advertised (a local stdio session, or MCP/A2A is off).';
     }
@@ -419,20 +465,269 @@
     var signature = JSON.stringify([state, text, rows]);
     if (signature !== status.signature) {
       status.signature = signature;
-      pill.className = 'pill pill-' + state;
-      setText(pill, state);
-      setText(summary, text);
+      $('state').className = 'pill pill-' + state;
+      setText($('state'), state);
+      setText($('service-summary'), text);
+      var dl = $('endpoints');
       clear(dl);
       rows.forEach(function (row) {
         dl.appendChild(el('dt', null, row[0]));
-        dl.appendChild(el('dd', 'value', plain(row[1])));
+        dl.appendChild(el('dd', 'value', row[2] ? row[1] : plain(row[1])));
       });
       dl.hidden = rows.length === 0;
     }
     status.running = running;
-    status.web = running && web !== '';
-    $('start').hidden = !(state === 'stopped');
+    status.web = running && found.web !== '';
+    status.managed = running && obj.managed === true;
+    // `auto_approve` of the running service when nl2sh says it; else the saved key (read
+    // by the poll), which applies at the next decision.
+    status.autoApprove = typeof obj.auto_approve === 'boolean' ? obj.auto_approve : null;
+    renderDiffers(running ? obj : null);
+    renderConnect(found, running);
+    $('start').hidden = !(state === 'stopped') || restart.busy;
+    $('restart').hidden = !status.managed && !restart.busy;
+    if ($('restart').hidden && !restart.busy) {
+      $('restart-confirm').hidden = true;
+    }
     $('console').hidden = !status.web;
+  }
+
+  // "Running differs from saved": each setting nl2sh names (`differences`: key, saved,
+  // running, in nl2sh's words; else only the keys), or why the file cannot be compared.
+  var WORDS_RE = /^[\x20-\x7e]{1,200}$/;
+
+  function renderDiffers(obj) {
+    var node = $('differs');
+    var o = obj || {};
+    var lines = [];
+    var detailed = Array.isArray(o.differences) ? o.differences : [];
+    detailed.forEach(function (d) {
+      if (d !== null && typeof d === 'object' && /^[a-z0-9_.]{1,64}$/.test(str(d.key)) &&
+        WORDS_RE.test(str(d.saved)) && WORDS_RE.test(str(d.running))) {
+        lines.push(str(d.key) + ': saved ' + str(d.saved) + ', running ' + str(d.running));
+      }
+    });
+    if (!lines.length && Array.isArray(o.differs_from_saved)) {
+      lines = o.differs_from_saved.map(str).filter(function (k) {
+        return /^[a-z0-9_.]{1,64}$/.test(k);
+      });
+    }
+    var text = '';
+    if (lines.length) {
+      text = 'The running service differs from the saved configuration:\n' + lines.join('\n') +
+        '\nRestart now applies the saved one.';
+    } else if (str(o.saved_unreadable)) {
+      text = 'The saved configuration does not load, so it cannot be compared with the running ' +
+        'service: ' + (WORDS_RE.test(str(o.saved_unreadable)) ? str(o.saved_unreadable) :
+        'see ' + hint('service status')) + '.';
+    }
+    node.hidden = text === '';
+    setText(node, text);
+  }
+
+  // The banner while every request is approved without asking.
+  function renderAutoApprove(on) {
+    var node = $('auto-approve');
+    node.hidden = on !== true;
+    setText(node, on === true ? 'Every request is approved automatically (protocol_auto_approve). ' +
+      'To ask you again, in a root shell: ' + hint('config set protocol_auto_approve false') : '');
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Connect an agent: the token (on Reveal) and the client settings, with copy buttons
+  // ---------------------------------------------------------------------------------
+
+  // `service` says which running service the shown token belongs to; a restart hides it.
+  var token = { service: '', busy: false, source: '' };
+  // What the token is: 32-256 printable ASCII characters without spaces (docs/CLI.md).
+  var TOKEN_RE = /^[\x21-\x7e]{32,256}$/;
+
+  function renderConnect(found, running) {
+    var box = $('snippets');
+    var snippets = found.snippets;
+    box.hidden = !(running && snippets && snippets.codex && snippets.json);
+    if (!box.hidden) {
+      if ($('snippet-codex').textContent !== snippets.codex) {
+        setText($('snippet-codex'), snippets.codex);
+      }
+      if ($('snippet-json').textContent !== snippets.json) {
+        setText($('snippet-json'), snippets.json);
+      }
+    }
+    var id = running && snippets ? found.id : '';
+    token.source = TOKEN_SOURCES[found.tokenSource] || '';
+    if (id !== token.service || (!id && !$('token-state'))) {
+      token.service = id;
+      tokenHidden(id !== '');
+    }
+  }
+
+  // What the hidden token is, by where it came from (`token_source` of the status).
+  var TOKEN_SOURCES = {
+    generated: 'hidden · generated, a new one at every start',
+    configuration: 'hidden · set as protocol_token in the configuration',
+    environment: 'hidden · set in NL2SH_PROTOCOL_TOKEN'
+  };
+
+  function tokenHidden(available) {
+    var dd = $('token-cell');
+    clear(dd);
+    if (!available) {
+      dd.appendChild(el('span', 'muted', 'none: nothing serves MCP/A2A over HTTP now'));
+      dd.firstChild.id = 'token-state';
+      return;
+    }
+    var reveal = el('button', 'btn btn-small', 'Reveal');
+    reveal.type = 'button';
+    reveal.id = 'reveal-token';
+    reveal.disabled = token.busy;
+    var hidden = el('span', 'muted', token.source || 'hidden');
+    hidden.id = 'token-state';
+    dd.appendChild(el('div', 'token-row', hidden, reveal));
+    reveal.addEventListener('click', revealToken);
+  }
+
+  function revealToken() {
+    var service = token.service;
+    var out = $('token-message');
+    token.busy = true;
+    $('reveal-token').disabled = true;
+    message(out, 'Reading the token…');
+    exec(COMMANDS.token, TIMEOUT_MS.status).then(function (r) {
+      var t = r.stdout.trim();
+      if (token.service !== service) {
+        message(out, 'The service changed meanwhile; press Reveal again.', 'error');
+      } else if (r.errno === EXIT.Success && TOKEN_RE.test(t)) {
+        message(out, '');
+        tokenShown(t);
+      } else if (r.errno === EXIT.Success) {
+        message(out, 'nl2sh answered something that is not a token.', 'error');
+      } else {
+        message(out, failure('Reading the token', r), 'error');
+      }
+    }, function (e) {
+      message(out, 'Reading the token failed: ' + e.message + '.', 'error');
+    }).then(function () {
+      token.busy = false;
+      var reveal = $('reveal-token');
+      if (reveal) {
+        reveal.disabled = false;
+      }
+    });
+  }
+
+  function tokenShown(value) {
+    var dd = $('token-cell');
+    clear(dd);
+    var input = el('input', 'token-value');
+    input.id = 'token-value';
+    input.type = 'text';
+    input.readOnly = true;
+    input.value = value;
+    input.setAttribute('autocomplete', 'off');
+    input.setAttribute('spellcheck', 'false');
+    input.setAttribute('aria-label', 'Access token');
+    input.addEventListener('focus', function () {
+      input.select();
+    });
+    var copy = el('button', 'btn btn-small copy', 'Copy');
+    copy.type = 'button';
+    copy.id = 'copy-token';
+    copy.addEventListener('click', function () {
+      copyText(input.value, copy);
+    });
+    var hide = el('button', 'btn btn-small', 'Hide');
+    hide.type = 'button';
+    hide.id = 'hide-token';
+    hide.addEventListener('click', function () {
+      tokenHidden(true);
+    });
+    dd.appendChild(el('div', 'token-row', input, copy, hide));
+  }
+
+  // Copy `text`, then say "Copied" (or how to copy by hand) next to the button.
+  function copyText(text, btn) {
+    function done(ok) {
+      var next = btn.nextSibling;
+      if (next && next.classList && (next.classList.contains('copied') || next.classList.contains('copy-failed'))) {
+        next.parentNode.removeChild(next);
+      }
+      var note = ok ? el('span', 'copied', 'Copied') :
+        el('span', 'copy-failed', 'Copy failed: select the text and copy it');
+      note.setAttribute('role', 'status');
+      btn.parentNode.insertBefore(note, btn.nextSibling);
+      setTimeout(function () {
+        if (note.parentNode) {
+          note.parentNode.removeChild(note);
+        }
+      }, ok ? COPIED_SHOWN_MS : 2 * COPIED_SHOWN_MS);
+    }
+    function fallback() {
+      var ta = el('textarea', 'offscreen');
+      ta.value = text;
+      ta.readOnly = true;
+      ta.setAttribute('aria-hidden', 'true');
+      document.body.appendChild(ta);
+      var ok = false;
+      try {
+        ta.select();
+        ta.setSelectionRange(0, text.length);
+        ok = document.execCommand('copy');
+      } catch (e) {
+        ok = false;
+      }
+      document.body.removeChild(ta);
+      btn.focus();
+      done(ok);
+    }
+    if (navigator.clipboard && typeof navigator.clipboard.writeText === 'function' && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(function () {
+        done(true);
+      }, fallback);
+    } else {
+      fallback();
+    }
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Restart now
+  // ---------------------------------------------------------------------------------
+
+  var restart = { busy: false };
+
+  function openRestart() {
+    if (restart.busy) {
+      return;
+    }
+    message($('service-message'), '');
+    $('restart-confirm').hidden = false;
+    $('restart').disabled = true;
+    $('restart-now').focus();
+  }
+
+  function closeRestart() {
+    $('restart-confirm').hidden = true;
+    $('restart').disabled = restart.busy;
+  }
+
+  function restartNow() {
+    if (restart.busy) {
+      return;
+    }
+    restart.busy = true;
+    closeRestart();
+    runButton($('restart'), 'Restarting the service', COMMANDS.restart, TIMEOUT_MS.start,
+      'Restarting the service…', function (r) {
+        // What it did ("Stopped … Started …"), not the status block after it (shown above).
+        var said = outputText(r.stdout).split('\n');
+        var end = said.findIndex(function (l) {
+          return /^Status:/.test(l);
+        });
+        said = said.slice(0, end < 0 ? 3 : Math.min(end, 3)).join('\n');
+        return 'Restarted with the saved configuration.' + (said ? '\n' + said : '');
+      }, function () {
+        restart.busy = false;
+      });
   }
 
   // ---------------------------------------------------------------------------------
@@ -444,6 +739,7 @@
 
   function requestSignature(req) {
     return JSON.stringify([req.id, req.call_id, req.origin, req.task, req.tool, req.action,
+      req.shown.who, req.shown.as, req.shown.command, req.command_escaped, req.action_escaped,
       req.risk, req.requires_root, req.identity, req.reasons, req.phrase, req.shown.after_reading,
       req.data && req.data.header, req.ui_app]);
   }
@@ -469,9 +765,17 @@
       data: carried(raw.data),
       // The app a timed UI grant given with this request would cover, or '' (none offered).
       ui_app: typeof raw.ui_app === 'string' ? raw.ui_app : '',
+      // The command held characters that had to be escaped to be shown.
+      command_escaped: shownFlag(raw, 'command_escaped'),
+      action_escaped: shownFlag(raw, 'action_escaped'),
       // What the page shows of the caller's text: escaped by nl2sh (see plain()).
       shown: shownFields(raw.shown)
     };
+  }
+
+  // A flag nl2sh sets under `shown` (or beside it).
+  function shownFlag(raw, name) {
+    return raw[name] === true || (raw.shown !== null && typeof raw.shown === 'object' && raw.shown[name] === true);
   }
 
   function shownFields(v) {
@@ -483,7 +787,12 @@
       task: o.task === null || o.task === undefined ? '' : str(o.task),
       after_reading: o.after_reading === null || o.after_reading === undefined ? '' : str(o.after_reading),
       ui_app: o.ui_app === null || o.ui_app === undefined ? '' : str(o.ui_app),
-      reasons: Array.isArray(o.reasons) ? o.reasons.map(str) : []
+      reasons: Array.isArray(o.reasons) ? o.reasons.map(str) : [],
+      // Who asks, in words ("Codex 0.47.0 over MCP (HTTP)"); the identity in words ("as
+      // root"); for shell.exec the command as the caller sent it ('' for other tools).
+      who: str(o.who),
+      as: str(o.as),
+      command: o.command === null || o.command === undefined ? '' : str(o.command)
     };
   }
 
@@ -522,8 +831,13 @@
 
   function metaText(req) {
     var parts = [];
-    parts.push('runs as ' + (req.identity ? plain(req.identity) : '?') + (req.requires_root ? ' (requires root)' : ''));
-    if (req.origin) {
+    if (req.shown.as) {
+      // nl2sh's words ("as root"); who asks is the card's first line.
+      parts.push('runs ' + req.shown.as);
+    } else {
+      parts.push('runs as ' + (req.identity ? plain(req.identity) : '?') + (req.requires_root ? ' (requires root)' : ''));
+    }
+    if (req.origin && !req.shown.who) {
       parts.push('from ' + plain(req.origin));
     }
     if (req.task) {
@@ -535,6 +849,27 @@
     return parts.join(' · ');
   }
 
+  // The action: for shell.exec the command as the caller sent it, the exact argv a tap
+  // away; for other tools the action line as it will run. Each as a shell prints it,
+  // unless nl2sh had to escape it (then it says so).
+  function actionBlock(req) {
+    var argv = el('pre', 'action', req.shown.action);
+    var argvNote = req.action_escaped ? escapedNote() : null;
+    if (!req.shown.command) {
+      return el('div', 'action-block',
+        el('p', 'label', 'Action, exactly as it will run:'), argv, argvNote);
+    }
+    return el('div', 'action-block',
+      el('p', 'label', 'Command, as sent:'),
+      el('pre', 'command', req.shown.command),
+      req.command_escaped ? escapedNote() : null,
+      el('details', 'argv', el('summary', null, 'Exact argv it runs'), argv, argvNote));
+  }
+
+  function escapedNote() {
+    return el('p', 'note escaped-note', 'Shown escaped: \\\\ is one backslash.');
+  }
+
   function buildCard(req) {
     var c = { req: req, mode: null, busy: false, decided: false, minutes: null, parts: {} };
     var p = c.parts;
@@ -543,6 +878,8 @@
     p.reject = el('button', 'btn btn-reject', 'Reject…');
     p.approve.type = 'button';
     p.reject.type = 'button';
+    p.approve.setAttribute('aria-label', 'Approve request ' + req.shown.id + '…');
+    p.reject.setAttribute('aria-label', 'Reject request ' + req.shown.id + '…');
     p.confirm = el('div', 'confirm');
     p.confirm.hidden = true;
     p.message = el('p', 'message');
@@ -590,13 +927,13 @@
 
     var riskClass = /^[a-z_]{1,16}$/.test(req.risk) ? ' risk-' + req.risk : '';
     c.node = el('article', 'request' + riskClass,
+      req.shown.who ? el('p', 'who', req.shown.who) : null,
       el('header', 'request-head',
         el('span', 'risk', req.risk ? plain(req.risk) : 'unknown'),
         el('span', 'tool', req.shown.tool),
         el('span', 'rid', req.shown.id)),
       p.meta,
-      el('p', 'label', 'Action, exactly as it will run:'),
-      el('pre', 'action', req.shown.action),
+      actionBlock(req),
       req.shown.after_reading ? el('p', 'note', 'The Agent asks ' + req.shown.after_reading) : null,
       req.data ? el('p', 'label', req.data.header) : null,
       req.data ? el('pre', 'action data-lines', req.data.lines.join('\n')) : null,
@@ -631,6 +968,19 @@
     }
   }
 
+  // Show a confirm step whole (its question and buttons, not only the focused button at
+  // the screen's edge) and focus `first`.
+  function showStep(box, first) {
+    box.hidden = false;
+    first.focus({ preventScroll: true });
+    box.scrollIntoView({ block: 'nearest' });
+  }
+
+  // " from <who is asking>" for a confirm step's question, when nl2sh names the caller.
+  function asker(req) {
+    return req.shown.who ? ' from ' + req.shown.who : '';
+  }
+
   function closeConfirm(c) {
     c.mode = null;
     clear(c.parts.confirm);
@@ -646,6 +996,12 @@
     closeConfirm(c);
     message(c.parts.message, '');
     c.mode = mode;
+    // Before any approve counts, the whole action is on the page: the argv behind the
+    // command opens too (it may say more, such as the directory it runs in).
+    var argv = c.node.querySelector('details.argv');
+    if (argv && mode !== 'reject') {
+      argv.open = true;
+    }
 
     var go = el('button', 'btn ' + (mode === 'approve' ? 'btn-approve' : 'btn-reject'),
       mode === 'approve' ? 'Approve now' : 'Reject now');
@@ -657,19 +1013,18 @@
     });
 
     if (mode === 'reject') {
-      box.appendChild(el('p', null, 'Reject request ' + req.shown.id + '? Its action does not run.'));
+      box.appendChild(el('p', null, 'Reject request ' + req.shown.id + asker(req) + '? Its action does not run.'));
       go.addEventListener('click', function () {
         decide(c, 'reject', null);
       });
       box.appendChild(el('div', 'buttons', go, cancel));
-      box.hidden = false;
-      go.focus();
+      showStep(box, go);
       return;
     }
 
     if (!ID_RE.test(req.id)) {
       box.appendChild(el('p', 'warn', 'This request\'s id is not in the form nl2sh uses; ' +
-        'it is not approved from here. Use a root shell: nl2sh protocol approvals.'));
+        'it is not approved from here. Use a root shell: ' + hint('protocol approvals') + '.'));
       box.appendChild(el('div', 'buttons', cancel));
       box.hidden = false;
       return;
@@ -692,8 +1047,7 @@
         decide(c, 'approve-ui', null);
       });
       box.appendChild(el('div', 'buttons', go, cancel));
-      box.hidden = false;
-      go.focus();
+      showStep(box, go);
       return;
     }
 
@@ -702,7 +1056,7 @@
       if (phrase === null) {
         box.appendChild(el('p', 'warn', 'This ' + plain(req.risk) + ' request has no valid ' +
           'confirmation phrase; it is not approved from here. Use a root shell: ' +
-          'nl2sh protocol approvals.'));
+          hint('protocol approvals') + '.'));
         box.appendChild(el('div', 'buttons', cancel));
         box.hidden = false;
         return;
@@ -714,8 +1068,8 @@
       input.setAttribute('autocorrect', 'off');
       input.setAttribute('spellcheck', 'false');
       input.setAttribute('aria-label', 'Confirmation phrase');
-      box.appendChild(el('p', null, 'This is a ' + plain(req.risk) + ' action. It runs as soon ' +
-        'as you approve. To approve it, type:'));
+      box.appendChild(el('p', null, 'This is a ' + plain(req.risk) + ' action' + asker(req) + '. It runs ' +
+        (req.shown.as ? req.shown.as + ' ' : '') + 'as soon as you approve. To approve it, type:'));
       box.appendChild(el('p', 'phrase-shown', el('code', null, phrase)));
       box.appendChild(input);
       go.disabled = true;
@@ -729,19 +1083,18 @@
         decide(c, 'approve', phrase);
       });
       box.appendChild(el('div', 'buttons', go, cancel));
-      box.hidden = false;
-      input.focus();
+      showStep(box, input);
       return;
     }
 
-    box.appendChild(el('p', null, 'Approve request ' + req.shown.id + '? Its action runs as soon ' +
+    box.appendChild(el('p', null, 'Approve request ' + req.shown.id + asker(req) + '? Its action runs ' +
+      (req.shown.as ? req.shown.as + ' ' : '') + 'as soon ' +
       'as you approve.'));
     go.addEventListener('click', function () {
       decide(c, 'approve', null);
     });
     box.appendChild(el('div', 'buttons', go, cancel));
-    box.hidden = false;
-    go.focus();
+    showStep(box, go);
   }
 
   function decide(c, mode, phrase) {
@@ -800,9 +1153,9 @@
       seen[req.id] = true;
       count++;
       var c = cards[req.id];
-      if (c && requestSignature(c.req) !== requestSignature(req)) {
+      if (c && (c.gone || requestSignature(c.req) !== requestSignature(req))) {
         // The same id for another request: never keep a confirm step made for the old one.
-        box.removeChild(c.node);
+        removeCard(req.id);
         c = null;
       }
       if (!c) {
@@ -815,29 +1168,101 @@
       }
     });
     Object.keys(cards).forEach(function (id) {
-      if (!seen[id]) {
-        var c = cards[id];
-        // A request this page just decided stays a few seconds with its outcome, so the
-        // person sees that the decision was taken.
-        if (c.decidedAt && Date.now() - c.decidedAt < DECIDED_SHOWN_MS) {
-          return;
-        }
-        if (c.mode !== null && !c.decided) {
-          gone.push(id);
-        }
-        if (c.node.parentNode) {
-          c.node.parentNode.removeChild(c.node);
-        }
-        delete cards[id];
+      var c = cards[id];
+      if (seen[id] || c.gone || c.busy) {
+        return;
       }
+      // A request this page just decided stays a few seconds with its outcome, so the
+      // person sees that the decision was taken.
+      if (c.decidedAt) {
+        if (Date.now() - c.decidedAt >= DECIDED_SHOWN_MS) {
+          removeCard(id);
+        }
+        return;
+      }
+      // Decided elsewhere, expired or withdrawn: the card stays, saying so, until the
+      // person dismisses it (never vanishing under a finger or a half-typed phrase).
+      markGone(c);
+      gone.push(c);
     });
-    setText($('approvals-count'), count ? '(' + count + ')' : '');
-    var text = note || (count ? 'Each runs only once you approve it here, in the Web console, ' +
-      'or from a root shell.' : 'None. Requests from agents that need you appear here.');
     if (gone.length) {
-      text = 'Request ' + gone.map(show).join(', ') + ' is gone: decided elsewhere, or it expired. ' + text;
+      tellEndings(gone, 1);
     }
-    setText(summary, text);
+    setText($('approvals-count'), count ? '(' + count + ')' : '');
+    setText(summary, note || (count ? 'Each runs only once you approve it here, in the Web console, ' +
+      'or from a root shell.' : 'None. Requests from agents that need you appear here.'));
+  }
+
+  function removeCard(id) {
+    var c = cards[id];
+    if (c && c.node.parentNode) {
+      c.node.parentNode.removeChild(c.node);
+    }
+    delete cards[id];
+  }
+
+  function markGone(c) {
+    c.gone = true;
+    c.decided = true;
+    c.req.seconds_left = null;
+    setText(c.parts.meta, metaText(c.req));
+    c.node.classList.add('decided', 'gone');
+    Array.prototype.forEach.call(c.node.querySelectorAll('button, input, select'), function (n) {
+      n.disabled = true;
+    });
+    message(c.parts.message, 'No longer waiting: decided elsewhere (the Web console, the terminal ' +
+      'console or a root shell), expired, or withdrawn by its caller. Looking it up…');
+    var dismiss = el('button', 'btn btn-quiet dismiss', 'Dismiss');
+    dismiss.type = 'button';
+    dismiss.setAttribute('aria-label', 'Dismiss request ' + c.req.shown.id);
+    dismiss.addEventListener('click', function () {
+      removeCard(c.req.id);
+    });
+    c.node.appendChild(el('div', 'buttons gone-actions', dismiss));
+  }
+
+  // How a gone request ended, from the audit trail (its call's decision row).
+  var ENDED = {
+    approved: ['Approved elsewhere (the Web console, the terminal console or a root shell): ' +
+      'its action runs.', 'ok'],
+    rejected: ['Rejected elsewhere (the Web console, the terminal console or a root shell): ' +
+      'its action did not run.', null],
+    expired: ['Expired: nobody decided in time; its action did not run.', null],
+    withdrawn: ['Withdrawn: its caller cancelled it; its action did not run.', null]
+  };
+
+  function tellEndings(list, triesLeft) {
+    exec(COMMANDS.audit, TIMEOUT_MS.approvals).then(function (r) {
+      var rows = r.errno === EXIT.Success ? parseJson(r.stdout) : null;
+      var decisions = {};
+      (Array.isArray(rows) ? rows : []).forEach(function (row) {
+        if (row !== null && typeof row === 'object' && ENDED[str(row.decision)]) {
+          decisions[str(row.call_id)] = str(row.decision);
+        }
+      });
+      var unknown = list.filter(function (c) {
+        var ended = ENDED[decisions[c.req.call_id]];
+        if (c.req.call_id && ended) {
+          message(c.parts.message, ended[0], ended[1]);
+          return false;
+        }
+        return true;
+      });
+      if (unknown.length && triesLeft > 0) {
+        setTimeout(function () {
+          tellEndings(unknown, triesLeft - 1);
+        }, POLL_MS);
+      } else {
+        unknown.forEach(function (c) {
+          message(c.parts.message, 'No longer waiting: decided elsewhere, expired, or withdrawn by ' +
+            'its caller (the audit trail does not say yet: ' + hint('protocol audit') + ').');
+        });
+      }
+    }, function () {
+      list.forEach(function (c) {
+        message(c.parts.message, 'No longer waiting: decided elsewhere, expired, or withdrawn by its caller.');
+      });
+    });
   }
 
   // ---------------------------------------------------------------------------------
@@ -930,7 +1355,7 @@
       el('p', 'ui-grant-state', p.time, ' · ', p.used),
       ID_RE.test(g.id) ? el('div', 'buttons', p.revoke) :
         el('p', 'warn', 'This grant\'s id is not in the form nl2sh uses; revoke it from a root ' +
-          'shell: nl2sh protocol ui-grants.'),
+          'shell: ' + hint('protocol ui-grants') + '.'),
       p.confirm,
       p.message);
     row.node.setAttribute('data-app', g.shown.app);
@@ -970,8 +1395,7 @@
     go.addEventListener('click', function () {
       revokeGrant(row);
     });
-    box.hidden = false;
-    go.focus();
+    showStep(box, go);
   }
 
   function revokeGrant(row) {
@@ -1060,17 +1484,25 @@
   // Buttons
   // ---------------------------------------------------------------------------------
 
-  function runButton(button, what, command, timeoutMs, busyText, okText) {
+  // Run `command` for `button`; `okText` is the words on success (or makes them from the
+  // answer); `after`, if given, runs once it ended, either way.
+  function runButton(button, what, command, timeoutMs, busyText, okText, after) {
     var out = $('service-message');
     button.disabled = true;
     message(out, busyText);
     exec(command, timeoutMs).then(function (r) {
+      if (after) {
+        after();
+      }
       if (r.errno === EXIT.Success) {
-        message(out, okText, 'ok');
+        message(out, typeof okText === 'function' ? okText(r) : okText, 'ok');
       } else {
         message(out, failure(what, r), 'error');
       }
     }, function (e) {
+      if (after) {
+        after();
+      }
       message(out, what + ' failed: ' + e.message + '.', 'error');
     }).then(function () {
       button.disabled = false;
@@ -1083,6 +1515,16 @@
       runButton($('start'), 'Starting the service', COMMANDS.start, TIMEOUT_MS.start,
         'Starting the service…', 'Started.');
     });
+    $('restart').addEventListener('click', openRestart);
+    $('restart-cancel').addEventListener('click', closeRestart);
+    $('restart-now').addEventListener('click', restartNow);
+    $('copy-codex').addEventListener('click', function () {
+      copyText($('snippet-codex').textContent, $('copy-codex'));
+    });
+    $('copy-json').addEventListener('click', function () {
+      copyText($('snippet-json').textContent, $('copy-json'));
+    });
+    setText($('hint-token-command'), hint('config set protocol_token -'));
     $('console').addEventListener('click', function () {
       runButton($('console'), 'Opening the Web console', COMMANDS.console, TIMEOUT_MS.console,
         'Opening the Web console in the browser…',
@@ -1107,6 +1549,21 @@
       clearTimeout(timer);
     }
     timer = setTimeout(poll, ms);
+  }
+
+  // The banner's state: the running service's `auto_approve`, else the saved key, which
+  // approvald reads at each decision (docs/CLI.md, "config"). Unreadable leaves it as it was.
+  function readAutoApprove() {
+    if (status.autoApprove !== null) {
+      renderAutoApprove(status.autoApprove);
+      return Promise.resolve();
+    }
+    return exec(COMMANDS.autoApprove, TIMEOUT_MS.status).then(function (r) {
+      var v = r.stdout.trim();
+      if (r.errno === EXIT.Success && (v === 'true' || v === 'false')) {
+        renderAutoApprove(v === 'true');
+      }
+    });
   }
 
   function hostMissing(text) {
@@ -1135,11 +1592,14 @@
       renderStatus(r);
       if (!status.running) {
         var stopped = status.running === false ? 'None while the service is not running.' : null;
+        renderAutoApprove(false);
         renderApprovals([], stopped);
         renderUiGrants([], stopped);
         return null;
       }
-      return exec(COMMANDS.approvals, TIMEOUT_MS.approvals).then(function (a) {
+      return readAutoApprove().then(function () {
+        return exec(COMMANDS.approvals, TIMEOUT_MS.approvals);
+      }).then(function (a) {
         var list = a.errno === EXIT.Success ? parseJson(a.stdout) : null;
         if (a.errno === EXIT.Success && Array.isArray(list)) {
           renderApprovals(list, null);
