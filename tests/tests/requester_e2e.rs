@@ -8,77 +8,71 @@ use serde_json::{json, Value};
 
 use nl2sh_tests::{http, run_without_terminal, wait_pending, Fixture, Server, ToolCall};
 
-/// A 2026-07-28 `tools/call` of `nl2sh_invoke` naming its client in `_meta`, on a thread
-/// of its own (it waits for the owner).
-fn modern_invoke(
+/// A `tools/call` of `nl2sh_invoke` on a thread of its own (it waits for the owner), with
+/// the MCP headers and `extra`.
+fn invoke_with(
     server: &Server,
-    client: Value,
-    tool: &str,
-    arguments: Value,
+    params: Value,
+    extra: Vec<(&'static str, String)>,
 ) -> std::thread::JoinHandle<ToolCall> {
     let (addr, host, token) = (
         server.addr,
         server.host_header(),
         server.token().to_string(),
     );
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-    "name": "nl2sh_invoke", "arguments": {"tool": tool, "arguments": arguments},
-    "_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": client,
-    }}});
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
     std::thread::spawn(move || {
-        let r = http(
-            addr,
-            "POST",
-            "/mcp",
-            &[
-                ("Host", &host),
-                ("Authorization", &format!("Bearer {token}")),
-                ("Content-Type", "application/json"),
-                ("Accept", "application/json, text/event-stream"),
-                ("MCP-Protocol-Version", "2026-07-28"),
-                ("Mcp-Method", "tools/call"),
-                ("Mcp-Name", "nl2sh_invoke"),
-            ],
-            body.to_string().as_bytes(),
-        );
+        let bearer = format!("Bearer {token}");
+        let mut headers = vec![
+            ("Host", host.as_str()),
+            ("Authorization", bearer.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        headers.extend(extra.iter().map(|(k, v)| (*k, v.as_str())));
+        let r = http(addr, "POST", "/mcp", &headers, body.to_string().as_bytes());
         ToolCall::from_response(&r)
     })
 }
 
-/// An older revision's `tools/call` (no `_meta`), with this `User-Agent`.
+/// A 2026-07-28 call naming its client in `_meta`.
+fn modern_invoke(
+    server: &Server,
+    client: Value,
+    command: &str,
+) -> std::thread::JoinHandle<ToolCall> {
+    let params = json!({
+    "name": "nl2sh_invoke",
+    "arguments": {"tool": "shell.exec", "arguments": {"command": command}},
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": client,
+    }});
+    invoke_with(
+        server,
+        params,
+        vec![
+            ("MCP-Protocol-Version", "2026-07-28".to_string()),
+            ("Mcp-Method", "tools/call".to_string()),
+            ("Mcp-Name", "nl2sh_invoke".to_string()),
+        ],
+    )
+}
+
+/// An older revision's call (no `_meta`), with this `User-Agent`.
 fn legacy_invoke(
     server: &Server,
-    user_agent: &'static str,
+    user_agent: &str,
     command: String,
 ) -> std::thread::JoinHandle<ToolCall> {
-    let (addr, host, token) = (
-        server.addr,
-        server.host_header(),
-        server.token().to_string(),
-    );
-    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
-        "name": "nl2sh_invoke",
-        "arguments": {"tool": "shell.exec", "arguments": {"command": command}}}});
-    std::thread::spawn(move || {
-        let r = http(
-            addr,
-            "POST",
-            "/mcp",
-            &[
-                ("Host", &host),
-                ("Authorization", &format!("Bearer {token}")),
-                ("Content-Type", "application/json"),
-                ("Accept", "application/json, text/event-stream"),
-                ("MCP-Protocol-Version", "2025-11-25"),
-                ("User-Agent", user_agent),
-            ],
-            body.to_string().as_bytes(),
-        );
-        ToolCall::from_response(&r)
-    })
+    let params = json!({"name": "nl2sh_invoke",
+        "arguments": {"tool": "shell.exec", "arguments": {"command": command}}});
+    let extra = vec![
+        ("MCP-Protocol-Version", "2025-11-25".to_string()),
+        ("User-Agent", user_agent.to_string()),
+    ];
+    invoke_with(server, params, extra)
 }
 
 fn reject(fx: &Fixture, id: &str) {
@@ -100,8 +94,7 @@ fn the_owner_reads_who_asks_and_the_command_as_it_was_sent() {
     let call = modern_invoke(
         &server,
         json!({"name": "codex-cli", "title": "Codex", "version": "0.47.0"}),
-        "shell.exec",
-        json!({"command": command}),
+        &command,
     );
     let p = wait_pending(&fx, 1).remove(0);
     let id = p["id"].as_str().unwrap().to_string();

@@ -147,20 +147,10 @@ fn unreadable(record: &TaskRecord) -> Vec<Row> {
     rows
 }
 
-/// The task's goal: the text of its first user message, escaped (`None` when it has
-/// none). Line breaks are named, so it stays one line.
+/// The task's goal ([`nl2sh_proto::requester::goal_of`], the one reading of it every
+/// console shares), escaped: line breaks are named, so it stays one line.
 pub(crate) fn goal(record: &TaskRecord) -> Option<String> {
-    let task: Value = serde_json::from_str(&record.document).ok()?;
-    let first = task.get("history")?.as_array()?.iter().find(|m| {
-        text_of(m.get("role")).is_some_and(|r| r.eq_ignore_ascii_case("ROLE_USER") || r == "user")
-    })?;
-    let text: Vec<&str> = first
-        .get("parts")?
-        .as_array()?
-        .iter()
-        .filter_map(|p| p.get("text").and_then(Value::as_str))
-        .collect();
-    (!text.is_empty()).then(|| shown(&text.join(" ")))
+    nl2sh_proto::requester::goal_of(&record.document).map(|g| shown(&g))
 }
 
 /// The task's messages, each under its role.

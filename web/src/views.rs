@@ -64,35 +64,9 @@ pub fn task_line(t: &TaskRecord) -> Value {
         "state": t.state.as_a2a(),
         // Seconds are enough for a list; the document has the exact timestamp.
         "updated": rfc3339_seconds(t.updated_ms),
-        "goal": goal(&t.document).map(|g| Shown::new(&g).max_bytes(GOAL_BYTES).to_string()),
+        // Cut to about a line of the list (`…` marks a cut) by the one reading of it.
+        "goal": nl2sh_proto::requester::goal_of(&t.document).map(|g| shown(&g)),
     })
-}
-
-/// How much of a task's goal its line shows: about a line of the list.
-const GOAL_BYTES: usize = 160;
-
-/// What a task was asked: the text of the first user message of its history (the first
-/// text part, or those of the first message that has one), as the caller wrote it.
-fn goal(document: &str) -> Option<String> {
-    let doc: Value = serde_json::from_str(document).ok()?;
-    doc.get("history")?
-        .as_array()?
-        .iter()
-        .filter(|m| {
-            matches!(
-                m.get("role").and_then(Value::as_str),
-                Some("ROLE_USER" | "user")
-            )
-        })
-        .find_map(|m| {
-            let texts: Vec<&str> = m
-                .get("parts")?
-                .as_array()?
-                .iter()
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect();
-            (!texts.is_empty()).then(|| texts.join(" "))
-        })
 }
 
 /// Every string inside `value` through [`Shown`] (keys too): a task document or an audit
@@ -323,8 +297,6 @@ mod tests {
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        assert!(goal.starts_with(&"x".repeat(100)), "{goal}");
-        assert!(goal.ends_with("[cut: 500 bytes in all]"), "{goal}");
-        assert!(goal.len() < 200, "{goal}");
+        assert_eq!(goal, format!("{}…", "x".repeat(160)));
     }
 }
