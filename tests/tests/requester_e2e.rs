@@ -186,6 +186,23 @@ fn an_older_client_is_named_by_its_user_agent_and_a_script_shows_line_by_line() 
     reject(&fx, &id);
     let _ = call.join().unwrap();
 
+    // With a directory, the argv (which names it) is what the owner reads first.
+    let params = json!({"name": "nl2sh_invoke", "arguments": {"tool": "shell.exec",
+        "arguments": {"command": "touch x", "cwd": target.path()}}});
+    let call = invoke_with(&server, params, Vec::new());
+    let p = wait_pending(&fx, 1).remove(0);
+    let id = p["id"].as_str().unwrap().to_string();
+    assert!(p["shown"]["command"].is_null(), "{p}");
+    let (code, listing, err) = run_without_terminal(&fx, &["protocol", "approvals"]);
+    assert_eq!(code, Some(0), "{err}");
+    let expected = format!(
+        "    action: /bin/sh -c 'touch x' (in {})\n",
+        target.path().display()
+    );
+    assert!(listing.contains(&expected), "{listing}");
+    reject(&fx, &id);
+    let _ = call.join().unwrap();
+
     // A character that cannot be shown: the whole command escaped, and said so.
     let call = legacy_invoke(&server, "curl/8.5.0", "touch x\u{202e}y\tz".into());
     let p = wait_pending(&fx, 1).remove(0);

@@ -73,7 +73,9 @@ fn prepare_exec(args: &Map<String, Value>, env: &Arc<DeviceEnv>) -> Result<Prepa
         Some(c) => format!("{shell} -c {} (in {})", quote(&command), c.display()),
         None => format!("{shell} -c {}", quote(&command)),
     };
-    let sent = Some(command.clone());
+    // The command as sent is what the owner reads first; with a directory the argv is,
+    // since where a line runs is part of what it does (`rm -rf ./*`).
+    let sent = cwd.is_none().then(|| command.clone());
     let argv = vec![shell, "-c".into(), command];
     Ok(Prepared {
         sent,
