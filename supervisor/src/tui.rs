@@ -242,9 +242,11 @@ impl Device for LocalDevice {
         ))
     }
 
-    fn rotate_token(&self) -> Result<Saved, DeviceError> {
+    fn rotate_token(&self) -> Result<(nl2sh_proto::Secret, Saved), DeviceError> {
         let running = || crate::config_edit::running(&self.config_path);
-        saved(config_edit::rotate_token(&self.config_path, &running).map(|(_, saved)| saved))
+        let (token, setting) = config_edit::rotate_token(&self.config_path, &running)
+            .map_err(|e| saved(Err(e)).err().unwrap_or_else(|| failed(String::new())))?;
+        Ok((token, saved(Ok(setting))?))
     }
 
     fn start_with_service(&self) -> bool {

@@ -174,6 +174,8 @@ pub(crate) enum Modal {
     Gone { request: PendingApproval, why: Gone },
     /// Quit, stopping the service this TUI started or leaving it running.
     Quit,
+    /// The token a rotation saved, shown this once (Enter/Esc closes it; nothing keeps it).
+    NewToken { token: nl2sh_proto::Secret },
 }
 
 /// Why a request left the pending list without a decision from this TUI.
@@ -1524,6 +1526,11 @@ impl App {
                     self.modal = Some(Modal::Gone { request, why });
                 }
             }
+            Modal::NewToken { token } => {
+                if !(no || yes) {
+                    self.modal = Some(Modal::NewToken { token });
+                }
+            }
             Modal::Quit => match key.code {
                 KeyCode::Char('s' | 'y') | KeyCode::Enter if plain => self.quit_now(device, true),
                 KeyCode::Char('l') if plain => self.quit_now(device, false),
@@ -1569,7 +1576,10 @@ impl App {
             }
             Modal::Toggle { .. } => self.set_note(NoteKind::Info, "Not saved."),
             Modal::Rotate if yes => match device.rotate_token() {
-                Ok(saved) => self.saved(device, &saved),
+                Ok((token, saved)) => {
+                    self.saved(device, &saved);
+                    self.modal = Some(Modal::NewToken { token });
+                }
                 Err(e) => self.set_note(NoteKind::Error, device_error("Not rotated: ", &e)),
             },
             Modal::Rotate => self.set_note(NoteKind::Info, "Not rotated."),

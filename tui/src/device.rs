@@ -37,7 +37,8 @@ pub trait Device {
     fn settings(&self) -> Result<Vec<SettingView>, DeviceError>;
     /// Validate and save as `nl2sh config set` does.
     fn save_setting(&self, key: &str, value: &str) -> Result<Saved, DeviceError>;
-    fn rotate_token(&self) -> Result<Saved, DeviceError>;
+    /// Save a new random token: the token (for the owner to see once) and what was saved.
+    fn rotate_token(&self) -> Result<(nl2sh_proto::Secret, Saved), DeviceError>;
     /// protocol_start_with_service from the configuration.
     fn start_with_service(&self) -> bool;
     /// Start the managed service for this configuration; Ok(true) when this call started it, Ok(false) when one already ran (reused, never stopped by the TUI).

@@ -579,7 +579,7 @@ impl App {
             }
             Some(Modal::Quit) => "s/y/Enter: stop and quit · l: leave it running · n/Esc: cancel",
             Some(Modal::Help) => "↑↓ PgUp/PgDn: scroll · Esc/?: close · Ctrl-C: quit",
-            Some(Modal::Gone { .. }) => "Enter/Esc: close · Ctrl-C: quit",
+            Some(Modal::Gone { .. } | Modal::NewToken { .. }) => "Enter/Esc: close · Ctrl-C: quit",
             Some(Modal::Decide { approve: true, .. }) => {
                 "↑↓ PgUp/PgDn: read it all · y/Enter: approve · n/Esc: cancel · v: argv · \
                  Ctrl-C: quit"
@@ -1445,12 +1445,26 @@ impl App {
             }
             Modal::Rotate => {
                 body.text(
-                    "Save a new random token? It is never shown; clients using the old token \
-                     stop working.",
+                    "Save a new random token? It is shown once, now; clients using the old \
+                     token stop working once the service restarts.",
                     theme.label(),
                 );
                 body.text("y/Enter: rotate · n/Esc: cancel", theme.muted());
                 "Rotate the token"
+            }
+            Modal::NewToken { token } => {
+                body.text(
+                    "The new token, shown this once (copy it now for your clients):",
+                    theme.label(),
+                );
+                body.blank();
+                body.text(&Shown::new(token.expose()).to_string(), theme.plain());
+                body.blank();
+                body.text(
+                    "It takes effect when the service restarts (R on this page).",
+                    theme.muted(),
+                );
+                "New token"
             }
             Modal::Help | Modal::Gone { .. } | Modal::Restart | Modal::Quit => {
                 self.service_question(modal, body)

@@ -218,12 +218,15 @@ impl Device for Fake {
             restart_needed: key != "protocol_auto_approve",
         })
     }
-    fn rotate_token(&self) -> Result<Saved, DeviceError> {
+    fn rotate_token(&self) -> Result<(nl2sh_proto::Secret, Saved), DeviceError> {
         self.rotations.set(self.rotations.get() + 1);
-        Ok(Saved {
-            message: "A new token is saved.".into(),
-            restart_needed: true,
-        })
+        Ok((
+            nl2sh_proto::Secret::new(format!("new-token-{}", self.rotations.get())),
+            Saved {
+                message: "A new token is saved.".into(),
+                restart_needed: true,
+            },
+        ))
     }
     fn start_with_service(&self) -> bool {
         self.start_with_service
@@ -1333,7 +1336,15 @@ fn rotating_the_token_asks_first() {
     press(&mut app, &device, KeyCode::Enter);
     press(&mut app, &device, KeyCode::Char('y'));
     assert_eq!(device.rotations.get(), 1);
+    // The new token, shown this once, until the owner closes it.
     let text = screen(&app, 80, 24);
+    assert!(text.contains("The new token, shown this once"), "{text}");
+    assert!(text.contains("new-token-1"), "{text}");
+    press(&mut app, &device, KeyCode::Char('x'));
+    assert!(screen(&app, 80, 24).contains("new-token-1"));
+    press(&mut app, &device, KeyCode::Enter);
+    let text = screen(&app, 80, 24);
+    assert!(!text.contains("new-token-1"), "{text}");
     assert!(
         text.contains("A new token is saved. It applies when the service starts"),
         "{text}"
