@@ -380,7 +380,7 @@ fn a_mutation_the_agent_asks_for_waits_for_the_owner_who_rejects_it() {
     let (code, out, err) = run_without_terminal(&fx, &["protocol", "approvals"]);
     assert_eq!(code, Some(0), "{err}");
     assert!(
-        out.contains(&approval) && out.contains(&format!("(task {task_id})")),
+        out.contains(&approval) && out.contains(&format!("  the Agent, task {task_id}, goal ")),
         "{out}"
     );
 
