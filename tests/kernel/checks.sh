@@ -730,6 +730,9 @@ display 1080x2400 0
 TS_PID=
 ts_start() { # name xmax ymax: a touchscreen; TS_NODE is its node
   [ -n "$TS_PID" ] && ts_stop
+  # Emptied first: the shell truncates it only in the child, and a look before that
+  # would read the last touchscreen's node.
+  : >$KT/ts.out
   kt touchscreen "$1" "$2" "$3" >$KT/ts.out 2>&1 &
   TS_PID=$!
   # Seen once taking over 10 s under TCG with two guests at a time.
@@ -763,12 +766,25 @@ events() { # what the reader saw: "type code value ..." on one line
   echo $(grep '^E ' $KT/events.out | cut -d' ' -f3-)
 }
 answer() { # what a call answered, for a verdict: its error, or all of it when no events came
-  if [ -n "$got" ]; then field "$out" error; else printf 'answer: %.400s' "${out:-none}"; fi
+  if [ -n "$got" ]; then
+    field "$out" error
+  else
+    printf 'answer: %.400s; nodes before the call: %s' "${out:-none}" "$NODE_SEEN"
+  fi
 }
 syn_times() { grep -E '^E [0-9.]+ 0 0 0$' $KT/events.out | cut -d' ' -f2 | tr '\n' ' '; }
+node_ready() { # the node as the helper will find it: group input, 0660 (set again if not)
+  was=$(stat -c '%g %a' "$TS_NODE" 2>&1)
+  if [ "$was" != "1004 660" ]; then
+    say "INFO touch-node-regranted $TS_NODE was $was"
+    chgrp 1004 "$TS_NODE" && chmod 0660 "$TS_NODE"
+  fi
+  NODE_SEEN=$(ls -ln /dev/input 2>&1 | tr '\n' ' ')
+}
 touch_call() { # tool arguments: the call on a fresh phone touchscreen; sets out, got, t
   ts_start kt-phone 1079 2399
   reader "$TS_NODE"
+  node_ready
   out=$(invoke 8770 "$1" "$2")
   got=$(events)
   t=$(syn_times)
@@ -822,6 +838,7 @@ if start_tree touch 8770 $conf $PREFIX env PATH=$AB:$PATH; then
   display 1080x2400 1
   ts_start kt-tablet 10799 23999
   reader "$TS_NODE"
+  node_ready
   out=$(invoke 8770 android.tap '{"x":100,"y":200}')
   got=$(events)
   [ "$got" = "$(down 0 8795 1005) $UP" ]
@@ -833,6 +850,7 @@ if start_tree touch 8770 $conf $PREFIX env PATH=$AB:$PATH; then
   kill -USR1 $TS_PID
   wait_for 5 grep -q '^down' $KT/ts.out
   reader "$TS_NODE"
+  node_ready
   out=$(invoke 8770 android.tap '{"x":100,"y":200}')
   got=$(events)
   err=$(field "$out" error)
