@@ -1443,6 +1443,17 @@ impl App {
                 self.entry_question(body, (key, label), *kind, typed, error.as_deref());
                 "Change a setting"
             }
+            Modal::Rotate | Modal::NewToken { .. } => self.token_question(modal, body),
+            Modal::Help | Modal::Gone { .. } | Modal::Restart | Modal::Quit => {
+                self.service_question(modal, body)
+            }
+        }
+    }
+
+    /// The token's rotation: the question, then the new token shown this once.
+    fn token_question(&self, modal: &Modal, body: &mut Body) -> &'static str {
+        let theme = self.theme();
+        match modal {
             Modal::Rotate => {
                 body.text(
                     "Save a new random token? It is shown once, now; clients using the old \
@@ -1466,9 +1477,7 @@ impl App {
                 );
                 "New token"
             }
-            Modal::Help | Modal::Gone { .. } | Modal::Restart | Modal::Quit => {
-                self.service_question(modal, body)
-            }
+            _ => "",
         }
     }
 
