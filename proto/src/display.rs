@@ -195,14 +195,26 @@ pub struct AsSent {
     pub escaped: bool,
 }
 
+/// Blank lines in a row a text shown as sent may hold: more could scroll the start of a
+/// request off the terminal, as a run of spaces could (see [`MAX_SPACES`]).
+pub const MAX_BLANK_LINES: usize = 2;
+
 /// `text` as its caller sent it where that is safe to show: lines (split at line feeds)
-/// each of which [`Shown`] would write unchanged but for doubling its backslashes, and
-/// at most `max_bytes` in all. Anything else (a control or invisible character, a long
-/// run of spaces, a carriage return, a cut) shows the whole text escaped, and says so.
+/// each of which [`Shown`] would write unchanged but for doubling its backslashes, no
+/// more than [`MAX_BLANK_LINES`] blank ones in a row, and at most `max_bytes` in all.
+/// Anything else (a control or invisible character, a long run of spaces or of blank
+/// lines, a carriage return, a cut) shows the whole text escaped, on one line, and says so.
 pub fn as_sent(text: &str, max_bytes: usize) -> AsSent {
+    let mut blanks = 0;
     let plain = text.len() <= max_bytes
         && text.split('\n').all(|line| {
-            Shown::new(line).max_bytes(usize::MAX).to_string() == line.replace('\\', "\\\\")
+            blanks = if line.trim_matches(' ').is_empty() {
+                blanks + 1
+            } else {
+                0
+            };
+            blanks <= MAX_BLANK_LINES
+                && Shown::new(line).max_bytes(usize::MAX).to_string() == line.replace('\\', "\\\\")
         });
     if plain {
         AsSent {
@@ -397,6 +409,17 @@ mod as_sent_tests {
                 "{text:?}"
             );
         }
+        // Blank lines that would scroll the start of a request off the screen: escaped,
+        // so the whole text is one line again. Two in a row are shown as they are.
+        let padded = format!("rm -rf /data{}echo done", "\n".repeat(40));
+        let shown = as_sent(&padded, 1000);
+        assert!(shown.escaped);
+        assert_eq!(
+            shown.text,
+            format!("rm -rf /data{}echo done", r"\n".repeat(40))
+        );
+        assert!(as_sent(&format!("a{}b", "\n  \n".repeat(20)), 1000).escaped);
+        assert!(!as_sent("a\n\n\nb\n", 100).escaped);
         // Too long to show whole: cut, escaped, and marked.
         let long = as_sent(&"a".repeat(50), 10);
         assert!(long.escaped);

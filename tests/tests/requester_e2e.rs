@@ -203,6 +203,24 @@ fn an_older_client_is_named_by_its_user_agent_and_a_script_shows_line_by_line() 
     reject(&fx, &id);
     let _ = call.join().unwrap();
 
+    // Blank lines that would scroll the start of the request off a terminal: the command
+    // and its argv each shown escaped, on one line.
+    let padded = format!("touch made-by-padding{}echo fine", "\n".repeat(60));
+    let call = legacy_invoke(&server, "curl/8.5.0", padded);
+    let p = wait_pending(&fx, 1).remove(0);
+    let id = p["id"].as_str().unwrap().to_string();
+    assert_eq!(p["shown"]["command_escaped"], true, "{p}");
+    let (code, listing, err) = run_without_terminal(&fx, &["protocol", "approvals"]);
+    assert_eq!(code, Some(0), "{err}");
+    let one_line = format!(
+        "    command (shown escaped: \\\\ is one backslash): touch made-by-padding{}echo fine\n",
+        r"\n".repeat(60)
+    );
+    assert!(listing.contains(&one_line), "{listing}");
+    assert!(listing.lines().count() < 12, "{listing}");
+    reject(&fx, &id);
+    let _ = call.join().unwrap();
+
     // A character that cannot be shown: the whole command escaped, and said so.
     let call = legacy_invoke(&server, "curl/8.5.0", "touch x\u{202e}y\tz".into());
     let p = wait_pending(&fx, 1).remove(0);
