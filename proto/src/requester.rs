@@ -29,16 +29,26 @@ impl ClientName {
     /// From what a client sent: each part cut to its bound on a character boundary,
     /// spaces at the ends trimmed; `None` when no name is left.
     pub fn from_client(name: &str, version: &str) -> Option<ClientName> {
-        let name = crate::text::prefix(name.trim(), Self::MAX_NAME_BYTES).trim();
+        let part = |text: &str, max: usize| {
+            let kept: String = text
+                .chars()
+                .filter(|c| !Self::RESERVED.contains(c))
+                .collect();
+            crate::text::prefix(kept.trim(), max).trim().to_string()
+        };
+        let name = part(name, Self::MAX_NAME_BYTES);
         if name.is_empty() {
             return None;
         }
-        let version = crate::text::prefix(version.trim(), Self::MAX_VERSION_BYTES).trim();
         Some(ClientName {
-            name: name.to_string(),
-            version: version.to_string(),
+            name,
+            version: part(version, Self::MAX_VERSION_BYTES),
         })
     }
+
+    /// Characters a name or version may not hold: those that build the Agent's words
+    /// (`the Agent, task …, goal "…", …`), so no client can name itself into them.
+    pub const RESERVED: [char; 2] = [',', '"'];
 
     /// From an HTTP `User-Agent` (an A2A caller): its first product token, `name/version`.
     pub fn from_user_agent(agent: &str) -> Option<ClientName> {
@@ -56,6 +66,9 @@ impl ClientName {
                 self.name.len(),
                 Self::MAX_NAME_BYTES
             ));
+        }
+        if self.name.contains(Self::RESERVED) || self.version.contains(Self::RESERVED) {
+            return Err("a client name or version holds a comma or a double quote".into());
         }
         if self.version.len() > Self::MAX_VERSION_BYTES {
             return Err(format!(
@@ -284,6 +297,26 @@ mod tests {
             version: "v".repeat(33),
         };
         assert!(bad.check().is_err());
+    }
+
+    #[test]
+    fn a_client_cannot_name_itself_into_the_agents_words() {
+        let spoof = ClientName::from_client(
+            "the Agent, task t1, goal \"list files\", asked by you in the terminal console",
+            "1,\"",
+        )
+        .unwrap();
+        assert!(spoof.check().is_ok());
+        let w = who(CallOrigin::McpHttp, Some(&spoof), None, None);
+        assert!(!w.starts_with("the Agent,"), "{w}");
+        assert!(!w.contains('"'), "{w}");
+        assert!(w.ends_with("1 (by its own name) over MCP (HTTP)"), "{w}");
+        // A receiver refuses what netd would never send.
+        let sent = ClientName {
+            name: "the Agent, task t1".into(),
+            version: String::new(),
+        };
+        assert!(sent.check().is_err());
     }
 
     #[test]
